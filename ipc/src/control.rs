@@ -1,0 +1,420 @@
+//! The supervisor <-> worker link: one message table per direction.
+//!
+//! The worker connects to the supervisor's per-spawn local socket and opens with [`Hello`]; the
+//! supervisor answers [`HelloReply::Welcome`] (carrying the resolved [`AgentSpec`]) or
+//! [`HelloReply::Rejected`]. Only then may [`ControlToWorker`] / [`WorkerToControl`] frames
+//! flow. The handshake's shape is frozen forever; everything after it is versioned by
+//! [`crate::version::PROTOCOL_VERSION`].
+//!
+//! Every enum is internally tagged (`type`) and has a `#[serde(other)] Unknown` variant, so a
+//! newer peer's additions decode instead of failing. New fields are `Option` or defaulted.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::RpcError;
+
+/// First frame on every control connection, sent by the connecting side.
+///
+/// Since: protocol v1. Frozen: never change this shape.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    pub min_protocol: u32,
+    pub build: String,
+    pub role: Role,
+}
+
+impl fmt::Debug for Hello {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hello")
+            .field("protocol", &self.protocol)
+            .field("min_protocol", &self.min_protocol)
+            .field("build", &self.build)
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+/// Who is connecting.
+///
+/// Since: protocol v1.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Role {
+    /// Since: protocol v1. A worker for `agent_id`, proving it was spawned by this supervisor
+    /// with the one-time `token` it was given.
+    Worker { agent_id: String, token: String },
+    #[serde(other)]
+    Unknown,
+}
+
+impl fmt::Debug for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Worker { agent_id, .. } => f
+                .debug_struct("Worker")
+                .field("agent_id", agent_id)
+                .field("token", &"<redacted>")
+                .finish(),
+            Role::Unknown => f.write_str("Unknown"),
+        }
+    }
+}
+
+/// The supervisor's answer to [`Hello`].
+///
+/// Since: protocol v1. Frozen: never change this shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HelloReply {
+    /// Since: protocol v1.
+    Welcome {
+        protocol: u32,
+        build: String,
+        spec: Box<AgentSpec>,
+    },
+    /// Since: protocol v1.
+    Rejected {
+        reason: String,
+        supported: Supported,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+/// The protocol range a peer supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supported {
+    pub min: u32,
+    pub max: u32,
+}
+
+/// Everything a worker needs to run its agent, resolved from config by the supervisor.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub agent_id: String,
+    /// The agent's SQLite database file.
+    pub db_path: String,
+    /// The agent's workspace directory (created on first use).
+    pub workspace: String,
+    pub model: ModelSpec,
+    /// Most runs that may execute at once in this worker (across sessions).
+    pub max_concurrent: u32,
+    /// Per-file cap on bootstrap files injected into the system prompt, in characters.
+    pub bootstrap_max_chars: u32,
+    /// Cap on all bootstrap files together, in characters.
+    pub bootstrap_total_max_chars: u32,
+    /// Base system prompt (before bootstrap context and per-run additions).
+    #[serde(default)]
+    pub base_prompt: Option<String>,
+    /// Most runs queued in the worker (all sessions) before new submissions are refused.
+    pub max_queued: u32,
+}
+
+/// The model an agent calls and how to reach it.
+///
+/// Since: protocol v1.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Provider id from config (`models.providers.<id>`).
+    pub provider: String,
+    /// Wire API: `openai-completions`, `openai-responses`, `anthropic-messages`, `ollama`.
+    pub api: String,
+    pub base_url: String,
+    /// Name of the environment variable holding the API key, if any. The worker reads the
+    /// variable itself; the key never crosses the link.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    pub model: String,
+    /// HTTP timeout for connecting and receiving response headers, in ms.
+    pub request_timeout_ms: u64,
+    /// Model idle timeout: the attempt is aborted when no stream data arrives for this long.
+    pub idle_timeout_ms: u64,
+}
+
+impl fmt::Debug for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelSpec")
+            .field("provider", &self.provider)
+            .field("api", &self.api)
+            .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("model", &self.model)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .finish()
+    }
+}
+
+/// Why a run was stopped from outside.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A client asked (`chat.abort`, CLI interrupt).
+    Rpc,
+    /// The gateway or worker is restarting or draining.
+    Restart,
+    /// The run's own deadline passed.
+    Timeout,
+    #[serde(other)]
+    Unknown,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Rpc => "rpc",
+            StopReason::Restart => "restart",
+            StopReason::Timeout => "timeout",
+            StopReason::Unknown => "unknown",
+        }
+    }
+}
+
+/// A run handed to a worker.
+///
+/// Since: protocol v1.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmitRun {
+    pub run_id: String,
+    pub session_key: String,
+    pub message: String,
+    #[serde(default)]
+    pub extra_system_prompt: Option<String>,
+    /// Run deadline in ms from start; `None` arms no execution timer.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// When the supervisor accepted the run (ms since the epoch).
+    pub accepted_at: u64,
+}
+
+impl fmt::Debug for SubmitRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Message content is user data: keep it out of logs.
+        f.debug_struct("SubmitRun")
+            .field("run_id", &self.run_id)
+            .field("session_key", &self.session_key)
+            .field("message_len", &self.message.len())
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// Supervisor -> worker.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlToWorker {
+    /// Since: protocol v1. Run this turn (queued behind earlier runs of the same session).
+    Submit(SubmitRun),
+    /// Since: protocol v1. Stop a queued or running run.
+    Cancel { run_id: String, reason: StopReason },
+    /// Since: protocol v1. Stop taking runs, finish in-flight ones within `deadline_ms`, abort
+    /// the rest with [`StopReason::Restart`], flush storage, answer `Drained` and exit.
+    Drain { deadline_ms: u64 },
+    /// Since: protocol v1. Heartbeat; answered by `Pong` with the same nonce.
+    Ping { nonce: u64 },
+    #[serde(other)]
+    Unknown,
+}
+
+/// Worker -> supervisor.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerToControl {
+    /// Since: protocol v1. One event of a run, in per-run `seq` order.
+    Event(RunEvent),
+    /// Since: protocol v1. The run's one terminal outcome (already durable in the agent db).
+    Finished(RunTerminal),
+    /// Since: protocol v1. The worker refused a submission (e.g. its queue is full).
+    Rejected { run_id: String, error: RpcError },
+    /// Since: protocol v1. Answer to `Ping`.
+    Pong { nonce: u64 },
+    /// Since: protocol v1. Answer to `Drain`; the worker exits right after sending it.
+    Drained { completed: u32, aborted: u32 },
+    #[serde(other)]
+    Unknown,
+}
+
+/// One event of a run.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEvent {
+    pub run_id: String,
+    /// Per-run sequence number, from 1, strictly increasing.
+    pub seq: u64,
+    /// Emit time, ms since the epoch.
+    pub ts: u64,
+    pub body: EventBody,
+}
+
+/// What an event says.
+///
+/// Since: protocol v1.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stream", rename_all = "snake_case")]
+pub enum EventBody {
+    /// Since: protocol v1. Lifecycle phase change.
+    Lifecycle(Lifecycle),
+    /// Since: protocol v1. Text appended to the current assistant message. Only the increment
+    /// crosses the link; the supervisor keeps the cumulative text.
+    Assistant { delta: String },
+    #[serde(other)]
+    Unknown,
+}
+
+impl fmt::Debug for EventBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventBody::Lifecycle(l) => f.debug_tuple("Lifecycle").field(l).finish(),
+            EventBody::Assistant { delta } => f
+                .debug_struct("Assistant")
+                .field("delta_len", &delta.len())
+                .finish(),
+            EventBody::Unknown => f.write_str("Unknown"),
+        }
+    }
+}
+
+/// Lifecycle phases.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Start,
+    Finishing,
+    End,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Start => "start",
+            Phase::Finishing => "finishing",
+            Phase::End => "end",
+            Phase::Error => "error",
+            Phase::Unknown => "unknown",
+        }
+    }
+}
+
+/// Lifecycle event data.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    pub phase: Phase,
+    #[serde(default)]
+    pub started_at: Option<u64>,
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub aborted: Option<bool>,
+    /// The session's transcript id (sent with `start`).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// Terminal status of a run.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Ok,
+    Error,
+    Timeout,
+    Aborted,
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Error => "error",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Aborted => "aborted",
+            RunStatus::Unknown => "error",
+        }
+    }
+}
+
+/// One user-visible reply payload.
+///
+/// Since: protocol v1.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct Payload {
+    pub text: String,
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Payload")
+            .field("text_len", &self.text.len())
+            .field("is_error", &self.is_error)
+            .finish()
+    }
+}
+
+/// Token usage of a run.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+    pub total: u64,
+}
+
+/// A run's terminal outcome.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTerminal {
+    pub run_id: String,
+    pub status: RunStatus,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub started_at: Option<u64>,
+    pub ended_at: u64,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub payloads: Vec<Payload>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    pub duration_ms: u64,
+}

@@ -1,0 +1,579 @@
+//! OpenClaw Gateway protocol v4: the JSON frames clients exchange with the supervisor.
+//!
+//! One JSON object per frame: over WebSocket one text message per frame, over the unix socket
+//! one line per frame (newline-delimited JSON). Request / response / event envelopes, the
+//! `ErrorShape`, the connect handshake and the params and results of the methods loopgate
+//! implements. Method names are defined once, in [`Method`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Gateway protocol version spoken to clients.
+pub const GATEWAY_PROTOCOL: u32 = 4;
+/// Largest frame accepted before `connect` succeeds.
+pub const MAX_PREAUTH_PAYLOAD_BYTES: usize = 64 * 1024;
+/// Largest frame accepted after `connect` (advertised as `policy.maxPayload`).
+pub const MAX_PAYLOAD_BYTES: usize = 25 * 1024 * 1024;
+/// Per-connection outbound buffer cap (advertised as `policy.maxBufferedBytes`).
+pub const MAX_BUFFERED_BYTES: usize = 50 * 1024 * 1024;
+/// Interval of `tick` events (advertised as `policy.tickIntervalMs`).
+pub const TICK_INTERVAL_MS: u64 = 30_000;
+/// How long a client has to complete `connect`.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 15_000;
+/// Default `agent.wait` window.
+pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 30_000;
+
+/// Every method loopgate implements. The wire name lives here and nowhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Connect,
+    Health,
+    Status,
+    Agent,
+    AgentWait,
+}
+
+impl Method {
+    /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
+    pub const ADVERTISED: &'static [Method] =
+        &[Method::Health, Method::Status, Method::Agent, Method::AgentWait];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Connect => "connect",
+            Method::Health => "health",
+            Method::Status => "status",
+            Method::Agent => "agent",
+            Method::AgentWait => "agent.wait",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Method> {
+        [
+            Method::Connect,
+            Method::Health,
+            Method::Status,
+            Method::Agent,
+            Method::AgentWait,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
+    }
+}
+
+/// Event names loopgate emits.
+pub mod events {
+    pub const CONNECT_CHALLENGE: &str = "connect.challenge";
+    pub const AGENT: &str = "agent";
+    pub const TICK: &str = "tick";
+    pub const SHUTDOWN: &str = "shutdown";
+    /// Events advertised in `hello-ok.features.events`.
+    pub const ADVERTISED: &[&str] = &[CONNECT_CHALLENGE, AGENT, TICK, SHUTDOWN];
+}
+
+/// Top-level error codes of `ErrorShape.code`.
+pub mod codes {
+    pub const INVALID_REQUEST: &str = "INVALID_REQUEST";
+    pub const FORBIDDEN: &str = "FORBIDDEN";
+    pub const UNAVAILABLE: &str = "UNAVAILABLE";
+    pub const NOT_PAIRED: &str = "NOT_PAIRED";
+}
+
+/// A client request frame.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestFrame {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(
+        default,
+        rename = "expectedProfileId",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expected_profile_id: Option<String>,
+}
+
+impl RequestFrame {
+    pub fn new(id: impl Into<String>, method: Method, params: Value) -> Self {
+        Self {
+            kind: "req".into(),
+            id: id.into(),
+            method: method.as_str().into(),
+            params: Some(params),
+            traceparent: None,
+            expected_profile_id: None,
+        }
+    }
+}
+
+/// Why an inbound text could not be used as a request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FrameError {
+    /// Not JSON at all.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not a request frame (e.g. a `res`, or missing fields). `id` is set when the
+    /// frame carried a usable one.
+    #[error("{reason}")]
+    Invalid { id: Option<String>, reason: String },
+}
+
+/// Parses one inbound client frame. Unknown frame types (e.g. `cancel`) are reported as
+/// `Ok(None)` so callers can ignore them.
+pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    let kind = value.get("type").and_then(Value::as_str);
+    match kind {
+        Some("req") => {}
+        Some("cancel") => return Ok(None),
+        Some(other) => {
+            return Err(FrameError::Invalid {
+                id,
+                reason: format!("unexpected frame type {other:?}"),
+            })
+        }
+        None => {
+            return Err(FrameError::Invalid {
+                id,
+                reason: "missing frame type".into(),
+            })
+        }
+    }
+    let frame: RequestFrame = serde_json::from_value(value).map_err(|e| FrameError::Invalid {
+        id: id.clone(),
+        reason: e.to_string(),
+    })?;
+    if frame.id.is_empty() {
+        return Err(FrameError::Invalid {
+            id: None,
+            reason: "id must be a non-empty string".into(),
+        });
+    }
+    if frame.method.is_empty() {
+        return Err(FrameError::Invalid {
+            id,
+            reason: "method must be a non-empty string".into(),
+        });
+    }
+    if frame.traceparent.as_ref().is_some_and(|t| t.len() > 128) {
+        return Err(FrameError::Invalid {
+            id,
+            reason: "traceparent longer than 128 characters".into(),
+        });
+    }
+    Ok(Some(frame))
+}
+
+/// The error object of a failed response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorShape {
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+impl ErrorShape {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            details: None,
+            retryable: None,
+            retry_after_ms: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_REQUEST, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>, retry_after_ms: Option<u64>) -> Self {
+        Self {
+            retryable: Some(true),
+            retry_after_ms,
+            ..Self::new(codes::UNAVAILABLE, message)
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// A response frame. A request may get two (`agent`: accepted, then final).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFrame {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorShape>,
+}
+
+impl ResponseFrame {
+    pub fn ok(id: impl Into<String>, payload: Value) -> Self {
+        Self {
+            kind: "res".into(),
+            id: id.into(),
+            ok: true,
+            payload: Some(payload),
+            error: None,
+        }
+    }
+
+    pub fn err(id: impl Into<String>, error: ErrorShape) -> Self {
+        Self {
+            kind: "res".into(),
+            id: id.into(),
+            ok: false,
+            payload: None,
+            error: Some(error),
+        }
+    }
+
+    /// A failed response that still carries a payload (e.g. a failed `agent` final).
+    pub fn err_with_payload(id: impl Into<String>, payload: Value, error: ErrorShape) -> Self {
+        Self {
+            payload: Some(payload),
+            ..Self::err(id, error)
+        }
+    }
+}
+
+/// An event frame. `seq` is per connection; `connect.challenge` carries none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventFrame {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_version: Option<Value>,
+}
+
+impl EventFrame {
+    pub fn new(event: &str, payload: Value, seq: Option<u64>) -> Self {
+        Self {
+            kind: "event".into(),
+            event: event.into(),
+            payload: Some(payload),
+            seq,
+            state_version: None,
+        }
+    }
+}
+
+/// Any frame a server sends, as a client decodes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerFrame {
+    Res(ResponseFrame),
+    Event(EventFrame),
+}
+
+/// Parses a frame received from a server (used by the CLI and test clients).
+pub fn parse_server_frame(text: &str) -> Result<ServerFrame, FrameError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+    let invalid = |reason: String| FrameError::Invalid { id: None, reason };
+    match value.get("type").and_then(Value::as_str) {
+        Some("res") => serde_json::from_value(value)
+            .map(ServerFrame::Res)
+            .map_err(|e| invalid(e.to_string())),
+        Some("event") => serde_json::from_value(value)
+            .map(ServerFrame::Event)
+            .map_err(|e| invalid(e.to_string())),
+        other => Err(invalid(format!("unexpected frame type {other:?}"))),
+    }
+}
+
+/// `connect` params (validated loosely: unknown fields are tolerated, the closed enums of
+/// `client.id` and `client.mode` are checked by the server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectParams {
+    pub min_protocol: u32,
+    pub max_protocol: u32,
+    pub client: ClientInfo,
+    #[serde(default)]
+    pub caps: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ConnectAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<Value>,
+}
+
+/// `connect.client`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    pub id: String,
+    pub version: String,
+    pub platform: String,
+    pub mode: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+}
+
+/// `connect.auth`. Secrets are redacted from `Debug`.
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectAuth {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let red = |o: &Option<String>| o.as_ref().map(|_| "<redacted>");
+        f.debug_struct("ConnectAuth")
+            .field("token", &red(&self.token))
+            .field("password", &red(&self.password))
+            .field("device_token", &red(&self.device_token))
+            .field("bootstrap_token", &red(&self.bootstrap_token))
+            .finish()
+    }
+}
+
+/// Closed enum of `client.id` values.
+pub const CLIENT_IDS: &[&str] = &[
+    "webchat-ui",
+    "openclaw-control-ui",
+    "openclaw-browser-copilot",
+    "openclaw-tui",
+    "webchat",
+    "cli",
+    "gateway-client",
+    "openclaw-macos",
+    "openclaw-linux",
+    "openclaw-ios",
+    "openclaw-watchos",
+    "openclaw-android",
+    "node-host",
+    "openclaw-worker",
+    "test",
+    "fingerprint",
+    "openclaw-probe",
+];
+
+/// Closed enum of `client.mode` values.
+pub const CLIENT_MODES: &[&str] = &[
+    "webchat", "cli", "ui", "backend", "node", "worker", "probe", "test",
+];
+
+/// `agent` params. Closed: unknown fields are rejected. Fields loopgate does not act on yet
+/// are accepted so OpenClaw clients work unchanged (see `docs/protocol.md`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentParams {
+    pub message: String,
+    pub idempotency_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Run timeout in seconds; 0 = no execution timer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_system_prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_existing_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_channel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_account_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_channel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_space: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_effort_deliver: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_context_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_wake_trigger: Option<String>,
+}
+
+/// `agent.wait` params. Closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentWaitParams {
+    pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `health` params.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<bool>,
+}
+
+/// `status` result (loopgate-specific).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    pub supervisor: SupervisorStatus,
+    pub workers: Vec<WorkerStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupervisorStatus {
+    pub pid: u32,
+    pub version: String,
+    pub uptime_ms: u64,
+    pub connections: u64,
+    pub draining: bool,
+    pub state_dir: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    pub agent_id: String,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// `idle` (never spawned), `spawning`, `ready`, `draining`, `exited`, `backoff`.
+    pub state: String,
+    pub restarts: u32,
+    pub runs_in_flight: u64,
+    #[serde(default)]
+    pub uptime_ms: Option<u64>,
+    #[serde(default)]
+    pub last_exit: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn method_names_round_trip() {
+        for m in [
+            Method::Connect,
+            Method::Health,
+            Method::Status,
+            Method::Agent,
+            Method::AgentWait,
+        ] {
+            assert_eq!(Method::parse(m.as_str()), Some(m));
+        }
+        assert_eq!(Method::parse("nope"), None);
+        assert!(!Method::ADVERTISED.contains(&Method::Connect));
+    }
+
+    #[test]
+    fn parses_request_and_rejects_bad_frames() {
+        let f = parse_request(r#"{"type":"req","id":"1","method":"health","params":{}}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.method, "health");
+        assert!(matches!(parse_request("{nope"), Err(FrameError::NotJson(_))));
+        assert!(matches!(
+            parse_request(r#"{"type":"res","id":"1","ok":true}"#),
+            Err(FrameError::Invalid { .. })
+        ));
+        // Closed object: unknown top-level fields are rejected, the id is still reported.
+        match parse_request(r#"{"type":"req","id":"7","method":"x","extra":1}"#) {
+            Err(FrameError::Invalid { id, .. }) => assert_eq!(id.as_deref(), Some("7")),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(parse_request(r#"{"type":"cancel","id":"1"}"#), Ok(None));
+    }
+
+    #[test]
+    fn agent_params_are_closed() {
+        let ok: AgentParams = serde_json::from_value(json!({
+            "message": "hi", "idempotencyKey": "k", "agentId": "main", "deliver": false, "timeout": 600
+        }))
+        .unwrap();
+        assert_eq!(ok.timeout, Some(600));
+        let bad = serde_json::from_value::<AgentParams>(json!({
+            "message": "hi", "idempotencyKey": "k", "bogus": 1
+        }));
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn error_shape_serializes_camel_case() {
+        let e = ErrorShape::unavailable("busy", Some(500));
+        let v = serde_json::to_value(ResponseFrame::err("9", e)).unwrap();
+        assert_eq!(
+            v,
+            json!({"type":"res","id":"9","ok":false,
+                   "error":{"code":"UNAVAILABLE","message":"busy","retryable":true,"retryAfterMs":500}})
+        );
+    }
+}

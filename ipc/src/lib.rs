@@ -1,0 +1,22 @@
+//! `ipc`: every message that crosses a loopgate process boundary, defined once.
+//!
+//! Layout:
+//! - [`version`]: protocol version constants and the negotiation rule.
+//! - [`frame`]: length-prefixed framing plus the typed MessagePack codec used between the
+//!   supervisor and its workers.
+//! - [`control`]: the supervisor <-> worker message tables (`ControlToWorker` /
+//!   `WorkerToControl`) and the frozen version handshake (`Hello` / `HelloReply`).
+//! - [`gateway`]: OpenClaw Gateway protocol v4 JSON frames spoken to clients (CLI, WebSocket
+//!   clients) over the supervisor's listeners.
+//! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
+//!
+//! This crate holds no business logic: no I/O beyond the codec, no policy.
+#![forbid(unsafe_code)]
+
+pub mod control;
+pub mod error;
+pub mod frame;
+pub mod gateway;
+pub mod version;
+
+pub use error::{Error, ErrorCode, RpcError};

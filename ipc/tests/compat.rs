@@ -1,0 +1,294 @@
+//! Compatibility tests for the control-link protocol (house-style rule 12): every message
+//! round-trips, golden fixtures of each released protocol version keep decoding to the same
+//! values, unknown variants decode to `Unknown`, and named (map) encoding is used.
+//!
+//! Regenerate fixtures for the *current* version only with `LOOPGATE_BLESS=1 cargo test -p ipc`.
+
+use std::path::PathBuf;
+
+use ipc::control::*;
+use ipc::frame::{decode_body, encode_body};
+use ipc::{ErrorCode, RpcError};
+
+fn spec() -> AgentSpec {
+    AgentSpec {
+        agent_id: "main".into(),
+        db_path: "/state/agents/main/agent.sqlite".into(),
+        workspace: "/state/agents/main/workspace".into(),
+        model: ModelSpec {
+            provider: "scripted".into(),
+            api: "openai-completions".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key_env: Some("SCRIPTED_KEY".into()),
+            model: "scripted-1".into(),
+            request_timeout_ms: 60_000,
+            idle_timeout_ms: 120_000,
+        },
+        max_concurrent: 8,
+        bootstrap_max_chars: 20_000,
+        bootstrap_total_max_chars: 60_000,
+        base_prompt: None,
+        max_queued: 1024,
+    }
+}
+
+/// One sample of every message type, named for its fixture file.
+fn samples() -> Vec<(&'static str, Sample)> {
+    vec![
+        (
+            "hello",
+            Sample::Hello(Hello {
+                protocol: 1,
+                min_protocol: 1,
+                build: "0.1.0".into(),
+                role: Role::Worker {
+                    agent_id: "main".into(),
+                    token: "t0k3n".into(),
+                },
+            }),
+        ),
+        (
+            "welcome",
+            Sample::Reply(HelloReply::Welcome {
+                protocol: 1,
+                build: "0.1.0".into(),
+                spec: Box::new(spec()),
+            }),
+        ),
+        (
+            "rejected",
+            Sample::Reply(HelloReply::Rejected {
+                reason: "no common protocol version".into(),
+                supported: Supported { min: 1, max: 1 },
+            }),
+        ),
+        (
+            "submit",
+            Sample::Down(ControlToWorker::Submit(SubmitRun {
+                run_id: "run-1".into(),
+                session_key: "agent:main:main".into(),
+                message: "hello".into(),
+                extra_system_prompt: Some("be brief".into()),
+                timeout_ms: Some(172_800_000),
+                accepted_at: 1_764_480_000_000,
+            })),
+        ),
+        (
+            "cancel",
+            Sample::Down(ControlToWorker::Cancel {
+                run_id: "run-1".into(),
+                reason: StopReason::Rpc,
+            }),
+        ),
+        (
+            "drain",
+            Sample::Down(ControlToWorker::Drain { deadline_ms: 30_000 }),
+        ),
+        ("ping", Sample::Down(ControlToWorker::Ping { nonce: 42 })),
+        (
+            "event_lifecycle",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-1".into(),
+                seq: 1,
+                ts: 1_764_480_000_001,
+                body: EventBody::Lifecycle(Lifecycle {
+                    phase: Phase::Start,
+                    started_at: Some(1_764_480_000_001),
+                    ended_at: None,
+                    error: None,
+                    stop_reason: None,
+                    aborted: None,
+                    session_id: Some("019a0000-0000-7000-8000-000000000000".into()),
+                }),
+            })),
+        ),
+        (
+            "event_assistant",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-1".into(),
+                seq: 2,
+                ts: 1_764_480_000_002,
+                body: EventBody::Assistant {
+                    delta: "Hel".into(),
+                },
+            })),
+        ),
+        (
+            "finished",
+            Sample::Up(WorkerToControl::Finished(RunTerminal {
+                run_id: "run-1".into(),
+                status: RunStatus::Ok,
+                session_id: Some("019a0000-0000-7000-8000-000000000000".into()),
+                started_at: Some(1_764_480_000_001),
+                ended_at: 1_764_480_000_100,
+                error: None,
+                stop_reason: Some("stop".into()),
+                payloads: vec![Payload {
+                    text: "Hello".into(),
+                    is_error: false,
+                }],
+                provider: Some("scripted".into()),
+                model: Some("scripted-1".into()),
+                usage: Some(Usage {
+                    input: 10,
+                    output: 2,
+                    cache_read: 0,
+                    cache_write: 0,
+                    total: 12,
+                }),
+                duration_ms: 99,
+            })),
+        ),
+        (
+            "worker_rejected",
+            Sample::Up(WorkerToControl::Rejected {
+                run_id: "run-2".into(),
+                error: RpcError::new(ErrorCode::Overloaded, "queue full"),
+            }),
+        ),
+        ("pong", Sample::Up(WorkerToControl::Pong { nonce: 42 })),
+        (
+            "drained",
+            Sample::Up(WorkerToControl::Drained {
+                completed: 3,
+                aborted: 1,
+            }),
+        ),
+    ]
+}
+
+#[derive(Debug, PartialEq)]
+enum Sample {
+    Hello(Hello),
+    Reply(HelloReply),
+    Down(ControlToWorker),
+    Up(WorkerToControl),
+}
+
+impl Sample {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Sample::Hello(m) => encode_body(m),
+            Sample::Reply(m) => encode_body(m),
+            Sample::Down(m) => encode_body(m),
+            Sample::Up(m) => encode_body(m),
+        }
+        .unwrap()
+    }
+
+    fn decode_like(&self, bytes: &[u8]) -> Sample {
+        match self {
+            Sample::Hello(_) => Sample::Hello(decode_body(bytes).unwrap()),
+            Sample::Reply(_) => Sample::Reply(decode_body(bytes).unwrap()),
+            Sample::Down(_) => Sample::Down(decode_body(bytes).unwrap()),
+            Sample::Up(_) => Sample::Up(decode_body(bytes).unwrap()),
+        }
+    }
+}
+
+fn fixture_dir(version: u32) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}"))
+}
+
+#[test]
+fn every_message_round_trips() {
+    for (name, sample) in samples() {
+        let bytes = sample.encode();
+        assert_eq!(sample.decode_like(&bytes), sample, "{name}");
+    }
+}
+
+#[test]
+fn golden_fixtures_of_v1_still_decode() {
+    let dir = fixture_dir(1);
+    let bless = std::env::var_os("LOOPGATE_BLESS").is_some() && ipc::version::PROTOCOL_VERSION == 1;
+    for (name, sample) in samples() {
+        let path = dir.join(format!("{name}.msgpack"));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, sample.encode()).unwrap();
+        }
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+        assert_eq!(sample.decode_like(&bytes), sample, "fixture {name} changed meaning");
+        // The current encoder still produces exactly the golden bytes for this version.
+        assert_eq!(sample.encode(), bytes, "encoding of {name} drifted");
+    }
+}
+
+#[test]
+fn unknown_variants_decode_to_unknown() {
+    #[derive(serde::Serialize)]
+    struct Future {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        whatever: u32,
+    }
+    let bytes = encode_body(&Future {
+        kind: "teleport",
+        whatever: 1,
+    })
+    .unwrap();
+    assert_eq!(
+        decode_body::<ControlToWorker>(&bytes).unwrap(),
+        ControlToWorker::Unknown
+    );
+    assert_eq!(
+        decode_body::<WorkerToControl>(&bytes).unwrap(),
+        WorkerToControl::Unknown
+    );
+    assert_eq!(decode_body::<HelloReply>(&bytes).unwrap(), HelloReply::Unknown);
+}
+
+#[test]
+fn encoding_uses_named_fields() {
+    let bytes = encode_body(&ControlToWorker::Ping { nonce: 5 }).unwrap();
+    // A map with keys "type" and "nonce", not a positional array.
+    assert_eq!(bytes[0] & 0xf0, 0x80, "expected a fixmap, got {:#x}", bytes[0]);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("type") && text.contains("nonce"));
+}
+
+#[test]
+fn extra_fields_from_a_newer_peer_are_ignored() {
+    #[derive(serde::Serialize)]
+    struct NewerPing {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        nonce: u64,
+        added_in_v2: bool,
+    }
+    let bytes = encode_body(&NewerPing {
+        kind: "ping",
+        nonce: 9,
+        added_in_v2: true,
+    })
+    .unwrap();
+    assert_eq!(
+        decode_body::<ControlToWorker>(&bytes).unwrap(),
+        ControlToWorker::Ping { nonce: 9 }
+    );
+}
+
+#[test]
+fn debug_output_redacts_secrets_and_content() {
+    let hello = Hello {
+        protocol: 1,
+        min_protocol: 1,
+        build: "x".into(),
+        role: Role::Worker {
+            agent_id: "main".into(),
+            token: "supersecret".into(),
+        },
+    };
+    assert!(!format!("{hello:?}").contains("supersecret"));
+    let submit = SubmitRun {
+        run_id: "r".into(),
+        session_key: "k".into(),
+        message: "private words".into(),
+        extra_system_prompt: None,
+        timeout_ms: None,
+        accepted_at: 0,
+    };
+    assert!(!format!("{submit:?}").contains("private"));
+}
