@@ -331,6 +331,9 @@ pub struct Lifecycle {
     /// The session's transcript id (sent with `start`).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The session key the run belongs to (sent with `start`).
+    #[serde(default)]
+    pub session_key: Option<String>,
 }
 
 /// Terminal status of a run.

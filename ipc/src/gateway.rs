@@ -35,8 +35,12 @@ pub enum Method {
 
 impl Method {
     /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
-    pub const ADVERTISED: &'static [Method] =
-        &[Method::Health, Method::Status, Method::Agent, Method::AgentWait];
+    pub const ADVERTISED: &'static [Method] = &[
+        Method::Health,
+        Method::Status,
+        Method::Agent,
+        Method::AgentWait,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -127,7 +131,8 @@ pub enum FrameError {
 /// Parses one inbound client frame. Unknown frame types (e.g. `cancel`) are reported as
 /// `Ok(None)` so callers can ignore them.
 pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
     let id = value
         .get("id")
         .and_then(Value::as_str)
@@ -297,7 +302,8 @@ pub enum ServerFrame {
 
 /// Parses a frame received from a server (used by the CLI and test clients).
 pub fn parse_server_frame(text: &str) -> Result<ServerFrame, FrameError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
     let invalid = |reason: String| FrameError::Invalid { id: None, reason };
     match value.get("type").and_then(Value::as_str) {
         Some("res") => serde_json::from_value(value)
@@ -540,7 +546,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(f.method, "health");
-        assert!(matches!(parse_request("{nope"), Err(FrameError::NotJson(_))));
+        assert!(matches!(
+            parse_request("{nope"),
+            Err(FrameError::NotJson(_))
+        ));
         assert!(matches!(
             parse_request(r#"{"type":"res","id":"1","ok":true}"#),
             Err(FrameError::Invalid { .. })

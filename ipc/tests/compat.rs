@@ -82,7 +82,9 @@ fn samples() -> Vec<(&'static str, Sample)> {
         ),
         (
             "drain",
-            Sample::Down(ControlToWorker::Drain { deadline_ms: 30_000 }),
+            Sample::Down(ControlToWorker::Drain {
+                deadline_ms: 30_000,
+            }),
         ),
         ("ping", Sample::Down(ControlToWorker::Ping { nonce: 42 })),
         (
@@ -99,6 +101,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                     stop_reason: None,
                     aborted: None,
                     session_id: Some("019a0000-0000-7000-8000-000000000000".into()),
+                    session_key: Some("agent:main:main".into()),
                 }),
             })),
         ),
@@ -210,7 +213,11 @@ fn golden_fixtures_of_v1_still_decode() {
         }
         let bytes = std::fs::read(&path)
             .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
-        assert_eq!(sample.decode_like(&bytes), sample, "fixture {name} changed meaning");
+        assert_eq!(
+            sample.decode_like(&bytes),
+            sample,
+            "fixture {name} changed meaning"
+        );
         // The current encoder still produces exactly the golden bytes for this version.
         assert_eq!(sample.encode(), bytes, "encoding of {name} drifted");
     }
@@ -237,14 +244,22 @@ fn unknown_variants_decode_to_unknown() {
         decode_body::<WorkerToControl>(&bytes).unwrap(),
         WorkerToControl::Unknown
     );
-    assert_eq!(decode_body::<HelloReply>(&bytes).unwrap(), HelloReply::Unknown);
+    assert_eq!(
+        decode_body::<HelloReply>(&bytes).unwrap(),
+        HelloReply::Unknown
+    );
 }
 
 #[test]
 fn encoding_uses_named_fields() {
     let bytes = encode_body(&ControlToWorker::Ping { nonce: 5 }).unwrap();
     // A map with keys "type" and "nonce", not a positional array.
-    assert_eq!(bytes[0] & 0xf0, 0x80, "expected a fixmap, got {:#x}", bytes[0]);
+    assert_eq!(
+        bytes[0] & 0xf0,
+        0x80,
+        "expected a fixmap, got {:#x}",
+        bytes[0]
+    );
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("type") && text.contains("nonce"));
 }

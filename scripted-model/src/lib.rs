@@ -1,1 +1,552 @@
-//! placeholder
+//! A scripted model server that speaks the OpenAI Chat Completions API as the real one does:
+//! `POST /v1/chat/completions` with `stream: true` answers `text/event-stream` chunks
+//! (`chat.completion.chunk` objects, a `finish_reason` chunk, a usage chunk when
+//! `stream_options.include_usage` is set, then `data: [DONE]`); without `stream` it answers one
+//! `chat.completion` object.
+//!
+//! What it answers is scripted: [`Step`]s are queued (in-process through
+//! [`ScriptedModel::push`], or over HTTP with `POST /_script`) and each request takes the next
+//! one; with the queue empty it answers the default reply (an echo of the last user message,
+//! or a fixed text). Steps can stream slowly, stall, hold until released, fail with an HTTP
+//! error or drop the connection mid-stream. Every request body is recorded for assertions
+//! (`GET /_requests`).
+//!
+//! Tests run it in-process on `127.0.0.1:0`; the quickstart and benchmarks run the
+//! `loopgate-scripted-model` binary.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Most recorded requests kept (oldest dropped first).
+const MAX_RECORDED: usize = 1000;
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Step {
+    /// Stream `text` in `chunks` pieces with `delay_ms` between them.
+    Text {
+        text: String,
+        #[serde(default = "default_chunks")]
+        chunks: usize,
+        #[serde(default)]
+        delay_ms: u64,
+        /// `finish_reason` of the last chunk (default `stop`).
+        #[serde(default)]
+        finish_reason: Option<String>,
+    },
+    /// Stream the first `after_chunks` of `chunks` pieces of `text`, then send nothing more
+    /// (the connection stays open until the client gives up).
+    Stall {
+        text: String,
+        #[serde(default = "default_chunks")]
+        chunks: usize,
+        after_chunks: usize,
+    },
+    /// Like `Stall`, but continue once [`ScriptedModel::release`] (or `POST /_release`) is
+    /// called.
+    Hold {
+        text: String,
+        #[serde(default = "default_chunks")]
+        chunks: usize,
+        after_chunks: usize,
+    },
+    /// Answer with an HTTP error status and an OpenAI-style error body.
+    HttpError { status: u16, message: String },
+    /// Stream the first `after_chunks` pieces, then drop the connection without `[DONE]`.
+    Disconnect {
+        text: String,
+        #[serde(default = "default_chunks")]
+        chunks: usize,
+        after_chunks: usize,
+    },
+}
+
+fn default_chunks() -> usize {
+    4
+}
+
+/// What to answer when no step is queued.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DefaultReply {
+    /// `"<prefix><last user message>"`.
+    Echo { prefix: String, chunks: usize },
+    /// A fixed text.
+    Fixed { text: String, chunks: usize },
+}
+
+impl Default for DefaultReply {
+    fn default() -> Self {
+        DefaultReply::Echo {
+            prefix: "Echo: ".into(),
+            chunks: 4,
+        }
+    }
+}
+
+/// A recorded request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    pub body: Value,
+    pub authorization: Option<String>,
+}
+
+struct Shared {
+    queue: Mutex<VecDeque<Step>>,
+    requests: Mutex<VecDeque<Recorded>>,
+    default: Mutex<DefaultReply>,
+    gate: Semaphore,
+    model: String,
+}
+
+/// A running scripted model server. Dropping the handle does not stop the server task; it
+/// ends with the runtime.
+#[derive(Clone)]
+pub struct ScriptedModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl ScriptedModel {
+    /// Binds `127.0.0.1:0` and serves in the background of the current runtime.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::serve(listener, DefaultReply::default(), "scripted-1".into())
+    }
+
+    /// Serves on `listener` in the background of the current runtime.
+    pub fn serve(
+        listener: TcpListener,
+        default: DefaultReply,
+        model: String,
+    ) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(VecDeque::new()),
+            default: Mutex::new(default),
+            gate: Semaphore::new(0),
+            model,
+        });
+        let app = router(shared.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "Scripted model server stopped.");
+            }
+        });
+        Ok(Self { addr, shared })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL for an `openai-completions` provider (`http://127.0.0.1:<port>/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues a step for the next request.
+    pub fn push(&self, step: Step) {
+        lock(&self.shared.queue).push_back(step);
+    }
+
+    /// Lets one held (`Hold`) stream continue.
+    pub fn release(&self) {
+        self.shared.gate.add_permits(1);
+    }
+
+    pub fn set_default(&self, reply: DefaultReply) {
+        *lock(&self.shared.default) = reply;
+    }
+
+    /// Requests received so far, oldest first.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.requests).iter().cloned().collect()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding these short critical sections cannot leave them inconsistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/_script", post(push_script))
+        .route("/_release", post(release))
+        .route("/_requests", get(requests))
+        .with_state(shared)
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> Json<Value> {
+    Json(
+        json!({"object": "list", "data": [{"id": s.model, "object": "model", "owned_by": "loopgate"}]}),
+    )
+}
+
+async fn push_script(State(s): State<Arc<Shared>>, Json(steps): Json<Vec<Step>>) -> StatusCode {
+    lock(&s.queue).extend(steps);
+    StatusCode::NO_CONTENT
+}
+
+async fn release(State(s): State<Arc<Shared>>) -> StatusCode {
+    s.gate.add_permits(1);
+    StatusCode::NO_CONTENT
+}
+
+async fn requests(State(s): State<Arc<Shared>>) -> Json<Vec<Recorded>> {
+    Json(lock(&s.requests).iter().cloned().collect())
+}
+
+fn openai_error(status: StatusCode, message: &str) -> Response {
+    let body = json!({"error": {"code": status.as_u16(), "message": message, "type": "invalid_request_error"}});
+    (status, Json(body)).into_response()
+}
+
+async fn chat_completions(
+    State(s): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+    };
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return openai_error(
+            StatusCode::BAD_REQUEST,
+            "Expected 'messages' to be an array",
+        );
+    };
+    let prompt_tokens = messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .map(count_tokens)
+        .sum::<usize>() as u64;
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_owned();
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    {
+        let mut rec = lock(&s.requests);
+        if rec.len() >= MAX_RECORDED {
+            rec.pop_front();
+        }
+        rec.push_back(Recorded {
+            body,
+            authorization: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        });
+    }
+    let step = lock(&s.queue)
+        .pop_front()
+        .unwrap_or_else(|| match lock(&s.default).clone() {
+            DefaultReply::Echo { prefix, chunks } => Step::Text {
+                text: format!("{prefix}{last_user}"),
+                chunks,
+                delay_ms: 0,
+                finish_reason: None,
+            },
+            DefaultReply::Fixed { text, chunks } => Step::Text {
+                text,
+                chunks,
+                delay_ms: 0,
+                finish_reason: None,
+            },
+        });
+    if let Step::HttpError { status, message } = &step {
+        let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return openai_error(status, message);
+    }
+    let reply = Reply::from_step(step);
+    if !stream {
+        return Json(reply.completion(&s.model, prompt_tokens)).into_response();
+    }
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    tokio::spawn(reply.stream(s.clone(), tx, prompt_tokens, include_usage));
+    let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn count_tokens(text: &str) -> usize {
+    text.split_whitespace().count().max(1)
+}
+
+/// What happens after the first `stop_after` chunks.
+enum Tail {
+    Finish,
+    Stall,
+    Hold,
+    Disconnect,
+}
+
+struct Reply {
+    pieces: Vec<String>,
+    delay: Duration,
+    stop_after: usize,
+    tail: Tail,
+    finish_reason: String,
+}
+
+/// Splits `text` into `n` pieces on char boundaries (at least one piece).
+pub fn split_chunks(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let n = n.clamp(1, chars.len().max(1));
+    let per = chars.len().div_ceil(n).max(1);
+    let mut out: Vec<String> = chars.chunks(per).map(|c| c.iter().collect()).collect();
+    if out.is_empty() {
+        out.push(String::new());
+    }
+    out
+}
+
+impl Reply {
+    fn from_step(step: Step) -> Self {
+        let make = |text: &str, chunks: usize| split_chunks(text, chunks);
+        match step {
+            Step::Text {
+                text,
+                chunks,
+                delay_ms,
+                finish_reason,
+            } => {
+                let pieces = make(&text, chunks);
+                Reply {
+                    stop_after: pieces.len(),
+                    pieces,
+                    delay: Duration::from_millis(delay_ms),
+                    tail: Tail::Finish,
+                    finish_reason: finish_reason.unwrap_or_else(|| "stop".into()),
+                }
+            }
+            Step::Stall {
+                text,
+                chunks,
+                after_chunks,
+            } => Reply {
+                pieces: make(&text, chunks),
+                delay: Duration::ZERO,
+                stop_after: after_chunks,
+                tail: Tail::Stall,
+                finish_reason: "stop".into(),
+            },
+            Step::Hold {
+                text,
+                chunks,
+                after_chunks,
+            } => Reply {
+                pieces: make(&text, chunks),
+                delay: Duration::ZERO,
+                stop_after: after_chunks,
+                tail: Tail::Hold,
+                finish_reason: "stop".into(),
+            },
+            Step::Disconnect {
+                text,
+                chunks,
+                after_chunks,
+            } => Reply {
+                pieces: make(&text, chunks),
+                delay: Duration::ZERO,
+                stop_after: after_chunks,
+                tail: Tail::Disconnect,
+                finish_reason: "stop".into(),
+            },
+            Step::HttpError { .. } => Reply {
+                pieces: vec![],
+                delay: Duration::ZERO,
+                stop_after: 0,
+                tail: Tail::Disconnect,
+                finish_reason: "stop".into(),
+            },
+        }
+    }
+
+    fn text(&self) -> String {
+        self.pieces.concat()
+    }
+
+    fn completion(&self, model: &str, prompt_tokens: u64) -> Value {
+        let completion_tokens = self.pieces.len() as u64;
+        json!({
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "created": now_secs(),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.text()},
+                         "finish_reason": self.finish_reason}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}
+        })
+    }
+
+    async fn stream(
+        self,
+        shared: Arc<Shared>,
+        tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+        prompt_tokens: u64,
+        include_usage: bool,
+    ) {
+        let model = shared.model.clone();
+        let created = now_secs();
+        let chunk = |delta: Value, finish: Option<&str>| {
+            let v = json!({
+                "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+            });
+            Ok(Bytes::from(format!("data: {v}\n\n")))
+        };
+        if tx
+            .send(chunk(json!({"role": "assistant", "content": ""}), None))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let mut sent = 0usize;
+        for (i, piece) in self.pieces.iter().enumerate() {
+            if i == self.stop_after {
+                match self.tail {
+                    Tail::Finish => {}
+                    Tail::Stall => {
+                        tx.closed().await;
+                        return;
+                    }
+                    Tail::Hold => {
+                        tokio::select! {
+                            permit = shared.gate.acquire() => match permit {
+                                Ok(p) => p.forget(),
+                                Err(_) => return,
+                            },
+                            _ = tx.closed() => return,
+                        }
+                    }
+                    Tail::Disconnect => {
+                        let _ = tx
+                            .send(Err(std::io::Error::new(
+                                std::io::ErrorKind::ConnectionReset,
+                                "scripted disconnect",
+                            )))
+                            .await;
+                        return;
+                    }
+                }
+            }
+            if i > 0 && !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            if tx
+                .send(chunk(json!({"content": piece}), None))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            sent += 1;
+        }
+        if self.stop_after >= self.pieces.len() {
+            match self.tail {
+                Tail::Finish => {}
+                Tail::Stall => {
+                    tx.closed().await;
+                    return;
+                }
+                Tail::Hold => {
+                    tokio::select! {
+                        permit = shared.gate.acquire() => match permit {
+                            Ok(p) => p.forget(),
+                            Err(_) => return,
+                        },
+                        _ = tx.closed() => return,
+                    }
+                }
+                Tail::Disconnect => {
+                    let _ = tx
+                        .send(Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "scripted disconnect",
+                        )))
+                        .await;
+                    return;
+                }
+            }
+        }
+        let _ = tx
+            .send(chunk(json!({}), Some(self.finish_reason.as_str())))
+            .await;
+        if include_usage {
+            let completion = sent as u64;
+            let v = json!({
+                "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                          "total_tokens": prompt_tokens + completion}
+            });
+            let _ = tx.send(Ok(Bytes::from(format!("data: {v}\n\n")))).await;
+        }
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_all_text() {
+        assert_eq!(split_chunks("hello world", 3).concat(), "hello world");
+        assert_eq!(split_chunks("hi", 10).len(), 2);
+        assert_eq!(split_chunks("", 3), vec![String::new()]);
+        assert_eq!(split_chunks("héllo", 5).concat(), "héllo");
+    }
+
+    #[test]
+    fn steps_parse_from_json() {
+        let s: Vec<Step> = serde_json::from_value(json!([
+            {"kind": "text", "text": "hi"},
+            {"kind": "http_error", "status": 500, "message": "boom"},
+            {"kind": "stall", "text": "abc", "after_chunks": 1}
+        ]))
+        .unwrap();
+        assert_eq!(s.len(), 3);
+    }
+}

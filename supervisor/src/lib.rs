@@ -1,1 +1,31 @@
-//! placeholder
+//! loopgate supervisor: `loopgate serve` and the `loopgate` CLI.
+//!
+//! Layout (see `docs/ARCHITECTURE.md` for the full codemap):
+//! - [`serve`]: process entry for `loopgate serve`: lock, config, listeners, signals.
+//! - [`config`], [`paths`], [`lock`]: configuration, state-dir layout, the state-dir lock.
+//! - [`gateway`], [`listen_unix`], [`rpc`]: Gateway protocol v4 connections and methods.
+//! - [`control`]: the control actor (runs, waiters, worker set).
+//! - [`worker_link`]: spawning and talking to one `loopgate-worker`.
+//! - [`gatewaydb`]: the gateway database (run records for replay), one writer thread.
+//! - [`events`], [`outcome`]: the event hub and the wire projections of run outcomes.
+//! - [`client`]: the CLI, a Gateway protocol client over the unix socket (depends on `ipc`
+//!   only).
+//!
+//! Architecture Invariant: the supervisor never runs model or tool code; nothing here links
+//! the `worker` crate.
+#![deny(unsafe_code)]
+
+pub mod client;
+pub mod config;
+pub mod control;
+pub mod events;
+pub mod gateway;
+pub mod gatewaydb;
+pub mod listen_unix;
+pub mod lock;
+pub mod outcome;
+pub mod paths;
+pub mod rpc;
+pub mod serve;
+mod sys;
+pub mod worker_link;

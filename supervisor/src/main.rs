@@ -1,1 +1,176 @@
-fn main() {}
+//! `loopgate`: the supervisor (`loopgate serve`) and the operator CLI. Parses arguments, reads
+//! the environment once, sets up logging and hands over to the library.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use supervisor::config::Overrides;
+use supervisor::{client, paths, serve};
+
+#[derive(Parser)]
+#[command(
+    name = "loopgate",
+    version,
+    about = "A crash-isolated agent gateway speaking OpenClaw's Gateway protocol v4"
+)]
+struct Cli {
+    /// State directory (default: $LOOPGATE_STATE_DIR, else ~/.loopgate).
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the gateway (supervisor) in the foreground.
+    Serve {
+        /// Config file (default: $LOOPGATE_CONFIG, else <state>/loopgate.toml).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// WebSocket port (overrides gateway.port; 0 picks a free port).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Bind address (overrides gateway.bind): loopback, lan or an IP.
+        #[arg(long)]
+        bind: Option<String>,
+        /// Log format on stderr.
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+    },
+    /// Send a message to an agent and stream the reply (exit 0 ok, 1 error, 2 timeout).
+    Agent {
+        #[arg(short, long)]
+        message: String,
+        /// Agent id (default: main).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Session key (bare keys are scoped to the agent: agent:<id>:<key>).
+        #[arg(long)]
+        session_key: Option<String>,
+        /// Run timeout in seconds (0 = none; default: the agent's configured timeout).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Print the final result as JSON instead of streaming text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait for a run's outcome and print it as JSON (exit 0 ok, 1 error, 2 timeout).
+    Wait {
+        run_id: String,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
+    /// Show the supervisor and its workers.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask the gateway for its health snapshot.
+    Health,
+}
+
+fn init_logging(format: LogFormat, filter: Option<String>) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or_else(|| "info".into()))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(false).init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let var = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
+    let state_dir = match paths::state_dir(
+        cli.state_dir.clone(),
+        var("LOOPGATE_STATE_DIR").map(PathBuf::from),
+        var("HOME").map(PathBuf::from),
+    ) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("loopgate: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("loopgate: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let socket = paths::socket(&state_dir);
+    match cli.command {
+        Cmd::Serve {
+            config,
+            port,
+            bind,
+            log_format,
+        } => {
+            init_logging(log_format, var("LOOPGATE_LOG").or_else(|| var("RUST_LOG")));
+            let (config_path, config_explicit) =
+                match config.or_else(|| var("LOOPGATE_CONFIG").map(PathBuf::from)) {
+                    Some(p) => (p, true),
+                    None => (paths::default_config(&state_dir), false),
+                };
+            let worker_bin = var("LOOPGATE_WORKER_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::env::current_exe()
+                        .ok()
+                        .and_then(|p| p.parent().map(|d| d.join("loopgate-worker")))
+                        .unwrap_or_else(|| PathBuf::from("loopgate-worker"))
+                });
+            let opts = serve::ServeOptions {
+                state_dir,
+                config_path,
+                config_explicit,
+                overrides: Overrides {
+                    port,
+                    bind,
+                    token: var("LOOPGATE_GATEWAY_TOKEN"),
+                },
+                worker_bin,
+                env,
+            };
+            runtime.block_on(serve::run(opts))
+        }
+        Cmd::Agent {
+            message,
+            agent,
+            session_key,
+            timeout,
+            json,
+        } => runtime.block_on(client::agent(
+            &socket,
+            client::AgentArgs {
+                message,
+                agent,
+                session_key,
+                timeout,
+                json,
+            },
+        )),
+        Cmd::Wait { run_id, timeout_ms } => {
+            runtime.block_on(client::wait(&socket, run_id, timeout_ms))
+        }
+        Cmd::Status { json } => runtime.block_on(client::status(&socket, json)),
+        Cmd::Health => runtime.block_on(client::health(&socket)),
+    }
+}

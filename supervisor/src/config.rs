@@ -1,0 +1,641 @@
+//! Configuration: `loopgate.toml` is parsed into [`RawConfig`] (unknown keys rejected, with
+//! the file and line in the error), merged with CLI overrides, then validated into the frozen
+//! [`Config`] everything downstream takes by reference.
+//!
+//! Names mirror OpenClaw's where a concept is shared, in snake_case (see
+//! `docs/operations.md` for every key).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+
+/// Default run timeout (48 h), as in OpenClaw.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 172_800;
+/// Default gateway port, as in OpenClaw.
+pub const DEFAULT_PORT: u16 = 18789;
+pub const DEFAULT_BOOTSTRAP_MAX_CHARS: u32 = 20_000;
+pub const DEFAULT_BOOTSTRAP_TOTAL_MAX_CHARS: u32 = 60_000;
+pub const DEFAULT_MAX_CONCURRENT: u32 = 8;
+/// Default provider HTTP timeout (connect + response headers).
+pub const DEFAULT_PROVIDER_TIMEOUT_SECONDS: f64 = 120.0;
+/// Default model idle timeout for cloud providers (R-B4).
+pub const DEFAULT_IDLE_CLOUD_SECONDS: f64 = 120.0;
+/// Default model idle timeout for self-hosted (loopback / private) providers (R-B4).
+pub const DEFAULT_IDLE_SELF_HOSTED_SECONDS: f64 = 300.0;
+/// Default drain deadline.
+pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 300;
+
+/// A config error: which file, and what is wrong (the key, the line when known).
+#[derive(Debug)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid config {}: {}",
+            self.file.display(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub gateway: RawGateway,
+    #[serde(default)]
+    pub agents: RawAgents,
+    #[serde(default)]
+    pub models: RawModels,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGateway {
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    #[serde(default)]
+    pub auth: RawAuth,
+    /// Deadline for `loopgate drain` / SIGTERM, in seconds.
+    pub drain_timeout_seconds: Option<u64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    pub mode: Option<AuthMode>,
+    pub token: Option<String>,
+}
+
+impl fmt::Debug for RawAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawAuth")
+            .field("mode", &self.mode)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthMode {
+    None,
+    Token,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgents {
+    #[serde(default)]
+    pub defaults: RawAgentSettings,
+    #[serde(default)]
+    pub list: BTreeMap<AgentId, RawAgentSettings>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgentSettings {
+    pub model: Option<ModelRef>,
+    pub timeout_seconds: Option<u64>,
+    pub workspace: Option<PathBuf>,
+    pub max_concurrent: Option<u32>,
+    pub bootstrap_max_chars: Option<u32>,
+    pub bootstrap_total_max_chars: Option<u32>,
+    /// Replaces the built-in base system prompt.
+    pub system_prompt: Option<String>,
+    /// Display name (agents.list only).
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModels {
+    #[serde(default)]
+    pub providers: BTreeMap<String, RawProvider>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    pub api: ProviderApi,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    /// Provider HTTP timeout (connect and response headers), seconds.
+    pub timeout_seconds: Option<f64>,
+    /// Model idle timeout (no stream data), seconds. Default 120 for cloud providers, 300 for
+    /// loopback/private addresses.
+    pub idle_timeout_seconds: Option<f64>,
+}
+
+/// Wire APIs a provider may speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ProviderApi {
+    #[serde(rename = "openai-completions")]
+    OpenAiCompletions,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+    #[serde(rename = "ollama")]
+    Ollama,
+}
+
+impl ProviderApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderApi::OpenAiCompletions => "openai-completions",
+            ProviderApi::OpenAiResponses => "openai-responses",
+            ProviderApi::AnthropicMessages => "anthropic-messages",
+            ProviderApi::Ollama => "ollama",
+        }
+    }
+
+    /// Whether this build's worker can call this API.
+    pub fn implemented(self) -> bool {
+        matches!(self, ProviderApi::OpenAiCompletions)
+    }
+}
+
+/// A validated agent id: `^[a-z0-9][a-z0-9_-]{0,63}$`, normalized to lowercase.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AgentId(String);
+
+impl AgentId {
+    pub fn parse(raw: &str) -> Result<AgentId, String> {
+        let id = raw.to_ascii_lowercase();
+        let mut chars = id.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let rest_ok =
+            chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if first_ok && rest_ok && id.len() <= 64 {
+            Ok(AgentId(id))
+        } else {
+            Err(format!(
+                "invalid agent id {raw:?}: expected 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        AgentId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `"<provider>/<model>"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRef {
+    pub provider: String,
+    pub model: String,
+}
+
+impl<'de> Deserialize<'de> for ModelRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.split_once('/') {
+            Some((p, m)) if !p.is_empty() && !m.is_empty() => Ok(ModelRef {
+                provider: p.to_owned(),
+                model: m.to_owned(),
+            }),
+            _ => Err(serde::de::Error::custom(format!(
+                "invalid model {s:?}: expected \"<provider>/<model>\""
+            ))),
+        }
+    }
+}
+
+/// Overrides from the command line and environment (applied over the file).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    pub token: Option<String>,
+}
+
+/// Where `gateway.bind` points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindAddr(pub IpAddr);
+
+/// Validated, frozen configuration.
+#[derive(Clone)]
+pub struct Config {
+    /// The file it came from (may not exist: then defaults apply).
+    pub path: PathBuf,
+    pub state_dir: PathBuf,
+    pub gateway: GatewayConfig,
+    /// Configured agents, `main` always first.
+    pub agents: Vec<AgentConfig>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("path", &self.path)
+            .field("state_dir", &self.state_dir)
+            .field("gateway", &self.gateway)
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct GatewayConfig {
+    pub port: u16,
+    pub bind: IpAddr,
+    pub auth_mode: AuthMode,
+    pub token: Option<String>,
+    pub drain_timeout_seconds: u64,
+}
+
+impl fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GatewayConfig")
+            .field("port", &self.port)
+            .field("bind", &self.bind)
+            .field("auth_mode", &self.auth_mode)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub id: AgentId,
+    pub name: Option<String>,
+    pub model: Option<ResolvedModel>,
+    /// `None`: no execution timer.
+    pub timeout_ms: Option<u64>,
+    pub workspace: PathBuf,
+    pub db_path: PathBuf,
+    pub max_concurrent: u32,
+    pub bootstrap_max_chars: u32,
+    pub bootstrap_total_max_chars: u32,
+    pub system_prompt: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResolvedModel {
+    pub provider: String,
+    pub model: String,
+    pub api: ProviderApi,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    pub request_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+}
+
+impl Config {
+    /// Loads `path` (a missing file means all defaults), applies overrides, validates.
+    pub fn load(
+        path: &Path,
+        state_dir: &Path,
+        overrides: &Overrides,
+        must_exist: bool,
+    ) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError {
+            file: path.to_owned(),
+            message,
+        };
+        let raw = match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str::<RawConfig>(&text)
+                .map_err(|e| err(e.to_string().trim_end().to_owned()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                RawConfig::default()
+            }
+            Err(e) => return Err(err(format!("cannot read: {e}"))),
+        };
+        Self::from_raw(raw, path, state_dir, overrides)
+    }
+
+    pub fn from_raw(
+        raw: RawConfig,
+        path: &Path,
+        state_dir: &Path,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError {
+            file: path.to_owned(),
+            message,
+        };
+        let bind_raw = overrides
+            .bind
+            .clone()
+            .or(raw.gateway.bind.clone())
+            .unwrap_or_else(|| "loopback".into());
+        let bind = parse_bind(&bind_raw).map_err(|m| err(format!("gateway.bind: {m}")))?;
+        let token = overrides
+            .token
+            .clone()
+            .or(raw.gateway.auth.token.clone())
+            .filter(|t| !t.is_empty());
+        let auth_mode = raw.gateway.auth.mode.unwrap_or(if token.is_some() {
+            AuthMode::Token
+        } else {
+            AuthMode::None
+        });
+        if auth_mode == AuthMode::Token && token.is_none() {
+            return Err(err(
+                "gateway.auth.mode: \"token\" needs gateway.auth.token or $LOOPGATE_GATEWAY_TOKEN"
+                    .into(),
+            ));
+        }
+        let gateway = GatewayConfig {
+            port: overrides.port.or(raw.gateway.port).unwrap_or(DEFAULT_PORT),
+            bind,
+            auth_mode,
+            token,
+            drain_timeout_seconds: raw
+                .gateway
+                .drain_timeout_seconds
+                .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECONDS),
+        };
+
+        let mut providers = BTreeMap::new();
+        for (id, p) in &raw.models.providers {
+            let key = format!("models.providers.{id}");
+            if p.base_url.trim().is_empty() {
+                return Err(err(format!("{key}.base_url: must not be empty")));
+            }
+            if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+                return Err(err(format!(
+                    "{key}.base_url: {:?} must start with http:// or https://",
+                    p.base_url
+                )));
+            }
+            for (name, v) in [
+                ("timeout_seconds", p.timeout_seconds),
+                ("idle_timeout_seconds", p.idle_timeout_seconds),
+            ] {
+                if let Some(v) = v {
+                    if !(v.is_finite() && v > 0.0) {
+                        return Err(err(format!(
+                            "{key}.{name}: must be a positive number of seconds"
+                        )));
+                    }
+                }
+            }
+            if let Some(env) = &p.api_key_env {
+                if env.is_empty() || env.contains('=') {
+                    return Err(err(format!(
+                        "{key}.api_key_env: {env:?} is not a variable name"
+                    )));
+                }
+            }
+            providers.insert(id.clone(), p.clone());
+        }
+
+        let defaults = raw.agents.defaults;
+        let main = AgentId("main".into());
+        let mut ids: Vec<AgentId> = vec![main.clone()];
+        ids.extend(raw.agents.list.keys().filter(|id| **id != main).cloned());
+        let mut agents = Vec::with_capacity(ids.len());
+        for id in ids {
+            let own = raw.agents.list.get(&id).cloned().unwrap_or_default();
+            let key = if raw.agents.list.contains_key(&id) {
+                format!("agents.list.{id}")
+            } else {
+                "agents.defaults".into()
+            };
+            let model_ref = own.model.clone().or(defaults.model.clone());
+            let model = match model_ref {
+                None => None,
+                Some(m) => {
+                    let p = providers.get(&m.provider).ok_or_else(|| {
+                        err(format!(
+                            "{key}.model: provider {:?} is not defined under [models.providers.{}]",
+                            m.provider, m.provider
+                        ))
+                    })?;
+                    let self_hosted = is_self_hosted(&p.base_url);
+                    let idle = p.idle_timeout_seconds.unwrap_or(if self_hosted {
+                        DEFAULT_IDLE_SELF_HOSTED_SECONDS
+                    } else {
+                        DEFAULT_IDLE_CLOUD_SECONDS
+                    });
+                    Some(ResolvedModel {
+                        provider: m.provider.clone(),
+                        model: m.model.clone(),
+                        api: p.api,
+                        base_url: p.base_url.trim_end_matches('/').to_owned(),
+                        api_key_env: p.api_key_env.clone(),
+                        request_timeout_ms: secs_to_ms(
+                            p.timeout_seconds
+                                .unwrap_or(DEFAULT_PROVIDER_TIMEOUT_SECONDS),
+                        ),
+                        idle_timeout_ms: secs_to_ms(idle),
+                    })
+                }
+            };
+            let timeout_s = own
+                .timeout_seconds
+                .or(defaults.timeout_seconds)
+                .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+            let workspace = match (&own.workspace, &defaults.workspace) {
+                (Some(w), _) => w.clone(),
+                (None, Some(base)) if id == main => base.clone(),
+                (None, Some(base)) => base.join(id.as_str()),
+                (None, None) => state_dir.join("agents").join(id.as_str()).join("workspace"),
+            };
+            let workspace = if workspace.is_relative() {
+                state_dir.join(workspace)
+            } else {
+                workspace
+            };
+            let max_concurrent = own
+                .max_concurrent
+                .or(defaults.max_concurrent)
+                .unwrap_or(DEFAULT_MAX_CONCURRENT);
+            if max_concurrent == 0 {
+                return Err(err(format!("{key}.max_concurrent: must be at least 1")));
+            }
+            agents.push(AgentConfig {
+                db_path: state_dir
+                    .join("agents")
+                    .join(id.as_str())
+                    .join("agent.sqlite"),
+                name: own.name.clone(),
+                timeout_ms: (timeout_s > 0).then(|| timeout_s.saturating_mul(1000)),
+                workspace,
+                max_concurrent,
+                bootstrap_max_chars: own
+                    .bootstrap_max_chars
+                    .or(defaults.bootstrap_max_chars)
+                    .unwrap_or(DEFAULT_BOOTSTRAP_MAX_CHARS),
+                bootstrap_total_max_chars: own
+                    .bootstrap_total_max_chars
+                    .or(defaults.bootstrap_total_max_chars)
+                    .unwrap_or(DEFAULT_BOOTSTRAP_TOTAL_MAX_CHARS),
+                system_prompt: own.system_prompt.clone().or(defaults.system_prompt.clone()),
+                model,
+                id,
+            });
+        }
+        Ok(Config {
+            path: path.to_owned(),
+            state_dir: state_dir.to_owned(),
+            gateway,
+            agents,
+        })
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&AgentConfig> {
+        self.agents.iter().find(|a| a.id.as_str() == id)
+    }
+}
+
+fn secs_to_ms(s: f64) -> u64 {
+    (s * 1000.0).round().max(1.0) as u64
+}
+
+fn parse_bind(raw: &str) -> Result<IpAddr, String> {
+    match raw {
+        "loopback" => Ok(IpAddr::from([127, 0, 0, 1])),
+        "lan" => Ok(IpAddr::from([0, 0, 0, 0])),
+        other => other
+            .parse::<IpAddr>()
+            .map_err(|_| format!("{other:?} is neither \"loopback\", \"lan\" nor an IP address")),
+    }
+}
+
+/// Loopback or private-network hosts count as self-hosted (longer idle default).
+fn is_self_hosted(base_url: &str) -> bool {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, r)| r);
+    let host_port = rest.split('/').next().unwrap_or("");
+    let host = if let Some(stripped) = host_port.strip_prefix('[') {
+        stripped.split(']').next().unwrap_or("")
+    } else {
+        host_port.rsplit_once(':').map_or(host_port, |(h, _)| h)
+    };
+    if host == "localhost" {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(v4)) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        Ok(IpAddr::V6(v6)) => v6.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            file: "t.toml".into(),
+            message: e.to_string(),
+        })?;
+        Config::from_raw(
+            raw,
+            Path::new("t.toml"),
+            Path::new("/state"),
+            &Overrides::default(),
+        )
+    }
+
+    #[test]
+    fn defaults_without_a_file() {
+        let c = load("").unwrap();
+        assert_eq!(c.gateway.port, DEFAULT_PORT);
+        assert_eq!(c.agents.len(), 1);
+        assert_eq!(c.agents[0].id.as_str(), "main");
+        assert_eq!(c.agents[0].timeout_ms, Some(DEFAULT_TIMEOUT_SECONDS * 1000));
+        assert_eq!(
+            c.agents[0].workspace,
+            Path::new("/state/agents/main/workspace")
+        );
+        assert!(c.agents[0].model.is_none());
+    }
+
+    #[test]
+    fn full_config_resolves() {
+        let c = load(
+            r#"
+            [gateway]
+            port = 0
+            bind = "loopback"
+            [gateway.auth]
+            token = "s3cret"
+            [agents.defaults]
+            model = "local/m1"
+            timeout_seconds = 0
+            [agents.list.ops]
+            workspace = "/w/ops"
+            [models.providers.local]
+            api = "openai-completions"
+            base_url = "http://127.0.0.1:8080/v1/"
+            api_key_env = "LOCAL_KEY"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.gateway.port, 0);
+        assert_eq!(c.gateway.auth_mode, AuthMode::Token);
+        assert_eq!(c.agents.len(), 2);
+        let ops = c.agent("ops").unwrap();
+        assert_eq!(ops.timeout_ms, None);
+        let m = ops.model.as_ref().unwrap();
+        assert_eq!(m.base_url, "http://127.0.0.1:8080/v1");
+        assert_eq!(m.idle_timeout_ms, 300_000);
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn errors_name_the_key_or_line() {
+        let e = load("[gateway]\nprot = 1\n").unwrap_err().message;
+        assert!(e.contains("line 2") && e.contains("prot"), "{e}");
+        let e = load("[agents.defaults]\nmodel = \"nope\"\n")
+            .unwrap_err()
+            .message;
+        assert!(
+            e.contains("line 2") && e.contains("<provider>/<model>"),
+            "{e}"
+        );
+        let e = load("[agents.defaults]\nmodel = \"x/y\"\n")
+            .unwrap_err()
+            .message;
+        assert!(
+            e.contains("agents.defaults.model") && e.contains("\"x\""),
+            "{e}"
+        );
+        let e = load("[agents.list.\"Bad Id\"]\n").unwrap_err().message;
+        assert!(e.contains("invalid agent id"), "{e}");
+        let e = load("[gateway]\nport = 70000\n").unwrap_err().message;
+        assert!(e.contains("line 2"), "{e}");
+        let e = load("[gateway.auth]\nmode = \"token\"\n")
+            .unwrap_err()
+            .message;
+        assert!(e.contains("gateway.auth.mode"), "{e}");
+    }
+
+    #[test]
+    fn self_hosted_detection() {
+        assert!(is_self_hosted("http://127.0.0.1:8080/v1"));
+        assert!(is_self_hosted("http://localhost:11434"));
+        assert!(is_self_hosted("http://192.168.1.2/v1"));
+        assert!(!is_self_hosted("https://api.openai.com/v1"));
+    }
+}

@@ -1,0 +1,505 @@
+//! Gateway protocol v4 connections, independent of transport.
+//!
+//! A transport (the unix socket today, WebSocket later) turns its byte stream into
+//! [`Inbound`] items through a [`FrameSource`] and writes [`Outbound`] items; this module runs
+//! the protocol: the `connect.challenge` / `connect` / `hello-ok` handshake under a deadline
+//! and a pre-auth frame cap, then request dispatch (one task per request, bounded per
+//! connection) and event forwarding with a per-connection envelope `seq`.
+//!
+//! Backpressure (invariant 5): outbound frames go through a bounded queue; events are offered
+//! without waiting and a connection whose queued bytes pass `MAX_BUFFERED_BYTES`, or that falls
+//! behind the event hub, is closed as a slow consumer.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ipc::gateway::{
+    self as gw, ConnectParams, ErrorShape, EventFrame, FrameError, Method, ResponseFrame,
+    GATEWAY_PROTOCOL, HANDSHAKE_TIMEOUT_MS, MAX_BUFFERED_BYTES, MAX_PAYLOAD_BYTES,
+    MAX_PREAUTH_PAYLOAD_BYTES, TICK_INTERVAL_MS,
+};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::control::ControlHandle;
+use crate::events::{now_ms, EventHub, HubEvent};
+use crate::gatewaydb::GatewayDb;
+
+/// Frames queued per connection (responses and events).
+const OUTBOUND_QUEUE: usize = 65_536;
+/// Requests one connection may have in progress at once.
+const MAX_REQUESTS_PER_CONN: usize = 1024;
+
+/// Operator scopes.
+pub mod scopes {
+    pub const ADMIN: &str = "operator.admin";
+    pub const READ: &str = "operator.read";
+    pub const WRITE: &str = "operator.write";
+}
+
+/// Shared gateway state handed to every connection.
+pub struct Gateway {
+    pub config: Arc<Config>,
+    pub control: ControlHandle,
+    pub db: GatewayDb,
+    pub hub: EventHub,
+    pub started: Instant,
+    pub connections: AtomicU64,
+    next_conn: AtomicU64,
+    pub draining: AtomicBool,
+    /// Cancelled when the gateway begins to stop.
+    pub stopping: CancellationToken,
+}
+
+impl Gateway {
+    pub fn new(
+        config: Arc<Config>,
+        control: ControlHandle,
+        db: GatewayDb,
+        hub: EventHub,
+        started: Instant,
+    ) -> Self {
+        Self {
+            config,
+            control,
+            db,
+            hub,
+            started,
+            connections: AtomicU64::new(0),
+            next_conn: AtomicU64::new(1),
+            draining: AtomicBool::new(false),
+            stopping: CancellationToken::new(),
+        }
+    }
+}
+
+/// Which transport a connection arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The local unix socket: the peer is trusted by file mode and uid; errors on garbage
+    /// input are always answered (there is no close code to carry them).
+    Unix,
+}
+
+/// One inbound unit from a transport.
+#[derive(Debug)]
+pub enum Inbound {
+    Text(String),
+    /// A frame over the current cap; the transport has discarded it.
+    TooLarge,
+    Closed,
+}
+
+/// Reads frames from a transport.
+pub trait FrameSource: Send {
+    fn next(&mut self) -> impl std::future::Future<Output = Inbound> + Send;
+    /// Changes the largest accepted frame (raised after `connect`).
+    fn set_max_frame(&mut self, max: usize);
+}
+
+/// One outbound unit for a transport's writer.
+#[derive(Debug)]
+pub enum Outbound {
+    Frame(String),
+    Event(Arc<HubEvent>),
+    /// Close the connection (`code` is a WebSocket close code; reason is sent where possible).
+    Close {
+        code: u16,
+        reason: String,
+    },
+}
+
+/// Writes frames for one connection; counts queued bytes for the slow-consumer cap.
+#[derive(Clone)]
+pub struct Out {
+    tx: mpsc::Sender<Outbound>,
+    queued: Arc<AtomicUsize>,
+    /// Cancelled by the transport's writer once it has closed the connection.
+    pub closed: CancellationToken,
+}
+
+impl Out {
+    pub fn new() -> (Out, mpsc::Receiver<Outbound>, Arc<AtomicUsize>) {
+        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let out = Out {
+            tx,
+            queued: queued.clone(),
+            closed: CancellationToken::new(),
+        };
+        (out, rx, queued)
+    }
+
+    pub async fn res(&self, frame: &ResponseFrame) {
+        let text = serde_json::to_string(frame).unwrap_or_default();
+        self.queued.fetch_add(text.len(), Ordering::Relaxed);
+        let _ = self.tx.send(Outbound::Frame(text)).await;
+    }
+
+    pub async fn ok(&self, id: &str, payload: Value) {
+        self.res(&ResponseFrame::ok(id, payload)).await;
+    }
+
+    pub async fn err(&self, id: &str, error: ErrorShape) {
+        self.res(&ResponseFrame::err(id, error)).await;
+    }
+
+    async fn event_unsequenced(&self, frame: &EventFrame) {
+        let text = serde_json::to_string(frame).unwrap_or_default();
+        let _ = self.tx.send(Outbound::Frame(text)).await;
+    }
+
+    pub async fn close(&self, code: u16, reason: &str) {
+        let _ = self
+            .tx
+            .send(Outbound::Close {
+                code,
+                reason: reason.to_owned(),
+            })
+            .await;
+    }
+
+    /// Offers an event without waiting. `false`: the connection is too slow and was told to close.
+    fn offer_event(&self, ev: Arc<HubEvent>) -> bool {
+        let len = ev.payload.len() + 64;
+        if self.queued.load(Ordering::Relaxed) + len > MAX_BUFFERED_BYTES {
+            let _ = self.tx.try_send(Outbound::Close {
+                code: 1008,
+                reason: "slow consumer".into(),
+            });
+            return false;
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        match self.tx.try_send(Outbound::Event(ev)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let _ = self.tx.try_send(Outbound::Close {
+                    code: 1008,
+                    reason: "slow consumer".into(),
+                });
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// Renders an outbound item as text, assigning the per-connection event `seq`; updates the
+/// queued-bytes count. `None` for `Close`.
+pub fn render(item: &Outbound, seq: &mut u64, queued: &AtomicUsize) -> Option<String> {
+    match item {
+        Outbound::Frame(text) => {
+            queued.fetch_sub(
+                text.len().min(queued.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+            Some(text.clone())
+        }
+        Outbound::Event(ev) => {
+            *seq += 1;
+            let len = ev.payload.len() + 64;
+            queued.fetch_sub(len.min(queued.load(Ordering::Relaxed)), Ordering::Relaxed);
+            Some(format!(
+                r#"{{"type":"event","event":"{}","payload":{},"seq":{}}}"#,
+                ev.event, ev.payload, seq
+            ))
+        }
+        Outbound::Close { .. } => None,
+    }
+}
+
+/// What the handshake established.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub conn_id: String,
+    pub scopes: Vec<String>,
+    pub caps: Vec<String>,
+    pub transport: Transport,
+}
+
+impl Session {
+    pub fn has_scope(&self, needed: &str) -> bool {
+        self.scopes.iter().any(|s| {
+            s == scopes::ADMIN || s == needed || (s == scopes::WRITE && needed == scopes::READ)
+        })
+    }
+}
+
+struct ConnGuard<'a>(&'a AtomicU64);
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs one connection until it closes.
+pub async fn serve_connection<S: FrameSource>(
+    gw: Arc<Gateway>,
+    transport: Transport,
+    mut source: S,
+    out: Out,
+) {
+    gw.connections.fetch_add(1, Ordering::Relaxed);
+    let _guard = ConnGuard(&gw.connections);
+    let conn_id = format!("c{}", gw.next_conn.fetch_add(1, Ordering::Relaxed));
+    let nonce = uuid::Uuid::new_v4().to_string();
+    out.event_unsequenced(&EventFrame::new(
+        gw::events::CONNECT_CHALLENGE,
+        json!({"nonce": nonce, "ts": now_ms(), "capabilities": []}),
+        None,
+    ))
+    .await;
+
+    let first = tokio::select! {
+        r = tokio::time::timeout(Duration::from_millis(HANDSHAKE_TIMEOUT_MS), source.next()) => r,
+        _ = gw.stopping.cancelled() => {
+            out.err("", ErrorShape::unavailable("connect unavailable during gateway restart", Some(1000))).await;
+            out.close(1013, "gateway stopping").await;
+            return;
+        }
+    };
+    let text = match first {
+        Err(_) => {
+            out.close(1008, "handshake timeout").await;
+            return;
+        }
+        Ok(Inbound::Closed) => return,
+        Ok(Inbound::TooLarge) => {
+            out.err("", ErrorShape::invalid(format!(
+                "preauth payload too large: frames before connect are limited to {MAX_PREAUTH_PAYLOAD_BYTES} bytes"
+            )))
+            .await;
+            out.close(1009, "").await;
+            return;
+        }
+        Ok(Inbound::Text(t)) => t,
+    };
+    let session = match handshake(&gw, transport, &conn_id, &text).await {
+        Ok((id, hello, session)) => {
+            out.ok(&id, hello).await;
+            session
+        }
+        Err((id, error, code, reason)) => {
+            out.err(&id, error).await;
+            out.close(code, &reason).await;
+            return;
+        }
+    };
+    source.set_max_frame(MAX_PAYLOAD_BYTES);
+    tracing::debug!(conn = conn_id.as_str(), ?transport, "Client connected.");
+
+    let forwarder = {
+        let mut events = gw.hub.subscribe();
+        let out = out.clone();
+        let read = session.has_scope(scopes::READ);
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(ev) => {
+                        if !read && ev.event == gw::events::AGENT {
+                            continue;
+                        }
+                        if !out.offer_event(ev) {
+                            break;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        out.close(1008, "slow consumer").await;
+                        break;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        })
+    };
+    let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
+    let session = Arc::new(session);
+    loop {
+        let item = tokio::select! {
+            item = source.next() => item,
+            _ = out.closed.cancelled() => break,
+        };
+        match item {
+            Inbound::Closed => break,
+            Inbound::TooLarge => {
+                out.err(
+                    "",
+                    ErrorShape::invalid(format!(
+                        "payload too large: frames are limited to {MAX_PAYLOAD_BYTES} bytes"
+                    )),
+                )
+                .await;
+                out.close(1009, "payload too large").await;
+                break;
+            }
+            Inbound::Text(text) => match gw::parse_request(&text) {
+                Ok(None) => {}
+                Ok(Some(req)) => {
+                    let Ok(permit) = limit.clone().try_acquire_owned() else {
+                        out.err(
+                            &req.id,
+                            ErrorShape::unavailable(
+                                "The server is busy. Please try again in a moment.",
+                                Some(100),
+                            ),
+                        )
+                        .await;
+                        continue;
+                    };
+                    let (gw, out, session) = (gw.clone(), out.clone(), session.clone());
+                    tokio::spawn(async move {
+                        crate::rpc::handle(&gw, &session, req, &out).await;
+                        drop(permit);
+                    });
+                }
+                Err(FrameError::NotJson(e)) => {
+                    out.err(
+                        "",
+                        ErrorShape::invalid(format!("invalid request frame: not JSON ({e})")),
+                    )
+                    .await;
+                }
+                Err(FrameError::Invalid { id, reason }) => {
+                    out.err(
+                        id.as_deref().unwrap_or(""),
+                        ErrorShape::invalid(format!("invalid request frame: {reason}")),
+                    )
+                    .await;
+                }
+            },
+        }
+    }
+    forwarder.abort();
+    tracing::debug!(conn = conn_id.as_str(), "Client disconnected.");
+}
+
+type HandshakeError = (String, ErrorShape, u16, String);
+
+async fn handshake(
+    gw: &Gateway,
+    transport: Transport,
+    conn_id: &str,
+    text: &str,
+) -> Result<(String, Value, Session), HandshakeError> {
+    let req = match gw::parse_request(text) {
+        Ok(Some(r)) => r,
+        Ok(None) | Err(FrameError::Invalid { .. }) => {
+            let reason = "invalid request frame".to_owned();
+            return Err((
+                String::new(),
+                ErrorShape::invalid("invalid handshake: first frame must be a connect request"),
+                1008,
+                reason,
+            ));
+        }
+        Err(FrameError::NotJson(e)) => {
+            return Err((
+                String::new(),
+                ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
+                1000,
+                String::new(),
+            ));
+        }
+    };
+    let id = req.id.clone();
+    let fail =
+        |e: ErrorShape, code: u16, reason: &str| Err((id.clone(), e, code, reason.to_owned()));
+    if Method::parse(&req.method) != Some(Method::Connect) {
+        let msg = "invalid handshake: first request must be connect";
+        return fail(ErrorShape::invalid(msg), 1008, msg);
+    }
+    let params: ConnectParams =
+        match serde_json::from_value(req.params.clone().unwrap_or(Value::Null)) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = format!("invalid connect params: {e}");
+                return fail(ErrorShape::invalid(&msg), 1008, &msg);
+            }
+        };
+    if !gw::CLIENT_IDS.contains(&params.client.id.as_str()) {
+        let msg = format!(
+            "invalid connect params: unknown client.id {:?}",
+            params.client.id
+        );
+        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+    }
+    if !gw::CLIENT_MODES.contains(&params.client.mode.as_str()) {
+        let msg = format!(
+            "invalid connect params: unknown client.mode {:?}",
+            params.client.mode
+        );
+        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+    }
+    if !(params.max_protocol >= GATEWAY_PROTOCOL && params.min_protocol <= GATEWAY_PROTOCOL) {
+        return fail(
+            ErrorShape::invalid("protocol mismatch").with_details(json!({
+                "code": "PROTOCOL_MISMATCH",
+                "clientMinProtocol": params.min_protocol,
+                "clientMaxProtocol": params.max_protocol,
+                "expectedProtocol": GATEWAY_PROTOCOL,
+                "minimumProbeProtocol": 3,
+            })),
+            1002,
+            "protocol mismatch",
+        );
+    }
+    let role = params.role.clone().unwrap_or_else(|| "operator".into());
+    if role != "operator" {
+        let msg = if ["node", "worker"].contains(&role.as_str()) {
+            format!("role {role:?} is not supported by loopgate")
+        } else {
+            "invalid role".to_owned()
+        };
+        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+    }
+    if gw.stopping.is_cancelled() {
+        return fail(
+            ErrorShape::unavailable("connect unavailable during gateway restart", Some(1000)),
+            1013,
+            "gateway stopping",
+        );
+    }
+    // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
+    let (scopes, method) = match transport {
+        Transport::Unix => {
+            let requested = params.scopes.clone().unwrap_or_default();
+            let scopes = if requested.is_empty() {
+                vec![
+                    scopes::ADMIN.to_owned(),
+                    scopes::READ.to_owned(),
+                    scopes::WRITE.to_owned(),
+                ]
+            } else {
+                requested
+            };
+            (scopes, "none")
+        }
+    };
+    let session = Session {
+        conn_id: conn_id.to_owned(),
+        scopes: scopes.clone(),
+        caps: params.caps.clone(),
+        transport,
+    };
+    let methods: Vec<&str> = Method::ADVERTISED.iter().map(|m| m.as_str()).collect();
+    let hello = json!({
+        "type": "hello-ok",
+        "protocol": GATEWAY_PROTOCOL,
+        "server": {"version": env!("CARGO_PKG_VERSION"), "connId": conn_id},
+        "features": {"methods": methods, "events": gw::events::ADVERTISED},
+        "snapshot": {
+            "presence": [],
+            "health": {},
+            "stateVersion": {"presence": 0, "health": 0},
+            "uptimeMs": gw.started.elapsed().as_millis() as u64,
+            "sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
+            "stateDir": gw.config.state_dir.display().to_string(),
+        },
+        "auth": {"role": "operator", "scopes": scopes, "method": method},
+        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": MAX_BUFFERED_BYTES, "tickIntervalMs": TICK_INTERVAL_MS},
+    });
+    Ok((id, hello, session))
+}

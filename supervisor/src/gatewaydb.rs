@@ -1,0 +1,412 @@
+//! The gateway database (`<state>/gateway.sqlite`): accepted runs, their terminal outcomes
+//! (for idempotent replay across restarts, R-A3) and the session index.
+//!
+//! Architecture Invariant: the supervisor is this database's only writer, and it writes from
+//! exactly one thread: the actor started by [`GatewayDb::open`]. Commands arrive over a bounded
+//! channel; the thread drains what is queued and commits it in one transaction, then acks each
+//! command on its `oneshot`. Nothing on the async runtime touches SQLite.
+
+use std::path::Path;
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::oneshot;
+
+/// Terminal runs older than this are pruned (their replay is no longer available).
+pub const RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
+const QUEUE: usize = 4096;
+const MAX_BATCH: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("gateway database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("gateway database is overloaded")]
+    Overloaded,
+    #[error("gateway database writer has stopped")]
+    Closed,
+}
+
+/// A run as accepted.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_key: String,
+    pub accepted_at: u64,
+}
+
+/// A run's durable terminal record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTerminal {
+    pub status: String,
+    pub started_at: Option<u64>,
+    pub ended_at: u64,
+    pub error: Option<String>,
+    pub stop_reason: Option<String>,
+    /// The final `agent` response: `{ok, payload, error?}` as JSON text.
+    pub final_json: String,
+}
+
+/// What the database knows of a run id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredRun {
+    /// Accepted, not terminal yet.
+    Active {
+        agent_id: String,
+        session_key: String,
+    },
+    Terminal {
+        agent_id: String,
+        session_key: String,
+        terminal: StoredTerminal,
+    },
+}
+
+#[derive(Debug)]
+pub enum AcceptOutcome {
+    Inserted,
+    Existing(StoredRun),
+}
+
+enum Cmd {
+    Accept(NewRun, oneshot::Sender<Result<AcceptOutcome, DbError>>),
+    Finish(String, StoredTerminal, oneshot::Sender<Result<(), DbError>>),
+    Lookup(String, oneshot::Sender<Result<Option<StoredRun>, DbError>>),
+    Prune(u64, oneshot::Sender<Result<usize, DbError>>),
+}
+
+/// Handle to the writer thread. Cheap to clone.
+#[derive(Clone)]
+pub struct GatewayDb {
+    tx: std_mpsc::SyncSender<Cmd>,
+}
+
+impl GatewayDb {
+    /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
+    /// (returning how many) and starts the writer thread.
+    pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        migrate(&conn)?;
+        let recovered = recover(&conn, now_ms)?;
+        let (tx, rx) = std_mpsc::sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("gateway-db".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok((GatewayDb { tx }, recovered))
+    }
+
+    fn send(&self, cmd: Cmd) -> Result<(), DbError> {
+        self.tx.try_send(cmd).map_err(|e| match e {
+            std_mpsc::TrySendError::Full(_) => DbError::Overloaded,
+            std_mpsc::TrySendError::Disconnected(_) => DbError::Closed,
+        })
+    }
+
+    /// Records an accepted run, or reports what is already recorded under that id.
+    pub async fn accept(&self, run: NewRun) -> Result<AcceptOutcome, DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Accept(run, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+
+    pub async fn finish(&self, run_id: String, terminal: StoredTerminal) -> Result<(), DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Finish(run_id, terminal, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+
+    pub async fn lookup(&self, run_id: String) -> Result<Option<StoredRun>, DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Lookup(run_id, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+
+    /// Deletes terminal runs that ended before `before_ms`.
+    pub async fn prune(&self, before_ms: u64) -> Result<usize, DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Prune(before_ms, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+}
+
+fn migrate(conn: &Connection) -> Result<(), DbError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > 1 {
+        return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
+    }
+    if version < 1 {
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE IF NOT EXISTS runs(
+                run_id TEXT PRIMARY KEY,
+                agent_id TEXT NOT NULL,
+                session_key TEXT NOT NULL,
+                status TEXT NOT NULL,
+                accepted_at INTEGER NOT NULL,
+                started_at INTEGER,
+                ended_at INTEGER,
+                error TEXT,
+                stop_reason TEXT,
+                final_json TEXT
+             ) STRICT;
+             CREATE INDEX IF NOT EXISTS runs_open ON runs(status) WHERE status = 'accepted';
+             CREATE INDEX IF NOT EXISTS runs_ended ON runs(ended_at);
+             CREATE TABLE IF NOT EXISTS sessions(
+                session_key TEXT PRIMARY KEY,
+                agent_id TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                last_run_id TEXT
+             ) STRICT;
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    Ok(())
+}
+
+/// Ends runs left `accepted` by a crash of the previous gateway (invariant 1).
+fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
+    let mut stmt =
+        conn.prepare("SELECT run_id, accepted_at FROM runs WHERE status = 'accepted'")?;
+    let open: Vec<(String, u64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+        .collect::<Result<_, _>>()?;
+    drop(stmt);
+    let msg = "interrupted by worker/gateway crash";
+    for (run_id, _accepted_at) in &open {
+        let final_json = serde_json::json!({
+            "ok": true,
+            "payload": {
+                "runId": run_id, "status": "error", "summary": "failed",
+                "result": {"payloads": [{"text": msg, "isError": true}],
+                           "meta": {"durationMs": 0, "error": {"kind": "interrupted", "message": msg}}}
+            }
+        })
+        .to_string();
+        conn.execute(
+            "UPDATE runs SET status = 'error', ended_at = ?2, error = ?3, final_json = ?4
+             WHERE run_id = ?1 AND status = 'accepted'",
+            params![run_id, now_ms as i64, msg, final_json],
+        )?;
+    }
+    Ok(open.len())
+}
+
+fn writer_loop(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        run_batch(&mut conn, batch);
+    }
+}
+
+/// Runs a batch in one transaction. If the transaction as a whole fails, every command in it
+/// is retried on its own so one bad command cannot fail its neighbours.
+fn run_batch(conn: &mut Connection, batch: Vec<Cmd>) {
+    let mut results = Vec::with_capacity(batch.len());
+    let tx_ok = (|| -> rusqlite::Result<()> {
+        let tx = conn.transaction()?;
+        for cmd in &batch {
+            results.push(apply(&tx, cmd));
+        }
+        tx.commit()
+    })();
+    if tx_ok.is_err() {
+        results.clear();
+        for cmd in &batch {
+            results.push(apply(conn, cmd));
+        }
+    }
+    for (cmd, res) in batch.into_iter().zip(results) {
+        reply(cmd, res);
+    }
+}
+
+enum Res {
+    Accept(Result<AcceptOutcome, DbError>),
+    Unit(Result<(), DbError>),
+    Lookup(Result<Option<StoredRun>, DbError>),
+    Count(Result<usize, DbError>),
+}
+
+fn apply(conn: &Connection, cmd: &Cmd) -> Res {
+    match cmd {
+        Cmd::Accept(run, _) => Res::Accept(accept(conn, run)),
+        Cmd::Finish(id, t, _) => Res::Unit(finish(conn, id, t)),
+        Cmd::Lookup(id, _) => Res::Lookup(lookup(conn, id)),
+        Cmd::Prune(before, _) => Res::Count(
+            conn.execute(
+                "DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1",
+                params![*before as i64],
+            )
+            .map_err(DbError::from),
+        ),
+    }
+}
+
+fn reply(cmd: Cmd, res: Res) {
+    match (cmd, res) {
+        (Cmd::Accept(_, tx), Res::Accept(r)) => drop(tx.send(r)),
+        (Cmd::Finish(_, _, tx), Res::Unit(r)) => drop(tx.send(r)),
+        (Cmd::Lookup(_, tx), Res::Lookup(r)) => drop(tx.send(r)),
+        (Cmd::Prune(_, tx), Res::Count(r)) => drop(tx.send(r)),
+        // Each command produces its own result kind; a mismatch cannot happen, and the
+        // caller sees `Closed` if it ever did.
+        (Cmd::Accept(..), _)
+        | (Cmd::Finish(..), _)
+        | (Cmd::Lookup(..), _)
+        | (Cmd::Prune(..), _) => {}
+    }
+}
+
+fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
+    if let Some(existing) = lookup(conn, &run.run_id)? {
+        return Ok(AcceptOutcome::Existing(existing));
+    }
+    conn.execute(
+        "INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at) VALUES (?1, ?2, ?3, 'accepted', ?4)",
+        params![run.run_id, run.agent_id, run.session_key, run.accepted_at as i64],
+    )?;
+    conn.execute(
+        "INSERT INTO sessions(session_key, agent_id, created_at, updated_at, last_run_id)
+         VALUES (?1, ?2, ?3, ?3, ?4)
+         ON CONFLICT(session_key) DO UPDATE SET updated_at = excluded.updated_at, last_run_id = excluded.last_run_id",
+        params![run.session_key, run.agent_id, run.accepted_at as i64, run.run_id],
+    )?;
+    Ok(AcceptOutcome::Inserted)
+}
+
+fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbError> {
+    conn.execute(
+        "UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
+         WHERE run_id = ?1 AND status = 'accepted'",
+        params![
+            run_id,
+            t.status,
+            t.started_at.map(|v| v as i64),
+            t.ended_at as i64,
+            t.error,
+            t.stop_reason,
+            t.final_json
+        ],
+    )?;
+    Ok(())
+}
+
+fn lookup(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>, DbError> {
+    let row = conn
+        .query_row(
+            "SELECT agent_id, session_key, status, started_at, ended_at, error, stop_reason, final_json
+             FROM runs WHERE run_id = ?1",
+            params![run_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, Option<String>>(7)?,
+                ))
+            },
+        )
+        .optional()?;
+    Ok(row.map(
+        |(agent_id, session_key, status, started, ended, error, stop_reason, final_json)| match (
+            status.as_str(),
+            final_json,
+        ) {
+            ("accepted", _) | (_, None) => StoredRun::Active {
+                agent_id,
+                session_key,
+            },
+            (_, Some(final_json)) => StoredRun::Terminal {
+                agent_id,
+                session_key,
+                terminal: StoredTerminal {
+                    status,
+                    started_at: started.map(|v| v as u64),
+                    ended_at: ended.unwrap_or(0) as u64,
+                    error,
+                    stop_reason,
+                    final_json,
+                },
+            },
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str) -> NewRun {
+        NewRun {
+            run_id: id.into(),
+            agent_id: "main".into(),
+            session_key: "agent:main:main".into(),
+            accepted_at: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn accept_finish_replay_and_recover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.sqlite");
+        let (db, recovered) = GatewayDb::open(&path, 10).unwrap();
+        assert_eq!(recovered, 0);
+        assert!(matches!(
+            db.accept(run("a")).await.unwrap(),
+            AcceptOutcome::Inserted
+        ));
+        assert!(matches!(
+            db.accept(run("a")).await.unwrap(),
+            AcceptOutcome::Existing(StoredRun::Active { .. })
+        ));
+        let t = StoredTerminal {
+            status: "ok".into(),
+            started_at: Some(2),
+            ended_at: 3,
+            error: None,
+            stop_reason: None,
+            final_json: "{\"ok\":true}".into(),
+        };
+        db.finish("a".into(), t.clone()).await.unwrap();
+        match db.accept(run("a")).await.unwrap() {
+            AcceptOutcome::Existing(StoredRun::Terminal { terminal, .. }) => {
+                assert_eq!(terminal, t)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            db.accept(run("b")).await.unwrap(),
+            AcceptOutcome::Inserted
+        ));
+        drop(db);
+        // A new gateway ends what the old one left open.
+        let (db, recovered) = GatewayDb::open(&path, 20).unwrap();
+        assert_eq!(recovered, 1);
+        match db.lookup("b".into()).await.unwrap() {
+            Some(StoredRun::Terminal { terminal, .. }) => {
+                assert_eq!(terminal.status, "error");
+                assert!(terminal.error.unwrap().contains("interrupted"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(db.prune(4).await.unwrap(), 1);
+    }
+}

@@ -1,0 +1,554 @@
+//! One worker process: spawn, handshake, the link's reader and writer, and its exit.
+//!
+//! [`spawn`] starts a task that binds a private local socket (`<state>/run/`), spawns
+//! `loopgate-worker` pointed at it with a one-time token, accepts exactly one connection, runs
+//! the version handshake (answering with the agent's resolved [`AgentSpec`]) and reports
+//! [`LinkEvent::Ready`] to the control actor. From then on it relays frames: run events go
+//! straight to the [`EventHub`] (the cumulative assistant text is kept here, per run), other
+//! messages to the control actor. When the connection ends it waits for the child's exit
+//! status, publishes `lifecycle error` for the runs it saw start, and reports
+//! [`LinkEvent::Exited`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use interprocess::local_socket::tokio::{prelude::*, Stream as LocalStream};
+use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
+use ipc::control::{
+    AgentSpec, ControlToWorker, EventBody, Hello, HelloReply, ModelSpec, Phase, Role, Supported,
+    WorkerToControl,
+};
+use ipc::frame::{Codec, MAX_FRAME};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::config::AgentConfig;
+use crate::events::{now_ms, EventHub, RunRef};
+
+/// Frames queued towards one worker before `submit` reports it full.
+pub const LINK_QUEUE: usize = 4096;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How to start a worker.
+#[derive(Clone)]
+pub struct SpawnSpec {
+    pub agent: AgentConfig,
+    pub generation: u64,
+    pub worker_bin: PathBuf,
+    pub run_dir: PathBuf,
+    /// Environment passed to the worker (an allow-list; everything else is cleared).
+    pub env: Vec<(String, String)>,
+}
+
+/// What a link reports to the control actor.
+#[derive(Debug)]
+pub enum LinkEvent {
+    Ready {
+        agent_id: String,
+        generation: u64,
+        pid: u32,
+        link: LinkHandle,
+    },
+    SpawnFailed {
+        agent_id: String,
+        generation: u64,
+        error: String,
+    },
+    Message {
+        agent_id: String,
+        generation: u64,
+        msg: WorkerToControl,
+    },
+    Exited {
+        agent_id: String,
+        generation: u64,
+        /// Human-readable cause, e.g. `killed by signal 9 (SIGKILL)`.
+        cause: String,
+        /// Runs whose `lifecycle error` was already published here.
+        announced: Vec<String>,
+    },
+}
+
+/// Sends frames to one worker.
+#[derive(Clone, Debug)]
+pub struct LinkHandle {
+    tx: mpsc::Sender<ControlToWorker>,
+}
+
+impl LinkHandle {
+    /// Queues a frame; fails when the link is full or gone (never waits).
+    pub fn send(&self, msg: ControlToWorker) -> Result<(), ControlToWorker> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => m,
+        })
+    }
+}
+
+fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
+    let model = agent.model.as_ref().ok_or_else(|| {
+        format!(
+            "agent {:?} has no model configured (set agents.defaults.model or agents.list.{}.model)",
+            agent.id.as_str(),
+            agent.id.as_str()
+        )
+    })?;
+    Ok(AgentSpec {
+        agent_id: agent.id.as_str().to_owned(),
+        db_path: agent.db_path.display().to_string(),
+        workspace: agent.workspace.display().to_string(),
+        model: ModelSpec {
+            provider: model.provider.clone(),
+            api: model.api.as_str().to_owned(),
+            base_url: model.base_url.clone(),
+            api_key_env: model.api_key_env.clone(),
+            model: model.model.clone(),
+            request_timeout_ms: model.request_timeout_ms,
+            idle_timeout_ms: model.idle_timeout_ms,
+        },
+        max_concurrent: agent.max_concurrent,
+        bootstrap_max_chars: agent.bootstrap_max_chars,
+        bootstrap_total_max_chars: agent.bootstrap_total_max_chars,
+        base_prompt: agent.system_prompt.clone(),
+        max_queued: 4096,
+    })
+}
+
+/// Starts the worker for `spec` in the background; everything it learns arrives as
+/// [`LinkEvent`]s on `events`.
+pub fn spawn(spec: SpawnSpec, hub: EventHub, events: mpsc::Sender<LinkEvent>) {
+    tokio::spawn(async move {
+        let agent_id = spec.agent.id.as_str().to_owned();
+        let generation = spec.generation;
+        match start(&spec).await {
+            Err(error) => {
+                let _ = events
+                    .send(LinkEvent::SpawnFailed {
+                        agent_id,
+                        generation,
+                        error,
+                    })
+                    .await;
+            }
+            Ok(started) => relay(started, agent_id, generation, hub, events).await,
+        }
+    });
+}
+
+struct Started {
+    child: Child,
+    pid: u32,
+    reader: FramedRead<tokio::io::ReadHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
+    writer: FramedWrite<tokio::io::WriteHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
+}
+
+async fn start(spec: &SpawnSpec) -> Result<Started, String> {
+    let agent_spec = agent_spec(&spec.agent)?;
+    std::fs::create_dir_all(&spec.run_dir)
+        .map_err(|e| format!("cannot create {}: {e}", spec.run_dir.display()))?;
+    set_private(&spec.run_dir);
+    let sock_path = spec
+        .run_dir
+        .join(format!("w{}-{}.sock", spec.generation, std::process::id()));
+    let _ = std::fs::remove_file(&sock_path);
+    let name = sock_path
+        .as_path()
+        .to_fs_name::<GenericFilePath>()
+        .map_err(|e| format!("bad worker socket path {}: {e}", sock_path.display()))?;
+    let listener = ListenerOptions::new()
+        .name(name)
+        .create_tokio()
+        .map_err(|e| format!("cannot listen on {}: {e}", sock_path.display()))?;
+    let token = uuid::Uuid::new_v4().simple().to_string();
+
+    let mut cmd = Command::new(&spec.worker_bin);
+    cmd.arg("--agent")
+        .arg(spec.agent.id.as_str())
+        .arg("--connect")
+        .arg(&sock_path)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("LOOPGATE_WORKER_TOKEN", &token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    crate::sys::kill_child_with_parent(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", spec.worker_bin.display()))?;
+    let pid = child.id().unwrap_or(0);
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(relay_stderr(stderr, spec.agent.id.as_str().to_owned(), pid));
+    }
+
+    let accepted = tokio::select! {
+        r = tokio::time::timeout(CONNECT_TIMEOUT, listener.accept()) => r,
+        status = child.wait() => {
+            let _ = std::fs::remove_file(&sock_path);
+            return Err(match status {
+                Ok(s) => format!("worker exited before connecting: {}", describe_exit(s)),
+                Err(e) => format!("worker exited before connecting: {e}"),
+            });
+        }
+    };
+    let _ = std::fs::remove_file(&sock_path);
+    let stream = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(format!("accepting worker connection failed: {e}")),
+        Err(_) => return Err(format!("worker did not connect within {CONNECT_TIMEOUT:?}")),
+    };
+    drop(listener);
+    let (rd, wr) = tokio::io::split(stream);
+    let mut reader = FramedRead::new(rd, Codec::<WorkerToControl, ControlToWorker>::new());
+    let mut hello_reader = FramedRead::new(
+        reader.get_mut() as &mut _,
+        Codec::<Hello, HelloReply>::new(),
+    );
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, hello_reader.next()).await {
+        Ok(Some(Ok(h))) => h,
+        Ok(Some(Err(e))) => return Err(format!("bad worker handshake: {e}")),
+        Ok(None) => return Err("worker closed the link during the handshake".into()),
+        Err(_) => return Err(format!("worker sent no Hello within {HELLO_TIMEOUT:?}")),
+    };
+    // Anything the worker sent after Hello (nothing, by protocol) must not be lost.
+    let leftover = hello_reader.read_buffer().clone();
+    drop(hello_reader);
+    reader.read_buffer_mut().extend_from_slice(&leftover);
+
+    let mut hello_writer = FramedWrite::new(wr, Codec::<Hello, HelloReply>::new());
+    hello_writer.encoder_mut().set_max_frame(MAX_FRAME);
+    let rejection = match &hello.role {
+        Role::Worker { agent_id, token: t }
+            if *t == token && agent_id == spec.agent.id.as_str() =>
+        {
+            match ipc::version::negotiate(hello.min_protocol, hello.protocol) {
+                Some(_) => None,
+                None => Some(format!(
+                    "no common protocol version (worker speaks {}..={}, supervisor {}..={})",
+                    hello.min_protocol,
+                    hello.protocol,
+                    ipc::version::MIN_PROTOCOL_VERSION,
+                    ipc::version::PROTOCOL_VERSION
+                )),
+            }
+        }
+        Role::Worker { .. } => Some("worker identity or token mismatch".into()),
+        Role::Unknown => Some("unknown role".into()),
+    };
+    let supported = Supported {
+        min: ipc::version::MIN_PROTOCOL_VERSION,
+        max: ipc::version::PROTOCOL_VERSION,
+    };
+    if let Some(reason) = rejection {
+        let _ = hello_writer
+            .send(HelloReply::Rejected {
+                reason: reason.clone(),
+                supported,
+            })
+            .await;
+        return Err(format!("worker handshake rejected: {reason}"));
+    }
+    let protocol = ipc::version::negotiate(hello.min_protocol, hello.protocol)
+        .unwrap_or(ipc::version::PROTOCOL_VERSION);
+    hello_writer
+        .send(HelloReply::Welcome {
+            protocol,
+            build: ipc::version::BUILD.into(),
+            spec: Box::new(agent_spec),
+        })
+        .await
+        .map_err(|e| format!("cannot send Welcome: {e}"))?;
+    let wr = hello_writer.into_inner();
+    let mut writer = FramedWrite::new(wr, Codec::<WorkerToControl, ControlToWorker>::new());
+    writer.encoder_mut().set_max_frame(MAX_FRAME);
+    reader.decoder_mut().set_max_frame(MAX_FRAME);
+    tracing::info!(
+        agent = spec.agent.id.as_str(),
+        pid,
+        protocol,
+        "Worker ready."
+    );
+    Ok(Started {
+        child,
+        pid,
+        reader,
+        writer,
+    })
+}
+
+fn set_private(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+/// Per-run streaming state kept by the link.
+struct Streaming {
+    session_key: String,
+    text: String,
+    last_seq: u64,
+    started_at: Option<u64>,
+}
+
+async fn relay(
+    started: Started,
+    agent_id: String,
+    generation: u64,
+    hub: EventHub,
+    events: mpsc::Sender<LinkEvent>,
+) {
+    let Started {
+        mut child,
+        pid,
+        mut reader,
+        mut writer,
+    } = started;
+    let (tx, mut rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
+    if events
+        .send(LinkEvent::Ready {
+            agent_id: agent_id.clone(),
+            generation,
+            pid,
+            link: LinkHandle { tx },
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let write_task = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if let Err(e) = writer.send(msg).await {
+                tracing::warn!(error = %e, "Writing to worker failed.");
+                break;
+            }
+        }
+    });
+
+    let mut runs: HashMap<String, Streaming> = HashMap::new();
+    let mut exit: Option<std::io::Result<ExitStatus>> = None;
+    loop {
+        tokio::select! {
+            frame = reader.next() => match frame {
+                Some(Ok(WorkerToControl::Event(ev))) => publish(&hub, &agent_id, &mut runs, ev),
+                Some(Ok(msg)) => {
+                    if let WorkerToControl::Finished(t) = &msg {
+                        runs.remove(&t.run_id);
+                    }
+                    if events.send(LinkEvent::Message { agent_id: agent_id.clone(), generation, msg }).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(agent = agent_id.as_str(), pid, error = %e, "Bad frame from worker; closing its link.");
+                    break;
+                }
+                None => break,
+            },
+            status = child.wait(), if exit.is_none() => {
+                exit = Some(status);
+                // Keep reading what the worker wrote before it died.
+            }
+        }
+    }
+    write_task.abort();
+    let status = match exit {
+        Some(s) => s,
+        None => match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+            Ok(s) => s,
+            Err(_) => {
+                tracing::warn!(
+                    agent = agent_id.as_str(),
+                    pid,
+                    "Worker closed its link but did not exit; killing it."
+                );
+                let _ = child.kill().await;
+                child.wait().await
+            }
+        },
+    };
+    let cause = match status {
+        Ok(s) => describe_exit(s),
+        Err(e) => format!("unknown exit ({e})"),
+    };
+    let now = now_ms();
+    let mut announced = Vec::with_capacity(runs.len());
+    for (run_id, st) in runs {
+        let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
+        hub.agent(
+            &RunRef {
+                run_id: &run_id,
+                session_key: &st.session_key,
+                agent_id: &agent_id,
+            },
+            st.last_seq + 1,
+            now,
+            "lifecycle",
+            json!({"phase": "error", "startedAt": st.started_at, "endedAt": now, "error": error}),
+        );
+        announced.push(run_id);
+    }
+    let _ = events
+        .send(LinkEvent::Exited {
+            agent_id,
+            generation,
+            cause,
+            announced,
+        })
+        .await;
+}
+
+fn publish(
+    hub: &EventHub,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    ev: ipc::control::RunEvent,
+) {
+    match ev.body {
+        EventBody::Lifecycle(l) => {
+            if l.phase == Phase::Start {
+                runs.insert(
+                    ev.run_id.clone(),
+                    Streaming {
+                        session_key: l.session_key.clone().unwrap_or_default(),
+                        text: String::new(),
+                        last_seq: ev.seq,
+                        started_at: l.started_at,
+                    },
+                );
+            }
+            let Some(st) = runs.get_mut(&ev.run_id) else {
+                return;
+            };
+            st.last_seq = ev.seq;
+            let mut data = serde_json::Map::new();
+            data.insert("phase".into(), json!(l.phase.as_str()));
+            if let Some(v) = l.started_at {
+                data.insert("startedAt".into(), json!(v));
+            }
+            if let Some(v) = l.ended_at {
+                data.insert("endedAt".into(), json!(v));
+            }
+            if let Some(v) = &l.error {
+                data.insert("error".into(), json!(v));
+            }
+            if let Some(v) = &l.stop_reason {
+                data.insert("stopReason".into(), json!(v));
+            }
+            if let Some(v) = l.aborted {
+                data.insert("aborted".into(), json!(v));
+            }
+            hub.agent(
+                &RunRef {
+                    run_id: &ev.run_id,
+                    session_key: &st.session_key,
+                    agent_id,
+                },
+                ev.seq,
+                ev.ts,
+                "lifecycle",
+                serde_json::Value::Object(data),
+            );
+            if matches!(l.phase, Phase::End | Phase::Error) {
+                runs.remove(&ev.run_id);
+            }
+        }
+        EventBody::Assistant { delta } => {
+            let Some(st) = runs.get_mut(&ev.run_id) else {
+                return;
+            };
+            st.last_seq = ev.seq;
+            st.text.push_str(&delta);
+            hub.agent(
+                &RunRef {
+                    run_id: &ev.run_id,
+                    session_key: &st.session_key,
+                    agent_id,
+                },
+                ev.seq,
+                ev.ts,
+                "assistant",
+                json!({"text": st.text, "delta": delta}),
+            );
+        }
+        EventBody::Unknown => {}
+    }
+}
+
+/// `exited with status 3`, `killed by signal 9 (SIGKILL)`.
+pub fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        format!("exited with status {code}")
+    } else if let Some(sig) = status.signal() {
+        let name = nix::sys::signal::Signal::try_from(sig)
+            .map(|s| s.as_str().to_owned())
+            .unwrap_or_else(|_| "unknown".into());
+        let core = if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        };
+        format!("killed by signal {sig} ({name}{core})")
+    } else {
+        "exited".into()
+    }
+}
+
+/// Re-emits the worker's stderr under this supervisor's logging. The worker writes one JSON
+/// object per line (tracing's JSON format); anything else (e.g. a panic message) is relayed
+/// as a warning.
+async fn relay_stderr(stderr: tokio::process::ChildStderr, agent: String, pid: u32) {
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) => relay_line(&agent, pid, &line),
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(agent = agent.as_str(), pid, error = %e, "Reading worker stderr failed.");
+                break;
+            }
+        }
+    }
+}
+
+fn relay_line(agent: &str, pid: u32, line: &str) {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(line).ok();
+    let Some(v) = parsed.filter(|v| v.is_object()) else {
+        tracing::warn!(target: "worker", agent, pid, "{line}");
+        return;
+    };
+    let level = v.get("level").and_then(|l| l.as_str()).unwrap_or("INFO");
+    let fields = v.get("fields");
+    let message = fields
+        .and_then(|f| f.get("message"))
+        .and_then(|m| m.as_str())
+        .unwrap_or("");
+    let extra = fields
+        .and_then(|f| f.as_object())
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| k.as_str() != "message")
+                .map(|(k, v)| match v.as_str() {
+                    Some(s) => format!("{k}={s}"),
+                    None => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    match level {
+        "ERROR" => tracing::error!(target: "worker", agent, pid, "{message} {extra}"),
+        "WARN" => tracing::warn!(target: "worker", agent, pid, "{message} {extra}"),
+        "DEBUG" => tracing::debug!(target: "worker", agent, pid, "{message} {extra}"),
+        "TRACE" => tracing::trace!(target: "worker", agent, pid, "{message} {extra}"),
+        _ => tracing::info!(target: "worker", agent, pid, "{message} {extra}"),
+    }
+}
