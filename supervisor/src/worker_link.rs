@@ -207,24 +207,15 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     };
     drop(listener);
     let (rd, wr) = tokio::io::split(stream);
-    let mut reader = FramedRead::new(rd, Codec::<WorkerToControl, ControlToWorker>::new());
-    let mut hello_reader = FramedRead::new(
-        reader.get_mut() as &mut _,
-        Codec::<Hello, HelloReply>::new(),
-    );
+    let mut hello_reader = FramedRead::new(rd, Codec::<Hello, HelloReply>::new());
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, hello_reader.next()).await {
         Ok(Some(Ok(h))) => h,
         Ok(Some(Err(e))) => return Err(format!("bad worker handshake: {e}")),
         Ok(None) => return Err("worker closed the link during the handshake".into()),
         Err(_) => return Err(format!("worker sent no Hello within {HELLO_TIMEOUT:?}")),
     };
-    // Anything the worker sent after Hello (nothing, by protocol) must not be lost.
-    let leftover = hello_reader.read_buffer().clone();
-    drop(hello_reader);
-    reader.read_buffer_mut().extend_from_slice(&leftover);
-
-    let mut hello_writer = FramedWrite::new(wr, Codec::<Hello, HelloReply>::new());
-    hello_writer.encoder_mut().set_max_frame(MAX_FRAME);
+    let mut hello_writer =
+        FramedWrite::new(wr, Codec::<Hello, HelloReply>::with_max_frame(MAX_FRAME));
     let rejection = match &hello.role {
         Role::Worker { agent_id, token: t }
             if *t == token && agent_id == spec.agent.id.as_str() =>
@@ -266,10 +257,11 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         })
         .await
         .map_err(|e| format!("cannot send Welcome: {e}"))?;
-    let wr = hello_writer.into_inner();
-    let mut writer = FramedWrite::new(wr, Codec::<WorkerToControl, ControlToWorker>::new());
-    writer.encoder_mut().set_max_frame(MAX_FRAME);
-    reader.decoder_mut().set_max_frame(MAX_FRAME);
+    // Switch codecs in place so nothing already buffered is lost.
+    let writer = hello_writer
+        .map_encoder(|_| Codec::<WorkerToControl, ControlToWorker>::with_max_frame(MAX_FRAME));
+    let reader = hello_reader
+        .map_decoder(|_| Codec::<WorkerToControl, ControlToWorker>::with_max_frame(MAX_FRAME));
     tracing::info!(
         agent = spec.agent.id.as_str(),
         pid,

@@ -1,1 +1,445 @@
-//! placeholder
+//! loopgate-worker: runs one agent's loop in its own process.
+//!
+//! Layout:
+//! - [`link`]: the control link to the supervisor (handshake, frames).
+//! - `run` / `Worker`: the main loop: session lanes (runs of one session key execute one at
+//!   a time, R-B2), a global cap on concurrent runs, cancel, drain.
+//! - [`agent`]: the turn (sans-IO core, driver, prompt rendering).
+//! - [`llm`]: model providers.
+//! - [`store`]: the agent database (one writer thread, one read-only reader thread).
+//!
+//! Architecture Invariants: the worker never opens the gateway's sockets or database; it
+//! talks only over its control link. Only `store::writer` writes the agent database.
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod link;
+pub mod llm;
+pub mod store;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use ipc::control::{
+    AgentSpec, ControlToWorker, RunStatus, RunTerminal, StopReason, SubmitRun, WorkerToControl,
+};
+use ipc::{ErrorCode, RpcError};
+use tokio::sync::{mpsc, watch};
+
+use crate::llm::openai::OpenAiClient;
+use crate::llm::LlmError;
+use crate::store::{FinishRun, Reader, Writer};
+
+/// Frames queued towards the supervisor.
+const OUT_QUEUE: usize = 4096;
+/// How long in-flight runs get to persist their outcome when the supervisor disappears.
+const ORPHAN_GRACE: Duration = Duration::from_millis(700);
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What every turn of this worker shares.
+pub struct Ctx {
+    pub spec: AgentSpec,
+    pub writer: Writer,
+    pub reader: Reader,
+    pub llm: Result<OpenAiClient, LlmError>,
+    pub out: mpsc::Sender<WorkerToControl>,
+}
+
+/// Options from the command line and environment (read once in `main`).
+pub struct Options {
+    pub agent_id: String,
+    pub connect: PathBuf,
+    pub token: String,
+    pub env: HashMap<String, String>,
+}
+
+/// Runs the worker until it is drained or its supervisor goes away.
+pub async fn run(opts: Options) -> anyhow::Result<()> {
+    let (spec, mut reader, mut writer) =
+        link::connect(&opts.connect, &opts.agent_id, &opts.token).await?;
+    let db_path = PathBuf::from(&spec.db_path);
+    let (db_writer, recovered) = Writer::open(&db_path, now_ms())?;
+    if recovered > 0 {
+        tracing::warn!(
+            runs = recovered,
+            "Ended runs left open by a crash as errors."
+        );
+    }
+    let db_reader = Reader::open(&db_path)?;
+    let llm = build_llm(&spec, &opts.env);
+    let (out_tx, mut out_rx) = mpsc::channel::<WorkerToControl>(OUT_QUEUE);
+    let write_task = tokio::spawn(async move {
+        while let Some(msg) = out_rx.recv().await {
+            if writer.send(msg).await.is_err() {
+                break;
+            }
+        }
+        let _ = writer.close().await;
+    });
+    tracing::info!(
+        agent = spec.agent_id.as_str(),
+        pid = std::process::id(),
+        "Worker started."
+    );
+    let ctx = Arc::new(Ctx {
+        spec,
+        writer: db_writer,
+        reader: db_reader,
+        llm,
+        out: out_tx.clone(),
+    });
+    let (done_tx, mut done_rx) = mpsc::channel::<Done>(OUT_QUEUE);
+    let mut w = Worker::new(ctx, done_tx);
+    loop {
+        tokio::select! {
+            frame = reader.next() => match frame {
+                Some(Ok(msg)) => w.on_frame(msg),
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, "Bad frame from the supervisor; stopping.");
+                    w.orphaned();
+                }
+                None => w.orphaned(),
+            },
+            Some(done) = done_rx.recv() => w.on_done(done),
+            _ = sleep_until(w.drain_deadline), if w.drain_deadline.is_some() && !w.drain_expired => w.drain_expired(),
+            _ = sleep_until(w.orphan_deadline), if w.orphan_deadline.is_some() => break,
+        }
+        if w.finished() {
+            break;
+        }
+    }
+    let drained = w.drain_deadline.is_some() && w.orphan_deadline.is_none();
+    if drained {
+        let _ = out_tx
+            .send(WorkerToControl::Drained {
+                completed: w.completed,
+                aborted: w.aborted,
+            })
+            .await;
+    }
+    drop(w);
+    drop(out_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
+    tracing::info!("Worker stopped.");
+    Ok(())
+}
+
+fn build_llm(spec: &AgentSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {
+    if spec.model.api != "openai-completions" {
+        return Err(LlmError::Unsupported(spec.model.api.clone()));
+    }
+    let key = match &spec.model.api_key_env {
+        Some(var) => match env.get(var).filter(|v| !v.is_empty()) {
+            Some(v) => Some(v.clone()),
+            None => {
+                return Err(LlmError::Transport(format!(
+                    "the API key variable {var} (models.providers.{}.api_key_env) is not set in the gateway's environment",
+                    spec.model.provider
+                )))
+            }
+        },
+        None => None,
+    };
+    OpenAiClient::new(spec.model.clone(), key)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Done {
+    session_key: String,
+    terminal: RunTerminal,
+}
+
+/// Runs of one session key, one at a time.
+#[derive(Default)]
+struct Lane {
+    queue: VecDeque<SubmitRun>,
+    running: Option<String>,
+}
+
+struct Worker {
+    ctx: Arc<Ctx>,
+    done_tx: mpsc::Sender<Done>,
+    lanes: HashMap<String, Lane>,
+    /// Sessions with queued runs waiting for a global slot, in arrival order.
+    ready: VecDeque<String>,
+    ready_set: HashSet<String>,
+    active: usize,
+    queued: usize,
+    cancels: HashMap<String, watch::Sender<Option<StopReason>>>,
+    drain_deadline: Option<Instant>,
+    drain_expired: bool,
+    orphan_deadline: Option<Instant>,
+    completed: u32,
+    aborted: u32,
+}
+
+impl Worker {
+    fn new(ctx: Arc<Ctx>, done_tx: mpsc::Sender<Done>) -> Self {
+        Self {
+            ctx,
+            done_tx,
+            lanes: HashMap::new(),
+            ready: VecDeque::new(),
+            ready_set: HashSet::new(),
+            active: 0,
+            queued: 0,
+            cancels: HashMap::new(),
+            drain_deadline: None,
+            drain_expired: false,
+            orphan_deadline: None,
+            completed: 0,
+            aborted: 0,
+        }
+    }
+
+    fn send(&self, msg: WorkerToControl) {
+        if self.ctx.out.try_send(msg).is_err() {
+            tracing::warn!("Link to the supervisor is full or closed; a frame was dropped.");
+        }
+    }
+
+    fn on_frame(&mut self, msg: ControlToWorker) {
+        match msg {
+            ControlToWorker::Submit(run) => self.submit(run),
+            ControlToWorker::Cancel { run_id, reason } => self.cancel(&run_id, reason),
+            ControlToWorker::Drain { deadline_ms } => {
+                tracing::info!(deadline_ms, "Draining.");
+                self.drain_deadline = Some(Instant::now() + Duration::from_millis(deadline_ms));
+            }
+            ControlToWorker::Ping { nonce } => self.send(WorkerToControl::Pong { nonce }),
+            ControlToWorker::Unknown => {
+                tracing::warn!("Ignoring an unknown frame from a newer supervisor.")
+            }
+        }
+    }
+
+    fn submit(&mut self, run: SubmitRun) {
+        let refuse = if self.drain_deadline.is_some() || self.orphan_deadline.is_some() {
+            Some(RpcError::new(ErrorCode::Draining, "worker is draining"))
+        } else if self.queued >= self.ctx.spec.max_queued as usize {
+            Some(RpcError::new(ErrorCode::Overloaded, "worker queue is full"))
+        } else {
+            None
+        };
+        if let Some(error) = refuse {
+            self.send(WorkerToControl::Rejected {
+                run_id: run.run_id,
+                error,
+            });
+            return;
+        }
+        let key = run.session_key.clone();
+        self.lanes
+            .entry(key.clone())
+            .or_default()
+            .queue
+            .push_back(run);
+        self.queued += 1;
+        self.mark_ready(key);
+        self.schedule();
+    }
+
+    fn mark_ready(&mut self, key: String) {
+        let lane_idle = self
+            .lanes
+            .get(&key)
+            .is_some_and(|l| l.running.is_none() && !l.queue.is_empty());
+        if lane_idle && self.ready_set.insert(key.clone()) {
+            self.ready.push_back(key);
+        }
+    }
+
+    fn schedule(&mut self) {
+        let cap = self.ctx.spec.max_concurrent.max(1) as usize;
+        while self.active < cap {
+            let Some(key) = self.ready.pop_front() else {
+                break;
+            };
+            self.ready_set.remove(&key);
+            let Some(lane) = self.lanes.get_mut(&key) else {
+                continue;
+            };
+            if lane.running.is_some() {
+                continue;
+            }
+            let Some(run) = lane.queue.pop_front() else {
+                continue;
+            };
+            self.queued -= 1;
+            lane.running = Some(run.run_id.clone());
+            self.active += 1;
+            self.start(run);
+        }
+    }
+
+    fn start(&mut self, run: SubmitRun) {
+        let (cancel_tx, cancel_rx) = watch::channel(None);
+        if self.drain_expired || self.orphan_deadline.is_some() {
+            let _ = cancel_tx.send(Some(StopReason::Restart));
+        }
+        self.cancels.insert(run.run_id.clone(), cancel_tx);
+        let ctx = self.ctx.clone();
+        let done = self.done_tx.clone();
+        let session_key = run.session_key.clone();
+        let run_id = run.run_id.clone();
+        tokio::spawn(async move {
+            let inner = tokio::spawn(agent::driver::drive(ctx.clone(), run, cancel_rx));
+            let terminal = match inner.await {
+                Ok(t) => t,
+                Err(e) => {
+                    // A bug in the loop must not leave the run open (invariant 1).
+                    let error = format!("the agent loop failed: {e}");
+                    tracing::error!(
+                        run_id = run_id.as_str(),
+                        error = error.as_str(),
+                        "Run crashed."
+                    );
+                    let ended_at = now_ms();
+                    let _ = ctx
+                        .writer
+                        .finish(FinishRun {
+                            run_id: run_id.clone(),
+                            session_key: session_key.clone(),
+                            status: RunStatus::Error,
+                            ended_at,
+                            error: Some(error.clone()),
+                            stop_reason: None,
+                            provider: None,
+                            model: None,
+                            usage: None,
+                            assistant: None,
+                        })
+                        .await;
+                    RunTerminal {
+                        run_id: run_id.clone(),
+                        status: RunStatus::Error,
+                        session_id: None,
+                        started_at: None,
+                        ended_at,
+                        error: Some(error),
+                        stop_reason: None,
+                        payloads: vec![],
+                        provider: None,
+                        model: None,
+                        usage: None,
+                        duration_ms: 0,
+                    }
+                }
+            };
+            let _ = done
+                .send(Done {
+                    session_key,
+                    terminal,
+                })
+                .await;
+        });
+    }
+
+    fn on_done(&mut self, done: Done) {
+        self.active = self.active.saturating_sub(1);
+        self.cancels.remove(&done.terminal.run_id);
+        match done.terminal.status {
+            RunStatus::Aborted => self.aborted += 1,
+            _ => self.completed += 1,
+        }
+        self.send(WorkerToControl::Finished(done.terminal));
+        if let Some(lane) = self.lanes.get_mut(&done.session_key) {
+            lane.running = None;
+            if lane.queue.is_empty() {
+                self.lanes.remove(&done.session_key);
+            } else {
+                self.mark_ready(done.session_key);
+            }
+        }
+        self.schedule();
+    }
+
+    fn cancel(&mut self, run_id: &str, reason: StopReason) {
+        if let Some(tx) = self.cancels.get(run_id) {
+            let _ = tx.send(Some(reason));
+            return;
+        }
+        let mut removed = None;
+        for lane in self.lanes.values_mut() {
+            if let Some(pos) = lane.queue.iter().position(|r| r.run_id == run_id) {
+                removed = lane.queue.remove(pos);
+                break;
+            }
+        }
+        if let Some(run) = removed {
+            self.queued -= 1;
+            self.aborted += 1;
+            self.send(WorkerToControl::Finished(queued_abort(&run, reason)));
+        }
+    }
+
+    /// Past the drain deadline: abort everything still running or queued.
+    fn drain_expired(&mut self) {
+        self.drain_expired = true;
+        self.abort_all(StopReason::Restart);
+    }
+
+    fn abort_all(&mut self, reason: StopReason) {
+        for tx in self.cancels.values() {
+            let _ = tx.send(Some(reason));
+        }
+        let queued: Vec<SubmitRun> = self
+            .lanes
+            .values_mut()
+            .flat_map(|l| l.queue.drain(..))
+            .collect();
+        for run in queued {
+            self.queued -= 1;
+            self.aborted += 1;
+            self.send(WorkerToControl::Finished(queued_abort(&run, reason)));
+        }
+    }
+
+    /// The supervisor is gone: abort everything, give runs a moment to persist, then exit.
+    fn orphaned(&mut self) {
+        if self.orphan_deadline.is_none() {
+            tracing::warn!("Supervisor link closed; stopping.");
+            self.orphan_deadline = Some(Instant::now() + ORPHAN_GRACE);
+            self.abort_all(StopReason::Restart);
+        }
+    }
+
+    fn finished(&self) -> bool {
+        (self.drain_deadline.is_some() || self.orphan_deadline.is_some())
+            && self.active == 0
+            && self.queued == 0
+    }
+}
+
+fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
+    RunTerminal {
+        run_id: run.run_id.clone(),
+        status: RunStatus::Aborted,
+        session_id: None,
+        started_at: None,
+        ended_at: now_ms(),
+        error: Some(format!("run aborted while queued ({})", reason.as_str())),
+        stop_reason: Some(reason.as_str().into()),
+        payloads: vec![],
+        provider: None,
+        model: None,
+        usage: None,
+        duration_ms: 0,
+    }
+}

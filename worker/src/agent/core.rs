@@ -1,0 +1,655 @@
+//! The sans-IO core of one turn: `Turn::handle(input, now, wall_ms) -> Vec<Action>`.
+//!
+//! It owns the turn's state machine and deadlines and never touches a socket, a file or the
+//! clock: the driver feeds it inputs (the run was begun, model stream events, cancel, ticks,
+//! persistence results) with the current time and carries out the actions it returns (emit an
+//! event, call or abort the model, persist the outcome, finish). Tool calls, retries and
+//! fallback models slot in as new inputs, actions and phases.
+//!
+//! Rules kept here: the terminal lifecycle event is emitted only after the outcome is durable
+//! (R-A5), exactly one terminal per run and nothing after it (R-D3), a run deadline
+//! (`timeout`, R-B4) and a model idle deadline that only advancing usage or data resets
+//! (R-B4, R-G5).
+
+use std::time::{Duration, Instant};
+
+use ipc::control::{
+    EventBody, Lifecycle, Payload, Phase as LPhase, RunStatus, RunTerminal, StopReason, Usage,
+};
+
+use crate::llm::{LlmError, LlmEvent, ModelRequest};
+use crate::store::{FinishRun, NewMessage, Role, StoreError};
+
+/// Fixed facts of a turn.
+#[derive(Debug, Clone)]
+pub struct TurnSpec {
+    pub run_id: String,
+    pub session_key: String,
+    pub provider: String,
+    pub model: String,
+    /// Run deadline from start; `None` arms no execution timer.
+    pub timeout: Option<Duration>,
+    pub idle_timeout: Duration,
+}
+
+#[derive(Debug)]
+pub enum Input {
+    /// The run is claimed and recorded; `request` is the model request, or why it could not
+    /// be built.
+    Begun {
+        session_id: String,
+        request: Result<ModelRequest, String>,
+    },
+    /// Claiming the session or recording the run failed; nothing is persisted.
+    BeginFailed(String),
+    Model(LlmEvent),
+    ModelFailed(LlmError),
+    Cancel(StopReason),
+    Tick,
+    Persisted(Result<(), StoreError>),
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Action {
+    Emit(EventBody),
+    CallModel(ModelRequest),
+    AbortModel,
+    Persist(Box<FinishRun>),
+    Finish(Box<RunTerminal>),
+}
+
+#[derive(Debug)]
+enum Phase {
+    Starting {
+        cancel: Option<StopReason>,
+    },
+    Streaming {
+        run_deadline: Option<Instant>,
+        idle_deadline: Instant,
+    },
+    Persisting {
+        terminal: Box<RunTerminal>,
+    },
+    Done,
+}
+
+pub struct Turn {
+    spec: TurnSpec,
+    phase: Phase,
+    started_at: u64,
+    started: Instant,
+    session_id: Option<String>,
+    text: String,
+    usage: Option<Usage>,
+}
+
+impl Turn {
+    pub fn new(spec: TurnSpec, now: Instant, wall_ms: u64) -> Self {
+        Self {
+            spec,
+            phase: Phase::Starting { cancel: None },
+            started_at: wall_ms,
+            started: now,
+            session_id: None,
+            text: String::new(),
+            usage: None,
+        }
+    }
+
+    pub fn started_at(&self) -> u64 {
+        self.started_at
+    }
+
+    /// When the driver must feed `Tick` next, if ever.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Streaming {
+                run_deadline,
+                idle_deadline,
+            } => Some(run_deadline.map_or(*idle_deadline, |r| r.min(*idle_deadline))),
+            Phase::Starting { .. } | Phase::Persisting { .. } | Phase::Done => None,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    fn lifecycle(&self, phase: LPhase) -> Lifecycle {
+        Lifecycle {
+            phase,
+            started_at: Some(self.started_at),
+            ended_at: None,
+            error: None,
+            stop_reason: None,
+            aborted: None,
+            session_id: None,
+            session_key: None,
+        }
+    }
+
+    fn start_event(&self) -> Action {
+        Action::Emit(EventBody::Lifecycle(Lifecycle {
+            session_id: self.session_id.clone(),
+            session_key: Some(self.spec.session_key.clone()),
+            ..self.lifecycle(LPhase::Start)
+        }))
+    }
+
+    pub fn handle(&mut self, input: Input, now: Instant, wall_ms: u64) -> Vec<Action> {
+        let phase = std::mem::replace(&mut self.phase, Phase::Done);
+        let (next, actions) = self.step(phase, input, now, wall_ms);
+        self.phase = next;
+        actions
+    }
+
+    fn step(
+        &mut self,
+        phase: Phase,
+        input: Input,
+        now: Instant,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        match (phase, input) {
+            (
+                Phase::Starting { cancel },
+                Input::Begun {
+                    session_id,
+                    request,
+                },
+            ) => {
+                self.session_id = Some(session_id);
+                let start = self.start_event();
+                if let Some(reason) = cancel {
+                    let (p, mut a) = self.end(
+                        RunStatus::Aborted,
+                        Some(format!("run aborted ({})", reason.as_str())),
+                        Some(reason.as_str().into()),
+                        wall_ms,
+                    );
+                    a.insert(0, start);
+                    return (p, a);
+                }
+                match request {
+                    Ok(req) => {
+                        let phase = Phase::Streaming {
+                            run_deadline: self.spec.timeout.map(|t| self.started + t),
+                            idle_deadline: now + self.spec.idle_timeout,
+                        };
+                        (phase, vec![start, Action::CallModel(req)])
+                    }
+                    Err(e) => {
+                        let (p, mut a) = self.end(
+                            RunStatus::Error,
+                            Some(format!("cannot prepare the run: {e}")),
+                            None,
+                            wall_ms,
+                        );
+                        a.insert(0, start);
+                        (p, a)
+                    }
+                }
+            }
+            (Phase::Starting { .. }, Input::BeginFailed(e)) => {
+                // Nothing was recorded in the agent db; report and finish.
+                let error = format!("cannot start the run: {e}");
+                let terminal = self.terminal(RunStatus::Error, Some(error.clone()), None, wall_ms);
+                let actions = vec![
+                    self.start_event(),
+                    Action::Emit(EventBody::Lifecycle(Lifecycle {
+                        ended_at: Some(wall_ms),
+                        error: Some(error),
+                        ..self.lifecycle(LPhase::Error)
+                    })),
+                    Action::Finish(Box::new(terminal)),
+                ];
+                (Phase::Done, actions)
+            }
+            (Phase::Starting { .. }, Input::Cancel(reason)) => (
+                Phase::Starting {
+                    cancel: Some(reason),
+                },
+                vec![],
+            ),
+            (
+                Phase::Streaming {
+                    run_deadline,
+                    idle_deadline,
+                },
+                Input::Model(ev),
+            ) => match ev {
+                LlmEvent::Delta(d) => {
+                    if d.is_empty() {
+                        return (
+                            Phase::Streaming {
+                                run_deadline,
+                                idle_deadline,
+                            },
+                            vec![],
+                        );
+                    }
+                    self.text.push_str(&d);
+                    let phase = Phase::Streaming {
+                        run_deadline,
+                        idle_deadline: now + self.spec.idle_timeout,
+                    };
+                    (phase, vec![Action::Emit(EventBody::Assistant { delta: d })])
+                }
+                LlmEvent::Usage(u) => {
+                    // Only advancing counts are progress (R-G5).
+                    let advanced = self.usage.is_none_or(|old| {
+                        u.input > old.input || u.output > old.output || u.total > old.total
+                    });
+                    self.usage = Some(u);
+                    let idle = if advanced {
+                        now + self.spec.idle_timeout
+                    } else {
+                        idle_deadline
+                    };
+                    (
+                        Phase::Streaming {
+                            run_deadline,
+                            idle_deadline: idle,
+                        },
+                        vec![],
+                    )
+                }
+                LlmEvent::Done { finish_reason } => {
+                    let stop = finish_reason.unwrap_or_else(|| "stop".into());
+                    self.end(RunStatus::Ok, None, Some(stop), wall_ms)
+                }
+            },
+            (Phase::Streaming { .. }, Input::ModelFailed(e)) => {
+                let (p, mut a) = self.end(
+                    RunStatus::Error,
+                    Some(format!("model request failed: {e}")),
+                    Some("error".into()),
+                    wall_ms,
+                );
+                a.insert(0, Action::AbortModel);
+                (p, a)
+            }
+            (
+                Phase::Streaming {
+                    run_deadline,
+                    idle_deadline,
+                },
+                Input::Tick,
+            ) => {
+                if run_deadline.is_some_and(|d| now >= d) {
+                    let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
+                    let (p, mut a) = self.end(
+                        RunStatus::Timeout,
+                        Some(format!("run timed out after {secs} s")),
+                        Some("timeout".into()),
+                        wall_ms,
+                    );
+                    a.insert(0, Action::AbortModel);
+                    (p, a)
+                } else if now >= idle_deadline {
+                    let ms = self.spec.idle_timeout.as_millis();
+                    let (p, mut a) = self.end(
+                        RunStatus::Error,
+                        Some(format!(
+                            "model idle timeout: the provider sent nothing for {ms} ms"
+                        )),
+                        Some("error".into()),
+                        wall_ms,
+                    );
+                    a.insert(0, Action::AbortModel);
+                    (p, a)
+                } else {
+                    (
+                        Phase::Streaming {
+                            run_deadline,
+                            idle_deadline,
+                        },
+                        vec![],
+                    )
+                }
+            }
+            (Phase::Streaming { .. }, Input::Cancel(reason)) => {
+                let (p, mut a) = self.end(
+                    RunStatus::Aborted,
+                    Some(format!("run aborted ({})", reason.as_str())),
+                    Some(reason.as_str().into()),
+                    wall_ms,
+                );
+                a.insert(0, Action::AbortModel);
+                (p, a)
+            }
+            (Phase::Persisting { mut terminal }, Input::Persisted(res)) => {
+                if let Err(e) = res {
+                    terminal.status = RunStatus::Error;
+                    terminal.error = Some(match e {
+                        StoreError::Fenced { .. } => format!("run superseded: {e}"),
+                        other => format!("cannot record the run: {other}"),
+                    });
+                    terminal.payloads.clear();
+                }
+                let lifecycle = match terminal.status {
+                    RunStatus::Ok => Lifecycle {
+                        ended_at: Some(terminal.ended_at),
+                        stop_reason: terminal.stop_reason.clone(),
+                        ..self.lifecycle(LPhase::End)
+                    },
+                    RunStatus::Error
+                    | RunStatus::Timeout
+                    | RunStatus::Aborted
+                    | RunStatus::Unknown => Lifecycle {
+                        ended_at: Some(terminal.ended_at),
+                        error: terminal.error.clone(),
+                        stop_reason: terminal.stop_reason.clone(),
+                        aborted: matches!(terminal.status, RunStatus::Aborted).then_some(true),
+                        ..self.lifecycle(LPhase::Error)
+                    },
+                };
+                (
+                    Phase::Done,
+                    vec![
+                        Action::Emit(EventBody::Lifecycle(lifecycle)),
+                        Action::Finish(terminal),
+                    ],
+                )
+            }
+            // Late or irrelevant inputs: model data after the turn left streaming, ticks while
+            // not streaming, a second cancel. They change nothing (R-D3).
+            (phase, _) => (phase, vec![]),
+        }
+    }
+
+    fn terminal(
+        &self,
+        status: RunStatus,
+        error: Option<String>,
+        stop_reason: Option<String>,
+        wall_ms: u64,
+    ) -> RunTerminal {
+        let payloads = if status == RunStatus::Ok && !self.text.is_empty() {
+            vec![Payload {
+                text: self.text.clone(),
+                is_error: false,
+            }]
+        } else {
+            vec![]
+        };
+        RunTerminal {
+            run_id: self.spec.run_id.clone(),
+            status,
+            session_id: self.session_id.clone(),
+            started_at: Some(self.started_at),
+            ended_at: wall_ms,
+            error,
+            stop_reason,
+            payloads,
+            provider: Some(self.spec.provider.clone()),
+            model: Some(self.spec.model.clone()),
+            usage: self.usage,
+            duration_ms: wall_ms.saturating_sub(self.started_at),
+        }
+    }
+
+    /// Moves to `Persisting` with the outcome to record.
+    fn end(
+        &mut self,
+        status: RunStatus,
+        error: Option<String>,
+        stop_reason: Option<String>,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let terminal = self.terminal(status, error.clone(), stop_reason.clone(), wall_ms);
+        let assistant = (!self.text.is_empty()).then(|| NewMessage {
+            role: Role::Assistant,
+            text: self.text.clone(),
+            created_at: wall_ms,
+            provider: Some(self.spec.provider.clone()),
+            model: Some(self.spec.model.clone()),
+            usage: self.usage,
+            stop_reason: stop_reason.clone(),
+            error: error.clone(),
+        });
+        let finish = FinishRun {
+            run_id: self.spec.run_id.clone(),
+            session_key: self.spec.session_key.clone(),
+            status,
+            ended_at: wall_ms,
+            error,
+            stop_reason,
+            provider: Some(self.spec.provider.clone()),
+            model: Some(self.spec.model.clone()),
+            usage: self.usage,
+            assistant,
+        };
+        (
+            Phase::Persisting {
+                terminal: Box::new(terminal),
+            },
+            vec![Action::Persist(Box::new(finish))],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ChatMessage;
+
+    fn spec(timeout: Option<u64>) -> TurnSpec {
+        TurnSpec {
+            run_id: "r".into(),
+            session_key: "agent:main:main".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            timeout: timeout.map(Duration::from_secs),
+            idle_timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn req() -> ModelRequest {
+        ModelRequest {
+            messages: vec![ChatMessage {
+                role: "user",
+                content: "hi".into(),
+            }],
+        }
+    }
+
+    fn begun(t: &mut Turn, now: Instant) -> Vec<Action> {
+        t.handle(
+            Input::Begun {
+                session_id: "s".into(),
+                request: Ok(req()),
+            },
+            now,
+            1000,
+        )
+    }
+
+    fn lifecycle_phase(a: &Action) -> Option<LPhase> {
+        match a {
+            Action::Emit(EventBody::Lifecycle(l)) => Some(l.phase),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn happy_path_persists_before_the_terminal_event_r_a5() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 1000);
+        let a = begun(&mut t, t0);
+        assert_eq!(lifecycle_phase(&a[0]), Some(LPhase::Start));
+        assert!(matches!(a[1], Action::CallModel(_)));
+        let a = t.handle(Input::Model(LlmEvent::Delta("Hel".into())), t0, 1001);
+        assert_eq!(
+            a,
+            vec![Action::Emit(EventBody::Assistant {
+                delta: "Hel".into()
+            })]
+        );
+        t.handle(Input::Model(LlmEvent::Delta("lo".into())), t0, 1002);
+        t.handle(
+            Input::Model(LlmEvent::Usage(Usage {
+                input: 3,
+                output: 2,
+                cache_read: 0,
+                cache_write: 0,
+                total: 5,
+            })),
+            t0,
+            1003,
+        );
+        let a = t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: Some("stop".into()),
+            }),
+            t0,
+            1004,
+        );
+        // Only a persist: no terminal event before the outcome is durable.
+        assert_eq!(a.len(), 1);
+        let Action::Persist(f) = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(f.assistant.as_ref().unwrap().text, "Hello");
+        let a = t.handle(Input::Persisted(Ok(())), t0, 1005);
+        assert_eq!(lifecycle_phase(&a[0]), Some(LPhase::End));
+        let Action::Finish(term) = &a[1] else {
+            panic!()
+        };
+        assert_eq!(term.status, RunStatus::Ok);
+        assert_eq!(term.payloads[0].text, "Hello");
+        assert_eq!(term.usage.unwrap().total, 5);
+        assert!(t.is_done());
+        // Nothing after the terminal (R-D3).
+        assert!(t
+            .handle(Input::Model(LlmEvent::Delta("late".into())), t0, 1006)
+            .is_empty());
+        assert!(t
+            .handle(Input::Cancel(StopReason::Rpc), t0, 1006)
+            .is_empty());
+    }
+
+    #[test]
+    fn idle_timeout_aborts_the_attempt_r_b4() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(10)));
+        assert!(t
+            .handle(Input::Tick, t0 + Duration::from_secs(9), 9)
+            .is_empty());
+        // Data resets the idle deadline.
+        t.handle(
+            Input::Model(LlmEvent::Delta("x".into())),
+            t0 + Duration::from_secs(9),
+            9,
+        );
+        assert!(t
+            .handle(Input::Tick, t0 + Duration::from_secs(18), 18)
+            .is_empty());
+        let a = t.handle(Input::Tick, t0 + Duration::from_secs(19), 19);
+        assert_eq!(a[0], Action::AbortModel);
+        let Action::Persist(f) = &a[1] else { panic!() };
+        assert!(f.error.as_ref().unwrap().contains("idle timeout"));
+        let a = t.handle(Input::Persisted(Ok(())), t0, 20);
+        assert_eq!(lifecycle_phase(&a[0]), Some(LPhase::Error));
+    }
+
+    #[test]
+    fn repeated_usage_is_not_progress_r_g5() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        let u = Usage {
+            input: 1,
+            output: 1,
+            cache_read: 0,
+            cache_write: 0,
+            total: 2,
+        };
+        t.handle(
+            Input::Model(LlmEvent::Usage(u)),
+            t0 + Duration::from_secs(5),
+            5,
+        );
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(15)));
+        t.handle(
+            Input::Model(LlmEvent::Usage(u)),
+            t0 + Duration::from_secs(12),
+            12,
+        );
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn run_timeout_ends_with_timeout_status() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(Some(5)), t0, 0);
+        begun(&mut t, t0);
+        t.handle(
+            Input::Model(LlmEvent::Delta("partial".into())),
+            t0 + Duration::from_secs(4),
+            4,
+        );
+        let a = t.handle(Input::Tick, t0 + Duration::from_secs(5), 5);
+        assert_eq!(a[0], Action::AbortModel);
+        let Action::Persist(f) = &a[1] else { panic!() };
+        assert_eq!(f.status, RunStatus::Timeout);
+        // The partial answer is kept in the transcript, marked with its stop reason.
+        assert_eq!(
+            f.assistant.as_ref().unwrap().stop_reason.as_deref(),
+            Some("timeout")
+        );
+        let a = t.handle(Input::Persisted(Ok(())), t0, 6);
+        let Action::Finish(term) = &a[1] else {
+            panic!()
+        };
+        assert_eq!(term.status, RunStatus::Timeout);
+        assert!(term.payloads.is_empty());
+    }
+
+    #[test]
+    fn provider_error_and_fenced_persist_end_in_error() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        let a = t.handle(
+            Input::ModelFailed(LlmError::Http {
+                status: 500,
+                message: "boom".into(),
+            }),
+            t0,
+            1,
+        );
+        let Action::Persist(f) = &a[1] else { panic!() };
+        assert!(f.error.as_ref().unwrap().contains("HTTP 500: boom"));
+        let a = t.handle(
+            Input::Persisted(Err(StoreError::Fenced {
+                expected: "r".into(),
+                actual: Some("other".into()),
+            })),
+            t0,
+            2,
+        );
+        let Action::Finish(term) = &a[1] else {
+            panic!()
+        };
+        assert!(term.error.as_ref().unwrap().starts_with("run superseded"));
+    }
+
+    #[test]
+    fn cancel_before_begin_is_applied_once_begun() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        assert!(t
+            .handle(Input::Cancel(StopReason::Restart), t0, 0)
+            .is_empty());
+        let a = begun(&mut t, t0);
+        assert_eq!(lifecycle_phase(&a[0]), Some(LPhase::Start));
+        let Action::Persist(f) = &a[1] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(f.status, RunStatus::Aborted);
+        assert_eq!(f.stop_reason.as_deref(), Some("restart"));
+    }
+}

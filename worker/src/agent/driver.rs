@@ -1,0 +1,201 @@
+//! The thin async driver of one turn: carries out the core's actions (events to the
+//! supervisor, model streaming, persistence) and feeds it inputs (model stream, cancel,
+//! deadlines). Adjacent text deltas already queued are merged before the core sees them,
+//! adding no delay (R-D2).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ipc::control::{RunEvent, RunTerminal, StopReason, SubmitRun, WorkerToControl};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::core::{Action, Input, Turn, TurnSpec};
+use super::prompt;
+use crate::llm::{LlmError, LlmEvent, ModelRequest};
+use crate::store::BeginRun;
+use crate::{now_ms, Ctx};
+
+/// Model events buffered between the streaming task and the driver.
+const MODEL_QUEUE: usize = 256;
+
+type ModelItem = Result<LlmEvent, LlmError>;
+
+struct ModelCall {
+    task: JoinHandle<()>,
+    rx: mpsc::Receiver<ModelItem>,
+}
+
+impl Drop for ModelCall {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Runs one turn to its terminal outcome (already persisted when this returns, unless
+/// persistence itself failed, which the outcome then says).
+pub async fn drive(
+    ctx: Arc<Ctx>,
+    run: SubmitRun,
+    mut cancel: watch::Receiver<Option<StopReason>>,
+) -> RunTerminal {
+    let model = &ctx.spec.model;
+    let spec = TurnSpec {
+        run_id: run.run_id.clone(),
+        session_key: run.session_key.clone(),
+        provider: model.provider.clone(),
+        model: model.model.clone(),
+        timeout: run.timeout_ms.map(std::time::Duration::from_millis),
+        idle_timeout: std::time::Duration::from_millis(model.idle_timeout_ms),
+    };
+    let mut turn = Turn::new(spec, Instant::now(), now_ms());
+    let begun = ctx
+        .writer
+        .begin(BeginRun {
+            run_id: run.run_id.clone(),
+            session_key: run.session_key.clone(),
+            accepted_at: run.accepted_at,
+            started_at: turn.started_at(),
+            user_text: run.message.clone(),
+        })
+        .await;
+    let first = match begun {
+        Ok(session_id) => Input::Begun {
+            session_id,
+            request: prepare(&ctx, &run).await,
+        },
+        Err(e) => Input::BeginFailed(e.to_string()),
+    };
+    let mut pending = VecDeque::from([first]);
+    let mut call: Option<ModelCall> = None;
+    let mut held: Option<ModelItem> = None;
+    let mut seq = 0u64;
+    let mut cancel_open = true;
+    loop {
+        while let Some(input) = pending.pop_front() {
+            for action in turn.handle(input, Instant::now(), now_ms()) {
+                match action {
+                    Action::Emit(body) => {
+                        seq += 1;
+                        let ev = RunEvent {
+                            run_id: run.run_id.clone(),
+                            seq,
+                            ts: now_ms(),
+                            body,
+                        };
+                        // If the supervisor is gone, the run still finishes and persists.
+                        let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
+                    }
+                    Action::CallModel(req) => call = Some(start_model(&ctx, req)),
+                    Action::AbortModel => {
+                        call = None;
+                        held = None;
+                    }
+                    Action::Persist(f) => {
+                        let res = ctx.writer.finish(*f).await;
+                        pending.push_back(Input::Persisted(res));
+                    }
+                    Action::Finish(t) => return *t,
+                }
+            }
+        }
+        let deadline = turn.next_deadline();
+        let input = tokio::select! {
+            item = next_model(&mut call, &mut held), if call.is_some() || held.is_some() => match item {
+                Some(Ok(ev)) => Input::Model(ev),
+                Some(Err(e)) => Input::ModelFailed(e),
+                None => {
+                    call = None;
+                    Input::ModelFailed(LlmError::Transport("the model stream ended without a result".into()))
+                }
+            },
+            changed = cancel.changed(), if cancel_open => match changed {
+                Ok(()) => match *cancel.borrow_and_update() {
+                    Some(reason) => Input::Cancel(reason),
+                    None => continue,
+                },
+                Err(_) => {
+                    cancel_open = false;
+                    continue;
+                }
+            },
+            _ = sleep_until(deadline), if deadline.is_some() => Input::Tick,
+        };
+        pending.push_back(input);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Next model item, merging adjacent text deltas that are already queued.
+async fn next_model(
+    call: &mut Option<ModelCall>,
+    held: &mut Option<ModelItem>,
+) -> Option<ModelItem> {
+    let first = match held.take() {
+        Some(item) => item,
+        None => call.as_mut()?.rx.recv().await?,
+    };
+    let Ok(LlmEvent::Delta(mut text)) = first else {
+        return Some(first);
+    };
+    if let Some(c) = call.as_mut() {
+        while let Ok(next) = c.rx.try_recv() {
+            match next {
+                Ok(LlmEvent::Delta(more)) => text.push_str(&more),
+                other => {
+                    *held = Some(other);
+                    break;
+                }
+            }
+        }
+    }
+    Some(Ok(LlmEvent::Delta(text)))
+}
+
+fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
+    let (tx, rx) = mpsc::channel(MODEL_QUEUE);
+    let ctx = ctx.clone();
+    let task = tokio::spawn(async move {
+        match &ctx.llm {
+            Ok(client) => client.stream(&req, &tx).await,
+            Err(e) => {
+                let _ = tx.send(Err(e.clone())).await;
+            }
+        }
+    });
+    ModelCall { task, rx }
+}
+
+/// Builds the model request: workspace (created on first use), bootstrap files, history.
+async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
+    let workspace = std::path::Path::new(&ctx.spec.workspace);
+    tokio::fs::create_dir_all(workspace)
+        .await
+        .map_err(|e| format!("cannot create workspace {}: {e}", workspace.display()))?;
+    let files = prompt::load_bootstrap(
+        workspace,
+        prompt::Caps {
+            per_file: ctx.spec.bootstrap_max_chars as usize,
+            total: ctx.spec.bootstrap_total_max_chars as usize,
+        },
+    )
+    .await;
+    let history = ctx
+        .reader
+        .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
+        .await
+        .map_err(|e| format!("cannot read the session history: {e}"))?;
+    let system = prompt::system_prompt(
+        ctx.spec.base_prompt.as_deref(),
+        &files,
+        run.extra_system_prompt.as_deref(),
+    );
+    Ok(prompt::request(system, &history))
+}

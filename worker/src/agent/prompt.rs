@@ -1,0 +1,176 @@
+//! Everything model-visible is rendered here and nowhere else: the system prompt (base prompt,
+//! workspace bootstrap files under their caps, per-run additions) and the history.
+
+use std::path::Path;
+
+use crate::llm::{ChatMessage, ModelRequest};
+use crate::store::HistoryItem;
+
+/// Built-in base prompt (replaced by `agents.*.system_prompt`).
+pub const BASE_PROMPT: &str = "You are a helpful assistant running inside loopgate, an agent gateway. \
+Answer the user directly and concisely. Files from your workspace that describe who you are and how to \
+work are included below when present.";
+
+/// Workspace files injected into the system prompt, in this order (R-B6, R-B7).
+pub const BOOTSTRAP_FILES: &[&str] =
+    &["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"];
+/// `USER.md` has its own smaller cap, as in OpenClaw.
+pub const USER_MD_MAX_CHARS: usize = 4000;
+/// Most history messages sent to the model (compaction arrives later).
+pub const HISTORY_LIMIT: usize = 200;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootstrapFile {
+    pub name: &'static str,
+    pub content: String,
+    pub truncated: bool,
+}
+
+/// Caps on bootstrap context, in characters.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub per_file: usize,
+    pub total: usize,
+}
+
+/// Truncates `text` to `max` characters (on a char boundary).
+fn cap(text: &str, max: usize) -> (String, bool) {
+    match text.char_indices().nth(max) {
+        Some((idx, _)) => (text[..idx].to_owned(), true),
+        None => (text.to_owned(), false),
+    }
+}
+
+/// Reads the bootstrap files present in `workspace`, applying the per-file and total caps.
+/// Missing files are skipped; unreadable ones are reported and skipped.
+pub async fn load_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
+    let mut out = Vec::new();
+    let mut used = 0usize;
+    for name in BOOTSTRAP_FILES {
+        if used >= caps.total {
+            break;
+        }
+        let path = workspace.join(name);
+        let raw = match tokio::fs::read(&path).await {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "Cannot read bootstrap file; skipping it.");
+                continue;
+            }
+        };
+        let per_file = if *name == "USER.md" {
+            caps.per_file.min(USER_MD_MAX_CHARS)
+        } else {
+            caps.per_file
+        };
+        let limit = per_file.min(caps.total - used);
+        let (content, truncated) = cap(&raw, limit);
+        used += content.chars().count();
+        out.push(BootstrapFile {
+            name,
+            content,
+            truncated,
+        });
+    }
+    out
+}
+
+/// Renders the system prompt.
+pub fn system_prompt(base: Option<&str>, files: &[BootstrapFile], extra: Option<&str>) -> String {
+    let mut s = String::from(base.unwrap_or(BASE_PROMPT));
+    if !files.is_empty() {
+        s.push_str("\n\n# Workspace Files\n");
+        for f in files {
+            s.push_str(&format!("\n## {}\n\n{}\n", f.name, f.content.trim_end()));
+            if f.truncated {
+                s.push_str("\n[This file was truncated to fit the context limit.]\n");
+            }
+        }
+    }
+    if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
+        s.push_str("\n\n");
+        s.push_str(extra);
+    }
+    s
+}
+
+/// Builds the model request: system prompt then the history (which ends with the current
+/// user message, already persisted).
+pub fn request(system: String, history: &[HistoryItem]) -> ModelRequest {
+    let mut messages = Vec::with_capacity(history.len() + 1);
+    messages.push(ChatMessage {
+        role: "system",
+        content: system,
+    });
+    for h in history {
+        let role = match h.role.as_str() {
+            "assistant" => "assistant",
+            _ => "user",
+        };
+        if role == "assistant" && h.text.is_empty() {
+            continue;
+        }
+        messages.push(ChatMessage {
+            role,
+            content: h.text.clone(),
+        });
+    }
+    ModelRequest { messages }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bootstrap_caps_per_file_and_total_r_b7() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "a".repeat(50)).unwrap();
+        std::fs::write(dir.path().join("SOUL.md"), "s".repeat(50)).unwrap();
+        std::fs::write(dir.path().join("USER.md"), "u".repeat(10)).unwrap();
+        let files = load_bootstrap(
+            dir.path(),
+            Caps {
+                per_file: 30,
+                total: 45,
+            },
+        )
+        .await;
+        assert_eq!(files.len(), 2, "total cap reached before USER.md");
+        assert_eq!(files[0].content.len(), 30);
+        assert!(files[0].truncated);
+        assert_eq!(files[1].content.len(), 15);
+        let p = system_prompt(None, &files, Some("extra rule"));
+        assert!(p.starts_with(BASE_PROMPT));
+        assert!(p.contains("## AGENTS.md") && p.contains("## SOUL.md"));
+        assert!(p.ends_with("extra rule"));
+    }
+
+    #[test]
+    fn cap_respects_char_boundaries() {
+        assert_eq!(cap("héllo", 2), ("hé".to_owned(), true));
+        assert_eq!(cap("hi", 5), ("hi".to_owned(), false));
+    }
+
+    #[test]
+    fn request_puts_system_first_and_keeps_order() {
+        let h = vec![
+            HistoryItem {
+                role: "user".into(),
+                text: "one".into(),
+            },
+            HistoryItem {
+                role: "assistant".into(),
+                text: "two".into(),
+            },
+            HistoryItem {
+                role: "user".into(),
+                text: "three".into(),
+            },
+        ];
+        let r = request("sys".into(), &h);
+        let roles: Vec<_> = r.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    }
+}

@@ -1,0 +1,50 @@
+//! Model providers. A provider turns a [`ModelRequest`] into a stream of [`LlmEvent`]s or a
+//! typed [`LlmError`]. Only `openai-completions` is implemented in this build; the others are
+//! accepted in config and refused with a clear error until they land.
+
+pub mod openai;
+
+use ipc::control::Usage;
+
+/// One message sent to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+/// A request for one model response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub messages: Vec<ChatMessage>,
+}
+
+/// What a streaming response yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmEvent {
+    /// Text appended to the assistant message.
+    Delta(String),
+    /// Token usage so far (the last one wins).
+    Usage(Usage),
+    /// The response is complete.
+    Done { finish_reason: Option<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("provider returned HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("rate limited by the provider: {message}")]
+    RateLimited {
+        retry_after_ms: Option<u64>,
+        message: String,
+    },
+    #[error("cannot reach the provider: {0}")]
+    Transport(String),
+    #[error("provider sent an invalid stream: {0}")]
+    Protocol(String),
+    #[error("provider did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("provider api {0:?} is not supported by this build (supported: openai-completions)")]
+    Unsupported(String),
+}

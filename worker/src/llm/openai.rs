@@ -1,0 +1,235 @@
+//! OpenAI Chat Completions (`api = "openai-completions"`), streamed over SSE.
+//!
+//! `POST {base_url}/chat/completions` with `stream: true` and
+//! `stream_options.include_usage: true`; chunks carry `choices[0].delta.content`, the last
+//! choice a `finish_reason`, a final chunk the `usage`, then `data: [DONE]`. A stream that ends
+//! without `[DONE]` or a finish reason is an error (the provider dropped the connection).
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use ipc::control::{ModelSpec, Usage};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::{LlmError, LlmEvent, ModelRequest};
+
+/// Most bytes of an error body kept for the error message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A client for one provider; holds the connection pool.
+#[derive(Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    spec: ModelSpec,
+    api_key: Option<String>,
+}
+
+impl OpenAiClient {
+    pub fn new(spec: ModelSpec, api_key: Option<String>) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(spec.request_timeout_ms))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .user_agent(concat!("loopgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| LlmError::Transport(e.to_string()))?;
+        Ok(Self {
+            http,
+            spec,
+            api_key,
+        })
+    }
+
+    pub fn provider(&self) -> &str {
+        &self.spec.provider
+    }
+
+    pub fn model(&self) -> &str {
+        &self.spec.model
+    }
+
+    fn body(&self, req: &ModelRequest) -> Value {
+        let messages: Vec<Value> = req
+            .messages
+            .iter()
+            .map(|m| json!({"role": m.role, "content": m.content}))
+            .collect();
+        json!({
+            "model": self.spec.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        })
+    }
+
+    /// Streams one response into `tx`. Returns when the response is complete or failed; the
+    /// caller aborts the task to cancel (dropping the connection).
+    pub async fn stream(&self, req: &ModelRequest, tx: &mpsc::Sender<Result<LlmEvent, LlmError>>) {
+        if let Err(e) = self.stream_inner(req, tx).await {
+            let _ = tx.send(Err(e)).await;
+        }
+    }
+
+    async fn stream_inner(
+        &self,
+        req: &ModelRequest,
+        tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+    ) -> Result<(), LlmError> {
+        let url = format!("{}/chat/completions", self.spec.base_url);
+        let mut builder = self.http.post(&url).json(&self.body(req));
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let timeout_ms = self.spec.request_timeout_ms;
+        let resp =
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), builder.send()).await {
+                Err(_) => return Err(LlmError::Timeout(timeout_ms)),
+                Ok(Err(e)) => return Err(LlmError::Transport(describe(&e))),
+                Ok(Ok(r)) => r,
+            };
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after_ms = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .map(|s| s * 1000);
+            let message = error_message(resp).await;
+            if status.as_u16() == 429 {
+                return Err(LlmError::RateLimited {
+                    retry_after_ms,
+                    message,
+                });
+            }
+            return Err(LlmError::Http {
+                status: status.as_u16(),
+                message,
+            });
+        }
+        let mut events = resp.bytes_stream().eventsource();
+        let mut finished: Option<String> = None;
+        while let Some(ev) = events.next().await {
+            let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+            let data = ev.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                let _ = tx
+                    .send(Ok(LlmEvent::Done {
+                        finish_reason: finished,
+                    }))
+                    .await;
+                return Ok(());
+            }
+            let chunk: Value = serde_json::from_str(data)
+                .map_err(|e| LlmError::Protocol(format!("chunk is not JSON: {e}")))?;
+            if let Some(err) = chunk.get("error") {
+                let msg = err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown error");
+                return Err(LlmError::Protocol(format!(
+                    "provider reported an error mid-stream: {msg}"
+                )));
+            }
+            if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+                if tx.send(Ok(LlmEvent::Usage(parse_usage(u)))).await.is_err() {
+                    return Ok(());
+                }
+            }
+            let Some(choice) = chunk
+                .get("choices")
+                .and_then(Value::as_array)
+                .and_then(|c| c.first())
+            else {
+                continue;
+            };
+            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                if !text.is_empty() && tx.send(Ok(LlmEvent::Delta(text.to_owned()))).await.is_err()
+                {
+                    return Ok(());
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                // The usage chunk follows the finish chunk; `Done` waits for `[DONE]`.
+                finished = Some(reason.to_owned());
+            }
+        }
+        if finished.is_some() {
+            // Some servers close without `[DONE]` after the finish chunk; that is complete.
+            let _ = tx
+                .send(Ok(LlmEvent::Done {
+                    finish_reason: finished,
+                }))
+                .await;
+            return Ok(());
+        }
+        Err(LlmError::Transport(
+            "the provider closed the stream before the response was complete".into(),
+        ))
+    }
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
+async fn error_message(mut resp: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        let room = MAX_ERROR_BODY.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= MAX_ERROR_BODY {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| v.get("error").and_then(Value::as_str).map(str::to_owned))
+        })
+        .unwrap_or_else(|| {
+            let t = text.trim();
+            if t.is_empty() {
+                "(empty body)".into()
+            } else {
+                t.chars().take(300).collect()
+            }
+        })
+}
+
+fn parse_usage(u: &Value) -> Usage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let input = n("prompt_tokens");
+    let output = n("completion_tokens");
+    let total = u
+        .get("total_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(input + output);
+    let cache_read = u
+        .pointer("/prompt_tokens_details/cached_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    Usage {
+        input,
+        output,
+        cache_read,
+        cache_write: 0,
+        total,
+    }
+}

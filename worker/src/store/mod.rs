@@ -1,0 +1,95 @@
+//! The agent database (`<state>/agents/<id>/agent.sqlite`): sessions, runs and transcript
+//! entries.
+//!
+//! Architecture Invariant: one writer. [`writer`] owns the only read-write connection, on its
+//! own thread, and orders every mutation of this agent (R-C2). Transcript writes carry the
+//! run's `expectedWriterRunId` and are checked against the session's `active_writer_run_id`
+//! inside the same transaction (R-C1), so a superseded run can never commit. [`reader`] owns
+//! a read-only connection on another thread for history and enrichment reads (R-J6); it never
+//! blocks the writer (WAL).
+
+pub mod reader;
+pub mod schema;
+pub mod writer;
+
+use ipc::control::{RunStatus, Usage};
+
+pub use reader::{HistoryItem, Reader};
+pub use writer::Writer;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    #[error("transcript write refused: run {expected} no longer holds the session's writer claim (held by {})", .actual.as_deref().unwrap_or("nobody"))]
+    Fenced {
+        expected: String,
+        actual: Option<String>,
+    },
+    #[error("storage error: {0}")]
+    Sqlite(String),
+    #[error("storage queue is full")]
+    Overloaded,
+    #[error("storage writer has stopped")]
+    Closed,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e.to_string())
+    }
+}
+
+/// Who wrote a transcript message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// A transcript message to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub role: Role,
+    pub text: String,
+    pub created_at: u64,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+    /// Assistant stop reason (`stop`, `length`, `error`, `aborted`).
+    pub stop_reason: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A run is starting: claim the session and record the user's message.
+#[derive(Debug, Clone)]
+pub struct BeginRun {
+    pub run_id: String,
+    pub session_key: String,
+    pub accepted_at: u64,
+    pub started_at: u64,
+    pub user_text: String,
+}
+
+/// A run is ending: record its outcome (and the assistant message, fenced) and release the
+/// session's writer claim if it still holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishRun {
+    pub run_id: String,
+    pub session_key: String,
+    pub status: RunStatus,
+    pub ended_at: u64,
+    pub error: Option<String>,
+    pub stop_reason: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+    pub assistant: Option<NewMessage>,
+}

@@ -1,0 +1,69 @@
+//! Agent database schema and migrations (`PRAGMA user_version`).
+
+use rusqlite::Connection;
+
+pub const SCHEMA_VERSION: i64 = 1;
+
+pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(super::StoreError::Sqlite(format!(
+            "agent database schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+        )));
+    }
+    if version < 1 {
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE sessions(
+                session_key TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL UNIQUE,
+                created_at INTEGER NOT NULL,
+                updated_at INTEGER NOT NULL,
+                active_writer_run_id TEXT,
+                input_tokens INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                total_tokens INTEGER NOT NULL DEFAULT 0
+             ) STRICT;
+             CREATE TABLE runs(
+                run_id TEXT PRIMARY KEY,
+                session_key TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                accepted_at INTEGER NOT NULL,
+                started_at INTEGER,
+                ended_at INTEGER,
+                error TEXT,
+                stop_reason TEXT,
+                provider TEXT,
+                model TEXT,
+                input_tokens INTEGER,
+                output_tokens INTEGER,
+                total_tokens INTEGER
+             ) STRICT;
+             CREATE INDEX runs_open ON runs(status) WHERE status = 'running';
+             CREATE TABLE transcript(
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                entry_id TEXT NOT NULL UNIQUE,
+                parent_id TEXT,
+                run_id TEXT,
+                role TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                entry_json TEXT NOT NULL,
+                PRIMARY KEY(session_id, seq)
+             ) STRICT;
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    Ok(())
+}

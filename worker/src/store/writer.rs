@@ -1,0 +1,571 @@
+//! The writer actor: the agent database's only read-write connection, on its own thread.
+//! Commands queue on a bounded channel; whatever is queued is applied in one transaction with
+//! a savepoint per command (one command's failure, e.g. a fenced write, never undoes its
+//! neighbours), then each caller is answered on its `oneshot`.
+
+use std::path::Path;
+use std::sync::mpsc as std_mpsc;
+
+use ipc::control::RunStatus;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::{schema, BeginRun, FinishRun, NewMessage, StoreError};
+
+const QUEUE: usize = 4096;
+const MAX_BATCH: usize = 256;
+/// Message stored for runs a crash left open.
+pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
+
+enum Cmd {
+    Begin(BeginRun, oneshot::Sender<Result<String, StoreError>>),
+    Append {
+        session_key: String,
+        expected_writer_run_id: String,
+        run_id: String,
+        message: NewMessage,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    Finish(FinishRun, oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Handle to the writer thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Writer {
+    tx: std_mpsc::SyncSender<Cmd>,
+}
+
+impl Writer {
+    /// Opens and migrates the database, ends runs a crash left open (releasing their writer
+    /// claims) and starts the writer thread. Returns the handle and the number of runs
+    /// recovered.
+    pub fn open(path: &Path, now_ms: u64) -> Result<(Writer, usize), StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let mut conn = schema::open_rw(path)?;
+        schema::migrate(&conn)?;
+        let recovered = recover(&mut conn, now_ms)?;
+        let (tx, rx) = std_mpsc::sync_channel(QUEUE);
+        std::thread::Builder::new()
+            .name("agent-db-writer".into())
+            .spawn(move || run(conn, rx))
+            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+        Ok((Writer { tx }, recovered))
+    }
+
+    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
+        self.tx.try_send(cmd).map_err(|e| match e {
+            std_mpsc::TrySendError::Full(_) => StoreError::Overloaded,
+            std_mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
+        })
+    }
+
+    /// Claims the session for `run.run_id` (superseding any older claim), records the run and
+    /// the user message. Returns the session's transcript id.
+    pub async fn begin(&self, run: BeginRun) -> Result<String, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Begin(run, tx))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
+    pub async fn append(
+        &self,
+        session_key: String,
+        expected_writer_run_id: String,
+        message: NewMessage,
+    ) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Append {
+            session_key,
+            run_id: expected_writer_run_id.clone(),
+            expected_writer_run_id,
+            message,
+            reply,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Records the run's outcome. The assistant message (if any) is fenced: if the run lost
+    /// its claim, the message is not written, the run is recorded as an error and
+    /// `Err(Fenced)` is returned.
+    pub async fn finish(&self, f: FinishRun) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Finish(f, tx))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+fn run(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        apply_batch(&mut conn, batch);
+    }
+}
+
+enum Reply {
+    Begin(
+        oneshot::Sender<Result<String, StoreError>>,
+        Result<String, StoreError>,
+    ),
+    Unit(
+        oneshot::Sender<Result<(), StoreError>>,
+        Result<(), StoreError>,
+    ),
+}
+
+fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
+    let mut replies = Vec::with_capacity(batch.len());
+    let outcome = (|| -> rusqlite::Result<()> {
+        let mut tx = conn.transaction()?;
+        for cmd in batch {
+            replies.push(apply_one(&mut tx, cmd));
+        }
+        tx.commit()
+    })();
+    match outcome {
+        Ok(()) => {
+            for r in replies {
+                match r {
+                    Reply::Begin(tx, res) => drop(tx.send(res)),
+                    Reply::Unit(tx, res) => drop(tx.send(res)),
+                }
+            }
+        }
+        Err(e) => {
+            // The commit failed: nothing in the batch is durable. Tell every caller.
+            let err = StoreError::Sqlite(format!("commit failed: {e}"));
+            for r in replies {
+                match r {
+                    Reply::Begin(tx, _) => drop(tx.send(Err(err.clone()))),
+                    Reply::Unit(tx, _) => drop(tx.send(Err(err.clone()))),
+                }
+            }
+        }
+    }
+}
+
+/// Runs one command inside a savepoint of the batch transaction.
+fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
+    fn in_savepoint<T>(
+        tx: &mut Transaction<'_>,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let sp = tx.savepoint()?;
+        match f(&sp) {
+            Ok(v) => {
+                sp.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                drop(sp); // rolls back
+                Err(e)
+            }
+        }
+    }
+    match cmd {
+        Cmd::Begin(b, reply) => Reply::Begin(reply, in_savepoint(tx, |c| begin(c, &b))),
+        Cmd::Append {
+            session_key,
+            expected_writer_run_id,
+            run_id,
+            message,
+            reply,
+        } => Reply::Unit(
+            reply,
+            in_savepoint(tx, |c| {
+                let sid = check_claim(c, &session_key, &expected_writer_run_id)?;
+                append(c, &sid, Some(&run_id), &message)
+            }),
+        ),
+        Cmd::Finish(f, reply) => {
+            // A fenced finish still records the run (as an error) and commits; the caller is
+            // told it was fenced.
+            let res = in_savepoint(tx, |c| finish(c, &f)).and_then(|fenced| match fenced {
+                Some(e) => Err(e),
+                None => Ok(()),
+            });
+            Reply::Unit(reply, res)
+        }
+    }
+}
+
+fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
+    let previous: Option<Option<String>> = c
+        .query_row(
+            "SELECT active_writer_run_id FROM sessions WHERE session_key = ?1",
+            params![b.session_key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(Some(prev)) = &previous {
+        if *prev != b.run_id {
+            tracing::warn!(
+                session_key = b.session_key.as_str(),
+                superseded = prev.as_str(),
+                run_id = b.run_id.as_str(),
+                "Run supersedes a stale writer claim."
+            );
+        }
+    }
+    let new_id = uuid::Uuid::now_v7().to_string();
+    c.execute(
+        "INSERT INTO sessions(session_key, session_id, created_at, updated_at, active_writer_run_id)
+         VALUES (?1, ?2, ?3, ?3, ?4)
+         ON CONFLICT(session_key) DO UPDATE SET active_writer_run_id = excluded.active_writer_run_id,
+                                                updated_at = excluded.updated_at",
+        params![b.session_key, new_id, b.started_at as i64, b.run_id],
+    )?;
+    let session_id: String = c.query_row(
+        "SELECT session_id FROM sessions WHERE session_key = ?1",
+        params![b.session_key],
+        |r| r.get(0),
+    )?;
+    c.execute(
+        "INSERT INTO runs(run_id, session_key, session_id, status, accepted_at, started_at)
+         VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+        params![
+            b.run_id,
+            b.session_key,
+            session_id,
+            b.accepted_at as i64,
+            b.started_at as i64
+        ],
+    )?;
+    let user = NewMessage {
+        role: super::Role::User,
+        text: b.user_text.clone(),
+        created_at: b.started_at,
+        provider: None,
+        model: None,
+        usage: None,
+        stop_reason: None,
+        error: None,
+    };
+    append(c, &session_id, Some(&b.run_id), &user)?;
+    Ok(session_id)
+}
+
+/// The fence (R-C1): the session's claim must still be `expected`. Returns the session id.
+fn check_claim(c: &Connection, session_key: &str, expected: &str) -> Result<String, StoreError> {
+    let row: Option<(String, Option<String>)> = c
+        .query_row(
+            "SELECT session_id, active_writer_run_id FROM sessions WHERE session_key = ?1",
+            params![session_key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match row {
+        Some((sid, Some(claim))) if claim == expected => Ok(sid),
+        Some((_, actual)) => Err(StoreError::Fenced {
+            expected: expected.to_owned(),
+            actual,
+        }),
+        None => Err(StoreError::Fenced {
+            expected: expected.to_owned(),
+            actual: None,
+        }),
+    }
+}
+
+fn append(
+    c: &Connection,
+    session_id: &str,
+    run_id: Option<&str>,
+    m: &NewMessage,
+) -> Result<(), StoreError> {
+    let last: Option<(i64, String)> = c
+        .query_row(
+            "SELECT seq, entry_id FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+            params![session_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (seq, parent) = match last {
+        Some((s, id)) => (s + 1, Some(id)),
+        None => (1, None),
+    };
+    let entry_id = uuid::Uuid::new_v4().to_string();
+    let mut message = json!({
+        "role": m.role.as_str(),
+        "content": [{"type": "text", "text": m.text}],
+        "timestamp": m.created_at,
+    });
+    if let Some(obj) = message.as_object_mut() {
+        if let Some(p) = &m.provider {
+            obj.insert("provider".into(), json!(p));
+        }
+        if let Some(model) = &m.model {
+            obj.insert("model".into(), json!(model));
+        }
+        if let Some(u) = &m.usage {
+            obj.insert(
+                "usage".into(),
+                json!({"input": u.input, "output": u.output, "cacheRead": u.cache_read,
+                       "cacheWrite": u.cache_write, "totalTokens": u.total}),
+            );
+        }
+        if let Some(s) = &m.stop_reason {
+            obj.insert("stopReason".into(), json!(s));
+        }
+        if let Some(e) = &m.error {
+            obj.insert("errorMessage".into(), json!(e));
+        }
+    }
+    let entry = json!({
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": m.created_at,
+        "message": message,
+    });
+    c.execute(
+        "INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string()],
+    )?;
+    c.execute(
+        "UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1",
+        params![session_id, m.created_at as i64],
+    )?;
+    Ok(())
+}
+
+fn status_str(s: RunStatus) -> &'static str {
+    s.as_str()
+}
+
+fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreError> {
+    let mut status = f.status;
+    let mut error = f.error.clone();
+    let mut fenced = None;
+    if let Some(msg) = &f.assistant {
+        match check_claim(c, &f.session_key, &f.run_id) {
+            Ok(sid) => append(c, &sid, Some(&f.run_id), msg)?,
+            Err(e @ StoreError::Fenced { .. }) => {
+                status = RunStatus::Error;
+                error = Some(e.to_string());
+                fenced = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let u = f.usage.unwrap_or_default();
+    c.execute(
+        "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4, stop_reason = ?5, provider = ?6, model = ?7,
+                         input_tokens = ?8, output_tokens = ?9, total_tokens = ?10
+         WHERE run_id = ?1",
+        params![
+            f.run_id,
+            status_str(status),
+            f.ended_at as i64,
+            error,
+            f.stop_reason,
+            f.provider,
+            f.model,
+            u.input as i64,
+            u.output as i64,
+            u.total as i64
+        ],
+    )?;
+    c.execute(
+        "UPDATE sessions SET active_writer_run_id = NULL,
+                             input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
+                             total_tokens = total_tokens + ?5
+         WHERE session_key = ?1 AND active_writer_run_id = ?2",
+        params![
+            f.session_key,
+            f.run_id,
+            u.input as i64,
+            u.output as i64,
+            u.total as i64
+        ],
+    )?;
+    Ok(fenced)
+}
+
+/// Ends runs left `running` by a crash and releases writer claims held by runs that are not
+/// running (so the next turn on the session works).
+fn recover(conn: &mut Connection, now_ms: u64) -> Result<usize, StoreError> {
+    let tx = conn.transaction()?;
+    let n = tx.execute(
+        "UPDATE runs SET status = 'error', ended_at = ?1, error = ?2 WHERE status = 'running'",
+        params![now_ms as i64, INTERRUPTED],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET active_writer_run_id = NULL
+         WHERE active_writer_run_id IS NOT NULL
+           AND active_writer_run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')",
+        [],
+    )?;
+    tx.commit()?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Role;
+
+    fn begin_req(run: &str) -> BeginRun {
+        BeginRun {
+            run_id: run.into(),
+            session_key: "agent:main:main".into(),
+            accepted_at: 1,
+            started_at: 2,
+            user_text: format!("hello from {run}"),
+        }
+    }
+
+    fn assistant(text: &str) -> NewMessage {
+        NewMessage {
+            role: Role::Assistant,
+            text: text.into(),
+            created_at: 3,
+            provider: Some("p".into()),
+            model: Some("m".into()),
+            usage: None,
+            stop_reason: Some("stop".into()),
+            error: None,
+        }
+    }
+
+    fn finish_req(run: &str, text: &str) -> FinishRun {
+        FinishRun {
+            run_id: run.into(),
+            session_key: "agent:main:main".into(),
+            status: RunStatus::Ok,
+            ended_at: 4,
+            error: None,
+            stop_reason: Some("stop".into()),
+            provider: None,
+            model: None,
+            usage: None,
+            assistant: Some(assistant(text)),
+        }
+    }
+
+    fn count_rows(path: &Path, sql: &str) -> i64 {
+        let c = Connection::open(path).unwrap();
+        c.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// R-C1: a run whose claim was superseded cannot commit transcript data.
+    #[tokio::test]
+    async fn superseded_run_cannot_commit_r_c1() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let (w, _) = Writer::open(&path, 0).unwrap();
+        let sid_a = w.begin(begin_req("run-a")).await.unwrap();
+        // run-b claims the same session: run-a is now superseded.
+        let sid_b = w.begin(begin_req("run-b")).await.unwrap();
+        assert_eq!(sid_a, sid_b, "same session, same transcript");
+        let err = w
+            .append("agent:main:main".into(), "run-a".into(), assistant("stale"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            StoreError::Fenced {
+                expected: "run-a".into(),
+                actual: Some("run-b".into())
+            }
+        );
+        let err = w
+            .finish(finish_req("run-a", "stale final"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Fenced { .. }));
+        // The current claimant commits fine.
+        w.append("agent:main:main".into(), "run-b".into(), assistant("fresh"))
+            .await
+            .unwrap();
+        w.finish(finish_req("run-b", "fresh final")).await.unwrap();
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM transcript WHERE entry_json LIKE '%stale%'"
+            ),
+            0
+        );
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM transcript WHERE entry_json LIKE '%fresh%'"
+            ),
+            2
+        );
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM runs WHERE run_id = 'run-a' AND status = 'error'"
+            ),
+            1
+        );
+        // run-b released its claim on finish.
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM sessions WHERE active_writer_run_id IS NULL"
+            ),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn transcript_is_a_parent_linked_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let (w, _) = Writer::open(&path, 0).unwrap();
+        w.begin(begin_req("r1")).await.unwrap();
+        w.finish(finish_req("r1", "one")).await.unwrap();
+        w.begin(begin_req("r2")).await.unwrap();
+        w.finish(finish_req("r2", "two")).await.unwrap();
+        let c = Connection::open(&path).unwrap();
+        let mut stmt = c
+            .prepare("SELECT seq, entry_id, parent_id FROM transcript ORDER BY seq")
+            .unwrap();
+        let rows: Vec<(i64, String, Option<String>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[0].2, None);
+        for pair in rows.windows(2) {
+            assert_eq!(pair[1].2.as_deref(), Some(pair[0].1.as_str()));
+            assert_eq!(pair[1].0, pair[0].0 + 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn recovery_ends_open_runs_and_releases_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        {
+            let (w, _) = Writer::open(&path, 0).unwrap();
+            w.begin(begin_req("crashed")).await.unwrap();
+        }
+        let (w, recovered) = Writer::open(&path, 99).unwrap();
+        assert_eq!(recovered, 1);
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM runs WHERE status = 'error' AND error LIKE 'interrupted%'"
+            ),
+            1
+        );
+        // The next turn on the session works.
+        w.begin(begin_req("next")).await.unwrap();
+        w.finish(finish_req("next", "ok")).await.unwrap();
+    }
+}
