@@ -11,6 +11,7 @@
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![forbid(unsafe_code)]
 
 pub mod control;

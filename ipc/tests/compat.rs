@@ -4,6 +4,8 @@
 //!
 //! Regenerate fixtures for the *current* version only with `LOOPGATE_BLESS=1 cargo test -p ipc`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use ipc::control::*;

@@ -13,6 +13,7 @@
 //!
 //! Tests run it in-process on `127.0.0.1:0`; the quickstart and benchmarks run the
 //! `loopgate-scripted-model` binary.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -515,7 +515,7 @@ impl Control {
                 agent_id,
                 generation,
                 msg,
-            } => match msg {
+            } => match *msg {
                 WorkerToControl::Finished(t) => self.finished_run(&agent_id, t),
                 WorkerToControl::Rejected { run_id, error } => {
                     self.fail_run(

@@ -282,7 +282,8 @@ pub async fn serve_connection<S: FrameSource>(
             out.ok(&id, hello).await;
             session
         }
-        Err((id, error, code, reason)) => {
+        Err(refusal) => {
+            let (id, error, code, reason) = *refusal;
             out.err(&id, error).await;
             out.close(code, &reason).await;
             return;
@@ -376,7 +377,8 @@ pub async fn serve_connection<S: FrameSource>(
     tracing::debug!(conn = conn_id.as_str(), "Client disconnected.");
 }
 
-type HandshakeError = (String, ErrorShape, u16, String);
+/// A refused handshake: request id, error, close code, close reason.
+type HandshakeError = Box<(String, ErrorShape, u16, String)>;
 
 async fn handshake(
     gw: &Gateway,
@@ -388,25 +390,26 @@ async fn handshake(
         Ok(Some(r)) => r,
         Ok(None) | Err(FrameError::Invalid { .. }) => {
             let reason = "invalid request frame".to_owned();
-            return Err((
+            return Err(Box::new((
                 String::new(),
                 ErrorShape::invalid("invalid handshake: first frame must be a connect request"),
                 1008,
                 reason,
-            ));
+            )));
         }
         Err(FrameError::NotJson(e)) => {
-            return Err((
+            return Err(Box::new((
                 String::new(),
                 ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
                 1000,
                 String::new(),
-            ));
+            )));
         }
     };
     let id = req.id.clone();
-    let fail =
-        |e: ErrorShape, code: u16, reason: &str| Err((id.clone(), e, code, reason.to_owned()));
+    let fail = |e: ErrorShape, code: u16, reason: &str| {
+        Err(Box::new((id.clone(), e, code, reason.to_owned())))
+    };
     if Method::parse(&req.method) != Some(Method::Connect) {
         let msg = "invalid handshake: first request must be connect";
         return fail(ErrorShape::invalid(msg), 1008, msg);

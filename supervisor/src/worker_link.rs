@@ -64,7 +64,7 @@ pub enum LinkEvent {
     Message {
         agent_id: String,
         generation: u64,
-        msg: WorkerToControl,
+        msg: Box<WorkerToControl>,
     },
     Exited {
         agent_id: String,
@@ -334,7 +334,7 @@ async fn relay(
                     if let WorkerToControl::Finished(t) = &msg {
                         runs.remove(&t.run_id);
                     }
-                    if events.send(LinkEvent::Message { agent_id: agent_id.clone(), generation, msg }).await.is_err() {
+                    if events.send(LinkEvent::Message { agent_id: agent_id.clone(), generation, msg: Box::new(msg) }).await.is_err() {
                         break;
                     }
                 }

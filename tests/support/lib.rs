@@ -1,1 +1,258 @@
-//! support
+//! Test support: start the real `loopgate serve` (which spawns real `loopgate-worker`s) in a
+//! fresh temp state dir, with an in-process scripted model server, and talk to it over the real
+//! unix socket with a small Gateway protocol v4 client.
+//!
+//! Waiting is always on an event (a log line announcing readiness, a frame, a process exit),
+//! with a generous upper bound so a broken build fails instead of hanging.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod client;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use scripted_model::ScriptedModel;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+pub use client::Client;
+
+/// Upper bound on any single wait in the suite.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// Path of a workspace binary, built by `cargo build --workspace --bins` (scripts/test does
+/// this before running the suite).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// Captured stderr lines of a process, with a way to wait for one.
+#[derive(Clone)]
+pub struct Logs {
+    lines: Arc<Mutex<Vec<String>>>,
+    changed: watch::Sender<usize>,
+}
+
+impl Logs {
+    fn new() -> Self {
+        Self {
+            lines: Arc::new(Mutex::new(Vec::new())),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn push(&self, line: String) {
+        let mut l = self.lines.lock().unwrap();
+        l.push(line);
+        let n = l.len();
+        drop(l);
+        self.changed.send_replace(n);
+    }
+
+    pub fn all(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits until a line containing `needle` has been logged.
+    pub async fn wait_for(&self, needle: &str) -> String {
+        let mut rx = self.changed.subscribe();
+        let fut = async {
+            loop {
+                if let Some(l) = self.all().into_iter().find(|l| l.contains(needle)) {
+                    return l;
+                }
+                if rx.changed().await.is_err() {
+                    panic!("log stream ended before {needle:?}");
+                }
+            }
+        };
+        match tokio::time::timeout(WAIT, fut).await {
+            Ok(l) => l,
+            Err(_) => panic!(
+                "no log line containing {needle:?}; logs:\n{}",
+                self.all().join("\n")
+            ),
+        }
+    }
+
+    /// Fails if a WARN or ERROR line was logged that contains none of `allowed`.
+    pub fn assert_clean(&self, allowed: &[&str]) {
+        let bad: Vec<String> = self
+            .all()
+            .into_iter()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .filter(|l| !allowed.iter().any(|a| l.contains(a)))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "unexpected warnings/errors:\n{}",
+            bad.join("\n")
+        );
+    }
+}
+
+fn forward(name: String, stream: impl tokio::io::AsyncRead + Unpin + Send + 'static, logs: Logs) {
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stream).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[{name}] {line}");
+            logs.push(line);
+        }
+    });
+}
+
+/// A running gateway in its own temp state dir.
+pub struct Gateway {
+    pub dir: tempfile::TempDir,
+    pub model: ScriptedModel,
+    pub child: Option<Child>,
+    pub logs: Logs,
+    extra_config: String,
+    idle_timeout_seconds: f64,
+}
+
+impl Gateway {
+    /// Starts a scripted model and a gateway whose `main` agent uses it.
+    pub async fn start() -> Gateway {
+        Self::start_with("").await
+    }
+
+    /// Like [`Gateway::start`], appending `extra` TOML to the generated config.
+    pub async fn start_with(extra: &str) -> Gateway {
+        Self::start_opts(extra, 30.0).await
+    }
+
+    /// Full control: extra TOML and the scripted provider's model idle timeout.
+    pub async fn start_opts(extra: &str, idle_timeout_seconds: f64) -> Gateway {
+        let model = ScriptedModel::start().await.expect("scripted model");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut gw = Gateway {
+            dir,
+            model,
+            child: None,
+            logs: Logs::new(),
+            extra_config: extra.to_owned(),
+            idle_timeout_seconds,
+        };
+        gw.write_config();
+        gw.spawn().await;
+        gw
+    }
+
+    pub fn config_text(&self) -> String {
+        format!(
+            "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
+             [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
+             idle_timeout_seconds = {}\n{}\n",
+            self.model.base_url(),
+            self.idle_timeout_seconds,
+            self.extra_config
+        )
+    }
+
+    fn write_config(&self) {
+        std::fs::write(self.state().join("loopgate.toml"), self.config_text()).unwrap();
+    }
+
+    pub fn state(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.state().join("gateway.sock")
+    }
+
+    /// `loopgate serve` for this state dir (not started).
+    pub fn serve_command(&self) -> Command {
+        let mut cmd = Command::new(bin("loopgate"));
+        cmd.arg("serve")
+            .arg("--state-dir")
+            .arg(self.state())
+            .env("LOOPGATE_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Starts `loopgate serve` and waits until it announces readiness.
+    pub async fn spawn(&mut self) {
+        self.logs = Logs::new();
+        let mut child = self.serve_command().spawn().expect("spawn loopgate serve");
+        forward(
+            "serve".into(),
+            child.stderr.take().unwrap(),
+            self.logs.clone(),
+        );
+        forward(
+            "serve-out".into(),
+            child.stdout.take().unwrap(),
+            self.logs.clone(),
+        );
+        self.child = Some(child);
+        self.logs.wait_for("Gateway ready.").await;
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .and_then(|c| c.id())
+            .expect("gateway running")
+    }
+
+    /// Sends `sig` and waits for the exit status.
+    pub async fn stop(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("gateway running");
+        if let Some(pid) = child.id() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+        }
+        tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("gateway exits")
+            .expect("wait")
+    }
+
+    pub async fn connect(&self) -> Client {
+        Client::connect(&self.socket()).await
+    }
+
+    /// Runs the `loopgate` CLI against this gateway.
+    pub async fn cli(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new(bin("loopgate"))
+            .arg("--state-dir")
+            .arg(self.state())
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(WAIT, out)
+            .await
+            .expect("cli finishes")
+            .expect("cli runs")
+    }
+
+    /// Opens the agent database (for assertions).
+    pub fn agent_db(&self, agent: &str) -> rusqlite::Connection {
+        let path = self.state().join("agents").join(agent).join("agent.sqlite");
+        let c = rusqlite::Connection::open(path).expect("open agent db");
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c
+    }
+}
+
+/// True while a process with `pid` exists.
+pub fn alive(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+}

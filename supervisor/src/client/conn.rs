@@ -106,14 +106,11 @@ impl Client {
     }
 
     pub async fn next_frame(&mut self) -> Result<ServerFrame, ClientError> {
-        loop {
-            match self.reader.next().await {
-                None => return Err(ClientError::Closed),
-                Some(Err(e)) => return Err(ClientError::Io(e.to_string())),
-                Some(Ok(line)) => match parse_server_frame(&line) {
-                    Ok(f) => return Ok(f),
-                    Err(e) => return Err(ClientError::Protocol(e.to_string())),
-                },
+        match self.reader.next().await {
+            None => Err(ClientError::Closed),
+            Some(Err(e)) => Err(ClientError::Io(e.to_string())),
+            Some(Ok(line)) => {
+                parse_server_frame(&line).map_err(|e| ClientError::Protocol(e.to_string()))
             }
         }
     }

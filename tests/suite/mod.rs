@@ -1,0 +1,4 @@
+mod foundation;
+mod frames;
+mod idempotency;
+mod turn;
