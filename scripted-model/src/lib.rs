@@ -84,9 +84,17 @@ fn default_chunks() -> usize {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DefaultReply {
     /// `"<prefix><last user message>"`.
-    Echo { prefix: String, chunks: usize },
+    Echo {
+        prefix: String,
+        chunks: usize,
+        delay_ms: u64,
+    },
     /// A fixed text.
-    Fixed { text: String, chunks: usize },
+    Fixed {
+        text: String,
+        chunks: usize,
+        delay_ms: u64,
+    },
 }
 
 impl Default for DefaultReply {
@@ -94,6 +102,7 @@ impl Default for DefaultReply {
         DefaultReply::Echo {
             prefix: "Echo: ".into(),
             chunks: 4,
+            delay_ms: 0,
         }
     }
 }
@@ -269,16 +278,24 @@ async fn chat_completions(
     let step = lock(&s.queue)
         .pop_front()
         .unwrap_or_else(|| match lock(&s.default).clone() {
-            DefaultReply::Echo { prefix, chunks } => Step::Text {
+            DefaultReply::Echo {
+                prefix,
+                chunks,
+                delay_ms,
+            } => Step::Text {
                 text: format!("{prefix}{last_user}"),
                 chunks,
-                delay_ms: 0,
+                delay_ms,
                 finish_reason: None,
             },
-            DefaultReply::Fixed { text, chunks } => Step::Text {
+            DefaultReply::Fixed {
                 text,
                 chunks,
-                delay_ms: 0,
+                delay_ms,
+            } => Step::Text {
+                text,
+                chunks,
+                delay_ms,
                 finish_reason: None,
             },
         });

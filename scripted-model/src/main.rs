@@ -19,6 +19,9 @@ struct Args {
     /// Number of chunks each reply is streamed in.
     #[arg(long, default_value_t = 8)]
     chunks: usize,
+    /// Delay between chunks of the default reply, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    chunk_delay_ms: u64,
     /// Model id reported in responses.
     #[arg(long, default_value = "scripted-1")]
     model: String,
@@ -38,10 +41,12 @@ async fn main() -> anyhow::Result<()> {
         Some(text) => DefaultReply::Fixed {
             text,
             chunks: args.chunks,
+            delay_ms: args.chunk_delay_ms,
         },
         None => DefaultReply::Echo {
             prefix: "Echo: ".into(),
             chunks: args.chunks,
+            delay_ms: args.chunk_delay_ms,
         },
     };
     let server = ScriptedModel::serve(listener, default, args.model)?;
