@@ -1,4 +1,5 @@
 mod foundation;
 mod frames;
 mod idempotency;
+mod lanes;
 mod turn;

@@ -189,8 +189,15 @@ impl Gateway {
 
     /// Starts `loopgate serve` and waits until it announces readiness.
     pub async fn spawn(&mut self) {
+        self.spawn_with_env(&[]).await;
+    }
+
+    /// Like [`Gateway::spawn`] with extra environment variables for the gateway.
+    pub async fn spawn_with_env(&mut self, env: &[(&str, &str)]) {
         self.logs = Logs::new();
-        let mut child = self.serve_command().spawn().expect("spawn loopgate serve");
+        let mut cmd = self.serve_command();
+        cmd.envs(env.iter().copied());
+        let mut child = cmd.spawn().expect("spawn loopgate serve");
         forward(
             "serve".into(),
             child.stderr.take().unwrap(),
