@@ -221,6 +221,28 @@ pub enum ControlToWorker {
     Drain { deadline_ms: u64 },
     /// Since: protocol v1. Heartbeat; answered by `Pong` with the same nonce.
     Ping { nonce: u64 },
+    /// Since: protocol v1. Read or change a session; answered by `SessionResult` with the
+    /// same `op_id`.
+    Session { op_id: u64, op: SessionOp },
+    #[serde(other)]
+    Unknown,
+}
+
+/// A session operation the worker performs on its agent database.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SessionOp {
+    /// Since: protocol v1. Display-normalized messages of the current transcript window.
+    History { session_key: String, limit: u32 },
+    /// Since: protocol v1. Start a new transcript window (keeps the session id).
+    Reset { session_key: String, reason: String },
+    /// Since: protocol v1. Delete the session (and its transcript if asked).
+    Delete {
+        session_key: String,
+        delete_transcript: bool,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -241,6 +263,15 @@ pub enum WorkerToControl {
     Pong { nonce: u64 },
     /// Since: protocol v1. Answer to `Drain`; the worker exits right after sending it.
     Drained { completed: u32, aborted: u32 },
+    /// Since: protocol v1. Answer to `Session`: the client-facing result as JSON text, or a
+    /// typed error.
+    SessionResult {
+        op_id: u64,
+        #[serde(default)]
+        result_json: Option<String>,
+        #[serde(default)]
+        error: Option<RpcError>,
+    },
     #[serde(other)]
     Unknown,
 }

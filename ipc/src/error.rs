@@ -38,6 +38,8 @@ pub enum ErrorCode {
     InvalidRequest,
     /// Storage failed.
     Storage,
+    /// The session has a run in progress.
+    SessionBusy,
     /// Anything else that went wrong inside the peer.
     Internal,
     #[serde(other)]

@@ -31,16 +31,36 @@ pub enum Method {
     Status,
     Agent,
     AgentWait,
+    ChatSend,
+    ChatHistory,
+    ChatAbort,
+    SessionsList,
+    SessionsReset,
+    SessionsDelete,
+    AgentsList,
 }
 
 impl Method {
-    /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
-    pub const ADVERTISED: &'static [Method] = &[
+    /// Every method, `connect` first.
+    pub const ALL: &'static [Method] = &[
+        Method::Connect,
         Method::Health,
         Method::Status,
         Method::Agent,
         Method::AgentWait,
+        Method::ChatSend,
+        Method::ChatHistory,
+        Method::ChatAbort,
+        Method::SessionsList,
+        Method::SessionsReset,
+        Method::SessionsDelete,
+        Method::AgentsList,
     ];
+
+    /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
+    pub fn advertised() -> impl Iterator<Item = Method> {
+        Self::ALL.iter().copied().filter(|m| *m != Method::Connect)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -49,19 +69,18 @@ impl Method {
             Method::Status => "status",
             Method::Agent => "agent",
             Method::AgentWait => "agent.wait",
+            Method::ChatSend => "chat.send",
+            Method::ChatHistory => "chat.history",
+            Method::ChatAbort => "chat.abort",
+            Method::SessionsList => "sessions.list",
+            Method::SessionsReset => "sessions.reset",
+            Method::SessionsDelete => "sessions.delete",
+            Method::AgentsList => "agents.list",
         }
     }
 
     pub fn parse(name: &str) -> Option<Method> {
-        [
-            Method::Connect,
-            Method::Health,
-            Method::Status,
-            Method::Agent,
-            Method::AgentWait,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == name)
+        Self::ALL.iter().copied().find(|m| m.as_str() == name)
     }
 }
 
@@ -69,10 +88,11 @@ impl Method {
 pub mod events {
     pub const CONNECT_CHALLENGE: &str = "connect.challenge";
     pub const AGENT: &str = "agent";
+    pub const CHAT: &str = "chat";
     pub const TICK: &str = "tick";
     pub const SHUTDOWN: &str = "shutdown";
     /// Events advertised in `hello-ok.features.events`.
-    pub const ADVERTISED: &[&str] = &[CONNECT_CHALLENGE, AGENT, TICK, SHUTDOWN];
+    pub const ADVERTISED: &[&str] = &[CONNECT_CHALLENGE, AGENT, CHAT, TICK, SHUTDOWN];
 }
 
 /// Top-level error codes of `ErrorShape.code`.
@@ -348,6 +368,12 @@ pub struct ClientInfo {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_family: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_identifier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
 }
 
 /// `connect.auth`. Secrets are redacted from `Debug`.
@@ -477,6 +503,201 @@ pub struct AgentWaitParams {
     pub timeout_ms: Option<u64>,
 }
 
+/// `chat.send` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatSendParams {
+    pub session_key: String,
+    pub message: String,
+    pub idempotency_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Run timeout in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_mode: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_auto_on_seconds: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub originating_channel: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub originating_to: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub originating_account_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub originating_thread_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_bindings: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mentions: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_context: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_leaf_entry_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_session_routing_contract: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_permission_mode: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_tool_overrides: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppress_command_interpretation: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_input_provenance: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_provenance_receipt: Option<Value>,
+}
+
+/// `chat.history` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatHistoryParams {
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// 1..=1000, default 200.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_before: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_run_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<u64>,
+}
+
+/// `chat.abort` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatAbortParams {
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserve_side_runs: Option<bool>,
+}
+
+/// `sessions.list` params (all optional). Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsListParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_minutes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_last_interaction: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_global: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_unknown: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_subagents: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_cron: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_system: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configured_agents_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_derived_titles: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_last_message: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_activity_summary: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<Value>,
+}
+
+/// `sessions.reset` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsResetParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// `new` or `reset` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_session_id: Option<String>,
+}
+
+/// `sessions.delete` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsDeleteParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_transcript: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_lifecycle_revision: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_session_updated_at: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit_lifecycle_hooks: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_only: Option<bool>,
+}
+
+/// `agents.list` params.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentsListParams {}
+
 /// `health` params.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -527,17 +748,11 @@ mod tests {
 
     #[test]
     fn method_names_round_trip() {
-        for m in [
-            Method::Connect,
-            Method::Health,
-            Method::Status,
-            Method::Agent,
-            Method::AgentWait,
-        ] {
-            assert_eq!(Method::parse(m.as_str()), Some(m));
+        for m in Method::ALL {
+            assert_eq!(Method::parse(m.as_str()), Some(*m));
         }
         assert_eq!(Method::parse("nope"), None);
-        assert!(!Method::ADVERTISED.contains(&Method::Connect));
+        assert!(!Method::advertised().any(|m| m == Method::Connect));
     }
 
     #[test]

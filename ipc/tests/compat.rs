@@ -90,6 +90,44 @@ fn samples() -> Vec<(&'static str, Sample)> {
         ),
         ("ping", Sample::Down(ControlToWorker::Ping { nonce: 42 })),
         (
+            "session_history",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 7,
+                op: SessionOp::History {
+                    session_key: "agent:main:main".into(),
+                    limit: 200,
+                },
+            }),
+        ),
+        (
+            "session_reset",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 8,
+                op: SessionOp::Reset {
+                    session_key: "agent:main:main".into(),
+                    reason: "reset".into(),
+                },
+            }),
+        ),
+        (
+            "session_delete",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 9,
+                op: SessionOp::Delete {
+                    session_key: "agent:main:main".into(),
+                    delete_transcript: true,
+                },
+            }),
+        ),
+        (
+            "session_result",
+            Sample::Up(WorkerToControl::SessionResult {
+                op_id: 7,
+                result_json: Some("{\"messages\":[]}".into()),
+                error: None,
+            }),
+        ),
+        (
             "event_lifecycle",
             Sample::Up(WorkerToControl::Event(RunEvent {
                 run_id: "run-1".into(),

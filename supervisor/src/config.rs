@@ -68,6 +68,8 @@ pub struct RawGateway {
     pub auth: RawAuth,
     /// Deadline for `loopgate drain` / SIGTERM, in seconds.
     pub drain_timeout_seconds: Option<u64>,
+    /// Per-connection outbound buffer cap in bytes (slow consumers are dropped past it).
+    pub max_buffered_bytes: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -269,6 +271,7 @@ pub struct GatewayConfig {
     pub auth_mode: AuthMode,
     pub token: Option<String>,
     pub drain_timeout_seconds: u64,
+    pub max_buffered_bytes: usize,
 }
 
 impl fmt::Debug for GatewayConfig {
@@ -372,7 +375,16 @@ impl Config {
                 .gateway
                 .drain_timeout_seconds
                 .unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECONDS),
+            max_buffered_bytes: raw
+                .gateway
+                .max_buffered_bytes
+                .unwrap_or(ipc::gateway::MAX_BUFFERED_BYTES),
         };
+        if gateway.max_buffered_bytes < 64 * 1024 {
+            return Err(err(
+                "gateway.max_buffered_bytes: must be at least 65536".into()
+            ));
+        }
 
         let mut providers = BTreeMap::new();
         for (id, p) in &raw.models.providers {

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipc::control::{
-    ControlToWorker, RunStatus, RunTerminal, StopReason, SubmitRun, WorkerToControl,
+    ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun, WorkerToControl,
 };
 use ipc::gateway::{StatusResult, SupervisorStatus, WorkerStatus};
-use serde_json::json;
+use ipc::{ErrorCode, RpcError};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
@@ -65,6 +66,23 @@ pub enum Command {
     Shutdown {
         deadline: Duration,
         reply: oneshot::Sender<()>,
+    },
+    /// A session operation for `agent_id`'s worker (spawned if needed).
+    SessionOp {
+        agent_id: String,
+        op: SessionOp,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    },
+    /// Abort the session's active and queued runs (or just `run_id`).
+    Abort {
+        session_key: String,
+        run_id: Option<String>,
+        reason: StopReason,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    },
+    /// Runs not yet terminal, by session key.
+    ActiveRuns {
+        reply: oneshot::Sender<HashMap<String, Vec<String>>>,
     },
     Link(LinkEvent),
     Persisted {
@@ -112,6 +130,40 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Closed)
     }
 
+    pub async fn session_op(&self, agent_id: String, op: SessionOp) -> Result<Value, RpcError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::SessionOp {
+            agent_id,
+            op,
+            reply,
+        })
+        .map_err(|e| RpcError::new(ErrorCode::Overloaded, e.to_string()))?;
+        rx.await
+            .map_err(|_| RpcError::new(ErrorCode::Internal, "the gateway is shutting down"))?
+    }
+
+    pub async fn abort(
+        &self,
+        session_key: String,
+        run_id: Option<String>,
+        reason: StopReason,
+    ) -> Result<Result<Vec<String>, String>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::Abort {
+            session_key,
+            run_id,
+            reason,
+            reply,
+        })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    pub async fn active_runs(&self) -> Result<HashMap<String, Vec<String>>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::ActiveRuns { reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
     pub async fn shutdown(&self, deadline: Duration) {
         let (reply, rx) = oneshot::channel();
         if self
@@ -132,7 +184,8 @@ enum WorkerState {
     Spawning {
         generation: u64,
         since: Instant,
-        queued: VecDeque<SubmitRun>,
+        /// Frames (runs, session ops) waiting for the worker's handshake.
+        queued: VecDeque<ControlToWorker>,
     },
     Ready {
         generation: u64,
@@ -196,7 +249,18 @@ pub struct Control {
     runs: HashMap<String, RunEntry>,
     finished: VecDeque<String>,
     shutdown: Option<(Instant, oneshot::Sender<()>)>,
+    /// Session operations sent to workers and not yet answered.
+    ops: HashMap<u64, PendingOp>,
+    next_op: u64,
 }
+
+struct PendingOp {
+    agent_id: String,
+    reply: oneshot::Sender<Result<Value, RpcError>>,
+}
+
+/// Session operations in flight at once before new ones are refused.
+const MAX_PENDING_OPS: usize = 1024;
 
 /// Starts the control actor; returns its handle and the task running it.
 pub fn start(deps: ControlDeps) -> (ControlHandle, tokio::task::JoinHandle<()>) {
@@ -237,6 +301,8 @@ pub fn start(deps: ControlDeps) -> (ControlHandle, tokio::task::JoinHandle<()>) 
         runs: HashMap::new(),
         finished: VecDeque::new(),
         shutdown: None,
+        ops: HashMap::new(),
+        next_op: 1,
     };
     let task = tokio::spawn(control.run(rx));
     (ControlHandle { tx }, task)
@@ -282,6 +348,31 @@ impl Control {
                 let _ = reply.send(self.status(connections));
             }
             Command::Shutdown { deadline, reply } => self.begin_shutdown(deadline, reply),
+            Command::SessionOp {
+                agent_id,
+                op,
+                reply,
+            } => self.session_op(agent_id, op, reply),
+            Command::Abort {
+                session_key,
+                run_id,
+                reason,
+                reply,
+            } => {
+                let _ = reply.send(self.abort(&session_key, run_id.as_deref(), reason));
+            }
+            Command::ActiveRuns { reply } => {
+                let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+                for (id, e) in &self.runs {
+                    if matches!(e.state, RunState::Active { .. }) {
+                        by_session
+                            .entry(e.session_key.clone())
+                            .or_default()
+                            .push(id.clone());
+                    }
+                }
+                let _ = reply.send(by_session);
+            }
             Command::Link(ev) => self.link_event(ev),
             Command::Persisted { run_id, outcome } => {
                 if let Some(entry) = self.runs.get_mut(&run_id) {
@@ -369,7 +460,7 @@ impl Control {
                     );
                     return;
                 }
-                queued.push_back(d.run);
+                queued.push_back(ControlToWorker::Submit(d.run));
             }
             WorkerState::Draining { .. } => {
                 self.fail_run(
@@ -381,7 +472,10 @@ impl Control {
                 return;
             }
             WorkerState::Idle | WorkerState::Exited => {
-                generation = self.spawn_worker(&d.agent_id, VecDeque::from([d.run]));
+                generation = self.spawn_worker(
+                    &d.agent_id,
+                    VecDeque::from([ControlToWorker::Submit(d.run)]),
+                );
             }
         }
         if let Some(slot) = self.workers.get_mut(&d.agent_id) {
@@ -396,7 +490,7 @@ impl Control {
         }
     }
 
-    fn spawn_worker(&mut self, agent_id: &str, queued: VecDeque<SubmitRun>) -> u64 {
+    fn spawn_worker(&mut self, agent_id: &str, queued: VecDeque<ControlToWorker>) -> u64 {
         let Some(agent) = self.deps.config.agent(agent_id).cloned() else {
             return 0;
         };
@@ -450,10 +544,14 @@ impl Control {
                     }
                 };
                 let mut overflow = Vec::new();
-                for run in queued {
-                    let id = run.run_id.clone();
-                    if link.send(ControlToWorker::Submit(run)).is_err() {
-                        overflow.push(id);
+                let mut failed_ops = Vec::new();
+                for msg in queued {
+                    if let Err(msg) = link.send(msg) {
+                        match msg {
+                            ControlToWorker::Submit(run) => overflow.push(run.run_id),
+                            ControlToWorker::Session { op_id, .. } => failed_ops.push(op_id),
+                            _ => {}
+                        }
                     }
                 }
                 if let Some((deadline, _)) = &self.shutdown {
@@ -479,6 +577,12 @@ impl Control {
                         RunStatus::Error,
                         "worker queue is full; retry shortly",
                         None,
+                    );
+                }
+                for op_id in failed_ops {
+                    self.fail_op(
+                        op_id,
+                        RpcError::new(ErrorCode::Overloaded, "worker queue is full; retry shortly"),
                     );
                 }
             }
@@ -510,6 +614,10 @@ impl Control {
                         None,
                     );
                 }
+                self.fail_ops_of(
+                    &agent_id,
+                    &format!("worker for agent {agent_id:?} failed to start: {error}"),
+                );
             }
             LinkEvent::Message {
                 agent_id,
@@ -524,6 +632,24 @@ impl Control {
                         &format!("worker refused the run: {}", error.message),
                         None,
                     );
+                }
+                WorkerToControl::SessionResult {
+                    op_id,
+                    result_json,
+                    error,
+                } => {
+                    let result = match (result_json, error) {
+                        (_, Some(e)) => Err(e),
+                        (Some(text), None) => serde_json::from_str::<Value>(&text).map_err(|e| {
+                            RpcError::new(ErrorCode::Internal, format!("bad worker reply: {e}"))
+                        }),
+                        (None, None) => {
+                            Err(RpcError::new(ErrorCode::Internal, "empty worker reply"))
+                        }
+                    };
+                    if let Some(op) = self.ops.remove(&op_id) {
+                        let _ = op.reply.send(result);
+                    }
                 }
                 WorkerToControl::Drained { completed, aborted } => {
                     tracing::info!(
@@ -576,11 +702,15 @@ impl Control {
                     }
                     self.fail_run(&id, RunStatus::Error, &msg, None);
                 }
+                self.fail_ops_of(
+                    &agent_id,
+                    &format!("worker for agent {agent_id:?} exited: {cause}"),
+                );
             }
         }
     }
 
-    /// Publishes `lifecycle error` for a run the worker never reported on.
+    /// Publishes `lifecycle error` (and `chat error`) for a run the worker never reported on.
     fn announce_error(&self, run_id: &str, msg: &str) {
         let Some(entry) = self.runs.get(run_id) else {
             return;
@@ -588,18 +718,12 @@ impl Control {
         if !matches!(entry.state, RunState::Active { .. }) {
             return;
         }
-        let now = now_ms();
-        self.deps.hub.agent(
-            &RunRef {
-                run_id,
-                session_key: &entry.session_key,
-                agent_id: &entry.agent_id,
-            },
-            1,
-            now,
-            "lifecycle",
-            json!({"phase": "error", "endedAt": now, "error": msg}),
-        );
+        let run = RunRef {
+            run_id,
+            session_key: &entry.session_key,
+            agent_id: &entry.agent_id,
+        };
+        self.deps.hub.run_failed(&run, 1, now_ms(), None, msg);
     }
 
     fn finished_run(&mut self, agent_id: &str, t: RunTerminal) {
@@ -619,6 +743,148 @@ impl Control {
             &entry.agent_id,
         ));
         self.persist(t.run_id, outcome);
+    }
+
+    fn session_op(
+        &mut self,
+        agent_id: String,
+        op: SessionOp,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        if self.ops.len() >= MAX_PENDING_OPS {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::Overloaded,
+                "too many session operations in flight",
+            )));
+            return;
+        }
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::Draining,
+                "the gateway is shutting down",
+            )));
+            return;
+        }
+        let op_id = self.next_op;
+        self.next_op += 1;
+        let msg = ControlToWorker::Session { op_id, op };
+        let Some(slot) = self.workers.get_mut(&agent_id) else {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::UnknownAgent,
+                format!("unknown agent {agent_id:?}"),
+            )));
+            return;
+        };
+        let mut failure = None;
+        let mut spawn = None;
+        match &mut slot.state {
+            WorkerState::Ready { link, .. } => {
+                if link.send(msg).is_err() {
+                    failure = Some(RpcError::new(
+                        ErrorCode::Overloaded,
+                        "worker queue is full; retry shortly",
+                    ));
+                }
+            }
+            WorkerState::Spawning { queued, .. } => queued.push_back(msg),
+            WorkerState::Draining { .. } => {
+                failure = Some(RpcError::new(
+                    ErrorCode::Draining,
+                    "worker is draining; retry shortly",
+                ));
+            }
+            WorkerState::Idle | WorkerState::Exited => spawn = Some(msg),
+        }
+        if let Some(e) = failure {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        self.ops.insert(
+            op_id,
+            PendingOp {
+                agent_id: agent_id.clone(),
+                reply,
+            },
+        );
+        if let Some(msg) = spawn {
+            self.spawn_worker(&agent_id, VecDeque::from([msg]));
+        }
+    }
+
+    fn fail_op(&mut self, op_id: u64, error: RpcError) {
+        if let Some(op) = self.ops.remove(&op_id) {
+            let _ = op.reply.send(Err(error));
+        }
+    }
+
+    /// Fails the session operations waiting on `agent_id`'s worker.
+    fn fail_ops_of(&mut self, agent_id: &str, why: &str) {
+        let ids: Vec<u64> = self
+            .ops
+            .iter()
+            .filter(|(_, o)| o.agent_id == agent_id)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.fail_op(id, RpcError::new(ErrorCode::Internal, why));
+        }
+    }
+
+    /// Aborts the session's runs (all, or `run_id`): queued ones end at once, running ones
+    /// are cancelled in their worker and end with stop reason `reason`.
+    fn abort(
+        &mut self,
+        session_key: &str,
+        run_id: Option<&str>,
+        reason: StopReason,
+    ) -> Result<Vec<String>, String> {
+        if let Some(id) = run_id {
+            match self.runs.get(id) {
+                Some(e) if e.session_key != session_key => {
+                    return Err("runId does not match sessionKey".into())
+                }
+                Some(RunEntry {
+                    state: RunState::Active { .. },
+                    ..
+                }) => {}
+                _ => return Ok(Vec::new()),
+            }
+        }
+        let targets: Vec<(String, String)> = self
+            .runs
+            .iter()
+            .filter(|(id, e)| {
+                e.session_key == session_key
+                    && matches!(e.state, RunState::Active { .. })
+                    && run_id.is_none_or(|want| want == id.as_str())
+            })
+            .map(|(id, e)| (id.clone(), e.agent_id.clone()))
+            .collect();
+        for (id, agent_id) in &targets {
+            let mut queued_abort = false;
+            if let Some(slot) = self.workers.get_mut(agent_id) {
+                match &mut slot.state {
+                    WorkerState::Ready { link, .. } => {
+                        let _ = link.send(ControlToWorker::Cancel {
+                            run_id: id.clone(),
+                            reason,
+                        });
+                    }
+                    WorkerState::Spawning { queued, .. } => {
+                        queued.retain(
+                            |m| !matches!(m, ControlToWorker::Submit(r) if r.run_id == *id),
+                        );
+                        queued_abort = true;
+                    }
+                    WorkerState::Idle | WorkerState::Draining { .. } | WorkerState::Exited => {}
+                }
+            }
+            if queued_abort {
+                let msg = format!("run aborted while queued ({})", reason.as_str());
+                self.fail_run(id, RunStatus::Aborted, &msg, Some(reason));
+            }
+        }
+        Ok(targets.into_iter().map(|(id, _)| id).collect())
     }
 
     /// Ends a run from the supervisor side (worker gone, refused, shutting down).

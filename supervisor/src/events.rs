@@ -16,10 +16,13 @@ pub const HUB_CAPACITY: usize = 8192;
 /// One event for every connection.
 #[derive(Debug)]
 pub struct HubEvent {
-    /// Event name (`agent`, `tick`, `shutdown`).
+    /// Event name (`agent`, `chat`, `tick`, `shutdown`).
     pub event: &'static str,
     /// The payload, already serialized.
     pub payload: Box<str>,
+    /// May be skipped for a connection that is over its buffer cap (its `seq` is still
+    /// consumed, so the gap is visible); other events close such a connection instead.
+    pub drop_if_slow: bool,
 }
 
 #[derive(Clone)]
@@ -44,11 +47,55 @@ impl EventHub {
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
+        self.send(event, payload, false);
+    }
+
+    fn send(&self, event: &'static str, payload: &Value, drop_if_slow: bool) {
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(Arc::new(HubEvent {
             event,
             payload: payload.to_string().into_boxed_str(),
+            drop_if_slow,
         }));
+    }
+
+    /// Publishes a `chat` event (the UI projection of a run): `state` is `delta`, `final`,
+    /// `error` or `aborted`; `fields` are merged into the payload. Deltas may be dropped for
+    /// slow clients.
+    pub fn chat(&self, run: &RunRef<'_>, seq: u64, state: &str, fields: Value) {
+        let mut payload = json!({
+            "runId": run.run_id,
+            "sessionKey": run.session_key,
+            "agentId": run.agent_id,
+            "seq": seq,
+            "state": state,
+        });
+        if let (Some(obj), Value::Object(extra)) = (payload.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        self.send(ipc::gateway::events::CHAT, &payload, state == "delta");
+    }
+
+    /// Publishes a run's terminal failure as `agent` lifecycle `error` and `chat` `error`.
+    pub fn run_failed(
+        &self,
+        run: &RunRef<'_>,
+        seq: u64,
+        ts: u64,
+        started_at: Option<u64>,
+        error: &str,
+    ) {
+        let mut data = json!({"phase": "error", "endedAt": ts, "error": error});
+        if let Some(s) = started_at {
+            data["startedAt"] = json!(s);
+        }
+        self.agent(run, seq, ts, "lifecycle", data);
+        self.chat(
+            run,
+            seq,
+            "error",
+            json!({"errorMessage": error, "errorKind": "unknown"}),
+        );
     }
 
     /// Publishes an `agent` event.

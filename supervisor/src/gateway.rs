@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ipc::gateway::{
     self as gw, ConnectParams, ErrorShape, EventFrame, FrameError, Method, ResponseFrame,
-    GATEWAY_PROTOCOL, HANDSHAKE_TIMEOUT_MS, MAX_BUFFERED_BYTES, MAX_PAYLOAD_BYTES,
-    MAX_PREAUTH_PAYLOAD_BYTES, TICK_INTERVAL_MS,
+    GATEWAY_PROTOCOL, HANDSHAKE_TIMEOUT_MS, MAX_PAYLOAD_BYTES, MAX_PREAUTH_PAYLOAD_BYTES,
+    TICK_INTERVAL_MS,
 };
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, Semaphore};
@@ -104,7 +104,8 @@ pub trait FrameSource: Send {
 #[derive(Debug)]
 pub enum Outbound {
     Frame(String),
-    Event(Arc<HubEvent>),
+    /// An event with this connection's envelope `seq`.
+    Event(Arc<HubEvent>, u64),
     /// Close the connection (`code` is a WebSocket close code; reason is sent where possible).
     Close {
         code: u16,
@@ -162,10 +163,17 @@ impl Out {
             .await;
     }
 
-    /// Offers an event without waiting. `false`: the connection is too slow and was told to close.
-    fn offer_event(&self, ev: Arc<HubEvent>) -> bool {
+    /// Offers an event without waiting, numbering it with this connection's next `seq`.
+    /// Over the buffer cap a drop-if-slow event is skipped (its `seq` is consumed, so the
+    /// client sees the gap) and any other event closes the connection as a slow consumer.
+    /// Returns `false` once the connection is being closed.
+    fn offer_event(&self, ev: Arc<HubEvent>, seq: &mut u64, cap: usize) -> bool {
+        *seq += 1;
         let len = ev.payload.len() + 64;
-        if self.queued.load(Ordering::Relaxed) + len > MAX_BUFFERED_BYTES {
+        if self.queued.load(Ordering::Relaxed) + len > cap {
+            if ev.drop_if_slow {
+                return true;
+            }
             let _ = self.tx.try_send(Outbound::Close {
                 code: 1008,
                 reason: "slow consumer".into(),
@@ -173,7 +181,7 @@ impl Out {
             return false;
         }
         self.queued.fetch_add(len, Ordering::Relaxed);
-        match self.tx.try_send(Outbound::Event(ev)) {
+        match self.tx.try_send(Outbound::Event(ev, *seq)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 let _ = self.tx.try_send(Outbound::Close {
@@ -187,21 +195,20 @@ impl Out {
     }
 }
 
-/// Renders an outbound item as text, assigning the per-connection event `seq`; updates the
-/// queued-bytes count. `None` for `Close`.
-pub fn render(item: &Outbound, seq: &mut u64, queued: &AtomicUsize) -> Option<String> {
+/// Renders an outbound item as text and updates the queued-bytes count. `None` for `Close`.
+pub fn render(item: &Outbound, queued: &AtomicUsize) -> Option<String> {
+    let sub = |n: usize| {
+        let _ = queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+            Some(q.saturating_sub(n))
+        });
+    };
     match item {
         Outbound::Frame(text) => {
-            queued.fetch_sub(
-                text.len().min(queued.load(Ordering::Relaxed)),
-                Ordering::Relaxed,
-            );
+            sub(text.len());
             Some(text.clone())
         }
-        Outbound::Event(ev) => {
-            *seq += 1;
-            let len = ev.payload.len() + 64;
-            queued.fetch_sub(len.min(queued.load(Ordering::Relaxed)), Ordering::Relaxed);
+        Outbound::Event(ev, seq) => {
+            sub(ev.payload.len() + 64);
             Some(format!(
                 r#"{{"type":"event","event":"{}","payload":{},"seq":{}}}"#,
                 ev.event, ev.payload, seq
@@ -296,14 +303,18 @@ pub async fn serve_connection<S: FrameSource>(
         let mut events = gw.hub.subscribe();
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
+        let cap = gw.config.gateway.max_buffered_bytes;
         tokio::spawn(async move {
+            let mut seq = 0u64;
             loop {
                 match events.recv().await {
                     Ok(ev) => {
-                        if !read && ev.event == gw::events::AGENT {
+                        let needs_read =
+                            ev.event == gw::events::AGENT || ev.event == gw::events::CHAT;
+                        if needs_read && !read {
                             continue;
                         }
-                        if !out.offer_event(ev) {
+                        if !out.offer_event(ev, &mut seq, cap) {
                             break;
                         }
                     }
@@ -487,7 +498,7 @@ async fn handshake(
         caps: params.caps.clone(),
         transport,
     };
-    let methods: Vec<&str> = Method::ADVERTISED.iter().map(|m| m.as_str()).collect();
+    let methods: Vec<&str> = Method::advertised().map(|m| m.as_str()).collect();
     let hello = json!({
         "type": "hello-ok",
         "protocol": GATEWAY_PROTOCOL,
@@ -502,7 +513,7 @@ async fn handshake(
             "stateDir": gw.config.state_dir.display().to_string(),
         },
         "auth": {"role": "operator", "scopes": scopes, "method": method},
-        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": MAX_BUFFERED_BYTES, "tickIntervalMs": TICK_INTERVAL_MS},
+        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": gw.config.gateway.max_buffered_bytes, "tickIntervalMs": TICK_INTERVAL_MS},
     });
     Ok((id, hello, session))
 }

@@ -47,6 +47,36 @@ pub struct StoredTerminal {
     pub stop_reason: Option<String>,
     /// The final `agent` response: `{ok, payload, error?}` as JSON text.
     pub final_json: String,
+    /// The session's transcript id, when the worker reported it.
+    pub session_id: Option<String>,
+    /// Token usage `(input, output, total)`, added to the session's totals.
+    pub usage: Option<(u64, u64, u64)>,
+}
+
+/// One row of the session index (`sessions.list`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub session_key: String,
+    pub agent_id: String,
+    pub session_id: Option<String>,
+    pub created_at: u64,
+    pub updated_at: u64,
+    pub last_run_id: Option<String>,
+    pub last_status: Option<String>,
+    pub last_error: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// Filter and page of `sessions.list`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionQuery {
+    pub agent_id: Option<String>,
+    pub updated_since: Option<u64>,
+    pub search: Option<String>,
+    pub limit: u32,
+    pub offset: u32,
 }
 
 /// What the database knows of a run id.
@@ -67,7 +97,7 @@ pub enum StoredRun {
 #[derive(Debug)]
 pub enum AcceptOutcome {
     Inserted,
-    Existing(StoredRun),
+    Existing(Box<StoredRun>),
 }
 
 enum Cmd {
@@ -75,6 +105,11 @@ enum Cmd {
     Finish(String, StoredTerminal, oneshot::Sender<Result<(), DbError>>),
     Lookup(String, oneshot::Sender<Result<Option<StoredRun>, DbError>>),
     Prune(u64, oneshot::Sender<Result<usize, DbError>>),
+    Sessions(
+        SessionQuery,
+        oneshot::Sender<Result<(Vec<SessionRow>, u64), DbError>>,
+    ),
+    DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -127,6 +162,20 @@ impl GatewayDb {
         rx.await.map_err(|_| DbError::Closed)?
     }
 
+    /// A page of the session index, most recently updated first, and the total count.
+    pub async fn sessions(&self, q: SessionQuery) -> Result<(Vec<SessionRow>, u64), DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Sessions(q, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+
+    /// Removes a session from the index; `true` if it was there.
+    pub async fn delete_session(&self, session_key: String) -> Result<bool, DbError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::DeleteSession(session_key, tx))?;
+        rx.await.map_err(|_| DbError::Closed)?
+    }
+
     /// Deletes terminal runs that ended before `before_ms`.
     pub async fn prune(&self, before_ms: u64) -> Result<usize, DbError> {
         let (tx, rx) = oneshot::channel();
@@ -137,7 +186,7 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 1 {
+    if version > 2 {
         return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
     }
     if version < 1 {
@@ -168,6 +217,20 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              COMMIT;",
         )?;
     }
+    if version < 2 {
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN session_id TEXT;
+             ALTER TABLE sessions ADD COLUMN last_status TEXT;
+             ALTER TABLE sessions ADD COLUMN last_error TEXT;
+             ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE sessions ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE sessions ADD COLUMN total_tokens INTEGER NOT NULL DEFAULT 0;
+             CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);
+             PRAGMA user_version = 2;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -194,6 +257,11 @@ fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
             "UPDATE runs SET status = 'error', ended_at = ?2, error = ?3, final_json = ?4
              WHERE run_id = ?1 AND status = 'accepted'",
             params![run_id, now_ms as i64, msg, final_json],
+        )?;
+        conn.execute(
+            "UPDATE sessions SET last_run_id = ?1, last_status = 'error', last_error = ?2
+             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)",
+            params![run_id, msg],
         )?;
     }
     Ok(open.len())
@@ -239,6 +307,8 @@ enum Res {
     Unit(Result<(), DbError>),
     Lookup(Result<Option<StoredRun>, DbError>),
     Count(Result<usize, DbError>),
+    Sessions(Result<(Vec<SessionRow>, u64), DbError>),
+    Bool(Result<bool, DbError>),
 }
 
 fn apply(conn: &Connection, cmd: &Cmd) -> Res {
@@ -246,6 +316,12 @@ fn apply(conn: &Connection, cmd: &Cmd) -> Res {
         Cmd::Accept(run, _) => Res::Accept(accept(conn, run)),
         Cmd::Finish(id, t, _) => Res::Unit(finish(conn, id, t)),
         Cmd::Lookup(id, _) => Res::Lookup(lookup(conn, id)),
+        Cmd::Sessions(q, _) => Res::Sessions(list_sessions(conn, q)),
+        Cmd::DeleteSession(key, _) => Res::Bool(
+            conn.execute("DELETE FROM sessions WHERE session_key = ?1", params![key])
+                .map(|n| n > 0)
+                .map_err(DbError::from),
+        ),
         Cmd::Prune(before, _) => Res::Count(
             conn.execute(
                 "DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1",
@@ -262,18 +338,22 @@ fn reply(cmd: Cmd, res: Res) {
         (Cmd::Finish(_, _, tx), Res::Unit(r)) => drop(tx.send(r)),
         (Cmd::Lookup(_, tx), Res::Lookup(r)) => drop(tx.send(r)),
         (Cmd::Prune(_, tx), Res::Count(r)) => drop(tx.send(r)),
+        (Cmd::Sessions(_, tx), Res::Sessions(r)) => drop(tx.send(r)),
+        (Cmd::DeleteSession(_, tx), Res::Bool(r)) => drop(tx.send(r)),
         // Each command produces its own result kind; a mismatch cannot happen, and the
         // caller sees `Closed` if it ever did.
         (Cmd::Accept(..), _)
         | (Cmd::Finish(..), _)
         | (Cmd::Lookup(..), _)
-        | (Cmd::Prune(..), _) => {}
+        | (Cmd::Prune(..), _)
+        | (Cmd::Sessions(..), _)
+        | (Cmd::DeleteSession(..), _) => {}
     }
 }
 
 fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
     if let Some(existing) = lookup(conn, &run.run_id)? {
-        return Ok(AcceptOutcome::Existing(existing));
+        return Ok(AcceptOutcome::Existing(Box::new(existing)));
     }
     conn.execute(
         "INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at) VALUES (?1, ?2, ?3, 'accepted', ?4)",
@@ -289,7 +369,7 @@ fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
 }
 
 fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbError> {
-    conn.execute(
+    let changed = conn.execute(
         "UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
          WHERE run_id = ?1 AND status = 'accepted'",
         params![
@@ -302,7 +382,76 @@ fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbE
             t.final_json
         ],
     )?;
+    if changed > 0 {
+        let (input, output, total) = t.usage.unwrap_or((0, 0, 0));
+        conn.execute(
+            "UPDATE sessions SET updated_at = max(updated_at, ?2), last_run_id = ?1, last_status = ?3, last_error = ?4,
+                    session_id = COALESCE(?5, session_id),
+                    input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, total_tokens = total_tokens + ?8
+             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)",
+            params![
+                run_id,
+                t.ended_at as i64,
+                t.status,
+                t.error,
+                t.session_id,
+                input as i64,
+                output as i64,
+                total as i64
+            ],
+        )?;
+    }
     Ok(())
+}
+
+fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>, u64), DbError> {
+    let search = q.search.as_ref().map(|s| {
+        format!(
+            "%{}%",
+            s.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        )
+    });
+    let filter = "WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR updated_at >= ?2)
+                    AND (?3 IS NULL OR session_key LIKE ?3 ESCAPE '\\')";
+    let total: i64 = conn.query_row(
+        &format!("SELECT count(*) FROM sessions {filter}"),
+        params![q.agent_id, q.updated_since.map(|v| v as i64), search],
+        |r| r.get(0),
+    )?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
+                input_tokens, output_tokens, total_tokens
+         FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?4 OFFSET ?5"
+    ))?;
+    let rows = stmt
+        .query_map(
+            params![
+                q.agent_id,
+                q.updated_since.map(|v| v as i64),
+                search,
+                q.limit as i64,
+                q.offset as i64
+            ],
+            |r| {
+                Ok(SessionRow {
+                    session_key: r.get(0)?,
+                    agent_id: r.get(1)?,
+                    session_id: r.get(2)?,
+                    created_at: r.get::<_, i64>(3)? as u64,
+                    updated_at: r.get::<_, i64>(4)? as u64,
+                    last_run_id: r.get(5)?,
+                    last_status: r.get(6)?,
+                    last_error: r.get(7)?,
+                    input_tokens: r.get::<_, i64>(8)? as u64,
+                    output_tokens: r.get::<_, i64>(9)? as u64,
+                    total_tokens: r.get::<_, i64>(10)? as u64,
+                })
+            },
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((rows, total as u64))
 }
 
 fn lookup(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>, DbError> {
@@ -344,6 +493,8 @@ fn lookup(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>, DbError>
                     error,
                     stop_reason,
                     final_json,
+                    session_id: None,
+                    usage: None,
                 },
             },
         },
@@ -375,7 +526,7 @@ mod tests {
         ));
         assert!(matches!(
             db.accept(run("a")).await.unwrap(),
-            AcceptOutcome::Existing(StoredRun::Active { .. })
+            AcceptOutcome::Existing(b) if matches!(*b, StoredRun::Active { .. })
         ));
         let t = StoredTerminal {
             status: "ok".into(),
@@ -384,11 +535,20 @@ mod tests {
             error: None,
             stop_reason: None,
             final_json: "{\"ok\":true}".into(),
+            session_id: Some("sid".into()),
+            usage: Some((3, 2, 5)),
         };
         db.finish("a".into(), t.clone()).await.unwrap();
         match db.accept(run("a")).await.unwrap() {
-            AcceptOutcome::Existing(StoredRun::Terminal { terminal, .. }) => {
-                assert_eq!(terminal, t)
+            AcceptOutcome::Existing(b) => {
+                let StoredRun::Terminal { terminal, .. } = *b else {
+                    panic!("not terminal")
+                };
+                assert_eq!(
+                    (terminal.status.as_str(), terminal.final_json.as_str()),
+                    ("ok", t.final_json.as_str())
+                );
+                assert_eq!(terminal.started_at, Some(2));
             }
             other => panic!("{other:?}"),
         }
@@ -407,6 +567,22 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let (rows, total) = db
+            .sessions(SessionQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(total, 1);
+        assert_eq!(rows[0].session_id.as_deref(), Some("sid"));
+        assert_eq!(rows[0].total_tokens, 5);
+        assert_eq!(
+            rows[0].last_status.as_deref(),
+            Some("error"),
+            "b ended by recovery"
+        );
         assert_eq!(db.prune(4).await.unwrap(), 1);
+        assert!(db.delete_session("agent:main:main".into()).await.unwrap());
     }
 }

@@ -98,12 +98,11 @@ async fn connection(stream: UnixStream, gw: Arc<Gateway>) {
     let closed = out.closed.clone();
     let writer = tokio::spawn(async move {
         let mut sink = FramedWrite::new(wr, LinesCodec::new());
-        let mut seq = 0u64;
         while let Some(item) = rx.recv().await {
             if let Outbound::Close { .. } = item {
                 break;
             }
-            if let Some(text) = render(&item, &mut seq, &queued) {
+            if let Some(text) = render(&item, &queued) {
                 if sink.send(text).await.is_err() {
                     break;
                 }

@@ -17,6 +17,8 @@ pub struct Outcome {
     pub stop_reason: Option<String>,
     /// `{ok, payload, error?}` of the final `agent` response.
     pub final_json: Value,
+    pub session_id: Option<String>,
+    pub usage: Option<ipc::control::Usage>,
 }
 
 /// `agent.wait` / final `status` string for a run status. Aborted runs report `timeout` with
@@ -118,6 +120,8 @@ impl Outcome {
             error: t.error.clone(),
             stop_reason: t.stop_reason.clone(),
             final_json: json!({"ok": true, "payload": Value::Object(payload)}),
+            session_id: t.session_id.clone(),
+            usage: t.usage,
         }
     }
 
@@ -146,6 +150,8 @@ impl Outcome {
             error: self.error.clone(),
             stop_reason: self.stop_reason.clone(),
             final_json: self.final_json.to_string(),
+            session_id: self.session_id.clone(),
+            usage: self.usage.map(|u| (u.input, u.output, u.total)),
         }
     }
 }

@@ -5,11 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipc::control::SubmitRun;
+use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentParams, AgentWaitParams, ErrorShape, HealthParams, Method, RequestFrame,
-    DEFAULT_WAIT_TIMEOUT_MS,
+    AgentParams, AgentWaitParams, AgentsListParams, ChatAbortParams, ChatHistoryParams,
+    ChatSendParams, ErrorShape, HealthParams, Method, RequestFrame, SessionsDeleteParams,
+    SessionsListParams, SessionsResetParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
+use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -18,8 +20,8 @@ use crate::config::AgentId;
 use crate::control::{ControlError, Dispatch, WaitReply};
 use crate::events::now_ms;
 use crate::gateway::{scopes, Gateway, Out, Session};
-use crate::gatewaydb::{AcceptOutcome, NewRun, StoredRun};
-use crate::outcome::{frame_from_final_json, stored_wait_json};
+use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
+use crate::outcome::{frame_from_final_json, stored_wait_json, Outcome};
 
 pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Out) {
     let Some(method) = Method::parse(&req.method) else {
@@ -31,8 +33,14 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         return;
     };
     let needed = match method {
-        Method::Connect | Method::Health | Method::Status => scopes::READ,
-        Method::Agent | Method::AgentWait => scopes::WRITE,
+        Method::Connect
+        | Method::Health
+        | Method::Status
+        | Method::ChatHistory
+        | Method::SessionsList
+        | Method::AgentsList => scopes::READ,
+        Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
+        Method::SessionsReset | Method::SessionsDelete => scopes::ADMIN,
     };
     if !session.has_scope(needed) {
         out.err(
@@ -55,6 +63,13 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         Method::Status => status(gw, req, out).await,
         Method::Agent => agent(gw, req, out).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
+        Method::ChatSend => chat_send(gw, req, out).await,
+        Method::ChatHistory => chat_history(gw, req, out).await,
+        Method::ChatAbort => chat_abort(gw, req, out).await,
+        Method::SessionsList => sessions_list(gw, req, out).await,
+        Method::SessionsReset => sessions_reset(gw, req, out).await,
+        Method::SessionsDelete => sessions_delete(gw, req, out).await,
+        Method::AgentsList => agents_list(gw, req, out).await,
     }
 }
 
@@ -195,6 +210,140 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
     })
 }
 
+/// What to admit: a routed message with its run settings.
+struct Admission {
+    run_id: String,
+    route: Route,
+    message: String,
+    extra_system_prompt: Option<String>,
+    /// Explicit run timeout in ms (`Some(0)` = none); `None` = the agent's default.
+    timeout_ms: Option<u64>,
+}
+
+/// How admission went. The acknowledgement of a new run was already sent.
+enum Admitted {
+    Started(oneshot::Receiver<Arc<Outcome>>),
+    InFlight {
+        agent_id: String,
+        session_key: String,
+    },
+    Finished(crate::gatewaydb::StoredTerminal),
+    Refused(ErrorShape),
+}
+
+/// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
+/// run to the control actor. Shared by `agent` and `chat.send`.
+async fn admit(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    req_id: &str,
+    a: Admission,
+    ack: impl FnOnce(u64) -> Value,
+) -> Admitted {
+    let Some(agent) = gw.config.agent(&a.route.agent_id) else {
+        return Admitted::Refused(ErrorShape::invalid(format!(
+            "unknown agent id {:?}",
+            a.route.agent_id
+        )));
+    };
+    let Some(model) = &agent.model else {
+        return Admitted::Refused(ErrorShape::invalid(format!(
+            "agent {:?} has no model configured: set agents.defaults.model (\"<provider>/<model>\") in {}",
+            a.route.agent_id,
+            gw.config.path.display()
+        )));
+    };
+    if !model.api.implemented() {
+        return Admitted::Refused(ErrorShape::invalid(format!(
+            "provider {:?} uses api {:?}, which this loopgate build cannot call yet (supported: openai-completions)",
+            model.provider,
+            model.api.as_str()
+        )));
+    }
+    if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
+        return Admitted::Refused(ErrorShape::unavailable(
+            "gateway is draining; retry on the restarted gateway",
+            Some(1000),
+        ));
+    }
+    let accepted_at = now_ms();
+    let accepted = gw
+        .db
+        .accept(NewRun {
+            run_id: a.run_id.clone(),
+            agent_id: a.route.agent_id.clone(),
+            session_key: a.route.session_key.clone(),
+            accepted_at,
+        })
+        .await;
+    match accepted {
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot record an accepted run.");
+            Admitted::Refused(ErrorShape::unavailable(
+                format!("cannot accept the run: {e}"),
+                Some(500),
+            ))
+        }
+        Ok(AcceptOutcome::Existing(existing)) => match *existing {
+            StoredRun::Active {
+                agent_id,
+                session_key,
+            } => Admitted::InFlight {
+                agent_id,
+                session_key,
+            },
+            StoredRun::Terminal { terminal, .. } => Admitted::Finished(terminal),
+        },
+        Ok(AcceptOutcome::Inserted) => {
+            out.ok(req_id, ack(accepted_at)).await;
+            let timeout_ms = match a.timeout_ms {
+                Some(0) => None,
+                Some(ms) => Some(ms),
+                None => agent.timeout_ms,
+            };
+            let (done, rx) = oneshot::channel();
+            let dispatch = Dispatch {
+                agent_id: a.route.agent_id.clone(),
+                done,
+                run: SubmitRun {
+                    run_id: a.run_id.clone(),
+                    session_key: a.route.session_key.clone(),
+                    message: a.message,
+                    extra_system_prompt: a.extra_system_prompt,
+                    timeout_ms,
+                    accepted_at,
+                },
+            };
+            if let Err(e) = gw.control.dispatch(dispatch) {
+                // Accepted but never handed over: record the failure so the run still ends once.
+                let o = Outcome::from_terminal(
+                    &RunTerminal {
+                        run_id: a.run_id.clone(),
+                        status: RunStatus::Error,
+                        session_id: None,
+                        started_at: None,
+                        ended_at: now_ms(),
+                        error: Some(format!("cannot start the run: {e}")),
+                        stop_reason: None,
+                        payloads: vec![],
+                        provider: None,
+                        model: None,
+                        usage: None,
+                        duration_ms: 0,
+                    },
+                    &a.route.session_key,
+                    &a.route.agent_id,
+                );
+                let _ = gw.db.finish(a.run_id.clone(), o.stored()).await;
+                let (tx, rx) = oneshot::channel();
+                let _ = tx.send(Arc::new(o));
+                return Admitted::Started(rx);
+            }
+            Admitted::Started(rx)
+        }
+    }
+}
+
 async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<AgentParams>(&req, out).await else {
         return;
@@ -228,156 +377,404 @@ async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         Ok(r) => r,
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
-    let Some(agent) = gw.config.agent(&route.agent_id) else {
-        return out
-            .err(
-                &req.id,
-                invalid(format!("unknown agent id {:?}", route.agent_id)),
-            )
-            .await;
-    };
-    let Some(model) = &agent.model else {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(format!(
-                    "agent {:?} has no model configured: set agents.defaults.model (\"<provider>/<model>\") in {}",
-                    route.agent_id,
-                    gw.config.path.display()
-                )),
-            )
-            .await;
-    };
-    if !model.api.implemented() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(format!(
-                    "provider {:?} uses api {:?}, which this loopgate build cannot call yet (supported: openai-completions)",
-                    model.provider,
-                    model.api.as_str()
-                )),
-            )
-            .await;
-    }
-    if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::unavailable(
-                    "gateway is draining; retry on the restarted gateway",
-                    Some(1000),
-                ),
-            )
-            .await;
-    }
     let run_id = p.idempotency_key.clone();
-    let accepted_at = now_ms();
-    let accepted = gw
-        .db
-        .accept(NewRun {
-            run_id: run_id.clone(),
-            agent_id: route.agent_id.clone(),
-            session_key: route.session_key.clone(),
-            accepted_at,
-        })
-        .await;
-    match accepted {
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot record an accepted run.");
-            out.err(
-                &req.id,
-                ErrorShape::unavailable(format!("cannot accept the run: {e}"), Some(500)),
-            )
-            .await;
-        }
-        Ok(AcceptOutcome::Existing(StoredRun::Active {
+    let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
+    let admission = Admission {
+        run_id: run_id.clone(),
+        route,
+        message: p.message,
+        extra_system_prompt: p.extra_system_prompt,
+        timeout_ms: p.timeout.map(|s| s.saturating_mul(1000)),
+    };
+    let ack = |accepted_at| {
+        json!({"runId": run_id, "sessionKey": session_key, "agentId": agent_id,
+               "status": "accepted", "acceptedAt": accepted_at})
+    };
+    match admit(gw, out, &req.id, admission, ack).await {
+        Admitted::Refused(e) => out.err(&req.id, e).await,
+        Admitted::InFlight {
             agent_id,
             session_key,
-        })) => {
+        } => {
             out.ok(
                 &req.id,
                 json!({"runId": run_id, "status": "in_flight", "sessionKey": session_key, "agentId": agent_id}),
             )
             .await;
         }
-        Ok(AcceptOutcome::Existing(StoredRun::Terminal { terminal, .. })) => {
-            match serde_json::from_str::<Value>(&terminal.final_json) {
-                Ok(v) => out.res(&frame_from_final_json(&req.id, &v)).await,
-                Err(e) => {
-                    out.err(
-                        &req.id,
-                        ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None),
-                    )
-                    .await;
-                }
+        Admitted::Finished(terminal) => match serde_json::from_str::<Value>(&terminal.final_json) {
+            Ok(v) => out.res(&frame_from_final_json(&req.id, &v)).await,
+            Err(e) => {
+                out.err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None),
+                )
+                .await;
             }
-        }
-        Ok(AcceptOutcome::Inserted) => {
-            out.ok(
+        },
+        Admitted::Started(rx) => match rx.await {
+            Ok(outcome) => out.res(&outcome.final_frame(&req.id)).await,
+            Err(_) => {
+                out.err(
+                    &req.id,
+                    ErrorShape::unavailable(
+                        "the gateway stopped before the run finished",
+                        Some(1000),
+                    ),
+                )
+                .await;
+            }
+        },
+    }
+}
+
+/// Routes `sessionKey` (+ optional `agentId`) the way `agent` does.
+fn route_key(gw: &Gateway, session_key: &str, agent_id: Option<&str>) -> Result<Route, String> {
+    let p = AgentParams {
+        session_key: Some(session_key.to_owned()),
+        agent_id: agent_id.map(str::to_owned),
+        ..Default::default()
+    };
+    route(&p, |id| gw.config.agent(id).is_some())
+}
+
+async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<ChatSendParams>(&req, out).await else {
+        return;
+    };
+    let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
+    if p.message.trim().is_empty() {
+        return out
+            .err(
                 &req.id,
-                json!({"runId": run_id, "sessionKey": route.session_key, "agentId": route.agent_id,
-                       "status": "accepted", "acceptedAt": accepted_at}),
+                invalid("message must not be empty (attachments are not supported yet)".into()),
             )
             .await;
-            let timeout_ms = match p.timeout {
-                Some(0) => None,
-                Some(s) => Some(s.saturating_mul(1000)),
-                None => agent.timeout_ms,
-            };
-            let (done, rx) = oneshot::channel();
-            let dispatch = Dispatch {
-                agent_id: route.agent_id.clone(),
-                done,
-                run: SubmitRun {
-                    run_id: run_id.clone(),
-                    session_key: route.session_key.clone(),
-                    message: p.message,
-                    extra_system_prompt: p.extra_system_prompt,
-                    timeout_ms,
-                    accepted_at,
-                },
-            };
-            if let Err(e) = gw.control.dispatch(dispatch) {
-                // Accepted but never handed over: record the failure so the run still ends once.
-                let msg = format!("cannot start the run: {e}");
-                let o = crate::outcome::Outcome::from_terminal(
-                    &ipc::control::RunTerminal {
-                        run_id: run_id.clone(),
-                        status: ipc::control::RunStatus::Error,
-                        session_id: None,
-                        started_at: None,
-                        ended_at: now_ms(),
-                        error: Some(msg),
-                        stop_reason: None,
-                        payloads: vec![],
-                        provider: None,
-                        model: None,
-                        usage: None,
-                        duration_ms: 0,
-                    },
-                    &route.session_key,
-                    &route.agent_id,
-                );
-                let _ = gw.db.finish(run_id.clone(), o.stored()).await;
-                out.res(&o.final_frame(&req.id)).await;
-                return;
-            }
-            match rx.await {
-                Ok(outcome) => out.res(&outcome.final_frame(&req.id)).await,
-                Err(_) => {
-                    out.err(
-                        &req.id,
-                        ErrorShape::unavailable(
-                            "the gateway stopped before the run finished",
-                            Some(1000),
-                        ),
-                    )
-                    .await;
-                }
-            }
-        }
     }
+    if p.idempotency_key.is_empty() {
+        return out
+            .err(
+                &req.id,
+                invalid("idempotencyKey must be a non-empty string".into()),
+            )
+            .await;
+    }
+    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
+        Ok(r) => r,
+        Err(m) => return out.err(&req.id, invalid(m)).await,
+    };
+    let run_id = p.idempotency_key.clone();
+    let admission = Admission {
+        run_id: run_id.clone(),
+        route,
+        message: p.message,
+        extra_system_prompt: None,
+        timeout_ms: p.timeout_ms,
+    };
+    let ack = |_| json!({"runId": run_id, "status": "started"});
+    match admit(gw, out, &req.id, admission, ack).await {
+        Admitted::Refused(e) => out.err(&req.id, e).await,
+        Admitted::InFlight { .. } => {
+            out.ok(&req.id, json!({"runId": run_id, "status": "in_flight"}))
+                .await
+        }
+        Admitted::Finished(_) => {
+            out.ok(&req.id, json!({"runId": run_id, "status": "ok"}))
+                .await
+        }
+        // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
+        Admitted::Started(_) => {}
+    }
+}
+
+fn session_error(e: RpcError) -> ErrorShape {
+    match e.code {
+        ErrorCode::SessionBusy => {
+            ErrorShape::invalid(e.message).with_details(json!({"code": "SESSION_BUSY"}))
+        }
+        ErrorCode::Overloaded | ErrorCode::Draining => {
+            ErrorShape::unavailable(e.message, Some(500))
+        }
+        _ => ErrorShape::unavailable(e.message, None),
+    }
+}
+
+async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<ChatHistoryParams>(&req, out).await else {
+        return;
+    };
+    let limit = p.limit.unwrap_or(200);
+    if !(1..=1000).contains(&limit) {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid("invalid chat.history params: limit must be 1..1000"),
+            )
+            .await;
+    }
+    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
+        Ok(r) => r,
+        Err(m) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(format!("invalid chat.history params: {m}")),
+                )
+                .await
+        }
+    };
+    let op = SessionOp::History {
+        session_key: route.session_key.clone(),
+        limit,
+    };
+    match gw.control.session_op(route.agent_id.clone(), op).await {
+        Ok(mut v) => {
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("sessionKey".into(), json!(route.session_key));
+                obj.insert("agentId".into(), json!(route.agent_id));
+            }
+            out.ok(&req.id, v).await;
+        }
+        Err(e) => out.err(&req.id, session_error(e)).await,
+    }
+}
+
+async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<ChatAbortParams>(&req, out).await else {
+        return;
+    };
+    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
+        Ok(r) => r,
+        Err(m) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(format!("invalid chat.abort params: {m}")),
+                )
+                .await
+        }
+    };
+    match gw
+        .control
+        .abort(route.session_key, p.run_id, StopReason::Rpc)
+        .await
+    {
+        Ok(Ok(ids)) => {
+            out.ok(
+                &req.id,
+                json!({"ok": true, "aborted": !ids.is_empty(), "runIds": ids}),
+            )
+            .await
+        }
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(e) => out.err(&req.id, control_error(e)).await,
+    }
+}
+
+async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+        return;
+    };
+    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+    let offset = p.offset.unwrap_or(0);
+    let agent_id = match &p.agent_id {
+        Some(raw) => match AgentId::parse(raw) {
+            Ok(id) if gw.config.agent(id.as_str()).is_some() => Some(id.as_str().to_owned()),
+            _ => {
+                return out
+                    .err(
+                        &req.id,
+                        ErrorShape::invalid(format!(
+                            "invalid sessions.list params: unknown agent id {raw:?}"
+                        )),
+                    )
+                    .await
+            }
+        },
+        None => None,
+    };
+    let q = SessionQuery {
+        agent_id,
+        updated_since: p
+            .active_minutes
+            .map(|m| now_ms().saturating_sub(m.saturating_mul(60_000))),
+        search: p.search.clone().filter(|s| !s.is_empty()),
+        limit,
+        offset,
+    };
+    let (rows, total) = match gw.db.sessions(q).await {
+        Ok(r) => r,
+        Err(e) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500)),
+                )
+                .await
+        }
+    };
+    let active = match gw.control.active_runs().await {
+        Ok(a) => a,
+        Err(e) => return out.err(&req.id, control_error(e)).await,
+    };
+    let sessions: Vec<Value> = rows
+        .iter()
+        .filter(|r| !p.active_only.unwrap_or(false) || active.contains_key(&r.session_key))
+        .map(|r| {
+            let runs = active.get(&r.session_key).cloned().unwrap_or_default();
+            let model = gw.config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
+            json!({
+                "key": r.session_key,
+                "sessionId": r.session_id,
+                "kind": "direct",
+                "agentId": r.agent_id,
+                "updatedAt": r.updated_at,
+                "lastActivityAt": r.updated_at,
+                "createdAt": r.created_at,
+                "status": if runs.is_empty() { r.last_status.as_deref().map(|s| if s == "ok" { "done" } else { "failed" }).unwrap_or("done") } else { "running" },
+                "hasActiveRun": !runs.is_empty(),
+                "activeRunIds": runs,
+                "lastRunId": r.last_run_id,
+                "lastRunError": r.last_error,
+                "inputTokens": r.input_tokens,
+                "outputTokens": r.output_tokens,
+                "totalTokens": r.total_tokens,
+                "model": model.map(|m| m.model.clone()),
+                "modelProvider": model.map(|m| m.provider.clone()),
+            })
+        })
+        .collect();
+    let end = offset as u64 + rows.len() as u64;
+    let has_more = end < total;
+    out.ok(
+        &req.id,
+        json!({
+            "ts": now_ms(),
+            "path": crate::paths::gateway_db(&gw.config.state_dir).display().to_string(),
+            "count": sessions.len(),
+            "totalCount": total,
+            "limitApplied": limit,
+            "offset": offset,
+            "nextOffset": if has_more { json!(end) } else { Value::Null },
+            "hasMore": has_more,
+            "owners": [],
+            "defaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
+            "sessions": sessions,
+        }),
+    )
+    .await;
+}
+
+async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsResetParams>(&req, out).await else {
+        return;
+    };
+    let reason = p.reason.clone().unwrap_or_else(|| "reset".into());
+    if reason != "reset" && reason != "new" {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(
+                    "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+                ),
+            )
+            .await;
+    }
+    let route = match route_key(gw, &p.key, p.agent_id.as_deref()) {
+        Ok(r) => r,
+        Err(m) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(format!("invalid sessions.reset params: {m}")),
+                )
+                .await
+        }
+    };
+    let op = SessionOp::Reset {
+        session_key: route.session_key.clone(),
+        reason,
+    };
+    match gw.control.session_op(route.agent_id.clone(), op).await {
+        Ok(entry) => {
+            out.ok(&req.id, json!({"ok": true, "key": route.session_key, "entry": entry, "resolved": {"agentId": route.agent_id}}))
+                .await;
+        }
+        Err(e) => out.err(&req.id, session_error(e)).await,
+    }
+}
+
+async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsDeleteParams>(&req, out).await else {
+        return;
+    };
+    let route = match route_key(gw, &p.key, p.agent_id.as_deref()) {
+        Ok(r) => r,
+        Err(m) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(format!("invalid sessions.delete params: {m}")),
+                )
+                .await
+        }
+    };
+    if p.archived_only.unwrap_or(false) {
+        // loopgate does not archive sessions, so there is nothing archived to delete.
+        return out
+            .ok(
+                &req.id,
+                json!({"ok": true, "key": route.session_key, "deleted": false, "archived": []}),
+            )
+            .await;
+    }
+    let op = SessionOp::Delete {
+        session_key: route.session_key.clone(),
+        delete_transcript: p.delete_transcript.unwrap_or(true),
+    };
+    match gw.control.session_op(route.agent_id.clone(), op).await {
+        Ok(v) => {
+            let in_agent = v.get("deleted").and_then(Value::as_bool).unwrap_or(false);
+            let in_index = gw
+                .db
+                .delete_session(route.session_key.clone())
+                .await
+                .unwrap_or(false);
+            out.ok(
+                &req.id,
+                json!({"ok": true, "key": route.session_key, "deleted": in_agent || in_index, "archived": []}),
+            )
+            .await;
+        }
+        Err(e) => out.err(&req.id, session_error(e)).await,
+    }
+}
+
+async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
+    let Some(_p) = params::<AgentsListParams>(&req, out).await else {
+        return;
+    };
+    let agents: Vec<Value> = gw
+        .config
+        .agents
+        .iter()
+        .map(|a| {
+            let mut v =
+                json!({"id": a.id.as_str(), "workspace": a.workspace.display().to_string()});
+            if let Some(n) = &a.name {
+                v["name"] = json!(n);
+            }
+            if let Some(m) = &a.model {
+                v["model"] = json!(format!("{}/{}", m.provider, m.model));
+            }
+            v
+        })
+        .collect();
+    out.ok(
+        &req.id,
+        json!({"defaultId": "main", "mainKey": "main", "scope": "per-sender", "agents": agents}),
+    )
+    .await;
 }
 
 async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {

@@ -374,17 +374,12 @@ async fn relay(
     let mut announced = Vec::with_capacity(runs.len());
     for (run_id, st) in runs {
         let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
-        hub.agent(
-            &RunRef {
-                run_id: &run_id,
-                session_key: &st.session_key,
-                agent_id: &agent_id,
-            },
-            st.last_seq + 1,
-            now,
-            "lifecycle",
-            json!({"phase": "error", "startedAt": st.started_at, "endedAt": now, "error": error}),
-        );
+        let run = RunRef {
+            run_id: &run_id,
+            session_key: &st.session_key,
+            agent_id: &agent_id,
+        };
+        hub.run_failed(&run, st.last_seq + 1, now, st.started_at, &error);
         announced.push(run_id);
     }
     let _ = events
@@ -437,17 +432,49 @@ fn publish(
             if let Some(v) = l.aborted {
                 data.insert("aborted".into(), json!(v));
             }
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
             hub.agent(
-                &RunRef {
-                    run_id: &ev.run_id,
-                    session_key: &st.session_key,
-                    agent_id,
-                },
+                &run,
                 ev.seq,
                 ev.ts,
                 "lifecycle",
                 serde_json::Value::Object(data),
             );
+            match l.phase {
+                Phase::End => {
+                    let mut fields = json!({"stopReason": l.stop_reason});
+                    if !st.text.is_empty() {
+                        fields["message"] = assistant_message(&st.text, ev.ts);
+                    }
+                    hub.chat(&run, ev.seq, "final", fields);
+                }
+                Phase::Error if l.aborted == Some(true) => {
+                    hub.chat(
+                        &run,
+                        ev.seq,
+                        "aborted",
+                        json!({"stopReason": l.stop_reason, "errorMessage": l.error}),
+                    );
+                }
+                Phase::Error => {
+                    let kind = if l.stop_reason.as_deref() == Some("timeout") {
+                        "timeout"
+                    } else {
+                        "unknown"
+                    };
+                    hub.chat(
+                        &run,
+                        ev.seq,
+                        "error",
+                        json!({"errorMessage": l.error, "errorKind": kind, "stopReason": l.stop_reason}),
+                    );
+                }
+                Phase::Start | Phase::Finishing | Phase::Unknown => {}
+            }
             if matches!(l.phase, Phase::End | Phase::Error) {
                 runs.remove(&ev.run_id);
             }
@@ -458,20 +485,31 @@ fn publish(
             };
             st.last_seq = ev.seq;
             st.text.push_str(&delta);
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
             hub.agent(
-                &RunRef {
-                    run_id: &ev.run_id,
-                    session_key: &st.session_key,
-                    agent_id,
-                },
+                &run,
                 ev.seq,
                 ev.ts,
                 "assistant",
                 json!({"text": st.text, "delta": delta}),
             );
+            hub.chat(
+                &run,
+                ev.seq,
+                "delta",
+                json!({"deltaText": delta, "message": assistant_message(&st.text, ev.ts)}),
+            );
         }
         EventBody::Unknown => {}
     }
+}
+
+fn assistant_message(text: &str, ts: u64) -> serde_json::Value {
+    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": ts})
 }
 
 /// `exited with status 3`, `killed by signal 9 (SIGKILL)`.

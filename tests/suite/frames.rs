@@ -135,7 +135,22 @@ async fn handshake_refusals_on_the_unix_socket() {
     let hello = raw.call("connect", connect_params()).await;
     let methods = hello["payload"]["features"]["methods"].as_array().unwrap();
     let names: Vec<&str> = methods.iter().map(|m| m.as_str().unwrap()).collect();
-    assert_eq!(names, ["health", "status", "agent", "agent.wait"]);
+    assert_eq!(
+        names,
+        [
+            "health",
+            "status",
+            "agent",
+            "agent.wait",
+            "chat.send",
+            "chat.history",
+            "chat.abort",
+            "sessions.list",
+            "sessions.reset",
+            "sessions.delete",
+            "agents.list"
+        ]
+    );
     assert_eq!(hello["payload"]["protocol"], 4);
     assert_eq!(hello["payload"]["policy"]["maxPayload"], 26_214_400);
     gw.logs.assert_clean(&[]);

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use ipc::control::{
-    AgentSpec, ControlToWorker, RunStatus, RunTerminal, StopReason, SubmitRun, WorkerToControl,
+    AgentSpec, ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun,
+    WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
@@ -224,8 +225,101 @@ impl Worker {
                 self.drain_deadline = Some(Instant::now() + Duration::from_millis(deadline_ms));
             }
             ControlToWorker::Ping { nonce } => self.send(WorkerToControl::Pong { nonce }),
+            ControlToWorker::Session { op_id, op } => self.session_op(op_id, op),
             ControlToWorker::Unknown => {
                 tracing::warn!("Ignoring an unknown frame from a newer supervisor.")
+            }
+        }
+    }
+
+    /// True while the session has a run running or queued.
+    fn busy(&self, session_key: &str) -> bool {
+        self.lanes
+            .get(session_key)
+            .is_some_and(|l| l.running.is_some() || !l.queue.is_empty())
+    }
+
+    fn session_op(&mut self, op_id: u64, op: SessionOp) {
+        let reply = move |result: Result<serde_json::Value, RpcError>| match result {
+            Ok(v) => WorkerToControl::SessionResult {
+                op_id,
+                result_json: Some(v.to_string()),
+                error: None,
+            },
+            Err(e) => WorkerToControl::SessionResult {
+                op_id,
+                result_json: None,
+                error: Some(e),
+            },
+        };
+        let busy_error = |key: &str| {
+            RpcError::new(
+                ErrorCode::SessionBusy,
+                format!("session {key} has an active run; abort it first"),
+            )
+        };
+        let store_error = move |e: store::StoreError| match e {
+            store::StoreError::Fenced { .. } => RpcError::new(
+                ErrorCode::SessionBusy,
+                "session has an active run; abort it first",
+            ),
+            other => RpcError::new(ErrorCode::Storage, other.to_string()),
+        };
+        let ctx = self.ctx.clone();
+        match op {
+            SessionOp::History { session_key, limit } => {
+                tokio::spawn(async move {
+                    let r = ctx
+                        .reader
+                        .display(session_key.clone(), limit as usize)
+                        .await;
+                    let msg = reply(r.map_err(store_error).map(|h| {
+                        serde_json::json!({"sessionKey": session_key, "sessionId": h.session_id, "messages": h.messages})
+                    }));
+                    let _ = ctx.out.send(msg).await;
+                });
+            }
+            SessionOp::Reset {
+                session_key,
+                reason,
+            } => {
+                if self.busy(&session_key) {
+                    self.send(reply(Err(busy_error(&session_key))));
+                    return;
+                }
+                tokio::spawn(async move {
+                    let r = ctx
+                        .writer
+                        .reset(session_key.clone(), reason, now_ms())
+                        .await;
+                    let msg = reply(r.map_err(store_error).map(|info| {
+                        serde_json::json!({"sessionId": info.session_id, "updatedAt": info.updated_at})
+                    }));
+                    let _ = ctx.out.send(msg).await;
+                });
+            }
+            SessionOp::Delete {
+                session_key,
+                delete_transcript,
+            } => {
+                if self.busy(&session_key) {
+                    self.send(reply(Err(busy_error(&session_key))));
+                    return;
+                }
+                tokio::spawn(async move {
+                    let r = ctx.writer.delete(session_key, delete_transcript).await;
+                    let msg = reply(
+                        r.map_err(store_error)
+                            .map(|deleted| serde_json::json!({"deleted": deleted})),
+                    );
+                    let _ = ctx.out.send(msg).await;
+                });
+            }
+            SessionOp::Unknown => {
+                self.send(reply(Err(RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    "unsupported session operation",
+                ))));
             }
         }
     }

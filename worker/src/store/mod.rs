@@ -14,8 +14,8 @@ pub mod writer;
 
 use ipc::control::{RunStatus, Usage};
 
-pub use reader::{HistoryItem, Reader};
-pub use writer::Writer;
+pub use reader::{DisplayHistory, HistoryItem, Reader};
+pub use writer::{SessionInfo, Writer};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {

@@ -1,5 +1,6 @@
 //! The background read worker (R-J6): a read-only connection on its own thread serving
-//! history reads for context assembly. It never takes the writer's lock (WAL readers).
+//! history reads (context assembly, `chat.history`). It never takes the writer's lock (WAL
+//! readers).
 
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
@@ -19,11 +20,24 @@ pub struct HistoryItem {
     pub text: String,
 }
 
+/// The current transcript window for display (`chat.history`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisplayHistory {
+    pub session_id: Option<String>,
+    /// Stored `message` objects, oldest first.
+    pub messages: Vec<Value>,
+}
+
 enum Cmd {
     History {
         session_key: String,
         limit: usize,
         reply: oneshot::Sender<Result<Vec<HistoryItem>, StoreError>>,
+    },
+    Display {
+        session_key: String,
+        limit: usize,
+        reply: oneshot::Sender<Result<DisplayHistory, StoreError>>,
     },
 }
 
@@ -55,6 +69,13 @@ impl Reader {
                         } => {
                             let _ = reply.send(history(&conn, &session_key, limit));
                         }
+                        Cmd::Display {
+                            session_key,
+                            limit,
+                            reply,
+                        } => {
+                            let _ = reply.send(display(&conn, &session_key, limit));
+                        }
                     }
                 }
             })
@@ -62,32 +83,50 @@ impl Reader {
         Ok(Reader { tx })
     }
 
-    /// The last `limit` messages of the session's current transcript, oldest first.
+    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
+        self.tx.try_send(cmd).map_err(|e| match e {
+            std_mpsc::TrySendError::Full(_) => StoreError::Overloaded,
+            std_mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
+        })
+    }
+
+    /// The last `limit` messages of the session's current window, oldest first.
     pub async fn history(
         &self,
         session_key: String,
         limit: usize,
     ) -> Result<Vec<HistoryItem>, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .try_send(Cmd::History {
-                session_key,
-                limit,
-                reply,
-            })
-            .map_err(|e| match e {
-                std_mpsc::TrySendError::Full(_) => StoreError::Overloaded,
-                std_mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
-            })?;
+        self.send(Cmd::History {
+            session_key,
+            limit,
+            reply,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// The last `limit` messages of the current window, for display: empty and silent
+    /// (`NO_REPLY`) assistant messages are left out.
+    pub async fn display(
+        &self,
+        session_key: String,
+        limit: usize,
+    ) -> Result<DisplayHistory, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Display {
+            session_key,
+            limit,
+            reply,
+        })?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-fn history(
-    conn: &Connection,
-    session_key: &str,
-    limit: usize,
-) -> Result<Vec<HistoryItem>, StoreError> {
+/// A session id (if the session exists) and `(role, entry)` rows, newest first.
+type Window = (Option<String>, Vec<(String, Value)>);
+
+/// The current window's message rows (after the last `reset` boundary), newest first.
+fn window(conn: &Connection, session_key: &str, limit: usize) -> Result<Window, StoreError> {
     let sid: Option<String> = conn
         .query_row(
             "SELECT session_id FROM sessions WHERE session_key = ?1",
@@ -96,33 +135,81 @@ fn history(
         )
         .optional()?;
     let Some(sid) = sid else {
-        return Ok(Vec::new());
+        return Ok((None, Vec::new()));
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT role, entry_json FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2",
+        "SELECT role, entry_json FROM transcript
+         WHERE session_id = ?1 AND role != 'reset'
+           AND seq > COALESCE((SELECT max(seq) FROM transcript WHERE session_id = ?1 AND role = 'reset'), 0)
+         ORDER BY seq DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![sid, limit as i64], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
     })?;
-    let mut items = Vec::new();
+    let mut out = Vec::new();
     for row in rows {
         let (role, json) = row?;
         let v: Value = serde_json::from_str(&json)
             .map_err(|e| StoreError::Sqlite(format!("corrupt transcript entry: {e}")))?;
-        let text = v
-            .pointer("/message/content")
-            .and_then(Value::as_array)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("")
-            })
-            .unwrap_or_default();
-        items.push(HistoryItem { role, text });
+        out.push((role, v));
     }
+    Ok((Some(sid), out))
+}
+
+fn text_of(message: &Value) -> String {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
+}
+
+fn display(
+    conn: &Connection,
+    session_key: &str,
+    limit: usize,
+) -> Result<DisplayHistory, StoreError> {
+    let (session_id, rows) = window(conn, session_key, limit)?;
+    let mut messages: Vec<Value> = rows
+        .into_iter()
+        .filter_map(|(role, entry)| {
+            let message = entry.get("message")?.clone();
+            if role == "assistant" {
+                let text = text_of(&message);
+                if text.trim().is_empty() || text.trim() == "NO_REPLY" {
+                    return None;
+                }
+            }
+            Some(message)
+        })
+        .collect();
+    messages.reverse();
+    Ok(DisplayHistory {
+        session_id,
+        messages,
+    })
+}
+
+fn history(
+    conn: &Connection,
+    session_key: &str,
+    limit: usize,
+) -> Result<Vec<HistoryItem>, StoreError> {
+    let (_, rows) = window(conn, session_key, limit)?;
+    let mut items: Vec<HistoryItem> = rows
+        .into_iter()
+        .map(|(role, v)| HistoryItem {
+            text: v.get("message").map(text_of).unwrap_or_default(),
+            role,
+        })
+        .collect();
     items.reverse();
     Ok(items)
 }

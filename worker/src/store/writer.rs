@@ -28,6 +28,24 @@ enum Cmd {
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
     Finish(FinishRun, oneshot::Sender<Result<(), StoreError>>),
+    Reset {
+        session_key: String,
+        reason: String,
+        now: u64,
+        reply: oneshot::Sender<Result<SessionInfo, StoreError>>,
+    },
+    Delete {
+        session_key: String,
+        delete_transcript: bool,
+        reply: oneshot::Sender<Result<bool, StoreError>>,
+    },
+}
+
+/// A session's identity after a change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub updated_at: u64,
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -97,6 +115,40 @@ impl Writer {
         self.send(Cmd::Finish(f, tx))?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
+
+    /// Starts a new transcript window (a `reset` boundary; the session id is kept). Refused
+    /// with `Fenced` while a run holds the session's writer claim (R-C5).
+    pub async fn reset(
+        &self,
+        session_key: String,
+        reason: String,
+        now: u64,
+    ) -> Result<SessionInfo, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Reset {
+            session_key,
+            reason,
+            now,
+            reply,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
+    /// exist. Refused with `Fenced` while a run holds the claim.
+    pub async fn delete(
+        &self,
+        session_key: String,
+        delete_transcript: bool,
+    ) -> Result<bool, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Delete {
+            session_key,
+            delete_transcript,
+            reply,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
 }
 
 fn run(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
@@ -121,6 +173,34 @@ enum Reply {
         oneshot::Sender<Result<(), StoreError>>,
         Result<(), StoreError>,
     ),
+    Info(
+        oneshot::Sender<Result<SessionInfo, StoreError>>,
+        Result<SessionInfo, StoreError>,
+    ),
+    Bool(
+        oneshot::Sender<Result<bool, StoreError>>,
+        Result<bool, StoreError>,
+    ),
+}
+
+impl Reply {
+    fn send(self) {
+        match self {
+            Reply::Begin(tx, r) => drop(tx.send(r)),
+            Reply::Unit(tx, r) => drop(tx.send(r)),
+            Reply::Info(tx, r) => drop(tx.send(r)),
+            Reply::Bool(tx, r) => drop(tx.send(r)),
+        }
+    }
+
+    fn fail(self, err: StoreError) {
+        match self {
+            Reply::Begin(tx, _) => drop(tx.send(Err(err))),
+            Reply::Unit(tx, _) => drop(tx.send(Err(err))),
+            Reply::Info(tx, _) => drop(tx.send(Err(err))),
+            Reply::Bool(tx, _) => drop(tx.send(Err(err))),
+        }
+    }
 }
 
 fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
@@ -133,22 +213,12 @@ fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
         tx.commit()
     })();
     match outcome {
-        Ok(()) => {
-            for r in replies {
-                match r {
-                    Reply::Begin(tx, res) => drop(tx.send(res)),
-                    Reply::Unit(tx, res) => drop(tx.send(res)),
-                }
-            }
-        }
+        Ok(()) => replies.into_iter().for_each(Reply::send),
         Err(e) => {
             // The commit failed: nothing in the batch is durable. Tell every caller.
             let err = StoreError::Sqlite(format!("commit failed: {e}"));
             for r in replies {
-                match r {
-                    Reply::Begin(tx, _) => drop(tx.send(Err(err.clone()))),
-                    Reply::Unit(tx, _) => drop(tx.send(Err(err.clone()))),
-                }
+                r.fail(err.clone());
             }
         }
     }
@@ -196,7 +266,105 @@ fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
             });
             Reply::Unit(reply, res)
         }
+        Cmd::Reset {
+            session_key,
+            reason,
+            now,
+            reply,
+        } => Reply::Info(
+            reply,
+            in_savepoint(tx, |c| reset(c, &session_key, &reason, now)),
+        ),
+        Cmd::Delete {
+            session_key,
+            delete_transcript,
+            reply,
+        } => Reply::Bool(
+            reply,
+            in_savepoint(tx, |c| delete(c, &session_key, delete_transcript)),
+        ),
     }
+}
+
+/// Refuses a session mutation while a run holds the session's writer claim.
+fn check_unclaimed(c: &Connection, session_key: &str) -> Result<Option<String>, StoreError> {
+    let row: Option<(String, Option<String>)> = c
+        .query_row(
+            "SELECT session_id, active_writer_run_id FROM sessions WHERE session_key = ?1",
+            params![session_key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match row {
+        Some((_, Some(claim))) => Err(StoreError::Fenced {
+            expected: String::new(),
+            actual: Some(claim),
+        }),
+        Some((sid, None)) => Ok(Some(sid)),
+        None => Ok(None),
+    }
+}
+
+fn reset(
+    c: &Connection,
+    session_key: &str,
+    reason: &str,
+    now: u64,
+) -> Result<SessionInfo, StoreError> {
+    let session_id = match check_unclaimed(c, session_key)? {
+        Some(sid) => sid,
+        None => {
+            let sid = uuid::Uuid::now_v7().to_string();
+            c.execute(
+                "INSERT INTO sessions(session_key, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
+                params![session_key, sid, now as i64],
+            )?;
+            sid
+        }
+    };
+    let last: Option<(i64, String)> = c
+        .query_row(
+            "SELECT seq, entry_id FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+            params![session_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (seq, parent) = match last {
+        Some((s, id)) => (s + 1, Some(id)),
+        None => (1, None),
+    };
+    let entry_id = uuid::Uuid::new_v4().to_string();
+    let entry = json!({"type": "reset", "id": entry_id, "parentId": parent, "timestamp": now, "reason": reason});
+    c.execute(
+        "INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
+         VALUES (?1, ?2, ?3, ?4, NULL, 'reset', ?5, ?6)",
+        params![session_id, seq, entry_id, parent, now as i64, entry.to_string()],
+    )?;
+    c.execute(
+        "UPDATE sessions SET updated_at = ?2 WHERE session_key = ?1",
+        params![session_key, now as i64],
+    )?;
+    Ok(SessionInfo {
+        session_id,
+        updated_at: now,
+    })
+}
+
+fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<bool, StoreError> {
+    let Some(session_id) = check_unclaimed(c, session_key)? else {
+        return Ok(false);
+    };
+    if delete_transcript {
+        c.execute(
+            "DELETE FROM transcript WHERE session_id = ?1",
+            params![session_id],
+        )?;
+    }
+    c.execute(
+        "DELETE FROM sessions WHERE session_key = ?1",
+        params![session_key],
+    )?;
+    Ok(true)
 }
 
 fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
@@ -545,6 +713,40 @@ mod tests {
             assert_eq!(pair[1].2.as_deref(), Some(pair[0].1.as_str()));
             assert_eq!(pair[1].0, pair[0].0 + 1);
         }
+    }
+
+    /// R-C5: rewrites (reset, delete) go through the same fence: refused while a run holds
+    /// the claim.
+    #[tokio::test]
+    async fn reset_and_delete_respect_the_claim_r_c5() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let (w, _) = Writer::open(&path, 0).unwrap();
+        let sid = w.begin(begin_req("r1")).await.unwrap();
+        assert!(matches!(
+            w.reset("agent:main:main".into(), "reset".into(), 5).await,
+            Err(StoreError::Fenced { .. })
+        ));
+        assert!(matches!(
+            w.delete("agent:main:main".into(), true).await,
+            Err(StoreError::Fenced { .. })
+        ));
+        w.finish(finish_req("r1", "done")).await.unwrap();
+        let info = w
+            .reset("agent:main:main".into(), "new".into(), 6)
+            .await
+            .unwrap();
+        assert_eq!(info.session_id, sid, "reset keeps the session id");
+        assert_eq!(
+            count_rows(
+                &path,
+                "SELECT count(*) FROM transcript WHERE role = 'reset'"
+            ),
+            1
+        );
+        assert!(w.delete("agent:main:main".into(), true).await.unwrap());
+        assert!(!w.delete("agent:main:main".into(), true).await.unwrap());
+        assert_eq!(count_rows(&path, "SELECT count(*) FROM transcript"), 0);
     }
 
     #[tokio::test]
