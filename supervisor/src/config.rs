@@ -366,6 +366,11 @@ impl Config {
                     .into(),
             ));
         }
+        if auth_mode == AuthMode::None && !bind.is_loopback() {
+            return Err(err(format!(
+                "gateway.bind: {bind_raw:?} is not loopback, so gateway.auth.token (or $LOOPGATE_GATEWAY_TOKEN) is required"
+            )));
+        }
         let gateway = GatewayConfig {
             port: overrides.port.or(raw.gateway.port).unwrap_or(DEFAULT_PORT),
             bind,

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{AuthMode, Config};
 use crate::control::ControlHandle;
 use crate::events::{now_ms, EventHub, HubEvent};
 use crate::gatewaydb::GatewayDb;
@@ -82,6 +82,8 @@ pub enum Transport {
     /// The local unix socket: the peer is trusted by file mode and uid; errors on garbage
     /// input are always answered (there is no close code to carry them).
     Unix,
+    /// WebSocket: token / device authentication; refusals follow OpenClaw's close codes.
+    WebSocket(crate::auth::Peer),
 }
 
 /// One inbound unit from a transport.
@@ -251,6 +253,7 @@ pub async fn serve_connection<S: FrameSource>(
 ) {
     gw.connections.fetch_add(1, Ordering::Relaxed);
     let _guard = ConnGuard(&gw.connections);
+    let unix = transport == Transport::Unix;
     let conn_id = format!("c{}", gw.next_conn.fetch_add(1, Ordering::Relaxed));
     let nonce = uuid::Uuid::new_v4().to_string();
     out.event_unsequenced(&EventFrame::new(
@@ -275,29 +278,42 @@ pub async fn serve_connection<S: FrameSource>(
         }
         Ok(Inbound::Closed) => return,
         Ok(Inbound::TooLarge) => {
-            out.err("", ErrorShape::invalid(format!(
-                "preauth payload too large: frames before connect are limited to {MAX_PREAUTH_PAYLOAD_BYTES} bytes"
-            )))
-            .await;
+            if unix {
+                out.err(
+                    "",
+                    ErrorShape::invalid(format!(
+                        "preauth payload too large: frames before connect are limited to {MAX_PREAUTH_PAYLOAD_BYTES} bytes"
+                    )),
+                )
+                .await;
+            }
             out.close(1009, "").await;
             return;
         }
         Ok(Inbound::Text(t)) => t,
     };
-    let session = match handshake(&gw, transport, &conn_id, &text).await {
+    let session = match handshake(&gw, transport, &conn_id, &nonce, &text).await {
         Ok((id, hello, session)) => {
             out.ok(&id, hello).await;
             session
         }
         Err(refusal) => {
-            let (id, error, code, reason) = *refusal;
-            out.err(&id, error).await;
+            let Refused {
+                id,
+                error,
+                code,
+                reason,
+                answer,
+            } = *refusal;
+            if answer || unix {
+                out.err(&id.unwrap_or_default(), error).await;
+            }
             out.close(code, &reason).await;
             return;
         }
     };
     source.set_max_frame(MAX_PAYLOAD_BYTES);
-    tracing::debug!(conn = conn_id.as_str(), ?transport, "Client connected.");
+    tracing::debug!(conn = conn_id.as_str(), ?transport, scopes = ?session.scopes, "Client connected.");
 
     let forwarder = {
         let mut events = gw.hub.subscribe();
@@ -337,13 +353,15 @@ pub async fn serve_connection<S: FrameSource>(
         match item {
             Inbound::Closed => break,
             Inbound::TooLarge => {
-                out.err(
-                    "",
-                    ErrorShape::invalid(format!(
-                        "payload too large: frames are limited to {MAX_PAYLOAD_BYTES} bytes"
-                    )),
-                )
-                .await;
+                if unix {
+                    out.err(
+                        "",
+                        ErrorShape::invalid(format!(
+                            "payload too large: frames are limited to {MAX_PAYLOAD_BYTES} bytes"
+                        )),
+                    )
+                    .await;
+                }
                 out.close(1009, "payload too large").await;
                 break;
             }
@@ -367,6 +385,8 @@ pub async fn serve_connection<S: FrameSource>(
                         drop(permit);
                     });
                 }
+                // Over WebSocket, non-JSON text after connect is ignored (as OpenClaw does).
+                Err(FrameError::NotJson(_)) if !unix => {}
                 Err(FrameError::NotJson(e)) => {
                     out.err(
                         "",
@@ -388,38 +408,59 @@ pub async fn serve_connection<S: FrameSource>(
     tracing::debug!(conn = conn_id.as_str(), "Client disconnected.");
 }
 
-/// A refused handshake: request id, error, close code, close reason.
-type HandshakeError = Box<(String, ErrorShape, u16, String)>;
+/// A refused handshake.
+struct Refused {
+    /// The request id, when the frame was a request.
+    id: Option<String>,
+    error: ErrorShape,
+    code: u16,
+    reason: String,
+    /// Whether a WebSocket client gets a `res` before the close (OpenClaw closes without one
+    /// for frames that are not requests). The unix socket always answers.
+    answer: bool,
+}
+
+type HandshakeError = Box<Refused>;
 
 async fn handshake(
     gw: &Gateway,
     transport: Transport,
     conn_id: &str,
+    nonce: &str,
     text: &str,
 ) -> Result<(String, Value, Session), HandshakeError> {
     let req = match gw::parse_request(text) {
         Ok(Some(r)) => r,
         Ok(None) | Err(FrameError::Invalid { .. }) => {
-            let reason = "invalid request frame".to_owned();
-            return Err(Box::new((
-                String::new(),
-                ErrorShape::invalid("invalid handshake: first frame must be a connect request"),
-                1008,
-                reason,
-            )));
+            return Err(Box::new(Refused {
+                id: None,
+                error: ErrorShape::invalid(
+                    "invalid handshake: first frame must be a connect request",
+                ),
+                code: 1008,
+                reason: "invalid request frame".into(),
+                answer: false,
+            }));
         }
         Err(FrameError::NotJson(e)) => {
-            return Err(Box::new((
-                String::new(),
-                ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
-                1000,
-                String::new(),
-            )));
+            return Err(Box::new(Refused {
+                id: None,
+                error: ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
+                code: 1000,
+                reason: String::new(),
+                answer: false,
+            }));
         }
     };
     let id = req.id.clone();
-    let fail = |e: ErrorShape, code: u16, reason: &str| {
-        Err(Box::new((id.clone(), e, code, reason.to_owned())))
+    let fail = |error: ErrorShape, code: u16, reason: &str| {
+        Err(Box::new(Refused {
+            id: Some(id.clone()),
+            error,
+            code,
+            reason: reason.to_owned(),
+            answer: true,
+        }))
     };
     if Method::parse(&req.method) != Some(Method::Connect) {
         let msg = "invalid handshake: first request must be connect";
@@ -476,8 +517,8 @@ async fn handshake(
             "gateway stopping",
         );
     }
-    // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
     let (scopes, method) = match transport {
+        // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
         Transport::Unix => {
             let requested = params.scopes.clone().unwrap_or_default();
             let scopes = if requested.is_empty() {
@@ -490,6 +531,24 @@ async fn handshake(
                 requested
             };
             (scopes, "none")
+        }
+        Transport::WebSocket(peer) => {
+            let token = match gw.config.gateway.auth_mode {
+                AuthMode::Token => gw.config.gateway.token.as_deref(),
+                AuthMode::None => None,
+            };
+            match crate::auth::authenticate(&params, token, nonce, peer, now_ms() as i64) {
+                Ok(g) => (g.scopes, g.method),
+                Err(r) => {
+                    tracing::info!(
+                        conn = conn_id,
+                        client = params.client.id.as_str(),
+                        reason = r.close_reason.as_str(),
+                        "Refused a connect."
+                    );
+                    return fail(r.error, r.close_code, &r.close_reason);
+                }
+            }
         }
     };
     let session = Session {
@@ -511,6 +570,7 @@ async fn handshake(
             "uptimeMs": gw.started.elapsed().as_millis() as u64,
             "sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
             "stateDir": gw.config.state_dir.display().to_string(),
+            "authMode": match gw.config.gateway.auth_mode { AuthMode::Token => "token", AuthMode::None => "none" },
         },
         "auth": {"role": "operator", "scopes": scopes, "method": method},
         "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": gw.config.gateway.max_buffered_bytes, "tickIntervalMs": TICK_INTERVAL_MS},

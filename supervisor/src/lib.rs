@@ -3,7 +3,8 @@
 //! Layout (see `docs/ARCHITECTURE.md` for the full codemap):
 //! - [`serve`]: process entry for `loopgate serve`: lock, config, listeners, signals.
 //! - [`config`], [`paths`], [`lock`]: configuration, state-dir layout, the state-dir lock.
-//! - [`gateway`], [`listen_unix`], [`rpc`]: Gateway protocol v4 connections and methods.
+//! - [`gateway`], [`listen_unix`], [`listen_ws`], [`auth`], [`rpc`]: Gateway protocol v4
+//!   connections (unix socket, WebSocket), authentication and methods.
 //! - [`control`]: the control actor (runs, waiters, worker set).
 //! - [`worker_link`]: spawning and talking to one `loopgate-worker`.
 //! - [`gatewaydb`]: the gateway database (run records for replay), one writer thread.
@@ -16,6 +17,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod control;
@@ -23,6 +25,7 @@ pub mod events;
 pub mod gateway;
 pub mod gatewaydb;
 pub mod listen_unix;
+pub mod listen_ws;
 pub mod lock;
 pub mod outcome;
 pub mod paths;

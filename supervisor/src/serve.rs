@@ -17,7 +17,7 @@ use crate::control::{self, ControlDeps};
 use crate::events::{now_ms, EventHub};
 use crate::gateway::Gateway;
 use crate::gatewaydb::{GatewayDb, RETENTION_MS};
-use crate::{listen_unix, lock, paths};
+use crate::{listen_unix, listen_ws, lock, paths};
 
 /// Exit code for bad config or a state dir held by another live gateway (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
@@ -152,11 +152,32 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let ws_addr = std::net::SocketAddr::new(config.gateway.bind, config.gateway.port);
+    let ws_listener = match tokio::net::TcpListener::bind(ws_addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("loopgate: cannot listen on ws://{ws_addr}: {e} (set gateway.port, or --port 0 for a free port)");
+            return ExitCode::from(1);
+        }
+    };
+    let ws_local = match ws_listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("loopgate: cannot read the WebSocket listener address: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let addr_file = opts.state_dir.join("gateway.addr");
+    if let Err(e) = std::fs::write(&addr_file, format!("{ws_local}\n")) {
+        tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
+    }
     let unix_task = tokio::spawn(listen_unix::serve(listener, gw.clone()));
+    let ws_task = tokio::spawn(listen_ws::serve(ws_listener, gw.clone()));
     let maintenance = tokio::spawn(maintenance(gw.clone()));
     tracing::info!(
         pid = std::process::id(),
         socket = %sock.display(),
+        ws = %format!("ws://{ws_local}"),
         config = %config.path.display(),
         agents = config.agents.len(),
         startup_ms = started.elapsed().as_millis() as u64,
@@ -196,7 +217,9 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     );
     gw.stopping.cancel();
     let _ = unix_task.await;
+    let _ = ws_task.await;
     let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(&addr_file);
     if tokio::time::timeout(
         deadline + Duration::from_secs(10),
         control.shutdown(deadline),

@@ -1,0 +1,486 @@
+//! Connect-time authentication for network clients (Gateway protocol v4 section 1.4): the
+//! shared token, Ed25519 device identity and the resulting scopes.
+//!
+//! - Token: `auth.token` (or `auth.password`) compared with `gateway.auth.token` in constant
+//!   time (both are hashed first, so lengths do not leak either).
+//! - Device: `id` must be the hex SHA-256 of the raw 32-byte Ed25519 public key
+//!   (base64url, or a PEM SPKI block), `signedAt` within 120 s of now, `nonce` equal to the
+//!   challenge nonce, and the signature valid over the v3 payload, else the v2 payload.
+//!   Local devices are paired silently; remote ones get `PAIRING_REQUIRED` (loopgate has no
+//!   pairing flow yet).
+//! - Scopes: kept when a device proved itself, or for the local `cli`/`cli` and local
+//!   origin-less `gateway-client`/`backend` clients; otherwise cleared.
+
+use base64::Engine;
+use ed25519_dalek::{Signature, VerifyingKey};
+use ipc::gateway::{ConnectParams, ErrorShape};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Largest accepted distance between a device's `signedAt` and now.
+pub const MAX_SIGNATURE_SKEW_MS: i64 = 120_000;
+
+/// A refused connect: the error to answer and the close code and reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub error: ErrorShape,
+    pub close_code: u16,
+    pub close_reason: String,
+}
+
+impl Refusal {
+    fn new(error: ErrorShape, close_reason: impl Into<String>) -> Self {
+        Self {
+            error,
+            close_code: 1008,
+            close_reason: close_reason.into(),
+        }
+    }
+}
+
+/// Where a network client connects from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Loopback peer, local Host header, no proxy headers.
+    pub local: bool,
+    /// The upgrade request carried an `Origin` header (a browser).
+    pub has_origin: bool,
+}
+
+/// What authentication established.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Granted {
+    pub scopes: Vec<String>,
+    pub method: &'static str,
+    pub device_id: Option<String>,
+}
+
+/// Equal in constant time (over SHA-256 digests, so the length does not leak).
+pub fn token_matches(provided: &str, expected: &str) -> bool {
+    let a = Sha256::digest(provided.as_bytes());
+    let b = Sha256::digest(expected.as_bytes());
+    a.ct_eq(&b).into()
+}
+
+fn device_error(code: &str, message: &str) -> Refusal {
+    Refusal::new(
+        ErrorShape::invalid(message).with_details(json!({"code": code, "reason": message})),
+        message,
+    )
+}
+
+/// Authenticates a `connect` from a network client. `token` is the configured gateway token
+/// (`None`: auth mode `none`, only allowed on loopback binds).
+pub fn authenticate(
+    params: &ConnectParams,
+    token: Option<&str>,
+    challenge_nonce: &str,
+    peer: Peer,
+    now_ms: i64,
+) -> Result<Granted, Refusal> {
+    let auth = params.auth.clone().unwrap_or_default();
+    let provided = auth
+        .token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .or(auth.password.as_deref().filter(|t| !t.is_empty()));
+    let method = match token {
+        None => "none",
+        Some(expected) => match provided {
+            Some(p) if token_matches(p, expected) => "token",
+            Some(_) => {
+                let msg = "unauthorized: gateway token mismatch (set gateway.auth.token on the client to the gateway's token)";
+                return Err(Refusal::new(
+                    ErrorShape::invalid(msg).with_details(json!({
+                        "code": "AUTH_TOKEN_MISMATCH",
+                        "authReason": "token_mismatch",
+                        "canRetryWithDeviceToken": false,
+                        "recommendedNextStep": "update_auth_credentials",
+                    })),
+                    msg,
+                ));
+            }
+            None if params.device.is_none() => {
+                return Err(Refusal::new(
+                    ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
+                        .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
+                    "device identity required",
+                ));
+            }
+            None => {
+                let msg = "unauthorized: gateway token missing (loopgate issues no device tokens; send the gateway token)";
+                return Err(Refusal::new(
+                    ErrorShape::invalid(msg).with_details(json!({
+                        "code": "AUTH_TOKEN_MISSING",
+                        "authReason": "token_missing",
+                        "canRetryWithDeviceToken": false,
+                        "recommendedNextStep": "update_auth_configuration",
+                    })),
+                    msg,
+                ));
+            }
+        },
+    };
+    let requested = params.scopes.clone().unwrap_or_default();
+    let role = params.role.as_deref().unwrap_or("operator");
+    let device_id = match &params.device {
+        Some(device) => {
+            let id = verify_device(device, params, role, &requested, challenge_nonce, now_ms)?;
+            if !peer.local {
+                let msg = "pairing required: this device is not paired with the gateway";
+                return Err(Refusal::new(
+                    ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, msg)
+                        .with_details(json!({"code": "PAIRING_REQUIRED", "reason": "not-paired"})),
+                    msg,
+                ));
+            }
+            Some(id)
+        }
+        None => None,
+    };
+    let client = (params.client.id.as_str(), params.client.mode.as_str());
+    let keep = device_id.is_some()
+        || (peer.local && client == ("cli", "cli"))
+        || (peer.local && !peer.has_origin && client == ("gateway-client", "backend"));
+    Ok(Granted {
+        scopes: if keep { requested } else { Vec::new() },
+        method,
+        device_id,
+    })
+}
+
+fn decode_b64(s: &str) -> Option<Vec<u8>> {
+    let t = s.trim();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(t.trim_end_matches('='))
+        .ok()
+        .or_else(|| base64::engine::general_purpose::STANDARD.decode(t).ok())
+}
+
+/// The raw 32-byte key from base64url or a PEM SPKI block.
+fn raw_public_key(text: &str) -> Option<[u8; 32]> {
+    const SPKI_PREFIX: [u8; 12] = [
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    let bytes = if text.contains("-----BEGIN") {
+        let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(body.trim())
+            .ok()?;
+        der.strip_prefix(&SPKI_PREFIX[..])?.to_vec()
+    } else {
+        decode_b64(text)?
+    };
+    bytes.try_into().ok()
+}
+
+/// Verifies a device proof; returns the device id.
+pub fn verify_device(
+    device: &Value,
+    params: &ConnectParams,
+    role: &str,
+    scopes: &[String],
+    challenge_nonce: &str,
+    now_ms: i64,
+) -> Result<String, Refusal> {
+    let field = |k: &str| device.get(k).and_then(Value::as_str).unwrap_or("");
+    let (id, public_key, signature, nonce) = (
+        field("id"),
+        field("publicKey"),
+        field("signature"),
+        field("nonce"),
+    );
+    let Some(signed_at) = device.get("signedAt").and_then(Value::as_i64) else {
+        let msg = "invalid connect params: device.signedAt must be an integer (ms)";
+        return Err(Refusal::new(ErrorShape::invalid(msg), msg));
+    };
+    let Some(raw) = raw_public_key(public_key) else {
+        return Err(device_error(
+            "DEVICE_AUTH_PUBLIC_KEY_INVALID",
+            "device public key invalid",
+        ));
+    };
+    let derived = hex(&Sha256::digest(raw));
+    if !derived.eq_ignore_ascii_case(id) {
+        return Err(device_error(
+            "DEVICE_AUTH_DEVICE_ID_MISMATCH",
+            "device identity mismatch",
+        ));
+    }
+    if (now_ms - signed_at).abs() > MAX_SIGNATURE_SKEW_MS {
+        return Err(device_error(
+            "DEVICE_AUTH_SIGNATURE_EXPIRED",
+            "device signature expired",
+        ));
+    }
+    if nonce.is_empty() {
+        return Err(device_error(
+            "DEVICE_AUTH_NONCE_REQUIRED",
+            "device nonce required",
+        ));
+    }
+    if nonce != challenge_nonce {
+        return Err(device_error(
+            "DEVICE_AUTH_NONCE_MISMATCH",
+            "device nonce mismatch",
+        ));
+    }
+    let Ok(key) = VerifyingKey::from_bytes(&raw) else {
+        return Err(device_error(
+            "DEVICE_AUTH_PUBLIC_KEY_INVALID",
+            "device public key invalid",
+        ));
+    };
+    if key.is_weak() {
+        return Err(device_error(
+            "DEVICE_AUTH_PUBLIC_KEY_INVALID",
+            "device public key invalid",
+        ));
+    }
+    let Some(sig) = decode_b64(signature).and_then(|b| Signature::from_slice(&b).ok()) else {
+        return Err(device_error(
+            "DEVICE_AUTH_SIGNATURE_INVALID",
+            "device signature invalid",
+        ));
+    };
+    let auth = params.auth.clone().unwrap_or_default();
+    let token = [&auth.token, &auth.device_token, &auth.bootstrap_token]
+        .into_iter()
+        .find_map(|t| t.as_deref().filter(|t| !t.is_empty()))
+        .unwrap_or("");
+    let c = &params.client;
+    let csv = scopes.join(",");
+    let v3 = format!(
+        "v3|{id}|{}|{}|{role}|{csv}|{signed_at}|{token}|{nonce}|{}|{}",
+        c.id,
+        c.mode,
+        c.platform.to_lowercase(),
+        c.device_family.as_deref().unwrap_or("").to_lowercase()
+    );
+    let v2 = format!(
+        "v2|{id}|{}|{}|{role}|{csv}|{signed_at}|{token}|{nonce}",
+        c.id, c.mode
+    );
+    let ok = key.verify_strict(v3.as_bytes(), &sig).is_ok()
+        || key.verify_strict(v2.as_bytes(), &sig).is_ok();
+    if !ok {
+        return Err(device_error(
+            "DEVICE_AUTH_SIGNATURE_INVALID",
+            "device signature invalid",
+        ));
+    }
+    Ok(derived)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::{Signer, SigningKey};
+    use ipc::gateway::{ClientInfo, ConnectAuth};
+
+    fn params(token: Option<&str>, id: &str, mode: &str) -> ConnectParams {
+        ConnectParams {
+            min_protocol: 4,
+            max_protocol: 4,
+            client: ClientInfo {
+                id: id.into(),
+                version: "1".into(),
+                platform: "Linux".into(),
+                mode: mode.into(),
+                display_name: None,
+                instance_id: None,
+                device_family: None,
+                model_identifier: None,
+                build_id: None,
+            },
+            caps: vec![],
+            role: Some("operator".into()),
+            scopes: Some(vec!["operator.read".into(), "operator.write".into()]),
+            auth: token.map(|t| ConnectAuth {
+                token: Some(t.into()),
+                ..Default::default()
+            }),
+            device: None,
+        }
+    }
+
+    const LOCAL: Peer = Peer {
+        local: true,
+        has_origin: false,
+    };
+
+    fn sign(p: &mut ConnectParams, key: &SigningKey, nonce: &str, signed_at: i64, v3: bool) {
+        let raw = key.verifying_key().to_bytes();
+        let id = hex(&Sha256::digest(raw));
+        let token = p
+            .auth
+            .as_ref()
+            .and_then(|a| a.token.clone())
+            .unwrap_or_default();
+        let scopes = p.scopes.clone().unwrap_or_default().join(",");
+        let c = &p.client;
+        let payload = if v3 {
+            format!(
+                "v3|{id}|{}|{}|operator|{scopes}|{signed_at}|{token}|{nonce}|linux|",
+                c.id, c.mode
+            )
+        } else {
+            format!(
+                "v2|{id}|{}|{}|operator|{scopes}|{signed_at}|{token}|{nonce}",
+                c.id, c.mode
+            )
+        };
+        let sig = key.sign(payload.as_bytes());
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        p.device = Some(json!({
+            "id": id, "publicKey": b64.encode(raw), "signature": b64.encode(sig.to_bytes()),
+            "signedAt": signed_at, "nonce": nonce
+        }));
+    }
+
+    #[test]
+    fn token_rules() {
+        assert!(token_matches("abc", "abc"));
+        assert!(!token_matches("abc", "abd"));
+        let e = authenticate(
+            &params(Some("bad"), "cli", "cli"),
+            Some("good"),
+            "n",
+            LOCAL,
+            0,
+        )
+        .unwrap_err();
+        assert_eq!(e.error.details.unwrap()["code"], "AUTH_TOKEN_MISMATCH");
+        assert_eq!(e.close_code, 1008);
+        let e = authenticate(&params(None, "cli", "cli"), Some("good"), "n", LOCAL, 0).unwrap_err();
+        assert_eq!(e.error.code, "NOT_PAIRED");
+        assert_eq!(e.error.details.unwrap()["code"], "DEVICE_IDENTITY_REQUIRED");
+        let g = authenticate(
+            &params(Some("good"), "cli", "cli"),
+            Some("good"),
+            "n",
+            LOCAL,
+            0,
+        )
+        .unwrap();
+        assert_eq!(g.scopes.len(), 2, "local cli keeps its scopes");
+        let g = authenticate(
+            &params(Some("good"), "test", "test"),
+            Some("good"),
+            "n",
+            LOCAL,
+            0,
+        )
+        .unwrap();
+        assert!(
+            g.scopes.is_empty(),
+            "other clients without a device get no scopes"
+        );
+        let remote = Peer {
+            local: false,
+            has_origin: false,
+        };
+        let g = authenticate(
+            &params(Some("good"), "cli", "cli"),
+            Some("good"),
+            "n",
+            remote,
+            0,
+        )
+        .unwrap();
+        assert!(g.scopes.is_empty());
+        let browser = Peer {
+            local: true,
+            has_origin: true,
+        };
+        let g = authenticate(
+            &params(Some("good"), "gateway-client", "backend"),
+            Some("good"),
+            "n",
+            browser,
+            0,
+        )
+        .unwrap();
+        assert!(g.scopes.is_empty());
+    }
+
+    #[test]
+    fn device_proofs_v3_v2_and_each_failure() {
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let now = 1_000_000;
+        for v3 in [true, false] {
+            let mut p = params(Some("t"), "test", "test");
+            sign(&mut p, &key, "nonce-1", now, v3);
+            let g = authenticate(&p, Some("t"), "nonce-1", LOCAL, now + 1000).unwrap();
+            assert_eq!(g.scopes.len(), 2, "a proven device keeps its scopes");
+            assert!(g.device_id.is_some());
+        }
+        let code = |p: &ConnectParams, nonce: &str, now: i64| {
+            authenticate(p, Some("t"), nonce, LOCAL, now)
+                .unwrap_err()
+                .error
+                .details
+                .unwrap()["code"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        let mut p = params(Some("t"), "test", "test");
+        sign(&mut p, &key, "nonce-1", now, true);
+        assert_eq!(
+            code(&p, "nonce-1", now + 200_000),
+            "DEVICE_AUTH_SIGNATURE_EXPIRED"
+        );
+        assert_eq!(code(&p, "other", now), "DEVICE_AUTH_NONCE_MISMATCH");
+        let mut bad_id = p.clone();
+        bad_id.device.as_mut().unwrap()["id"] = json!("00");
+        assert_eq!(
+            code(&bad_id, "nonce-1", now),
+            "DEVICE_AUTH_DEVICE_ID_MISMATCH"
+        );
+        let mut tampered = p.clone();
+        tampered.scopes = Some(vec!["operator.admin".into()]);
+        assert_eq!(
+            code(&tampered, "nonce-1", now),
+            "DEVICE_AUTH_SIGNATURE_INVALID"
+        );
+        let mut bad_key = p.clone();
+        bad_key.device.as_mut().unwrap()["publicKey"] = json!("not a key");
+        assert_eq!(
+            code(&bad_key, "nonce-1", now),
+            "DEVICE_AUTH_PUBLIC_KEY_INVALID"
+        );
+        let mut no_nonce = p.clone();
+        no_nonce.device.as_mut().unwrap()["nonce"] = json!("");
+        assert_eq!(
+            code(&no_nonce, "nonce-1", now),
+            "DEVICE_AUTH_NONCE_REQUIRED"
+        );
+        let remote = Peer {
+            local: false,
+            has_origin: false,
+        };
+        let e = authenticate(&p, Some("t"), "nonce-1", remote, now).unwrap_err();
+        assert_eq!(e.error.details.unwrap()["code"], "PAIRING_REQUIRED");
+    }
+
+    #[test]
+    fn pem_public_keys_are_accepted() {
+        let key = SigningKey::from_bytes(&[9u8; 32]);
+        let raw = key.verifying_key().to_bytes();
+        let mut der = vec![
+            0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+        ];
+        der.extend_from_slice(&raw);
+        let pem = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(der)
+        );
+        assert_eq!(raw_public_key(&pem), Some(raw));
+    }
+}

@@ -1,0 +1,251 @@
+//! The WebSocket listener (`gateway.bind`:`gateway.port`): Gateway protocol v4, one JSON frame
+//! per text message, on any path; plus `GET /healthz` and `GET /readyz` on the same port.
+//! Cross-origin browser upgrades (an `Origin` whose host differs from `Host`) are refused.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{
+    HeaderValue, CONNECTION, HOST, ORIGIN, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
+    SEC_WEBSOCKET_VERSION, UPGRADE,
+};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use ipc::gateway::{MAX_PAYLOAD_BYTES, MAX_PREAUTH_PAYLOAD_BYTES};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::auth::Peer;
+use crate::gateway::{
+    render, serve_connection, FrameSource, Gateway, Inbound, Out, Outbound, Transport,
+};
+
+type Body = Full<Bytes>;
+
+pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = gw.stopping.cancelled() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "Accepting a WebSocket connection failed.");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| handle(req, peer, gw.clone()));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades();
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "HTTP connection ended with an error.");
+            }
+        });
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r
+}
+
+fn json(status: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn header<'a>(req: &'a Request<Incoming>, name: hyper::header::HeaderName) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Host part of a `Host` header or an origin URL (no scheme, no port).
+fn host_of(value: &str) -> &str {
+    let rest = value.split_once("://").map_or(value, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or("");
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or("");
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}
+
+fn is_local_host(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    gw: Arc<Gateway>,
+) -> Result<Response<Body>, Infallible> {
+    let is_upgrade = header(&req, UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    if !is_upgrade {
+        return Ok(match (req.method(), req.uri().path()) {
+            (&Method::GET, "/healthz") => json(StatusCode::OK, r#"{"ok":true,"status":"live"}"#.into()),
+            (&Method::GET, "/readyz") => {
+                if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
+                    json(StatusCode::SERVICE_UNAVAILABLE, r#"{"ready":false,"reason":"draining"}"#.into())
+                } else {
+                    json(StatusCode::OK, r#"{"ready":true}"#.into())
+                }
+            }
+            _ => text(StatusCode::NOT_FOUND, "not found: loopgate serves Gateway protocol v4 over WebSocket, /healthz and /readyz\n"),
+        });
+    }
+    Ok(upgrade(req, peer, gw))
+}
+
+fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Response<Body> {
+    let connection_ok =
+        header(&req, CONNECTION).is_some_and(|c| c.to_ascii_lowercase().contains("upgrade"));
+    let version_ok = header(&req, SEC_WEBSOCKET_VERSION) == Some("13");
+    let Some(key) = header(&req, SEC_WEBSOCKET_KEY).map(str::to_owned) else {
+        return text(StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key\n");
+    };
+    if !connection_ok || !version_ok {
+        return text(StatusCode::BAD_REQUEST, "bad WebSocket upgrade request\n");
+    }
+    let host = header(&req, HOST).map(host_of).unwrap_or("").to_owned();
+    let origin = header(&req, ORIGIN).map(str::to_owned);
+    if let Some(o) = &origin {
+        if host_of(o) != host {
+            tracing::warn!(%peer, origin = o.as_str(), "Refused a cross-origin WebSocket upgrade.");
+            return text(
+                StatusCode::FORBIDDEN,
+                "cross-origin WebSocket connections are refused\n",
+            );
+        }
+    }
+    let proxied = ["x-forwarded-for", "x-real-ip", "forwarded"]
+        .iter()
+        .any(|h| req.headers().contains_key(*h));
+    let peer_info = Peer {
+        local: peer.ip().is_loopback() && is_local_host(&host) && !proxied,
+        has_origin: origin.is_some(),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let config = WebSocketConfig::default()
+                    .max_message_size(Some(MAX_PAYLOAD_BYTES))
+                    .max_frame_size(Some(MAX_PAYLOAD_BYTES));
+                let ws = WebSocketStream::from_raw_socket(
+                    TokioIo::new(upgraded),
+                    Role::Server,
+                    Some(config),
+                )
+                .await;
+                connection(ws, peer, peer_info, gw).await;
+            }
+            Err(e) => tracing::debug!(error = %e, %peer, "WebSocket upgrade failed."),
+        }
+    });
+    let mut r = text(StatusCode::SWITCHING_PROTOCOLS, "");
+    let h = r.headers_mut();
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+        h.insert(SEC_WEBSOCKET_ACCEPT, v);
+    }
+    r
+}
+
+type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+struct WsSource {
+    inner: futures_util::stream::SplitStream<Ws>,
+    max: usize,
+}
+
+impl FrameSource for WsSource {
+    async fn next(&mut self) -> Inbound {
+        loop {
+            let text = match self.inner.next().await {
+                Some(Ok(Message::Text(t))) => t.as_str().to_owned(),
+                Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
+                Some(Ok(Message::Close(_))) | None => return Inbound::Closed,
+                Some(Err(WsError::Capacity(_))) => return Inbound::TooLarge,
+                Some(Err(_)) => return Inbound::Closed,
+            };
+            if text.len() > self.max {
+                return Inbound::TooLarge;
+            }
+            return Inbound::Text(text);
+        }
+    }
+
+    fn set_max_frame(&mut self, max: usize) {
+        self.max = max;
+    }
+}
+
+async fn connection(ws: Ws, peer: SocketAddr, info: Peer, gw: Arc<Gateway>) {
+    tracing::debug!(%peer, local = info.local, "WebSocket client connected.");
+    let (mut sink, stream) = ws.split();
+    let source = WsSource {
+        inner: stream,
+        max: MAX_PREAUTH_PAYLOAD_BYTES,
+    };
+    let (out, mut rx, queued) = Out::new();
+    let closed = out.closed.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(item) = rx.recv().await {
+            if let Outbound::Close { code, reason } = &item {
+                let frame = CloseFrame {
+                    code: CloseCode::from(*code),
+                    reason: reason.clone().into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                break;
+            }
+            if let Some(text) = render(&item, &queued) {
+                if sink.send(Message::text(text)).await.is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = sink.close().await;
+        closed.cancel();
+    });
+    serve_connection(gw, Transport::WebSocket(info), source, out).await;
+    let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_parsing() {
+        assert_eq!(host_of("127.0.0.1:18789"), "127.0.0.1");
+        assert_eq!(host_of("http://localhost:3000"), "localhost");
+        assert_eq!(host_of("[::1]:80"), "::1");
+        assert_eq!(host_of("https://evil.example/x"), "evil.example");
+        assert!(is_local_host("::1") && is_local_host("localhost") && !is_local_host("10.0.0.1"));
+    }
+}
