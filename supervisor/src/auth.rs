@@ -30,12 +30,12 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(error: ErrorShape, close_reason: impl Into<String>) -> Self {
-        Self {
+    fn new(error: ErrorShape, close_reason: impl Into<String>) -> Box<Self> {
+        Box::new(Self {
             error,
             close_code: 1008,
             close_reason: close_reason.into(),
-        }
+        })
     }
 }
 
@@ -63,7 +63,7 @@ pub fn token_matches(provided: &str, expected: &str) -> bool {
     a.ct_eq(&b).into()
 }
 
-fn device_error(code: &str, message: &str) -> Refusal {
+fn device_error(code: &str, message: &str) -> Box<Refusal> {
     Refusal::new(
         ErrorShape::invalid(message).with_details(json!({"code": code, "reason": message})),
         message,
@@ -78,7 +78,7 @@ pub fn authenticate(
     challenge_nonce: &str,
     peer: Peer,
     now_ms: i64,
-) -> Result<Granted, Refusal> {
+) -> Result<Granted, Box<Refusal>> {
     let auth = params.auth.clone().unwrap_or_default();
     let provided = auth
         .token
@@ -183,7 +183,7 @@ pub fn verify_device(
     scopes: &[String],
     challenge_nonce: &str,
     now_ms: i64,
-) -> Result<String, Refusal> {
+) -> Result<String, Box<Refusal>> {
     let field = |k: &str| device.get(k).and_then(Value::as_str).unwrap_or("");
     let (id, public_key, signature, nonce) = (
         field("id"),

@@ -20,11 +20,11 @@ use ipc::control::{
 };
 use ipc::gateway::{StatusResult, SupervisorStatus, WorkerStatus};
 use ipc::{ErrorCode, RpcError};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::events::{now_ms, EventHub, RunRef};
+use crate::events::{agent_event, chat_event, now_ms, run_failed, Deferred, EventHub, RunRef};
 use crate::gatewaydb::GatewayDb;
 use crate::outcome::Outcome;
 use crate::worker_link::{self, LinkEvent, LinkHandle, SpawnSpec};
@@ -215,9 +215,10 @@ enum RunState {
         generation: u64,
         waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
     },
-    /// Terminal, being written to the gateway db; waiters hear after the write.
+    /// Terminal, being written to the gateway db; events and waiters follow the write.
     Persisting {
         waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
+        deferred: Vec<Deferred>,
     },
     Terminal {
         outcome: Arc<Outcome>,
@@ -334,7 +335,7 @@ impl Control {
                     None => WaitReply::Unknown,
                     Some(entry) => match &mut entry.state {
                         RunState::Terminal { outcome, .. } => WaitReply::Done(outcome.clone()),
-                        RunState::Active { waiters, .. } | RunState::Persisting { waiters } => {
+                        RunState::Active { waiters, .. } | RunState::Persisting { waiters, .. } => {
                             let (tx, rx) = oneshot::channel();
                             waiters.retain(|w| !w.is_closed());
                             waiters.push(tx);
@@ -383,11 +384,17 @@ impl Control {
                             at: Instant::now(),
                         },
                     );
-                    if let RunState::Persisting { waiters } | RunState::Active { waiters, .. } = old
-                    {
-                        for w in waiters {
-                            let _ = w.send(outcome.clone());
-                        }
+                    let (waiters, deferred) = match old {
+                        RunState::Persisting { waiters, deferred } => (waiters, deferred),
+                        RunState::Active { waiters, .. } => (waiters, Vec::new()),
+                        RunState::Terminal { .. } => (Vec::new(), Vec::new()),
+                    };
+                    // The outcome is durable: now clients may see the terminal events.
+                    for ev in &deferred {
+                        self.deps.hub.publish_deferred(ev);
+                    }
+                    for w in waiters {
+                        let _ = w.send(outcome.clone());
                     }
                     self.finished.push_back(run_id);
                 }
@@ -623,8 +630,9 @@ impl Control {
                 agent_id,
                 generation,
                 msg,
+                deferred,
             } => match *msg {
-                WorkerToControl::Finished(t) => self.finished_run(&agent_id, t),
+                WorkerToControl::Finished(t) => self.finished_run(&agent_id, t, deferred),
                 WorkerToControl::Rejected { run_id, error } => {
                     self.fail_run(
                         &run_id,
@@ -668,7 +676,7 @@ impl Control {
                 agent_id,
                 generation,
                 cause,
-                announced,
+                failures,
             } => {
                 let Some(slot) = self.workers.get_mut(&agent_id) else {
                     return;
@@ -696,11 +704,10 @@ impl Control {
                 slot.state = WorkerState::Exited;
                 let runs = std::mem::take(&mut slot.in_flight);
                 let msg = format!("worker for agent {agent_id:?} exited during the run: {cause}");
+                let mut failures: HashMap<String, Vec<Deferred>> = failures.into_iter().collect();
                 for id in runs {
-                    if !announced.contains(&id) {
-                        self.announce_error(&id, &msg);
-                    }
-                    self.fail_run(&id, RunStatus::Error, &msg, None);
+                    let events = failures.remove(&id);
+                    self.fail_run_with(&id, RunStatus::Error, &msg, None, events);
                 }
                 self.fail_ops_of(
                     &agent_id,
@@ -710,23 +717,7 @@ impl Control {
         }
     }
 
-    /// Publishes `lifecycle error` (and `chat error`) for a run the worker never reported on.
-    fn announce_error(&self, run_id: &str, msg: &str) {
-        let Some(entry) = self.runs.get(run_id) else {
-            return;
-        };
-        if !matches!(entry.state, RunState::Active { .. }) {
-            return;
-        }
-        let run = RunRef {
-            run_id,
-            session_key: &entry.session_key,
-            agent_id: &entry.agent_id,
-        };
-        self.deps.hub.run_failed(&run, 1, now_ms(), None, msg);
-    }
-
-    fn finished_run(&mut self, agent_id: &str, t: RunTerminal) {
+    fn finished_run(&mut self, agent_id: &str, t: RunTerminal, deferred: Vec<Deferred>) {
         if let Some(slot) = self.workers.get_mut(agent_id) {
             slot.in_flight.retain(|id| *id != t.run_id);
         }
@@ -742,7 +733,7 @@ impl Control {
             &entry.session_key,
             &entry.agent_id,
         ));
-        self.persist(t.run_id, outcome);
+        self.persist(t.run_id, outcome, deferred);
     }
 
     fn session_op(
@@ -889,6 +880,19 @@ impl Control {
 
     /// Ends a run from the supervisor side (worker gone, refused, shutting down).
     fn fail_run(&mut self, run_id: &str, status: RunStatus, error: &str, stop: Option<StopReason>) {
+        self.fail_run_with(run_id, status, error, stop, None);
+    }
+
+    /// Ends a run from the supervisor side. `events` are its terminal events if already built
+    /// (by the link); otherwise `lifecycle error` + `chat error`/`aborted` are built here.
+    fn fail_run_with(
+        &mut self,
+        run_id: &str,
+        status: RunStatus,
+        error: &str,
+        stop: Option<StopReason>,
+        events: Option<Vec<Deferred>>,
+    ) {
         let Some(entry) = self.runs.get(run_id) else {
             return;
         };
@@ -898,12 +902,13 @@ impl Control {
         if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
             slot.in_flight.retain(|id| id != run_id);
         }
+        let ended_at = now_ms();
         let t = RunTerminal {
             run_id: run_id.to_owned(),
             status,
             session_id: None,
             started_at: None,
-            ended_at: now_ms(),
+            ended_at,
             error: Some(error.to_owned()),
             stop_reason: stop.map(|s| s.as_str().to_owned()),
             payloads: Vec::new(),
@@ -917,19 +922,36 @@ impl Control {
             &entry.session_key,
             &entry.agent_id,
         ));
-        self.persist(run_id.to_owned(), outcome);
+        let run = RunRef {
+            run_id,
+            session_key: &entry.session_key,
+            agent_id: &entry.agent_id,
+        };
+        let deferred = events.unwrap_or_else(|| match (status, stop) {
+            (RunStatus::Aborted, Some(reason)) => vec![
+                agent_event(
+                    &run,
+                    1,
+                    ended_at,
+                    "lifecycle",
+                    json!({"phase": "error", "endedAt": ended_at, "error": error, "aborted": true, "stopReason": reason.as_str()}),
+                ),
+                chat_event(&run, 1, "aborted", json!({"stopReason": reason.as_str(), "errorMessage": error})),
+            ],
+            _ => run_failed(&run, 1, ended_at, None, error),
+        });
+        self.persist(run_id.to_owned(), outcome, deferred);
     }
 
-    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>) {
+    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: Vec<Deferred>) {
         let Some(entry) = self.runs.get_mut(&run_id) else {
             return;
         };
-        let waiters = match std::mem::replace(
-            &mut entry.state,
-            RunState::Persisting {
-                waiters: Vec::new(),
-            },
-        ) {
+        let placeholder = RunState::Persisting {
+            waiters: Vec::new(),
+            deferred: Vec::new(),
+        };
+        let waiters = match std::mem::replace(&mut entry.state, placeholder) {
             RunState::Active { waiters, .. } => waiters,
             old @ (RunState::Persisting { .. } | RunState::Terminal { .. }) => {
                 // Already ending: the first terminal wins (invariant 1).
@@ -937,7 +959,7 @@ impl Control {
                 return;
             }
         };
-        entry.state = RunState::Persisting { waiters };
+        entry.state = RunState::Persisting { waiters, deferred };
         let db = self.deps.db.clone();
         let tx = self.tx.clone();
         tokio::spawn(async move {

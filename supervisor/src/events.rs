@@ -2,8 +2,12 @@
 //!
 //! Events are serialized once (payload JSON) and shared as `Arc`s through a
 //! `tokio::sync::broadcast` channel. Each connection wraps them in its own envelope with its
-//! own `seq`. A connection that falls more than [`HUB_CAPACITY`] events behind is told it
-//! lagged and is dropped as a slow consumer (invariant 5: nothing buffers without bound).
+//! own `seq`. A connection that falls more than [`HUB_CAPACITY`] events behind is dropped as a
+//! slow consumer (invariant 5: nothing buffers without bound).
+//!
+//! A run's terminal events are built as [`Deferred`] and published only once the run's
+//! outcome is durable in the gateway db, so a client that sees a terminal event and retries
+//! gets the replay, never `in_flight`.
 
 use std::sync::Arc;
 
@@ -23,6 +27,14 @@ pub struct HubEvent {
     /// May be skipped for a connection that is over its buffer cap (its `seq` is still
     /// consumed, so the gap is visible); other events close such a connection instead.
     pub drop_if_slow: bool,
+}
+
+/// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
+#[derive(Debug, Clone)]
+pub struct Deferred {
+    event: &'static str,
+    payload: Value,
+    drop_if_slow: bool,
 }
 
 #[derive(Clone)]
@@ -50,6 +62,10 @@ impl EventHub {
         self.send(event, payload, false);
     }
 
+    pub fn publish_deferred(&self, d: &Deferred) {
+        self.send(d.event, &d.payload, d.drop_if_slow);
+    }
+
     fn send(&self, event: &'static str, payload: &Value, drop_if_slow: bool) {
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(Arc::new(HubEvent {
@@ -59,59 +75,14 @@ impl EventHub {
         }));
     }
 
-    /// Publishes a `chat` event (the UI projection of a run): `state` is `delta`, `final`,
-    /// `error` or `aborted`; `fields` are merged into the payload. Deltas may be dropped for
-    /// slow clients.
-    pub fn chat(&self, run: &RunRef<'_>, seq: u64, state: &str, fields: Value) {
-        let mut payload = json!({
-            "runId": run.run_id,
-            "sessionKey": run.session_key,
-            "agentId": run.agent_id,
-            "seq": seq,
-            "state": state,
-        });
-        if let (Some(obj), Value::Object(extra)) = (payload.as_object_mut(), fields) {
-            obj.extend(extra);
-        }
-        self.send(ipc::gateway::events::CHAT, &payload, state == "delta");
-    }
-
-    /// Publishes a run's terminal failure as `agent` lifecycle `error` and `chat` `error`.
-    pub fn run_failed(
-        &self,
-        run: &RunRef<'_>,
-        seq: u64,
-        ts: u64,
-        started_at: Option<u64>,
-        error: &str,
-    ) {
-        let mut data = json!({"phase": "error", "endedAt": ts, "error": error});
-        if let Some(s) = started_at {
-            data["startedAt"] = json!(s);
-        }
-        self.agent(run, seq, ts, "lifecycle", data);
-        self.chat(
-            run,
-            seq,
-            "error",
-            json!({"errorMessage": error, "errorKind": "unknown"}),
-        );
-    }
-
-    /// Publishes an `agent` event.
+    /// Publishes an `agent` event (see [`agent_event`]).
     pub fn agent(&self, run: &RunRef<'_>, seq: u64, ts: u64, stream: &str, data: Value) {
-        self.publish(
-            ipc::gateway::events::AGENT,
-            &json!({
-                "runId": run.run_id,
-                "seq": seq,
-                "stream": stream,
-                "ts": ts,
-                "data": data,
-                "sessionKey": run.session_key,
-                "agentId": run.agent_id,
-            }),
-        );
+        self.publish_deferred(&agent_event(run, seq, ts, stream, data));
+    }
+
+    /// Publishes a `chat` event (see [`chat_event`]).
+    pub fn chat(&self, run: &RunRef<'_>, seq: u64, state: &str, fields: Value) {
+        self.publish_deferred(&chat_event(run, seq, state, fields));
     }
 }
 
@@ -120,6 +91,66 @@ pub struct RunRef<'a> {
     pub run_id: &'a str,
     pub session_key: &'a str,
     pub agent_id: &'a str,
+}
+
+/// An `agent` event: `{runId, seq, stream, ts, data, sessionKey, agentId}`.
+pub fn agent_event(run: &RunRef<'_>, seq: u64, ts: u64, stream: &str, data: Value) -> Deferred {
+    Deferred {
+        event: ipc::gateway::events::AGENT,
+        payload: json!({
+            "runId": run.run_id,
+            "seq": seq,
+            "stream": stream,
+            "ts": ts,
+            "data": data,
+            "sessionKey": run.session_key,
+            "agentId": run.agent_id,
+        }),
+        drop_if_slow: false,
+    }
+}
+
+/// A `chat` event (the UI projection of a run): `state` is `delta`, `final`, `error` or
+/// `aborted`; `fields` are merged into the payload. Deltas may be dropped for slow clients.
+pub fn chat_event(run: &RunRef<'_>, seq: u64, state: &str, fields: Value) -> Deferred {
+    let mut payload = json!({
+        "runId": run.run_id,
+        "sessionKey": run.session_key,
+        "agentId": run.agent_id,
+        "seq": seq,
+        "state": state,
+    });
+    if let (Some(obj), Value::Object(extra)) = (payload.as_object_mut(), fields) {
+        obj.extend(extra);
+    }
+    Deferred {
+        event: ipc::gateway::events::CHAT,
+        payload,
+        drop_if_slow: state == "delta",
+    }
+}
+
+/// A run's terminal failure as `agent` lifecycle `error` and `chat` `error`.
+pub fn run_failed(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    started_at: Option<u64>,
+    error: &str,
+) -> Vec<Deferred> {
+    let mut data = json!({"phase": "error", "endedAt": ts, "error": error});
+    if let Some(s) = started_at {
+        data["startedAt"] = json!(s);
+    }
+    vec![
+        agent_event(run, seq, ts, "lifecycle", data),
+        chat_event(
+            run,
+            seq,
+            "error",
+            json!({"errorMessage": error, "errorKind": "unknown"}),
+        ),
+    ]
 }
 
 /// Milliseconds since the Unix epoch.

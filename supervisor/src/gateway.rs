@@ -122,6 +122,9 @@ pub struct Out {
     queued: Arc<AtomicUsize>,
     /// Cancelled by the transport's writer once it has closed the connection.
     pub closed: CancellationToken,
+    /// Cancelled to drop a slow consumer at once: the writer discards what is queued, tries
+    /// to send the close frame briefly and ends the connection.
+    pub kill: CancellationToken,
 }
 
 impl Out {
@@ -132,6 +135,7 @@ impl Out {
             tx,
             queued: queued.clone(),
             closed: CancellationToken::new(),
+            kill: CancellationToken::new(),
         };
         (out, rx, queued)
     }
@@ -165,6 +169,14 @@ impl Out {
             .await;
     }
 
+    fn drop_slow_consumer(&self) {
+        tracing::info!(
+            queued_bytes = self.queued.load(Ordering::Relaxed),
+            "Dropping a slow consumer."
+        );
+        self.kill.cancel();
+    }
+
     /// Offers an event without waiting, numbering it with this connection's next `seq`.
     /// Over the buffer cap a drop-if-slow event is skipped (its `seq` is consumed, so the
     /// client sees the gap) and any other event closes the connection as a slow consumer.
@@ -176,20 +188,14 @@ impl Out {
             if ev.drop_if_slow {
                 return true;
             }
-            let _ = self.tx.try_send(Outbound::Close {
-                code: 1008,
-                reason: "slow consumer".into(),
-            });
+            self.drop_slow_consumer();
             return false;
         }
         self.queued.fetch_add(len, Ordering::Relaxed);
         match self.tx.try_send(Outbound::Event(ev, *seq)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                let _ = self.tx.try_send(Outbound::Close {
-                    code: 1008,
-                    reason: "slow consumer".into(),
-                });
+                self.drop_slow_consumer();
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -335,7 +341,7 @@ pub async fn serve_connection<S: FrameSource>(
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        out.close(1008, "slow consumer").await;
+                        out.drop_slow_consumer();
                         break;
                     }
                     Err(broadcast::error::RecvError::Closed) => break,

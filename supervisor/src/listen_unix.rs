@@ -96,19 +96,34 @@ async fn connection(stream: UnixStream, gw: Arc<Gateway>) {
     };
     let (out, mut rx, queued) = Out::new();
     let closed = out.closed.clone();
+    let kill = out.kill.clone();
     let writer = tokio::spawn(async move {
         let mut sink = FramedWrite::new(wr, LinesCodec::new());
-        while let Some(item) = rx.recv().await {
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = kill.cancelled() => break,
+                item = rx.recv() => match item { Some(i) => i, None => break },
+            };
             if let Outbound::Close { .. } = item {
                 break;
             }
             if let Some(text) = render(&item, &queued) {
-                if sink.send(text).await.is_err() {
+                let sent = tokio::select! {
+                    biased;
+                    _ = kill.cancelled() => break,
+                    r = sink.send(text) => r,
+                };
+                if sent.is_err() {
                     break;
                 }
             }
         }
-        let _ = SinkExt::<String>::close(&mut sink).await;
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            SinkExt::<String>::close(&mut sink),
+        )
+        .await;
         closed.cancel();
     });
     serve_connection(gw, Transport::Unix, source, out).await;

@@ -31,6 +31,16 @@ use crate::gateway::{
 
 type Body = Full<Bytes>;
 
+/// How long a closing connection's close frame may take.
+const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn close_message(code: u16, reason: &str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: reason.to_owned().into(),
+    }))
+}
+
 pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
     loop {
         let accepted = tokio::select! {
@@ -75,7 +85,7 @@ fn json(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
-fn header<'a>(req: &'a Request<Incoming>, name: hyper::header::HeaderName) -> Option<&'a str> {
+fn header(req: &Request<Incoming>, name: hyper::header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -213,23 +223,36 @@ async fn connection(ws: Ws, peer: SocketAddr, info: Peer, gw: Arc<Gateway>) {
     };
     let (out, mut rx, queued) = Out::new();
     let closed = out.closed.clone();
+    let kill = out.kill.clone();
     let writer = tokio::spawn(async move {
-        while let Some(item) = rx.recv().await {
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = kill.cancelled() => {
+                    // Queued frames are discarded; the close frame gets a moment, then the
+                    // connection is dropped whether or not the client reads.
+                    let _ = tokio::time::timeout(KILL_GRACE, sink.send(close_message(1008, "slow consumer"))).await;
+                    break;
+                }
+                item = rx.recv() => match item { Some(i) => i, None => break },
+            };
             if let Outbound::Close { code, reason } = &item {
-                let frame = CloseFrame {
-                    code: CloseCode::from(*code),
-                    reason: reason.clone().into(),
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
+                let _ =
+                    tokio::time::timeout(KILL_GRACE, sink.send(close_message(*code, reason))).await;
                 break;
             }
             if let Some(text) = render(&item, &queued) {
-                if sink.send(Message::text(text)).await.is_err() {
+                let sent = tokio::select! {
+                    biased;
+                    _ = kill.cancelled() => continue,
+                    r = sink.send(Message::text(text)) => r,
+                };
+                if sent.is_err() {
                     break;
                 }
             }
         }
-        let _ = sink.close().await;
+        let _ = tokio::time::timeout(KILL_GRACE, sink.close()).await;
         closed.cancel();
     });
     serve_connection(gw, Transport::WebSocket(info), source, out).await;

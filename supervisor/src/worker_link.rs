@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::AgentConfig;
-use crate::events::{now_ms, EventHub, RunRef};
+use crate::events::{agent_event, chat_event, now_ms, run_failed, Deferred, EventHub, RunRef};
 
 /// Frames queued towards one worker before `submit` reports it full.
 pub const LINK_QUEUE: usize = 4096;
@@ -65,14 +65,17 @@ pub enum LinkEvent {
         agent_id: String,
         generation: u64,
         msg: Box<WorkerToControl>,
+        /// With `Finished`: the run's terminal events, to publish once the outcome is durable.
+        deferred: Vec<Deferred>,
     },
     Exited {
         agent_id: String,
         generation: u64,
         /// Human-readable cause, e.g. `killed by signal 9 (SIGKILL)`.
         cause: String,
-        /// Runs whose `lifecycle error` was already published here.
-        announced: Vec<String>,
+        /// Runs this link saw start, with their failure events (published by the control
+        /// actor once each failure is durable).
+        failures: Vec<(String, Vec<Deferred>)>,
     },
 }
 
@@ -287,6 +290,8 @@ struct Streaming {
     text: String,
     last_seq: u64,
     started_at: Option<u64>,
+    /// Terminal events held until the outcome is durable.
+    deferred: Vec<Deferred>,
 }
 
 async fn relay(
@@ -331,10 +336,12 @@ async fn relay(
             frame = reader.next() => match frame {
                 Some(Ok(WorkerToControl::Event(ev))) => publish(&hub, &agent_id, &mut runs, ev),
                 Some(Ok(msg)) => {
-                    if let WorkerToControl::Finished(t) = &msg {
-                        runs.remove(&t.run_id);
-                    }
-                    if events.send(LinkEvent::Message { agent_id: agent_id.clone(), generation, msg: Box::new(msg) }).await.is_err() {
+                    let deferred = match &msg {
+                        WorkerToControl::Finished(t) => runs.remove(&t.run_id).map(|st| st.deferred).unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    let ev = LinkEvent::Message { agent_id: agent_id.clone(), generation, msg: Box::new(msg), deferred };
+                    if events.send(ev).await.is_err() {
                         break;
                     }
                 }
@@ -371,7 +378,7 @@ async fn relay(
         Err(e) => format!("unknown exit ({e})"),
     };
     let now = now_ms();
-    let mut announced = Vec::with_capacity(runs.len());
+    let mut failures = Vec::with_capacity(runs.len());
     for (run_id, st) in runs {
         let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
         let run = RunRef {
@@ -379,15 +386,15 @@ async fn relay(
             session_key: &st.session_key,
             agent_id: &agent_id,
         };
-        hub.run_failed(&run, st.last_seq + 1, now, st.started_at, &error);
-        announced.push(run_id);
+        let evs = run_failed(&run, st.last_seq + 1, now, st.started_at, &error);
+        failures.push((run_id, evs));
     }
     let _ = events
         .send(LinkEvent::Exited {
             agent_id,
             generation,
             cause,
-            announced,
+            failures,
         })
         .await;
 }
@@ -408,6 +415,7 @@ fn publish(
                         text: String::new(),
                         last_seq: ev.seq,
                         started_at: l.started_at,
+                        deferred: Vec::new(),
                     },
                 );
             }
@@ -437,46 +445,46 @@ fn publish(
                 session_key: &st.session_key,
                 agent_id,
             };
-            hub.agent(
+            let lifecycle = agent_event(
                 &run,
                 ev.seq,
                 ev.ts,
                 "lifecycle",
                 serde_json::Value::Object(data),
             );
-            match l.phase {
+            let terminal_chat = match l.phase {
                 Phase::End => {
                     let mut fields = json!({"stopReason": l.stop_reason});
                     if !st.text.is_empty() {
                         fields["message"] = assistant_message(&st.text, ev.ts);
                     }
-                    hub.chat(&run, ev.seq, "final", fields);
+                    Some(chat_event(&run, ev.seq, "final", fields))
                 }
-                Phase::Error if l.aborted == Some(true) => {
-                    hub.chat(
-                        &run,
-                        ev.seq,
-                        "aborted",
-                        json!({"stopReason": l.stop_reason, "errorMessage": l.error}),
-                    );
-                }
+                Phase::Error if l.aborted == Some(true) => Some(chat_event(
+                    &run,
+                    ev.seq,
+                    "aborted",
+                    json!({"stopReason": l.stop_reason, "errorMessage": l.error}),
+                )),
                 Phase::Error => {
                     let kind = if l.stop_reason.as_deref() == Some("timeout") {
                         "timeout"
                     } else {
                         "unknown"
                     };
-                    hub.chat(
+                    Some(chat_event(
                         &run,
                         ev.seq,
                         "error",
                         json!({"errorMessage": l.error, "errorKind": kind, "stopReason": l.stop_reason}),
-                    );
+                    ))
                 }
-                Phase::Start | Phase::Finishing | Phase::Unknown => {}
-            }
-            if matches!(l.phase, Phase::End | Phase::Error) {
-                runs.remove(&ev.run_id);
+                Phase::Start | Phase::Finishing | Phase::Unknown => None,
+            };
+            match terminal_chat {
+                // Terminal: held until the control actor has recorded the outcome.
+                Some(chat) => st.deferred.extend([lifecycle, chat]),
+                None => hub.publish_deferred(&lifecycle),
             }
         }
         EventBody::Assistant { delta } => {

@@ -3,3 +3,4 @@ mod frames;
 mod idempotency;
 mod lanes;
 mod turn;
+mod websocket;

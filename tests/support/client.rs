@@ -1,28 +1,44 @@
-//! A Gateway protocol v4 test client over the unix socket: raw frames in and out, with helpers
-//! that wait for a given response or event.
+//! A Gateway protocol v4 test client over the unix socket (NDJSON) or a real WebSocket: raw
+//! frames in and out, with helpers that wait for a given response or event.
 
 use std::collections::VecDeque;
 use std::path::Path;
 
+use ed25519_dalek::{Signer, SigningKey};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::WAIT;
 
+type WsStream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+enum Conn {
+    Unix {
+        reader: BufReader<OwnedReadHalf>,
+        writer: OwnedWriteHalf,
+    },
+    Ws(Box<WsStream>),
+}
+
 pub struct Client {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    conn: Conn,
     /// Frames read but not yet consumed, in arrival order.
     pub backlog: VecDeque<Value>,
     /// Every frame received, in order.
     pub seen: Vec<Value>,
+    /// The close frame (code, reason) a WebSocket peer sent, if any.
+    pub close: Option<(u16, String)>,
     next: u64,
 }
 
 impl Client {
-    /// Connects and completes the handshake.
+    /// Connects over the unix socket and completes the handshake.
     pub async fn connect(path: &Path) -> Client {
         let mut c = Self::raw(path).await;
         let challenge = c.read().await.expect("challenge");
@@ -33,17 +49,60 @@ impl Client {
         c
     }
 
-    /// Connects without any handshake.
+    /// Connects over the unix socket without any handshake.
     pub async fn raw(path: &Path) -> Client {
         let stream = UnixStream::connect(path)
             .await
             .expect("connect to gateway.sock");
         let (rd, wr) = stream.into_split();
-        Client {
+        Self::new(Conn::Unix {
             reader: BufReader::new(rd),
             writer: wr,
+        })
+    }
+
+    /// Opens a WebSocket to `ws://<addr>/` without any handshake.
+    pub async fn ws_raw(addr: &str) -> Client {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/"))
+            .await
+            .expect("websocket connect");
+        Self::new(Conn::Ws(Box::new(ws)))
+    }
+
+    /// Opens a WebSocket, reads the challenge and sends `connect` with `params` (the device
+    /// proof, if wanted, is built by `sign` from the challenge nonce). Returns the client and
+    /// the connect response (or `None` if the server closed without one).
+    pub async fn ws_connect(
+        addr: &str,
+        params: Value,
+        sign: Option<&SigningKey>,
+    ) -> (Client, Option<Value>) {
+        let mut c = Self::ws_raw(addr).await;
+        let challenge = c.read().await.expect("challenge");
+        assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
+        let mut params = params;
+        if let Some(key) = sign {
+            let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_owned();
+            let ts = challenge["payload"]["ts"].as_i64().unwrap();
+            params["device"] = device_proof(&params, key, &nonce, ts);
+        }
+        let id = c.send("connect", params).await;
+        let res = loop {
+            match c.read().await {
+                None => break None,
+                Some(f) if f["type"] == "res" && f["id"] == id.as_str() => break Some(f),
+                Some(f) => c.backlog.push_back(f),
+            }
+        };
+        (c, res)
+    }
+
+    fn new(conn: Conn) -> Client {
+        Client {
+            conn,
             backlog: VecDeque::new(),
             seen: Vec::new(),
+            close: None,
             next: 0,
         }
     }
@@ -54,8 +113,16 @@ impl Client {
 
     /// Like `send_line`, but a peer that closes mid-write is not a test failure.
     pub async fn try_send_line(&mut self, line: &str) -> std::io::Result<()> {
-        self.writer.write_all(line.as_bytes()).await?;
-        self.writer.write_all(b"\n").await
+        match &mut self.conn {
+            Conn::Unix { writer, .. } => {
+                writer.write_all(line.as_bytes()).await?;
+                writer.write_all(b"\n").await
+            }
+            Conn::Ws(ws) => ws
+                .send(Message::text(line.to_owned()))
+                .await
+                .map_err(std::io::Error::other),
+        }
     }
 
     /// Sends a request and returns its id.
@@ -67,19 +134,44 @@ impl Client {
         id
     }
 
-    /// Reads the next frame from the socket; `None` at EOF.
+    /// Reads the next frame; `None` at EOF or close (the close frame is kept in `close`).
     pub async fn read(&mut self) -> Option<Value> {
-        let mut line = String::new();
-        let n = tokio::time::timeout(WAIT, self.reader.read_line(&mut line))
-            .await
-            .expect("a frame within the wait bound")
-            .ok()?;
-        if n == 0 {
-            return None;
-        }
-        let v: Value = serde_json::from_str(&line).expect("server frames are JSON");
+        let text = match &mut self.conn {
+            Conn::Unix { reader, .. } => {
+                let mut line = String::new();
+                let n = tokio::time::timeout(WAIT, reader.read_line(&mut line))
+                    .await
+                    .expect("a frame within the wait bound")
+                    .ok()?;
+                if n == 0 {
+                    return None;
+                }
+                line
+            }
+            Conn::Ws(ws) => loop {
+                let msg = tokio::time::timeout(WAIT, ws.next())
+                    .await
+                    .expect("a frame within the wait bound");
+                match msg {
+                    Some(Ok(Message::Text(t))) => break t.as_str().to_owned(),
+                    Some(Ok(Message::Close(frame))) => {
+                        self.close =
+                            frame.map(|f| (u16::from(f.code), f.reason.as_str().to_owned()));
+                        return None;
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(_)) | None => return None,
+                }
+            },
+        };
+        let v: Value = serde_json::from_str(&text).expect("server frames are JSON");
         self.seen.push(v.clone());
         Some(v)
+    }
+
+    /// Reads until the connection ends.
+    pub async fn read_to_end(&mut self) {
+        while self.read().await.is_some() {}
     }
 
     /// Waits for a frame matching `pred`, keeping others in the backlog.
@@ -111,10 +203,19 @@ impl Client {
 
     /// Waits for an `agent` event of `run_id` matching `pred`.
     pub async fn agent_event(&mut self, run_id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let run_id = run_id.to_owned();
+        self.event("agent", run_id, pred).await
+    }
+
+    /// Waits for a `chat` event of `run_id` matching `pred`.
+    pub async fn chat_event(&mut self, run_id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.event("chat", run_id, pred).await
+    }
+
+    async fn event(&mut self, name: &str, run_id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let (name, run_id) = (name.to_owned(), run_id.to_owned());
         self.wait_for(move |f| {
             f["type"] == "event"
-                && f["event"] == "agent"
+                && f["event"] == name.as_str()
                 && f["payload"]["runId"] == run_id.as_str()
                 && pred(&f["payload"])
         })
@@ -137,5 +238,61 @@ pub fn connect_params() -> Value {
         "minProtocol": 4, "maxProtocol": 4,
         "client": {"id": "test", "version": "1", "platform": "linux", "mode": "test"},
         "role": "operator", "scopes": ["operator.admin"], "caps": []
+    })
+}
+
+/// Connect params as OpenClaw's CLI sends them (`cli`/`cli`), with a token.
+pub fn cli_params(token: Option<&str>) -> Value {
+    let mut p = json!({
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "cli", "version": "2026.9.6", "platform": "linux", "mode": "cli"},
+        "role": "operator", "scopes": ["operator.admin"], "caps": []
+    });
+    if let Some(t) = token {
+        p["auth"] = json!({"token": t});
+    }
+    p
+}
+
+/// A v3 device proof over `params` for the challenge `nonce`.
+pub fn device_proof(params: &Value, key: &SigningKey, nonce: &str, signed_at: i64) -> Value {
+    use base64::Engine;
+    let raw = key.verifying_key().to_bytes();
+    let id: String = Sha256::digest(raw)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let s = |p: &str| {
+        params
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let scopes: Vec<String> = params["scopes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let payload = format!(
+        "v3|{id}|{}|{}|{}|{}|{signed_at}|{}|{nonce}|{}|{}",
+        s("/client/id"),
+        s("/client/mode"),
+        params["role"].as_str().unwrap_or("operator"),
+        scopes.join(","),
+        s("/auth/token"),
+        s("/client/platform").to_lowercase(),
+        s("/client/deviceFamily").to_lowercase()
+    );
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    json!({
+        "id": id,
+        "publicKey": b64.encode(raw),
+        "signature": b64.encode(key.sign(payload.as_bytes()).to_bytes()),
+        "signedAt": signed_at,
+        "nonce": nonce,
     })
 }

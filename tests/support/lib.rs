@@ -120,6 +120,7 @@ pub struct Gateway {
     pub logs: Logs,
     extra_config: String,
     idle_timeout_seconds: f64,
+    gateway_keys: String,
 }
 
 impl Gateway {
@@ -135,6 +136,15 @@ impl Gateway {
 
     /// Full control: extra TOML and the scripted provider's model idle timeout.
     pub async fn start_opts(extra: &str, idle_timeout_seconds: f64) -> Gateway {
+        Self::start_full("", extra, idle_timeout_seconds).await
+    }
+
+    /// With extra keys inside `[gateway]` and extra TOML tables.
+    pub async fn start_gateway_keys(gateway_keys: &str, extra: &str) -> Gateway {
+        Self::start_full(gateway_keys, extra, 30.0).await
+    }
+
+    async fn start_full(gateway_keys: &str, extra: &str, idle_timeout_seconds: f64) -> Gateway {
         let model = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
         let mut gw = Gateway {
@@ -144,6 +154,7 @@ impl Gateway {
             logs: Logs::new(),
             extra_config: extra.to_owned(),
             idle_timeout_seconds,
+            gateway_keys: gateway_keys.to_owned(),
         };
         gw.write_config();
         gw.spawn().await;
@@ -152,9 +163,10 @@ impl Gateway {
 
     pub fn config_text(&self) -> String {
         format!(
-            "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
+            "[gateway]\nport = 0\n{}\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
              [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
              idle_timeout_seconds = {}\n{}\n",
+            self.gateway_keys,
             self.model.base_url(),
             self.idle_timeout_seconds,
             self.extra_config
@@ -233,6 +245,40 @@ impl Gateway {
 
     pub async fn connect(&self) -> Client {
         Client::connect(&self.socket()).await
+    }
+
+    /// The WebSocket listener's address, from `<state>/gateway.addr`.
+    pub fn ws_addr(&self) -> String {
+        std::fs::read_to_string(self.state().join("gateway.addr"))
+            .expect("gateway.addr is written once the gateway is ready")
+            .trim()
+            .to_owned()
+    }
+
+    /// A plain HTTP GET on the WebSocket port; returns (status, body).
+    pub async fn http_get(&self, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.ws_addr();
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = String::new();
+        tokio::time::timeout(WAIT, s.read_to_string(&mut buf))
+            .await
+            .expect("response")
+            .expect("read");
+        let status = buf
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = buf
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
     }
 
     /// Runs the `loopgate` CLI against this gateway.
