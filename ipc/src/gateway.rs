@@ -38,6 +38,8 @@ pub enum Method {
     SessionsReset,
     SessionsDelete,
     AgentsList,
+    GatewayDrain,
+    WorkerRestart,
 }
 
 impl Method {
@@ -55,6 +57,8 @@ impl Method {
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
+        Method::GatewayDrain,
+        Method::WorkerRestart,
     ];
 
     /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
@@ -76,6 +80,8 @@ impl Method {
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
+            Method::GatewayDrain => "gateway.drain",
+            Method::WorkerRestart => "worker.restart",
         }
     }
 
@@ -693,6 +699,25 @@ pub struct SessionsDeleteParams {
     pub archived_only: Option<bool>,
 }
 
+/// `gateway.drain` params (loopgate-specific).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayDrainParams {
+    /// Drain deadline; default `gateway.drain_timeout_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `worker.restart` params (loopgate-specific).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerRestartParams {
+    pub agent_id: String,
+    /// Kill now instead of draining first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+}
+
 /// `agents.list` params.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -723,6 +748,8 @@ pub struct SupervisorStatus {
     pub connections: u64,
     pub draining: bool,
     pub state_dir: String,
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -731,7 +758,7 @@ pub struct WorkerStatus {
     pub agent_id: String,
     #[serde(default)]
     pub pid: Option<u32>,
-    /// `idle` (never spawned), `spawning`, `ready`, `draining`, `exited`, `backoff`.
+    /// `idle` (never spawned), `spawning`, `ready`, `draining`, `backoff`, `failed`, `exited`.
     pub state: String,
     pub restarts: u32,
     pub runs_in_flight: u64,
@@ -739,6 +766,11 @@ pub struct WorkerStatus {
     pub uptime_ms: Option<u64>,
     #[serde(default)]
     pub last_exit: Option<String>,
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
+    /// Why the crash-loop breaker tripped (state `failed`).
+    #[serde(default)]
+    pub failed_reason: Option<String>,
 }
 
 #[cfg(test)]

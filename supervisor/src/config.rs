@@ -25,6 +25,8 @@ pub const DEFAULT_PROVIDER_TIMEOUT_SECONDS: f64 = 120.0;
 pub const DEFAULT_IDLE_CLOUD_SECONDS: f64 = 120.0;
 /// Default model idle timeout for self-hosted (loopback / private) providers (R-B4).
 pub const DEFAULT_IDLE_SELF_HOSTED_SECONDS: f64 = 300.0;
+/// Default time a worker may leave heartbeats unanswered before it is killed as hung.
+pub const DEFAULT_HEARTBEAT_TIMEOUT_SECONDS: f64 = 10.0;
 /// Default drain deadline.
 pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 300;
 
@@ -57,6 +59,22 @@ pub struct RawConfig {
     pub agents: RawAgents,
     #[serde(default)]
     pub models: RawModels,
+    #[serde(default)]
+    pub workers: RawWorkers,
+}
+
+/// Worker supervision settings (`[workers]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkers {
+    /// A worker that answers no heartbeat for this long is killed as hung.
+    pub heartbeat_timeout_seconds: Option<f64>,
+    /// First restart delay after a crash; doubles per consecutive crash (with jitter).
+    pub restart_backoff_initial_ms: Option<u64>,
+    pub restart_backoff_max_ms: Option<u64>,
+    /// This many crashes within `crash_loop_window_seconds` mark the agent failed.
+    pub crash_loop_max: Option<u32>,
+    pub crash_loop_window_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -251,6 +269,17 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Configured agents, `main` always first.
     pub agents: Vec<AgentConfig>,
+    pub workers: WorkersConfig,
+}
+
+/// Worker supervision policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkersConfig {
+    pub heartbeat_timeout: std::time::Duration,
+    pub backoff_initial: std::time::Duration,
+    pub backoff_max: std::time::Duration,
+    pub crash_loop_max: u32,
+    pub crash_loop_window: std::time::Duration,
 }
 
 impl fmt::Debug for Config {
@@ -260,6 +289,7 @@ impl fmt::Debug for Config {
             .field("state_dir", &self.state_dir)
             .field("gateway", &self.gateway)
             .field("agents", &self.agents)
+            .field("workers", &self.workers)
             .finish()
     }
 }
@@ -285,7 +315,7 @@ impl fmt::Debug for GatewayConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
     pub id: AgentId,
     pub name: Option<String>,
@@ -300,7 +330,7 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedModel {
     pub provider: String,
     pub model: String,
@@ -511,11 +541,34 @@ impl Config {
                 id,
             });
         }
+        let w = &raw.workers;
+        let heartbeat = w
+            .heartbeat_timeout_seconds
+            .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_SECONDS);
+        if !(heartbeat.is_finite() && heartbeat >= 0.1) {
+            return Err(err(
+                "workers.heartbeat_timeout_seconds: must be at least 0.1".into(),
+            ));
+        }
+        let workers = WorkersConfig {
+            heartbeat_timeout: std::time::Duration::from_millis(secs_to_ms(heartbeat)),
+            backoff_initial: std::time::Duration::from_millis(
+                w.restart_backoff_initial_ms.unwrap_or(50),
+            ),
+            backoff_max: std::time::Duration::from_millis(
+                w.restart_backoff_max_ms.unwrap_or(30_000),
+            ),
+            crash_loop_max: w.crash_loop_max.unwrap_or(5).max(1),
+            crash_loop_window: std::time::Duration::from_secs(
+                w.crash_loop_window_seconds.unwrap_or(60),
+            ),
+        };
         Ok(Config {
             path: path.to_owned(),
             state_dir: state_dir.to_owned(),
             gateway,
             agents,
+            workers,
         })
     }
 

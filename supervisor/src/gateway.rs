@@ -42,16 +42,21 @@ pub mod scopes {
 
 /// Shared gateway state handed to every connection.
 pub struct Gateway {
-    pub config: Arc<Config>,
+    config: tokio::sync::watch::Sender<Arc<Config>>,
     pub control: ControlHandle,
     pub db: GatewayDb,
     pub hub: EventHub,
     pub started: Instant,
     pub connections: AtomicU64,
     next_conn: AtomicU64,
+    /// Set when draining starts: no new runs are admitted.
     pub draining: AtomicBool,
-    /// Cancelled when the gateway begins to stop.
+    /// Cancelled when the gateway closes its listeners (after draining).
     pub stopping: CancellationToken,
+    /// Agents whose crash-loop breaker tripped (from the control actor).
+    pub failed: tokio::sync::watch::Receiver<crate::control::FailedAgents>,
+    /// Operator drain requests (`gateway.drain`), handled by the serve loop.
+    pub drain_requests: tokio::sync::mpsc::Sender<Duration>,
 }
 
 impl Gateway {
@@ -61,9 +66,11 @@ impl Gateway {
         db: GatewayDb,
         hub: EventHub,
         started: Instant,
+        failed: tokio::sync::watch::Receiver<crate::control::FailedAgents>,
+        drain_requests: tokio::sync::mpsc::Sender<Duration>,
     ) -> Self {
         Self {
-            config,
+            config: tokio::sync::watch::Sender::new(config),
             control,
             db,
             hub,
@@ -72,7 +79,18 @@ impl Gateway {
             next_conn: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             stopping: CancellationToken::new(),
+            failed,
+            drain_requests,
         }
+    }
+
+    /// The current config (replaced on reload).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.borrow().clone()
+    }
+
+    pub fn set_config(&self, config: Arc<Config>) {
+        self.config.send_replace(config);
     }
 }
 
@@ -325,7 +343,7 @@ pub async fn serve_connection<S: FrameSource>(
         let mut events = gw.hub.subscribe();
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
-        let cap = gw.config.gateway.max_buffered_bytes;
+        let cap = gw.config().gateway.max_buffered_bytes;
         tokio::spawn(async move {
             let mut seq = 0u64;
             loop {
@@ -539,8 +557,9 @@ async fn handshake(
             (scopes, "none")
         }
         Transport::WebSocket(peer) => {
-            let token = match gw.config.gateway.auth_mode {
-                AuthMode::Token => gw.config.gateway.token.as_deref(),
+            let config = gw.config();
+            let token = match config.gateway.auth_mode {
+                AuthMode::Token => config.gateway.token.as_deref(),
                 AuthMode::None => None,
             };
             match crate::auth::authenticate(&params, token, nonce, peer, now_ms() as i64) {
@@ -575,11 +594,11 @@ async fn handshake(
             "stateVersion": {"presence": 0, "health": 0},
             "uptimeMs": gw.started.elapsed().as_millis() as u64,
             "sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
-            "stateDir": gw.config.state_dir.display().to_string(),
-            "authMode": match gw.config.gateway.auth_mode { AuthMode::Token => "token", AuthMode::None => "none" },
+            "stateDir": gw.config().state_dir.display().to_string(),
+            "authMode": match gw.config().gateway.auth_mode { AuthMode::Token => "token", AuthMode::None => "none" },
         },
         "auth": {"role": "operator", "scopes": scopes, "method": method},
-        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": gw.config.gateway.max_buffered_bytes, "tickIntervalMs": TICK_INTERVAL_MS},
+        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": gw.config().gateway.max_buffered_bytes, "tickIntervalMs": TICK_INTERVAL_MS},
     });
     Ok((id, hello, session))
 }

@@ -32,4 +32,6 @@ pub mod paths;
 pub mod rpc;
 pub mod serve;
 mod sys;
+pub mod sys_info;
+pub mod systemd;
 pub mod worker_link;

@@ -76,9 +76,34 @@ enum Cmd {
     },
     /// Ask the gateway for its health snapshot.
     Health,
+    /// Stop admitting runs, let in-flight runs finish (abort the rest at the deadline), then
+    /// stop the gateway. Waits until the gateway has exited.
+    Drain {
+        /// Deadline in seconds (default: gateway.drain_timeout_seconds).
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Operator commands for agent workers.
+    Worker {
+        #[command(subcommand)]
+        command: WorkerCmd,
+    },
 }
 
-fn init_logging(format: LogFormat, filter: Option<String>) {
+#[derive(Subcommand)]
+enum WorkerCmd {
+    /// Restart an agent's worker: drain it, then start a new one (or kill it now with
+    /// --force, failing its in-flight runs). Also clears a tripped crash-loop breaker.
+    Restart {
+        agent: String,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Logs go to stderr: JSON lines with `--log-format json`; otherwise plain text, without
+/// timestamps under journald (`$JOURNAL_STREAM` set), which stamps lines itself.
+fn init_logging(format: LogFormat, filter: Option<String>, journald: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or_else(|| "info".into()))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -86,6 +111,7 @@ fn init_logging(format: LogFormat, filter: Option<String>) {
         .with_env_filter(filter);
     match format {
         LogFormat::Json => builder.json().init(),
+        LogFormat::Text if journald => builder.with_ansi(false).without_time().init(),
         LogFormat::Text => builder.with_ansi(false).init(),
     }
 }
@@ -123,7 +149,18 @@ fn main() -> ExitCode {
             bind,
             log_format,
         } => {
-            init_logging(log_format, var("LOOPGATE_LOG").or_else(|| var("RUST_LOG")));
+            init_logging(
+                log_format,
+                var("LOOPGATE_LOG").or_else(|| var("RUST_LOG")),
+                var("JOURNAL_STREAM").is_some(),
+            );
+            // Notify systemd only when it is talking to us (WATCHDOG_PID unset or ours).
+            let pid_ok = var("WATCHDOG_PID").is_none_or(|p| p == std::process::id().to_string());
+            let watchdog = var("WATCHDOG_USEC")
+                .filter(|_| pid_ok)
+                .and_then(|v| v.parse().ok());
+            let notifier =
+                supervisor::systemd::Notifier::new(var("NOTIFY_SOCKET").as_deref(), watchdog);
             let (config_path, config_explicit) =
                 match config.or_else(|| var("LOOPGATE_CONFIG").map(PathBuf::from)) {
                     Some(p) => (p, true),
@@ -148,6 +185,7 @@ fn main() -> ExitCode {
                 },
                 worker_bin,
                 env,
+                notifier,
             };
             runtime.block_on(serve::run(opts))
         }
@@ -172,5 +210,9 @@ fn main() -> ExitCode {
         }
         Cmd::Status { json } => runtime.block_on(client::status(&socket, json)),
         Cmd::Health => runtime.block_on(client::health(&socket)),
+        Cmd::Drain { timeout } => runtime.block_on(client::drain(&socket, timeout)),
+        Cmd::Worker {
+            command: WorkerCmd::Restart { agent, force },
+        } => runtime.block_on(client::worker_restart(&socket, agent, force)),
     }
 }

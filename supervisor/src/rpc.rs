@@ -8,8 +8,9 @@ use std::time::Duration;
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
     AgentParams, AgentWaitParams, AgentsListParams, ChatAbortParams, ChatHistoryParams,
-    ChatSendParams, ErrorShape, HealthParams, Method, RequestFrame, SessionsDeleteParams,
-    SessionsListParams, SessionsResetParams, DEFAULT_WAIT_TIMEOUT_MS,
+    ChatSendParams, ErrorShape, GatewayDrainParams, HealthParams, Method, RequestFrame,
+    SessionsDeleteParams, SessionsListParams, SessionsResetParams, WorkerRestartParams,
+    DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -40,7 +41,10 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         | Method::SessionsList
         | Method::AgentsList => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
-        Method::SessionsReset | Method::SessionsDelete => scopes::ADMIN,
+        Method::SessionsReset
+        | Method::SessionsDelete
+        | Method::GatewayDrain
+        | Method::WorkerRestart => scopes::ADMIN,
     };
     if !session.has_scope(needed) {
         out.err(
@@ -70,6 +74,8 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
+        Method::GatewayDrain => gateway_drain(gw, req, out).await,
+        Method::WorkerRestart => worker_restart(gw, req, out).await,
     }
 }
 
@@ -94,7 +100,7 @@ async fn health(gw: &Gateway, req: RequestFrame, out: &Out) {
         return;
     };
     let agents: Vec<Value> = gw
-        .config
+        .config()
         .agents
         .iter()
         .map(|a| json!({"agentId": a.id.as_str(), "name": a.name, "isDefault": a.id.as_str() == "main"}))
@@ -240,7 +246,8 @@ async fn admit(
     a: Admission,
     ack: impl FnOnce(u64) -> Value,
 ) -> Admitted {
-    let Some(agent) = gw.config.agent(&a.route.agent_id) else {
+    let config = gw.config();
+    let Some(agent) = config.agent(&a.route.agent_id) else {
         return Admitted::Refused(ErrorShape::invalid(format!(
             "unknown agent id {:?}",
             a.route.agent_id
@@ -250,7 +257,7 @@ async fn admit(
         return Admitted::Refused(ErrorShape::invalid(format!(
             "agent {:?} has no model configured: set agents.defaults.model (\"<provider>/<model>\") in {}",
             a.route.agent_id,
-            gw.config.path.display()
+            gw.config().path.display()
         )));
     };
     if !model.api.implemented() {
@@ -261,10 +268,22 @@ async fn admit(
         )));
     }
     if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
-        return Admitted::Refused(ErrorShape::unavailable(
-            "gateway is draining; retry on the restarted gateway",
-            Some(1000),
-        ));
+        return Admitted::Refused(
+            ErrorShape::unavailable(
+                "gateway is draining; retry on the restarted gateway",
+                Some(1000),
+            )
+            .with_details(json!({"reason": "draining"})),
+        );
+    }
+    if let Some(reason) = gw.failed.borrow().get(&a.route.agent_id) {
+        return Admitted::Refused(
+            ErrorShape::unavailable(
+                crate::control::failed_agent_message(&a.route.agent_id, reason),
+                Some(5000),
+            )
+            .with_details(json!({"reason": "agent-failed"})),
+        );
     }
     let accepted_at = now_ms();
     let accepted = gw
@@ -373,7 +392,7 @@ async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     }
-    let route = match route(&p, |id| gw.config.agent(id).is_some()) {
+    let route = match route(&p, |id| gw.config().agent(id).is_some()) {
         Ok(r) => r,
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
@@ -435,7 +454,7 @@ fn route_key(gw: &Gateway, session_key: &str, agent_id: Option<&str>) -> Result<
         agent_id: agent_id.map(str::to_owned),
         ..Default::default()
     };
-    route(&p, |id| gw.config.agent(id).is_some())
+    route(&p, |id| gw.config().agent(id).is_some())
 }
 
 async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
@@ -579,7 +598,7 @@ async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let offset = p.offset.unwrap_or(0);
     let agent_id = match &p.agent_id {
         Some(raw) => match AgentId::parse(raw) {
-            Ok(id) if gw.config.agent(id.as_str()).is_some() => Some(id.as_str().to_owned()),
+            Ok(id) if gw.config().agent(id.as_str()).is_some() => Some(id.as_str().to_owned()),
             _ => {
                 return out
                     .err(
@@ -617,12 +636,13 @@ async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         Ok(a) => a,
         Err(e) => return out.err(&req.id, control_error(e)).await,
     };
+    let config = gw.config();
     let sessions: Vec<Value> = rows
         .iter()
         .filter(|r| !p.active_only.unwrap_or(false) || active.contains_key(&r.session_key))
         .map(|r| {
             let runs = active.get(&r.session_key).cloned().unwrap_or_default();
-            let model = gw.config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
+            let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
             json!({
                 "key": r.session_key,
                 "sessionId": r.session_id,
@@ -650,7 +670,7 @@ async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         &req.id,
         json!({
             "ts": now_ms(),
-            "path": crate::paths::gateway_db(&gw.config.state_dir).display().to_string(),
+            "path": crate::paths::gateway_db(&gw.config().state_dir).display().to_string(),
             "count": sessions.len(),
             "totalCount": total,
             "limitApplied": limit,
@@ -750,12 +770,81 @@ async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     }
 }
 
+async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<GatewayDrainParams>(&req, out).await else {
+        return;
+    };
+    let deadline = Duration::from_millis(
+        p.timeout_ms.unwrap_or(
+            gw.config()
+                .gateway
+                .drain_timeout_seconds
+                .saturating_mul(1000),
+        ),
+    );
+    if gw.draining.load(Ordering::Relaxed) {
+        return out
+            .ok(
+                &req.id,
+                json!({"ok": true, "draining": true, "alreadyDraining": true}),
+            )
+            .await;
+    }
+    match gw.drain_requests.try_send(deadline) {
+        Ok(()) => {
+            out.ok(
+                &req.id,
+                json!({"ok": true, "draining": true, "deadlineMs": deadline.as_millis() as u64}),
+            )
+            .await
+        }
+        Err(_) => {
+            out.ok(
+                &req.id,
+                json!({"ok": true, "draining": true, "alreadyDraining": true}),
+            )
+            .await
+        }
+    }
+}
+
+async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<WorkerRestartParams>(&req, out).await else {
+        return;
+    };
+    let id = match AgentId::parse(&p.agent_id) {
+        Ok(id) if gw.config().agent(id.as_str()).is_some() => id,
+        _ => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(format!(
+                        "invalid worker.restart params: unknown agent id {:?}",
+                        p.agent_id
+                    )),
+                )
+                .await
+        }
+    };
+    match gw
+        .control
+        .restart_worker(id.as_str().to_owned(), p.force.unwrap_or(false))
+        .await
+    {
+        Ok(v) => out.ok(&req.id, v).await,
+        Err(e) => {
+            out.err(&req.id, ErrorShape::unavailable(e.message, Some(1000)))
+                .await
+        }
+    }
+}
+
 async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
     let Some(_p) = params::<AgentsListParams>(&req, out).await else {
         return;
     };
     let agents: Vec<Value> = gw
-        .config
+        .config()
         .agents
         .iter()
         .map(|a| {

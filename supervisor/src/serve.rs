@@ -1,6 +1,8 @@
 //! `loopgate serve`: take the state-dir lock, load config, open the gateway db (recovering runs
-//! a crash left open), start the control actor and the listeners, then wait for a signal and
-//! stop in two phases (announce with the `stopping` token, then wait for workers to drain).
+//! a crash left open), start the control actor and both listeners, tell systemd we are ready,
+//! then handle signals and operator requests: SIGHUP reloads, SIGTERM / `loopgate drain`
+//! drain, SIGINT stops fast. Stopping has two phases: `draining` (admit no runs, let
+//! in-flight ones finish within the deadline) then `stopping` (close listeners, cut waits).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -11,12 +13,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
 
 use crate::config::{Config, Overrides};
 use crate::control::{self, ControlDeps};
 use crate::events::{now_ms, EventHub};
 use crate::gateway::Gateway;
 use crate::gatewaydb::{GatewayDb, RETENTION_MS};
+use crate::systemd::Notifier;
 use crate::{listen_unix, listen_ws, lock, paths};
 
 /// Exit code for bad config or a state dir held by another live gateway (EX_CONFIG).
@@ -32,44 +36,13 @@ pub struct ServeOptions {
     pub worker_bin: PathBuf,
     /// The supervisor's environment; workers get an allow-listed subset of it.
     pub env: HashMap<String, String>,
+    pub notifier: Notifier,
 }
 
-/// Environment variables every worker inherits (plus each provider's `api_key_env`).
-const WORKER_ENV_ALLOW: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "RUST_BACKTRACE",
-    "RUST_LOG",
-    "LOOPGATE_LOG",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-];
-
-fn worker_env(config: &Config, env: &HashMap<String, String>) -> Vec<(String, String)> {
-    let mut names: Vec<&str> = WORKER_ENV_ALLOW.to_vec();
-    for a in &config.agents {
-        if let Some(k) = a.model.as_ref().and_then(|m| m.api_key_env.as_deref()) {
-            names.push(k);
-        }
-    }
-    names.sort_unstable();
-    names.dedup();
-    names
-        .into_iter()
-        .filter_map(|k| env.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect()
+/// Why the serve loop is stopping.
+enum Stop {
+    Drain(Duration),
+    Fast,
 }
 
 pub async fn run(opts: ServeOptions) -> ExitCode {
@@ -81,12 +54,15 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let config = match Config::load(
-        &opts.config_path,
-        &opts.state_dir,
-        &opts.overrides,
-        opts.config_explicit,
-    ) {
+    let load = || {
+        Config::load(
+            &opts.config_path,
+            &opts.state_dir,
+            &opts.overrides,
+            opts.config_explicit,
+        )
+    };
+    let config = match load() {
         Ok(c) => Arc::new(c),
         Err(e) => {
             eprintln!("loopgate: {e}");
@@ -104,13 +80,7 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    for a in &config.agents {
-        if let Some(m) = &a.model {
-            if !m.api.implemented() {
-                tracing::warn!(agent = a.id.as_str(), api = m.api.as_str(), "This build cannot call this provider api yet; the agent's runs will be refused.");
-            }
-        }
-    }
+    warn_unsupported(&config);
     let (db, recovered) = match GatewayDb::open(&paths::gateway_db(&opts.state_dir), now_ms()) {
         Ok(x) => x,
         Err(e) => {
@@ -128,20 +98,25 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         );
     }
     let hub = EventHub::new();
-    let (control, control_task) = control::start(ControlDeps {
+    let notifier = opts.notifier.clone();
+    let (control, failed, control_task) = control::start(ControlDeps {
         config: config.clone(),
         db: db.clone(),
         hub: hub.clone(),
         worker_bin: opts.worker_bin.clone(),
-        worker_env: worker_env(&config, &opts.env),
+        env: opts.env.clone(),
         started,
+        notifier: notifier.clone(),
     });
+    let (drain_tx, mut drain_rx) = mpsc::channel::<Duration>(4);
     let gw = Arc::new(Gateway::new(
         config.clone(),
         control.clone(),
         db.clone(),
         hub.clone(),
         started,
+        failed,
+        drain_tx,
     ));
 
     let sock = paths::socket(&opts.state_dir);
@@ -183,6 +158,10 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         startup_ms = started.elapsed().as_millis() as u64,
         "Gateway ready."
     );
+    notifier.ready(&format!(
+        "serving on ws://{ws_local} and {}",
+        sock.display()
+    ));
 
     let (mut term, mut int, mut hup) = match (
         signal(SignalKind::terminate()),
@@ -195,45 +174,97 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let deadline = loop {
+    let stop = loop {
         tokio::select! {
             _ = term.recv() => {
                 tracing::info!("SIGTERM: draining.");
-                break Duration::from_secs(config.gateway.drain_timeout_seconds);
+                break Stop::Drain(Duration::from_secs(gw.config().gateway.drain_timeout_seconds));
             }
             _ = int.recv() => {
-                tracing::info!("SIGINT: stopping.");
-                break Duration::ZERO;
+                tracing::info!("SIGINT: stopping now.");
+                break Stop::Fast;
             }
-            _ = hup.recv() => {
-                tracing::warn!("SIGHUP: config reload is not supported by this build yet; restart to apply changes.");
+            Some(deadline) = drain_rx.recv() => {
+                tracing::info!(deadline_ms = deadline.as_millis() as u64, "Drain requested by an operator.");
+                break Stop::Drain(deadline);
             }
+            _ = hup.recv() => reload(&gw, &load).await,
         }
     };
+    let deadline = match stop {
+        Stop::Drain(d) => d,
+        Stop::Fast => Duration::ZERO,
+    };
+    // Phase one: admit nothing new, let in-flight runs finish (or abort them at the deadline).
     gw.draining.store(true, Ordering::Relaxed);
+    notifier.stopping(&format!("draining (deadline {} s)", deadline.as_secs()));
     hub.publish(
         ipc::gateway::events::SHUTDOWN,
         &json!({"reason": if deadline.is_zero() { "stop" } else { "drain" }}),
     );
+    let drained = control.shutdown(deadline);
+    tokio::pin!(drained);
+    let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
+    tokio::pin!(hard_stop);
+    let mut extend = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = &mut drained => break,
+            _ = &mut hard_stop => {
+                tracing::warn!("Workers did not finish in time; stopping anyway (open runs are ended on the next start).");
+                break;
+            }
+            _ = extend.tick() => notifier.extend_timeout(Duration::from_secs(15)),
+            _ = int.recv() => {
+                tracing::warn!("SIGINT during drain: stopping now; open runs are ended on the next start.");
+                break;
+            }
+        }
+    }
+    // Phase two: close listeners and cut remaining waits short.
     gw.stopping.cancel();
     let _ = unix_task.await;
     let _ = ws_task.await;
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(&addr_file);
-    if tokio::time::timeout(
-        deadline + Duration::from_secs(10),
-        control.shutdown(deadline),
-    )
-    .await
-    .is_err()
-    {
-        tracing::warn!("Workers did not finish in time; stopping anyway (open runs are ended on the next start).");
-    }
     maintenance.abort();
-    drop(control);
     control_task.abort();
     tracing::info!("Gateway stopped.");
     ExitCode::SUCCESS
+}
+
+fn warn_unsupported(config: &Config) {
+    for a in &config.agents {
+        if let Some(m) = &a.model {
+            if !m.api.implemented() {
+                tracing::warn!(agent = a.id.as_str(), api = m.api.as_str(), "This build cannot call this provider api yet; the agent's runs will be refused.");
+            }
+        }
+    }
+}
+
+/// SIGHUP: load the config again; on success apply it (one reconcile path), on failure keep
+/// the running config.
+async fn reload(gw: &Arc<Gateway>, load: &impl Fn() -> Result<Config, crate::config::ConfigError>) {
+    match load() {
+        Err(e) => {
+            tracing::error!(error = %e, "SIGHUP: config reload failed; keeping the running config.")
+        }
+        Ok(new) => {
+            let old = gw.config();
+            if (new.gateway.port, new.gateway.bind) != (old.gateway.port, old.gateway.bind) {
+                tracing::warn!(
+                    "SIGHUP: gateway.port / gateway.bind changes apply after a restart."
+                );
+            }
+            warn_unsupported(&new);
+            let new = Arc::new(new);
+            gw.set_config(new.clone());
+            if gw.control.reload(new.clone()).await.is_ok() {
+                tracing::info!(agents = new.agents.len(), "SIGHUP: config reloaded.");
+            }
+        }
+    }
 }
 
 /// Periodic work: `tick` events and pruning of old run records.

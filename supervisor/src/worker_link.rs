@@ -345,6 +345,11 @@ async fn relay(
                         break;
                     }
                 }
+                Some(Err(e @ (ipc::Error::Io(_) | ipc::Error::Truncated { .. }))) => {
+                    // The worker died mid-write; its exit status tells why.
+                    tracing::debug!(agent = agent_id.as_str(), pid, error = %e, "Worker link broke.");
+                    break;
+                }
                 Some(Err(e)) => {
                     tracing::warn!(agent = agent_id.as_str(), pid, error = %e, "Bad frame from worker; closing its link.");
                     break;

@@ -148,7 +148,9 @@ async fn handshake_refusals_on_the_unix_socket() {
             "sessions.list",
             "sessions.reset",
             "sessions.delete",
-            "agents.list"
+            "agents.list",
+            "gateway.drain",
+            "worker.restart"
         ]
     );
     assert_eq!(hello["payload"]["protocol"], 4);

@@ -2,5 +2,6 @@ mod foundation;
 mod frames;
 mod idempotency;
 mod lanes;
+mod operations;
 mod turn;
 mod websocket;

@@ -10,7 +10,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use ipc::gateway::{AgentParams, AgentWaitParams, Method, ServerFrame, StatusResult};
+use ipc::gateway::{
+    AgentParams, AgentWaitParams, GatewayDrainParams, Method, ServerFrame, StatusResult,
+    WorkerRestartParams,
+};
 use serde_json::{json, Value};
 
 pub use conn::{Client, ClientError};
@@ -198,6 +201,71 @@ pub async fn status(socket: &Path, as_json: bool) -> ExitCode {
                 }
                 Err(e) => fail(format!("unexpected status reply: {e}")),
             }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+pub async fn drain(socket: &Path, timeout_secs: Option<u64>) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let params = GatewayDrainParams {
+        timeout_ms: timeout_secs.map(|s| s.saturating_mul(1000)),
+    };
+    match client
+        .call(
+            Method::GatewayDrain,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(v) => match v.get("deadlineMs").and_then(Value::as_u64) {
+            Some(ms) => eprintln!(
+                "loopgate: draining (deadline {} s); waiting for the gateway to stop",
+                ms / 1000
+            ),
+            None => eprintln!("loopgate: the gateway is already draining; waiting for it to stop"),
+        },
+        Err(e) => return fail(e),
+    }
+    // The gateway closes every connection when it stops.
+    loop {
+        match client.next_frame().await {
+            Ok(_) => continue,
+            Err(ClientError::Closed) | Err(ClientError::Io(_)) => break,
+            Err(e) => return fail(e),
+        }
+    }
+    eprintln!("loopgate: gateway stopped");
+    ExitCode::SUCCESS
+}
+
+pub async fn worker_restart(socket: &Path, agent: String, force: bool) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let params = WorkerRestartParams {
+        agent_id: agent.clone(),
+        force: force.then_some(true),
+    };
+    match client
+        .call(
+            Method::WorkerRestart,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(v) => {
+            let pid = v
+                .get("pid")
+                .and_then(Value::as_u64)
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "?".into());
+            emit(&format!("worker for agent {agent} restarted (pid {pid})\n"));
+            ExitCode::SUCCESS
         }
         Err(e) => fail(e),
     }

@@ -1,0 +1,377 @@
+//! The run table of the control actor: dispatch, waiters, terminal persistence, aborts and
+//! session operations.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
+use ipc::{ErrorCode, RpcError};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::workers::Delivery;
+use super::{Command, Control, Dispatch, WaitReply};
+use crate::events::{agent_event, chat_event, now_ms, run_failed, Deferred, RunRef};
+use crate::outcome::Outcome;
+
+/// Finished runs kept in memory for `agent.wait` (older ones are answered from the db).
+const KEEP_FINISHED: Duration = Duration::from_secs(300);
+const MAX_FINISHED: usize = 10_000;
+/// Session operations in flight at once before new ones are refused.
+const MAX_PENDING_OPS: usize = 1024;
+
+pub(super) enum RunState {
+    /// Handed to (or queued for) a worker.
+    Active {
+        waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
+    },
+    /// Terminal, being written to the gateway db; events and waiters follow the write.
+    Persisting {
+        waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
+        deferred: Vec<Deferred>,
+    },
+    Terminal {
+        outcome: Arc<Outcome>,
+        at: Instant,
+    },
+}
+
+pub(super) struct RunEntry {
+    pub agent_id: String,
+    pub session_key: String,
+    pub state: RunState,
+}
+
+impl RunEntry {
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, RunState::Active { .. })
+    }
+}
+
+pub(super) struct PendingOp {
+    pub agent_id: String,
+    pub reply: oneshot::Sender<Result<Value, RpcError>>,
+}
+
+impl Control {
+    pub(super) fn dispatch(&mut self, d: Dispatch) {
+        let run_id = d.run.run_id.clone();
+        self.runs.insert(
+            run_id.clone(),
+            RunEntry {
+                agent_id: d.agent_id.clone(),
+                session_key: d.run.session_key.clone(),
+                state: RunState::Active {
+                    waiters: vec![d.done],
+                },
+            },
+        );
+        if self.shutdown.is_some() {
+            self.fail_run(
+                &run_id,
+                RunStatus::Aborted,
+                "gateway is shutting down",
+                Some(StopReason::Restart),
+            );
+            return;
+        }
+        match self.deliver(&d.agent_id, ControlToWorker::Submit(d.run)) {
+            Delivery::Sent | Delivery::Queued => {
+                if let Some(slot) = self.workers.get_mut(&d.agent_id) {
+                    slot.in_flight.push(run_id);
+                }
+            }
+            Delivery::Refused(why) => self.fail_run(&run_id, RunStatus::Error, &why, None),
+        }
+    }
+
+    pub(super) fn wait(&mut self, run_id: &str) -> WaitReply {
+        match self.runs.get_mut(run_id) {
+            None => WaitReply::Unknown,
+            Some(entry) => match &mut entry.state {
+                RunState::Terminal { outcome, .. } => WaitReply::Done(outcome.clone()),
+                RunState::Active { waiters } | RunState::Persisting { waiters, .. } => {
+                    let (tx, rx) = oneshot::channel();
+                    waiters.retain(|w| !w.is_closed());
+                    waiters.push(tx);
+                    WaitReply::Pending(rx)
+                }
+            },
+        }
+    }
+
+    pub(super) fn active_runs(&self) -> HashMap<String, Vec<String>> {
+        let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, e) in &self.runs {
+            if e.is_active() {
+                by_session
+                    .entry(e.session_key.clone())
+                    .or_default()
+                    .push(id.clone());
+            }
+        }
+        by_session
+    }
+
+    /// The outcome is durable: publish the terminal events, then answer the waiters.
+    pub(super) fn persisted(&mut self, run_id: String, outcome: Arc<Outcome>) {
+        let Some(entry) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        let terminal = RunState::Terminal {
+            outcome: outcome.clone(),
+            at: Instant::now(),
+        };
+        let (waiters, deferred) = match std::mem::replace(&mut entry.state, terminal) {
+            RunState::Persisting { waiters, deferred } => (waiters, deferred),
+            RunState::Active { waiters } => (waiters, Vec::new()),
+            RunState::Terminal { .. } => (Vec::new(), Vec::new()),
+        };
+        for ev in &deferred {
+            self.deps.hub.publish_deferred(ev);
+        }
+        for w in waiters {
+            let _ = w.send(outcome.clone());
+        }
+        self.finished.push_back(run_id);
+    }
+
+    pub(super) fn finished_run(&mut self, agent_id: &str, t: RunTerminal, deferred: Vec<Deferred>) {
+        if let Some(slot) = self.workers.get_mut(agent_id) {
+            slot.in_flight.retain(|id| *id != t.run_id);
+        }
+        let Some(entry) = self.runs.get(&t.run_id) else {
+            tracing::warn!(
+                run_id = t.run_id.as_str(),
+                "Terminal for an unknown run ignored."
+            );
+            return;
+        };
+        let outcome = Arc::new(Outcome::from_terminal(
+            &t,
+            &entry.session_key,
+            &entry.agent_id,
+        ));
+        self.persist(t.run_id, outcome, deferred);
+    }
+
+    /// Ends a run from the supervisor side (worker gone, refused, shutting down).
+    pub(super) fn fail_run(
+        &mut self,
+        run_id: &str,
+        status: RunStatus,
+        error: &str,
+        stop: Option<StopReason>,
+    ) {
+        self.fail_run_with(run_id, status, error, stop, None);
+    }
+
+    /// Like [`Control::fail_run`]; `events` are the run's terminal events if the link already
+    /// built them, else `lifecycle error` + `chat error`/`aborted` are built here.
+    pub(super) fn fail_run_with(
+        &mut self,
+        run_id: &str,
+        status: RunStatus,
+        error: &str,
+        stop: Option<StopReason>,
+        events: Option<Vec<Deferred>>,
+    ) {
+        let Some(entry) = self.runs.get(run_id) else {
+            return;
+        };
+        if !entry.is_active() {
+            return;
+        }
+        if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
+            slot.in_flight.retain(|id| id != run_id);
+        }
+        let ended_at = now_ms();
+        let t = RunTerminal {
+            run_id: run_id.to_owned(),
+            status,
+            session_id: None,
+            started_at: None,
+            ended_at,
+            error: Some(error.to_owned()),
+            stop_reason: stop.map(|s| s.as_str().to_owned()),
+            payloads: Vec::new(),
+            provider: None,
+            model: None,
+            usage: None,
+            duration_ms: 0,
+        };
+        let outcome = Arc::new(Outcome::from_terminal(
+            &t,
+            &entry.session_key,
+            &entry.agent_id,
+        ));
+        let run = RunRef {
+            run_id,
+            session_key: &entry.session_key,
+            agent_id: &entry.agent_id,
+        };
+        let deferred = events.unwrap_or_else(|| match (status, stop) {
+            (RunStatus::Aborted, Some(reason)) => vec![
+                agent_event(
+                    &run,
+                    1,
+                    ended_at,
+                    "lifecycle",
+                    json!({"phase": "error", "endedAt": ended_at, "error": error, "aborted": true, "stopReason": reason.as_str()}),
+                ),
+                chat_event(&run, 1, "aborted", json!({"stopReason": reason.as_str(), "errorMessage": error})),
+            ],
+            _ => run_failed(&run, 1, ended_at, None, error),
+        });
+        self.persist(run_id.to_owned(), outcome, deferred);
+    }
+
+    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: Vec<Deferred>) {
+        let Some(entry) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        let placeholder = RunState::Persisting {
+            waiters: Vec::new(),
+            deferred: Vec::new(),
+        };
+        let waiters = match std::mem::replace(&mut entry.state, placeholder) {
+            RunState::Active { waiters } => waiters,
+            old @ (RunState::Persisting { .. } | RunState::Terminal { .. }) => {
+                // Already ending: the first terminal wins (invariant 1).
+                entry.state = old;
+                return;
+            }
+        };
+        entry.state = RunState::Persisting { waiters, deferred };
+        let db = self.deps.db.clone();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            if let Err(e) = db.finish(run_id.clone(), outcome.stored()).await {
+                tracing::error!(run_id = run_id.as_str(), error = %e, "Recording a run's outcome failed; waiters are answered anyway.");
+            }
+            let _ = tx.send(Command::Persisted { run_id, outcome }).await;
+        });
+    }
+
+    pub(super) fn prune(&mut self) {
+        while let Some(front) = self.finished.front() {
+            let expired = match self.runs.get(front) {
+                Some(RunEntry {
+                    state: RunState::Terminal { at, .. },
+                    ..
+                }) => at.elapsed() > KEEP_FINISHED || self.finished.len() > MAX_FINISHED,
+                _ => true,
+            };
+            if !expired {
+                break;
+            }
+            if let Some(id) = self.finished.pop_front() {
+                if matches!(
+                    self.runs.get(&id),
+                    Some(RunEntry {
+                        state: RunState::Terminal { .. },
+                        ..
+                    })
+                ) {
+                    self.runs.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Aborts the session's runs (all, or `run_id`): queued ones end at once, running ones
+    /// are cancelled in their worker and end with stop reason `reason`.
+    pub(super) fn abort(
+        &mut self,
+        session_key: &str,
+        run_id: Option<&str>,
+        reason: StopReason,
+    ) -> Result<Vec<String>, String> {
+        if let Some(id) = run_id {
+            match self.runs.get(id) {
+                Some(e) if e.session_key != session_key => {
+                    return Err("runId does not match sessionKey".into())
+                }
+                Some(e) if e.is_active() => {}
+                _ => return Ok(Vec::new()),
+            }
+        }
+        let targets: Vec<(String, String)> = self
+            .runs
+            .iter()
+            .filter(|(id, e)| {
+                e.session_key == session_key
+                    && e.is_active()
+                    && run_id.is_none_or(|want| want == id.as_str())
+            })
+            .map(|(id, e)| (id.clone(), e.agent_id.clone()))
+            .collect();
+        for (id, agent_id) in &targets {
+            if self.unqueue_run(agent_id, id) {
+                let msg = format!("run aborted while queued ({})", reason.as_str());
+                self.fail_run(id, RunStatus::Aborted, &msg, Some(reason));
+            } else {
+                self.send_if_ready(
+                    agent_id,
+                    ControlToWorker::Cancel {
+                        run_id: id.clone(),
+                        reason,
+                    },
+                );
+            }
+        }
+        Ok(targets.into_iter().map(|(id, _)| id).collect())
+    }
+
+    pub(super) fn session_op(
+        &mut self,
+        agent_id: String,
+        op: SessionOp,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    ) {
+        if self.ops.len() >= MAX_PENDING_OPS {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::Overloaded,
+                "too many session operations in flight",
+            )));
+            return;
+        }
+        if self.shutdown.is_some() {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::Draining,
+                "the gateway is shutting down",
+            )));
+            return;
+        }
+        let op_id = self.next_op;
+        self.next_op += 1;
+        match self.deliver(&agent_id, ControlToWorker::Session { op_id, op }) {
+            Delivery::Sent | Delivery::Queued => {
+                self.ops.insert(op_id, PendingOp { agent_id, reply });
+            }
+            Delivery::Refused(why) => {
+                let _ = reply.send(Err(RpcError::new(ErrorCode::Overloaded, why)));
+            }
+        }
+    }
+
+    pub(super) fn answer_op(&mut self, op_id: u64, result: Result<Value, RpcError>) {
+        if let Some(op) = self.ops.remove(&op_id) {
+            let _ = op.reply.send(result);
+        }
+    }
+
+    /// Fails the session operations waiting on `agent_id`'s worker.
+    pub(super) fn fail_ops_of(&mut self, agent_id: &str, why: &str) {
+        let ids: Vec<u64> = self
+            .ops
+            .iter()
+            .filter(|(_, o)| o.agent_id == agent_id)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            self.answer_op(id, Err(RpcError::new(ErrorCode::Internal, why)));
+        }
+    }
+}
