@@ -1,3 +1,4 @@
+mod chaos;
 mod foundation;
 mod frames;
 mod idempotency;
