@@ -67,6 +67,13 @@ pub enum Step {
     },
     /// Answer with an HTTP error status and an OpenAI-style error body.
     HttpError { status: u16, message: String },
+    /// `chunks` chunks stamped with their send time (`⟦µs⟧`), `delay_ms` apart.
+    Stamped {
+        #[serde(default = "default_chunks")]
+        chunks: usize,
+        #[serde(default)]
+        delay_ms: u64,
+    },
     /// Stream the first `after_chunks` pieces, then drop the connection without `[DONE]`.
     Disconnect {
         text: String,
@@ -95,6 +102,9 @@ pub enum DefaultReply {
         chunks: usize,
         delay_ms: u64,
     },
+    /// `chunks` chunks whose text is the send time, `⟦<µs since the epoch>⟧`, so a client can
+    /// measure delivery latency per chunk (benchmark `stream` scenario).
+    Stamped { chunks: usize, delay_ms: u64 },
 }
 
 impl Default for DefaultReply {
@@ -152,6 +162,11 @@ impl ScriptedModel {
             model,
         });
         let app = router(shared.clone());
+        // Stream chunks must leave at once: without TCP_NODELAY, Nagle plus delayed ACKs add
+        // ~40 ms to small SSE writes.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "Scripted model server stopped.");
@@ -298,6 +313,7 @@ async fn chat_completions(
                 delay_ms,
                 finish_reason: None,
             },
+            DefaultReply::Stamped { chunks, delay_ms } => Step::Stamped { chunks, delay_ms },
         });
     if let Step::HttpError { status, message } = &step {
         let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -331,6 +347,8 @@ enum Tail {
 }
 
 struct Reply {
+    /// Replace each piece's text with its send time (`⟦µs⟧`).
+    stamped: bool,
     pieces: Vec<String>,
     delay: Duration,
     stop_after: usize,
@@ -362,6 +380,7 @@ impl Reply {
             } => {
                 let pieces = make(&text, chunks);
                 Reply {
+                    stamped: false,
                     stop_after: pieces.len(),
                     pieces,
                     delay: Duration::from_millis(delay_ms),
@@ -374,6 +393,7 @@ impl Reply {
                 chunks,
                 after_chunks,
             } => Reply {
+                stamped: false,
                 pieces: make(&text, chunks),
                 delay: Duration::ZERO,
                 stop_after: after_chunks,
@@ -385,6 +405,7 @@ impl Reply {
                 chunks,
                 after_chunks,
             } => Reply {
+                stamped: false,
                 pieces: make(&text, chunks),
                 delay: Duration::ZERO,
                 stop_after: after_chunks,
@@ -396,13 +417,23 @@ impl Reply {
                 chunks,
                 after_chunks,
             } => Reply {
+                stamped: false,
                 pieces: make(&text, chunks),
                 delay: Duration::ZERO,
                 stop_after: after_chunks,
                 tail: Tail::Disconnect,
                 finish_reason: "stop".into(),
             },
+            Step::Stamped { chunks, delay_ms } => Reply {
+                stamped: true,
+                stop_after: chunks.max(1),
+                pieces: vec![String::new(); chunks.max(1)],
+                delay: Duration::from_millis(delay_ms),
+                tail: Tail::Finish,
+                finish_reason: "stop".into(),
+            },
             Step::HttpError { .. } => Reply {
+                stamped: false,
                 pieces: vec![],
                 delay: Duration::ZERO,
                 stop_after: 0,
@@ -485,8 +516,13 @@ impl Reply {
             if i > 0 && !self.delay.is_zero() {
                 tokio::time::sleep(self.delay).await;
             }
+            let content = if self.stamped {
+                format!("⟦{}⟧", now_micros())
+            } else {
+                piece.clone()
+            };
             if tx
-                .send(chunk(json!({"content": piece}), None))
+                .send(chunk(json!({"content": content}), None))
                 .await
                 .is_err()
             {
@@ -536,6 +572,14 @@ impl Reply {
         }
         let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
     }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
 fn now_secs() -> u64 {

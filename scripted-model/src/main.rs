@@ -25,6 +25,9 @@ struct Args {
     /// Model id reported in responses.
     #[arg(long, default_value = "scripted-1")]
     model: String,
+    /// Stamp each chunk with its send time (`⟦µs⟧`) instead of text (benchmark `stream`).
+    #[arg(long)]
+    stamp_chunks: bool,
     /// Write the bound address to this file once listening.
     #[arg(long)]
     addr_file: Option<std::path::PathBuf>,
@@ -38,6 +41,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let default = match args.reply {
+        _ if args.stamp_chunks => DefaultReply::Stamped {
+            chunks: args.chunks,
+            delay_ms: args.chunk_delay_ms,
+        },
         Some(text) => DefaultReply::Fixed {
             text,
             chunks: args.chunks,

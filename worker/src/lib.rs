@@ -88,11 +88,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         let _ = writer.close().await;
     });
-    tracing::info!(
-        agent = spec.agent_id.as_str(),
-        pid = std::process::id(),
-        "Worker started."
-    );
+    // The supervisor labels relayed lines with agent and pid.
+    tracing::info!("Worker started.");
     let ctx = Arc::new(Ctx {
         spec,
         writer: db_writer,
