@@ -6,3 +6,5 @@ mod lanes;
 mod operations;
 mod turn;
 mod websocket;
+mod real_llm;
+mod bench_smoke;

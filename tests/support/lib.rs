@@ -142,6 +142,8 @@ pub struct Gateway {
     extra_config: String,
     idle_timeout_seconds: f64,
     gateway_keys: String,
+    /// `(base_url, model)` of a real provider instead of the scripted model.
+    provider: Option<(String, String)>,
 }
 
 impl Gateway {
@@ -160,6 +162,25 @@ impl Gateway {
         Self::start_full("", extra, idle_timeout_seconds).await
     }
 
+    /// A gateway whose agents use a real OpenAI-compatible server at `base_url`.
+    pub async fn start_with_provider(base_url: &str, model: &str) -> Gateway {
+        let scripted = ScriptedModel::start().await.expect("scripted model");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut gw = Gateway {
+            dir,
+            model: scripted,
+            child: None,
+            logs: Logs::new(),
+            extra_config: String::new(),
+            idle_timeout_seconds: 120.0,
+            gateway_keys: String::new(),
+            provider: Some((base_url.to_owned(), model.to_owned())),
+        };
+        gw.write_config();
+        gw.spawn().await;
+        gw
+    }
+
     /// With extra keys inside `[gateway]` and extra TOML tables.
     pub async fn start_gateway_keys(gateway_keys: &str, extra: &str) -> Gateway {
         Self::start_full(gateway_keys, extra, 30.0).await
@@ -176,6 +197,7 @@ impl Gateway {
             extra_config: extra.to_owned(),
             idle_timeout_seconds,
             gateway_keys: gateway_keys.to_owned(),
+            provider: None,
         };
         gw.write_config();
         gw.spawn().await;
@@ -183,6 +205,14 @@ impl Gateway {
     }
 
     pub fn config_text(&self) -> String {
+        if let Some((url, model)) = &self.provider {
+            return format!(
+                "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"local/{model}\"\n\n\
+                 [models.providers.local]\napi = \"openai-completions\"\nbase_url = \"{url}\"\n\
+                 idle_timeout_seconds = {}\n",
+                self.idle_timeout_seconds
+            );
+        }
         format!(
             "[gateway]\nport = 0\n{}\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
              [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
