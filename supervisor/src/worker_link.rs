@@ -156,9 +156,9 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     std::fs::create_dir_all(&spec.run_dir)
         .map_err(|e| format!("cannot create {}: {e}", spec.run_dir.display()))?;
     set_private(&spec.run_dir);
-    let sock_path = spec
-        .run_dir
-        .join(format!("w{}-{}.sock", spec.generation, std::process::id()));
+    // Unique per spawn: workers of several agents start at once (generations are per agent).
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let sock_path = spec.run_dir.join(format!("w-{}.sock", &nonce[..12]));
     let _ = std::fs::remove_file(&sock_path);
     let name = sock_path
         .as_path()

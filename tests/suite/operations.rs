@@ -542,3 +542,23 @@ async fn systemd_unit_is_valid() {
         }
     }
 }
+
+/// Regression: workers of several agents starting at the same moment each get their own link
+/// (they once shared a socket path and were rejected as impostors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_of_many_agents_start_concurrently() {
+    let gw = Gateway::start_with("[agents.list.a1]\n[agents.list.a2]\n[agents.list.a3]\n").await;
+    let mut c = gw.connect().await;
+    let mut ids = Vec::new();
+    for agent in ["main", "a1", "a2", "a3"] {
+        ids.push(c.send("agent", json!({"message": "hi", "idempotencyKey": format!("cc-{agent}"), "agentId": agent})).await);
+    }
+    for id in ids {
+        assert_eq!(c.res(&id).await["payload"]["status"], "accepted");
+        let fin = c.res(&id).await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    let s = gw.status().await;
+    assert!(s["workers"].as_array().unwrap().iter().all(|w| w["state"] == "ready"), "{s}");
+    gw.logs.assert_clean(&[]);
+}
