@@ -6,7 +6,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 pub struct Client {
     ws: Ws,
@@ -56,7 +57,9 @@ impl Client {
         loop {
             match self.ws.next().await {
                 Some(Ok(Message::Text(t))) => {
-                    return Ok(Frame { value: serde_json::from_str(t.as_str())? });
+                    return Ok(Frame {
+                        value: serde_json::from_str(t.as_str())?,
+                    });
                 }
                 Some(Ok(Message::Close(f))) => bail!("closed by the gateway: {f:?}"),
                 Some(Ok(_)) => continue,
@@ -86,7 +89,11 @@ impl Client {
     }
 
     /// Runs one `agent` turn to its final response; calls `on_event` for every event frame.
-    pub async fn turn(&mut self, params: Value, mut on_event: impl FnMut(&Frame)) -> anyhow::Result<Value> {
+    pub async fn turn(
+        &mut self,
+        params: Value,
+        mut on_event: impl FnMut(&Frame),
+    ) -> anyhow::Result<Value> {
         let id = self.send("agent", params).await?;
         let mut accepted = false;
         loop {

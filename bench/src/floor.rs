@@ -57,7 +57,10 @@ fn sqlite_commit(n: usize) -> anyhow::Result<Vec<f64>> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let t = Instant::now();
-        conn.execute("INSERT INTO t(v) VALUES (?1)", [format!("row {i} with some transcript-sized text")])?;
+        conn.execute(
+            "INSERT INTO t(v) VALUES (?1)",
+            [format!("row {i} with some transcript-sized text")],
+        )?;
         out.push(t.elapsed().as_secs_f64() * 1e6);
     }
     Ok(out)
@@ -83,9 +86,17 @@ async fn unix_msgpack(n: usize) -> anyhow::Result<Vec<f64>> {
             if b.read_exact(&mut buf).await.is_err() {
                 break;
             }
-            let Ok(p) = rmp_serde::from_slice::<Ping>(&buf) else { break };
-            let Ok(reply) = rmp_serde::to_vec_named(&p) else { break };
-            if b.write_all(&(reply.len() as u32).to_be_bytes()).await.is_err() || b.write_all(&reply).await.is_err() {
+            let Ok(p) = rmp_serde::from_slice::<Ping>(&buf) else {
+                break;
+            };
+            let Ok(reply) = rmp_serde::to_vec_named(&p) else {
+                break;
+            };
+            if b.write_all(&(reply.len() as u32).to_be_bytes())
+                .await
+                .is_err()
+                || b.write_all(&reply).await.is_err()
+            {
                 break;
             }
         }
@@ -95,7 +106,11 @@ async fn unix_msgpack(n: usize) -> anyhow::Result<Vec<f64>> {
     let mut buf = Vec::new();
     for i in 0..n {
         let t = Instant::now();
-        let body = rmp_serde::to_vec_named(&Ping { run_id: "run".into(), seq: i as u64, delta: "hello".into() })?;
+        let body = rmp_serde::to_vec_named(&Ping {
+            run_id: "run".into(),
+            seq: i as u64,
+            delta: "hello".into(),
+        })?;
         a.write_all(&(body.len() as u32).to_be_bytes()).await?;
         a.write_all(&body).await?;
         a.read_exact(&mut len).await?;

@@ -24,7 +24,11 @@ use client::Client;
 use stats::summarize;
 
 #[derive(Parser)]
-#[command(name = "loopgate-bench", version, about = "Benchmark a Gateway protocol v4 gateway")]
+#[command(
+    name = "loopgate-bench",
+    version,
+    about = "Benchmark a Gateway protocol v4 gateway"
+)]
 struct Args {
     /// Start a scripted model and `loopgate serve` in a temp state dir and measure that.
     #[arg(long)]
@@ -137,22 +141,45 @@ fn loopgate_bin(args: &Args) -> PathBuf {
 async fn target(args: &Args, stamped: Option<(usize, u64)>) -> anyhow::Result<Target> {
     if args.spawn {
         let s = spawn::Spawned::start(&loopgate_bin(args), &args.agents, stamped).await?;
-        Ok(Target { url: s.url.clone(), token: Some(s.token.clone()), pid: Some(s.pid), agents: args.agents.clone(), _spawned: Some(s) })
+        Ok(Target {
+            url: s.url.clone(),
+            token: Some(s.token.clone()),
+            pid: Some(s.pid),
+            agents: args.agents.clone(),
+            _spawned: Some(s),
+        })
     } else {
-        Ok(Target { url: args.url.clone(), token: args.token.clone(), pid: args.gateway_pid, agents: args.agents.clone(), _spawned: None })
+        Ok(Target {
+            url: args.url.clone(),
+            token: args.token.clone(),
+            pid: args.gateway_pid,
+            agents: args.agents.clone(),
+            _spawned: None,
+        })
     }
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
     let report = match args.scenario.clone() {
-        Scenario::Latency { turns, warmup } => latency(&target(&args, None).await?, turns, warmup).await?,
-        Scenario::Throughput { sessions, turns } => throughput(&target(&args, None).await?, sessions, turns).await?,
-        Scenario::Stream { chunks, turns, chunk_delay_ms } => {
-            stream(&target(&args, Some((chunks, chunk_delay_ms))).await?, turns).await?
+        Scenario::Latency { turns, warmup } => {
+            latency(&target(&args, None).await?, turns, warmup).await?
         }
+        Scenario::Throughput { sessions, turns } => {
+            throughput(&target(&args, None).await?, sessions, turns).await?
+        }
+        Scenario::Stream {
+            chunks,
+            turns,
+            chunk_delay_ms,
+        } => stream(&target(&args, Some((chunks, chunk_delay_ms))).await?, turns).await?,
         Scenario::Startup { runs } => startup(&loopgate_bin(&args), runs).await?,
-        Scenario::Soak { turns, sessions } => soak(&target(&args, None).await?, turns, sessions).await?,
-        Scenario::ModelCeiling { requests, concurrency } => model_ceiling(requests, concurrency).await?,
+        Scenario::Soak { turns, sessions } => {
+            soak(&target(&args, None).await?, turns, sessions).await?
+        }
+        Scenario::ModelCeiling {
+            requests,
+            concurrency,
+        } => model_ceiling(requests, concurrency).await?,
         Scenario::Floor { iterations } => floor::run(iterations).await?,
         Scenario::Smoke => smoke(&args).await?,
     };
@@ -169,7 +196,10 @@ fn print_table(v: &Value) {
         println!("{v}");
         return;
     };
-    let name = obj.get("scenario").and_then(Value::as_str).unwrap_or("result");
+    let name = obj
+        .get("scenario")
+        .and_then(Value::as_str)
+        .unwrap_or("result");
     println!("== {name}");
     for (k, val) in obj {
         if k == "scenario" {
@@ -195,7 +225,11 @@ fn turn_params(n: usize, session: &str, agent: &str) -> Value {
            "sessionKey": session, "agentId": agent, "deliver": false})
 }
 
-fn cpu_report(pid: Option<u32>, before: &Option<std::collections::HashMap<u32, (f64, u64)>>, turns: usize) -> Value {
+fn cpu_report(
+    pid: Option<u32>,
+    before: &Option<std::collections::HashMap<u32, (f64, u64)>>,
+    turns: usize,
+) -> Value {
     match (pid, before) {
         (Some(p), Some(b)) => {
             let after = procs::snapshot(p);
@@ -218,12 +252,16 @@ async fn latency(t: &Target, turns: usize, warmup: usize) -> anyhow::Result<Valu
     let mut samples = Vec::with_capacity(turns);
     for n in 0..turns {
         let start = Instant::now();
-        let fin = c.turn(turn_params(n + warmup, &session, &agent), |_| {}).await?;
+        let fin = c
+            .turn(turn_params(n + warmup, &session, &agent), |_| {})
+            .await?;
         samples.push(start.elapsed().as_secs_f64() * 1e6);
         check_ok(&fin)?;
     }
-    Ok(json!({"scenario": "latency", "turns": turns, "completed": samples.len(),
-              "turn_latency": summarize(&samples), "cpu": cpu_report(t.pid, &before, turns)}))
+    Ok(
+        json!({"scenario": "latency", "turns": turns, "completed": samples.len(),
+              "turn_latency": summarize(&samples), "cpu": cpu_report(t.pid, &before, turns)}),
+    )
 }
 
 fn check_ok(fin: &Value) -> anyhow::Result<()> {
@@ -261,9 +299,11 @@ async fn throughput(t: &Target, sessions: usize, turns: usize) -> anyhow::Result
     }
     let elapsed = start.elapsed().as_secs_f64();
     let total = sessions * turns;
-    Ok(json!({"scenario": "throughput", "sessions": sessions, "agents": t.agents.len(), "turns": total,
+    Ok(
+        json!({"scenario": "throughput", "sessions": sessions, "agents": t.agents.len(), "turns": total,
               "completed": all.len(), "elapsed_s": elapsed, "turns_per_s": all.len() as f64 / elapsed,
-              "turn_latency": summarize(&all), "cpu": cpu_report(t.pid, &before, total)}))
+              "turn_latency": summarize(&all), "cpu": cpu_report(t.pid, &before, total)}),
+    )
 }
 
 /// Parses `⟦µs⟧` stamps out of a delta.
@@ -287,7 +327,8 @@ async fn stream(t: &Target, turns: usize) -> anyhow::Result<Value> {
         let fin = c
             .turn(params, |f| {
                 let p = &f.value["payload"];
-                if f.value["event"] == "agent" && p["runId"] == run_id && p["stream"] == "assistant" {
+                if f.value["event"] == "agent" && p["runId"] == run_id && p["stream"] == "assistant"
+                {
                     let now = scripted_model::now_micros();
                     for s in stamps(p["data"]["delta"].as_str().unwrap_or("")) {
                         samples.push(now.saturating_sub(s) as f64);
@@ -298,8 +339,10 @@ async fn stream(t: &Target, turns: usize) -> anyhow::Result<Value> {
             .await?;
         check_ok(&fin)?;
     }
-    Ok(json!({"scenario": "stream", "turns": turns, "chunks_delivered": chunks_seen,
-              "chunk_delivery_latency": summarize(&samples)}))
+    Ok(
+        json!({"scenario": "stream", "turns": turns, "chunks_delivered": chunks_seen,
+              "chunk_delivery_latency": summarize(&samples)}),
+    )
 }
 
 async fn startup(loopgate: &std::path::Path, runs: usize) -> anyhow::Result<Value> {
@@ -310,12 +353,16 @@ async fn startup(loopgate: &std::path::Path, runs: usize) -> anyhow::Result<Valu
         to_health.push(h.as_secs_f64() * 1e6);
         to_turn.push(t.as_secs_f64() * 1e6);
     }
-    Ok(json!({"scenario": "startup", "runs": runs, "start_to_health": summarize(&to_health),
-              "start_to_first_turn": summarize(&to_turn)}))
+    Ok(
+        json!({"scenario": "startup", "runs": runs, "start_to_health": summarize(&to_health),
+              "start_to_first_turn": summarize(&to_turn)}),
+    )
 }
 
 async fn soak(t: &Target, turns: usize, sessions: usize) -> anyhow::Result<Value> {
-    let Some(pid) = t.pid else { bail!("soak needs --gateway-pid (or --spawn) to sample RSS") };
+    let Some(pid) = t.pid else {
+        bail!("soak needs --gateway-pid (or --spawn) to sample RSS")
+    };
     let mut clients = Vec::new();
     for _ in 0..sessions {
         clients.push(Client::connect(&t.url, t.token.as_deref()).await?);
@@ -364,9 +411,11 @@ async fn soak(t: &Target, turns: usize, sessions: usize) -> anyhow::Result<Value
     let samples = samples.lock().map(|s| s.clone()).unwrap_or_default();
     let at_1000 = samples.iter().find(|(d, _)| *d >= 1000).map(|(_, r)| *r);
     let growth = at_1000.map(|r| (final_rss as f64 / r as f64 - 1.0) * 100.0);
-    Ok(json!({"scenario": "soak", "turns": done.load(std::sync::atomic::Ordering::Relaxed), "elapsed_s": start.elapsed().as_secs_f64(),
+    Ok(
+        json!({"scenario": "soak", "turns": done.load(std::sync::atomic::Ordering::Relaxed), "elapsed_s": start.elapsed().as_secs_f64(),
               "idle_rss_bytes": idle_rss, "rss_after_1000_bytes": at_1000, "rss_final_bytes": final_rss,
-              "rss_growth_after_1000_pct": growth, "samples": samples.iter().map(|(d, r)| json!([d, r])).collect::<Vec<_>>()}))
+              "rss_growth_after_1000_pct": growth, "samples": samples.iter().map(|(d, r)| json!([d, r])).collect::<Vec<_>>()}),
+    )
 }
 
 async fn model_ceiling(requests: usize, concurrency: usize) -> anyhow::Result<Value> {
@@ -376,15 +425,19 @@ async fn model_ceiling(requests: usize, concurrency: usize) -> anyhow::Result<Va
     let per = requests.div_ceil(concurrency);
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        tasks.push(tokio::spawn(async move { spawn::raw_chat_requests(addr, per).await }));
+        tasks.push(tokio::spawn(async move {
+            spawn::raw_chat_requests(addr, per).await
+        }));
     }
     let mut n = 0;
     for t in tasks {
         n += t.await.context("model task")??;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    Ok(json!({"scenario": "model-ceiling", "requests": n, "concurrency": concurrency, "elapsed_s": elapsed,
-              "requests_per_s": n as f64 / elapsed}))
+    Ok(
+        json!({"scenario": "model-ceiling", "requests": n, "concurrency": concurrency, "elapsed_s": elapsed,
+              "requests_per_s": n as f64 / elapsed}),
+    )
 }
 
 async fn smoke(args: &Args) -> anyhow::Result<Value> {
@@ -394,7 +447,13 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
     out.insert("scenario".into(), json!("smoke"));
     {
         let s = spawn::Spawned::start(&bin, &agents, None).await?;
-        let t = Target { url: s.url.clone(), token: Some(s.token.clone()), pid: Some(s.pid), agents: agents.clone(), _spawned: None };
+        let t = Target {
+            url: s.url.clone(),
+            token: Some(s.token.clone()),
+            pid: Some(s.pid),
+            agents: agents.clone(),
+            _spawned: None,
+        };
         out.insert("latency".into(), latency(&t, 20, 2).await?);
         out.insert("throughput".into(), throughput(&t, 4, 10).await?);
         out.insert("soak".into(), soak(&t, 200, 4).await?);
@@ -402,7 +461,13 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
     }
     {
         let s = spawn::Spawned::start(&bin, &agents, Some((50, 0))).await?;
-        let t = Target { url: s.url.clone(), token: Some(s.token.clone()), pid: Some(s.pid), agents: agents.clone(), _spawned: None };
+        let t = Target {
+            url: s.url.clone(),
+            token: Some(s.token.clone()),
+            pid: Some(s.pid),
+            agents: agents.clone(),
+            _spawned: None,
+        };
         out.insert("stream".into(), stream(&t, 2).await?);
     }
     out.insert("startup".into(), startup(&bin, 2).await?);

@@ -20,11 +20,18 @@ pub fn sample(pid: u32) -> Option<(f64, u64)> {
 /// All processes of a gateway: the supervisor and its children (workers).
 pub fn family(root: u32) -> Vec<u32> {
     let mut out = vec![root];
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
             if ppid == Some(root) {
                 out.push(pid);
             }
@@ -35,7 +42,10 @@ pub fn family(root: u32) -> Vec<u32> {
 
 /// CPU seconds and RSS per pid for the family of `root`.
 pub fn snapshot(root: u32) -> HashMap<u32, (f64, u64)> {
-    family(root).into_iter().filter_map(|p| sample(p).map(|s| (p, s))).collect()
+    family(root)
+        .into_iter()
+        .filter_map(|p| sample(p).map(|s| (p, s)))
+        .collect()
 }
 
 /// Total CPU seconds used between two snapshots (processes that appeared count from 0).

@@ -38,19 +38,39 @@ fn config(model_url: &str, agents: &[String], token: &str) -> String {
 
 impl Spawned {
     /// `stamped`: answer with `(chunks, delay_ms)` time-stamped chunks instead of an echo.
-    pub async fn start(loopgate: &Path, agents: &[String], stamped: Option<(usize, u64)>) -> anyhow::Result<Spawned> {
+    pub async fn start(
+        loopgate: &Path,
+        agents: &[String],
+        stamped: Option<(usize, u64)>,
+    ) -> anyhow::Result<Spawned> {
         let model = ScriptedModel::start().await?;
         model.set_default(match stamped {
             Some((chunks, delay_ms)) => DefaultReply::Stamped { chunks, delay_ms },
-            None => DefaultReply::Echo { prefix: "Echo: ".into(), chunks: 4, delay_ms: 0 },
+            None => DefaultReply::Echo {
+                prefix: "Echo: ".into(),
+                chunks: 4,
+                delay_ms: 0,
+            },
         });
         let dir = tempfile::tempdir()?;
         let token = format!("bench-{}", scripted_model::now_micros());
-        std::fs::write(dir.path().join("loopgate.toml"), config(&model.base_url(), agents, &token))?;
+        std::fs::write(
+            dir.path().join("loopgate.toml"),
+            config(&model.base_url(), agents, &token),
+        )?;
         let (child, _) = start_serve(loopgate, dir.path()).await?;
         let pid = child.id().context("gateway pid")?;
-        let addr = std::fs::read_to_string(dir.path().join("gateway.addr"))?.trim().to_owned();
-        Ok(Spawned { url: format!("ws://{addr}/"), token, pid, _child: child, _model: model, _dir: dir })
+        let addr = std::fs::read_to_string(dir.path().join("gateway.addr"))?
+            .trim()
+            .to_owned();
+        Ok(Spawned {
+            url: format!("ws://{addr}/"),
+            token,
+            pid,
+            _child: child,
+            _model: model,
+            _dir: dir,
+        })
     }
 }
 
@@ -94,7 +114,10 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
     let model = ScriptedModel::start().await?;
     let dir = tempfile::tempdir()?;
     let token = "startup";
-    std::fs::write(dir.path().join("loopgate.toml"), config(&model.base_url(), &["main".into()], token))?;
+    std::fs::write(
+        dir.path().join("loopgate.toml"),
+        config(&model.base_url(), &["main".into()], token),
+    )?;
     let start = Instant::now();
     let mut child = Command::new(loopgate)
         .arg("serve")
@@ -113,7 +136,8 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
             bail!("no health answer within {READY_WAIT:?}");
         }
         if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-            if let Ok(mut c) = Client::connect(&format!("ws://{}/", addr.trim()), Some(token)).await {
+            if let Ok(mut c) = Client::connect(&format!("ws://{}/", addr.trim()), Some(token)).await
+            {
                 if c.call("health", json!({})).await.is_ok() {
                     let h = start.elapsed();
                     let fin = c
@@ -132,7 +156,9 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
 
 /// Sends `n` streaming chat requests straight to a scripted model; returns how many completed.
 pub async fn raw_chat_requests(addr: std::net::SocketAddr, n: usize) -> anyhow::Result<usize> {
-    let body = json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let body =
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]})
+            .to_string();
     let mut done = 0;
     for _ in 0..n {
         let mut s = tokio::net::TcpStream::connect(addr).await?;

@@ -15,7 +15,11 @@ pub struct Summary {
 
 /// Summarizes samples given in microseconds.
 pub fn summarize(samples_us: &[f64]) -> Summary {
-    let mut v: Vec<f64> = samples_us.iter().copied().filter(|x| x.is_finite()).collect();
+    let mut v: Vec<f64> = samples_us
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect();
     v.sort_by(|a, b| a.total_cmp(b));
     let pick = |q: f64| -> f64 {
         if v.is_empty() {
@@ -24,7 +28,11 @@ pub fn summarize(samples_us: &[f64]) -> Summary {
         let idx = ((v.len() as f64 - 1.0) * q).round() as usize;
         v[idx.min(v.len() - 1)] / 1000.0
     };
-    let mean = if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 / 1000.0 };
+    let mean = if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64 / 1000.0
+    };
     Summary {
         count: v.len(),
         min_ms: pick(0.0),

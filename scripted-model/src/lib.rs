@@ -164,9 +164,10 @@ impl ScriptedModel {
         let app = router(shared.clone());
         // Stream chunks must leave at once: without TCP_NODELAY, Nagle plus delayed ACKs add
         // ~40 ms to small SSE writes.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-            let _ = tcp.set_nodelay(true);
-        });
+        let listener =
+            axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                let _ = tcp.set_nodelay(true);
+            });
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "Scripted model server stopped.");

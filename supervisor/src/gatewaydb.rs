@@ -253,16 +253,16 @@ fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
             }
         })
         .to_string();
-        conn.execute(
+        conn.prepare_cached(
             "UPDATE runs SET status = 'error', ended_at = ?2, error = ?3, final_json = ?4
              WHERE run_id = ?1 AND status = 'accepted'",
-            params![run_id, now_ms as i64, msg, final_json],
-        )?;
-        conn.execute(
+        )?
+        .execute(params![run_id, now_ms as i64, msg, final_json])?;
+        conn.prepare_cached(
             "UPDATE sessions SET last_run_id = ?1, last_status = 'error', last_error = ?2
              WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)",
-            params![run_id, msg],
-        )?;
+        )?
+        .execute(params![run_id, msg])?;
     }
     Ok(open.len())
 }
@@ -282,16 +282,23 @@ fn writer_loop(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
 
 /// Runs a batch in one transaction. If the transaction as a whole fails, every command in it
 /// is retried on its own so one bad command cannot fail its neighbours.
+/// Runs a cached statement without parameters (`BEGIN`, `COMMIT`, ...): statement
+/// preparation showed up at the top of the turn-path profile.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 fn run_batch(conn: &mut Connection, batch: Vec<Cmd>) {
     let mut results = Vec::with_capacity(batch.len());
     let tx_ok = (|| -> rusqlite::Result<()> {
-        let tx = conn.transaction()?;
+        exec(conn, "BEGIN")?;
         for cmd in &batch {
-            results.push(apply(&tx, cmd));
+            results.push(apply(conn, cmd));
         }
-        tx.commit()
+        exec(conn, "COMMIT")
     })();
     if tx_ok.is_err() {
+        let _ = exec(conn, "ROLLBACK");
         results.clear();
         for cmd in &batch {
             results.push(apply(conn, cmd));
@@ -318,16 +325,15 @@ fn apply(conn: &Connection, cmd: &Cmd) -> Res {
         Cmd::Lookup(id, _) => Res::Lookup(lookup(conn, id)),
         Cmd::Sessions(q, _) => Res::Sessions(list_sessions(conn, q)),
         Cmd::DeleteSession(key, _) => Res::Bool(
-            conn.execute("DELETE FROM sessions WHERE session_key = ?1", params![key])
+            conn.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")
+                .and_then(|mut st| st.execute(params![key]))
                 .map(|n| n > 0)
                 .map_err(DbError::from),
         ),
         Cmd::Prune(before, _) => Res::Count(
-            conn.execute(
-                "DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1",
-                params![*before as i64],
-            )
-            .map_err(DbError::from),
+            conn.prepare_cached("DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1")
+                .and_then(|mut st| st.execute(params![*before as i64]))
+                .map_err(DbError::from),
         ),
     }
 }
@@ -355,24 +361,18 @@ fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
     if let Some(existing) = lookup(conn, &run.run_id)? {
         return Ok(AcceptOutcome::Existing(Box::new(existing)));
     }
-    conn.execute(
-        "INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at) VALUES (?1, ?2, ?3, 'accepted', ?4)",
-        params![run.run_id, run.agent_id, run.session_key, run.accepted_at as i64],
+    conn.prepare_cached("INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at) VALUES (?1, ?2, ?3, 'accepted', ?4)")?.execute(params![run.run_id, run.agent_id, run.session_key, run.accepted_at as i64],
     )?;
-    conn.execute(
-        "INSERT INTO sessions(session_key, agent_id, created_at, updated_at, last_run_id)
+    conn.prepare_cached("INSERT INTO sessions(session_key, agent_id, created_at, updated_at, last_run_id)
          VALUES (?1, ?2, ?3, ?3, ?4)
-         ON CONFLICT(session_key) DO UPDATE SET updated_at = excluded.updated_at, last_run_id = excluded.last_run_id",
-        params![run.session_key, run.agent_id, run.accepted_at as i64, run.run_id],
+         ON CONFLICT(session_key) DO UPDATE SET updated_at = excluded.updated_at, last_run_id = excluded.last_run_id")?.execute(params![run.session_key, run.agent_id, run.accepted_at as i64, run.run_id],
     )?;
     Ok(AcceptOutcome::Inserted)
 }
 
 fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbError> {
-    let changed = conn.execute(
-        "UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
-         WHERE run_id = ?1 AND status = 'accepted'",
-        params![
+    let changed = conn.prepare_cached("UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
+         WHERE run_id = ?1 AND status = 'accepted'")?.execute(params![
             run_id,
             t.status,
             t.started_at.map(|v| v as i64),
@@ -384,12 +384,10 @@ fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbE
     )?;
     if changed > 0 {
         let (input, output, total) = t.usage.unwrap_or((0, 0, 0));
-        conn.execute(
-            "UPDATE sessions SET updated_at = max(updated_at, ?2), last_run_id = ?1, last_status = ?3, last_error = ?4,
+        conn.prepare_cached("UPDATE sessions SET updated_at = max(updated_at, ?2), last_run_id = ?1, last_status = ?3, last_error = ?4,
                     session_id = COALESCE(?5, session_id),
                     input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, total_tokens = total_tokens + ?8
-             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)",
-            params![
+             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)")?.execute(params![
                 run_id,
                 t.ended_at as i64,
                 t.status,

@@ -20,9 +20,15 @@ async fn benchmark_smoke_run_completes_every_turn() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "loopgate-bench failed: {stderr}");
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    eprintln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
     assert_eq!(report["latency"]["completed"], report["latency"]["turns"]);
-    assert_eq!(report["throughput"]["completed"], report["throughput"]["turns"]);
+    assert_eq!(
+        report["throughput"]["completed"],
+        report["throughput"]["turns"]
+    );
     assert_eq!(report["soak"]["turns"], 200);
     assert_eq!(report["stream"]["chunks_delivered"], 100);
     assert_eq!(report["startup"]["runs"], 2);

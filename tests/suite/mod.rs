@@ -1,10 +1,10 @@
+mod bench_smoke;
 mod chaos;
 mod foundation;
 mod frames;
 mod idempotency;
 mod lanes;
 mod operations;
+mod real_llm;
 mod turn;
 mod websocket;
-mod real_llm;
-mod bench_smoke;

@@ -551,7 +551,13 @@ async fn workers_of_many_agents_start_concurrently() {
     let mut c = gw.connect().await;
     let mut ids = Vec::new();
     for agent in ["main", "a1", "a2", "a3"] {
-        ids.push(c.send("agent", json!({"message": "hi", "idempotencyKey": format!("cc-{agent}"), "agentId": agent})).await);
+        ids.push(
+            c.send(
+                "agent",
+                json!({"message": "hi", "idempotencyKey": format!("cc-{agent}"), "agentId": agent}),
+            )
+            .await,
+        );
     }
     for id in ids {
         assert_eq!(c.res(&id).await["payload"]["status"], "accepted");
@@ -559,6 +565,13 @@ async fn workers_of_many_agents_start_concurrently() {
         assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     }
     let s = gw.status().await;
-    assert!(s["workers"].as_array().unwrap().iter().all(|w| w["state"] == "ready"), "{s}");
+    assert!(
+        s["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["state"] == "ready"),
+        "{s}"
+    );
     gw.logs.assert_clean(&[]);
 }

@@ -17,13 +17,29 @@ fn script() -> std::path::PathBuf {
 
 /// Installs (first time) and starts the local model server; `None` if Python is missing.
 async fn start_llm() -> Option<(tokio::process::Child, String)> {
-    let install = tokio::process::Command::new("bash").arg(script()).arg("install").output().await.expect("run installer");
+    let install = tokio::process::Command::new("bash")
+        .arg(script())
+        .arg("install")
+        .output()
+        .await
+        .expect("run installer");
     if install.status.code() == Some(3) {
-        eprintln!("SKIPPED real-LLM test: {}", String::from_utf8_lossy(&install.stderr).trim());
+        eprintln!(
+            "SKIPPED real-LLM test: {}",
+            String::from_utf8_lossy(&install.stderr).trim()
+        );
         return None;
     }
-    assert!(install.status.success(), "installing the local model failed: {}", String::from_utf8_lossy(&install.stderr));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    assert!(
+        install.status.success(),
+        "installing the local model failed: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = tokio::process::Command::new("bash")
         .arg(script())
         .arg("serve")
@@ -39,18 +55,29 @@ async fn start_llm() -> Option<(tokio::process::Child, String)> {
         .expect("the model server starts")
         .unwrap()
         .unwrap_or_default();
-    assert!(line.starts_with("listening on"), "unexpected server output {line:?}");
+    assert!(
+        line.starts_with("listening on"),
+        "unexpected server output {line:?}"
+    );
     // Readiness probe: /health answers 200 {"status":"ok"} once the model is loaded.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-            let req = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+            let req = format!(
+                "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+            );
             let mut resp = String::new();
-            if s.write_all(req.as_bytes()).await.is_ok() && s.read_to_string(&mut resp).await.is_ok() && resp.contains("\"ok\"") {
+            if s.write_all(req.as_bytes()).await.is_ok()
+                && s.read_to_string(&mut resp).await.is_ok()
+                && resp.contains("\"ok\"")
+            {
                 break;
             }
         }
-        assert!(Instant::now() < deadline, "the model server never became healthy");
+        assert!(
+            Instant::now() < deadline,
+            "the model server never became healthy"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Some((child, format!("http://127.0.0.1:{port}/v1")))
@@ -58,34 +85,73 @@ async fn start_llm() -> Option<(tokio::process::Child, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_llm_streamed_turn_through_loopgate() {
-    let Some((_server, base_url)) = start_llm().await else { return };
+    let Some((_server, base_url)) = start_llm().await else {
+        return;
+    };
     let gw = Gateway::start_with_provider(&base_url, "smollm2").await;
     let mut c = gw.connect().await;
-    let id = c.send("agent", json!({"message": "Name three colors.", "idempotencyKey": "llm-1", "timeout": 300})).await;
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "Name three colors.", "idempotencyKey": "llm-1", "timeout": 300}),
+        )
+        .await;
     let acc = c.res(&id).await;
     assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
-    let fin = tokio::time::timeout(WAIT * 8, c.res(&id)).await.expect("the model answers");
+    let fin = tokio::time::timeout(WAIT * 8, c.res(&id))
+        .await
+        .expect("the model answers");
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    let reply = fin["payload"]["result"]["payloads"][0]["text"].as_str().unwrap_or("").to_owned();
+    let reply = fin["payload"]["result"]["payloads"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     assert!(!reply.trim().is_empty(), "a non-empty reply: {fin}");
-    c.agent_event("llm-1", |p| p["data"]["phase"] == "end").await;
+    c.agent_event("llm-1", |p| p["data"]["phase"] == "end")
+        .await;
     let deltas: Vec<String> = c
         .seen
         .iter()
-        .filter(|f| f["event"] == "agent" && f["payload"]["runId"] == "llm-1" && f["payload"]["stream"] == "assistant")
-        .map(|f| f["payload"]["data"]["delta"].as_str().unwrap_or("").to_owned())
+        .filter(|f| {
+            f["event"] == "agent"
+                && f["payload"]["runId"] == "llm-1"
+                && f["payload"]["stream"] == "assistant"
+        })
+        .map(|f| {
+            f["payload"]["data"]["delta"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
         .collect();
-    assert!(deltas.len() >= 2, "the reply streamed in several deltas, got {}", deltas.len());
+    assert!(
+        deltas.len() >= 2,
+        "the reply streamed in several deltas, got {}",
+        deltas.len()
+    );
     assert_eq!(deltas.concat(), reply, "deltas add up to the final reply");
     let usage = &fin["payload"]["result"]["meta"]["agentMeta"]["usage"];
-    assert!(usage["total"].as_u64().unwrap_or(0) > 0, "usage reported: {fin}");
+    assert!(
+        usage["total"].as_u64().unwrap_or(0) > 0,
+        "usage reported: {fin}"
+    );
 
     let db = gw.agent_db("main");
     let entry: String = db
-        .query_row("SELECT entry_json FROM transcript WHERE role = 'assistant' ORDER BY seq DESC LIMIT 1", [], |r| r.get(0))
+        .query_row(
+            "SELECT entry_json FROM transcript WHERE role = 'assistant' ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     let entry: Value = serde_json::from_str(&entry).unwrap();
-    assert!(entry["message"]["usage"]["totalTokens"].as_u64().unwrap_or(0) > 0, "usage recorded in the transcript: {entry}");
+    assert!(
+        entry["message"]["usage"]["totalTokens"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "usage recorded in the transcript: {entry}"
+    );
     assert_eq!(entry["message"]["model"], "smollm2");
     gw.logs.assert_clean(&[]);
 }

@@ -176,9 +176,6 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
 /// Builds the model request: workspace (created on first use), bootstrap files, history.
 async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
     let workspace = std::path::Path::new(&ctx.spec.workspace);
-    tokio::fs::create_dir_all(workspace)
-        .await
-        .map_err(|e| format!("cannot create workspace {}: {e}", workspace.display()))?;
     let files = prompt::load_bootstrap(
         workspace,
         prompt::Caps {
@@ -186,7 +183,7 @@ async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
             total: ctx.spec.bootstrap_total_max_chars as usize,
         },
     )
-    .await;
+    .await?;
     let history = ctx
         .reader
         .history(run.session_key.clone(), prompt::HISTORY_LIMIT)

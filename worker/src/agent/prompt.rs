@@ -41,9 +41,21 @@ fn cap(text: &str, max: usize) -> (String, bool) {
     }
 }
 
-/// Reads the bootstrap files present in `workspace`, applying the per-file and total caps.
-/// Missing files are skipped; unreadable ones are reported and skipped.
-pub async fn load_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
+/// Creates the workspace if needed and reads the bootstrap files present in it, applying the
+/// per-file and total caps. Missing files are skipped; unreadable ones are reported and
+/// skipped. All file work happens in one blocking task (one hop off the async runtime).
+pub async fn load_bootstrap(workspace: &Path, caps: Caps) -> Result<Vec<BootstrapFile>, String> {
+    let workspace = workspace.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&workspace)
+            .map_err(|e| format!("cannot create workspace {}: {e}", workspace.display()))?;
+        Ok(read_bootstrap(&workspace, caps))
+    })
+    .await
+    .map_err(|e| format!("reading the workspace failed: {e}"))?
+}
+
+fn read_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
     let mut out = Vec::new();
     let mut used = 0usize;
     for name in BOOTSTRAP_FILES {
@@ -51,7 +63,7 @@ pub async fn load_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> 
             break;
         }
         let path = workspace.join(name);
-        let raw = match tokio::fs::read(&path).await {
+        let raw = match std::fs::read(&path) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
@@ -136,7 +148,8 @@ mod tests {
                 total: 45,
             },
         )
-        .await;
+        .await
+        .unwrap();
         assert_eq!(files.len(), 2, "total cap reached before USER.md");
         assert_eq!(files[0].content.len(), 30);
         assert!(files[0].truncated);

@@ -56,6 +56,7 @@ impl Reader {
                 | OpenFlags::SQLITE_OPEN_URI,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "mmap_size", 268_435_456i64)?;
         let (tx, rx) = std_mpsc::sync_channel(QUEUE);
         std::thread::Builder::new()
             .name("agent-db-reader".into())
@@ -122,38 +123,37 @@ impl Reader {
     }
 }
 
-/// A session id (if the session exists) and `(role, entry)` rows, newest first.
-type Window = (Option<String>, Vec<(String, Value)>);
+/// A session id (if the session exists) and `(role, text column, entry JSON)` rows of the
+/// current window, newest first.
+type Window = (Option<String>, Vec<(String, Option<String>, String)>);
 
 /// The current window's message rows (after the last `reset` boundary), newest first.
 fn window(conn: &Connection, session_key: &str, limit: usize) -> Result<Window, StoreError> {
-    let sid: Option<String> = conn
-        .query_row(
-            "SELECT session_id FROM sessions WHERE session_key = ?1",
-            params![session_key],
-            |r| r.get(0),
-        )
+    let row: Option<(String, i64)> = conn
+        .prepare_cached("SELECT session_id, window_start_seq FROM sessions WHERE session_key = ?1")?
+        .query_row(params![session_key], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    let Some(sid) = sid else {
+    let Some((sid, start)) = row else {
         return Ok((None, Vec::new()));
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT role, entry_json FROM transcript
-         WHERE session_id = ?1 AND role != 'reset'
-           AND seq > COALESCE((SELECT max(seq) FROM transcript WHERE session_id = ?1 AND role = 'reset'), 0)
-         ORDER BY seq DESC LIMIT ?2",
+        "SELECT role, text, entry_json FROM transcript
+         WHERE session_id = ?1 AND seq > ?2 AND role != 'reset'
+         ORDER BY seq DESC LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![sid, limit as i64], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    let rows = stmt.query_map(params![sid, start, limit as i64], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(limit.min(256));
     for row in rows {
-        let (role, json) = row?;
-        let v: Value = serde_json::from_str(&json)
-            .map_err(|e| StoreError::Sqlite(format!("corrupt transcript entry: {e}")))?;
-        out.push((role, v));
+        out.push(row?);
     }
     Ok((Some(sid), out))
+}
+
+fn parse_entry(json: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|e| StoreError::Sqlite(format!("corrupt transcript entry: {e}")))
 }
 
 fn text_of(message: &Value) -> String {
@@ -179,7 +179,8 @@ fn display(
     let (session_id, rows) = window(conn, session_key, limit)?;
     let mut messages: Vec<Value> = rows
         .into_iter()
-        .filter_map(|(role, entry)| {
+        .filter_map(|(role, _, json)| {
+            let entry = parse_entry(&json).ok()?;
             let message = entry.get("message")?.clone();
             if role == "assistant" {
                 let text = text_of(&message);
@@ -203,13 +204,17 @@ fn history(
     limit: usize,
 ) -> Result<Vec<HistoryItem>, StoreError> {
     let (_, rows) = window(conn, session_key, limit)?;
-    let mut items: Vec<HistoryItem> = rows
-        .into_iter()
-        .map(|(role, v)| HistoryItem {
-            text: v.get("message").map(text_of).unwrap_or_default(),
-            role,
-        })
-        .collect();
-    items.reverse();
+    let mut items = Vec::with_capacity(rows.len());
+    for (role, text, json) in rows.into_iter().rev() {
+        // Rows written before schema v2 have no text column: read it from the entry.
+        let text = match text {
+            Some(t) => t,
+            None => parse_entry(&json)?
+                .get("message")
+                .map(text_of)
+                .unwrap_or_default(),
+        };
+        items.push(HistoryItem { role, text });
+    }
     Ok(items)
 }

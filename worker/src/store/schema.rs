@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
@@ -10,6 +10,8 @@ pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Reads through mmap instead of pread: history reads were dominated by page reads.
+    conn.pragma_update(None, "mmap_size", 268_435_456i64)?;
     Ok(conn)
 }
 
@@ -62,6 +64,19 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
                 PRIMARY KEY(session_id, seq)
              ) STRICT;
              PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
+    if version < 2 {
+        // v2: the current window's start is kept on the session (no scan for the last reset
+        // per read), and message text has its own column (no JSON parse per history row).
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN window_start_seq INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE transcript ADD COLUMN text TEXT;
+             UPDATE sessions SET window_start_seq = COALESCE(
+                (SELECT max(seq) FROM transcript t WHERE t.session_id = sessions.session_id AND t.role = 'reset'), 0);
+             PRAGMA user_version = 2;
              COMMIT;",
         )?;
     }

@@ -1,13 +1,13 @@
 //! The writer actor: the agent database's only read-write connection, on its own thread.
 //! Commands queue on a bounded channel; whatever is queued is applied in one transaction with
-//! a savepoint per command (one command's failure, e.g. a fenced write, never undoes its
+//! a savepoint per command when there are several (one command's failure, e.g. a fenced write, never undoes its
 //! neighbours), then each caller is answered on its `oneshot`.
 
 use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 
 use ipc::control::RunStatus;
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -203,18 +203,27 @@ impl Reply {
     }
 }
 
+/// Runs a cached statement without parameters (`BEGIN`, `SAVEPOINT c`, ...): statement
+/// preparation showed up at the top of the turn-path profile.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
     let mut replies = Vec::with_capacity(batch.len());
+    // A single command needs no savepoint: on failure the whole transaction is its own.
+    let alone = batch.len() == 1;
     let outcome = (|| -> rusqlite::Result<()> {
-        let mut tx = conn.transaction()?;
+        exec(conn, "BEGIN")?;
         for cmd in batch {
-            replies.push(apply_one(&mut tx, cmd));
+            replies.push(apply_one(conn, cmd, alone));
         }
-        tx.commit()
+        exec(conn, "COMMIT")
     })();
     match outcome {
         Ok(()) => replies.into_iter().for_each(Reply::send),
         Err(e) => {
+            let _ = exec(conn, "ROLLBACK");
             // The commit failed: nothing in the batch is durable. Tell every caller.
             let err = StoreError::Sqlite(format!("commit failed: {e}"));
             for r in replies {
@@ -224,26 +233,39 @@ fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
     }
 }
 
-/// Runs one command inside a savepoint of the batch transaction.
-fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
-    fn in_savepoint<T>(
-        tx: &mut Transaction<'_>,
+/// Runs one command inside the batch transaction, in a savepoint unless it is `alone`. A
+/// failed command leaves nothing behind either way.
+fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
+    fn guarded<T>(
+        conn: &Connection,
+        alone: bool,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let sp = tx.savepoint()?;
-        match f(&sp) {
+        if !alone {
+            exec(conn, "SAVEPOINT cmd")?;
+        }
+        match f(conn) {
             Ok(v) => {
-                sp.commit()?;
+                if !alone {
+                    exec(conn, "RELEASE cmd")?;
+                }
                 Ok(v)
             }
             Err(e) => {
-                drop(sp); // rolls back
+                if alone {
+                    // Undo this command's partial writes and start over for the commit.
+                    exec(conn, "ROLLBACK")?;
+                    exec(conn, "BEGIN")?;
+                } else {
+                    exec(conn, "ROLLBACK TO cmd")?;
+                    exec(conn, "RELEASE cmd")?;
+                }
                 Err(e)
             }
         }
     }
     match cmd {
-        Cmd::Begin(b, reply) => Reply::Begin(reply, in_savepoint(tx, |c| begin(c, &b))),
+        Cmd::Begin(b, reply) => Reply::Begin(reply, guarded(conn, alone, |c| begin(c, &b))),
         Cmd::Append {
             session_key,
             expected_writer_run_id,
@@ -252,7 +274,7 @@ fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
             reply,
         } => Reply::Unit(
             reply,
-            in_savepoint(tx, |c| {
+            guarded(conn, alone, |c| {
                 let sid = check_claim(c, &session_key, &expected_writer_run_id)?;
                 append(c, &sid, Some(&run_id), &message)
             }),
@@ -260,7 +282,7 @@ fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
         Cmd::Finish(f, reply) => {
             // A fenced finish still records the run (as an error) and commits; the caller is
             // told it was fenced.
-            let res = in_savepoint(tx, |c| finish(c, &f)).and_then(|fenced| match fenced {
+            let res = guarded(conn, alone, |c| finish(c, &f)).and_then(|fenced| match fenced {
                 Some(e) => Err(e),
                 None => Ok(()),
             });
@@ -273,7 +295,7 @@ fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
             reply,
         } => Reply::Info(
             reply,
-            in_savepoint(tx, |c| reset(c, &session_key, &reason, now)),
+            guarded(conn, alone, |c| reset(c, &session_key, &reason, now)),
         ),
         Cmd::Delete {
             session_key,
@@ -281,7 +303,7 @@ fn apply_one(tx: &mut Transaction<'_>, cmd: Cmd) -> Reply {
             reply,
         } => Reply::Bool(
             reply,
-            in_savepoint(tx, |c| delete(c, &session_key, delete_transcript)),
+            guarded(conn, alone, |c| delete(c, &session_key, delete_transcript)),
         ),
     }
 }
@@ -315,9 +337,7 @@ fn reset(
         Some(sid) => sid,
         None => {
             let sid = uuid::Uuid::now_v7().to_string();
-            c.execute(
-                "INSERT INTO sessions(session_key, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
-                params![session_key, sid, now as i64],
+            c.prepare_cached("INSERT INTO sessions(session_key, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)")?.execute(params![session_key, sid, now as i64],
             )?;
             sid
         }
@@ -335,15 +355,13 @@ fn reset(
     };
     let entry_id = uuid::Uuid::new_v4().to_string();
     let entry = json!({"type": "reset", "id": entry_id, "parentId": parent, "timestamp": now, "reason": reason});
-    c.execute(
-        "INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
-         VALUES (?1, ?2, ?3, ?4, NULL, 'reset', ?5, ?6)",
-        params![session_id, seq, entry_id, parent, now as i64, entry.to_string()],
+    c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
+         VALUES (?1, ?2, ?3, ?4, NULL, 'reset', ?5, ?6)")?.execute(params![session_id, seq, entry_id, parent, now as i64, entry.to_string()],
     )?;
-    c.execute(
-        "UPDATE sessions SET updated_at = ?2 WHERE session_key = ?1",
-        params![session_key, now as i64],
-    )?;
+    c.prepare_cached(
+        "UPDATE sessions SET updated_at = ?2, window_start_seq = ?3 WHERE session_key = ?1",
+    )?
+    .execute(params![session_key, now as i64, seq])?;
     Ok(SessionInfo {
         session_id,
         updated_at: now,
@@ -355,15 +373,11 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
         return Ok(false);
     };
     if delete_transcript {
-        c.execute(
-            "DELETE FROM transcript WHERE session_id = ?1",
-            params![session_id],
-        )?;
+        c.prepare_cached("DELETE FROM transcript WHERE session_id = ?1")?
+            .execute(params![session_id])?;
     }
-    c.execute(
-        "DELETE FROM sessions WHERE session_key = ?1",
-        params![session_key],
-    )?;
+    c.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")?
+        .execute(params![session_key])?;
     Ok(true)
 }
 
@@ -386,29 +400,25 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
         }
     }
     let new_id = uuid::Uuid::now_v7().to_string();
-    c.execute(
-        "INSERT INTO sessions(session_key, session_id, created_at, updated_at, active_writer_run_id)
+    c.prepare_cached("INSERT INTO sessions(session_key, session_id, created_at, updated_at, active_writer_run_id)
          VALUES (?1, ?2, ?3, ?3, ?4)
          ON CONFLICT(session_key) DO UPDATE SET active_writer_run_id = excluded.active_writer_run_id,
-                                                updated_at = excluded.updated_at",
-        params![b.session_key, new_id, b.started_at as i64, b.run_id],
+                                                updated_at = excluded.updated_at")?.execute(params![b.session_key, new_id, b.started_at as i64, b.run_id],
     )?;
-    let session_id: String = c.query_row(
-        "SELECT session_id FROM sessions WHERE session_key = ?1",
-        params![b.session_key],
-        |r| r.get(0),
-    )?;
-    c.execute(
+    let session_id: String = c
+        .prepare_cached("SELECT session_id FROM sessions WHERE session_key = ?1")?
+        .query_row(params![b.session_key], |r| r.get(0))?;
+    c.prepare_cached(
         "INSERT INTO runs(run_id, session_key, session_id, status, accepted_at, started_at)
          VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
-        params![
-            b.run_id,
-            b.session_key,
-            session_id,
-            b.accepted_at as i64,
-            b.started_at as i64
-        ],
-    )?;
+    )?
+    .execute(params![
+        b.run_id,
+        b.session_key,
+        session_id,
+        b.accepted_at as i64,
+        b.started_at as i64
+    ])?;
     let user = NewMessage {
         role: super::Role::User,
         text: b.user_text.clone(),
@@ -496,15 +506,11 @@ fn append(
         "timestamp": m.created_at,
         "message": message,
     });
-    c.execute(
-        "INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string()],
+    c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(), m.text],
     )?;
-    c.execute(
-        "UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1",
-        params![session_id, m.created_at as i64],
-    )?;
+    c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
+        .execute(params![session_id, m.created_at as i64])?;
     Ok(())
 }
 
@@ -528,11 +534,9 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreErro
         }
     }
     let u = f.usage.unwrap_or_default();
-    c.execute(
-        "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4, stop_reason = ?5, provider = ?6, model = ?7,
+    c.prepare_cached("UPDATE runs SET status = ?2, ended_at = ?3, error = ?4, stop_reason = ?5, provider = ?6, model = ?7,
                          input_tokens = ?8, output_tokens = ?9, total_tokens = ?10
-         WHERE run_id = ?1",
-        params![
+         WHERE run_id = ?1")?.execute(params![
             f.run_id,
             status_str(status),
             f.ended_at as i64,
@@ -545,19 +549,19 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreErro
             u.total as i64
         ],
     )?;
-    c.execute(
+    c.prepare_cached(
         "UPDATE sessions SET active_writer_run_id = NULL,
                              input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4,
                              total_tokens = total_tokens + ?5
          WHERE session_key = ?1 AND active_writer_run_id = ?2",
-        params![
-            f.session_key,
-            f.run_id,
-            u.input as i64,
-            u.output as i64,
-            u.total as i64
-        ],
-    )?;
+    )?
+    .execute(params![
+        f.session_key,
+        f.run_id,
+        u.input as i64,
+        u.output as i64,
+        u.total as i64
+    ])?;
     Ok(fenced)
 }
 
@@ -565,16 +569,17 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreErro
 /// running (so the next turn on the session works).
 fn recover(conn: &mut Connection, now_ms: u64) -> Result<usize, StoreError> {
     let tx = conn.transaction()?;
-    let n = tx.execute(
-        "UPDATE runs SET status = 'error', ended_at = ?1, error = ?2 WHERE status = 'running'",
-        params![now_ms as i64, INTERRUPTED],
-    )?;
-    tx.execute(
+    let n = tx
+        .prepare_cached(
+            "UPDATE runs SET status = 'error', ended_at = ?1, error = ?2 WHERE status = 'running'",
+        )?
+        .execute(params![now_ms as i64, INTERRUPTED])?;
+    tx.prepare_cached(
         "UPDATE sessions SET active_writer_run_id = NULL
          WHERE active_writer_run_id IS NOT NULL
            AND active_writer_run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')",
-        [],
-    )?;
+    )?
+    .execute([])?;
     tx.commit()?;
     Ok(n)
 }
