@@ -3,7 +3,8 @@
 //! dir; otherwise point `--url` / `--token` at any OpenClaw-compatible gateway (whose model
 //! should be a `loopgate-scripted-model`; `--gateway-pid` enables CPU and RSS figures).
 //!
-//! Scenarios: `latency`, `throughput`, `stream`, `startup`, `soak`, `model-ceiling`, `floor`,
+//! Scenarios: `latency`, `throughput`, `stream`, `startup`, `soak`, `crash-recovery`,
+//! `model-ceiling`, `floor`,
 //! and `smoke` (all of them, tiny, for CI). Output: a table, or JSON with `--json`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -92,6 +93,12 @@ enum Scenario {
         #[arg(long, default_value_t = 8)]
         sessions: usize,
     },
+    /// Kill an agent's worker (SIGKILL) and time until the next turn on that agent completes
+    /// (loopgate only: needs its `status` method).
+    CrashRecovery {
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+    },
     /// The scripted model server's own ceiling (requests/s), no gateway involved.
     ModelCeiling {
         #[arg(long, default_value_t = 5000)]
@@ -173,6 +180,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             chunk_delay_ms,
         } => stream(&target(&args, Some((chunks, chunk_delay_ms))).await?, turns).await?,
         Scenario::Startup { runs } => startup(&loopgate_bin(&args), runs).await?,
+        Scenario::CrashRecovery { runs } => {
+            crash_recovery(&target(&args, None).await?, runs).await?
+        }
         Scenario::Soak { turns, sessions } => {
             soak(&target(&args, None).await?, turns, sessions).await?
         }
@@ -418,6 +428,43 @@ async fn soak(t: &Target, turns: usize, sessions: usize) -> anyhow::Result<Value
     )
 }
 
+async fn crash_recovery(t: &Target, runs: usize) -> anyhow::Result<Value> {
+    let mut c = Client::connect(&t.url, t.token.as_deref()).await?;
+    let agent = t.agents.first().cloned().unwrap_or_else(|| "main".into());
+    let session = format!("crash-{}", scripted_model::now_micros());
+    let mut samples = Vec::new();
+    for n in 0..runs {
+        // Make sure a worker is up, then kill it and time the next turn.
+        check_ok(&c.turn(turn_params(n * 2, &session, &agent), |_| {}).await?)?;
+        let status = c.call("status", json!({})).await?;
+        let pid = status["workers"]
+            .as_array()
+            .and_then(|ws| ws.iter().find(|w| w["agentId"] == agent.as_str()))
+            .and_then(|w| w["pid"].as_u64())
+            .context("no worker pid in status (crash-recovery needs loopgate)")?;
+        let start = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )?;
+        // The turn is sent right away; it waits for the restarted worker.
+        let fin = c
+            .turn(turn_params(n * 2 + 1, &session, &agent), |_| {})
+            .await?;
+        if fin["status"] != "ok" {
+            // Sent before the supervisor noticed the death: it failed with the crash. Retry.
+            check_ok(
+                &c.turn(turn_params(n * 2 + 1 + runs * 2, &session, &agent), |_| {})
+                    .await?,
+            )?;
+        }
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(
+        json!({"scenario": "crash-recovery", "runs": runs, "kill_to_next_turn_ok": summarize(&samples)}),
+    )
+}
+
 async fn model_ceiling(requests: usize, concurrency: usize) -> anyhow::Result<Value> {
     let model = scripted_model::ScriptedModel::start().await?;
     let addr = model.addr();
@@ -471,6 +518,17 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
         out.insert("stream".into(), stream(&t, 2).await?);
     }
     out.insert("startup".into(), startup(&bin, 2).await?);
+    {
+        let s = spawn::Spawned::start(&bin, &agents, None).await?;
+        let t = Target {
+            url: s.url.clone(),
+            token: Some(s.token.clone()),
+            pid: Some(s.pid),
+            agents: agents.clone(),
+            _spawned: None,
+        };
+        out.insert("crash_recovery".into(), crash_recovery(&t, 2).await?);
+    }
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);
     out.insert("floor".into(), floor::run(200).await?);
     Ok(Value::Object(out))

@@ -126,6 +126,7 @@ impl GatewayDb {
         conn.busy_timeout(Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.set_prepared_statement_cache_capacity(64);
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
         let (tx, rx) = std_mpsc::sync_channel(QUEUE);

@@ -57,6 +57,7 @@ impl Reader {
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "mmap_size", 268_435_456i64)?;
+        conn.set_prepared_statement_cache_capacity(64);
         let (tx, rx) = std_mpsc::sync_channel(QUEUE);
         std::thread::Builder::new()
             .name("agent-db-reader".into())
