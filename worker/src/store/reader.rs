@@ -56,7 +56,6 @@ impl Reader {
                 | OpenFlags::SQLITE_OPEN_URI,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.pragma_update(None, "mmap_size", 268_435_456i64)?;
         conn.set_prepared_statement_cache_capacity(64);
         let (tx, rx) = std_mpsc::sync_channel(QUEUE);
         std::thread::Builder::new()

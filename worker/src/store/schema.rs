@@ -11,8 +11,6 @@ pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(64);
-    // Reads through mmap instead of pread: history reads were dominated by page reads.
-    conn.pragma_update(None, "mmap_size", 268_435_456i64)?;
     Ok(conn)
 }
 
