@@ -459,6 +459,9 @@ async fn crash_recovery(t: &Target, runs: usize) -> anyhow::Result<Value> {
             )?;
         }
         samples.push(start.elapsed().as_secs_f64() * 1e6);
+        // Each sample is an isolated crash: an operator restart clears the crash history, so
+        // the next kill is not treated as part of a crash loop (whose backoff grows on purpose).
+        c.call("worker.restart", json!({"agentId": agent})).await?;
     }
     Ok(
         json!({"scenario": "crash-recovery", "runs": runs, "kill_to_next_turn_ok": summarize(&samples)}),

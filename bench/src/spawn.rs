@@ -28,7 +28,8 @@ pub struct Spawned {
 fn config(model_url: &str, agents: &[String], token: &str) -> String {
     let mut c = format!(
         "[gateway]\nport = 0\n\n[gateway.auth]\ntoken = \"{token}\"\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
-         [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{model_url}\"\n"
+         [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{model_url}\"\n\n\
+         # The crash-recovery scenario kills workers on purpose.\n[workers]\ncrash_loop_max = 1000\n"
     );
     for a in agents.iter().filter(|a| a.as_str() != "main") {
         c.push_str(&format!("\n[agents.list.{a}]\n"));
