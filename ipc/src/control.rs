@@ -113,6 +113,39 @@ pub struct AgentSpec {
     pub base_prompt: Option<String>,
     /// Most runs queued in the worker (all sessions) before new submissions are refused.
     pub max_queued: u32,
+    /// Since: protocol v1. Policy of the `exec` tool.
+    #[serde(default)]
+    pub exec: ExecPolicy,
+}
+
+/// Who may run shell commands through the `exec` tool.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecPolicy {
+    /// `deny` (default), `allowlist` or `full`.
+    #[serde(default = "deny")]
+    pub security: String,
+    /// Command patterns for `allowlist` (`*` matches any run of characters).
+    #[serde(default)]
+    pub allowlist: Vec<String>,
+    /// Per-command timeout.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+fn deny() -> String {
+    "deny".into()
+}
+
+impl Default for ExecPolicy {
+    fn default() -> Self {
+        Self {
+            security: deny(),
+            allowlist: Vec::new(),
+            timeout_ms: None,
+        }
+    }
 }
 
 /// The model an agent calls and how to reach it.
@@ -300,6 +333,19 @@ pub enum EventBody {
     /// Since: protocol v1. Text appended to the current assistant message. Only the increment
     /// crosses the link; the supervisor keeps the cumulative text.
     Assistant { delta: String },
+    /// Since: protocol v1. A tool call started (`start`) or finished (`result`). Arguments and
+    /// results are JSON text, already size-capped.
+    Tool {
+        phase: String,
+        tool_call_id: String,
+        name: String,
+        #[serde(default)]
+        args_json: Option<String>,
+        #[serde(default)]
+        result_json: Option<String>,
+        #[serde(default)]
+        is_error: Option<bool>,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -311,6 +357,19 @@ impl fmt::Debug for EventBody {
             EventBody::Assistant { delta } => f
                 .debug_struct("Assistant")
                 .field("delta_len", &delta.len())
+                .finish(),
+            EventBody::Tool {
+                phase,
+                tool_call_id,
+                name,
+                is_error,
+                ..
+            } => f
+                .debug_struct("Tool")
+                .field("phase", phase)
+                .field("tool_call_id", tool_call_id)
+                .field("name", name)
+                .field("is_error", is_error)
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

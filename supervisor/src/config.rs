@@ -135,6 +135,31 @@ pub struct RawAgentSettings {
     pub system_prompt: Option<String>,
     /// Display name (agents.list only).
     pub name: Option<String>,
+    #[serde(default)]
+    pub tools: Option<RawTools>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTools {
+    pub exec: Option<RawExec>,
+}
+
+/// `tools.exec`: who may run shell commands.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExec {
+    pub security: Option<ExecSecurity>,
+    pub allowlist: Option<Vec<String>>,
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecSecurity {
+    Deny,
+    Allowlist,
+    Full,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -328,6 +353,7 @@ pub struct AgentConfig {
     pub bootstrap_max_chars: u32,
     pub bootstrap_total_max_chars: u32,
     pub system_prompt: Option<String>,
+    pub exec: ipc::control::ExecPolicy,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -519,7 +545,38 @@ impl Config {
             if max_concurrent == 0 {
                 return Err(err(format!("{key}.max_concurrent: must be at least 1")));
             }
+            let own_exec = own
+                .tools
+                .as_ref()
+                .and_then(|t| t.exec.clone())
+                .unwrap_or_default();
+            let def_exec = defaults
+                .tools
+                .as_ref()
+                .and_then(|t| t.exec.clone())
+                .unwrap_or_default();
+            let security = own_exec
+                .security
+                .or(def_exec.security)
+                .unwrap_or(ExecSecurity::Deny);
+            let exec = ipc::control::ExecPolicy {
+                security: match security {
+                    ExecSecurity::Deny => "deny",
+                    ExecSecurity::Allowlist => "allowlist",
+                    ExecSecurity::Full => "full",
+                }
+                .into(),
+                allowlist: own_exec
+                    .allowlist
+                    .or(def_exec.allowlist)
+                    .unwrap_or_default(),
+                timeout_ms: own_exec
+                    .timeout_seconds
+                    .or(def_exec.timeout_seconds)
+                    .map(|s| s.saturating_mul(1000)),
+            };
             agents.push(AgentConfig {
+                exec,
                 db_path: state_dir
                     .join("agents")
                     .join(id.as_str())

@@ -27,6 +27,8 @@ pub struct HubEvent {
     /// May be skipped for a connection that is over its buffer cap (its `seq` is still
     /// consumed, so the gap is visible); other events close such a connection instead.
     pub drop_if_slow: bool,
+    /// Only connections that advertised this client capability get the event.
+    pub cap: Option<&'static str>,
 }
 
 /// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
@@ -35,6 +37,15 @@ pub struct Deferred {
     event: &'static str,
     payload: Value,
     drop_if_slow: bool,
+    cap: Option<&'static str>,
+}
+
+impl Deferred {
+    /// Restricts the event to connections with client capability `cap`.
+    pub fn for_cap(mut self, cap: &'static str) -> Self {
+        self.cap = Some(cap);
+        self
+    }
 }
 
 #[derive(Clone)]
@@ -59,19 +70,26 @@ impl EventHub {
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
-        self.send(event, payload, false);
+        self.send(event, payload, false, None);
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        self.send(d.event, &d.payload, d.drop_if_slow);
+        self.send(d.event, &d.payload, d.drop_if_slow, d.cap);
     }
 
-    fn send(&self, event: &'static str, payload: &Value, drop_if_slow: bool) {
+    fn send(
+        &self,
+        event: &'static str,
+        payload: &Value,
+        drop_if_slow: bool,
+        cap: Option<&'static str>,
+    ) {
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(Arc::new(HubEvent {
             event,
             payload: payload.to_string().into_boxed_str(),
             drop_if_slow,
+            cap,
         }));
     }
 
@@ -107,6 +125,7 @@ pub fn agent_event(run: &RunRef<'_>, seq: u64, ts: u64, stream: &str, data: Valu
             "agentId": run.agent_id,
         }),
         drop_if_slow: false,
+        cap: None,
     }
 }
 
@@ -127,6 +146,7 @@ pub fn chat_event(run: &RunRef<'_>, seq: u64, state: &str, fields: Value) -> Def
         event: ipc::gateway::events::CHAT,
         payload,
         drop_if_slow: state == "delta",
+        cap: None,
     }
 }
 

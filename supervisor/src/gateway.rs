@@ -343,6 +343,7 @@ pub async fn serve_connection<S: FrameSource>(
         let mut events = gw.hub.subscribe();
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
+        let caps = session.caps.clone();
         let cap = gw.config().gateway.max_buffered_bytes;
         tokio::spawn(async move {
             let mut seq = 0u64;
@@ -352,6 +353,9 @@ pub async fn serve_connection<S: FrameSource>(
                         let needs_read =
                             ev.event == gw::events::AGENT || ev.event == gw::events::CHAT;
                         if needs_read && !read {
+                            continue;
+                        }
+                        if ev.cap.is_some_and(|c| !caps.iter().any(|have| have == c)) {
                             continue;
                         }
                         if !out.offer_event(ev, &mut seq, cap) {

@@ -120,6 +120,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         bootstrap_total_max_chars: agent.bootstrap_total_max_chars,
         base_prompt: agent.system_prompt.clone(),
         max_queued: 4096,
+        exec: agent.exec.clone(),
     })
 }
 
@@ -517,9 +518,47 @@ fn publish(
                 json!({"deltaText": delta, "message": assistant_message(&st.text, ev.ts)}),
             );
         }
+        EventBody::Tool {
+            phase,
+            tool_call_id,
+            name,
+            args_json,
+            result_json,
+            is_error,
+        } => {
+            let Some(st) = runs.get_mut(&ev.run_id) else {
+                return;
+            };
+            st.last_seq = ev.seq;
+            let parse = |t: Option<String>| {
+                t.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+            };
+            let mut data = json!({"phase": phase, "name": name, "toolCallId": tool_call_id});
+            if let Some(a) = parse(args_json) {
+                data["args"] = a;
+            }
+            if let Some(r) = parse(result_json) {
+                data["result"] = r;
+            }
+            if let Some(e) = is_error {
+                data["isError"] = json!(e);
+            }
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
+            // Tool events go only to clients that asked for them (`caps: ["tool-events"]`).
+            hub.publish_deferred(
+                &agent_event(&run, ev.seq, ev.ts, "tool", data).for_cap(TOOL_EVENTS_CAP),
+            );
+        }
         EventBody::Unknown => {}
     }
 }
+
+/// The client capability that opts into `tool` stream events.
+pub const TOOL_EVENTS_CAP: &str = "tool-events";
 
 fn assistant_message(text: &str, ts: u64) -> serde_json::Value {
     json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": ts})

@@ -193,6 +193,15 @@ async fn chaos_every_accepted_run_ends_exactly_once() {
     for agent in AGENTS {
         let r = c.call("worker.restart", json!({"agentId": agent})).await;
         assert_eq!(r["ok"], true, "{r}");
+        // The new worker recovers its db before it serves anything: a session read through
+        // it is answered only after that recovery committed.
+        let h = c
+            .call(
+                "chat.history",
+                json!({"sessionKey": "s0", "agentId": agent}),
+            )
+            .await;
+        assert_eq!(h["ok"], true, "{h}");
         let db = gw.agent_db(agent);
         let running: i64 = db
             .query_row(

@@ -391,19 +391,20 @@ async fn chat_send_history_abort_and_sessions_r_a5() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_consumer_is_dropped_without_stalling_others() {
     let gw = Gateway::start_gateway_keys(
-        "max_buffered_bytes = 8388608\n",
+        "max_buffered_bytes = 1048576\n",
         &format!("[gateway.auth]\ntoken = \"{TOKEN}\"\n"),
     )
     .await;
     let mut slow = ws(&gw).await;
     let mut fast = ws(&gw).await;
-    // ~40 MB of events (cumulative text) over ~2 s: far more than the slow client's socket
-    // buffers plus its 8 MiB cap; a reading client stays well within 8 MiB even on busy cores.
+    // ~40 MB of events (cumulative text) at ~5 MB/s over ~8 s: far more than the slow
+    // client's socket buffers plus its 1 MiB cap, at a pace a reading client (even a debug
+    // build on busy cores) keeps up with.
     let text = "abcdefghij".repeat(2000);
     gw.model.push(Step::Text {
         text: text.clone(),
         chunks: 2000,
-        delay_ms: 1,
+        delay_ms: 4,
         finish_reason: None,
     });
     let (_, fin) = fast

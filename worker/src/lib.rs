@@ -17,6 +17,7 @@ pub mod agent;
 pub mod link;
 pub mod llm;
 pub mod store;
+pub mod tools;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;

@@ -1,0 +1,250 @@
+//! Built-in tools: definitions (JSON Schema), argument validation with recovery (R-E1),
+//! workspace confinement, the exec policy, and execution with capped results (R-E2).
+
+mod fs;
+mod validate;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipc::control::ExecPolicy;
+use serde_json::{json, Value};
+
+pub use validate::validate_args;
+
+/// Largest tool result kept for the model and for events, in characters (R-E2).
+pub const MAX_RESULT_CHARS: usize = 16_000;
+/// Default `exec` timeout.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDef {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub parameters: Value,
+}
+
+/// A tool call requested by the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// JSON text as the model produced it (may be malformed).
+    pub arguments: String,
+}
+
+/// What a tool returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: cap(content.into()),
+            is_error: false,
+        }
+    }
+
+    fn err(content: impl Into<String>) -> Self {
+        Self {
+            content: cap(content.into()),
+            is_error: true,
+        }
+    }
+}
+
+/// Caps text to [`MAX_RESULT_CHARS`] and strips inline base64 image payloads (R-E2).
+pub fn cap(text: String) -> String {
+    let text = strip_images(text);
+    match text.char_indices().nth(MAX_RESULT_CHARS) {
+        Some((idx, _)) => format!(
+            "{}\n[... truncated: result exceeds {MAX_RESULT_CHARS} characters]",
+            &text[..idx]
+        ),
+        None => text,
+    }
+}
+
+fn strip_images(text: String) -> String {
+    if !text.contains("data:image/") {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(pos) = rest.find("data:image/") {
+        out.push_str(&rest[..pos]);
+        let tail = &rest[pos..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == '"' || c == ')')
+            .unwrap_or(tail.len());
+        out.push_str("[image omitted]");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where tools act.
+#[derive(Debug, Clone)]
+pub struct ToolCtx {
+    pub workspace: PathBuf,
+    pub exec: ExecPolicy,
+}
+
+/// The built-in tools.
+pub fn definitions() -> Vec<ToolDef> {
+    vec![
+        ToolDef {
+            name: "read",
+            description: "Read a text file in the workspace. offset is the first line (1-based), limit the number of lines.",
+            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path"],
+                "properties": {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1},
+                               "limit": {"type": "integer", "minimum": 1}}}),
+        },
+        ToolDef {
+            name: "write",
+            description: "Create or overwrite a text file in the workspace.",
+            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
+        },
+        ToolDef {
+            name: "edit",
+            description: "Replace exact text in a workspace file. Each oldText must occur exactly once.",
+            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path", "edits"],
+                "properties": {"path": {"type": "string"}, "edits": {"type": "array", "minItems": 1,
+                    "items": {"type": "object", "additionalProperties": false, "required": ["oldText", "newText"],
+                              "properties": {"oldText": {"type": "string", "minLength": 1}, "newText": {"type": "string"}}}}}}),
+        },
+        ToolDef {
+            name: "ls",
+            description: "List a directory in the workspace.",
+            parameters: json!({"type": "object", "additionalProperties": false,
+                "properties": {"path": {"type": "string"}}}),
+        },
+        ToolDef {
+            name: "exec",
+            description: "Run a shell command in the workspace (subject to the agent's exec policy).",
+            parameters: json!({"type": "object", "additionalProperties": false, "required": ["command"],
+                "properties": {"command": {"type": "string", "minLength": 1},
+                               "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 3600}}}),
+        },
+    ]
+}
+
+/// Validates and runs one call. Never panics on model input: every failure is an error
+/// result the model sees.
+pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
+    let Some(def) = definitions().into_iter().find(|d| d.name == call.name) else {
+        return ToolOutcome::err(format!(
+            "unknown tool {:?}; available: read, write, edit, ls, exec",
+            call.name
+        ));
+    };
+    let args = match validate_args(&def.parameters, &call.arguments) {
+        Ok(v) => v,
+        Err(e) => return ToolOutcome::err(format!("invalid arguments for {}: {e}", call.name)),
+    };
+    match call.name.as_str() {
+        "read" => fs::read(&ctx.workspace, &args).await,
+        "write" => fs::write(&ctx.workspace, &args).await,
+        "edit" => fs::edit(&ctx.workspace, &args).await,
+        "ls" => fs::ls(&ctx.workspace, &args).await,
+        "exec" => fs::exec(ctx, &args).await,
+        other => ToolOutcome::err(format!("tool {other:?} is not implemented")),
+    }
+}
+
+/// Whether `command` may run under `policy`; `Err` says why not.
+pub fn exec_allowed(policy: &ExecPolicy, command: &str) -> Result<(), String> {
+    match policy.security.as_str() {
+        "full" => Ok(()),
+        "allowlist" => {
+            if policy
+                .allowlist
+                .iter()
+                .any(|p| glob_match(p, command.trim()))
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
+                ))
+            }
+        }
+        _ => Err("exec refused: tools.exec.security is \"deny\" for this agent".into()),
+    }
+}
+
+/// `*` matches any run of characters; everything else literally.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let mut pos = 0;
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() {
+            continue;
+        }
+        if i == 0 {
+            if !text.starts_with(part) {
+                return false;
+            }
+            pos = part.len();
+        } else if i == parts.len() - 1 {
+            return text.len() >= pos + part.len() && text[pos..].ends_with(part);
+        } else {
+            match text[pos..].find(part) {
+                Some(at) => pos += at + part.len(),
+                None => return false,
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_policy() {
+        let deny = ExecPolicy::default();
+        assert!(exec_allowed(&deny, "ls").is_err());
+        let allow = ExecPolicy {
+            security: "allowlist".into(),
+            allowlist: vec!["echo *".into(), "ls".into()],
+            timeout_ms: None,
+        };
+        assert!(exec_allowed(&allow, "echo hi").is_ok());
+        assert!(exec_allowed(&allow, "ls").is_ok());
+        assert!(exec_allowed(&allow, "rm -rf /").is_err());
+        let full = ExecPolicy {
+            security: "full".into(),
+            ..ExecPolicy::default()
+        };
+        assert!(exec_allowed(&full, "anything").is_ok());
+    }
+
+    #[test]
+    fn glob() {
+        assert!(glob_match("git *", "git status"));
+        assert!(glob_match("*.txt", "a.txt"));
+        assert!(glob_match("a*b*c", "axxbyyc"));
+        assert!(!glob_match("a*b*c", "axxbyy"));
+    }
+
+    #[test]
+    fn results_are_capped_and_images_stripped_r_e2() {
+        let long = "x".repeat(MAX_RESULT_CHARS + 10);
+        assert!(cap(long).ends_with("characters]"));
+        assert_eq!(
+            cap("see data:image/png;base64,AAAA end".into()),
+            "see [image omitted] end"
+        );
+    }
+}
