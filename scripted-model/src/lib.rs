@@ -67,6 +67,13 @@ pub enum Step {
     },
     /// Answer with an HTTP error status and an OpenAI-style error body.
     HttpError { status: u16, message: String },
+    /// Optional `text`, then tool calls streamed the way OpenAI does: the id and name first,
+    /// the arguments in pieces, keyed by index; `finish_reason` is `tool_calls`.
+    ToolCalls {
+        #[serde(default)]
+        text: String,
+        calls: Vec<ScriptedCall>,
+    },
     /// `chunks` chunks stamped with their send time (`⟦µs⟧`), `delay_ms` apart.
     Stamped {
         #[serde(default = "default_chunks")]
@@ -81,6 +88,14 @@ pub enum Step {
         chunks: usize,
         after_chunks: usize,
     },
+}
+
+/// One scripted tool call. `arguments` is sent verbatim (it may be malformed on purpose).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 fn default_chunks() -> usize {
@@ -355,6 +370,7 @@ struct Reply {
     stop_after: usize,
     tail: Tail,
     finish_reason: String,
+    tool_calls: Vec<ScriptedCall>,
 }
 
 /// Splits `text` into `n` pieces on char boundaries (at least one piece).
@@ -387,6 +403,7 @@ impl Reply {
                     delay: Duration::from_millis(delay_ms),
                     tail: Tail::Finish,
                     finish_reason: finish_reason.unwrap_or_else(|| "stop".into()),
+                    tool_calls: vec![],
                 }
             }
             Step::Stall {
@@ -400,6 +417,7 @@ impl Reply {
                 stop_after: after_chunks,
                 tail: Tail::Stall,
                 finish_reason: "stop".into(),
+                tool_calls: vec![],
             },
             Step::Hold {
                 text,
@@ -412,6 +430,7 @@ impl Reply {
                 stop_after: after_chunks,
                 tail: Tail::Hold,
                 finish_reason: "stop".into(),
+                tool_calls: vec![],
             },
             Step::Disconnect {
                 text,
@@ -424,6 +443,7 @@ impl Reply {
                 stop_after: after_chunks,
                 tail: Tail::Disconnect,
                 finish_reason: "stop".into(),
+                tool_calls: vec![],
             },
             Step::Stamped { chunks, delay_ms } => Reply {
                 stamped: true,
@@ -432,7 +452,24 @@ impl Reply {
                 delay: Duration::from_millis(delay_ms),
                 tail: Tail::Finish,
                 finish_reason: "stop".into(),
+                tool_calls: vec![],
             },
+            Step::ToolCalls { text, calls } => {
+                let pieces = if text.is_empty() {
+                    vec![]
+                } else {
+                    make(&text, 2)
+                };
+                Reply {
+                    stamped: false,
+                    stop_after: pieces.len(),
+                    pieces,
+                    delay: Duration::ZERO,
+                    tail: Tail::Finish,
+                    finish_reason: "tool_calls".into(),
+                    tool_calls: calls,
+                }
+            }
             Step::HttpError { .. } => Reply {
                 stamped: false,
                 pieces: vec![],
@@ -440,12 +477,28 @@ impl Reply {
                 stop_after: 0,
                 tail: Tail::Disconnect,
                 finish_reason: "stop".into(),
+                tool_calls: vec![],
             },
         }
     }
 
     fn text(&self) -> String {
         self.pieces.concat()
+    }
+
+    fn message(&self) -> Value {
+        let mut m = json!({"role": "assistant", "content": self.text()});
+        if !self.tool_calls.is_empty() {
+            m["tool_calls"] = self
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+        }
+        m
     }
 
     fn completion(&self, model: &str, prompt_tokens: u64) -> Value {
@@ -455,7 +508,7 @@ impl Reply {
             "object": "chat.completion",
             "created": now_secs(),
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.text()},
+            "choices": [{"index": 0, "message": self.message(),
                          "finish_reason": self.finish_reason}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens}
@@ -558,6 +611,21 @@ impl Reply {
                 }
             }
         }
+        for (index, call) in self.tool_calls.iter().enumerate() {
+            let head = json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+                                              "function": {"name": call.name, "arguments": ""}}]});
+            if tx.send(chunk(head, None)).await.is_err() {
+                return;
+            }
+            for piece in split_chunks(&call.arguments, 3) {
+                let more =
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]});
+                if tx.send(chunk(more, None)).await.is_err() {
+                    return;
+                }
+            }
+            sent += 1;
+        }
         let _ = tx
             .send(chunk(json!({}), Some(self.finish_reason.as_str())))
             .await;
@@ -607,9 +675,10 @@ mod tests {
         let s: Vec<Step> = serde_json::from_value(json!([
             {"kind": "text", "text": "hi"},
             {"kind": "http_error", "status": 500, "message": "boom"},
-            {"kind": "stall", "text": "abc", "after_chunks": 1}
+            {"kind": "stall", "text": "abc", "after_chunks": 1},
+            {"kind": "tool_calls", "calls": [{"id": "c1", "name": "ls", "arguments": "{}"}]}
         ]))
         .unwrap();
-        assert_eq!(s.len(), 3);
+        assert_eq!(s.len(), 4);
     }
 }

@@ -6,5 +6,6 @@ mod idempotency;
 mod lanes;
 mod operations;
 mod real_llm;
+mod tools;
 mod turn;
 mod websocket;

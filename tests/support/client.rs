@@ -49,6 +49,16 @@ impl Client {
         c
     }
 
+    /// Connects over the unix socket with `params` as the `connect` request.
+    pub async fn connect_with(path: &Path, params: Value) -> Client {
+        let mut c = Self::raw(path).await;
+        let challenge = c.read().await.expect("challenge");
+        assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
+        let hello = c.call("connect", params).await;
+        assert_eq!(hello["ok"], true, "{hello}");
+        c
+    }
+
     /// Connects over the unix socket without any handshake.
     pub async fn raw(path: &Path) -> Client {
         let stream = UnixStream::connect(path)

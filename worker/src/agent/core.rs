@@ -3,8 +3,13 @@
 //! It owns the turn's state machine and deadlines and never touches a socket, a file or the
 //! clock: the driver feeds it inputs (the run was begun, model stream events, cancel, ticks,
 //! persistence results) with the current time and carries out the actions it returns (emit an
-//! event, call or abort the model, persist the outcome, finish). Tool calls, retries and
-//! fallback models slot in as new inputs, actions and phases.
+//! event, call or abort the model, append a transcript message, run a tool, persist the
+//! outcome, finish).
+//!
+//! Tool loop: a model response that ends with tool calls is appended (fenced) as an assistant
+//! message; the calls then run one at a time, each result appended as a `toolResult` message
+//! and sent back to the model, until a response has no tool calls or the model-call cap is
+//! reached.
 //!
 //! Rules kept here: the terminal lifecycle event is emitted only after the outcome is durable
 //! (R-A5), exactly one terminal per run and nothing after it (R-D3), a run deadline
@@ -17,8 +22,16 @@ use ipc::control::{
     EventBody, Lifecycle, Payload, Phase as LPhase, RunStatus, RunTerminal, StopReason, Usage,
 };
 
-use crate::llm::{LlmError, LlmEvent, ModelRequest};
+use std::collections::VecDeque;
+
+use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest};
 use crate::store::{FinishRun, NewMessage, Role, StoreError};
+use crate::tools::{ToolCall, ToolOutcome};
+
+/// Most model calls in one run (each tool round costs one).
+pub const MAX_MODEL_CALLS: u32 = 16;
+/// Tool arguments and results carried in events are capped to this many characters.
+const EVENT_JSON_MAX: usize = 4096;
 
 /// Fixed facts of a turn.
 #[derive(Debug, Clone)]
@@ -46,6 +59,10 @@ pub enum Input {
     ModelFailed(LlmError),
     Cancel(StopReason),
     Tick,
+    /// A transcript message from `Action::Append` was written (or not).
+    Appended(Result<(), StoreError>),
+    /// The tool from `Action::RunTool` finished.
+    ToolDone(ToolOutcome),
     Persisted(Result<(), StoreError>),
 }
 
@@ -54,6 +71,11 @@ pub enum Action {
     Emit(EventBody),
     CallModel(ModelRequest),
     AbortModel,
+    /// Append a message to the run's session (fenced by the run's writer claim).
+    Append(Box<NewMessage>),
+    RunTool(ToolCall),
+    /// Stop the running tool, if any.
+    AbortTool,
     Persist(Box<FinishRun>),
     Finish(Box<RunTerminal>),
 }
@@ -67,6 +89,12 @@ enum Phase {
         run_deadline: Option<Instant>,
         idle_deadline: Instant,
     },
+    /// Running a response's tool calls; `queue` holds those not started yet.
+    Tools {
+        run_deadline: Option<Instant>,
+        queue: VecDeque<ToolCall>,
+        running: Option<ToolCall>,
+    },
     Persisting {
         terminal: Box<RunTerminal>,
     },
@@ -79,8 +107,16 @@ pub struct Turn {
     started_at: u64,
     started: Instant,
     session_id: Option<String>,
+    /// Text of the current model response.
     text: String,
     usage: Option<Usage>,
+    /// The conversation sent to the model, extended by each tool round.
+    request: Option<ModelRequest>,
+    /// Usage of the finished model calls of this run.
+    prior_usage: Option<Usage>,
+    /// Tool calls of the current model response.
+    calls: Vec<ToolCall>,
+    model_calls: u32,
 }
 
 impl Turn {
@@ -93,6 +129,10 @@ impl Turn {
             session_id: None,
             text: String::new(),
             usage: None,
+            request: None,
+            prior_usage: None,
+            calls: Vec::new(),
+            model_calls: 0,
         }
     }
 
@@ -107,6 +147,7 @@ impl Turn {
                 run_deadline,
                 idle_deadline,
             } => Some(run_deadline.map_or(*idle_deadline, |r| r.min(*idle_deadline))),
+            Phase::Tools { run_deadline, .. } => *run_deadline,
             Phase::Starting { .. } | Phase::Persisting { .. } | Phase::Done => None,
         }
     }
@@ -172,11 +213,9 @@ impl Turn {
                 }
                 match request {
                     Ok(req) => {
-                        let phase = Phase::Streaming {
-                            run_deadline: self.spec.timeout.map(|t| self.started + t),
-                            idle_deadline: now + self.spec.idle_timeout,
-                        };
-                        (phase, vec![start, Action::CallModel(req)])
+                        let run_deadline = self.spec.timeout.map(|t| self.started + t);
+                        let (phase, call) = self.call_model(req, run_deadline, now);
+                        (phase, vec![start, call])
                     }
                     Err(e) => {
                         let (p, mut a) = self.end(
@@ -254,9 +293,32 @@ impl Turn {
                         vec![],
                     )
                 }
+                LlmEvent::ToolCalls(calls) => {
+                    self.calls.extend(calls);
+                    (
+                        Phase::Streaming {
+                            run_deadline,
+                            idle_deadline: now + self.spec.idle_timeout,
+                        },
+                        vec![],
+                    )
+                }
                 LlmEvent::Done { finish_reason } => {
-                    let stop = finish_reason.unwrap_or_else(|| "stop".into());
-                    self.end(RunStatus::Ok, None, Some(stop), wall_ms)
+                    if self.calls.is_empty() {
+                        let stop = finish_reason.unwrap_or_else(|| "stop".into());
+                        return self.end(RunStatus::Ok, None, Some(stop), wall_ms);
+                    }
+                    if self.model_calls >= MAX_MODEL_CALLS {
+                        return self.end(
+                            RunStatus::Error,
+                            Some(format!(
+                                "tool loop stopped: the model still wanted tools after {MAX_MODEL_CALLS} model calls"
+                            )),
+                            Some("error".into()),
+                            wall_ms,
+                        );
+                    }
+                    self.start_tools(run_deadline, wall_ms)
                 }
             },
             (Phase::Streaming { .. }, Input::ModelFailed(e)) => {
@@ -318,6 +380,113 @@ impl Turn {
                 a.insert(0, Action::AbortModel);
                 (p, a)
             }
+            (
+                Phase::Tools {
+                    run_deadline,
+                    mut queue,
+                    running: None,
+                },
+                Input::Appended(Ok(())),
+            ) => match queue.pop_front() {
+                Some(call) => {
+                    let start = Action::Emit(EventBody::Tool {
+                        phase: "start".into(),
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        args_json: Some(clip(&call.arguments)),
+                        result_json: None,
+                        is_error: None,
+                    });
+                    let run = Action::RunTool(call.clone());
+                    (
+                        Phase::Tools {
+                            run_deadline,
+                            queue,
+                            running: Some(call),
+                        },
+                        vec![start, run],
+                    )
+                }
+                None => {
+                    let Some(req) = self.request.take() else {
+                        return self.end(
+                            RunStatus::Error,
+                            Some("internal error: the tool round lost its request".into()),
+                            Some("error".into()),
+                            wall_ms,
+                        );
+                    };
+                    let (phase, call) = self.call_model(req, run_deadline, now);
+                    (phase, vec![call])
+                }
+            },
+            (Phase::Tools { .. }, Input::Appended(Err(e))) => {
+                let error = match e {
+                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
+                    other => format!("cannot record the tool call: {other}"),
+                };
+                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
+            }
+            (
+                Phase::Tools {
+                    run_deadline,
+                    queue,
+                    running: Some(call),
+                },
+                Input::ToolDone(outcome),
+            ) => {
+                let result = Action::Emit(EventBody::Tool {
+                    phase: "result".into(),
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    args_json: None,
+                    result_json: Some(clip(
+                        &serde_json::Value::String(outcome.content.clone()).to_string(),
+                    )),
+                    is_error: Some(outcome.is_error),
+                });
+                if let Some(req) = self.request.as_mut() {
+                    req.messages.push(ChatMessage {
+                        tool_call_id: Some(call.id.clone()),
+                        ..ChatMessage::text("tool", outcome.content.clone())
+                    });
+                }
+                let message = NewMessage {
+                    tool_result: Some((call.id, call.name, outcome.is_error)),
+                    ..NewMessage::text(Role::ToolResult, outcome.content, wall_ms)
+                };
+                (
+                    Phase::Tools {
+                        run_deadline,
+                        queue,
+                        running: None,
+                    },
+                    vec![result, Action::Append(Box::new(message))],
+                )
+            }
+            (Phase::Tools { run_deadline, .. }, Input::Tick)
+                if run_deadline.is_some_and(|d| now >= d) =>
+            {
+                let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
+                let (p, mut a) = self.end(
+                    RunStatus::Timeout,
+                    Some(format!("run timed out after {secs} s")),
+                    Some("timeout".into()),
+                    wall_ms,
+                );
+                a.insert(0, Action::AbortTool);
+                (p, a)
+            }
+            (Phase::Tools { .. }, Input::Cancel(reason)) => {
+                let (p, mut a) = self.end(
+                    RunStatus::Aborted,
+                    Some(format!("run aborted ({})", reason.as_str())),
+                    Some(reason.as_str().into()),
+                    wall_ms,
+                );
+                a.insert(0, Action::AbortTool);
+                (p, a)
+            }
             (Phase::Persisting { mut terminal }, Input::Persisted(res)) => {
                 if let Err(e) = res {
                     terminal.status = RunStatus::Error;
@@ -358,6 +527,68 @@ impl Turn {
         }
     }
 
+    /// Starts a model call on `req`.
+    fn call_model(
+        &mut self,
+        req: ModelRequest,
+        run_deadline: Option<Instant>,
+        now: Instant,
+    ) -> (Phase, Action) {
+        self.model_calls += 1;
+        self.prior_usage = self.total_usage();
+        self.usage = None;
+        self.text.clear();
+        self.calls.clear();
+        self.request = Some(req.clone());
+        let phase = Phase::Streaming {
+            run_deadline,
+            idle_deadline: now + self.spec.idle_timeout,
+        };
+        (phase, Action::CallModel(req))
+    }
+
+    /// Usage summed over the run's model calls.
+    fn total_usage(&self) -> Option<Usage> {
+        match (self.prior_usage, self.usage) {
+            (Some(a), Some(b)) => Some(Usage {
+                input: a.input + b.input,
+                output: a.output + b.output,
+                cache_read: a.cache_read + b.cache_read,
+                cache_write: a.cache_write + b.cache_write,
+                total: a.total + b.total,
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The response asked for tools: record it, then run the calls in order.
+    fn start_tools(&mut self, run_deadline: Option<Instant>, wall_ms: u64) -> (Phase, Vec<Action>) {
+        let calls = std::mem::take(&mut self.calls);
+        let text = std::mem::take(&mut self.text);
+        if let Some(req) = self.request.as_mut() {
+            req.messages.push(ChatMessage {
+                tool_calls: calls.clone(),
+                ..ChatMessage::text("assistant", text.clone())
+            });
+        }
+        let message = NewMessage {
+            provider: Some(self.spec.provider.clone()),
+            model: Some(self.spec.model.clone()),
+            usage: self.usage,
+            stop_reason: Some("toolUse".into()),
+            tool_calls: calls.clone(),
+            ..NewMessage::text(Role::Assistant, text, wall_ms)
+        };
+        (
+            Phase::Tools {
+                run_deadline,
+                queue: calls.into(),
+                running: None,
+            },
+            vec![Action::Append(Box::new(message))],
+        )
+    }
+
     fn terminal(
         &self,
         status: RunStatus,
@@ -384,7 +615,7 @@ impl Turn {
             payloads,
             provider: Some(self.spec.provider.clone()),
             model: Some(self.spec.model.clone()),
-            usage: self.usage,
+            usage: self.total_usage(),
             duration_ms: wall_ms.saturating_sub(self.started_at),
         }
     }
@@ -399,14 +630,12 @@ impl Turn {
     ) -> (Phase, Vec<Action>) {
         let terminal = self.terminal(status, error.clone(), stop_reason.clone(), wall_ms);
         let assistant = (!self.text.is_empty()).then(|| NewMessage {
-            role: Role::Assistant,
-            text: self.text.clone(),
-            created_at: wall_ms,
             provider: Some(self.spec.provider.clone()),
             model: Some(self.spec.model.clone()),
-            usage: self.usage,
+            usage: self.total_usage(),
             stop_reason: stop_reason.clone(),
             error: error.clone(),
+            ..NewMessage::text(Role::Assistant, self.text.clone(), wall_ms)
         });
         let finish = FinishRun {
             run_id: self.spec.run_id.clone(),
@@ -417,7 +646,7 @@ impl Turn {
             stop_reason,
             provider: Some(self.spec.provider.clone()),
             model: Some(self.spec.model.clone()),
-            usage: self.usage,
+            usage: self.total_usage(),
             assistant,
         };
         (
@@ -426,6 +655,14 @@ impl Turn {
             },
             vec![Action::Persist(Box::new(finish))],
         )
+    }
+}
+
+/// Caps event JSON text on a char boundary.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(EVENT_JSON_MAX) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_owned(),
     }
 }
 
@@ -447,10 +684,8 @@ mod tests {
 
     fn req() -> ModelRequest {
         ModelRequest {
-            messages: vec![ChatMessage {
-                role: "user",
-                content: "hi".into(),
-            }],
+            messages: vec![ChatMessage::text("user", "hi")],
+            tools: vec![],
         }
     }
 
@@ -651,5 +886,156 @@ mod tests {
         };
         assert_eq!(f.status, RunStatus::Aborted);
         assert_eq!(f.stop_reason.as_deref(), Some("restart"));
+    }
+
+    fn tool_call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn usage(n: u64) -> Usage {
+        Usage {
+            input: n,
+            output: n,
+            cache_read: 0,
+            cache_write: 0,
+            total: 2 * n,
+        }
+    }
+
+    /// R-E4: a tool round appends the call, runs each tool with start/result events, appends
+    /// each result and calls the model again with the results; usage sums over calls.
+    #[test]
+    fn tool_round_appends_runs_and_calls_the_model_again_r_e4() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(Input::Model(LlmEvent::Delta("Looking.".into())), t0, 1);
+        t.handle(Input::Model(LlmEvent::Usage(usage(1))), t0, 1);
+        t.handle(
+            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a"), tool_call("b")])),
+            t0,
+            1,
+        );
+        let a = t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: Some("tool_calls".into()),
+            }),
+            t0,
+            2,
+        );
+        let [Action::Append(m)] = a.as_slice() else {
+            panic!("{a:?}")
+        };
+        assert_eq!(m.role, Role::Assistant);
+        assert_eq!(m.text, "Looking.");
+        assert_eq!(m.tool_calls.len(), 2);
+        for id in ["a", "b"] {
+            let a = t.handle(Input::Appended(Ok(())), t0, 3);
+            assert!(
+                matches!(&a[0], Action::Emit(EventBody::Tool { phase, tool_call_id, .. }) if phase == "start" && tool_call_id == id),
+                "{a:?}"
+            );
+            assert_eq!(a[1], Action::RunTool(tool_call(id)));
+            let a = t.handle(
+                Input::ToolDone(ToolOutcome {
+                    content: format!("out-{id}"),
+                    is_error: false,
+                }),
+                t0,
+                4,
+            );
+            assert!(
+                matches!(&a[0], Action::Emit(EventBody::Tool { phase, .. }) if phase == "result")
+            );
+            let Action::Append(m) = &a[1] else {
+                panic!("{a:?}")
+            };
+            assert_eq!(m.role, Role::ToolResult);
+            assert_eq!(m.tool_result.as_ref().unwrap().0, id);
+        }
+        let a = t.handle(Input::Appended(Ok(())), t0, 5);
+        let [Action::CallModel(req)] = a.as_slice() else {
+            panic!("{a:?}")
+        };
+        let roles: Vec<_> = req.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+        assert_eq!(req.messages[3].content, "out-b");
+        t.handle(Input::Model(LlmEvent::Delta("Done.".into())), t0, 6);
+        t.handle(Input::Model(LlmEvent::Usage(usage(2))), t0, 6);
+        let a = t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: None,
+            }),
+            t0,
+            7,
+        );
+        let Action::Persist(f) = &a[0] else { panic!() };
+        assert_eq!(f.assistant.as_ref().unwrap().text, "Done.");
+        assert_eq!(f.usage.unwrap().total, 6);
+    }
+
+    #[test]
+    fn cancel_during_a_tool_aborts_it_and_failed_append_ends_the_run() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(
+            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
+            t0,
+            1,
+        );
+        t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: None,
+            }),
+            t0,
+            1,
+        );
+        t.handle(Input::Appended(Ok(())), t0, 2);
+        let a = t.handle(Input::Cancel(StopReason::Rpc), t0, 3);
+        assert_eq!(a[0], Action::AbortTool);
+        let Action::Persist(f) = &a[1] else { panic!() };
+        assert_eq!(f.status, RunStatus::Aborted);
+        // A result arriving after the abort changes nothing.
+        assert!(t
+            .handle(
+                Input::ToolDone(ToolOutcome {
+                    content: "late".into(),
+                    is_error: false
+                }),
+                t0,
+                4
+            )
+            .is_empty());
+
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(
+            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
+            t0,
+            1,
+        );
+        t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: None,
+            }),
+            t0,
+            1,
+        );
+        let a = t.handle(
+            Input::Appended(Err(StoreError::Fenced {
+                expected: "r".into(),
+                actual: None,
+            })),
+            t0,
+            2,
+        );
+        let Action::Persist(f) = &a[0] else { panic!() };
+        assert_eq!(f.status, RunStatus::Error);
+        assert!(f.error.as_ref().unwrap().starts_with("run superseded"));
     }
 }

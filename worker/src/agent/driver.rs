@@ -15,6 +15,7 @@ use super::core::{Action, Input, Turn, TurnSpec};
 use super::prompt;
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::store::BeginRun;
+use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
 use crate::{now_ms, Ctx};
 
 /// Model events buffered between the streaming task and the driver.
@@ -69,6 +70,11 @@ pub async fn drive(
     };
     let mut pending = VecDeque::from([first]);
     let mut call: Option<ModelCall> = None;
+    let mut tool: Option<ToolRun> = None;
+    let tool_ctx = ToolCtx {
+        workspace: std::path::PathBuf::from(&ctx.spec.workspace),
+        exec: ctx.spec.exec.clone(),
+    };
     let mut held: Option<ModelItem> = None;
     let mut seq = 0u64;
     let mut cancel_open = true;
@@ -92,6 +98,15 @@ pub async fn drive(
                         call = None;
                         held = None;
                     }
+                    Action::Append(m) => {
+                        let res = ctx
+                            .writer
+                            .append(run.session_key.clone(), run.run_id.clone(), *m)
+                            .await;
+                        pending.push_back(Input::Appended(res));
+                    }
+                    Action::RunTool(c) => tool = Some(start_tool(&tool_ctx, c)),
+                    Action::AbortTool => tool = None,
                     Action::Persist(f) => {
                         let res = ctx.writer.finish(*f).await;
                         pending.push_back(Input::Persisted(res));
@@ -110,6 +125,10 @@ pub async fn drive(
                     Input::ModelFailed(LlmError::Transport("the model stream ended without a result".into()))
                 }
             },
+            done = next_tool(&mut tool), if tool.is_some() => {
+                tool = None;
+                Input::ToolDone(done)
+            }
             changed = cancel.changed(), if cancel_open => match changed {
                 Ok(()) => match *cancel.borrow_and_update() {
                     Some(reason) => Input::Cancel(reason),
@@ -123,6 +142,38 @@ pub async fn drive(
             _ = sleep_until(deadline), if deadline.is_some() => Input::Tick,
         };
         pending.push_back(input);
+    }
+}
+
+/// A tool running in its own task; dropping it aborts the task (and, for `exec`, kills the
+/// child, which is spawned with kill-on-drop).
+struct ToolRun {
+    task: JoinHandle<ToolOutcome>,
+}
+
+impl Drop for ToolRun {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn start_tool(ctx: &ToolCtx, call: ToolCall) -> ToolRun {
+    let ctx = ctx.clone();
+    ToolRun {
+        task: tokio::spawn(async move { tools::execute(&ctx, &call).await }),
+    }
+}
+
+async fn next_tool(tool: &mut Option<ToolRun>) -> ToolOutcome {
+    let Some(t) = tool.as_mut() else {
+        return std::future::pending().await;
+    };
+    match (&mut t.task).await {
+        Ok(outcome) => outcome,
+        Err(e) => ToolOutcome {
+            content: format!("the tool failed: {e}"),
+            is_error: true,
+        },
     }
 }
 
@@ -194,5 +245,9 @@ async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
         &files,
         run.extra_system_prompt.as_deref(),
     );
-    Ok(prompt::request(system, &history))
+    Ok(prompt::request(
+        system,
+        &history,
+        crate::tools::definitions(),
+    ))
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::llm::{ChatMessage, ModelRequest};
 use crate::store::HistoryItem;
+use crate::tools::ToolDef;
 
 /// Built-in base prompt (replaced by `agents.*.system_prompt`).
 pub const BASE_PROMPT: &str = "You are a helpful assistant running inside loopgate, an agent gateway. \
@@ -109,26 +110,43 @@ pub fn system_prompt(base: Option<&str>, files: &[BootstrapFile], extra: Option<
 
 /// Builds the model request: system prompt then the history (which ends with the current
 /// user message, already persisted).
-pub fn request(system: String, history: &[HistoryItem]) -> ModelRequest {
+/// Assistant tool calls and tool results keep their pairing; a tool result whose call is not
+/// in the window (cut by the history limit) is dropped, since providers reject orphans.
+pub fn request(system: String, history: &[HistoryItem], tools: Vec<ToolDef>) -> ModelRequest {
     let mut messages = Vec::with_capacity(history.len() + 1);
-    messages.push(ChatMessage {
-        role: "system",
-        content: system,
-    });
+    messages.push(ChatMessage::text("system", system));
+    let mut open_calls: Vec<&str> = Vec::new();
     for h in history {
-        let role = match h.role.as_str() {
-            "assistant" => "assistant",
-            _ => "user",
-        };
-        if role == "assistant" && h.text.is_empty() {
-            continue;
+        match h.role.as_str() {
+            "assistant" => {
+                if h.text.is_empty() && h.tool_calls.is_empty() {
+                    continue;
+                }
+                open_calls = h.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                messages.push(ChatMessage {
+                    tool_calls: h.tool_calls.clone(),
+                    ..ChatMessage::text("assistant", h.text.clone())
+                });
+            }
+            "toolResult" => {
+                let Some(id) = h.tool_call_id.as_deref() else {
+                    continue;
+                };
+                if !open_calls.contains(&id) {
+                    continue;
+                }
+                messages.push(ChatMessage {
+                    tool_call_id: Some(id.to_owned()),
+                    ..ChatMessage::text("tool", h.text.clone())
+                });
+            }
+            _ => {
+                open_calls.clear();
+                messages.push(ChatMessage::text("user", h.text.clone()));
+            }
         }
-        messages.push(ChatMessage {
-            role,
-            content: h.text.clone(),
-        });
     }
-    ModelRequest { messages }
+    ModelRequest { messages, tools }
 }
 
 #[cfg(test)]
@@ -169,21 +187,45 @@ mod tests {
     #[test]
     fn request_puts_system_first_and_keeps_order() {
         let h = vec![
-            HistoryItem {
-                role: "user".into(),
-                text: "one".into(),
-            },
-            HistoryItem {
-                role: "assistant".into(),
-                text: "two".into(),
-            },
-            HistoryItem {
-                role: "user".into(),
-                text: "three".into(),
-            },
+            item("user", "one", None),
+            item("assistant", "two", None),
+            item("user", "three", None),
         ];
-        let r = request("sys".into(), &h);
+        let r = request("sys".into(), &h, vec![]);
         let roles: Vec<_> = r.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    }
+
+    fn item(role: &str, text: &str, call_id: Option<&str>) -> HistoryItem {
+        HistoryItem {
+            role: role.into(),
+            text: text.into(),
+            tool_calls: vec![],
+            tool_call_id: call_id.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn request_pairs_tool_calls_and_drops_orphan_results() {
+        let call = crate::tools::ToolCall {
+            id: "c1".into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        };
+        let h = vec![
+            item("toolResult", "orphan", Some("c0")),
+            item("user", "list", None),
+            HistoryItem {
+                tool_calls: vec![call.clone()],
+                ..item("assistant", "", None)
+            },
+            item("toolResult", "a.txt", Some("c1")),
+            item("assistant", "done", None),
+        ];
+        let r = request("sys".into(), &h, vec![]);
+        let roles: Vec<_> = r.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+        assert_eq!(r.messages[2].tool_calls, vec![call]);
+        assert_eq!(r.messages[3].tool_call_id.as_deref(), Some("c1"));
     }
 }

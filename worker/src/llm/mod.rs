@@ -6,17 +6,36 @@ pub mod openai;
 
 use ipc::control::Usage;
 
+use crate::tools::{ToolCall, ToolDef};
+
 /// One message sent to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: &'static str,
     pub content: String,
+    /// Assistant messages: the tool calls it made.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tool messages: the call this answers.
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn text(role: &'static str, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
 }
 
 /// A request for one model response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
+    /// Tools the model may call (empty: none offered).
+    pub tools: Vec<ToolDef>,
 }
 
 /// What a streaming response yields.
@@ -26,6 +45,8 @@ pub enum LlmEvent {
     Delta(String),
     /// Token usage so far (the last one wins).
     Usage(Usage),
+    /// The complete tool calls of this response (sent before `Done`).
+    ToolCalls(Vec<ToolCall>),
     /// The response is complete.
     Done { finish_reason: Option<String> },
 }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::{LlmError, LlmEvent, ModelRequest};
+use crate::tools::ToolCall;
 
 /// Most bytes of an error body kept for the error message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -54,14 +55,35 @@ impl OpenAiClient {
         let messages: Vec<Value> = req
             .messages
             .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
+            .map(|m| {
+                let mut v = json!({"role": m.role, "content": m.content});
+                if !m.tool_calls.is_empty() {
+                    v["tool_calls"] = m
+                        .tool_calls
+                        .iter()
+                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                        .collect();
+                }
+                if let Some(id) = &m.tool_call_id {
+                    v["tool_call_id"] = json!(id);
+                }
+                v
+            })
             .collect();
-        json!({
+        let mut body = json!({
             "model": self.spec.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
-        })
+        });
+        if !req.tools.is_empty() {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect();
+        }
+        body
     }
 
     /// Streams one response into `tx`. Returns when the response is complete or failed; the
@@ -111,6 +133,8 @@ impl OpenAiClient {
         }
         let mut events = resp.bytes_stream().eventsource();
         let mut finished: Option<String> = None;
+        // Tool calls arrive in pieces, keyed by index: (id, name, arguments).
+        let mut calls: Vec<(String, String, String)> = Vec::new();
         while let Some(ev) = events.next().await {
             let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
             let data = ev.data.trim();
@@ -118,6 +142,7 @@ impl OpenAiClient {
                 continue;
             }
             if data == "[DONE]" {
+                send_calls(tx, &mut calls).await;
                 let _ = tx
                     .send(Ok(LlmEvent::Done {
                         finish_reason: finished,
@@ -154,6 +179,35 @@ impl OpenAiClient {
                     return Ok(());
                 }
             }
+            if let Some(deltas) = choice
+                .pointer("/delta/tool_calls")
+                .and_then(Value::as_array)
+            {
+                for d in deltas {
+                    let index = d
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(calls.len() as u64) as usize;
+                    if index > 128 {
+                        return Err(LlmError::Protocol(format!(
+                            "tool call index {index} out of range"
+                        )));
+                    }
+                    while calls.len() <= index {
+                        calls.push((String::new(), String::new(), String::new()));
+                    }
+                    let slot = &mut calls[index];
+                    if let Some(id) = d.get("id").and_then(Value::as_str) {
+                        slot.0 = id.to_owned();
+                    }
+                    if let Some(name) = d.pointer("/function/name").and_then(Value::as_str) {
+                        slot.1.push_str(name);
+                    }
+                    if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
+                        slot.2.push_str(args);
+                    }
+                }
+            }
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
                 // The usage chunk follows the finish chunk; `Done` waits for `[DONE]`.
                 finished = Some(reason.to_owned());
@@ -161,6 +215,7 @@ impl OpenAiClient {
         }
         if finished.is_some() {
             // Some servers close without `[DONE]` after the finish chunk; that is complete.
+            send_calls(tx, &mut calls).await;
             let _ = tx
                 .send(Ok(LlmEvent::Done {
                     finish_reason: finished,
@@ -171,6 +226,32 @@ impl OpenAiClient {
         Err(LlmError::Transport(
             "the provider closed the stream before the response was complete".into(),
         ))
+    }
+}
+
+async fn send_calls(
+    tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+    calls: &mut Vec<(String, String, String)>,
+) {
+    if calls.is_empty() {
+        return;
+    }
+    let out = std::mem::take(calls)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, name, _))| !name.is_empty())
+        .map(|(i, (id, name, arguments))| ToolCall {
+            id: if id.is_empty() {
+                format!("call_{i}")
+            } else {
+                id
+            },
+            name,
+            arguments,
+        })
+        .collect::<Vec<_>>();
+    if !out.is_empty() {
+        let _ = tx.send(Ok(LlmEvent::ToolCalls(out))).await;
     }
 }
 

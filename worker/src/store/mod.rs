@@ -43,6 +43,8 @@ impl From<rusqlite::Error> for StoreError {
 pub enum Role {
     User,
     Assistant,
+    /// A tool's result, answering an assistant tool call.
+    ToolResult,
 }
 
 impl Role {
@@ -50,6 +52,7 @@ impl Role {
         match self {
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::ToolResult => "toolResult",
         }
     }
 }
@@ -66,6 +69,28 @@ pub struct NewMessage {
     /// Assistant stop reason (`stop`, `length`, `error`, `aborted`).
     pub stop_reason: Option<String>,
     pub error: Option<String>,
+    /// Assistant: the tool calls it made.
+    pub tool_calls: Vec<crate::tools::ToolCall>,
+    /// Tool result: `(call id, tool name, is_error)`.
+    pub tool_result: Option<(String, String, bool)>,
+}
+
+impl NewMessage {
+    /// A plain text message.
+    pub fn text(role: Role, text: impl Into<String>, created_at: u64) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            created_at,
+            provider: None,
+            model: None,
+            usage: None,
+            stop_reason: None,
+            error: None,
+            tool_calls: Vec::new(),
+            tool_result: None,
+        }
+    }
 }
 
 /// A run is starting: claim the session and record the user's message.

@@ -18,6 +18,10 @@ const QUEUE: usize = 1024;
 pub struct HistoryItem {
     pub role: String,
     pub text: String,
+    /// Assistant: the tool calls it made.
+    pub tool_calls: Vec<crate::tools::ToolCall>,
+    /// Tool result: the call it answers.
+    pub tool_call_id: Option<String>,
 }
 
 /// The current transcript window for display (`chat.history`).
@@ -171,6 +175,30 @@ fn text_of(message: &Value) -> String {
         .unwrap_or_default()
 }
 
+fn tool_calls_of(message: &Value) -> Vec<crate::tools::ToolCall> {
+    let Some(blocks) = message.get("content").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("toolCall"))
+        .map(|b| {
+            let str_field = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            // Arguments are stored as parsed JSON when they parsed, else as the raw string.
+            let arguments = match b.get("arguments") {
+                Some(Value::String(raw)) => raw.clone(),
+                Some(v) => v.to_string(),
+                None => "{}".to_owned(),
+            };
+            crate::tools::ToolCall {
+                id: str_field("id"),
+                name: str_field("name"),
+                arguments,
+            }
+        })
+        .collect()
+}
+
 fn display(
     conn: &Connection,
     session_key: &str,
@@ -182,7 +210,7 @@ fn display(
         .filter_map(|(role, _, json)| {
             let entry = parse_entry(&json).ok()?;
             let message = entry.get("message")?.clone();
-            if role == "assistant" {
+            if role == "assistant" && tool_calls_of(&message).is_empty() {
                 let text = text_of(&message);
                 if text.trim().is_empty() || text.trim() == "NO_REPLY" {
                     return None;
@@ -206,15 +234,30 @@ fn history(
     let (_, rows) = window(conn, session_key, limit)?;
     let mut items = Vec::with_capacity(rows.len());
     for (role, text, json) in rows.into_iter().rev() {
-        // Rows written before schema v2 have no text column: read it from the entry.
-        let text = match text {
-            Some(t) => t,
-            None => parse_entry(&json)?
-                .get("message")
-                .map(text_of)
-                .unwrap_or_default(),
+        // Plain text rows carry their text in a column; tool-bearing rows (and rows written
+        // before schema v2) are read from the entry.
+        let item = match text {
+            Some(text) => HistoryItem {
+                role,
+                text,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            },
+            None => {
+                let entry = parse_entry(&json)?;
+                let message = entry.get("message").cloned().unwrap_or(Value::Null);
+                HistoryItem {
+                    role,
+                    text: text_of(&message),
+                    tool_calls: tool_calls_of(&message),
+                    tool_call_id: message
+                        .get("toolCallId")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                }
+            }
         };
-        items.push(HistoryItem { role, text });
+        items.push(item);
     }
     Ok(items)
 }

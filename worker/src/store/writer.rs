@@ -419,16 +419,7 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
         b.accepted_at as i64,
         b.started_at as i64
     ])?;
-    let user = NewMessage {
-        role: super::Role::User,
-        text: b.user_text.clone(),
-        created_at: b.started_at,
-        provider: None,
-        model: None,
-        usage: None,
-        stop_reason: None,
-        error: None,
-    };
+    let user = NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at);
     append(c, &session_id, Some(&b.run_id), &user)?;
     Ok(session_id)
 }
@@ -473,11 +464,28 @@ fn append(
         None => (1, None),
     };
     let entry_id = uuid::Uuid::new_v4().to_string();
+    let mut content: Vec<serde_json::Value> = Vec::new();
+    if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
+        content.push(json!({"type": "text", "text": m.text}));
+    }
+    for c in &m.tool_calls {
+        let args: serde_json::Value =
+            serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!(c.arguments));
+        content.push(json!({"type": "toolCall", "id": c.id, "name": c.name, "arguments": args}));
+    }
     let mut message = json!({
         "role": m.role.as_str(),
-        "content": [{"type": "text", "text": m.text}],
+        "content": content,
         "timestamp": m.created_at,
     });
+    if let Some((id, name, is_error)) = &m.tool_result {
+        if let Some(obj) = message.as_object_mut() {
+            obj.insert("content".into(), json!([{"type": "text", "text": m.text}]));
+            obj.insert("toolCallId".into(), json!(id));
+            obj.insert("toolName".into(), json!(name));
+            obj.insert("isError".into(), json!(is_error));
+        }
+    }
     if let Some(obj) = message.as_object_mut() {
         if let Some(p) = &m.provider {
             obj.insert("provider".into(), json!(p));
@@ -507,7 +515,8 @@ fn append(
         "message": message,
     });
     c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json, text)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(), m.text],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(),
+            (m.tool_calls.is_empty() && m.tool_result.is_none()).then_some(&m.text)],
     )?;
     c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
         .execute(params![session_id, m.created_at as i64])?;
@@ -601,14 +610,10 @@ mod tests {
 
     fn assistant(text: &str) -> NewMessage {
         NewMessage {
-            role: Role::Assistant,
-            text: text.into(),
-            created_at: 3,
             provider: Some("p".into()),
             model: Some("m".into()),
-            usage: None,
             stop_reason: Some("stop".into()),
-            error: None,
+            ..NewMessage::text(Role::Assistant, text, 3)
         }
     }
 

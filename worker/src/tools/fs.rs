@@ -238,12 +238,16 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     if let Err(why) = exec_allowed(&ctx.exec, &command) {
         return ToolOutcome::err(why);
     }
+    // The operator's limit caps whatever the model asks for.
+    let limit = ctx
+        .exec
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_EXEC_TIMEOUT);
     let timeout = args
         .get("timeoutSeconds")
         .and_then(Value::as_u64)
-        .map(Duration::from_secs)
-        .or(ctx.exec.timeout_ms.map(Duration::from_millis))
-        .unwrap_or(DEFAULT_EXEC_TIMEOUT);
+        .map_or(limit, |s| Duration::from_secs(s).min(limit));
     if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
         return ToolOutcome::err(format!("cannot create the workspace: {e}"));
     }

@@ -1,0 +1,294 @@
+//! The tool loop end to end: the model asks for tools, the worker runs them in the agent's
+//! workspace, results go back to the model and into the transcript, and tool events reach
+//! only clients that asked for them.
+
+use loopgate_tests::{client::connect_params, Client, Gateway};
+use scripted_model::{ScriptedCall, Step};
+use serde_json::{json, Value};
+
+fn call(id: &str, name: &str, arguments: &str) -> Step {
+    Step::ToolCalls {
+        text: String::new(),
+        calls: vec![ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }],
+    }
+}
+
+fn text(t: &str) -> Step {
+    Step::Text {
+        text: t.into(),
+        chunks: 2,
+        delay_ms: 0,
+        finish_reason: None,
+    }
+}
+
+async fn tool_client(gw: &Gateway) -> Client {
+    let mut params = connect_params();
+    params["caps"] = json!(["tool-events"]);
+    Client::connect_with(&gw.socket(), params).await
+}
+
+/// The `tool` messages of a recorded model request, as (tool_call_id, content).
+fn tool_messages(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// R-E4: a read tool round trip; tool events only for `tool-events` clients; the transcript
+/// keeps the call and its result (and the next turn's context carries them, paired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_round_trip_events_and_transcript_r_e4() {
+    let gw = Gateway::start().await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "the secret word is plum\n").unwrap();
+    gw.model.push(Step::ToolCalls {
+        text: "Let me look.".into(),
+        calls: vec![ScriptedCall {
+            id: "call_1".into(),
+            name: "read".into(),
+            arguments: r#"{"path": "notes.txt"}"#.into(),
+        }],
+    });
+    gw.model.push(text("The word is plum."));
+
+    let mut watcher = tool_client(&gw).await;
+    let mut plain = gw.connect().await;
+    let (_, fin) = plain
+        .turn(json!({"message": "what is the word?", "idempotencyKey": "tool-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "The word is plum."
+    );
+
+    let start = watcher
+        .agent_event("tool-1", |p| {
+            p["stream"] == "tool" && p["data"]["phase"] == "start"
+        })
+        .await;
+    assert_eq!(start["payload"]["data"]["name"], "read", "{start}");
+    assert_eq!(start["payload"]["data"]["toolCallId"], "call_1");
+    assert_eq!(start["payload"]["data"]["args"]["path"], "notes.txt");
+    let result = watcher
+        .agent_event("tool-1", |p| {
+            p["stream"] == "tool" && p["data"]["phase"] == "result"
+        })
+        .await;
+    assert_eq!(result["payload"]["data"]["isError"], false);
+    assert!(result["payload"]["data"]["result"]
+        .as_str()
+        .unwrap()
+        .contains("plum"));
+    watcher
+        .agent_event("tool-1", |p| p["data"]["phase"] == "end")
+        .await;
+    // The plain client saw the whole run but no tool event.
+    plain
+        .agent_event("tool-1", |p| p["data"]["phase"] == "end")
+        .await;
+    assert!(
+        !plain
+            .seen
+            .iter()
+            .any(|f| f["event"] == "agent" && f["payload"]["stream"] == "tool"),
+        "tool events leaked to a client without the tool-events cap"
+    );
+
+    let reqs = gw.model.requests();
+    assert_eq!(reqs.len(), 2);
+    let names: Vec<_> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["read", "write", "edit", "ls", "exec"]);
+    let second = &reqs[1].body["messages"];
+    let assistant = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+        .expect("assistant tool call message");
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
+    assert_eq!(assistant["content"], "Let me look.");
+    let tools = tool_messages(&reqs[1].body);
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].0, "call_1");
+    assert!(tools[0].1.contains("the secret word is plum"), "{tools:?}");
+
+    // Transcript: user, assistant (toolCall), toolResult, assistant.
+    let h = plain
+        .call("chat.history", json!({"sessionKey": "main"}))
+        .await;
+    assert_eq!(h["ok"], true, "{h}");
+    let msgs = h["payload"]["messages"].as_array().unwrap();
+    let roles: Vec<_> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "toolResult", "assistant"]);
+    assert_eq!(msgs[1]["content"][1]["type"], "toolCall");
+    assert_eq!(msgs[1]["content"][1]["arguments"]["path"], "notes.txt");
+    assert_eq!(msgs[2]["toolCallId"], "call_1");
+    assert_eq!(msgs[2]["toolName"], "read");
+
+    // The next turn's context carries the earlier call and its result, paired.
+    gw.model.push(text("Still plum."));
+    let (_, fin) = plain
+        .turn(json!({"message": "again?", "idempotencyKey": "tool-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let reqs = gw.model.requests();
+    let third = reqs.last().unwrap();
+    assert_eq!(tool_messages(&third.body).len(), 1);
+    gw.logs.assert_clean(&[]);
+}
+
+/// R-E1: bad calls come back to the model as error results and the run goes on: a path
+/// outside the workspace, exec under the default deny policy, malformed and schema-invalid
+/// arguments, an unknown tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_and_invalid_calls_become_error_results_r_e1() {
+    let gw = Gateway::start().await;
+    let calls = [
+        ("c1", "read", r#"{"path": "../../../../etc/passwd"}"#),
+        ("c2", "read", r#"{"path": "/etc/passwd"}"#),
+        ("c3", "exec", r#"{"command": "echo hi"}"#),
+        ("c4", "read", r#"{"path": "#),
+        ("c5", "read", r#"{"offset": 1}"#),
+        ("c6", "teleport", r#"{}"#),
+    ];
+    gw.model.push(Step::ToolCalls {
+        text: String::new(),
+        calls: calls
+            .iter()
+            .map(|(id, name, args)| ScriptedCall {
+                id: (*id).into(),
+                name: (*name).into(),
+                arguments: (*args).into(),
+            })
+            .collect(),
+    });
+    gw.model.push(text("I could not do that."));
+    let mut c = tool_client(&gw).await;
+    let (_, fin) = c
+        .turn(json!({"message": "try things", "idempotencyKey": "bad-tools"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let reqs = gw.model.requests();
+    let results = tool_messages(&reqs[1].body);
+    let ids: Vec<_> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5", "c6"]);
+    let content = |i: usize| results[i].1.as_str();
+    assert!(
+        content(0).contains("outside the workspace"),
+        "{}",
+        content(0)
+    );
+    assert!(
+        content(1).contains("outside the workspace"),
+        "{}",
+        content(1)
+    );
+    assert!(content(2).contains("exec refused"), "{}", content(2));
+    assert!(
+        content(3).contains("invalid arguments for read"),
+        "{}",
+        content(3)
+    );
+    assert!(
+        content(4).contains("invalid arguments for read"),
+        "{}",
+        content(4)
+    );
+    assert!(content(5).contains("unknown tool"), "{}", content(5));
+    for id in ids {
+        let r = c
+            .agent_event("bad-tools", |p| {
+                p["stream"] == "tool"
+                    && p["data"]["phase"] == "result"
+                    && p["data"]["toolCallId"] == id
+            })
+            .await;
+        assert_eq!(r["payload"]["data"]["isError"], true, "{r}");
+    }
+    gw.logs.assert_clean(&[]);
+}
+
+/// Exec runs when the allowlist permits it; write and edit change files in the workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowlisted_exec_and_file_edits_r_e1() {
+    let gw = Gateway::start_with(
+        "[agents.defaults.tools.exec]\nsecurity = \"allowlist\"\nallowlist = [\"echo *\"]\n",
+    )
+    .await;
+    gw.model.push(call(
+        "w1",
+        "write",
+        r#"{"path": "dir/out.txt", "content": "alpha beta"}"#,
+    ));
+    gw.model.push(call(
+        "e1",
+        "edit",
+        r#"{"path": "dir/out.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}"#,
+    ));
+    gw.model.push(call(
+        "x1",
+        "exec",
+        r#"{"command": "echo loopgate-$((40+2))"}"#,
+    ));
+    gw.model
+        .push(call("x2", "exec", r#"{"command": "rm -rf dir"}"#));
+    gw.model.push(text("Done."));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "work", "idempotencyKey": "exec-ok"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let ws = gw.state().join("agents/main/workspace");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("dir/out.txt")).unwrap(),
+        "alpha gamma"
+    );
+    let reqs = gw.model.requests();
+    assert_eq!(reqs.len(), 5);
+    let exec_ok = tool_messages(&reqs[3].body);
+    let (_, out) = exec_ok.iter().find(|(id, _)| id == "x1").unwrap();
+    assert!(out.contains("loopgate-42"), "{out}");
+    let refused = tool_messages(&reqs[4].body);
+    let (_, out) = refused.iter().find(|(id, _)| id == "x2").unwrap();
+    assert!(out.contains("exec refused"), "{out}");
+    gw.logs.assert_clean(&[]);
+}
+
+/// A model that never stops asking for tools is cut off with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_tool_loop_is_stopped() {
+    let gw = Gateway::start().await;
+    for i in 0..20 {
+        gw.model.push(call(&format!("l{i}"), "ls", "{}"));
+    }
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "loop", "idempotencyKey": "loop"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    let err = fin["payload"]["error"].as_str().unwrap();
+    assert!(err.contains("tool loop stopped"), "{err}");
+    assert_eq!(gw.model.requests().len(), 16);
+    gw.logs.assert_clean(&[]);
+}
