@@ -292,3 +292,107 @@ async fn endless_tool_loop_is_stopped() {
     assert_eq!(gw.model.requests().len(), 16);
     gw.logs.assert_clean(&[]);
 }
+
+/// R-F1: a silent reply streams nothing and delivers no payload; text that only starts like
+/// the token is delivered whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
+    let gw = Gateway::start().await;
+    gw.model.push(Step::Text {
+        text: "NO_REPLY".into(),
+        chunks: 4,
+        delay_ms: 0,
+        finish_reason: None,
+    });
+    gw.model.push(Step::Text {
+        text: "No, that is fine.".into(),
+        chunks: 6,
+        delay_ms: 0,
+        finish_reason: None,
+    });
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "ok", "idempotencyKey": "silent"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(fin["payload"]["result"]["payloads"], json!([]), "{fin}");
+    c.agent_event("silent", |p| p["data"]["phase"] == "end")
+        .await;
+    let (_, fin) = c
+        .turn(json!({"message": "sure?", "idempotencyKey": "not-silent"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "No, that is fine."
+    );
+    c.agent_event("not-silent", |p| p["data"]["phase"] == "end")
+        .await;
+    let streamed = |run: &str| -> String {
+        c.seen
+            .iter()
+            .filter(|f| {
+                f["event"] == "agent"
+                    && f["payload"]["runId"] == run
+                    && f["payload"]["stream"] == "assistant"
+            })
+            .map(|f| f["payload"]["data"]["delta"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        streamed("silent"),
+        "",
+        "a prefix of the silent token leaked"
+    );
+    assert_eq!(streamed("not-silent"), "No, that is fine.");
+    assert!(!c.seen.iter().any(|f| f["event"] == "chat"
+        && f["payload"]["runId"] == "silent"
+        && f["payload"]["state"] == "delta"));
+    // History leaves the silent reply out.
+    let h = c.call("chat.history", json!({"sessionKey": "main"})).await;
+    let texts: Vec<String> = h["payload"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(texts, ["No, that is fine."]);
+    gw.logs.assert_clean(&[]);
+}
+
+/// R-F2: a failed tool followed by an empty reply gets the fallback warning; a failed tool
+/// followed by a real answer does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallback_warning_only_when_nothing_else_was_said_r_f2() {
+    let gw = Gateway::start().await;
+    gw.model.push(call("x", "exec", r#"{"command": "make"}"#));
+    gw.model.push(Step::Text {
+        text: String::new(),
+        chunks: 1,
+        delay_ms: 0,
+        finish_reason: None,
+    });
+    gw.model.push(call("y", "exec", r#"{"command": "make"}"#));
+    gw.model
+        .push(text("I am not allowed to run commands here."));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "build", "idempotencyKey": "warn"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let p = &fin["payload"]["result"]["payloads"];
+    assert_eq!(p.as_array().unwrap().len(), 1, "{fin}");
+    assert_eq!(p[0]["isError"], true, "{fin}");
+    let w = p[0]["text"].as_str().unwrap();
+    assert!(
+        w.contains("exec tool failed") && w.contains("exec refused"),
+        "{w}"
+    );
+    let (_, fin) = c
+        .turn(json!({"message": "build again", "idempotencyKey": "no-warn"}))
+        .await;
+    let p = &fin["payload"]["result"]["payloads"];
+    assert_eq!(p.as_array().unwrap().len(), 1, "{fin}");
+    assert_eq!(p[0]["text"], "I am not allowed to run commands here.");
+    gw.logs.assert_clean(&[]);
+}

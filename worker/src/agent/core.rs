@@ -24,12 +24,15 @@ use ipc::control::{
 
 use std::collections::VecDeque;
 
+use super::reply;
 use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest};
 use crate::store::{FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
 
 /// Most model calls in one run (each tool round costs one).
 pub const MAX_MODEL_CALLS: u32 = 16;
+/// Most tool calls in one run.
+pub const MAX_TOOL_CALLS: usize = 64;
 /// Tool arguments and results carried in events are capped to this many characters.
 const EVENT_JSON_MAX: usize = 4096;
 
@@ -117,6 +120,11 @@ pub struct Turn {
     /// Tool calls of the current model response.
     calls: Vec<ToolCall>,
     model_calls: u32,
+    tool_calls: usize,
+    /// The current response's text has been streamed (it is not a possible silent reply).
+    released: bool,
+    /// The last tool batch's failure, `(tool, error)`, for the fallback warning (R-F2).
+    tool_error: Option<(String, String)>,
 }
 
 impl Turn {
@@ -133,6 +141,9 @@ impl Turn {
             prior_usage: None,
             calls: Vec::new(),
             model_calls: 0,
+            tool_calls: 0,
+            released: false,
+            tool_error: None,
         }
     }
 
@@ -272,7 +283,16 @@ impl Turn {
                         run_deadline,
                         idle_deadline: now + self.spec.idle_timeout,
                     };
-                    (phase, vec![Action::Emit(EventBody::Assistant { delta: d })])
+                    // A possible silent reply is held back until it is decided (R-F1).
+                    if self.released {
+                        (phase, vec![Action::Emit(EventBody::Assistant { delta: d })])
+                    } else if reply::may_become_silent(&self.text) {
+                        (phase, vec![])
+                    } else {
+                        self.released = true;
+                        let delta = self.text.clone();
+                        (phase, vec![Action::Emit(EventBody::Assistant { delta })])
+                    }
                 }
                 LlmEvent::Usage(u) => {
                     // Only advancing counts are progress (R-G5).
@@ -304,9 +324,25 @@ impl Turn {
                     )
                 }
                 LlmEvent::Done { finish_reason } => {
+                    let mut held = self.flush_held();
                     if self.calls.is_empty() {
+                        if let Some(warning) = self.warning() {
+                            held.push(Action::Emit(EventBody::Assistant { delta: warning }));
+                        }
                         let stop = finish_reason.unwrap_or_else(|| "stop".into());
-                        return self.end(RunStatus::Ok, None, Some(stop), wall_ms);
+                        let (p, mut a) = self.end(RunStatus::Ok, None, Some(stop), wall_ms);
+                        a.splice(0..0, held);
+                        return (p, a);
+                    }
+                    if self.tool_calls + self.calls.len() > MAX_TOOL_CALLS {
+                        return self.end(
+                            RunStatus::Error,
+                            Some(format!(
+                                "tool loop stopped: the run would exceed {MAX_TOOL_CALLS} tool calls"
+                            )),
+                            Some("error".into()),
+                            wall_ms,
+                        );
                     }
                     if self.model_calls >= MAX_MODEL_CALLS {
                         return self.end(
@@ -318,7 +354,9 @@ impl Turn {
                             wall_ms,
                         );
                     }
-                    self.start_tools(run_deadline, wall_ms)
+                    let (p, mut a) = self.start_tools(run_deadline, wall_ms);
+                    a.splice(0..0, held);
+                    (p, a)
                 }
             },
             (Phase::Streaming { .. }, Input::ModelFailed(e)) => {
@@ -445,6 +483,9 @@ impl Turn {
                     )),
                     is_error: Some(outcome.is_error),
                 });
+                if outcome.is_error {
+                    self.tool_error = Some((call.name.clone(), outcome.content.clone()));
+                }
                 if let Some(req) = self.request.as_mut() {
                     req.messages.push(ChatMessage {
                         tool_call_id: Some(call.id.clone()),
@@ -537,6 +578,7 @@ impl Turn {
         self.model_calls += 1;
         self.prior_usage = self.total_usage();
         self.usage = None;
+        self.released = false;
         self.text.clear();
         self.calls.clear();
         self.request = Some(req.clone());
@@ -545,6 +587,28 @@ impl Turn {
             idle_deadline: now + self.spec.idle_timeout,
         };
         (phase, Action::CallModel(req))
+    }
+
+    /// Text held back as a possible silent reply that turned out not to be one, as an
+    /// event (the response is complete, so nothing more can make it silent).
+    fn flush_held(&mut self) -> Vec<Action> {
+        if self.released || self.text.trim().is_empty() || reply::is_silent(&self.text) {
+            return vec![];
+        }
+        self.released = true;
+        vec![Action::Emit(EventBody::Assistant {
+            delta: self.text.clone(),
+        })]
+    }
+
+    /// The fallback tool-error warning, when the last tool batch failed and the final
+    /// response says nothing visible (R-F2).
+    fn warning(&self) -> Option<String> {
+        let visible = !self.text.trim().is_empty() && !reply::is_silent(&self.text);
+        match &self.tool_error {
+            Some((tool, error)) if !visible => Some(reply::tool_error_warning(tool, error)),
+            _ => None,
+        }
     }
 
     /// Usage summed over the run's model calls.
@@ -565,6 +629,8 @@ impl Turn {
     fn start_tools(&mut self, run_deadline: Option<Instant>, wall_ms: u64) -> (Phase, Vec<Action>) {
         let calls = std::mem::take(&mut self.calls);
         let text = std::mem::take(&mut self.text);
+        self.tool_calls += calls.len();
+        self.tool_error = None;
         if let Some(req) = self.request.as_mut() {
             req.messages.push(ChatMessage {
                 tool_calls: calls.clone(),
@@ -596,13 +662,18 @@ impl Turn {
         stop_reason: Option<String>,
         wall_ms: u64,
     ) -> RunTerminal {
-        let payloads = if status == RunStatus::Ok && !self.text.is_empty() {
-            vec![Payload {
+        let visible = !self.text.trim().is_empty() && !reply::is_silent(&self.text);
+        let payloads = match (self.warning(), status) {
+            (_, RunStatus::Ok) if visible => vec![Payload {
                 text: self.text.clone(),
                 is_error: false,
-            }]
-        } else {
-            vec![]
+            }],
+            // A failed tool and nothing else to say: tell the user (R-F2).
+            (Some(text), RunStatus::Ok) => vec![Payload {
+                text,
+                is_error: true,
+            }],
+            _ => vec![],
         };
         RunTerminal {
             run_id: self.spec.run_id.clone(),

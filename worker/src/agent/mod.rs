@@ -1,6 +1,8 @@
 //! The agent loop: [`core`] decides (sans-IO), [`driver`] carries out its actions, [`prompt`]
-//! owns everything the model sees (system prompt and history rendering).
+//! owns everything the model sees (system prompt and history rendering), [`reply`] shapes what
+//! the user gets (silent token, tool-error warning).
 
 pub mod core;
 pub mod driver;
 pub mod prompt;
+pub mod reply;

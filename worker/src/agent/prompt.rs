@@ -13,8 +13,15 @@ Answer the user directly and concisely. Files from your workspace that describe 
 work are included below when present.";
 
 /// Workspace files injected into the system prompt, in this order (R-B6, R-B7).
-pub const BOOTSTRAP_FILES: &[&str] =
-    &["AGENTS.md", "SOUL.md", "TOOLS.md", "IDENTITY.md", "USER.md"];
+pub const BOOTSTRAP_FILES: &[&str] = &[
+    "AGENTS.md",
+    "SOUL.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "USER.md",
+    "HEARTBEAT.md",
+    "MEMORY.md",
+];
 /// `USER.md` has its own smaller cap, as in OpenClaw.
 pub const USER_MD_MAX_CHARS: usize = 4000;
 /// Most history messages sent to the model (compaction arrives later).
