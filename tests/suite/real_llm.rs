@@ -155,3 +155,63 @@ async fn real_llm_streamed_turn_through_loopgate() {
     assert_eq!(entry["message"]["model"], "smollm2");
     gw.logs.assert_clean(&[]);
 }
+
+/// Issue 6 acceptance: a real model's tool call runs through loopgate's tool loop (the
+/// streamed call is assembled, executed in the workspace, its result sent back) and the run
+/// completes. Checks protocol facts only: a tool started and finished, the result went back to
+/// the model, the run ended `ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llm_tool_call_turn_through_loopgate() {
+    let Some((_server, base_url)) = start_llm().await else {
+        return;
+    };
+    let gw = Gateway::start_with_provider(&base_url, "smollm2").await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "devbox-42\n").unwrap();
+    let mut params = loopgate_tests::client::connect_params();
+    params["caps"] = json!(["tool-events"]);
+    let mut c = loopgate_tests::Client::connect_with(&gw.socket(), params).await;
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "Use the read tool to read the file notes.txt.",
+                   "idempotencyKey": "llm-tool", "timeout": 300}),
+        )
+        .await;
+    let acc = c.res(&id).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    let fin = tokio::time::timeout(WAIT * 8, c.res(&id))
+        .await
+        .expect("the model answers");
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    c.agent_event("llm-tool", |p| p["data"]["phase"] == "end")
+        .await;
+    let tool_events: Vec<&Value> = c
+        .seen
+        .iter()
+        .filter(|f| {
+            f["event"] == "agent"
+                && f["payload"]["runId"] == "llm-tool"
+                && f["payload"]["stream"] == "tool"
+        })
+        .collect();
+    let phases: Vec<&str> = tool_events
+        .iter()
+        .map(|f| f["payload"]["data"]["phase"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        phases.len() >= 2 && phases[0] == "start" && phases[1] == "result",
+        "the model called a tool and it ran: {phases:?} (final: {fin})"
+    );
+    let db = gw.agent_db("main");
+    let results: i64 = db
+        .query_row(
+            "SELECT count(*) FROM transcript WHERE role = 'toolResult'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(results >= 1, "tool results recorded");
+    gw.logs.assert_clean(&[]);
+}
