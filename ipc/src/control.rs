@@ -116,6 +116,25 @@ pub struct AgentSpec {
     /// Since: protocol v1. Policy of the `exec` tool.
     #[serde(default)]
     pub exec: ExecPolicy,
+    /// Since: protocol v1. Plugin hooks (external commands), in no particular order.
+    #[serde(default)]
+    pub hooks: Vec<HookSpec>,
+}
+
+/// A plugin hook: an external command run for one event.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookSpec {
+    /// `before_tool_call`, `after_tool_call`, `tool_result_persist`, `before_prompt_build`,
+    /// `agent_end`.
+    pub event: String,
+    /// Program and arguments (no shell).
+    pub command: Vec<String>,
+    /// Higher runs first.
+    #[serde(default)]
+    pub priority: i32,
+    pub timeout_ms: u64,
 }
 
 /// Who may run shell commands through the `exec` tool.

@@ -32,6 +32,9 @@ fn spec() -> AgentSpec {
         base_prompt: None,
         max_queued: 1024,
         exec: ExecPolicy::default(),
+        // Fields added after the v1 fixtures were blessed keep their defaults here, so the
+        // fixtures keep describing what a v1 peer sent; they get their own round trip below.
+        hooks: vec![],
     }
 }
 
@@ -268,6 +271,27 @@ fn golden_fixtures_of_v1_still_decode() {
             "{name} does not round-trip"
         );
     }
+}
+
+#[test]
+fn additive_agent_spec_fields_round_trip() {
+    let spec = AgentSpec {
+        exec: ExecPolicy {
+            security: "allowlist".into(),
+            allowlist: vec!["git *".into()],
+            timeout_ms: Some(5_000),
+        },
+        hooks: vec![HookSpec {
+            event: "before_tool_call".into(),
+            command: vec!["/usr/local/bin/guard".into()],
+            priority: 10,
+            timeout_ms: 5_000,
+        }],
+        ..spec()
+    };
+    let bytes = encode_body(&spec).unwrap();
+    let back: AgentSpec = decode_body(&bytes).unwrap();
+    assert_eq!(back, spec);
 }
 
 #[test]

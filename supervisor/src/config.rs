@@ -61,7 +61,32 @@ pub struct RawConfig {
     pub models: RawModels,
     #[serde(default)]
     pub workers: RawWorkers,
+    /// `[[hooks.<event>]]`: plugin hooks, for every agent.
+    #[serde(default)]
+    pub hooks: std::collections::BTreeMap<String, Vec<RawHook>>,
 }
+
+/// One `[[hooks.<event>]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHook {
+    /// Program and arguments (no shell).
+    pub command: Vec<String>,
+    /// Higher runs first (default 0).
+    pub priority: Option<i32>,
+    pub timeout_seconds: Option<f64>,
+}
+
+/// Plugin hook events this build fires.
+pub const HOOK_EVENTS: &[&str] = &[
+    "before_tool_call",
+    "after_tool_call",
+    "tool_result_persist",
+    "before_prompt_build",
+    "agent_end",
+];
+/// Default hook timeout.
+const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
 
 /// Worker supervision settings (`[workers]`).
 #[derive(Debug, Default, Deserialize)]
@@ -354,6 +379,7 @@ pub struct AgentConfig {
     pub bootstrap_total_max_chars: u32,
     pub system_prompt: Option<String>,
     pub exec: ipc::control::ExecPolicy,
+    pub hooks: Vec<ipc::control::HookSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -485,6 +511,7 @@ impl Config {
         let main = AgentId("main".into());
         let mut ids: Vec<AgentId> = vec![main.clone()];
         ids.extend(raw.agents.list.keys().filter(|id| **id != main).cloned());
+        let hooks = resolve_hooks(&raw.hooks).map_err(err)?;
         let mut agents = Vec::with_capacity(ids.len());
         for id in ids {
             let own = raw.agents.list.get(&id).cloned().unwrap_or_default();
@@ -577,6 +604,7 @@ impl Config {
             };
             agents.push(AgentConfig {
                 exec,
+                hooks: hooks.clone(),
                 db_path: state_dir
                     .join("agents")
                     .join(id.as_str())
@@ -665,6 +693,40 @@ fn is_self_hosted(base_url: &str) -> bool {
         Ok(IpAddr::V6(v6)) => v6.is_loopback(),
         Err(_) => false,
     }
+}
+
+/// Validates `[[hooks.<event>]]` entries: known events, a program, a sane timeout.
+fn resolve_hooks(
+    raw: &std::collections::BTreeMap<String, Vec<RawHook>>,
+) -> Result<Vec<ipc::control::HookSpec>, String> {
+    let mut out = Vec::new();
+    for (event, entries) in raw {
+        if !HOOK_EVENTS.contains(&event.as_str()) {
+            return Err(format!(
+                "hooks.{event}: unknown or unsupported hook event (supported: {})",
+                HOOK_EVENTS.join(", ")
+            ));
+        }
+        for (i, h) in entries.iter().enumerate() {
+            let key = format!("hooks.{event}[{i}]");
+            if h.command.first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(format!("{key}.command: needs at least the program to run"));
+            }
+            let secs = h.timeout_seconds.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECONDS);
+            if !(secs > 0.0 && secs <= 600.0) {
+                return Err(format!(
+                    "{key}.timeout_seconds: must be more than 0 and at most 600"
+                ));
+            }
+            out.push(ipc::control::HookSpec {
+                event: event.clone(),
+                command: h.command.clone(),
+                priority: h.priority.unwrap_or(0),
+                timeout_ms: (secs * 1000.0) as u64,
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -121,6 +121,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         base_prompt: agent.system_prompt.clone(),
         max_queued: 4096,
         exec: agent.exec.clone(),
+        hooks: agent.hooks.clone(),
     })
 }
 

@@ -85,6 +85,33 @@ async fn bad_config_exits_78_with_file_line_and_key() {
         "{stderr}"
     );
 
+    // Hooks: unknown events and empty commands are refused by name.
+    for (text, needle) in [
+        (
+            "[[hooks.before_lunch]]\ncommand = [\"true\"]\n",
+            "hooks.before_lunch",
+        ),
+        (
+            "[[hooks.agent_end]]\ncommand = []\n",
+            "hooks.agent_end[0].command",
+        ),
+        (
+            "[[hooks.agent_end]]\ncommand = [\"true\"]\ntimeout_seconds = 0\n",
+            "hooks.agent_end[0].timeout_seconds",
+        ),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let out = tokio::process::Command::new(bin("loopgate"))
+            .args(["serve", "--state-dir"])
+            .arg(dir.path())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(78));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+
     // An explicit --config that does not exist is an error too.
     let out = tokio::process::Command::new(bin("loopgate"))
         .args(["serve", "--state-dir"])

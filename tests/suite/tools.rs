@@ -396,3 +396,65 @@ async fn fallback_warning_only_when_nothing_else_was_said_r_f2() {
     assert_eq!(p[0]["text"], "I am not allowed to run commands here.");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-H2: a `before_tool_call` hook blocks a tool the exec policy would allow (the model sees
+/// the reason, other tools still run); `tool_result_persist` rewrites what is recorded;
+/// `before_prompt_build` adds system context; a broken config hook is refused at load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_block_rewrite_and_add_context_r_h2() {
+    let gw = Gateway::start_with(concat!(
+        "[agents.defaults.tools.exec]\nsecurity = \"full\"\n\n",
+        "[[hooks.before_tool_call]]\n",
+        "command = [\"sh\", \"-c\", \"grep -q '\\\"toolName\\\":\\\"exec\\\"' && echo '{\\\"block\\\": true, \\\"blockReason\\\": \\\"exec is switched off\\\"}' || true\"]\n",
+        "priority = 10\n\n",
+        "[[hooks.tool_result_persist]]\n",
+        "command = [\"sed\", \"s/hunter2/[redacted]/\"]\n\n",
+        "[[hooks.before_prompt_build]]\n",
+        "command = [\"sh\", \"-c\", \"cat >/dev/null; echo '{\\\"appendSystemContext\\\": \\\"Hook says: be brief.\\\"}'\"]\n",
+    ))
+    .await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("pw.txt"), "password hunter2\n").unwrap();
+    gw.model.push(Step::ToolCalls {
+        text: String::new(),
+        calls: vec![
+            ScriptedCall {
+                id: "x".into(),
+                name: "exec".into(),
+                arguments: r#"{"command": "touch hooked"}"#.into(),
+            },
+            ScriptedCall {
+                id: "r".into(),
+                name: "read".into(),
+                arguments: r#"{"path": "pw.txt"}"#.into(),
+            },
+        ],
+    });
+    gw.model.push(text("ok"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "go", "idempotencyKey": "hooked"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert!(!ws.join("hooked").exists(), "the blocked command ran");
+    let reqs = gw.model.requests();
+    let system = reqs[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.ends_with("Hook says: be brief."), "{system}");
+    let results = tool_messages(&reqs[1].body);
+    assert!(results[0].1.contains("exec is switched off"), "{results:?}");
+    assert!(
+        results[1].1.contains("[redacted]") && !results[1].1.contains("hunter2"),
+        "{results:?}"
+    );
+    let db = gw.agent_db("main");
+    let stored: Vec<String> = db
+        .prepare("SELECT entry_json FROM transcript WHERE role = 'toolResult' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(stored.iter().all(|e| !e.contains("hunter2")), "{stored:?}");
+    gw.logs.assert_clean(&[]);
+}

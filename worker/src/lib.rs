@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod hooks;
 pub mod link;
 pub mod llm;
 pub mod store;
@@ -56,6 +57,7 @@ pub struct Ctx {
     pub reader: Reader,
     pub llm: Result<OpenAiClient, LlmError>,
     pub out: mpsc::Sender<WorkerToControl>,
+    pub hooks: hooks::Hooks,
 }
 
 /// Options from the command line and environment (read once in `main`).
@@ -92,6 +94,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     // The supervisor labels relayed lines with agent and pid.
     tracing::info!("Worker started.");
     let ctx = Arc::new(Ctx {
+        hooks: hooks::Hooks::new(spec.hooks.clone()),
         spec,
         writer: db_writer,
         reader: db_reader,

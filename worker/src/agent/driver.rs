@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Action, Input, Turn, TurnSpec};
 use super::prompt;
+use crate::hooks::HookCtx;
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::store::BeginRun;
 use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
@@ -75,6 +76,12 @@ pub async fn drive(
         workspace: std::path::PathBuf::from(&ctx.spec.workspace),
         exec: ctx.spec.exec.clone(),
     };
+    let hook_ctx = HookCtx {
+        agent_id: ctx.spec.agent_id.clone(),
+        session_key: run.session_key.clone(),
+        run_id: run.run_id.clone(),
+        workspace: tool_ctx.workspace.clone(),
+    };
     let mut held: Option<ModelItem> = None;
     let mut seq = 0u64;
     let mut cancel_open = true;
@@ -105,13 +112,25 @@ pub async fn drive(
                             .await;
                         pending.push_back(Input::Appended(res));
                     }
-                    Action::RunTool(c) => tool = Some(start_tool(&tool_ctx, c)),
+                    Action::RunTool(c) => tool = Some(start_tool(&ctx, &tool_ctx, &hook_ctx, c)),
                     Action::AbortTool => tool = None,
                     Action::Persist(f) => {
                         let res = ctx.writer.finish(*f).await;
                         pending.push_back(Input::Persisted(res));
                     }
-                    Action::Finish(t) => return *t,
+                    Action::Finish(t) => {
+                        if ctx.hooks.has("agent_end") {
+                            let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
+                            let fields = serde_json::json!({
+                                "status": t.status, "error": t.error,
+                                "durationMs": t.duration_ms, "stopReason": t.stop_reason,
+                            });
+                            tokio::spawn(async move {
+                                ctx.hooks.observe(&hook_ctx, "agent_end", fields).await;
+                            });
+                        }
+                        return *t;
+                    }
                 }
             }
         }
@@ -157,10 +176,39 @@ impl Drop for ToolRun {
     }
 }
 
-fn start_tool(ctx: &ToolCtx, call: ToolCall) -> ToolRun {
-    let ctx = ctx.clone();
+/// Runs one call with its hooks: `before_tool_call` guards (may block or rewrite the
+/// arguments), the tool, `tool_result_persist` (may rewrite the result), and
+/// `after_tool_call` observers (in the background, off the run's path).
+fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: ToolCall) -> ToolRun {
+    let (ctx, tools_ctx, hook_ctx) = (ctx.clone(), tools_ctx.clone(), hook_ctx.clone());
     ToolRun {
-        task: tokio::spawn(async move { tools::execute(&ctx, &call).await }),
+        task: tokio::spawn(async move {
+            let call = match ctx.hooks.before_tool_call(&hook_ctx, &call).await {
+                Ok(call) => call,
+                Err(reason) => {
+                    return ToolOutcome {
+                        content: reason,
+                        is_error: true,
+                    }
+                }
+            };
+            let outcome = tools::execute(&tools_ctx, &call).await;
+            if ctx.hooks.has("after_tool_call") {
+                let fields = serde_json::json!({
+                    "toolName": call.name, "toolCallId": call.id,
+                    "result": outcome.content, "isError": outcome.is_error,
+                });
+                let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
+                tokio::spawn(async move {
+                    ctx.hooks
+                        .observe(&hook_ctx, "after_tool_call", fields)
+                        .await;
+                });
+            }
+            ctx.hooks
+                .tool_result_persist(&hook_ctx, &call, outcome)
+                .await
+        }),
     }
 }
 
@@ -240,10 +288,24 @@ async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
         .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
         .await
         .map_err(|e| format!("cannot read the session history: {e}"))?;
+    let hook_ctx = HookCtx {
+        agent_id: ctx.spec.agent_id.clone(),
+        session_key: run.session_key.clone(),
+        run_id: run.run_id.clone(),
+        workspace: workspace.to_owned(),
+    };
+    let added = ctx.hooks.before_prompt_build(&hook_ctx, &run.message).await;
+    let extra: Vec<String> = added
+        .prepend
+        .into_iter()
+        .chain(run.extra_system_prompt.clone())
+        .chain(added.append)
+        .collect();
+    let extra = extra.join("\n\n");
     let system = prompt::system_prompt(
         ctx.spec.base_prompt.as_deref(),
         &files,
-        run.extra_system_prompt.as_deref(),
+        (!extra.is_empty()).then_some(extra.as_str()),
     );
     Ok(prompt::request(
         system,

@@ -1,0 +1,376 @@
+//! Plugin hooks as external commands (R-H2). A hook gets the event as one JSON object on
+//! stdin and may answer one JSON object on stdout (empty stdout: no opinion).
+//!
+//! Handlers of an event run one at a time, highest `priority` first. Failure policy:
+//! - guards fail closed: `before_tool_call` treats a hook that fails, times out or answers
+//!   garbage as a block (the tool does not run; the model sees why);
+//! - everything else fails open: `after_tool_call`, `agent_end` (observers),
+//!   `tool_result_persist` (transform: the result stays as it was) and `before_prompt_build`
+//!   (no context added) log the failure and go on.
+//!
+//! Decision rules: `{"block": true}` is terminal and stops lower-priority handlers;
+//! `{"block": false}` is a no-op that never clears an earlier block.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use ipc::control::HookSpec;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::tools::{ToolCall, ToolOutcome};
+
+/// Largest hook answer read from stdout.
+const MAX_OUTPUT: u64 = 256 * 1024;
+
+/// Who a hook event is about.
+#[derive(Debug, Clone)]
+pub struct HookCtx {
+    pub agent_id: String,
+    pub session_key: String,
+    pub run_id: String,
+    pub workspace: PathBuf,
+}
+
+impl HookCtx {
+    fn event(&self, name: &str, fields: Value) -> Value {
+        let mut v = json!({
+            "event": name,
+            "agentId": self.agent_id,
+            "sessionKey": self.session_key,
+            "runId": self.run_id,
+        });
+        if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        v
+    }
+}
+
+/// The configured hooks, ready to run.
+#[derive(Debug, Default)]
+pub struct Hooks {
+    /// Sorted by priority, highest first (stable for equal priorities).
+    list: Vec<HookSpec>,
+}
+
+/// Extra system prompt text from `before_prompt_build`.
+#[derive(Debug, Default, PartialEq)]
+pub struct PromptContext {
+    pub prepend: Vec<String>,
+    pub append: Vec<String>,
+}
+
+impl Hooks {
+    pub fn new(mut list: Vec<HookSpec>) -> Self {
+        list.sort_by_key(|h| std::cmp::Reverse(h.priority));
+        Self { list }
+    }
+
+    fn for_event<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a HookSpec> + 'a {
+        self.list.iter().filter(move |h| h.event == event)
+    }
+
+    pub fn has(&self, event: &str) -> bool {
+        self.for_event(event).next().is_some()
+    }
+
+    /// `Ok(call)` (possibly with arguments rewritten by `{"params": {...}}`) or `Err(reason)`
+    /// when a hook blocked it or a guard failed.
+    pub async fn before_tool_call(
+        &self,
+        ctx: &HookCtx,
+        call: &ToolCall,
+    ) -> Result<ToolCall, String> {
+        let mut call = call.clone();
+        for h in self.for_event("before_tool_call") {
+            let input = ctx.event(
+                "before_tool_call",
+                json!({"toolName": call.name, "toolCallId": call.id, "params": args_value(&call.arguments)}),
+            );
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) => {
+                    if answer.get("block") == Some(&Value::Bool(true)) {
+                        let reason = answer
+                            .get("blockReason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("no reason given");
+                        return Err(format!("blocked by a before_tool_call hook: {reason}"));
+                    }
+                    if let Some(params) = answer.get("params").filter(|p| p.is_object()) {
+                        call.arguments = params.to_string();
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "before_tool_call hook failed; blocking the tool call (guards fail closed).");
+                    return Err(format!(
+                        "blocked: the before_tool_call hook {} failed ({e})",
+                        h.command[0]
+                    ));
+                }
+            }
+        }
+        Ok(call)
+    }
+
+    /// Lets `tool_result_persist` hooks rewrite the result (`{"result": "text"}`) before it
+    /// is recorded and sent back to the model.
+    pub async fn tool_result_persist(
+        &self,
+        ctx: &HookCtx,
+        call: &ToolCall,
+        mut outcome: ToolOutcome,
+    ) -> ToolOutcome {
+        for h in self.for_event("tool_result_persist") {
+            let input = ctx.event(
+                "tool_result_persist",
+                json!({"toolName": call.name, "toolCallId": call.id,
+                       "result": outcome.content, "isError": outcome.is_error}),
+            );
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) => {
+                    if let Some(text) = answer.get("result").and_then(Value::as_str) {
+                        outcome.content = crate::tools::cap(text.to_owned());
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "tool_result_persist hook failed; keeping the result as it was.");
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Observers: run in order, failures logged.
+    pub async fn observe(&self, ctx: &HookCtx, event: &str, fields: Value) {
+        let input = ctx.event(event, fields);
+        for h in self.for_event(event) {
+            if let Err(e) = run(h, &ctx.workspace, &input).await {
+                tracing::warn!(hook = %h.command[0], event, error = %e, "Hook failed; ignored (observer).");
+            }
+        }
+    }
+
+    /// Context to add to the system prompt (`prependSystemContext` / `appendSystemContext`).
+    pub async fn before_prompt_build(&self, ctx: &HookCtx, prompt: &str) -> PromptContext {
+        let mut out = PromptContext::default();
+        let input = ctx.event("before_prompt_build", json!({"prompt": prompt}));
+        for h in self.for_event("before_prompt_build") {
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) => {
+                    let text = |k: &str| {
+                        answer
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_owned)
+                    };
+                    out.prepend.extend(text("prependSystemContext"));
+                    out.append.extend(text("appendSystemContext"));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "before_prompt_build hook failed; no context added.");
+                }
+            }
+        }
+        out
+    }
+}
+
+fn args_value(arguments: &str) -> Value {
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()))
+}
+
+/// Runs one hook: `Ok(None)` for empty output, `Ok(Some(object))` for a JSON object.
+async fn run(h: &HookSpec, cwd: &std::path::Path, input: &Value) -> Result<Option<Value>, String> {
+    let Some((program, args)) = h.command.split_first() else {
+        return Err("empty command".into());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if cwd.is_dir() {
+        cmd.current_dir(cwd);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    let pgid = child.id();
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let body = input.to_string();
+    let work = async {
+        if let Some(mut w) = stdin {
+            // A hook that does not read its input is fine.
+            let _ = w.write_all(body.as_bytes()).await;
+            let _ = w.shutdown().await;
+        }
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(s) = stdout {
+                let _ = s.take(MAX_OUTPUT).read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(s) = stderr {
+                let _ = s.take(4096).read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let status = child.wait().await;
+        (status, out, err)
+    };
+    let (status, out, err) =
+        match tokio::time::timeout(Duration::from_millis(h.timeout_ms), work).await {
+            Ok(r) => r,
+            Err(_) => {
+                if let Some(pid) = pgid {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                return Err(format!("timed out after {} ms", h.timeout_ms));
+            }
+        };
+    let status = status.map_err(|e| format!("cannot wait for it: {e}"))?;
+    if !status.success() {
+        let first = String::from_utf8_lossy(&err);
+        let first = first.lines().next().unwrap_or("").trim();
+        return Err(format!(
+            "{status}{}",
+            if first.is_empty() {
+                String::new()
+            } else {
+                format!(": {first}")
+            }
+        ));
+    }
+    let text = String::from_utf8_lossy(&out);
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err("answered JSON that is not an object".into()),
+        Err(e) => Err(format!("answered something that is not JSON: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(priority: i32, script: &str) -> HookSpec {
+        HookSpec {
+            event: "before_tool_call".into(),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            priority,
+            timeout_ms: 5_000,
+        }
+    }
+
+    fn ctx() -> HookCtx {
+        HookCtx {
+            agent_id: "main".into(),
+            session_key: "agent:main:main".into(),
+            run_id: "r".into(),
+            workspace: std::env::temp_dir(),
+        }
+    }
+
+    fn call() -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: "exec".into(),
+            arguments: r#"{"command":"ls"}"#.into(),
+        }
+    }
+
+    /// R-H2: a block is terminal (lower-priority hooks do not run) and `{block:false}` never
+    /// clears it; a failing guard blocks.
+    #[tokio::test]
+    async fn block_rules_r_h2() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let hooks = Hooks::new(vec![
+            hook(0, &format!("touch {}", marker.display())),
+            hook(
+                5,
+                r#"echo '{"block": true, "blockReason": "no shell today"}'"#,
+            ),
+            hook(9, r#"echo '{"block": false}'"#),
+        ]);
+        let err = hooks.before_tool_call(&ctx(), &call()).await.unwrap_err();
+        assert!(err.contains("no shell today"), "{err}");
+        assert!(!marker.exists(), "a lower-priority hook ran after a block");
+
+        let hooks = Hooks::new(vec![
+            hook(0, r#"echo '{"block": false}'"#),
+            hook(1, "exit 3"),
+        ]);
+        let err = hooks.before_tool_call(&ctx(), &call()).await.unwrap_err();
+        assert!(err.contains("failed"), "{err}");
+
+        let hooks = Hooks::new(vec![HookSpec {
+            timeout_ms: 100,
+            ..hook(0, "sleep 5")
+        }]);
+        let err = hooks.before_tool_call(&ctx(), &call()).await.unwrap_err();
+        assert!(err.contains("timed out"), "{err}");
+
+        let hooks = Hooks::new(vec![hook(
+            0,
+            r#"cat >/dev/null; echo '{"params": {"command": "pwd"}}'"#,
+        )]);
+        let c = hooks.before_tool_call(&ctx(), &call()).await.unwrap();
+        assert_eq!(c.arguments, r#"{"command":"pwd"}"#);
+    }
+
+    #[tokio::test]
+    async fn hooks_get_the_event_on_stdin_and_transforms_fail_open() {
+        let persist = |script: &str| HookSpec {
+            event: "tool_result_persist".into(),
+            ..hook(0, script)
+        };
+        let hooks = Hooks::new(vec![persist(
+            // Echoes the event back with the result edited: an object with `result`.
+            "sed 's/secret/[redacted]/'",
+        )]);
+        let out = hooks
+            .tool_result_persist(
+                &ctx(),
+                &call(),
+                ToolOutcome {
+                    content: "the secret".into(),
+                    is_error: false,
+                },
+            )
+            .await;
+        assert_eq!(out.content, "the [redacted]");
+        let hooks = Hooks::new(vec![persist("echo not-json")]);
+        let out = hooks
+            .tool_result_persist(
+                &ctx(),
+                &call(),
+                ToolOutcome {
+                    content: "kept".into(),
+                    is_error: false,
+                },
+            )
+            .await;
+        assert_eq!(out.content, "kept");
+    }
+}
