@@ -83,6 +83,19 @@ enum Cmd {
         #[arg(long)]
         timeout: Option<u64>,
     },
+    /// Show the audit ledger: run lifecycle and tool start/result records with result codes
+    /// and timings (never content), oldest first. Reads the agent databases directly.
+    Audit {
+        /// Only this agent (default: all agents).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Newest records to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Operator commands for agent workers.
     Worker {
         #[command(subcommand)]
@@ -211,6 +224,7 @@ fn main() -> ExitCode {
         Cmd::Status { json } => runtime.block_on(client::status(&socket, json)),
         Cmd::Health => runtime.block_on(client::health(&socket)),
         Cmd::Drain { timeout } => runtime.block_on(client::drain(&socket, timeout)),
+        Cmd::Audit { agent, limit, json } => client::audit(&state_dir, agent, limit, json),
         Cmd::Worker {
             command: WorkerCmd::Restart { agent, force },
         } => runtime.block_on(client::worker_restart(&socket, agent, force)),

@@ -458,3 +458,124 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
     assert!(stored.iter().all(|e| !e.contains("hunter2")), "{stored:?}");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-D6: the audit ledger records lifecycle and tool start/terminal events with result codes
+/// and timings, and no content: no prompt, reply, tool arguments, results or error text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_ledger_holds_metadata_only_r_d6() {
+    let gw = Gateway::start().await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("s.txt"), "file-secret-77\n").unwrap();
+    gw.model.push(Step::ToolCalls {
+        text: String::new(),
+        calls: vec![
+            ScriptedCall {
+                id: "a1".into(),
+                name: "read".into(),
+                arguments: r#"{"path": "s.txt"}"#.into(),
+            },
+            ScriptedCall {
+                id: "a2".into(),
+                name: "exec".into(),
+                arguments: r#"{"command": "echo args-secret-55"}"#.into(),
+            },
+        ],
+    });
+    gw.model.push(text("reply-secret-33"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "prompt-secret-11", "idempotencyKey": "audited"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    // The ledger is written behind the run, in the agent db's queue order: once a later
+    // run has begun (its user message is committed), the first run's records are too.
+    gw.model.push(text("later"));
+    let (_, fin) = c
+        .turn(json!({"message": "next", "idempotencyKey": "audited-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+
+    let out = gw.cli(&["audit", "--json", "--limit", "100"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text_out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let rows: Vec<Value> = text_out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["runId"] == "audited")
+        .collect();
+    let summary: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}",
+                r["kind"].as_str().unwrap(),
+                r["phase"].as_str().unwrap(),
+                r["tool"].as_str().unwrap_or("-"),
+                r["result"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "lifecycle start - -",
+            "tool start read -",
+            "tool result read ok",
+            "tool start exec -",
+            "tool result exec error",
+            "lifecycle end - ok",
+        ]
+    );
+    assert_eq!(rows[0]["agentId"], "main");
+    assert_eq!(rows[0]["sessionKey"], "agent:main:main");
+    assert!(rows[5]["durationMs"].is_u64());
+    let db = gw.agent_db("main");
+    let dump: Vec<String> = db
+        .prepare("SELECT * FROM audit")
+        .unwrap()
+        .query_map([], |r| {
+            Ok((0..10)
+                .map(|i| {
+                    r.get::<_, rusqlite::types::Value>(i)
+                        .map(|v| format!("{v:?}"))
+                        .unwrap_or_default()
+                })
+                .collect::<Vec<_>>()
+                .join("|"))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let dump = dump.join("\n");
+    for secret in [
+        "prompt-secret-11",
+        "file-secret-77",
+        "args-secret-55",
+        "reply-secret-33",
+        "exec refused",
+    ] {
+        assert!(
+            !dump.contains(secret),
+            "{secret} leaked into the ledger:\n{dump}"
+        );
+        assert!(
+            !text_out.contains(secret),
+            "{secret} leaked into audit output"
+        );
+    }
+
+    // Human output and errors.
+    let out = gw.cli(&["audit", "--agent", "main", "--limit", "3"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let out = gw.cli(&["audit", "--agent", "nobody"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nobody"));
+    gw.logs.assert_clean(&[]);
+}

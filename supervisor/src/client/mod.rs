@@ -3,9 +3,11 @@
 //! Architecture Invariant: this module depends on `ipc` (and std/tokio) only, never on the
 //! supervisor's internals; it is just another client of the protocol.
 
+mod audit;
 mod conn;
 mod render;
 
+pub use audit::audit;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

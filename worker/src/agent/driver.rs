@@ -7,7 +7,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ipc::control::{RunEvent, RunTerminal, StopReason, SubmitRun, WorkerToControl};
+use ipc::control::{
+    EventBody, Phase as LPhase, RunEvent, RunTerminal, StopReason, SubmitRun, WorkerToControl,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -15,7 +17,7 @@ use super::core::{Action, Input, Turn, TurnSpec};
 use super::prompt;
 use crate::hooks::HookCtx;
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
-use crate::store::BeginRun;
+use crate::store::{AuditRecord, BeginRun};
 use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
 use crate::{now_ms, Ctx};
 
@@ -72,6 +74,7 @@ pub async fn drive(
     let mut pending = VecDeque::from([first]);
     let mut call: Option<ModelCall> = None;
     let mut tool: Option<ToolRun> = None;
+    let mut tool_started: Option<Instant> = None;
     let tool_ctx = ToolCtx {
         workspace: std::path::PathBuf::from(&ctx.spec.workspace),
         exec: ctx.spec.exec.clone(),
@@ -90,6 +93,9 @@ pub async fn drive(
             for action in turn.handle(input, Instant::now(), now_ms()) {
                 match action {
                     Action::Emit(body) => {
+                        if let Some(rec) = audit_record(&run, &body, &mut tool_started) {
+                            ctx.writer.audit(rec);
+                        }
                         seq += 1;
                         let ev = RunEvent {
                             run_id: run.run_id.clone(),
@@ -222,6 +228,70 @@ async fn next_tool(tool: &mut Option<ToolRun>) -> ToolOutcome {
             content: format!("the tool failed: {e}"),
             is_error: true,
         },
+    }
+}
+
+/// The audit ledger's view of an event (R-D6): lifecycle and tool start/terminal, with
+/// result codes and timings, never content.
+fn audit_record(
+    run: &SubmitRun,
+    body: &EventBody,
+    tool_started: &mut Option<Instant>,
+) -> Option<AuditRecord> {
+    let base = |kind, phase: &str| AuditRecord {
+        ts: now_ms(),
+        run_id: run.run_id.clone(),
+        session_key: run.session_key.clone(),
+        kind,
+        phase: phase.to_owned(),
+        tool_name: None,
+        tool_call_id: None,
+        result: None,
+        duration_ms: None,
+    };
+    match body {
+        EventBody::Lifecycle(l) => {
+            let (phase, result) = match l.phase {
+                LPhase::Start => ("start", None),
+                LPhase::End => ("end", Some("ok")),
+                LPhase::Error if l.aborted == Some(true) => ("error", Some("aborted")),
+                LPhase::Error if l.stop_reason.as_deref() == Some("timeout") => {
+                    ("error", Some("timeout"))
+                }
+                LPhase::Error => ("error", Some("error")),
+                _ => return None,
+            };
+            Some(AuditRecord {
+                result,
+                duration_ms: l
+                    .ended_at
+                    .zip(l.started_at)
+                    .map(|(e, s)| e.saturating_sub(s)),
+                ..base("lifecycle", phase)
+            })
+        }
+        EventBody::Tool {
+            phase,
+            tool_call_id,
+            name,
+            is_error,
+            ..
+        } => {
+            let duration_ms = if phase == "start" {
+                *tool_started = Some(Instant::now());
+                None
+            } else {
+                tool_started.take().map(|t| t.elapsed().as_millis() as u64)
+            };
+            Some(AuditRecord {
+                tool_name: Some(name.clone()),
+                tool_call_id: Some(tool_call_id.clone()),
+                result: is_error.map(|e| if e { "error" } else { "ok" }),
+                duration_ms,
+                ..base("tool", phase)
+            })
+        }
+        _ => None,
     }
 }
 

@@ -93,6 +93,24 @@ impl NewMessage {
     }
 }
 
+/// One audit ledger record (R-D6): what happened, never content (no prompts, messages,
+/// tool arguments, results or error text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub ts: u64,
+    pub run_id: String,
+    pub session_key: String,
+    /// `lifecycle` or `tool`.
+    pub kind: &'static str,
+    /// lifecycle `start`/`end`/`error`; tool `start`/`result`.
+    pub phase: String,
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    /// Result code: `ok`, `error`, `timeout`, `aborted`.
+    pub result: Option<&'static str>,
+    pub duration_ms: Option<u64>,
+}
+
 /// A run is starting: claim the session and record the user's message.
 #[derive(Debug, Clone)]
 pub struct BeginRun {

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
@@ -76,6 +76,26 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
              UPDATE sessions SET window_start_seq = COALESCE(
                 (SELECT max(seq) FROM transcript t WHERE t.session_id = sessions.session_id AND t.role = 'reset'), 0);
              PRAGMA user_version = 2;
+             COMMIT;",
+        )?;
+    }
+    if version < 3 {
+        // v3: the audit ledger (R-D6): metadata only, bounded by the writer.
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE audit(
+                id INTEGER PRIMARY KEY,
+                ts INTEGER NOT NULL,
+                run_id TEXT NOT NULL,
+                session_key TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                phase TEXT NOT NULL,
+                tool_name TEXT,
+                tool_call_id TEXT,
+                result TEXT,
+                duration_ms INTEGER
+             ) STRICT;
+             PRAGMA user_version = 3;
              COMMIT;",
         )?;
     }

@@ -11,10 +11,15 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{schema, BeginRun, FinishRun, NewMessage, StoreError};
+use super::{schema, AuditRecord, BeginRun, FinishRun, NewMessage, StoreError};
 
 const QUEUE: usize = 4096;
 const MAX_BATCH: usize = 256;
+/// Audit records kept per agent; older ones are pruned (up to `AUDIT_PRUNE_EVERY` more
+/// accumulate between prunes).
+pub const AUDIT_MAX_RECORDS: i64 = 10_000;
+/// Prune the ledger once per this many inserts.
+const AUDIT_PRUNE_EVERY: i64 = 256;
 /// Message stored for runs a crash left open.
 pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
 
@@ -39,6 +44,7 @@ enum Cmd {
         delete_transcript: bool,
         reply: oneshot::Sender<Result<bool, StoreError>>,
     },
+    Audit(AuditRecord),
 }
 
 /// A session's identity after a change.
@@ -105,6 +111,18 @@ impl Writer {
             reply,
         })?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queues an audit record without waiting for it. When the writer's queue is full the
+    /// record is dropped with a warning: the ledger never holds up a run.
+    pub fn audit(&self, record: AuditRecord) {
+        match self.tx.try_send(Cmd::Audit(record)) {
+            Ok(()) => {}
+            Err(std_mpsc::TrySendError::Full(_)) => {
+                tracing::warn!("Agent db queue full; dropped an audit record.")
+            }
+            Err(std_mpsc::TrySendError::Disconnected(_)) => {}
+        }
     }
 
     /// Records the run's outcome. The assistant message (if any) is fenced: if the run lost
@@ -181,6 +199,8 @@ enum Reply {
         oneshot::Sender<Result<bool, StoreError>>,
         Result<bool, StoreError>,
     ),
+    /// Nobody waits (audit records).
+    None,
 }
 
 impl Reply {
@@ -190,6 +210,7 @@ impl Reply {
             Reply::Unit(tx, r) => drop(tx.send(r)),
             Reply::Info(tx, r) => drop(tx.send(r)),
             Reply::Bool(tx, r) => drop(tx.send(r)),
+            Reply::None => {}
         }
     }
 
@@ -199,6 +220,7 @@ impl Reply {
             Reply::Unit(tx, _) => drop(tx.send(Err(err))),
             Reply::Info(tx, _) => drop(tx.send(Err(err))),
             Reply::Bool(tx, _) => drop(tx.send(Err(err))),
+            Reply::None => tracing::warn!(error = %err, "Audit records lost in a failed commit."),
         }
     }
 }
@@ -305,7 +327,37 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
             reply,
             guarded(conn, alone, |c| delete(c, &session_key, delete_transcript)),
         ),
+        Cmd::Audit(rec) => {
+            if let Err(e) = guarded(conn, alone, |c| audit(c, &rec)) {
+                tracing::warn!(error = %e, "Cannot write an audit record.");
+            }
+            Reply::None
+        }
     }
+}
+
+fn audit(c: &Connection, r: &AuditRecord) -> Result<(), StoreError> {
+    c.prepare_cached(
+        "INSERT INTO audit(ts, run_id, session_key, kind, phase, tool_name, tool_call_id, result, duration_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        r.ts as i64,
+        r.run_id,
+        r.session_key,
+        r.kind,
+        r.phase,
+        r.tool_name,
+        r.tool_call_id,
+        r.result,
+        r.duration_ms.map(|d| d as i64)
+    ])?;
+    let id = c.last_insert_rowid();
+    if id % AUDIT_PRUNE_EVERY == 0 {
+        c.prepare_cached("DELETE FROM audit WHERE id <= ?1")?
+            .execute(params![id - AUDIT_MAX_RECORDS])?;
+    }
+    Ok(())
 }
 
 /// Refuses a session mutation while a run holds the session's writer claim.
@@ -635,6 +687,41 @@ mod tests {
     fn count_rows(path: &Path, sql: &str) -> i64 {
         let c = Connection::open(path).unwrap();
         c.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// R-D6: the ledger stays bounded however much is recorded.
+    #[tokio::test]
+    async fn audit_ledger_is_bounded_r_d6() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let (w, _) = Writer::open(&path, 0).unwrap();
+        let total = AUDIT_MAX_RECORDS + 3 * AUDIT_PRUNE_EVERY;
+        for i in 0..total {
+            let rec = AuditRecord {
+                ts: i as u64,
+                run_id: format!("r{i}"),
+                session_key: "agent:main:main".into(),
+                kind: "lifecycle",
+                phase: "start".into(),
+                tool_name: None,
+                tool_call_id: None,
+                result: None,
+                duration_ms: None,
+            };
+            // Never drop a record here: wait for room like a slow producer would.
+            while w.tx.try_send(Cmd::Audit(rec.clone())).is_err() {
+                tokio::task::yield_now().await;
+            }
+        }
+        // Any acknowledged command comes after every audit record queued before it.
+        w.begin(begin_req("flush")).await.unwrap();
+        let kept = count_rows(&path, "SELECT count(*) FROM audit");
+        assert!(
+            (AUDIT_MAX_RECORDS..AUDIT_MAX_RECORDS + AUDIT_PRUNE_EVERY).contains(&kept),
+            "{kept}"
+        );
+        let newest = count_rows(&path, "SELECT max(ts) FROM audit");
+        assert_eq!(newest, total - 1, "the newest records are the ones kept");
     }
 
     /// R-C1: a run whose claim was superseded cannot commit transcript data.
