@@ -25,6 +25,7 @@ use ipc::control::{
 use std::collections::VecDeque;
 
 use super::reply;
+use super::xml::XmlFilter;
 use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest};
 use crate::store::{FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
@@ -125,6 +126,8 @@ pub struct Turn {
     released: bool,
     /// The last tool batch's failure, `(tool, error)`, for the fallback warning (R-F2).
     tool_error: Option<(String, String)>,
+    /// Hides serialized tool calls in the current response's text (R-D4).
+    xml: XmlFilter,
 }
 
 impl Turn {
@@ -144,6 +147,7 @@ impl Turn {
             tool_calls: 0,
             released: false,
             tool_error: None,
+            xml: XmlFilter::default(),
         }
     }
 
@@ -278,21 +282,13 @@ impl Turn {
                             vec![],
                         );
                     }
-                    self.text.push_str(&d);
                     let phase = Phase::Streaming {
                         run_deadline,
                         idle_deadline: now + self.spec.idle_timeout,
                     };
-                    // A possible silent reply is held back until it is decided (R-F1).
-                    if self.released {
-                        (phase, vec![Action::Emit(EventBody::Assistant { delta: d })])
-                    } else if reply::may_become_silent(&self.text) {
-                        (phase, vec![])
-                    } else {
-                        self.released = true;
-                        let delta = self.text.clone();
-                        (phase, vec![Action::Emit(EventBody::Assistant { delta })])
-                    }
+                    // Serialized tool calls never reach the reply (R-D4).
+                    let visible = self.xml.push(&d);
+                    (phase, self.accept_text(visible))
                 }
                 LlmEvent::Usage(u) => {
                     // Only advancing counts are progress (R-G5).
@@ -324,7 +320,9 @@ impl Turn {
                     )
                 }
                 LlmEvent::Done { finish_reason } => {
-                    let mut held = self.flush_held();
+                    let tail = self.xml.finish();
+                    let mut held = self.accept_text(tail);
+                    held.extend(self.flush_held());
                     if self.calls.is_empty() {
                         if let Some(warning) = self.warning() {
                             held.push(Action::Emit(EventBody::Assistant { delta: warning }));
@@ -579,6 +577,7 @@ impl Turn {
         self.prior_usage = self.total_usage();
         self.usage = None;
         self.released = false;
+        self.xml = XmlFilter::default();
         self.text.clear();
         self.calls.clear();
         self.request = Some(req.clone());
@@ -587,6 +586,25 @@ impl Turn {
             idle_deadline: now + self.spec.idle_timeout,
         };
         (phase, Action::CallModel(req))
+    }
+
+    /// Adds visible text of the current response; returns the event to stream, if any. A
+    /// possible silent reply is held back until it is decided (R-F1).
+    fn accept_text(&mut self, d: String) -> Vec<Action> {
+        if d.is_empty() {
+            return vec![];
+        }
+        self.text.push_str(&d);
+        if self.released {
+            vec![Action::Emit(EventBody::Assistant { delta: d })]
+        } else if reply::may_become_silent(&self.text) {
+            vec![]
+        } else {
+            self.released = true;
+            vec![Action::Emit(EventBody::Assistant {
+                delta: self.text.clone(),
+            })]
+        }
     }
 
     /// Text held back as a possible silent reply that turned out not to be one, as an

@@ -6,3 +6,4 @@ pub mod core;
 pub mod driver;
 pub mod prompt;
 pub mod reply;
+pub mod xml;
