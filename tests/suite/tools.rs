@@ -629,3 +629,54 @@ async fn serialized_xml_tool_calls_are_hidden_r_d4() {
     assert_eq!(last["content"][0]["text"], want, "{last}");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-B6: workspace context: MEMORY.md and HEARTBEAT.md are injected with the other bootstrap
+/// files, and skills from `<workspace>/skills/*/SKILL.md` are listed for the model (hidden
+/// ones left out); a changed skill shows up in the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_heartbeat_and_skills_in_the_system_prompt_r_b6() {
+    let gw = Gateway::start().await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(ws.join("skills/deploy")).unwrap();
+    std::fs::create_dir_all(ws.join("skills/secret")).unwrap();
+    std::fs::write(ws.join("MEMORY.md"), "remember the plums").unwrap();
+    std::fs::write(ws.join("HEARTBEAT.md"), "check the queue").unwrap();
+    std::fs::write(
+        ws.join("skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Ship a release safely\n---\nSteps...",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("skills/secret/SKILL.md"),
+        "---\nname: secret\ndescription: hidden\ndisable-model-invocation: true\n---\n",
+    )
+    .unwrap();
+    let mut c = gw.connect().await;
+    c.turn(json!({"message": "hi", "idempotencyKey": "ctx-1"}))
+        .await;
+    let system = |i: usize| {
+        gw.model.requests()[i].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let s = system(0);
+    assert!(
+        s.contains("## MEMORY.md") && s.contains("remember the plums"),
+        "{s}"
+    );
+    assert!(s.contains("## HEARTBEAT.md") && s.contains("check the queue"));
+    assert!(s.contains(
+        "<skill><name>deploy</name><description>Ship a release safely</description><location>skills/deploy/SKILL.md</location></skill>"
+    ), "{s}");
+    assert!(!s.contains("<name>secret</name>"));
+    std::fs::write(
+        ws.join("skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: Ship a release, now with canaries\n---\n",
+    )
+    .unwrap();
+    c.turn(json!({"message": "again", "idempotencyKey": "ctx-2"}))
+        .await;
+    assert!(system(1).contains("now with canaries"));
+    gw.logs.assert_clean(&[]);
+}

@@ -58,6 +58,7 @@ pub struct Ctx {
     pub llm: Result<OpenAiClient, LlmError>,
     pub out: mpsc::Sender<WorkerToControl>,
     pub hooks: hooks::Hooks,
+    pub skills: agent::skills::SkillsCache,
 }
 
 /// Options from the command line and environment (read once in `main`).
@@ -95,6 +96,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     tracing::info!("Worker started.");
     let ctx = Arc::new(Ctx {
         hooks: hooks::Hooks::new(spec.hooks.clone()),
+        skills: agent::skills::SkillsCache::default(),
         spec,
         writer: db_writer,
         reader: db_reader,

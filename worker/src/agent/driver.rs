@@ -343,7 +343,7 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
 }
 
 /// Builds the model request: workspace (created on first use), bootstrap files, history.
-async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
+async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun) -> Result<ModelRequest, String> {
     let workspace = std::path::Path::new(&ctx.spec.workspace);
     let files = prompt::load_bootstrap(
         workspace,
@@ -372,9 +372,16 @@ async fn prepare(ctx: &Ctx, run: &SubmitRun) -> Result<ModelRequest, String> {
         .chain(added.append)
         .collect();
     let extra = extra.join("\n\n");
+    let skills = {
+        let (ctx, ws) = (ctx.clone(), workspace.to_owned());
+        tokio::task::spawn_blocking(move || ctx.skills.prompt(&ws))
+            .await
+            .map_err(|e| format!("reading the skills failed: {e}"))?
+    };
     let system = prompt::system_prompt(
         ctx.spec.base_prompt.as_deref(),
         &files,
+        &skills,
         (!extra.is_empty()).then_some(extra.as_str()),
     );
     Ok(prompt::request(

@@ -6,4 +6,5 @@ pub mod core;
 pub mod driver;
 pub mod prompt;
 pub mod reply;
+pub mod skills;
 pub mod xml;

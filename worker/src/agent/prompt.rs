@@ -1,5 +1,6 @@
 //! Everything model-visible is rendered here and nowhere else: the system prompt (base prompt,
-//! workspace bootstrap files under their caps, per-run additions) and the history.
+//! workspace bootstrap files under their caps, the skills list from [`super::skills`],
+//! per-run additions) and the history.
 
 use std::path::Path;
 
@@ -97,7 +98,12 @@ fn read_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
 }
 
 /// Renders the system prompt.
-pub fn system_prompt(base: Option<&str>, files: &[BootstrapFile], extra: Option<&str>) -> String {
+pub fn system_prompt(
+    base: Option<&str>,
+    files: &[BootstrapFile],
+    skills: &str,
+    extra: Option<&str>,
+) -> String {
     let mut s = String::from(base.unwrap_or(BASE_PROMPT));
     if !files.is_empty() {
         s.push_str("\n\n# Workspace Files\n");
@@ -107,6 +113,10 @@ pub fn system_prompt(base: Option<&str>, files: &[BootstrapFile], extra: Option<
                 s.push_str("\n[This file was truncated to fit the context limit.]\n");
             }
         }
+    }
+    if !skills.is_empty() {
+        s.push_str("\n\n");
+        s.push_str(skills);
     }
     if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
         s.push_str("\n\n");
@@ -179,7 +189,8 @@ mod tests {
         assert_eq!(files[0].content.len(), 30);
         assert!(files[0].truncated);
         assert_eq!(files[1].content.len(), 15);
-        let p = system_prompt(None, &files, Some("extra rule"));
+        let p = system_prompt(None, &files, "# Skills", Some("extra rule"));
+        assert!(p.contains("\n\n# Skills\n\nextra rule"));
         assert!(p.starts_with(BASE_PROMPT));
         assert!(p.contains("## AGENTS.md") && p.contains("## SOUL.md"));
         assert!(p.ends_with("extra rule"));
