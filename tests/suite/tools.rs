@@ -360,18 +360,21 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
     gw.logs.assert_clean(&[]);
 }
 
-/// R-F2: a failed tool followed by an empty reply gets the fallback warning; a failed tool
-/// followed by a real answer does not.
+/// R-F2, R-F4: a failed tool followed by an empty reply gets one tool-free finalization
+/// pass, then (still nothing) the fallback warning; a failed tool followed by a real answer
+/// gets no warning.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fallback_warning_only_when_nothing_else_was_said_r_f2() {
+async fn fallback_warning_only_when_nothing_else_was_said_r_f2_r_f4() {
     let gw = Gateway::start().await;
     gw.model.push(call("x", "exec", r#"{"command": "make"}"#));
-    gw.model.push(Step::Text {
-        text: String::new(),
-        chunks: 1,
-        delay_ms: 0,
-        finish_reason: None,
-    });
+    for _ in 0..2 {
+        gw.model.push(Step::Text {
+            text: " \u{200B} ".into(),
+            chunks: 1,
+            delay_ms: 0,
+            finish_reason: None,
+        });
+    }
     gw.model.push(call("y", "exec", r#"{"command": "make"}"#));
     gw.model
         .push(text("I am not allowed to run commands here."));
@@ -387,6 +390,18 @@ async fn fallback_warning_only_when_nothing_else_was_said_r_f2() {
     assert!(
         w.contains("exec tool failed") && w.contains("exec refused"),
         "{w}"
+    );
+    let reqs = gw.model.requests();
+    assert_eq!(reqs.len(), 3, "call, answer, one finalization pass");
+    assert!(reqs[1].body["tools"].is_array());
+    assert!(
+        reqs[2].body.get("tools").is_none(),
+        "the finalization pass offers no tools"
+    );
+    assert_eq!(
+        tool_messages(&reqs[2].body).len(),
+        1,
+        "it sees the settled results"
     );
     let (_, fin) = c
         .turn(json!({"message": "build again", "idempotencyKey": "no-warn"}))
@@ -678,5 +693,57 @@ async fn memory_heartbeat_and_skills_in_the_system_prompt_r_b6() {
     c.turn(json!({"message": "again", "idempotencyKey": "ctx-2"}))
         .await;
     assert!(system(1).contains("now with canaries"));
+    gw.logs.assert_clean(&[]);
+}
+
+/// R-F3: an empty (whitespace / zero-width) reply is retried; when the retry is empty too
+/// the run fails and a try-again notice is left in history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_replies_are_retried_then_reported_r_f3() {
+    let gw = Gateway::start().await;
+    let empty = |t: &str| Step::Text {
+        text: t.into(),
+        chunks: 1,
+        delay_ms: 0,
+        finish_reason: None,
+    };
+    gw.model.push(empty("  "));
+    gw.model.push(text("Second time lucky."));
+    gw.model.push(empty("\u{200B}"));
+    gw.model.push(empty("\n"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "hello", "idempotencyKey": "retry-ok"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "Second time lucky.",
+        "{fin}"
+    );
+    let (_, fin) = c
+        .turn(json!({"message": "hello?", "idempotencyKey": "retry-out"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    assert!(
+        fin["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no visible reply (2 attempts)"),
+        "{fin}"
+    );
+    assert_eq!(gw.model.requests().len(), 4);
+    let h = c.call("chat.history", json!({"sessionKey": "main"})).await;
+    let last = h["payload"]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Please try again"),
+        "{last}"
+    );
     gw.logs.assert_clean(&[]);
 }

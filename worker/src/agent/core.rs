@@ -34,6 +34,8 @@ use crate::tools::{ToolCall, ToolOutcome};
 pub const MAX_MODEL_CALLS: u32 = 16;
 /// Most tool calls in one run.
 pub const MAX_TOOL_CALLS: usize = 64;
+/// Extra model calls for a reply that came back empty (R-F3).
+pub const MAX_EMPTY_RETRIES: u32 = 1;
 /// Tool arguments and results carried in events are capped to this many characters.
 const EVENT_JSON_MAX: usize = 4096;
 
@@ -128,6 +130,12 @@ pub struct Turn {
     tool_error: Option<(String, String)>,
     /// Hides serialized tool calls in the current response's text (R-D4).
     xml: XmlFilter,
+    /// The current response was asked for right after a tool batch.
+    after_tools: bool,
+    /// The tool-free finalization pass was used (R-F4).
+    finalized: bool,
+    /// Model calls repeated because the reply was empty (R-F3).
+    empty_retries: u32,
 }
 
 impl Turn {
@@ -148,6 +156,9 @@ impl Turn {
             released: false,
             tool_error: None,
             xml: XmlFilter::default(),
+            after_tools: false,
+            finalized: false,
+            empty_retries: 0,
         }
     }
 
@@ -324,6 +335,25 @@ impl Turn {
                     let mut held = self.accept_text(tail);
                     held.extend(self.flush_held());
                     if self.calls.is_empty() {
+                        if let Some(again) = self.retry_for_reply(run_deadline, now) {
+                            return again;
+                        }
+                        if !self.visible()
+                            && !reply::is_silent(&self.text)
+                            && self.tool_error.is_none()
+                        {
+                            // Retries exhausted: report it, and leave a notice in history (R-F3).
+                            self.text = reply::TRY_AGAIN_NOTICE.into();
+                            return self.end(
+                                RunStatus::Error,
+                                Some(format!(
+                                    "the model returned no visible reply ({} attempts)",
+                                    self.empty_retries + 1
+                                )),
+                                Some("error".into()),
+                                wall_ms,
+                            );
+                        }
                         if let Some(warning) = self.warning() {
                             held.push(Action::Emit(EventBody::Assistant { delta: warning }));
                         }
@@ -453,6 +483,7 @@ impl Turn {
                         );
                     };
                     let (phase, call) = self.call_model(req, run_deadline, now);
+                    self.after_tools = true;
                     (phase, vec![call])
                 }
             },
@@ -574,6 +605,8 @@ impl Turn {
         now: Instant,
     ) -> (Phase, Action) {
         self.model_calls += 1;
+        // Set again by the caller when this call follows a tool batch.
+        self.after_tools = false;
         self.prior_usage = self.total_usage();
         self.usage = None;
         self.released = false;
@@ -597,7 +630,7 @@ impl Turn {
         self.text.push_str(&d);
         if self.released {
             vec![Action::Emit(EventBody::Assistant { delta: d })]
-        } else if reply::may_become_silent(&self.text) {
+        } else if !reply::has_visible_text(&self.text) || reply::may_become_silent(&self.text) {
             vec![]
         } else {
             self.released = true;
@@ -610,7 +643,7 @@ impl Turn {
     /// Text held back as a possible silent reply that turned out not to be one, as an
     /// event (the response is complete, so nothing more can make it silent).
     fn flush_held(&mut self) -> Vec<Action> {
-        if self.released || self.text.trim().is_empty() || reply::is_silent(&self.text) {
+        if self.released || !reply::has_visible_text(&self.text) || reply::is_silent(&self.text) {
             return vec![];
         }
         self.released = true;
@@ -619,12 +652,44 @@ impl Turn {
         })]
     }
 
+    /// Whether the current response says something a user can see (not only whitespace or
+    /// zero-width characters).
+    fn visible(&self) -> bool {
+        reply::has_visible_text(&self.text) && !reply::is_silent(&self.text)
+    }
+
+    /// A required reply that came back empty gets another model call (R-F3, R-F4): after a
+    /// settled tool batch, one tool-free finalization pass over the results; otherwise a
+    /// plain retry, up to [`MAX_EMPTY_RETRIES`]. A silent reply is an answer, not empty.
+    fn retry_for_reply(
+        &mut self,
+        run_deadline: Option<Instant>,
+        now: Instant,
+    ) -> Option<(Phase, Vec<Action>)> {
+        if self.visible() || reply::is_silent(&self.text) || self.model_calls >= MAX_MODEL_CALLS {
+            return None;
+        }
+        let mut req = self.request.take()?;
+        if self.after_tools && !self.finalized {
+            self.finalized = true;
+            req.tools.clear();
+        } else if self.empty_retries < MAX_EMPTY_RETRIES && self.tool_error.is_none() {
+            self.empty_retries += 1;
+        } else {
+            self.request = Some(req);
+            return None;
+        }
+        let (phase, call) = self.call_model(req, run_deadline, now);
+        Some((phase, vec![call]))
+    }
+
     /// The fallback tool-error warning, when the last tool batch failed and the final
     /// response says nothing visible (R-F2).
     fn warning(&self) -> Option<String> {
-        let visible = !self.text.trim().is_empty() && !reply::is_silent(&self.text);
         match &self.tool_error {
-            Some((tool, error)) if !visible => Some(reply::tool_error_warning(tool, error)),
+            Some((tool, error)) if !self.visible() && !reply::is_silent(&self.text) => {
+                Some(reply::tool_error_warning(tool, error))
+            }
             _ => None,
         }
     }
@@ -680,7 +745,7 @@ impl Turn {
         stop_reason: Option<String>,
         wall_ms: u64,
     ) -> RunTerminal {
-        let visible = !self.text.trim().is_empty() && !reply::is_silent(&self.text);
+        let visible = self.visible();
         let payloads = match (self.warning(), status) {
             (_, RunStatus::Ok) if visible => vec![Payload {
                 text: self.text.clone(),

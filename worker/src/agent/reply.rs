@@ -3,6 +3,20 @@
 /// The exact silent token: a reply that is only this is no reply.
 pub const SILENT_TOKEN: &str = "NO_REPLY";
 
+/// Saved in history when the model gave no visible reply and retries ran out (R-F3).
+pub const TRY_AGAIN_NOTICE: &str = "⚠️ No reply was produced for this message. Please try again.";
+
+/// Whether `text` has anything but whitespace and zero-width characters.
+pub fn has_visible_text(text: &str) -> bool {
+    text.chars().any(|c| {
+        !(c.is_whitespace()
+            || matches!(
+                c,
+                '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}'
+            ))
+    })
+}
+
 /// Longest text still held back as a possible silent reply while streaming.
 const HOLD_MAX: usize = 64;
 
