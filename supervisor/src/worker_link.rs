@@ -539,7 +539,12 @@ fn publish(
                 data["args"] = a;
             }
             if let Some(r) = parse(result_json) {
-                data["result"] = r;
+                let key = if phase == "update" {
+                    "partialResult"
+                } else {
+                    "result"
+                };
+                data[key] = r;
             }
             if let Some(e) = is_error {
                 data["isError"] = json!(e);

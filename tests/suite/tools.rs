@@ -747,3 +747,85 @@ async fn empty_replies_are_retried_then_reported_r_f3() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// R-E4: a running exec streams `update` events (partial output) between `start` and
+/// `result`; aborting the run kills the command's whole process group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_streams_updates_and_abort_kills_the_group_r_e4() {
+    let gw = Gateway::start_with("[agents.defaults.tools.exec]\nsecurity = \"full\"\n").await;
+    gw.model.push(call(
+        "u1",
+        "exec",
+        r#"{"command": "echo part1; echo part2"}"#,
+    ));
+    gw.model.push(text("Done."));
+    let mut c = tool_client(&gw).await;
+    let (_, fin) = c
+        .turn(json!({"message": "run it", "idempotencyKey": "updates"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    c.agent_event("updates", |p| p["data"]["phase"] == "end")
+        .await;
+    let phases: Vec<(String, String)> = c
+        .seen
+        .iter()
+        .filter(|f| f["payload"]["runId"] == "updates" && f["payload"]["stream"] == "tool")
+        .map(|f| {
+            let d = &f["payload"]["data"];
+            (
+                d["phase"].as_str().unwrap().to_owned(),
+                d["partialResult"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(phases.first().unwrap().0, "start", "{phases:?}");
+    assert_eq!(phases.last().unwrap().0, "result", "{phases:?}");
+    let updates: String = phases
+        .iter()
+        .filter(|(p, _)| p == "update")
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(updates, "part1\npart2\n", "{phases:?}");
+
+    // Abort while a command (and a child of it) runs.
+    gw.model.push(call(
+        "u2",
+        "exec",
+        r#"{"command": "sleep 300 & echo $! > sleeper.pid; echo started; wait"}"#,
+    ));
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "hang", "idempotencyKey": "hang"}),
+        )
+        .await;
+    c.agent_event("hang", |p| {
+        p["stream"] == "tool" && p["data"]["phase"] == "update"
+    })
+    .await;
+    let pid: u32 = std::fs::read_to_string(gw.state().join("agents/main/workspace/sleeper.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(loopgate_tests::alive(pid));
+    let r = c
+        .call("chat.abort", json!({"sessionKey": "main", "runId": "hang"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let mut fin = c.res(&id).await;
+    if fin["payload"]["status"] == "accepted" {
+        fin = c.res(&id).await;
+    }
+    assert_eq!(
+        fin["payload"]["status"], "timeout",
+        "aborted runs report timeout: {fin}"
+    );
+    assert!(
+        loopgate_tests::gone_within(pid, loopgate_tests::WAIT)
+            .await
+            .is_some(),
+        "the command's child survived the abort"
+    );
+    gw.logs.assert_clean(&[]);
+}

@@ -67,6 +67,8 @@ pub enum Input {
     Tick,
     /// A transcript message from `Action::Append` was written (or not).
     Appended(Result<(), StoreError>),
+    /// Partial output of the running tool.
+    ToolUpdate(String),
     /// The tool from `Action::RunTool` finished.
     ToolDone(ToolOutcome),
     Persisted(Result<(), StoreError>),
@@ -507,9 +509,9 @@ impl Turn {
                     tool_call_id: call.id.clone(),
                     name: call.name.clone(),
                     args_json: None,
-                    result_json: Some(clip(
-                        &serde_json::Value::String(outcome.content.clone()).to_string(),
-                    )),
+                    result_json: Some(
+                        serde_json::Value::String(clip(&outcome.content)).to_string(),
+                    ),
                     is_error: Some(outcome.is_error),
                 });
                 if outcome.is_error {
@@ -532,6 +534,31 @@ impl Turn {
                         running: None,
                     },
                     vec![result, Action::Append(Box::new(message))],
+                )
+            }
+            (
+                Phase::Tools {
+                    run_deadline,
+                    queue,
+                    running: Some(call),
+                },
+                Input::ToolUpdate(text),
+            ) => {
+                let update = Action::Emit(EventBody::Tool {
+                    phase: "update".into(),
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    args_json: None,
+                    result_json: Some(serde_json::Value::String(clip(&text)).to_string()),
+                    is_error: None,
+                });
+                (
+                    Phase::Tools {
+                        run_deadline,
+                        queue,
+                        running: Some(call),
+                    },
+                    vec![update],
                 )
             }
             (Phase::Tools { run_deadline, .. }, Input::Tick)

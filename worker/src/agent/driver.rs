@@ -78,6 +78,7 @@ pub async fn drive(
     let tool_ctx = ToolCtx {
         workspace: std::path::PathBuf::from(&ctx.spec.workspace),
         exec: ctx.spec.exec.clone(),
+        progress: None,
     };
     let hook_ctx = HookCtx {
         agent_id: ctx.spec.agent_id.clone(),
@@ -150,10 +151,13 @@ pub async fn drive(
                     Input::ModelFailed(LlmError::Transport("the model stream ended without a result".into()))
                 }
             },
-            done = next_tool(&mut tool), if tool.is_some() => {
-                tool = None;
-                Input::ToolDone(done)
-            }
+            item = next_tool(&mut tool), if tool.is_some() => match item {
+                ToolItem::Update(text) => Input::ToolUpdate(text),
+                ToolItem::Done(outcome) => {
+                    tool = None;
+                    Input::ToolDone(outcome)
+                }
+            },
             changed = cancel.changed(), if cancel_open => match changed {
                 Ok(()) => match *cancel.borrow_and_update() {
                     Some(reason) => Input::Cancel(reason),
@@ -174,6 +178,15 @@ pub async fn drive(
 /// child, which is spawned with kill-on-drop).
 struct ToolRun {
     task: JoinHandle<ToolOutcome>,
+    updates: mpsc::Receiver<String>,
+}
+
+/// Partial tool output queued before the driver reads it (updates beyond it are dropped).
+const TOOL_UPDATE_QUEUE: usize = 16;
+
+enum ToolItem {
+    Update(String),
+    Done(ToolOutcome),
 }
 
 impl Drop for ToolRun {
@@ -186,8 +199,11 @@ impl Drop for ToolRun {
 /// arguments), the tool, `tool_result_persist` (may rewrite the result), and
 /// `after_tool_call` observers (in the background, off the run's path).
 fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: ToolCall) -> ToolRun {
-    let (ctx, tools_ctx, hook_ctx) = (ctx.clone(), tools_ctx.clone(), hook_ctx.clone());
+    let (ctx, mut tools_ctx, hook_ctx) = (ctx.clone(), tools_ctx.clone(), hook_ctx.clone());
+    let (tx, updates) = mpsc::channel(TOOL_UPDATE_QUEUE);
+    tools_ctx.progress = Some(tx);
     ToolRun {
+        updates,
         task: tokio::spawn(async move {
             let call = match ctx.hooks.before_tool_call(&hook_ctx, &call).await {
                 Ok(call) => call,
@@ -218,16 +234,22 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
     }
 }
 
-async fn next_tool(tool: &mut Option<ToolRun>) -> ToolOutcome {
+/// The running tool's next update, or its outcome once every queued update was read (the
+/// task drops its sender when it ends, so updates always come before the outcome).
+async fn next_tool(tool: &mut Option<ToolRun>) -> ToolItem {
     let Some(t) = tool.as_mut() else {
         return std::future::pending().await;
     };
-    match (&mut t.task).await {
-        Ok(outcome) => outcome,
-        Err(e) => ToolOutcome {
-            content: format!("the tool failed: {e}"),
-            is_error: true,
-        },
+    tokio::select! {
+        biased;
+        Some(text) = t.updates.recv() => ToolItem::Update(text),
+        res = &mut t.task => ToolItem::Done(match res {
+            Ok(outcome) => outcome,
+            Err(e) => ToolOutcome {
+                content: format!("the tool failed: {e}"),
+                is_error: true,
+            },
+        }),
     }
 }
 
@@ -277,6 +299,9 @@ fn audit_record(
             is_error,
             ..
         } => {
+            if phase == "update" {
+                return None;
+            }
             let duration_ms = if phase == "start" {
                 *tool_started = Some(Instant::now());
                 None

@@ -266,15 +266,30 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
         Err(e) => return ToolOutcome::err(format!("cannot run the command: {e}")),
     };
     let pgid = child.id();
+    // If this future is dropped (the run was aborted), the whole group goes, not just `sh`.
+    let mut group = GroupKill(pgid);
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
+    let progress = ctx.progress.clone();
     let read_all = |s: Option<tokio::process::ChildStdout>| async move {
         let mut buf = Vec::new();
-        if let Some(mut s) = s {
-            let _ = (&mut s)
-                .take(EXEC_MAX_OUTPUT as u64)
-                .read_to_end(&mut buf)
-                .await;
+        let Some(mut s) = s else {
+            return buf;
+        };
+        let mut chunk = vec![0u8; 8192];
+        while buf.len() < EXEC_MAX_OUTPUT {
+            let room = chunk.len().min(EXEC_MAX_OUTPUT - buf.len());
+            match s.read(&mut chunk[..room]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    // Partial output is best effort: a full queue drops an update, never
+                    // blocks the command (the result has everything).
+                    if let Some(tx) = &progress {
+                        let _ = tx.try_send(String::from_utf8_lossy(&chunk[..n]).into_owned());
+                    }
+                }
+            }
         }
         buf
     };
@@ -295,6 +310,7 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     };
     match tokio::time::timeout(timeout, run).await {
         Ok((out, err, status)) => {
+            group.0 = None;
             let code = status.ok().and_then(|s| s.code());
             let mut text = String::from_utf8_lossy(&out).into_owned();
             if !err.is_empty() {
@@ -309,17 +325,33 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
         }
         Err(_) => {
             // Kill the whole process group, not just the shell.
-            if let Some(pid) = pgid {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+            group.kill();
             ToolOutcome::err(format!(
                 "command timed out after {} s and was killed",
                 timeout.as_secs()
             ))
         }
+    }
+}
+
+/// Kills a command's process group when dropped, unless disarmed (`.0 = None`) after the
+/// command finished.
+struct GroupKill(Option<u32>);
+
+impl GroupKill {
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 

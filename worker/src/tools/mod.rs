@@ -93,6 +93,8 @@ fn strip_images(text: String) -> String {
 pub struct ToolCtx {
     pub workspace: PathBuf,
     pub exec: ExecPolicy,
+    /// Partial output of a running tool (`exec`), best effort.
+    pub progress: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 /// The built-in tools.
