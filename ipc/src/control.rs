@@ -127,7 +127,7 @@ pub struct AgentSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookSpec {
     /// `before_tool_call`, `after_tool_call`, `tool_result_persist`, `before_prompt_build`,
-    /// `agent_end`.
+    /// `message_sending`, `agent_end`.
     pub event: String,
     /// Program and arguments (no shell).
     pub command: Vec<String>,

@@ -83,6 +83,7 @@ pub const HOOK_EVENTS: &[&str] = &[
     "after_tool_call",
     "tool_result_persist",
     "before_prompt_build",
+    "message_sending",
     "agent_end",
 ];
 /// Default hook timeout.

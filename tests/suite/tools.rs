@@ -829,3 +829,29 @@ async fn exec_streams_updates_and_abort_kills_the_group_r_e4() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// R-H2: a `message_sending` hook cancels a reply (no payload) or rewrites it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_sending_hook_cancels_or_rewrites_r_h2() {
+    let gw = Gateway::start_with(concat!(
+        "[[hooks.message_sending]]\n",
+        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] ok\\\"}'; fi\"]\n",
+    ))
+    .await;
+    gw.model.push(text("this is forbidden"));
+    gw.model.push(text("this is fine"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "a", "idempotencyKey": "ms-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(fin["payload"]["result"]["payloads"], json!([]), "{fin}");
+    let (_, fin) = c
+        .turn(json!({"message": "b", "idempotencyKey": "ms-2"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "[reviewed] ok",
+        "{fin}"
+    );
+    gw.logs.assert_clean(&[]);
+}

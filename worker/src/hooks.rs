@@ -115,6 +115,33 @@ impl Hooks {
         Ok(call)
     }
 
+    /// Runs `message_sending` guards over an outgoing reply: `None` when a hook cancelled it
+    /// (`{"cancel": true}`, terminal) or a guard failed (fail closed); otherwise the text,
+    /// possibly rewritten by `{"content": "..."}`. `{"cancel": false}` changes nothing.
+    pub async fn message_sending(&self, ctx: &HookCtx, text: &str) -> Option<String> {
+        let mut content = text.to_owned();
+        for h in self.for_event("message_sending") {
+            let input = ctx.event("message_sending", json!({"content": content}));
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) => {
+                    if answer.get("cancel") == Some(&Value::Bool(true)) {
+                        tracing::info!(hook = %h.command[0], "message_sending hook cancelled the reply.");
+                        return None;
+                    }
+                    if let Some(c) = answer.get("content").and_then(Value::as_str) {
+                        content = c.to_owned();
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "message_sending hook failed; the reply is not sent (guards fail closed).");
+                    return None;
+                }
+            }
+        }
+        Some(content)
+    }
+
     /// Lets `tool_result_persist` hooks rewrite the result (`{"result": "text"}`) before it
     /// is recorded and sent back to the model.
     pub async fn tool_result_persist(
@@ -337,6 +364,35 @@ mod tests {
         )]);
         let c = hooks.before_tool_call(&ctx(), &call()).await.unwrap();
         assert_eq!(c.arguments, r#"{"command":"pwd"}"#);
+    }
+
+    /// R-H2: `{cancel:true}` is terminal; `{cancel:false}` never clears it; content rewrites
+    /// chain; a failing guard cancels.
+    #[tokio::test]
+    async fn message_sending_cancel_rules_r_h2() {
+        let sending = |priority: i32, script: &str| HookSpec {
+            event: "message_sending".into(),
+            ..hook(priority, script)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let hooks = Hooks::new(vec![
+            sending(0, &format!("touch {}", marker.display())),
+            sending(5, r#"echo '{"cancel": true}'"#),
+            sending(9, r#"echo '{"cancel": false}'"#),
+        ]);
+        assert_eq!(hooks.message_sending(&ctx(), "hi").await, None);
+        assert!(!marker.exists());
+        let hooks = Hooks::new(vec![
+            sending(1, "sed 's/hi/hello/'"),
+            sending(0, "sed 's/hello/hello there/'"),
+        ]);
+        assert_eq!(
+            hooks.message_sending(&ctx(), "hi").await.as_deref(),
+            Some("hello there")
+        );
+        let hooks = Hooks::new(vec![sending(0, "exit 1")]);
+        assert_eq!(hooks.message_sending(&ctx(), "hi").await, None);
     }
 
     #[tokio::test]

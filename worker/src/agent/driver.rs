@@ -125,7 +125,18 @@ pub async fn drive(
                         let res = ctx.writer.finish(*f).await;
                         pending.push_back(Input::Persisted(res));
                     }
-                    Action::Finish(t) => {
+                    Action::Finish(mut t) => {
+                        if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
+                            let mut kept = Vec::with_capacity(t.payloads.len());
+                            for p in std::mem::take(&mut t.payloads) {
+                                if let Some(text) =
+                                    ctx.hooks.message_sending(&hook_ctx, &p.text).await
+                                {
+                                    kept.push(ipc::control::Payload { text, ..p });
+                                }
+                            }
+                            t.payloads = kept;
+                        }
                         if ctx.hooks.has("agent_end") {
                             let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
                             let fields = serde_json::json!({
