@@ -855,3 +855,80 @@ async fn message_sending_hook_cancels_or_rewrites_r_h2() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Installs an internal hook `<workspace>/hooks/<name>/` listening for `events`.
+fn internal_hook(ws: &std::path::Path, name: &str, events: &str, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = ws.join("hooks").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("HOOK.md"),
+        format!("---\nname: {name}\nevents: [{events}]\n---\nA test hook.\n"),
+    )
+    .unwrap();
+    let handler = dir.join("handler.sh");
+    std::fs::write(&handler, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// R-H1: internal hooks from `<workspace>/hooks/*/HOOK.md`: `agent:bootstrap` edits the
+/// bootstrap files before the system prompt is final; `command:new` / `command:reset` fire
+/// on `sessions.reset`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_hooks_bootstrap_and_commands_r_h1() {
+    use tokio::io::AsyncBufReadExt;
+    let gw = Gateway::start().await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("AGENTS.md"), "original agents file").unwrap();
+    internal_hook(
+        &ws,
+        "inject",
+        "\"agent:bootstrap\"",
+        r#"cat >/dev/null; echo '{"bootstrapFiles": [{"name": "EXTRA.md", "content": "injected by a hook"}]}'"#,
+    );
+    // The command hook reports the event it got through a FIFO the test reads: no polling.
+    let fifo = ws.join("hook.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    internal_hook(
+        &ws,
+        "notify",
+        "\"command:new\", \"command:reset\"",
+        "{ cat; echo; } > hook.fifo",
+    );
+    let rx = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&fifo)
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(rx).lines();
+
+    let mut c = gw.connect().await;
+    c.turn(json!({"message": "hi", "idempotencyKey": "boot"}))
+        .await;
+    let system = gw.model.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.contains("## EXTRA.md") && system.contains("injected by a hook"),
+        "{system}"
+    );
+    assert!(!system.contains("original agents file"), "{system}");
+
+    for (reason, event) in [("new", "command:new"), ("reset", "command:reset")] {
+        let r = c
+            .call("sessions.reset", json!({"key": "main", "reason": reason}))
+            .await;
+        assert_eq!(r["ok"], true, "{r}");
+        let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
+            .await
+            .expect("the hook ran")
+            .unwrap()
+            .unwrap();
+        let ev: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(ev["event"], event, "{ev}");
+        assert_eq!(ev["sessionKey"], "agent:main:main");
+        assert_eq!(ev["agentId"], "main");
+    }
+    gw.logs.assert_clean(&[]);
+}

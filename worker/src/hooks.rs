@@ -21,6 +21,119 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::tools::{ToolCall, ToolOutcome};
 
+/// Timeout of an internal (`HOOK.md`) hook.
+const INTERNAL_HOOK_TIMEOUT_MS: u64 = 10_000;
+
+/// An internal hook: `<workspace>/hooks/<name>/HOOK.md` (frontmatter `events`) with an
+/// executable `handler` (or `handler.sh`) next to it (R-H1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InternalHook {
+    pub name: String,
+    pub events: Vec<String>,
+    pub handler: PathBuf,
+}
+
+/// Parses `events:` from HOOK.md frontmatter: a flow list (`["a", "b"]`), a block list
+/// (`- a`) or one bare value.
+fn hook_events(text: &str) -> Vec<String> {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some("---") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut in_list = false;
+    for line in lines {
+        let t = line.trim();
+        if t == "---" {
+            break;
+        }
+        if in_list {
+            if let Some(item) = t.strip_prefix("- ") {
+                out.push(item.trim().trim_matches(['"', '\'']).to_owned());
+                continue;
+            }
+            in_list = false;
+        }
+        let Some(rest) = line.strip_prefix("events:") else {
+            continue;
+        };
+        let rest = rest.trim();
+        if rest.is_empty() {
+            in_list = true;
+        } else {
+            out.extend(
+                rest.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .split(',')
+                    .map(|e| e.trim().trim_matches(['"', '\'']).to_owned())
+                    .filter(|e| !e.is_empty()),
+            );
+        }
+    }
+    out
+}
+
+/// The internal hooks in `workspace` that listen for `event`, in name order.
+pub fn internal_hooks(workspace: &std::path::Path, event: &str) -> Vec<InternalHook> {
+    let Ok(entries) = std::fs::read_dir(workspace.join("hooks")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(text) = std::fs::read_to_string(dir.join("HOOK.md")) else {
+            continue;
+        };
+        let events = hook_events(&text);
+        if !events.iter().any(|e| e == event) {
+            continue;
+        }
+        let Some(handler) = ["handler", "handler.sh"]
+            .iter()
+            .map(|n| dir.join(n))
+            .find(|p| p.is_file())
+        else {
+            tracing::warn!(hook = %dir.display(), "HOOK.md without an executable handler; skipped.");
+            continue;
+        };
+        out.push(InternalHook {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            events,
+            handler,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Runs the internal hooks for `event`; returns their answers (failures are logged and
+/// skipped: internal hooks are observers or optional transforms).
+pub async fn run_internal(ctx: &HookCtx, event: &str, fields: Value) -> Vec<Value> {
+    let ws = ctx.workspace.clone();
+    let ev = event.to_owned();
+    let hooks = tokio::task::spawn_blocking(move || internal_hooks(&ws, &ev))
+        .await
+        .unwrap_or_default();
+    let input = ctx.event(event, fields);
+    let mut answers = Vec::new();
+    for h in hooks {
+        let spec = HookSpec {
+            event: event.to_owned(),
+            command: vec![h.handler.to_string_lossy().into_owned()],
+            priority: 0,
+            timeout_ms: INTERNAL_HOOK_TIMEOUT_MS,
+        };
+        match run(&spec, &ctx.workspace, &input).await {
+            Ok(Some(v)) => answers.push(v),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(hook = %h.name, event, error = %e, "Internal hook failed; ignored.")
+            }
+        }
+    }
+    answers
+}
+
 /// Largest hook answer read from stdout.
 const MAX_OUTPUT: u64 = 256 * 1024;
 
@@ -393,6 +506,19 @@ mod tests {
         );
         let hooks = Hooks::new(vec![sending(0, "exit 1")]);
         assert_eq!(hooks.message_sending(&ctx(), "hi").await, None);
+    }
+
+    #[test]
+    fn hook_md_events() {
+        assert_eq!(
+            hook_events("---\nname: x\nevents: [\"command:new\", 'agent:bootstrap']\n---\n"),
+            ["command:new", "agent:bootstrap"]
+        );
+        assert_eq!(
+            hook_events("---\nevents:\n  - command:reset\n  - command:stop\nname: y\n---\n"),
+            ["command:reset", "command:stop"]
+        );
+        assert!(hook_events("no frontmatter").is_empty());
     }
 
     #[tokio::test]

@@ -291,10 +291,27 @@ impl Worker {
                     return;
                 }
                 tokio::spawn(async move {
+                    let event = if reason == "new" {
+                        "command:new"
+                    } else {
+                        "command:reset"
+                    };
                     let r = ctx
                         .writer
                         .reset(session_key.clone(), reason, now_ms())
                         .await;
+                    if r.is_ok() {
+                        let hook_ctx = hooks::HookCtx {
+                            agent_id: ctx.spec.agent_id.clone(),
+                            session_key: session_key.clone(),
+                            run_id: String::new(),
+                            workspace: PathBuf::from(&ctx.spec.workspace),
+                        };
+                        // Internal hooks for /new and /reset (R-H1); the reply does not wait.
+                        tokio::spawn(async move {
+                            hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
+                        });
+                    }
                     let msg = reply(r.map_err(store_error).map(|info| {
                         serde_json::json!({"sessionId": info.session_id, "updatedAt": info.updated_at})
                     }));

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::core::{Action, Input, Turn, TurnSpec};
 use super::prompt;
-use crate::hooks::HookCtx;
+use crate::hooks::{self, HookCtx};
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::store::{AuditRecord, BeginRun};
 use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
@@ -171,7 +171,16 @@ pub async fn drive(
             },
             changed = cancel.changed(), if cancel_open => match changed {
                 Ok(()) => match *cancel.borrow_and_update() {
-                    Some(reason) => Input::Cancel(reason),
+                    Some(reason) => {
+                        if reason == StopReason::Rpc {
+                            // A user stop is the `command:stop` internal hook event (R-H1).
+                            let hook_ctx = hook_ctx.clone();
+                            tokio::spawn(async move {
+                                hooks::run_internal(&hook_ctx, "command:stop", serde_json::json!({})).await;
+                            });
+                        }
+                        Input::Cancel(reason)
+                    }
                     None => continue,
                 },
                 Err(_) => {
@@ -381,25 +390,46 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
 /// Builds the model request: workspace (created on first use), bootstrap files, history.
 async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun) -> Result<ModelRequest, String> {
     let workspace = std::path::Path::new(&ctx.spec.workspace);
-    let files = prompt::load_bootstrap(
-        workspace,
-        prompt::Caps {
-            per_file: ctx.spec.bootstrap_max_chars as usize,
-            total: ctx.spec.bootstrap_total_max_chars as usize,
-        },
-    )
-    .await?;
-    let history = ctx
-        .reader
-        .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
-        .await
-        .map_err(|e| format!("cannot read the session history: {e}"))?;
+    let caps = prompt::Caps {
+        per_file: ctx.spec.bootstrap_max_chars as usize,
+        total: ctx.spec.bootstrap_total_max_chars as usize,
+    };
+    let mut files = prompt::load_bootstrap(workspace, caps).await?;
     let hook_ctx = HookCtx {
         agent_id: ctx.spec.agent_id.clone(),
         session_key: run.session_key.clone(),
         run_id: run.run_id.clone(),
         workspace: workspace.to_owned(),
     };
+    // Internal `agent:bootstrap` hooks may edit the list of bootstrap files (R-H1).
+    let listed: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| serde_json::json!({"name": f.name, "content": f.content}))
+        .collect();
+    for answer in hooks::run_internal(
+        &hook_ctx,
+        "agent:bootstrap",
+        serde_json::json!({"bootstrapFiles": listed}),
+    )
+    .await
+    {
+        if let Some(list) = answer.get("bootstrapFiles").and_then(|l| l.as_array()) {
+            let edited = list
+                .iter()
+                .filter_map(|f| {
+                    let name = f.get("name")?.as_str()?.to_owned();
+                    let content = f.get("content")?.as_str()?.to_owned();
+                    Some((name, content))
+                })
+                .collect();
+            files = prompt::recap(edited, caps);
+        }
+    }
+    let history = ctx
+        .reader
+        .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
+        .await
+        .map_err(|e| format!("cannot read the session history: {e}"))?;
     let added = ctx.hooks.before_prompt_build(&hook_ctx, &run.message).await;
     let extra: Vec<String> = added
         .prepend

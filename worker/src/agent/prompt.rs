@@ -30,7 +30,7 @@ pub const HISTORY_LIMIT: usize = 200;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BootstrapFile {
-    pub name: &'static str,
+    pub name: String,
     pub content: String,
     pub truncated: bool,
 }
@@ -87,6 +87,31 @@ fn read_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
         };
         let limit = per_file.min(caps.total - used);
         let (content, truncated) = cap(&raw, limit);
+        used += content.chars().count();
+        out.push(BootstrapFile {
+            name: (*name).to_owned(),
+            content,
+            truncated,
+        });
+    }
+    out
+}
+
+/// Applies the caps again to a list an `agent:bootstrap` hook returned (it may add, remove
+/// or edit files).
+pub fn recap(files: Vec<(String, String)>, caps: Caps) -> Vec<BootstrapFile> {
+    let mut out = Vec::new();
+    let mut used = 0usize;
+    for (name, raw) in files {
+        if used >= caps.total {
+            break;
+        }
+        let per_file = if name == "USER.md" {
+            caps.per_file.min(USER_MD_MAX_CHARS)
+        } else {
+            caps.per_file
+        };
+        let (content, truncated) = cap(&raw, per_file.min(caps.total - used));
         used += content.chars().count();
         out.push(BootstrapFile {
             name,
