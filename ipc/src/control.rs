@@ -119,7 +119,13 @@ pub struct AgentSpec {
     /// Since: protocol v1. Plugin hooks (external commands), in no particular order.
     #[serde(default)]
     pub hooks: Vec<HookSpec>,
+    /// Since: protocol v1. Tools offered to the model; `None`: all of [`TOOL_NAMES`].
+    #[serde(default)]
+    pub tools_allow: Option<Vec<String>>,
 }
+
+/// The built-in tools, in the order they are offered.
+pub const TOOL_NAMES: &[&str] = &["read", "write", "edit", "ls", "message", "exec"];
 
 /// A plugin hook: an external command run for one event.
 ///
@@ -529,4 +535,8 @@ pub struct RunTerminal {
     #[serde(default)]
     pub usage: Option<Usage>,
     pub duration_ms: u64,
+    /// Since: protocol v1. The run delivered a reply to its source conversation through the
+    /// `message` tool (`terminalReceipt.sourceReplyDelivered`).
+    #[serde(default)]
+    pub source_reply_delivered: bool,
 }

@@ -35,6 +35,7 @@ fn spec() -> AgentSpec {
         // Fields added after the v1 fixtures were blessed keep their defaults here, so the
         // fixtures keep describing what a v1 peer sent; they get their own round trip below.
         hooks: vec![],
+        tools_allow: None,
     }
 }
 
@@ -184,6 +185,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                     total: 12,
                 }),
                 duration_ms: 99,
+                source_reply_delivered: false,
             })),
         ),
         (

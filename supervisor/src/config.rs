@@ -169,6 +169,8 @@ pub struct RawAgentSettings {
 #[serde(deny_unknown_fields)]
 pub struct RawTools {
     pub exec: Option<RawExec>,
+    /// Tools offered to the model (default: all built-in tools).
+    pub allow: Option<Vec<String>>,
 }
 
 /// `tools.exec`: who may run shell commands.
@@ -381,6 +383,8 @@ pub struct AgentConfig {
     pub system_prompt: Option<String>,
     pub exec: ipc::control::ExecPolicy,
     pub hooks: Vec<ipc::control::HookSpec>,
+    /// `None`: all tools.
+    pub tools_allow: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -603,8 +607,25 @@ impl Config {
                     .or(def_exec.timeout_seconds)
                     .map(|s| s.saturating_mul(1000)),
             };
+            let tools_allow = own
+                .tools
+                .as_ref()
+                .and_then(|t| t.allow.clone())
+                .or_else(|| defaults.tools.as_ref().and_then(|t| t.allow.clone()));
+            if let Some(list) = &tools_allow {
+                if let Some(bad) = list
+                    .iter()
+                    .find(|t| !ipc::control::TOOL_NAMES.contains(&t.as_str()))
+                {
+                    return Err(err(format!(
+                        "{key}.tools.allow: unknown tool {bad:?} (tools: {})",
+                        ipc::control::TOOL_NAMES.join(", ")
+                    )));
+                }
+            }
             agents.push(AgentConfig {
                 exec,
+                tools_allow,
                 hooks: hooks.clone(),
                 db_path: state_dir
                     .join("agents")

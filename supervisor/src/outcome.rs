@@ -90,6 +90,12 @@ impl Outcome {
         if matches!(t.status, RunStatus::Aborted) {
             meta.insert("aborted".into(), json!(true));
         }
+        if t.source_reply_delivered {
+            meta.insert(
+                "terminalReceipt".into(),
+                json!({"sourceReplyDelivered": true}),
+            );
+        }
         if let Some(err) = &t.error {
             let kind = match t.status {
                 RunStatus::Timeout => "timeout",
@@ -139,6 +145,7 @@ impl Outcome {
             self.ended_at,
             self.error.as_deref(),
             self.stop_reason.as_deref(),
+            receipt(&self.final_json),
         )
     }
 
@@ -170,7 +177,18 @@ pub fn stored_wait_json(run_id: &str, t: &StoredTerminal) -> Value {
         t.ended_at,
         t.error.as_deref(),
         t.stop_reason.as_deref(),
+        serde_json::from_str::<Value>(&t.final_json)
+            .ok()
+            .as_ref()
+            .and_then(receipt),
     )
+}
+
+/// The delivery receipt recorded in a final response, if any.
+fn receipt(final_json: &Value) -> Option<Value> {
+    final_json
+        .pointer("/payload/result/meta/terminalReceipt")
+        .cloned()
 }
 
 fn wait_json(
@@ -180,6 +198,7 @@ fn wait_json(
     ended_at: u64,
     error: Option<&str>,
     stop_reason: Option<&str>,
+    terminal_receipt: Option<Value>,
 ) -> Value {
     let mut v = Map::new();
     v.insert("runId".into(), json!(run_id));
@@ -193,6 +212,9 @@ fn wait_json(
     }
     if let Some(s) = stop_reason {
         v.insert("stopReason".into(), json!(s));
+    }
+    if let Some(r) = terminal_receipt {
+        v.insert("terminalReceipt".into(), r);
     }
     Value::Object(v)
 }
@@ -239,6 +261,7 @@ mod tests {
                 total: 4,
             }),
             duration_ms: 4,
+            source_reply_delivered: false,
         };
         let o = Outcome::from_terminal(&t, "agent:main:main", "main");
         let f = o.final_frame("req-1");

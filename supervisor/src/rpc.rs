@@ -349,6 +349,7 @@ async fn admit(
                         model: None,
                         usage: None,
                         duration_ms: 0,
+                        source_reply_delivered: false,
                     },
                     &a.route.session_key,
                     &a.route.agent_id,

@@ -122,6 +122,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         max_queued: 4096,
         exec: agent.exec.clone(),
         hooks: agent.hooks.clone(),
+        tools_allow: agent.tools_allow.clone(),
     })
 }
 

@@ -88,7 +88,13 @@ async fn real_llm_streamed_turn_through_loopgate() {
     let Some((_server, base_url)) = start_llm().await else {
         return;
     };
-    let gw = Gateway::start_with_provider(&base_url, "smollm2").await;
+    // A plain streamed answer: no tools offered (a 135M model offered tools calls them).
+    let gw = Gateway::start_with_provider_config(
+        &base_url,
+        "smollm2",
+        "[agents.defaults.tools]\nallow = []\n",
+    )
+    .await;
     let mut c = gw.connect().await;
     let id = c
         .send(
@@ -165,7 +171,13 @@ async fn real_llm_tool_call_turn_through_loopgate() {
     let Some((_server, base_url)) = start_llm().await else {
         return;
     };
-    let gw = Gateway::start_with_provider(&base_url, "smollm2").await;
+    // Only `read` is offered, so the small model picks it.
+    let gw = Gateway::start_with_provider_config(
+        &base_url,
+        "smollm2",
+        "[agents.defaults.tools]\nallow = [\"read\"]\n",
+    )
+    .await;
     let ws = gw.state().join("agents/main/workspace");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("notes.txt"), "devbox-42\n").unwrap();

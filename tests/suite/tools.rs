@@ -118,7 +118,7 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names, ["read", "write", "edit", "ls", "exec"]);
+    assert_eq!(names, ["read", "write", "edit", "ls", "message", "exec"]);
     let second = &reqs[1].body["messages"];
     let assistant = second
         .as_array()
@@ -930,5 +930,124 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
         assert_eq!(ev["sessionKey"], "agent:main:main");
         assert_eq!(ev["agentId"], "main");
     }
+    gw.logs.assert_clean(&[]);
+}
+
+/// R-E3: `message` delivers text to the conversation now (streamed), the final payloads carry
+/// it, a final reply that only repeats it is dropped, and the run's receipt says a reply was
+/// delivered (final response and `agent.wait`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
+    let gw = Gateway::start().await;
+    gw.model.push(Step::ToolCalls {
+        text: String::new(),
+        calls: vec![
+            ScriptedCall {
+                id: "m1".into(),
+                name: "message".into(),
+                arguments: r#"{"text": "Build started."}"#.into(),
+            },
+            ScriptedCall {
+                id: "m2".into(),
+                name: "message".into(),
+                arguments: r#"{"text": "The build is green."}"#.into(),
+            },
+        ],
+    });
+    gw.model.push(text("the build is green"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "build it", "idempotencyKey": "msg"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let texts: Vec<&str> = fin["payload"]["result"]["payloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["Build started.", "The build is green."], "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["terminalReceipt"]["sourceReplyDelivered"], true,
+        "{fin}"
+    );
+    let w = c.call("agent.wait", json!({"runId": "msg"})).await;
+    assert_eq!(
+        w["payload"]["terminalReceipt"]["sourceReplyDelivered"], true,
+        "{w}"
+    );
+    c.agent_event("msg", |p| p["data"]["phase"] == "end").await;
+    let streamed: String = c
+        .seen
+        .iter()
+        .filter(|f| f["payload"]["runId"] == "msg" && f["payload"]["stream"] == "assistant")
+        .map(|f| f["payload"]["data"]["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        streamed.starts_with("Build started.\n\nThe build is green.\n\n"),
+        "{streamed:?}"
+    );
+
+    gw.model.push(text("plain"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "no-msg"}))
+        .await;
+    assert!(
+        fin["payload"]["result"]["meta"]
+            .get("terminalReceipt")
+            .is_none(),
+        "{fin}"
+    );
+    let w = c.call("agent.wait", json!({"runId": "no-msg"})).await;
+    assert!(w["payload"].get("terminalReceipt").is_none(), "{w}");
+    gw.logs.assert_clean(&[]);
+}
+
+/// `tools.allow` limits what the model is offered and what runs; unknown names are refused
+/// at config load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_allow_limits_offer_and_execution() {
+    let gw = Gateway::start_with(
+        "[agents.defaults.tools]\nallow = [\"read\", \"ls\"]\n[agents.defaults.tools.exec]\nsecurity = \"full\"\n",
+    )
+    .await;
+    gw.model
+        .push(call("e", "exec", r#"{"command": "touch made"}"#));
+    gw.model.push(text("ok"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "x", "idempotencyKey": "allow"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let reqs = gw.model.requests();
+    let names: Vec<_> = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["read", "ls"]);
+    let results = tool_messages(&reqs[1].body);
+    assert!(results[0].1.contains("not enabled"), "{results:?}");
+    assert!(!gw.state().join("agents/main/workspace/made").exists());
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("loopgate.toml"),
+        "[agents.defaults.tools]\nallow = [\"teleport\"]\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(loopgate_tests::bin("loopgate"))
+        .args(["serve", "--state-dir"])
+        .arg(dir.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tools.allow") && stderr.contains("teleport"),
+        "{stderr}"
+    );
     gw.logs.assert_clean(&[]);
 }

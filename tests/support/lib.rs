@@ -164,6 +164,11 @@ impl Gateway {
 
     /// A gateway whose agents use a real OpenAI-compatible server at `base_url`.
     pub async fn start_with_provider(base_url: &str, model: &str) -> Gateway {
+        Self::start_with_provider_config(base_url, model, "").await
+    }
+
+    /// Like [`Gateway::start_with_provider`], appending `extra` TOML to the config.
+    pub async fn start_with_provider_config(base_url: &str, model: &str, extra: &str) -> Gateway {
         let scripted = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
         let mut gw = Gateway {
@@ -171,7 +176,7 @@ impl Gateway {
             model: scripted,
             child: None,
             logs: Logs::new(),
-            extra_config: String::new(),
+            extra_config: extra.to_owned(),
             idle_timeout_seconds: 120.0,
             gateway_keys: String::new(),
             provider: Some((base_url.to_owned(), model.to_owned())),
@@ -209,8 +214,8 @@ impl Gateway {
             return format!(
                 "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"local/{model}\"\n\n\
                  [models.providers.local]\napi = \"openai-completions\"\nbase_url = \"{url}\"\n\
-                 idle_timeout_seconds = {}\n",
-                self.idle_timeout_seconds
+                 idle_timeout_seconds = {}\n{}\n",
+                self.idle_timeout_seconds, self.extra_config
             );
         }
         format!(

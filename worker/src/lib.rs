@@ -454,6 +454,7 @@ impl Worker {
                         model: None,
                         usage: None,
                         duration_ms: 0,
+                        source_reply_delivered: false,
                     }
                 }
             };
@@ -556,5 +557,6 @@ fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
         model: None,
         usage: None,
         duration_ms: 0,
+        source_reply_delivered: false,
     }
 }

@@ -202,6 +202,7 @@ impl Control {
             model: None,
             usage: None,
             duration_ms: 0,
+            source_reply_delivered: false,
         };
         let outcome = Arc::new(Outcome::from_terminal(
             &t,

@@ -138,6 +138,8 @@ pub struct Turn {
     finalized: bool,
     /// Model calls repeated because the reply was empty (R-F3).
     empty_retries: u32,
+    /// Texts delivered with the `message` tool (R-E3).
+    sent: Vec<String>,
 }
 
 impl Turn {
@@ -161,6 +163,7 @@ impl Turn {
             after_tools: false,
             finalized: false,
             empty_retries: 0,
+            sent: Vec::new(),
         }
     }
 
@@ -343,6 +346,7 @@ impl Turn {
                         if !self.visible()
                             && !reply::is_silent(&self.text)
                             && self.tool_error.is_none()
+                            && self.sent.is_empty()
                         {
                             // Retries exhausted: report it, and leave a notice in history (R-F3).
                             self.text = reply::TRY_AGAIN_NOTICE.into();
@@ -517,6 +521,16 @@ impl Turn {
                 if outcome.is_error {
                     self.tool_error = Some((call.name.clone(), outcome.content.clone()));
                 }
+                // A sent message reaches the user now, on the assistant stream.
+                let mut delivered = Vec::new();
+                if call.name == crate::tools::MESSAGE_TOOL && !outcome.is_error {
+                    if let Some(text) = crate::tools::message_text(&call.arguments) {
+                        delivered.push(Action::Emit(EventBody::Assistant {
+                            delta: format!("{text}\n\n"),
+                        }));
+                        self.sent.push(text);
+                    }
+                }
                 if let Some(req) = self.request.as_mut() {
                     req.messages.push(ChatMessage {
                         tool_call_id: Some(call.id.clone()),
@@ -527,13 +541,15 @@ impl Turn {
                     tool_result: Some((call.id, call.name, outcome.is_error)),
                     ..NewMessage::text(Role::ToolResult, outcome.content, wall_ms)
                 };
+                delivered.push(result);
+                delivered.push(Action::Append(Box::new(message)));
                 (
                     Phase::Tools {
                         run_deadline,
                         queue,
                         running: None,
                     },
-                    vec![result, Action::Append(Box::new(message))],
+                    delivered,
                 )
             }
             (
@@ -693,7 +709,11 @@ impl Turn {
         run_deadline: Option<Instant>,
         now: Instant,
     ) -> Option<(Phase, Vec<Action>)> {
-        if self.visible() || reply::is_silent(&self.text) || self.model_calls >= MAX_MODEL_CALLS {
+        if self.visible()
+            || reply::is_silent(&self.text)
+            || !self.sent.is_empty()
+            || self.model_calls >= MAX_MODEL_CALLS
+        {
             return None;
         }
         let mut req = self.request.take()?;
@@ -713,6 +733,10 @@ impl Turn {
     /// The fallback tool-error warning, when the last tool batch failed and the final
     /// response says nothing visible (R-F2).
     fn warning(&self) -> Option<String> {
+        if !self.sent.is_empty() {
+            // A reply was delivered by the `message` tool.
+            return None;
+        }
         match &self.tool_error {
             Some((tool, error)) if !self.visible() && !reply::is_silent(&self.text) => {
                 Some(reply::tool_error_warning(tool, error))
@@ -773,18 +797,33 @@ impl Turn {
         wall_ms: u64,
     ) -> RunTerminal {
         let visible = self.visible();
-        let payloads = match (self.warning(), status) {
-            (_, RunStatus::Ok) if visible => vec![Payload {
-                text: self.text.clone(),
-                is_error: false,
-            }],
+        // Messages sent with the `message` tool are delivered replies; a final text that only
+        // repeats one of them is a duplicate confirmation and is dropped (R-E3).
+        let mut payloads: Vec<Payload> = if status == RunStatus::Ok {
+            self.sent
+                .iter()
+                .map(|t| Payload {
+                    text: t.clone(),
+                    is_error: false,
+                })
+                .collect()
+        } else {
+            vec![]
+        };
+        match (self.warning(), status) {
+            (_, RunStatus::Ok) if visible && !reply::duplicates_sent(&self.text, &self.sent) => {
+                payloads.push(Payload {
+                    text: self.text.clone(),
+                    is_error: false,
+                })
+            }
             // A failed tool and nothing else to say: tell the user (R-F2).
-            (Some(text), RunStatus::Ok) => vec![Payload {
+            (Some(text), RunStatus::Ok) => payloads.push(Payload {
                 text,
                 is_error: true,
-            }],
-            _ => vec![],
-        };
+            }),
+            _ => {}
+        }
         RunTerminal {
             run_id: self.spec.run_id.clone(),
             status,
@@ -798,6 +837,7 @@ impl Turn {
             model: Some(self.spec.model.clone()),
             usage: self.total_usage(),
             duration_ms: wall_ms.saturating_sub(self.started_at),
+            source_reply_delivered: !self.sent.is_empty(),
         }
     }
 

@@ -78,6 +78,7 @@ pub async fn drive(
     let tool_ctx = ToolCtx {
         workspace: std::path::PathBuf::from(&ctx.spec.workspace),
         exec: ctx.spec.exec.clone(),
+        allow: ctx.spec.tools_allow.clone(),
         progress: None,
     };
     let hook_ctx = HookCtx {
@@ -453,6 +454,6 @@ async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun) -> Result<ModelRequest, String
     Ok(prompt::request(
         system,
         &history,
-        crate::tools::definitions(),
+        crate::tools::offered(ctx.spec.tools_allow.as_deref()),
     ))
 }

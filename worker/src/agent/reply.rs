@@ -84,6 +84,21 @@ pub fn may_become_silent(text: &str) -> bool {
         }
 }
 
+fn normalize(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_end_matches(['.', '!'])
+        .to_lowercase()
+}
+
+/// Whether a final reply only repeats a message already sent with the `message` tool
+/// (same text up to whitespace, case and final punctuation) (R-E3).
+pub fn duplicates_sent(text: &str, sent: &[String]) -> bool {
+    let t = normalize(text);
+    !t.is_empty() && sent.iter().any(|s| normalize(s) == t)
+}
+
 /// The warning sent when a run ends with a failed tool and no reply (R-F2).
 pub fn tool_error_warning(tool: &str, error: &str) -> String {
     let first = error.lines().next().unwrap_or("").trim();
@@ -144,6 +159,14 @@ mod tests {
         ] {
             assert!(!may_become_silent(t), "{t:?}");
         }
+    }
+
+    #[test]
+    fn duplicate_confirmations_r_e3() {
+        let sent = vec!["The build is green.".to_owned()];
+        assert!(duplicates_sent("the build is  green", &sent));
+        assert!(!duplicates_sent("The build is green, and deployed.", &sent));
+        assert!(!duplicates_sent("", &sent));
     }
 
     #[test]

@@ -88,13 +88,38 @@ fn strip_images(text: String) -> String {
     out
 }
 
+/// The tool that sends a message to the conversation the run came from.
+pub const MESSAGE_TOOL: &str = "message";
+
+/// The text of a `message` call's arguments.
+pub fn message_text(arguments: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(arguments).ok()?;
+    let t = v.get("text")?.as_str()?.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
 /// Where tools act.
 #[derive(Debug, Clone)]
 pub struct ToolCtx {
     pub workspace: PathBuf,
     pub exec: ExecPolicy,
+    /// Tools this agent may use (`None`: all).
+    pub allow: Option<Vec<String>>,
     /// Partial output of a running tool (`exec`), best effort.
     pub progress: Option<tokio::sync::mpsc::Sender<String>>,
+}
+
+/// Whether `name` is in the allow list (`None`: everything is).
+pub fn allowed(allow: Option<&[String]>, name: &str) -> bool {
+    allow.is_none_or(|list| list.iter().any(|t| t == name))
+}
+
+/// The tools offered to an agent's model.
+pub fn offered(allow: Option<&[String]>) -> Vec<ToolDef> {
+    definitions()
+        .into_iter()
+        .filter(|d| allowed(allow, d.name))
+        .collect()
 }
 
 /// The built-in tools.
@@ -128,6 +153,12 @@ pub fn definitions() -> Vec<ToolDef> {
                 "properties": {"path": {"type": "string"}}}),
         },
         ToolDef {
+            name: MESSAGE_TOOL,
+            description: "Send a message to the user now, in the conversation this request came from (for progress or the answer itself). Do not repeat it in your final reply.",
+            parameters: json!({"type": "object", "additionalProperties": false, "required": ["text"],
+                "properties": {"text": {"type": "string", "minLength": 1}}}),
+        },
+        ToolDef {
             name: "exec",
             description: "Run a shell command in the workspace (subject to the agent's exec policy).",
             parameters: json!({"type": "object", "additionalProperties": false, "required": ["command"],
@@ -140,9 +171,17 @@ pub fn definitions() -> Vec<ToolDef> {
 /// Validates and runs one call. Never panics on model input: every failure is an error
 /// result the model sees.
 pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
+    if !allowed(ctx.allow.as_deref(), &call.name)
+        && definitions().iter().any(|d| d.name == call.name)
+    {
+        return ToolOutcome::err(format!(
+            "tool {:?} is not enabled for this agent (tools.allow)",
+            call.name
+        ));
+    }
     let Some(def) = definitions().into_iter().find(|d| d.name == call.name) else {
         return ToolOutcome::err(format!(
-            "unknown tool {:?}; available: read, write, edit, ls, exec",
+            "unknown tool {:?}; available: read, write, edit, ls, message, exec",
             call.name
         ));
     };
@@ -156,6 +195,8 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         "edit" => fs::edit(&ctx.workspace, &args).await,
         "ls" => fs::ls(&ctx.workspace, &args).await,
         "exec" => fs::exec(ctx, &args).await,
+        // Delivery is the turn's business (it streams the text and records the receipt).
+        MESSAGE_TOOL => ToolOutcome::ok("Message sent."),
         other => ToolOutcome::err(format!("tool {other:?} is not implemented")),
     }
 }
@@ -230,6 +271,16 @@ mod tests {
             ..ExecPolicy::default()
         };
         assert!(exec_allowed(&full, "anything").is_ok());
+    }
+
+    #[test]
+    fn tool_names_match_the_shared_list() {
+        let names: Vec<_> = definitions().iter().map(|d| d.name).collect();
+        assert_eq!(names, ipc::control::TOOL_NAMES);
+        let allow = vec!["read".to_owned()];
+        assert_eq!(offered(Some(&allow)).len(), 1);
+        assert!(offered(Some(&[])).is_empty());
+        assert_eq!(offered(None).len(), names.len());
     }
 
     #[test]
