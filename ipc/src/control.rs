@@ -192,6 +192,10 @@ pub struct ModelSpec {
     pub request_timeout_ms: u64,
     /// Model idle timeout: the attempt is aborted when no stream data arrives for this long.
     pub idle_timeout_ms: u64,
+    /// Since: protocol v1. Sampling temperature sent with each request (`None`: the
+    /// provider's default).
+    #[serde(default)]
+    pub temperature: Option<f64>,
 }
 
 impl fmt::Debug for ModelSpec {

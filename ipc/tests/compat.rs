@@ -25,6 +25,7 @@ fn spec() -> AgentSpec {
             model: "scripted-1".into(),
             request_timeout_ms: 60_000,
             idle_timeout_ms: 120_000,
+            temperature: None,
         },
         max_concurrent: 8,
         bootstrap_max_chars: 20_000,

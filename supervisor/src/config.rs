@@ -208,6 +208,8 @@ pub struct RawProvider {
     /// Model idle timeout (no stream data), seconds. Default 120 for cloud providers, 300 for
     /// loopback/private addresses.
     pub idle_timeout_seconds: Option<f64>,
+    /// Sampling temperature sent with every request (default: the provider's).
+    pub temperature: Option<f64>,
 }
 
 /// Wire APIs a provider may speak.
@@ -396,6 +398,7 @@ pub struct ResolvedModel {
     pub api_key_env: Option<String>,
     pub request_timeout_ms: u64,
     pub idle_timeout_ms: u64,
+    pub temperature: Option<f64>,
 }
 
 impl Config {
@@ -502,6 +505,11 @@ impl Config {
                     }
                 }
             }
+            if let Some(t) = p.temperature {
+                if !(t.is_finite() && (0.0..=2.0).contains(&t)) {
+                    return Err(err(format!("{key}.temperature: must be between 0 and 2")));
+                }
+            }
             if let Some(env) = &p.api_key_env {
                 if env.is_empty() || env.contains('=') {
                     return Err(err(format!(
@@ -552,6 +560,7 @@ impl Config {
                                 .unwrap_or(DEFAULT_PROVIDER_TIMEOUT_SECONDS),
                         ),
                         idle_timeout_ms: secs_to_ms(idle),
+                        temperature: p.temperature,
                     })
                 }
             };

@@ -114,6 +114,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
             model: model.model.clone(),
             request_timeout_ms: model.request_timeout_ms,
             idle_timeout_ms: model.idle_timeout_ms,
+            temperature: model.temperature,
         },
         max_concurrent: agent.max_concurrent,
         bootstrap_max_chars: agent.bootstrap_max_chars,

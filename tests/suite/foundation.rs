@@ -99,16 +99,14 @@ async fn bad_config_exits_78_with_file_line_and_key() {
             "[[hooks.agent_end]]\ncommand = [\"true\"]\ntimeout_seconds = 0\n",
             "hooks.agent_end[0].timeout_seconds",
         ),
+        (
+            "[models.providers.x]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:1/v1\"\ntemperature = 7\n",
+            "models.providers.x.temperature",
+        ),
     ] {
         std::fs::write(&cfg, text).unwrap();
-        let out = tokio::process::Command::new(bin("loopgate"))
-            .args(["serve", "--state-dir"])
-            .arg(dir.path())
-            .output()
-            .await
-            .unwrap();
-        assert_eq!(out.status.code(), Some(78));
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, stderr) = loopgate_tests::serve_refusal(dir.path()).await;
+        assert_eq!(code, Some(78));
         assert!(stderr.contains(needle), "{stderr}");
     }
 

@@ -171,11 +171,12 @@ async fn real_llm_tool_call_turn_through_loopgate() {
     let Some((_server, base_url)) = start_llm().await else {
         return;
     };
-    // Only `read` is offered, so the small model picks it.
+    // Greedy sampling and only `read` offered: the small model calls it every time (with
+    // default sampling it sometimes answers in prose instead).
     let gw = Gateway::start_with_provider_config(
         &base_url,
         "smollm2",
-        "[agents.defaults.tools]\nallow = [\"read\"]\n",
+        "temperature = 0.0\n\n[agents.defaults.tools]\nallow = [\"read\"]\n",
     )
     .await;
     let ws = gw.state().join("agents/main/workspace");

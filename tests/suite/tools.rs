@@ -193,29 +193,17 @@ async fn refused_and_invalid_calls_become_error_results_r_e1() {
     let results = tool_messages(&reqs[1].body);
     let ids: Vec<_> = results.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5", "c6"]);
-    let content = |i: usize| results[i].1.as_str();
-    assert!(
-        content(0).contains("outside the workspace"),
-        "{}",
-        content(0)
-    );
-    assert!(
-        content(1).contains("outside the workspace"),
-        "{}",
-        content(1)
-    );
-    assert!(content(2).contains("exec refused"), "{}", content(2));
-    assert!(
-        content(3).contains("invalid arguments for read"),
-        "{}",
-        content(3)
-    );
-    assert!(
-        content(4).contains("invalid arguments for read"),
-        "{}",
-        content(4)
-    );
-    assert!(content(5).contains("unknown tool"), "{}", content(5));
+    let expected = [
+        "outside the workspace",
+        "outside the workspace",
+        "exec refused",
+        "invalid arguments for read",
+        "invalid arguments for read",
+        "unknown tool",
+    ];
+    for ((id, content), want) in results.iter().zip(expected) {
+        assert!(content.contains(want), "{id}: {content}");
+    }
     for id in ids {
         let r = c
             .agent_event("bad-tools", |p| {
@@ -327,17 +315,7 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
     );
     c.agent_event("not-silent", |p| p["data"]["phase"] == "end")
         .await;
-    let streamed = |run: &str| -> String {
-        c.seen
-            .iter()
-            .filter(|f| {
-                f["event"] == "agent"
-                    && f["payload"]["runId"] == run
-                    && f["payload"]["stream"] == "assistant"
-            })
-            .map(|f| f["payload"]["data"]["delta"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let streamed = |run: &str| c.assistant_text(run);
     assert_eq!(
         streamed("silent"),
         "",
@@ -617,16 +595,7 @@ async fn serialized_xml_tool_calls_are_hidden_r_d4() {
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     assert_eq!(fin["payload"]["result"]["payloads"][0]["text"], want);
     c.agent_event("xml", |p| p["data"]["phase"] == "end").await;
-    let streamed: String = c
-        .seen
-        .iter()
-        .filter(|f| {
-            f["event"] == "agent"
-                && f["payload"]["runId"] == "xml"
-                && f["payload"]["stream"] == "assistant"
-        })
-        .map(|f| f["payload"]["data"]["delta"].as_str().unwrap().to_owned())
-        .collect();
+    let streamed = c.assistant_text("xml");
     assert_eq!(streamed, want);
     assert_eq!(
         gw.model.requests().len(),
@@ -977,12 +946,7 @@ async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
         "{w}"
     );
     c.agent_event("msg", |p| p["data"]["phase"] == "end").await;
-    let streamed: String = c
-        .seen
-        .iter()
-        .filter(|f| f["payload"]["runId"] == "msg" && f["payload"]["stream"] == "assistant")
-        .map(|f| f["payload"]["data"]["delta"].as_str().unwrap().to_owned())
-        .collect();
+    let streamed = c.assistant_text("msg");
     assert!(
         streamed.starts_with("Build started.\n\nThe build is green.\n\n"),
         "{streamed:?}"
@@ -1037,14 +1001,8 @@ async fn tools_allow_limits_offer_and_execution() {
         "[agents.defaults.tools]\nallow = [\"teleport\"]\n",
     )
     .unwrap();
-    let out = tokio::process::Command::new(loopgate_tests::bin("loopgate"))
-        .args(["serve", "--state-dir"])
-        .arg(dir.path())
-        .output()
-        .await
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (code, stderr) = loopgate_tests::serve_refusal(dir.path()).await;
+    assert_eq!(code, Some(78));
     assert!(
         stderr.contains("tools.allow") && stderr.contains("teleport"),
         "{stderr}"

@@ -232,6 +232,19 @@ impl Client {
         .await
     }
 
+    /// The `assistant` stream text of `run_id` seen so far, concatenated.
+    pub fn assistant_text(&self, run_id: &str) -> String {
+        self.seen
+            .iter()
+            .filter(|f| {
+                f["event"] == "agent"
+                    && f["payload"]["runId"] == run_id
+                    && f["payload"]["stream"] == "assistant"
+            })
+            .filter_map(|f| f["payload"]["data"]["delta"].as_str())
+            .collect()
+    }
+
     /// Runs an `agent` request to its final response; returns (accepted, final).
     pub async fn turn(&mut self, params: Value) -> (Value, Value) {
         let id = self.send("agent", params).await;

@@ -167,7 +167,8 @@ impl Gateway {
         Self::start_with_provider_config(base_url, model, "").await
     }
 
-    /// Like [`Gateway::start_with_provider`], appending `extra` TOML to the config.
+    /// Like [`Gateway::start_with_provider`], appending `extra` TOML to the config (right
+    /// after the `[models.providers.local]` table, so leading keys extend it).
     pub async fn start_with_provider_config(base_url: &str, model: &str, extra: &str) -> Gateway {
         let scripted = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
@@ -406,4 +407,22 @@ pub async fn gone_within(pid: u32, within: Duration) -> Option<Duration> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     None
+}
+
+/// Runs `loopgate serve` once on `state_dir` (expecting it to refuse to start); returns its
+/// exit code and stderr.
+pub async fn serve_refusal(state_dir: &Path) -> (Option<i32>, String) {
+    let out = Command::new(bin("loopgate"))
+        .args(["serve", "--state-dir"])
+        .arg(state_dir)
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(WAIT, out)
+        .await
+        .expect("serve exits")
+        .expect("serve runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

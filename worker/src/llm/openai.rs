@@ -76,6 +76,9 @@ impl OpenAiClient {
             "stream": true,
             "stream_options": {"include_usage": true},
         });
+        if let Some(t) = self.spec.temperature {
+            body["temperature"] = json!(t);
+        }
         if !req.tools.is_empty() {
             body["tools"] = req
                 .tools
