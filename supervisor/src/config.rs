@@ -84,6 +84,8 @@ pub const HOOK_EVENTS: &[&str] = &[
     "tool_result_persist",
     "before_prompt_build",
     "message_sending",
+    "message_received",
+    "message_sent",
     "agent_end",
 ];
 /// Default hook timeout.

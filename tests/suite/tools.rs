@@ -1009,3 +1009,47 @@ async fn tools_allow_limits_offer_and_execution() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// R-H2 observers: `message_received`, `message_sent` and `agent_end` get their events (read
+/// through a FIFO the hook writes to: no polling).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_hooks_get_their_events_r_h2() {
+    use tokio::io::AsyncBufReadExt;
+    let mut extra = String::new();
+    for event in ["message_received", "message_sent", "agent_end"] {
+        extra.push_str(&format!(
+            "[[hooks.{event}]]\ncommand = [\"sh\", \"-c\", \"{{ cat; echo; }} > hook.fifo\"]\n\n"
+        ));
+    }
+    let gw = Gateway::start_with(&extra).await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    let fifo = ws.join("hook.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let rx = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&fifo)
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(rx).lines();
+    gw.model.push(text("Hello there."));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "hi hooks", "idempotencyKey": "observed"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let mut got = std::collections::BTreeMap::new();
+    for _ in 0..3 {
+        let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
+            .await
+            .expect("a hook ran")
+            .unwrap()
+            .unwrap();
+        let ev: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(ev["runId"], "observed", "{ev}");
+        got.insert(ev["event"].as_str().unwrap().to_owned(), ev);
+    }
+    assert_eq!(got["message_received"]["content"], "hi hooks");
+    assert_eq!(got["message_sent"]["content"], "Hello there.");
+    assert_eq!(got["agent_end"]["status"], "ok");
+    gw.logs.assert_clean(&[]);
+}

@@ -54,6 +54,21 @@ pub async fn drive(
         idle_timeout: std::time::Duration::from_millis(model.idle_timeout_ms),
     };
     let mut turn = Turn::new(spec, Instant::now(), now_ms());
+    let hook_ctx = HookCtx {
+        agent_id: ctx.spec.agent_id.clone(),
+        session_key: run.session_key.clone(),
+        run_id: run.run_id.clone(),
+        workspace: std::path::PathBuf::from(&ctx.spec.workspace),
+    };
+    if ctx.hooks.has("message_received") {
+        let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
+        let fields = serde_json::json!({"content": run.message});
+        tokio::spawn(async move {
+            ctx.hooks
+                .observe(&hook_ctx, "message_received", fields)
+                .await;
+        });
+    }
     let begun = ctx
         .writer
         .begin(BeginRun {
@@ -80,12 +95,6 @@ pub async fn drive(
         exec: ctx.spec.exec.clone(),
         allow: ctx.spec.tools_allow.clone(),
         progress: None,
-    };
-    let hook_ctx = HookCtx {
-        agent_id: ctx.spec.agent_id.clone(),
-        session_key: run.session_key.clone(),
-        run_id: run.run_id.clone(),
-        workspace: tool_ctx.workspace.clone(),
     };
     let mut held: Option<ModelItem> = None;
     let mut seq = 0u64;
@@ -137,6 +146,18 @@ pub async fn drive(
                                 }
                             }
                             t.payloads = kept;
+                        }
+                        if ctx.hooks.has("message_sent") && !t.payloads.is_empty() {
+                            let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
+                            let sent: Vec<String> =
+                                t.payloads.iter().map(|p| p.text.clone()).collect();
+                            tokio::spawn(async move {
+                                for content in sent {
+                                    let fields =
+                                        serde_json::json!({"content": content, "success": true});
+                                    ctx.hooks.observe(&hook_ctx, "message_sent", fields).await;
+                                }
+                            });
                         }
                         if ctx.hooks.has("agent_end") {
                             let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
