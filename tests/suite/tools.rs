@@ -1053,3 +1053,32 @@ async fn observer_hooks_get_their_events_r_h2() {
     assert_eq!(got["agent_end"]["status"], "ok");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-E1 recovery end to end: `"offset": "2"` (a string where the schema wants an integer) is
+/// converted and the call runs; the model gets lines from 2 on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recoverable_arguments_are_converted_r_e1() {
+    let gw = Gateway::start().await;
+    let ws = gw.state().join("agents/main/workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("lines.txt"), "one\ntwo\nthree\n").unwrap();
+    gw.model.push(call(
+        "r",
+        "read",
+        r#"{"path": "lines.txt", "offset": "2", "limit": "1"}"#,
+    ));
+    gw.model.push(text("ok"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "x", "idempotencyKey": "recover"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let results = tool_messages(&gw.model.requests()[1].body);
+    assert!(
+        results[0].1.contains("two")
+            && !results[0].1.contains("one")
+            && !results[0].1.contains("three"),
+        "{results:?}"
+    );
+    gw.logs.assert_clean(&[]);
+}
