@@ -86,6 +86,8 @@ pub const HOOK_EVENTS: &[&str] = &[
     "message_sending",
     "message_received",
     "message_sent",
+    "session_start",
+    "session_end",
     "agent_end",
 ];
 /// Default hook timeout.

@@ -1010,15 +1010,22 @@ async fn tools_allow_limits_offer_and_execution() {
     gw.logs.assert_clean(&[]);
 }
 
-/// R-H2 observers: `message_received`, `message_sent` and `agent_end` get their events (read
-/// through a FIFO the hook writes to: no polling).
+/// R-H2 observers: `session_start`, `message_received`, `message_sent`, `agent_end` and
+/// `session_end` get their events (read through a FIFO the hook writes to: no polling).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observer_hooks_get_their_events_r_h2() {
     use tokio::io::AsyncBufReadExt;
     let mut extra = String::new();
-    for event in ["message_received", "message_sent", "agent_end"] {
+    for event in [
+        "session_start",
+        "message_received",
+        "message_sent",
+        "agent_end",
+        "session_end",
+    ] {
         extra.push_str(&format!(
-            "[[hooks.{event}]]\ncommand = [\"sh\", \"-c\", \"{{ cat; echo; }} > hook.fifo\"]\n\n"
+            // One write per event (hooks run concurrently; a pipe write under 4 KiB is atomic).
+            "[[hooks.{event}]]\ncommand = [\"sh\", \"-c\", \"e=$(cat); printf '%s\\\\n' \\\"$e\\\" > hook.fifo\"]\n\n"
         ));
     }
     let gw = Gateway::start_with(&extra).await;
@@ -1038,7 +1045,7 @@ async fn observer_hooks_get_their_events_r_h2() {
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     let mut got = std::collections::BTreeMap::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
             .await
             .expect("a hook ran")
@@ -1048,9 +1055,22 @@ async fn observer_hooks_get_their_events_r_h2() {
         assert_eq!(ev["runId"], "observed", "{ev}");
         got.insert(ev["event"].as_str().unwrap().to_owned(), ev);
     }
+    assert!(got["session_start"]["sessionId"].is_string());
     assert_eq!(got["message_received"]["content"], "hi hooks");
     assert_eq!(got["message_sent"]["content"], "Hello there.");
     assert_eq!(got["agent_end"]["status"], "ok");
+    let r = c
+        .call("sessions.reset", json!({"key": "main", "reason": "reset"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
+        .await
+        .expect("session_end ran")
+        .unwrap()
+        .unwrap();
+    let ev: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(ev["event"], "session_end", "{ev}");
+    assert_eq!(ev["reason"], "reset");
     gw.logs.assert_clean(&[]);
 }
 

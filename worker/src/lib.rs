@@ -301,15 +301,15 @@ impl Worker {
                         .reset(session_key.clone(), reason, now_ms())
                         .await;
                     if r.is_ok() {
-                        let hook_ctx = hooks::HookCtx {
-                            agent_id: ctx.spec.agent_id.clone(),
-                            session_key: session_key.clone(),
-                            run_id: String::new(),
-                            workspace: PathBuf::from(&ctx.spec.workspace),
-                        };
-                        // Internal hooks for /new and /reset (R-H1); the reply does not wait.
+                        let hook_ctx = session_hook_ctx(&ctx, &session_key);
+                        let ctx = ctx.clone();
+                        // Internal hooks for /new and /reset (R-H1) and the session_end
+                        // observers; the reply does not wait.
                         tokio::spawn(async move {
                             hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
+                            let fields =
+                                serde_json::json!({"reason": event.trim_start_matches("command:")});
+                            ctx.hooks.observe(&hook_ctx, "session_end", fields).await;
                         });
                     }
                     let msg = reply(r.map_err(store_error).map(|info| {
@@ -327,7 +327,18 @@ impl Worker {
                     return;
                 }
                 tokio::spawn(async move {
-                    let r = ctx.writer.delete(session_key, delete_transcript).await;
+                    let r = ctx
+                        .writer
+                        .delete(session_key.clone(), delete_transcript)
+                        .await;
+                    if matches!(r, Ok(true)) && ctx.hooks.has("session_end") {
+                        let hook_ctx = session_hook_ctx(&ctx, &session_key);
+                        let ctx = ctx.clone();
+                        tokio::spawn(async move {
+                            let fields = serde_json::json!({"reason": "delete"});
+                            ctx.hooks.observe(&hook_ctx, "session_end", fields).await;
+                        });
+                    }
                     let msg = reply(
                         r.map_err(store_error)
                             .map(|deleted| serde_json::json!({"deleted": deleted})),
@@ -558,5 +569,15 @@ fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
         usage: None,
         duration_ms: 0,
         source_reply_delivered: false,
+    }
+}
+
+/// Hook context for a session operation (no run).
+fn session_hook_ctx(ctx: &Ctx, session_key: &str) -> hooks::HookCtx {
+    hooks::HookCtx {
+        agent_id: ctx.spec.agent_id.clone(),
+        session_key: session_key.to_owned(),
+        run_id: String::new(),
+        workspace: PathBuf::from(&ctx.spec.workspace),
     }
 }

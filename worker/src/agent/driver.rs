@@ -71,7 +71,7 @@ pub async fn drive(
     }
     let begun = ctx
         .writer
-        .begin(BeginRun {
+        .begin_run(BeginRun {
             run_id: run.run_id.clone(),
             session_key: run.session_key.clone(),
             accepted_at: run.accepted_at,
@@ -80,10 +80,19 @@ pub async fn drive(
         })
         .await;
     let first = match begun {
-        Ok(session_id) => Input::Begun {
-            session_id,
-            request: prepare(&ctx, &run).await,
-        },
+        Ok((session_id, created)) => {
+            if created && ctx.hooks.has("session_start") {
+                let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
+                let fields = serde_json::json!({"sessionId": session_id});
+                tokio::spawn(async move {
+                    ctx.hooks.observe(&hook_ctx, "session_start", fields).await;
+                });
+            }
+            Input::Begun {
+                request: prepare(&ctx, &run).await,
+                session_id,
+            }
+        }
         Err(e) => Input::BeginFailed(e.to_string()),
     };
     let mut pending = VecDeque::from([first]);

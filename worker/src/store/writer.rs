@@ -24,7 +24,10 @@ const AUDIT_PRUNE_EVERY: i64 = 256;
 pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
 
 enum Cmd {
-    Begin(BeginRun, oneshot::Sender<Result<String, StoreError>>),
+    Begin(
+        BeginRun,
+        oneshot::Sender<Result<(String, bool), StoreError>>,
+    ),
     Append {
         session_key: String,
         expected_writer_run_id: String,
@@ -90,6 +93,11 @@ impl Writer {
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
     /// the user message. Returns the session's transcript id.
     pub async fn begin(&self, run: BeginRun) -> Result<String, StoreError> {
+        self.begin_run(run).await.map(|(sid, _)| sid)
+    }
+
+    /// Like [`Writer::begin`], also saying whether this run created the session.
+    pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(Cmd::Begin(run, tx))?;
         rx.await.map_err(|_| StoreError::Closed)?
@@ -184,8 +192,8 @@ fn run(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
 
 enum Reply {
     Begin(
-        oneshot::Sender<Result<String, StoreError>>,
-        Result<String, StoreError>,
+        oneshot::Sender<Result<(String, bool), StoreError>>,
+        Result<(String, bool), StoreError>,
     ),
     Unit(
         oneshot::Sender<Result<(), StoreError>>,
@@ -433,7 +441,7 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
     Ok(true)
 }
 
-fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
+fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool), StoreError> {
     let previous: Option<Option<String>> = c
         .query_row(
             "SELECT active_writer_run_id FROM sessions WHERE session_key = ?1",
@@ -473,7 +481,7 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<String, StoreError> {
     ])?;
     let user = NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at);
     append(c, &session_id, Some(&b.run_id), &user)?;
-    Ok(session_id)
+    Ok((session_id, previous.is_none()))
 }
 
 /// The fence (R-C1): the session's claim must still be `expected`. Returns the session id.
