@@ -83,6 +83,7 @@ pub const HOOK_EVENTS: &[&str] = &[
     "after_tool_call",
     "tool_result_persist",
     "before_prompt_build",
+    "before_agent_start",
     "message_sending",
     "message_received",
     "message_sent",

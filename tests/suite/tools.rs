@@ -402,6 +402,8 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
         "priority = 10\n\n",
         "[[hooks.tool_result_persist]]\n",
         "command = [\"sed\", \"s/hunter2/[redacted]/\"]\n\n",
+        "[[hooks.before_agent_start]]\n",
+        "command = [\"sh\", \"-c\", \"cat >/dev/null; echo '{\\\"prependSystemContext\\\": \\\"Start hook context.\\\"}'\"]\n\n",
         "[[hooks.before_prompt_build]]\n",
         "command = [\"sh\", \"-c\", \"cat >/dev/null; echo '{\\\"appendSystemContext\\\": \\\"Hook says: be brief.\\\"}'\"]\n",
     ))
@@ -433,7 +435,10 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
     assert!(!ws.join("hooked").exists(), "the blocked command ran");
     let reqs = gw.model.requests();
     let system = reqs[0].body["messages"][0]["content"].as_str().unwrap();
-    assert!(system.ends_with("Hook says: be brief."), "{system}");
+    assert!(
+        system.ends_with("Start hook context.\n\nHook says: be brief."),
+        "{system}"
+    );
     let results = tool_messages(&reqs[1].body);
     assert!(results[0].1.contains("exec is switched off"), "{results:?}");
     assert!(

@@ -294,11 +294,26 @@ impl Hooks {
         }
     }
 
-    /// Context to add to the system prompt (`prependSystemContext` / `appendSystemContext`).
+    /// Context to add to the system prompt (`prependSystemContext` / `appendSystemContext`)
+    /// from `before_agent_start` (OpenClaw's older hook for the same purpose) and then
+    /// `before_prompt_build` hooks.
     pub async fn before_prompt_build(&self, ctx: &HookCtx, prompt: &str) -> PromptContext {
         let mut out = PromptContext::default();
-        let input = ctx.event("before_prompt_build", json!({"prompt": prompt}));
-        for h in self.for_event("before_prompt_build") {
+        for event in ["before_agent_start", "before_prompt_build"] {
+            self.prompt_context(ctx, event, prompt, &mut out).await;
+        }
+        out
+    }
+
+    async fn prompt_context(
+        &self,
+        ctx: &HookCtx,
+        event: &str,
+        prompt: &str,
+        out: &mut PromptContext,
+    ) {
+        let input = ctx.event(event, json!({"prompt": prompt}));
+        for h in self.for_event(event) {
             match run(h, &ctx.workspace, &input).await {
                 Ok(Some(answer)) => {
                     let text = |k: &str| {
@@ -314,11 +329,10 @@ impl Hooks {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(hook = %h.command[0], error = %e, "before_prompt_build hook failed; no context added.");
+                    tracing::warn!(hook = %h.command[0], event, error = %e, "Prompt hook failed; no context added.");
                 }
             }
         }
-        out
     }
 }
 
