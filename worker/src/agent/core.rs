@@ -393,16 +393,13 @@ impl Turn {
                     (p, a)
                 }
             },
-            (Phase::Streaming { .. }, Input::ModelFailed(e)) => {
-                let (p, mut a) = self.end(
-                    RunStatus::Error,
-                    Some(format!("model request failed: {e}")),
-                    Some("error".into()),
-                    wall_ms,
-                );
-                a.insert(0, Action::AbortModel);
-                (p, a)
-            }
+            (Phase::Streaming { .. }, Input::ModelFailed(e)) => self.end_stopping(
+                Action::AbortModel,
+                RunStatus::Error,
+                format!("model request failed: {e}"),
+                "error",
+                wall_ms,
+            ),
             (
                 Phase::Streaming {
                     run_deadline,
@@ -411,27 +408,16 @@ impl Turn {
                 Input::Tick,
             ) => {
                 if run_deadline.is_some_and(|d| now >= d) {
-                    let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
-                    let (p, mut a) = self.end(
-                        RunStatus::Timeout,
-                        Some(format!("run timed out after {secs} s")),
-                        Some("timeout".into()),
-                        wall_ms,
-                    );
-                    a.insert(0, Action::AbortModel);
-                    (p, a)
+                    self.time_out(Action::AbortModel, wall_ms)
                 } else if now >= idle_deadline {
                     let ms = self.spec.idle_timeout.as_millis();
-                    let (p, mut a) = self.end(
+                    self.end_stopping(
+                        Action::AbortModel,
                         RunStatus::Error,
-                        Some(format!(
-                            "model idle timeout: the provider sent nothing for {ms} ms"
-                        )),
-                        Some("error".into()),
+                        format!("model idle timeout: the provider sent nothing for {ms} ms"),
+                        "error",
                         wall_ms,
-                    );
-                    a.insert(0, Action::AbortModel);
-                    (p, a)
+                    )
                 } else {
                     (
                         Phase::Streaming {
@@ -443,14 +429,7 @@ impl Turn {
                 }
             }
             (Phase::Streaming { .. }, Input::Cancel(reason)) => {
-                let (p, mut a) = self.end(
-                    RunStatus::Aborted,
-                    Some(format!("run aborted ({})", reason.as_str())),
-                    Some(reason.as_str().into()),
-                    wall_ms,
-                );
-                a.insert(0, Action::AbortModel);
-                (p, a)
+                self.abort(Action::AbortModel, reason, wall_ms)
             }
             (
                 Phase::Tools {
@@ -580,25 +559,10 @@ impl Turn {
             (Phase::Tools { run_deadline, .. }, Input::Tick)
                 if run_deadline.is_some_and(|d| now >= d) =>
             {
-                let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
-                let (p, mut a) = self.end(
-                    RunStatus::Timeout,
-                    Some(format!("run timed out after {secs} s")),
-                    Some("timeout".into()),
-                    wall_ms,
-                );
-                a.insert(0, Action::AbortTool);
-                (p, a)
+                self.time_out(Action::AbortTool, wall_ms)
             }
             (Phase::Tools { .. }, Input::Cancel(reason)) => {
-                let (p, mut a) = self.end(
-                    RunStatus::Aborted,
-                    Some(format!("run aborted ({})", reason.as_str())),
-                    Some(reason.as_str().into()),
-                    wall_ms,
-                );
-                a.insert(0, Action::AbortTool);
-                (p, a)
+                self.abort(Action::AbortTool, reason, wall_ms)
             }
             (Phase::Persisting { mut terminal }, Input::Persisted(res)) => {
                 if let Err(e) = res {
@@ -638,6 +602,33 @@ impl Turn {
             // not streaming, a second cancel. They change nothing (R-D3).
             (phase, _) => (phase, vec![]),
         }
+    }
+
+    /// Ends the run after stopping what is in progress (`stop`: abort the model or the tool).
+    fn end_stopping(
+        &mut self,
+        stop: Action,
+        status: RunStatus,
+        error: String,
+        stop_reason: &str,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let (p, mut a) = self.end(status, Some(error), Some(stop_reason.into()), wall_ms);
+        a.insert(0, stop);
+        (p, a)
+    }
+
+    /// The run deadline passed (R-B4).
+    fn time_out(&mut self, stop: Action, wall_ms: u64) -> (Phase, Vec<Action>) {
+        let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
+        let error = format!("run timed out after {secs} s");
+        self.end_stopping(stop, RunStatus::Timeout, error, "timeout", wall_ms)
+    }
+
+    /// Cancelled (RPC, drain, restart).
+    fn abort(&mut self, stop: Action, reason: StopReason, wall_ms: u64) -> (Phase, Vec<Action>) {
+        let error = format!("run aborted ({})", reason.as_str());
+        self.end_stopping(stop, RunStatus::Aborted, error, reason.as_str(), wall_ms)
     }
 
     /// Starts a model call on `req`.

@@ -402,18 +402,7 @@ fn reset(
             sid
         }
     };
-    let last: Option<(i64, String)> = c
-        .query_row(
-            "SELECT seq, entry_id FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
-            params![session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let (seq, parent) = match last {
-        Some((s, id)) => (s + 1, Some(id)),
-        None => (1, None),
-    };
-    let entry_id = uuid::Uuid::new_v4().to_string();
+    let (seq, parent, entry_id) = next_entry(c, &session_id)?;
     let entry = json!({"type": "reset", "id": entry_id, "parentId": parent, "timestamp": now, "reason": reason});
     c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json)
          VALUES (?1, ?2, ?3, ?4, NULL, 'reset', ?5, ?6)")?.execute(params![session_id, seq, entry_id, parent, now as i64, entry.to_string()],
@@ -506,24 +495,31 @@ fn check_claim(c: &Connection, session_key: &str, expected: &str) -> Result<Stri
     }
 }
 
+/// Where the session's next transcript entry goes: its `seq`, its parent entry and a new id.
+fn next_entry(
+    c: &Connection,
+    session_id: &str,
+) -> Result<(i64, Option<String>, String), StoreError> {
+    let last: Option<(i64, String)> = c
+        .prepare_cached(
+            "SELECT seq, entry_id FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![session_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (seq, parent) = match last {
+        Some((s, id)) => (s + 1, Some(id)),
+        None => (1, None),
+    };
+    Ok((seq, parent, uuid::Uuid::new_v4().to_string()))
+}
+
 fn append(
     c: &Connection,
     session_id: &str,
     run_id: Option<&str>,
     m: &NewMessage,
 ) -> Result<(), StoreError> {
-    let last: Option<(i64, String)> = c
-        .query_row(
-            "SELECT seq, entry_id FROM transcript WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
-            params![session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let (seq, parent) = match last {
-        Some((s, id)) => (s + 1, Some(id)),
-        None => (1, None),
-    };
-    let entry_id = uuid::Uuid::new_v4().to_string();
+    let (seq, parent, entry_id) = next_entry(c, session_id)?;
     let mut content: Vec<serde_json::Value> = Vec::new();
     if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
         content.push(json!({"type": "text", "text": m.text}));
