@@ -358,7 +358,8 @@ async fn run(h: &HookSpec, cwd: &std::path::Path, input: &Value) -> Result<Optio
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
-    let pgid = child.id();
+    // Dropped with this future (the run was aborted) or on timeout: the whole group dies.
+    let mut group = crate::proc::GroupKill(child.id());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -389,15 +390,11 @@ async fn run(h: &HookSpec, cwd: &std::path::Path, input: &Value) -> Result<Optio
         match tokio::time::timeout(Duration::from_millis(h.timeout_ms), work).await {
             Ok(r) => r,
             Err(_) => {
-                if let Some(pid) = pgid {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
+                group.kill();
                 return Err(format!("timed out after {} ms", h.timeout_ms));
             }
         };
+    group.0 = None;
     let status = status.map_err(|e| format!("cannot wait for it: {e}"))?;
     if !status.success() {
         let first = String::from_utf8_lossy(&err);

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod hooks;
 pub mod link;
 pub mod llm;
+pub mod proc;
 pub mod store;
 pub mod tools;
 
@@ -301,15 +302,15 @@ impl Worker {
                         .reset(session_key.clone(), reason, now_ms())
                         .await;
                     if r.is_ok() {
-                        let hook_ctx = session_hook_ctx(&ctx, &session_key);
+                        let hook_ctx = ctx.hook_ctx(&session_key, "");
                         let ctx = ctx.clone();
-                        // Internal hooks for /new and /reset (R-H1) and the session_end
+                        // Internal hooks for /new and /reset (R-H1), then the session_end
                         // observers; the reply does not wait.
                         tokio::spawn(async move {
                             hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
-                            let fields =
-                                serde_json::json!({"reason": event.trim_start_matches("command:")});
-                            ctx.hooks.observe(&hook_ctx, "session_end", fields).await;
+                            ctx.observe_later(&hook_ctx, "session_end", || {
+                                vec![serde_json::json!({"reason": event.trim_start_matches("command:")})]
+                            });
                         });
                     }
                     let msg = reply(r.map_err(store_error).map(|info| {
@@ -331,12 +332,10 @@ impl Worker {
                         .writer
                         .delete(session_key.clone(), delete_transcript)
                         .await;
-                    if matches!(r, Ok(true)) && ctx.hooks.has("session_end") {
-                        let hook_ctx = session_hook_ctx(&ctx, &session_key);
-                        let ctx = ctx.clone();
-                        tokio::spawn(async move {
-                            let fields = serde_json::json!({"reason": "delete"});
-                            ctx.hooks.observe(&hook_ctx, "session_end", fields).await;
+                    if matches!(r, Ok(true)) {
+                        let hook_ctx = ctx.hook_ctx(&session_key, "");
+                        ctx.observe_later(&hook_ctx, "session_end", || {
+                            vec![serde_json::json!({"reason": "delete"})]
                         });
                     }
                     let msg = reply(
@@ -572,12 +571,34 @@ fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
     }
 }
 
-/// Hook context for a session operation (no run).
-fn session_hook_ctx(ctx: &Ctx, session_key: &str) -> hooks::HookCtx {
-    hooks::HookCtx {
-        agent_id: ctx.spec.agent_id.clone(),
-        session_key: session_key.to_owned(),
-        run_id: String::new(),
-        workspace: PathBuf::from(&ctx.spec.workspace),
+impl Ctx {
+    /// Hook context for a run (`run_id` empty for a session operation).
+    pub fn hook_ctx(&self, session_key: &str, run_id: &str) -> hooks::HookCtx {
+        hooks::HookCtx {
+            agent_id: self.spec.agent_id.clone(),
+            session_key: session_key.to_owned(),
+            run_id: run_id.to_owned(),
+            workspace: PathBuf::from(&self.spec.workspace),
+        }
+    }
+
+    /// Runs the `event` observer hooks in the background, once per entry of `fields`, in
+    /// order. `fields` is built only when such hooks are configured (off the turn's path
+    /// otherwise).
+    pub fn observe_later(
+        self: &Arc<Self>,
+        hook_ctx: &hooks::HookCtx,
+        event: &'static str,
+        fields: impl FnOnce() -> Vec<serde_json::Value>,
+    ) {
+        if !self.hooks.has(event) {
+            return;
+        }
+        let (ctx, hook_ctx, all) = (self.clone(), hook_ctx.clone(), fields());
+        tokio::spawn(async move {
+            for f in all {
+                ctx.hooks.observe(&hook_ctx, event, f).await;
+            }
+        });
     }
 }

@@ -20,6 +20,7 @@ use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::store::{AuditRecord, BeginRun};
 use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
 use crate::{now_ms, Ctx};
+use serde_json::json;
 
 /// Model events buffered between the streaming task and the driver.
 const MODEL_QUEUE: usize = 256;
@@ -54,21 +55,10 @@ pub async fn drive(
         idle_timeout: std::time::Duration::from_millis(model.idle_timeout_ms),
     };
     let mut turn = Turn::new(spec, Instant::now(), now_ms());
-    let hook_ctx = HookCtx {
-        agent_id: ctx.spec.agent_id.clone(),
-        session_key: run.session_key.clone(),
-        run_id: run.run_id.clone(),
-        workspace: std::path::PathBuf::from(&ctx.spec.workspace),
-    };
-    if ctx.hooks.has("message_received") {
-        let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
-        let fields = serde_json::json!({"content": run.message});
-        tokio::spawn(async move {
-            ctx.hooks
-                .observe(&hook_ctx, "message_received", fields)
-                .await;
-        });
-    }
+    let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);
+    ctx.observe_later(&hook_ctx, "message_received", || {
+        vec![json!({"content": run.message})]
+    });
     let begun = ctx
         .writer
         .begin_run(BeginRun {
@@ -81,15 +71,13 @@ pub async fn drive(
         .await;
     let first = match begun {
         Ok((session_id, created)) => {
-            if created && ctx.hooks.has("session_start") {
-                let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
-                let fields = serde_json::json!({"sessionId": session_id});
-                tokio::spawn(async move {
-                    ctx.hooks.observe(&hook_ctx, "session_start", fields).await;
+            if created {
+                ctx.observe_later(&hook_ctx, "session_start", || {
+                    vec![json!({"sessionId": session_id})]
                 });
             }
             Input::Begun {
-                request: prepare(&ctx, &run).await,
+                request: prepare(&ctx, &run, &hook_ctx).await,
                 session_id,
             }
         }
@@ -156,28 +144,18 @@ pub async fn drive(
                             }
                             t.payloads = kept;
                         }
-                        if ctx.hooks.has("message_sent") && !t.payloads.is_empty() {
-                            let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
-                            let sent: Vec<String> =
-                                t.payloads.iter().map(|p| p.text.clone()).collect();
-                            tokio::spawn(async move {
-                                for content in sent {
-                                    let fields =
-                                        serde_json::json!({"content": content, "success": true});
-                                    ctx.hooks.observe(&hook_ctx, "message_sent", fields).await;
-                                }
-                            });
-                        }
-                        if ctx.hooks.has("agent_end") {
-                            let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
-                            let fields = serde_json::json!({
+                        ctx.observe_later(&hook_ctx, "message_sent", || {
+                            t.payloads
+                                .iter()
+                                .map(|p| json!({"content": p.text, "success": true}))
+                                .collect()
+                        });
+                        ctx.observe_later(&hook_ctx, "agent_end", || {
+                            vec![json!({
                                 "status": t.status, "error": t.error,
                                 "durationMs": t.duration_ms, "stopReason": t.stop_reason,
-                            });
-                            tokio::spawn(async move {
-                                ctx.hooks.observe(&hook_ctx, "agent_end", fields).await;
-                            });
-                        }
+                            })]
+                        });
                         return *t;
                     }
                 }
@@ -266,18 +244,12 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
                 }
             };
             let outcome = tools::execute(&tools_ctx, &call).await;
-            if ctx.hooks.has("after_tool_call") {
-                let fields = serde_json::json!({
+            ctx.observe_later(&hook_ctx, "after_tool_call", || {
+                vec![json!({
                     "toolName": call.name, "toolCallId": call.id,
                     "result": outcome.content, "isError": outcome.is_error,
-                });
-                let (ctx, hook_ctx) = (ctx.clone(), hook_ctx.clone());
-                tokio::spawn(async move {
-                    ctx.hooks
-                        .observe(&hook_ctx, "after_tool_call", fields)
-                        .await;
-                });
-            }
+                })]
+            });
             ctx.hooks
                 .tool_result_persist(&hook_ctx, &call, outcome)
                 .await
@@ -419,26 +391,24 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
 }
 
 /// Builds the model request: workspace (created on first use), bootstrap files, history.
-async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun) -> Result<ModelRequest, String> {
+async fn prepare(
+    ctx: &Arc<Ctx>,
+    run: &SubmitRun,
+    hook_ctx: &HookCtx,
+) -> Result<ModelRequest, String> {
     let workspace = std::path::Path::new(&ctx.spec.workspace);
     let caps = prompt::Caps {
         per_file: ctx.spec.bootstrap_max_chars as usize,
         total: ctx.spec.bootstrap_total_max_chars as usize,
     };
     let mut files = prompt::load_bootstrap(workspace, caps).await?;
-    let hook_ctx = HookCtx {
-        agent_id: ctx.spec.agent_id.clone(),
-        session_key: run.session_key.clone(),
-        run_id: run.run_id.clone(),
-        workspace: workspace.to_owned(),
-    };
     // Internal `agent:bootstrap` hooks may edit the list of bootstrap files (R-H1).
     let listed: Vec<serde_json::Value> = files
         .iter()
         .map(|f| serde_json::json!({"name": f.name, "content": f.content}))
         .collect();
     for answer in hooks::run_internal(
-        &hook_ctx,
+        hook_ctx,
         "agent:bootstrap",
         serde_json::json!({"bootstrapFiles": listed}),
     )
@@ -461,7 +431,7 @@ async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun) -> Result<ModelRequest, String
         .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
         .await
         .map_err(|e| format!("cannot read the session history: {e}"))?;
-    let added = ctx.hooks.before_prompt_build(&hook_ctx, &run.message).await;
+    let added = ctx.hooks.before_prompt_build(hook_ctx, &run.message).await;
     let extra: Vec<String> = added
         .prepend
         .into_iter()

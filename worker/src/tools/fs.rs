@@ -267,7 +267,7 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     };
     let pgid = child.id();
     // If this future is dropped (the run was aborted), the whole group goes, not just `sh`.
-    let mut group = GroupKill(pgid);
+    let mut group = crate::proc::GroupKill(pgid);
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let progress = ctx.progress.clone();
@@ -331,27 +331,6 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
                 timeout.as_secs()
             ))
         }
-    }
-}
-
-/// Kills a command's process group when dropped, unless disarmed (`.0 = None`) after the
-/// command finished.
-struct GroupKill(Option<u32>);
-
-impl GroupKill {
-    fn kill(&mut self) {
-        if let Some(pid) = self.0.take() {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
