@@ -515,6 +515,40 @@ impl Reply {
         })
     }
 
+    /// What happens after the first `stop_after` pieces; `false` ends the response here.
+    async fn tail(
+        &self,
+        shared: &Shared,
+        tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+    ) -> bool {
+        match self.tail {
+            Tail::Finish => true,
+            Tail::Stall => {
+                tx.closed().await;
+                false
+            }
+            Tail::Hold => tokio::select! {
+                permit = shared.gate.acquire() => match permit {
+                    Ok(p) => {
+                        p.forget();
+                        true
+                    }
+                    Err(_) => false,
+                },
+                _ = tx.closed() => false,
+            },
+            Tail::Disconnect => {
+                let _ = tx
+                    .send(Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "scripted disconnect",
+                    )))
+                    .await;
+                false
+            }
+        }
+    }
+
     async fn stream(
         self,
         shared: Arc<Shared>,
@@ -540,32 +574,8 @@ impl Reply {
         }
         let mut sent = 0usize;
         for (i, piece) in self.pieces.iter().enumerate() {
-            if i == self.stop_after {
-                match self.tail {
-                    Tail::Finish => {}
-                    Tail::Stall => {
-                        tx.closed().await;
-                        return;
-                    }
-                    Tail::Hold => {
-                        tokio::select! {
-                            permit = shared.gate.acquire() => match permit {
-                                Ok(p) => p.forget(),
-                                Err(_) => return,
-                            },
-                            _ = tx.closed() => return,
-                        }
-                    }
-                    Tail::Disconnect => {
-                        let _ = tx
-                            .send(Err(std::io::Error::new(
-                                std::io::ErrorKind::ConnectionReset,
-                                "scripted disconnect",
-                            )))
-                            .await;
-                        return;
-                    }
-                }
+            if i == self.stop_after && !self.tail(&shared, &tx).await {
+                return;
             }
             if i > 0 && !self.delay.is_zero() {
                 tokio::time::sleep(self.delay).await;
@@ -584,32 +594,8 @@ impl Reply {
             }
             sent += 1;
         }
-        if self.stop_after >= self.pieces.len() {
-            match self.tail {
-                Tail::Finish => {}
-                Tail::Stall => {
-                    tx.closed().await;
-                    return;
-                }
-                Tail::Hold => {
-                    tokio::select! {
-                        permit = shared.gate.acquire() => match permit {
-                            Ok(p) => p.forget(),
-                            Err(_) => return,
-                        },
-                        _ = tx.closed() => return,
-                    }
-                }
-                Tail::Disconnect => {
-                    let _ = tx
-                        .send(Err(std::io::Error::new(
-                            std::io::ErrorKind::ConnectionReset,
-                            "scripted disconnect",
-                        )))
-                        .await;
-                    return;
-                }
-            }
+        if self.stop_after >= self.pieces.len() && !self.tail(&shared, &tx).await {
+            return;
         }
         for (index, call) in self.tool_calls.iter().enumerate() {
             let head = json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
