@@ -114,6 +114,19 @@ pub async fn run_internal(ctx: &HookCtx, event: &str, fields: Value) -> Vec<Valu
     let hooks = tokio::task::spawn_blocking(move || internal_hooks(&ws, &ev))
         .await
         .unwrap_or_default();
+    run_discovered(ctx, hooks, event, fields).await
+}
+
+/// Like [`run_internal`] for hooks already found with [`internal_hooks`].
+pub async fn run_discovered(
+    ctx: &HookCtx,
+    hooks: Vec<InternalHook>,
+    event: &str,
+    fields: Value,
+) -> Vec<Value> {
+    if hooks.is_empty() {
+        return Vec::new();
+    }
     let input = ctx.event(event, fields);
     let mut answers = Vec::new();
     for h in hooks {

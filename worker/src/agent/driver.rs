@@ -401,19 +401,33 @@ async fn prepare(
         per_file: ctx.spec.bootstrap_max_chars as usize,
         total: ctx.spec.bootstrap_total_max_chars as usize,
     };
-    let mut files = prompt::load_bootstrap(workspace, caps).await?;
+    // All of the workspace's file work in one blocking hop: bootstrap files, the skills
+    // snapshot and the `agent:bootstrap` hooks.
+    let (mut files, skills, boot_hooks) = {
+        let (ctx, ws) = (ctx.clone(), workspace.to_owned());
+        tokio::task::spawn_blocking(move || {
+            prompt::read_workspace(&ws, caps).map(|files| {
+                let skills = ctx.skills.prompt(&ws);
+                (files, skills, hooks::internal_hooks(&ws, "agent:bootstrap"))
+            })
+        })
+        .await
+        .map_err(|e| format!("reading the workspace failed: {e}"))??
+    };
     // Internal `agent:bootstrap` hooks may edit the list of bootstrap files (R-H1).
-    let listed: Vec<serde_json::Value> = files
-        .iter()
-        .map(|f| serde_json::json!({"name": f.name, "content": f.content}))
-        .collect();
-    for answer in hooks::run_internal(
-        hook_ctx,
-        "agent:bootstrap",
-        serde_json::json!({"bootstrapFiles": listed}),
-    )
-    .await
-    {
+    let listed = || {
+        let files: Vec<serde_json::Value> = files
+            .iter()
+            .map(|f| json!({"name": f.name, "content": f.content}))
+            .collect();
+        json!({"bootstrapFiles": files})
+    };
+    let fields = if boot_hooks.is_empty() {
+        serde_json::Value::Null
+    } else {
+        listed()
+    };
+    for answer in hooks::run_discovered(hook_ctx, boot_hooks, "agent:bootstrap", fields).await {
         if let Some(list) = answer.get("bootstrapFiles").and_then(|l| l.as_array()) {
             let edited = list
                 .iter()
@@ -439,12 +453,6 @@ async fn prepare(
         .chain(added.append)
         .collect();
     let extra = extra.join("\n\n");
-    let skills = {
-        let (ctx, ws) = (ctx.clone(), workspace.to_owned());
-        tokio::task::spawn_blocking(move || ctx.skills.prompt(&ws))
-            .await
-            .map_err(|e| format!("reading the skills failed: {e}"))?
-    };
     let system = prompt::system_prompt(
         ctx.spec.base_prompt.as_deref(),
         &files,

@@ -55,13 +55,16 @@ fn cap(text: &str, max: usize) -> (String, bool) {
 /// skipped. All file work happens in one blocking task (one hop off the async runtime).
 pub async fn load_bootstrap(workspace: &Path, caps: Caps) -> Result<Vec<BootstrapFile>, String> {
     let workspace = workspace.to_owned();
-    tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&workspace)
-            .map_err(|e| format!("cannot create workspace {}: {e}", workspace.display()))?;
-        Ok(read_bootstrap(&workspace, caps))
-    })
-    .await
-    .map_err(|e| format!("reading the workspace failed: {e}"))?
+    tokio::task::spawn_blocking(move || read_workspace(&workspace, caps))
+        .await
+        .map_err(|e| format!("reading the workspace failed: {e}"))?
+}
+
+/// The blocking part of [`load_bootstrap`], for callers already off the async runtime.
+pub fn read_workspace(workspace: &Path, caps: Caps) -> Result<Vec<BootstrapFile>, String> {
+    std::fs::create_dir_all(workspace)
+        .map_err(|e| format!("cannot create workspace {}: {e}", workspace.display()))?;
+    Ok(read_bootstrap(workspace, caps))
 }
 
 fn read_bootstrap(workspace: &Path, caps: Caps) -> Vec<BootstrapFile> {
