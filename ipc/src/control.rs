@@ -122,6 +122,10 @@ pub struct AgentSpec {
     /// Since: protocol v1. Tools offered to the model; `None`: all of [`TOOL_NAMES`].
     #[serde(default)]
     pub tools_allow: Option<Vec<String>>,
+    /// Since: protocol v1. Every configured provider, for a run whose `before_model_resolve`
+    /// hook picks another provider or model. `model` is empty here: the hook names it.
+    #[serde(default)]
+    pub providers: Vec<ModelSpec>,
 }
 
 /// The built-in tools, in the order they are offered.

@@ -37,6 +37,7 @@ fn spec() -> AgentSpec {
         // fixtures keep describing what a v1 peer sent; they get their own round trip below.
         hooks: vec![],
         tools_allow: None,
+        providers: vec![],
     }
 }
 
@@ -289,6 +290,11 @@ fn additive_agent_spec_fields_round_trip() {
             command: vec!["/usr/local/bin/guard".into()],
             priority: 10,
             timeout_ms: 5_000,
+        }],
+        providers: vec![ModelSpec {
+            provider: "other".into(),
+            model: String::new(),
+            ..spec().model
         }],
         ..spec()
     };

@@ -79,6 +79,10 @@ pub struct RawHook {
 
 /// Plugin hook events this build fires.
 pub const HOOK_EVENTS: &[&str] = &[
+    "before_model_resolve",
+    "before_agent_reply",
+    "gateway_start",
+    "gateway_stop",
     "before_tool_call",
     "after_tool_call",
     "tool_result_persist",
@@ -93,6 +97,10 @@ pub const HOOK_EVENTS: &[&str] = &[
 ];
 /// Default hook timeout.
 const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
+/// Default timeout of a `gateway_stop` hook: shutdown must not wait long.
+const GATEWAY_STOP_HOOK_TIMEOUT_SECONDS: f64 = 5.0;
+/// Hook events of the gateway itself, run by the supervisor (not sent to workers).
+pub const GATEWAY_HOOK_EVENTS: &[&str] = &["gateway_start", "gateway_stop"];
 
 /// Worker supervision settings (`[workers]`).
 #[derive(Debug, Default, Deserialize)]
@@ -330,6 +338,8 @@ pub struct Config {
     /// Configured agents, `main` always first.
     pub agents: Vec<AgentConfig>,
     pub workers: WorkersConfig,
+    /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
+    pub gateway_hooks: Vec<ipc::control::HookSpec>,
 }
 
 /// Worker supervision policy.
@@ -350,6 +360,7 @@ impl fmt::Debug for Config {
             .field("gateway", &self.gateway)
             .field("agents", &self.agents)
             .field("workers", &self.workers)
+            .field("gateway_hooks", &self.gateway_hooks)
             .finish()
     }
 }
@@ -392,6 +403,9 @@ pub struct AgentConfig {
     pub hooks: Vec<ipc::control::HookSpec>,
     /// `None`: all tools.
     pub tools_allow: Option<Vec<String>>,
+    /// Every configured provider (`model` empty), for per-run overrides by
+    /// `before_model_resolve` hooks.
+    pub providers: Vec<ResolvedModel>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -529,7 +543,10 @@ impl Config {
         let main = AgentId("main".into());
         let mut ids: Vec<AgentId> = vec![main.clone()];
         ids.extend(raw.agents.list.keys().filter(|id| **id != main).cloned());
-        let hooks = resolve_hooks(&raw.hooks).map_err(err)?;
+        let (gateway_hooks, hooks): (Vec<_>, Vec<_>) = resolve_hooks(&raw.hooks)
+            .map_err(err)?
+            .into_iter()
+            .partition(|h| GATEWAY_HOOK_EVENTS.contains(&h.event.as_str()));
         let mut agents = Vec::with_capacity(ids.len());
         for id in ids {
             let own = raw.agents.list.get(&id).cloned().unwrap_or_default();
@@ -548,25 +565,7 @@ impl Config {
                             m.provider, m.provider
                         ))
                     })?;
-                    let self_hosted = is_self_hosted(&p.base_url);
-                    let idle = p.idle_timeout_seconds.unwrap_or(if self_hosted {
-                        DEFAULT_IDLE_SELF_HOSTED_SECONDS
-                    } else {
-                        DEFAULT_IDLE_CLOUD_SECONDS
-                    });
-                    Some(ResolvedModel {
-                        provider: m.provider.clone(),
-                        model: m.model.clone(),
-                        api: p.api,
-                        base_url: p.base_url.trim_end_matches('/').to_owned(),
-                        api_key_env: p.api_key_env.clone(),
-                        request_timeout_ms: secs_to_ms(
-                            p.timeout_seconds
-                                .unwrap_or(DEFAULT_PROVIDER_TIMEOUT_SECONDS),
-                        ),
-                        idle_timeout_ms: secs_to_ms(idle),
-                        temperature: p.temperature,
-                    })
+                    Some(resolve_model(&m.provider, p, &m.model))
                 }
             };
             let timeout_s = own
@@ -638,6 +637,10 @@ impl Config {
                 }
             }
             agents.push(AgentConfig {
+                providers: providers
+                    .iter()
+                    .map(|(pid, p)| resolve_model(pid, p, ""))
+                    .collect(),
                 exec,
                 tools_allow,
                 hooks: hooks.clone(),
@@ -690,6 +693,7 @@ impl Config {
             gateway,
             agents,
             workers,
+            gateway_hooks,
         })
     }
 
@@ -731,6 +735,28 @@ fn is_self_hosted(base_url: &str) -> bool {
     }
 }
 
+/// A provider's connection settings with `model` as the model name.
+fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
+    let idle = p.idle_timeout_seconds.unwrap_or(if is_self_hosted(&p.base_url) {
+        DEFAULT_IDLE_SELF_HOSTED_SECONDS
+    } else {
+        DEFAULT_IDLE_CLOUD_SECONDS
+    });
+    ResolvedModel {
+        provider: id.to_owned(),
+        model: model.to_owned(),
+        api: p.api,
+        base_url: p.base_url.trim_end_matches('/').to_owned(),
+        api_key_env: p.api_key_env.clone(),
+        request_timeout_ms: secs_to_ms(
+            p.timeout_seconds
+                .unwrap_or(DEFAULT_PROVIDER_TIMEOUT_SECONDS),
+        ),
+        idle_timeout_ms: secs_to_ms(idle),
+        temperature: p.temperature,
+    }
+}
+
 /// Validates `[[hooks.<event>]]` entries: known events, a program, a sane timeout.
 fn resolve_hooks(
     raw: &std::collections::BTreeMap<String, Vec<RawHook>>,
@@ -748,7 +774,12 @@ fn resolve_hooks(
             if h.command.first().is_none_or(|p| p.trim().is_empty()) {
                 return Err(format!("{key}.command: needs at least the program to run"));
             }
-            let secs = h.timeout_seconds.unwrap_or(DEFAULT_HOOK_TIMEOUT_SECONDS);
+            let default = if event == "gateway_stop" {
+                GATEWAY_STOP_HOOK_TIMEOUT_SECONDS
+            } else {
+                DEFAULT_HOOK_TIMEOUT_SECONDS
+            };
+            let secs = h.timeout_seconds.unwrap_or(default);
             if !(secs > 0.0 && secs <= 600.0) {
                 return Err(format!(
                     "{key}.timeout_seconds: must be more than 0 and at most 600"

@@ -102,20 +102,22 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
             agent.id.as_str()
         )
     })?;
+    let spec = |m: &crate::config::ResolvedModel| ModelSpec {
+        provider: m.provider.clone(),
+        api: m.api.as_str().to_owned(),
+        base_url: m.base_url.clone(),
+        api_key_env: m.api_key_env.clone(),
+        model: m.model.clone(),
+        request_timeout_ms: m.request_timeout_ms,
+        idle_timeout_ms: m.idle_timeout_ms,
+        temperature: m.temperature,
+    };
     Ok(AgentSpec {
         agent_id: agent.id.as_str().to_owned(),
         db_path: agent.db_path.display().to_string(),
         workspace: agent.workspace.display().to_string(),
-        model: ModelSpec {
-            provider: model.provider.clone(),
-            api: model.api.as_str().to_owned(),
-            base_url: model.base_url.clone(),
-            api_key_env: model.api_key_env.clone(),
-            model: model.model.clone(),
-            request_timeout_ms: model.request_timeout_ms,
-            idle_timeout_ms: model.idle_timeout_ms,
-            temperature: model.temperature,
-        },
+        model: spec(model),
+        providers: agent.providers.iter().map(spec).collect(),
         max_concurrent: agent.max_concurrent,
         bootstrap_max_chars: agent.bootstrap_max_chars,
         bootstrap_total_max_chars: agent.bootstrap_total_max_chars,

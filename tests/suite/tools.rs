@@ -1107,3 +1107,153 @@ async fn recoverable_arguments_are_converted_r_e1() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Writes an executable hook script into the agent's workspace (hooks run there).
+fn hook_script(ws: &std::path::Path, name: &str, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(ws).unwrap();
+    let path = ws.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// R-H2 `before_model_resolve`: a hook moves a run to another configured provider and model
+/// (the request goes there, the run's meta and transcript say so); runs it leaves alone use
+/// the agent's model; a pick of an unconfigured provider fails the run with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_model_resolve_picks_provider_and_model_r_h2() {
+    let second = scripted_model::ScriptedModel::start().await.unwrap();
+    let gw = Gateway::start_with(&format!(
+        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\n\
+         [[hooks.before_model_resolve]]\ncommand = [\"./pick.sh\"]\npriority = 5\n\n\
+         [[hooks.before_model_resolve]]\ncommand = [\"./late.sh\"]\n",
+        second.base_url()
+    ))
+    .await;
+    let ws = gw.state().join("agents/main/workspace");
+    hook_script(
+        &ws,
+        "pick.sh",
+        r#"e=$(cat)
+case "$e" in
+  *switch*) echo '{"providerOverride": "second", "modelOverride": "big-1"}' ;;
+  *nowhere*) echo '{"providerOverride": "nowhere", "modelOverride": "m"}' ;;
+esac"#,
+    );
+    // Lower priority: its pick loses to pick.sh's, and alone it changes nothing.
+    hook_script(&ws, "late.sh", r#"cat >/dev/null; echo '{"modelOverride": "ignored"}'"#);
+    second.push(text("from the second provider"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "please switch", "idempotencyKey": "mr-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let meta = &fin["payload"]["result"]["meta"]["agentMeta"];
+    assert_eq!(meta["provider"], "second", "{fin}");
+    assert_eq!(meta["model"], "big-1", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "from the second provider"
+    );
+    let reqs = second.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].body["model"], "big-1");
+    assert!(gw.model.requests().is_empty(), "the agent's provider was called");
+
+    // late.sh alone: only a model on the agent's own provider.
+    let (_, fin) = c
+        .turn(json!({"message": "stay", "idempotencyKey": "mr-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(gw.model.requests()[0].body["model"], "ignored");
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"],
+        "scripted"
+    );
+
+    let (_, fin) = c
+        .turn(json!({"message": "go nowhere", "idempotencyKey": "mr-3"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    let err = fin["payload"]["summary"].to_string() + &fin["payload"]["error"].to_string();
+    assert!(err.contains("nowhere"), "{fin}");
+    assert_eq!(gw.model.requests().len(), 1);
+    gw.logs.assert_clean(&["cannot prepare the run"]);
+}
+
+/// R-H2 `before_agent_reply`: the first hook answering `{handled: true}` answers instead of
+/// the model (streamed, persisted, a payload); `handled` without a reply is silence; an
+/// unclaimed turn goes to the model. A failing hook claims nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_agent_reply_claims_the_turn_r_h2() {
+    let gw = Gateway::start_with(concat!(
+        "[[hooks.before_agent_reply]]\ncommand = [\"./broken.sh\"]\npriority = 9\n\n",
+        "[[hooks.before_agent_reply]]\ncommand = [\"./claim.sh\"]\npriority = 5\n\n",
+        "[[hooks.before_agent_reply]]\ncommand = [\"./never.sh\"]\n",
+    ))
+    .await;
+    let ws = gw.state().join("agents/main/workspace");
+    hook_script(&ws, "broken.sh", "exit 4");
+    hook_script(
+        &ws,
+        "claim.sh",
+        r#"e=$(cat)
+case "$e" in
+  *ping*) echo '{"handled": true, "reply": "pong from a hook"}' ;;
+  *hush*) echo '{"handled": true}' ;;
+  *) echo '{"handled": false}' ;;
+esac"#,
+    );
+    // Runs only when claim.sh did not claim; it leaves a mark.
+    hook_script(&ws, "never.sh", "cat >/dev/null; touch never-ran-$$");
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "ping", "idempotencyKey": "ar-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "pong from a hook"
+    );
+    c.agent_event("ar-1", |p| p["data"]["phase"] == "end").await;
+    assert_eq!(c.assistant_text("ar-1"), "pong from a hook");
+    let (_, fin) = c
+        .turn(json!({"message": "hush", "idempotencyKey": "ar-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(fin["payload"]["result"]["payloads"], json!([]), "{fin}");
+    assert!(gw.model.requests().is_empty(), "a claimed turn called the model");
+    let marks = || {
+        std::fs::read_dir(&ws)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("never-ran")
+            })
+            .count()
+    };
+    assert_eq!(marks(), 0, "a hook ran after the turn was claimed");
+
+    gw.model.push(text("the model answers"));
+    let (_, fin) = c
+        .turn(json!({"message": "something else", "idempotencyKey": "ar-3"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "the model answers"
+    );
+    assert_eq!(marks(), 1);
+    // The claimed reply is in the history the model sees next.
+    let reqs = gw.model.requests();
+    let history: Vec<&str> = reqs[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(history.contains(&"pong from a hook"), "{history:?}");
+    gw.logs.assert_clean(&["before_agent_reply hook failed"]);
+}

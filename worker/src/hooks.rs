@@ -181,6 +181,13 @@ pub struct Hooks {
     list: Vec<HookSpec>,
 }
 
+/// A provider and/or model picked by `before_model_resolve` hooks.
+#[derive(Debug, Default, PartialEq)]
+pub struct ModelOverride {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
 /// Extra system prompt text from `before_prompt_build`.
 #[derive(Debug, Default, PartialEq)]
 pub struct PromptContext {
@@ -313,9 +320,69 @@ impl Hooks {
     pub async fn before_prompt_build(&self, ctx: &HookCtx, prompt: &str) -> PromptContext {
         let mut out = PromptContext::default();
         for event in ["before_agent_start", "before_prompt_build"] {
+            if !self.has(event) {
+                continue;
+            }
             self.prompt_context(ctx, event, prompt, &mut out).await;
         }
         out
+    }
+
+    /// `before_model_resolve` (modify): `{"providerOverride"?, "modelOverride"?}`. Higher
+    /// priority wins: a value set by an earlier hook is kept. Fails open (a failing hook
+    /// changes nothing).
+    pub async fn before_model_resolve(&self, ctx: &HookCtx, prompt: &str) -> ModelOverride {
+        let mut out = ModelOverride::default();
+        let input = ctx.event("before_model_resolve", json!({"prompt": prompt}));
+        for h in self.for_event("before_model_resolve") {
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) => {
+                    let text = |k: &str| {
+                        answer
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_owned)
+                    };
+                    if out.provider.is_none() {
+                        out.provider = text("providerOverride");
+                    }
+                    if out.model.is_none() {
+                        out.model = text("modelOverride");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "before_model_resolve hook failed; model unchanged.");
+                }
+            }
+        }
+        out
+    }
+
+    /// `before_agent_reply` (claim): the first hook answering `{"handled": true}` answers
+    /// for the model with `reply` (no `reply`: the run stays silent); later hooks do not
+    /// run. `None`: nobody claimed the turn. Fails open (a failing hook claims nothing).
+    pub async fn before_agent_reply(
+        &self,
+        ctx: &HookCtx,
+        prompt: &str,
+    ) -> Option<Option<String>> {
+        let input = ctx.event("before_agent_reply", json!({"prompt": prompt}));
+        for h in self.for_event("before_agent_reply") {
+            match run(h, &ctx.workspace, &input).await {
+                Ok(Some(answer)) if answer.get("handled") == Some(&Value::Bool(true)) => {
+                    let reply = answer.get("reply").and_then(Value::as_str).map(str::to_owned);
+                    return Some(reply);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(hook = %h.command[0], error = %e, "before_agent_reply hook failed; skipped.");
+                }
+            }
+        }
+        None
     }
 
     async fn prompt_context(

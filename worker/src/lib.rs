@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use ipc::control::{
-    AgentSpec, ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun,
+    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun,
     WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
@@ -57,6 +57,10 @@ pub struct Ctx {
     pub writer: Writer,
     pub reader: Reader,
     pub llm: Result<OpenAiClient, LlmError>,
+    /// Clients of other providers, made on first use (`before_model_resolve` overrides).
+    pub other_llms: std::sync::Mutex<HashMap<String, OpenAiClient>>,
+    /// The environment API keys are read from.
+    pub env: HashMap<String, String>,
     pub out: mpsc::Sender<WorkerToControl>,
     pub hooks: hooks::Hooks,
     pub skills: agent::skills::SkillsCache,
@@ -83,7 +87,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         );
     }
     let db_reader = Reader::open(&db_path)?;
-    let llm = build_llm(&spec, &opts.env);
+    let llm = build_llm(&spec.model, &opts.env);
     let (out_tx, mut out_rx) = mpsc::channel::<WorkerToControl>(OUT_QUEUE);
     let write_task = tokio::spawn(async move {
         while let Some(msg) = out_rx.recv().await {
@@ -102,6 +106,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         writer: db_writer,
         reader: db_reader,
         llm,
+        other_llms: Default::default(),
+        env: opts.env,
         out: out_tx.clone(),
     });
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(OUT_QUEUE);
@@ -140,23 +146,23 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn build_llm(spec: &AgentSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {
-    if spec.model.api != "openai-completions" {
-        return Err(LlmError::Unsupported(spec.model.api.clone()));
+fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {
+    if spec.api != "openai-completions" {
+        return Err(LlmError::Unsupported(spec.api.clone()));
     }
-    let key = match &spec.model.api_key_env {
+    let key = match &spec.api_key_env {
         Some(var) => match env.get(var).filter(|v| !v.is_empty()) {
             Some(v) => Some(v.clone()),
             None => {
                 return Err(LlmError::Transport(format!(
                     "the API key variable {var} (models.providers.{}.api_key_env) is not set in the gateway's environment",
-                    spec.model.provider
+                    spec.provider
                 )))
             }
         },
         None => None,
     };
-    OpenAiClient::new(spec.model.clone(), key)
+    OpenAiClient::new(spec.clone(), key)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -573,6 +579,30 @@ fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
 
 impl Ctx {
     /// Hook context for a run (`run_id` empty for a session operation).
+    /// The client for `provider` when a run picked another provider than the agent's.
+    pub fn other_llm(&self, provider: &str) -> Result<OpenAiClient, LlmError> {
+        let mut cache = self
+            .other_llms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = cache.get(provider) {
+            return Ok(c.clone());
+        }
+        let spec = self
+            .spec
+            .providers
+            .iter()
+            .find(|p| p.provider == provider)
+            .ok_or_else(|| {
+                LlmError::Config(format!(
+                    "provider {provider:?} (picked by a before_model_resolve hook) is not configured under [models.providers]"
+                ))
+            })?;
+        let client = build_llm(spec, &self.env)?;
+        cache.insert(provider.to_owned(), client.clone());
+        Ok(client)
+    }
+
     pub fn hook_ctx(&self, session_key: &str, run_id: &str) -> hooks::HookCtx {
         hooks::HookCtx {
             agent_id: self.spec.agent_id.clone(),

@@ -57,7 +57,7 @@ pub enum Input {
     /// be built.
     Begun {
         session_id: String,
-        request: Result<ModelRequest, String>,
+        request: Result<Prepared, String>,
     },
     /// Claiming the session or recording the run failed; nothing is persisted.
     BeginFailed(String),
@@ -72,6 +72,15 @@ pub enum Input {
     /// The tool from `Action::RunTool` finished.
     ToolDone(ToolOutcome),
     Persisted(Result<(), StoreError>),
+}
+
+/// How a prepared run begins.
+#[derive(Debug)]
+pub enum Prepared {
+    /// Call the model with this request.
+    Call(ModelRequest),
+    /// A `before_agent_reply` hook answered instead of the model; `None`: silence.
+    Claimed(Option<String>),
 }
 
 #[derive(Debug, PartialEq)]
@@ -243,10 +252,24 @@ impl Turn {
                     return (p, a);
                 }
                 match request {
-                    Ok(req) => {
+                    Ok(Prepared::Call(req)) => {
+                        if let Some(c) = &req.choice {
+                            self.spec.provider.clone_from(&c.provider);
+                            self.spec.model.clone_from(&c.model);
+                        }
                         let run_deadline = self.spec.timeout.map(|t| self.started + t);
                         let (phase, call) = self.call_model(req, run_deadline, now);
                         (phase, vec![start, call])
+                    }
+                    Ok(Prepared::Claimed(reply)) => {
+                        // Streamed and shaped like a model's reply (a claimed `NO_REPLY`
+                        // stays silent), without a model call.
+                        let mut a = vec![start];
+                        a.extend(self.accept_text(reply.unwrap_or_default()));
+                        a.extend(self.flush_held());
+                        let (p, rest) = self.end(RunStatus::Ok, None, Some("stop".into()), wall_ms);
+                        a.extend(rest);
+                        (p, a)
                     }
                     Err(e) => {
                         let (p, mut a) = self.end(
@@ -898,6 +921,7 @@ mod tests {
         ModelRequest {
             messages: vec![ChatMessage::text("user", "hi")],
             tools: vec![],
+            choice: None,
         }
     }
 
@@ -905,7 +929,7 @@ mod tests {
         t.handle(
             Input::Begun {
                 session_id: "s".into(),
-                request: Ok(req()),
+                request: Ok(Prepared::Call(req())),
             },
             now,
             1000,

@@ -13,10 +13,10 @@ use ipc::control::{
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::core::{Action, Input, Turn, TurnSpec};
+use super::core::{Action, Input, Prepared, Turn, TurnSpec};
 use super::prompt;
 use crate::hooks::{self, HookCtx};
-use crate::llm::{LlmError, LlmEvent, ModelRequest};
+use crate::llm::{LlmError, LlmEvent, ModelChoice, ModelRequest};
 use crate::store::{AuditRecord, BeginRun};
 use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
 use crate::{now_ms, Ctx};
@@ -380,7 +380,12 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
     let (tx, rx) = mpsc::channel(MODEL_QUEUE);
     let ctx = ctx.clone();
     let task = tokio::spawn(async move {
-        match &ctx.llm {
+        let other = req
+            .choice
+            .as_ref()
+            .filter(|c| c.provider != ctx.spec.model.provider)
+            .map(|c| ctx.other_llm(&c.provider));
+        match other.as_ref().unwrap_or(&ctx.llm) {
             Ok(client) => client.stream(&req, &tx).await,
             Err(e) => {
                 let _ = tx.send(Err(e.clone())).await;
@@ -390,12 +395,47 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
     ModelCall { task, rx }
 }
 
-/// Builds the model request: workspace (created on first use), bootstrap files, history.
+/// The provider and model a `before_model_resolve` hook picked for this run, if any.
+async fn resolve_model(
+    ctx: &Arc<Ctx>,
+    run: &SubmitRun,
+    hook_ctx: &HookCtx,
+) -> Result<Option<ModelChoice>, String> {
+    if !ctx.hooks.has("before_model_resolve") {
+        return Ok(None);
+    }
+    let own = &ctx.spec.model;
+    let picked = ctx.hooks.before_model_resolve(hook_ctx, &run.message).await;
+    let provider = match picked.provider {
+        None if picked.model.is_none() => return Ok(None),
+        None => own.provider.clone(),
+        Some(p) => p,
+    };
+    if provider != own.provider && !ctx.spec.providers.iter().any(|p| p.provider == provider) {
+        return Err(format!(
+            "a before_model_resolve hook picked provider {provider:?}, which is not configured under [models.providers]"
+        ));
+    }
+    let model = match picked.model {
+        Some(m) => m,
+        None if provider == own.provider => own.model.clone(),
+        None => {
+            return Err(format!(
+                "a before_model_resolve hook picked provider {provider:?} without a model (answer modelOverride too)"
+            ))
+        }
+    };
+    Ok(Some(ModelChoice { provider, model }))
+}
+
+/// Builds the model request: workspace (created on first use), bootstrap files, history;
+/// or the reply a `before_agent_reply` hook claimed the turn with.
 async fn prepare(
     ctx: &Arc<Ctx>,
     run: &SubmitRun,
     hook_ctx: &HookCtx,
-) -> Result<ModelRequest, String> {
+) -> Result<Prepared, String> {
+    let choice = resolve_model(ctx, run, hook_ctx).await?;
     let workspace = std::path::Path::new(&ctx.spec.workspace);
     let caps = prompt::Caps {
         per_file: ctx.spec.bootstrap_max_chars as usize,
@@ -459,9 +499,16 @@ async fn prepare(
         &skills,
         (!extra.is_empty()).then_some(extra.as_str()),
     );
-    Ok(prompt::request(
+    if ctx.hooks.has("before_agent_reply") {
+        if let Some(reply) = ctx.hooks.before_agent_reply(hook_ctx, &run.message).await {
+            return Ok(Prepared::Claimed(reply));
+        }
+    }
+    let mut req = prompt::request(
         system,
         &history,
         crate::tools::offered(ctx.spec.tools_allow.as_deref()),
-    ))
+    );
+    req.choice = choice;
+    Ok(Prepared::Call(req))
 }

@@ -191,7 +191,11 @@ pub fn request(system: String, history: &[HistoryItem], tools: Vec<ToolDef>) -> 
             }
         }
     }
-    ModelRequest { messages, tools }
+    ModelRequest {
+        messages,
+        tools,
+        choice: None,
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,15 @@ pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     /// Tools the model may call (empty: none offered).
     pub tools: Vec<ToolDef>,
+    /// Another provider or model for this run (`before_model_resolve`); `None`: the agent's.
+    pub choice: Option<ModelChoice>,
+}
+
+/// A provider and model picked for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelChoice {
+    pub provider: String,
+    pub model: String,
 }
 
 /// What a streaming response yields.
@@ -62,6 +71,8 @@ pub enum LlmError {
     },
     #[error("cannot reach the provider: {0}")]
     Transport(String),
+    #[error("{0}")]
+    Config(String),
     #[error("provider sent an invalid stream: {0}")]
     Protocol(String),
     #[error("provider did not answer within {0} ms")]

@@ -71,7 +71,7 @@ impl OpenAiClient {
             })
             .collect();
         let mut body = json!({
-            "model": self.spec.model,
+            "model": req.choice.as_ref().map_or(&self.spec.model, |c| &c.model),
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
