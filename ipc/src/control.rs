@@ -136,8 +136,8 @@ pub const TOOL_NAMES: &[&str] = &["read", "write", "edit", "ls", "message", "exe
 /// Since: protocol v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookSpec {
-    /// `before_tool_call`, `after_tool_call`, `tool_result_persist`, `before_prompt_build`,
-    /// `message_sending`, `agent_end`.
+    /// The event name, as configured under `[[hooks.<event>]]` (see docs/operations.md for
+    /// the list; `gateway_*` events stay in the supervisor).
     pub event: String,
     /// Program and arguments (no shell).
     pub command: Vec<String>,

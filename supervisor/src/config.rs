@@ -737,11 +737,13 @@ fn is_self_hosted(base_url: &str) -> bool {
 
 /// A provider's connection settings with `model` as the model name.
 fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
-    let idle = p.idle_timeout_seconds.unwrap_or(if is_self_hosted(&p.base_url) {
-        DEFAULT_IDLE_SELF_HOSTED_SECONDS
-    } else {
-        DEFAULT_IDLE_CLOUD_SECONDS
-    });
+    let idle = p
+        .idle_timeout_seconds
+        .unwrap_or(if is_self_hosted(&p.base_url) {
+            DEFAULT_IDLE_SELF_HOSTED_SECONDS
+        } else {
+            DEFAULT_IDLE_CLOUD_SECONDS
+        });
     ResolvedModel {
         provider: id.to_owned(),
         model: model.to_owned(),

@@ -9,11 +9,13 @@
 //! - [`worker_link`]: spawning and talking to one `loopgate-worker`.
 //! - [`gatewaydb`]: the gateway database (run records for replay), one writer thread.
 //! - [`events`], [`outcome`]: the event hub and the wire projections of run outcomes.
+//! - [`gateway_hooks`]: the `gateway_start` / `gateway_stop` hook commands.
 //! - [`client`]: the CLI, a Gateway protocol client over the unix socket (depends on `ipc`
 //!   only).
 //!
 //! Architecture Invariant: the supervisor never runs model or tool code; nothing here links
-//! the `worker` crate.
+//! the `worker` crate. The only commands it starts besides workers are the operator's
+//! `gateway_start` / `gateway_stop` hooks: out of process, time-bounded, results ignored.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
@@ -23,6 +25,7 @@ pub mod config;
 pub mod control;
 pub mod events;
 pub mod gateway;
+pub mod gateway_hooks;
 pub mod gatewaydb;
 pub mod listen_unix;
 pub mod listen_ws;

@@ -162,6 +162,22 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         "serving on ws://{ws_local} and {}",
         sock.display()
     ));
+    let hook_fields = json!({
+        "wsUrl": format!("ws://{ws_local}"),
+        "socket": sock.display().to_string(),
+        "stateDir": opts.state_dir.display().to_string(),
+        "pid": std::process::id(),
+    });
+    {
+        let (hooks, dir, fields) = (
+            gw.config().gateway_hooks.clone(),
+            opts.state_dir.clone(),
+            hook_fields.clone(),
+        );
+        tokio::spawn(async move {
+            crate::gateway_hooks::observe(&hooks, "gateway_start", &dir, fields).await;
+        });
+    }
 
     let (mut term, mut int, mut hup) = match (
         signal(SignalKind::terminate()),
@@ -202,6 +218,15 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         ipc::gateway::events::SHUTDOWN,
         &json!({"reason": if deadline.is_zero() { "stop" } else { "drain" }}),
     );
+    // `gateway_stop` hooks run alongside the drain; the gateway waits for them before exiting.
+    let stop_hooks = {
+        let (hooks, dir) = (gw.config().gateway_hooks.clone(), opts.state_dir.clone());
+        let mut fields = hook_fields;
+        fields["reason"] = json!(if deadline.is_zero() { "stop" } else { "drain" });
+        tokio::spawn(async move {
+            crate::gateway_hooks::observe(&hooks, "gateway_stop", &dir, fields).await;
+        })
+    };
     let drained = control.shutdown(deadline);
     tokio::pin!(drained);
     let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
@@ -223,6 +248,7 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     }
     // Phase two: close listeners and cut remaining waits short.
     gw.stopping.cancel();
+    let _ = stop_hooks.await;
     let _ = unix_task.await;
     let _ = ws_task.await;
     let _ = std::fs::remove_file(&sock);

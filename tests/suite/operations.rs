@@ -575,3 +575,55 @@ async fn workers_of_many_agents_start_concurrently() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// R-H2 `gateway_start` / `gateway_stop`: the supervisor runs them itself (in the state dir)
+/// with the gateway's addresses; `gateway_stop` has finished when the process exits, and a
+/// failing gateway hook is logged, never fatal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_start_and_stop_hooks_r_h2() {
+    use tokio::io::AsyncBufReadExt;
+    let fifo_dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_dir.path().join("start.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let rx = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&fifo)
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(rx).lines();
+    let mut gw = Gateway::start_with(&format!(
+        "[[hooks.gateway_start]]\n\
+         command = [\"sh\", \"-c\", \"e=$(cat); printf '%s\\\\n' \\\"$e\\\" > {}\"]\n\n\
+         [[hooks.gateway_stop]]\ncommand = [\"sh\", \"-c\", \"exit 9\"]\npriority = 5\n\n\
+         [[hooks.gateway_stop]]\ncommand = [\"sh\", \"-c\", \"cat > stopped.json\"]\n",
+        fifo.display()
+    ))
+    .await;
+    let line = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .expect("gateway_start ran")
+        .unwrap()
+        .unwrap();
+    let started: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(started["event"], "gateway_start", "{started}");
+    assert_eq!(started["wsUrl"], format!("ws://{}", gw.ws_addr()));
+    assert_eq!(started["pid"], gw.pid());
+    // The gateway serves normally with gateway hooks configured (workers do not get them).
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "gh-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let status = gw.stop(Signal::SIGTERM).await;
+    assert!(status.success(), "{status:?}");
+    let stopped = std::fs::read_to_string(gw.state().join("stopped.json"))
+        .expect("gateway_stop ran before the gateway exited");
+    let stopped: serde_json::Value = serde_json::from_str(&stopped).unwrap();
+    assert_eq!(stopped["event"], "gateway_stop");
+    assert_eq!(stopped["reason"], "drain");
+    gw.logs.assert_clean(&["Gateway hook failed"]);
+    assert!(gw
+        .logs
+        .all()
+        .iter()
+        .any(|l| l.contains("Gateway hook failed") && l.contains("exit status: 9")));
+}

@@ -1141,7 +1141,11 @@ case "$e" in
 esac"#,
     );
     // Lower priority: its pick loses to pick.sh's, and alone it changes nothing.
-    hook_script(&ws, "late.sh", r#"cat >/dev/null; echo '{"modelOverride": "ignored"}'"#);
+    hook_script(
+        &ws,
+        "late.sh",
+        r#"cat >/dev/null; echo '{"modelOverride": "ignored"}'"#,
+    );
     second.push(text("from the second provider"));
     let mut c = gw.connect().await;
     let (_, fin) = c
@@ -1158,7 +1162,10 @@ esac"#,
     let reqs = second.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].body["model"], "big-1");
-    assert!(gw.model.requests().is_empty(), "the agent's provider was called");
+    assert!(
+        gw.model.requests().is_empty(),
+        "the agent's provider was called"
+    );
 
     // late.sh alone: only a model on the agent's own provider.
     let (_, fin) = c
@@ -1222,7 +1229,10 @@ esac"#,
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     assert_eq!(fin["payload"]["result"]["payloads"], json!([]), "{fin}");
-    assert!(gw.model.requests().is_empty(), "a claimed turn called the model");
+    assert!(
+        gw.model.requests().is_empty(),
+        "a claimed turn called the model"
+    );
     let marks = || {
         std::fs::read_dir(&ws)
             .unwrap()

@@ -12,12 +12,9 @@
 //! `{"block": false}` is a no-op that never clears an earlier block.
 
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
 
 use ipc::control::HookSpec;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::tools::{ToolCall, ToolOutcome};
 
@@ -146,9 +143,6 @@ pub async fn run_discovered(
     }
     answers
 }
-
-/// Largest hook answer read from stdout.
-const MAX_OUTPUT: u64 = 256 * 1024;
 
 /// Who a hook event is about.
 #[derive(Debug, Clone)]
@@ -364,16 +358,15 @@ impl Hooks {
     /// `before_agent_reply` (claim): the first hook answering `{"handled": true}` answers
     /// for the model with `reply` (no `reply`: the run stays silent); later hooks do not
     /// run. `None`: nobody claimed the turn. Fails open (a failing hook claims nothing).
-    pub async fn before_agent_reply(
-        &self,
-        ctx: &HookCtx,
-        prompt: &str,
-    ) -> Option<Option<String>> {
+    pub async fn before_agent_reply(&self, ctx: &HookCtx, prompt: &str) -> Option<Option<String>> {
         let input = ctx.event("before_agent_reply", json!({"prompt": prompt}));
         for h in self.for_event("before_agent_reply") {
             match run(h, &ctx.workspace, &input).await {
                 Ok(Some(answer)) if answer.get("handled") == Some(&Value::Bool(true)) => {
-                    let reply = answer.get("reply").and_then(Value::as_str).map(str::to_owned);
+                    let reply = answer
+                        .get("reply")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                     return Some(reply);
                 }
                 Ok(_) => {}
@@ -420,84 +413,9 @@ fn args_value(arguments: &str) -> Value {
     serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_owned()))
 }
 
-/// Runs one hook: `Ok(None)` for empty output, `Ok(Some(object))` for a JSON object.
+/// Runs one hook (see [`hookcmd::run`]).
 async fn run(h: &HookSpec, cwd: &std::path::Path, input: &Value) -> Result<Option<Value>, String> {
-    let Some((program, args)) = h.command.split_first() else {
-        return Err("empty command".into());
-    };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    if cwd.is_dir() {
-        cmd.current_dir(cwd);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
-    // Dropped with this future (the run was aborted) or on timeout: the whole group dies.
-    let mut group = crate::proc::GroupKill(child.id());
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let body = input.to_string();
-    let work = async {
-        if let Some(mut w) = stdin {
-            // A hook that does not read its input is fine.
-            let _ = w.write_all(body.as_bytes()).await;
-            let _ = w.shutdown().await;
-        }
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let read_out = async {
-            if let Some(s) = stdout {
-                let _ = s.take(MAX_OUTPUT).read_to_end(&mut out).await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = stderr {
-                let _ = s.take(4096).read_to_end(&mut err).await;
-            }
-        };
-        tokio::join!(read_out, read_err);
-        let status = child.wait().await;
-        (status, out, err)
-    };
-    let (status, out, err) =
-        match tokio::time::timeout(Duration::from_millis(h.timeout_ms), work).await {
-            Ok(r) => r,
-            Err(_) => {
-                group.kill();
-                return Err(format!("timed out after {} ms", h.timeout_ms));
-            }
-        };
-    group.0 = None;
-    let status = status.map_err(|e| format!("cannot wait for it: {e}"))?;
-    if !status.success() {
-        let first = String::from_utf8_lossy(&err);
-        let first = first.lines().next().unwrap_or("").trim();
-        return Err(format!(
-            "{status}{}",
-            if first.is_empty() {
-                String::new()
-            } else {
-                format!(": {first}")
-            }
-        ));
-    }
-    let text = String::from_utf8_lossy(&out);
-    let text = text.trim();
-    if text.is_empty() {
-        return Ok(None);
-    }
-    match serde_json::from_str::<Value>(text) {
-        Ok(v @ Value::Object(_)) => Ok(Some(v)),
-        Ok(_) => Err("answered JSON that is not an object".into()),
-        Err(e) => Err(format!("answered something that is not JSON: {e}")),
-    }
+    hookcmd::run(&h.command, h.timeout_ms, cwd, input).await
 }
 
 #[cfg(test)]

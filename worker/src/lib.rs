@@ -17,7 +17,6 @@ pub mod agent;
 pub mod hooks;
 pub mod link;
 pub mod llm;
-pub mod proc;
 pub mod store;
 pub mod tools;
 
@@ -28,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use ipc::control::{
-    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun,
-    WorkerToControl,
+    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionOp, StopReason,
+    SubmitRun, WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};

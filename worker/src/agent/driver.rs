@@ -430,11 +430,7 @@ async fn resolve_model(
 
 /// Builds the model request: workspace (created on first use), bootstrap files, history;
 /// or the reply a `before_agent_reply` hook claimed the turn with.
-async fn prepare(
-    ctx: &Arc<Ctx>,
-    run: &SubmitRun,
-    hook_ctx: &HookCtx,
-) -> Result<Prepared, String> {
+async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun, hook_ctx: &HookCtx) -> Result<Prepared, String> {
     let choice = resolve_model(ctx, run, hook_ctx).await?;
     let workspace = std::path::Path::new(&ctx.spec.workspace);
     let caps = prompt::Caps {

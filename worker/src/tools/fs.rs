@@ -267,7 +267,7 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     };
     let pgid = child.id();
     // If this future is dropped (the run was aborted), the whole group goes, not just `sh`.
-    let mut group = crate::proc::GroupKill(pgid);
+    let mut group = hookcmd::GroupKill(pgid);
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let progress = ctx.progress.clone();
