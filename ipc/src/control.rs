@@ -122,10 +122,27 @@ pub struct AgentSpec {
     /// Since: protocol v1. Tools offered to the model; `None`: all of [`TOOL_NAMES`].
     #[serde(default)]
     pub tools_allow: Option<Vec<String>>,
+    /// Since: protocol v1. Auto-compaction settings.
+    #[serde(default)]
+    pub compaction: CompactionSpec,
     /// Since: protocol v1. Every configured provider, for a run whose `before_model_resolve`
     /// hook picks another provider or model. `model` is empty here: the hook names it.
     #[serde(default)]
     pub providers: Vec<ModelSpec>,
+}
+
+/// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionSpec {
+    /// Tokens kept free for the reply: compaction starts when the estimated prompt exceeds
+    /// the context window minus this (`None`: 20 000, at most a quarter of the window).
+    #[serde(default)]
+    pub reserve_tokens: Option<u64>,
+    /// Recent context kept verbatim (`None`: 20 000, at most a quarter of the window).
+    #[serde(default)]
+    pub keep_recent_tokens: Option<u64>,
 }
 
 /// The built-in tools, in the order they are offered.
@@ -200,6 +217,10 @@ pub struct ModelSpec {
     /// provider's default).
     #[serde(default)]
     pub temperature: Option<f64>,
+    /// Since: protocol v1. The model's context window in tokens (`None`: the worker's
+    /// default).
+    #[serde(default)]
+    pub context_window: Option<u64>,
 }
 
 impl fmt::Debug for ModelSpec {
@@ -212,6 +233,8 @@ impl fmt::Debug for ModelSpec {
             .field("model", &self.model)
             .field("request_timeout_ms", &self.request_timeout_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("temperature", &self.temperature)
+            .field("context_window", &self.context_window)
             .finish()
     }
 }
@@ -379,6 +402,27 @@ pub enum EventBody {
         #[serde(default)]
         is_error: Option<bool>,
     },
+    /// Since: protocol v1. Auto-compaction of the session's context (`start` / `end`).
+    Compaction {
+        phase: String,
+        /// `end`: whether a summary replaced the older messages.
+        #[serde(default)]
+        completed: Option<bool>,
+        /// `true` when the model call that overflowed the context is retried after it.
+        #[serde(default)]
+        will_retry: Option<bool>,
+        /// Why it started (`threshold`, `overflow`) or, on an incomplete `end`, why it failed.
+        #[serde(default)]
+        reason: Option<String>,
+        /// Messages summarized.
+        #[serde(default)]
+        messages: Option<u64>,
+        /// Estimated context tokens before / after.
+        #[serde(default)]
+        tokens_before: Option<u64>,
+        #[serde(default)]
+        tokens_after: Option<u64>,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -403,6 +447,13 @@ impl fmt::Debug for EventBody {
                 .field("tool_call_id", tool_call_id)
                 .field("name", name)
                 .field("is_error", is_error)
+                .finish(),
+            EventBody::Compaction {
+                phase, completed, ..
+            } => f
+                .debug_struct("Compaction")
+                .field("phase", phase)
+                .field("completed", completed)
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

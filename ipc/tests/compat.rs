@@ -26,6 +26,7 @@ fn spec() -> AgentSpec {
             request_timeout_ms: 60_000,
             idle_timeout_ms: 120_000,
             temperature: None,
+            context_window: None,
         },
         max_concurrent: 8,
         bootstrap_max_chars: 20_000,
@@ -38,6 +39,7 @@ fn spec() -> AgentSpec {
         hooks: vec![],
         tools_allow: None,
         providers: vec![],
+        compaction: CompactionSpec::default(),
     }
 }
 
@@ -294,8 +296,13 @@ fn additive_agent_spec_fields_round_trip() {
         providers: vec![ModelSpec {
             provider: "other".into(),
             model: String::new(),
+            context_window: Some(32_768),
             ..spec().model
         }],
+        compaction: CompactionSpec {
+            reserve_tokens: Some(4_000),
+            keep_recent_tokens: None,
+        },
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();

@@ -94,6 +94,8 @@ pub const HOOK_EVENTS: &[&str] = &[
     "session_start",
     "session_end",
     "agent_end",
+    "before_compaction",
+    "after_compaction",
 ];
 /// Default hook timeout.
 const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
@@ -176,6 +178,17 @@ pub struct RawAgentSettings {
     pub name: Option<String>,
     #[serde(default)]
     pub tools: Option<RawTools>,
+    pub compaction: Option<RawCompaction>,
+}
+
+/// `compaction`: when a session's older context is summarized (R-B7).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCompaction {
+    /// Tokens kept free for the reply (default 20 000, at most a quarter of the window).
+    pub reserve_tokens: Option<u64>,
+    /// Recent context kept verbatim (default 20 000, at most a quarter of the window).
+    pub keep_recent_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -223,6 +236,8 @@ pub struct RawProvider {
     pub idle_timeout_seconds: Option<f64>,
     /// Sampling temperature sent with every request (default: the provider's).
     pub temperature: Option<f64>,
+    /// Context window of this provider's models, in tokens (default 128 000).
+    pub context_window: Option<u64>,
 }
 
 /// Wire APIs a provider may speak.
@@ -403,6 +418,7 @@ pub struct AgentConfig {
     pub hooks: Vec<ipc::control::HookSpec>,
     /// `None`: all tools.
     pub tools_allow: Option<Vec<String>>,
+    pub compaction: ipc::control::CompactionSpec,
     /// Every configured provider (`model` empty), for per-run overrides by
     /// `before_model_resolve` hooks.
     pub providers: Vec<ResolvedModel>,
@@ -418,6 +434,7 @@ pub struct ResolvedModel {
     pub request_timeout_ms: u64,
     pub idle_timeout_ms: u64,
     pub temperature: Option<f64>,
+    pub context_window: Option<u64>,
 }
 
 impl Config {
@@ -529,6 +546,13 @@ impl Config {
                     return Err(err(format!("{key}.temperature: must be between 0 and 2")));
                 }
             }
+            if p.context_window
+                .is_some_and(|w| !(1024..=100_000_000).contains(&w))
+            {
+                return Err(err(format!(
+                    "{key}.context_window: must be between 1024 and 100000000 tokens"
+                )));
+            }
             if let Some(env) = &p.api_key_env {
                 if env.is_empty() || env.contains('=') {
                     return Err(err(format!(
@@ -636,7 +660,19 @@ impl Config {
                     )));
                 }
             }
+            let own_c = own.compaction.clone().unwrap_or_default();
+            let def_c = defaults.compaction.clone().unwrap_or_default();
+            let compaction = ipc::control::CompactionSpec {
+                reserve_tokens: own_c.reserve_tokens.or(def_c.reserve_tokens),
+                keep_recent_tokens: own_c.keep_recent_tokens.or(def_c.keep_recent_tokens),
+            };
+            if compaction.reserve_tokens == Some(0) || compaction.keep_recent_tokens == Some(0) {
+                return Err(err(format!(
+                    "{key}.compaction: reserve_tokens and keep_recent_tokens must be at least 1"
+                )));
+            }
             agents.push(AgentConfig {
+                compaction,
                 providers: providers
                     .iter()
                     .map(|(pid, p)| resolve_model(pid, p, ""))
@@ -756,6 +792,7 @@ fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
         ),
         idle_timeout_ms: secs_to_ms(idle),
         temperature: p.temperature,
+        context_window: p.context_window,
     }
 }
 

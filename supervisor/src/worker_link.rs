@@ -111,6 +111,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         request_timeout_ms: m.request_timeout_ms,
         idle_timeout_ms: m.idle_timeout_ms,
         temperature: m.temperature,
+        context_window: m.context_window,
     };
     Ok(AgentSpec {
         agent_id: agent.id.as_str().to_owned(),
@@ -126,6 +127,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         exec: agent.exec.clone(),
         hooks: agent.hooks.clone(),
         tools_allow: agent.tools_allow.clone(),
+        compaction: agent.compaction.clone(),
     })
 }
 
@@ -562,6 +564,38 @@ fn publish(
             hub.publish_deferred(
                 &agent_event(&run, ev.seq, ev.ts, "tool", data).for_cap(TOOL_EVENTS_CAP),
             );
+        }
+        EventBody::Compaction {
+            phase,
+            completed,
+            will_retry,
+            reason,
+            messages,
+            ..
+        } => {
+            let Some(st) = runs.get_mut(&ev.run_id) else {
+                return;
+            };
+            st.last_seq = ev.seq;
+            let mut data = json!({"phase": phase});
+            if let Some(v) = completed {
+                data["completed"] = json!(v);
+            }
+            if let Some(v) = will_retry {
+                data["willRetry"] = json!(v);
+            }
+            if let Some(v) = reason {
+                data["reason"] = json!(v);
+            }
+            if let Some(v) = messages {
+                data["messages"] = json!(v);
+            }
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
+            hub.publish_deferred(&agent_event(&run, ev.seq, ev.ts, "compaction", data));
         }
         EventBody::Unknown => {}
     }

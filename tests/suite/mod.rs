@@ -1,5 +1,6 @@
 mod bench_smoke;
 mod chaos;
+mod compaction;
 mod foundation;
 mod frames;
 mod idempotency;

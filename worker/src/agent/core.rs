@@ -24,10 +24,12 @@ use ipc::control::{
 
 use std::collections::VecDeque;
 
+use super::compaction::{self, ContextBudget, MAX_COMPACTIONS_PER_RUN};
+use super::prompt;
 use super::reply;
 use super::xml::XmlFilter;
 use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest};
-use crate::store::{FinishRun, NewMessage, Role, StoreError};
+use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
 
 /// Most model calls in one run (each tool round costs one).
@@ -49,6 +51,10 @@ pub struct TurnSpec {
     /// Run deadline from start; `None` arms no execution timer.
     pub timeout: Option<Duration>,
     pub idle_timeout: Duration,
+    /// The model's context limits (for another model picked per run: recomputed from its
+    /// window with `compaction`).
+    pub context: ContextBudget,
+    pub compaction: ipc::control::CompactionSpec,
 }
 
 #[derive(Debug)]
@@ -65,8 +71,9 @@ pub enum Input {
     ModelFailed(LlmError),
     Cancel(StopReason),
     Tick,
-    /// A transcript message from `Action::Append` was written (or not).
-    Appended(Result<(), StoreError>),
+    /// A transcript message from `Action::Append` (or the compaction from `Action::Compact`)
+    /// was written at this position (or not).
+    Appended(Result<i64, StoreError>),
     /// Partial output of the running tool.
     ToolUpdate(String),
     /// The tool from `Action::RunTool` finished.
@@ -93,6 +100,8 @@ pub enum Action {
     RunTool(ToolCall),
     /// Stop the running tool, if any.
     AbortTool,
+    /// Record a compaction (fenced); answered with `Input::Appended`.
+    Compact(Box<Compaction>),
     Persist(Box<FinishRun>),
     Finish(Box<RunTerminal>),
 }
@@ -106,6 +115,17 @@ enum Phase {
         run_deadline: Option<Instant>,
         idle_deadline: Instant,
     },
+    /// Streaming the summary of the older context (not shown to anyone).
+    Compacting {
+        run_deadline: Option<Instant>,
+        idle_deadline: Instant,
+        job: Box<CompactJob>,
+    },
+    /// Recording the compaction; then the model is called with the compacted request.
+    CompactSaving {
+        run_deadline: Option<Instant>,
+        job: Box<CompactJob>,
+    },
     /// Running a response's tool calls; `queue` holds those not started yet.
     Tools {
         run_deadline: Option<Instant>,
@@ -116,6 +136,24 @@ enum Phase {
         terminal: Box<RunTerminal>,
     },
     Done,
+}
+
+/// A compaction in progress.
+#[derive(Debug)]
+pub struct CompactJob {
+    /// The request that was too large; `pending.messages[cut..]` is kept.
+    pending: ModelRequest,
+    cut: usize,
+    summary: String,
+    usage: Option<Usage>,
+    reason: &'static str,
+    /// The model call overflowed the context (this error) and is retried after compaction.
+    overflow: Option<String>,
+    tokens_before: u64,
+    /// The compacted request, once the summary is in.
+    next: Option<ModelRequest>,
+    /// The call it precedes follows a tool batch.
+    after_tools: bool,
 }
 
 pub struct Turn {
@@ -149,6 +187,8 @@ pub struct Turn {
     empty_retries: u32,
     /// Texts delivered with the `message` tool (R-E3).
     sent: Vec<String>,
+    /// Compactions done in this run.
+    compactions: u32,
 }
 
 impl Turn {
@@ -173,6 +213,7 @@ impl Turn {
             finalized: false,
             empty_retries: 0,
             sent: Vec::new(),
+            compactions: 0,
         }
     }
 
@@ -187,7 +228,14 @@ impl Turn {
                 run_deadline,
                 idle_deadline,
             } => Some(run_deadline.map_or(*idle_deadline, |r| r.min(*idle_deadline))),
-            Phase::Tools { run_deadline, .. } => *run_deadline,
+            Phase::Compacting {
+                run_deadline,
+                idle_deadline,
+                ..
+            } => Some(run_deadline.map_or(*idle_deadline, |r| r.min(*idle_deadline))),
+            Phase::Tools { run_deadline, .. } | Phase::CompactSaving { run_deadline, .. } => {
+                *run_deadline
+            }
             Phase::Starting { .. } | Phase::Persisting { .. } | Phase::Done => None,
         }
     }
@@ -256,10 +304,13 @@ impl Turn {
                         if let Some(c) = &req.choice {
                             self.spec.provider.clone_from(&c.provider);
                             self.spec.model.clone_from(&c.model);
+                            self.spec.context =
+                                ContextBudget::new(c.context_window, &self.spec.compaction);
                         }
                         let run_deadline = self.spec.timeout.map(|t| self.started + t);
-                        let (phase, call) = self.call_model(req, run_deadline, now);
-                        (phase, vec![start, call])
+                        let (phase, mut a) = self.next_call(req, run_deadline, now, false);
+                        a.insert(0, start);
+                        (phase, a)
                     }
                     Ok(Prepared::Claimed(reply)) => {
                         // Streamed and shaped like a model's reply (a claimed `NO_REPLY`
@@ -416,13 +467,33 @@ impl Turn {
                     (p, a)
                 }
             },
-            (Phase::Streaming { .. }, Input::ModelFailed(e)) => self.end_stopping(
-                Action::AbortModel,
-                RunStatus::Error,
-                format!("model request failed: {e}"),
-                "error",
-                wall_ms,
-            ),
+            (Phase::Streaming { run_deadline, .. }, Input::ModelFailed(e)) => {
+                // The prompt did not fit the model's context: compact, then retry (R-G6).
+                if e.is_context_overflow() && self.text.is_empty() && self.calls.is_empty() {
+                    if let Some(req) = self.request.take() {
+                        let after_tools = self.after_tools;
+                        // Not a new attempt: the retry below takes this call's place.
+                        self.model_calls = self.model_calls.saturating_sub(1);
+                        match self.compact_first(
+                            req,
+                            run_deadline,
+                            now,
+                            Some(e.to_string()),
+                            after_tools,
+                        ) {
+                            Ok(next) => return next,
+                            Err(req) => self.request = Some(req),
+                        }
+                    }
+                }
+                self.end_stopping(
+                    Action::AbortModel,
+                    RunStatus::Error,
+                    format!("model request failed: {e}"),
+                    "error",
+                    wall_ms,
+                )
+            }
             (
                 Phase::Streaming {
                     run_deadline,
@@ -460,41 +531,45 @@ impl Turn {
                     mut queue,
                     running: None,
                 },
-                Input::Appended(Ok(())),
-            ) => match queue.pop_front() {
-                Some(call) => {
-                    let start = Action::Emit(EventBody::Tool {
-                        phase: "start".into(),
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        args_json: Some(clip(&call.arguments)),
-                        result_json: None,
-                        is_error: None,
-                    });
-                    let run = Action::RunTool(call.clone());
-                    (
-                        Phase::Tools {
-                            run_deadline,
-                            queue,
-                            running: Some(call),
-                        },
-                        vec![start, run],
-                    )
+                Input::Appended(Ok(seq)),
+            ) => {
+                // Tag the message just recorded with its transcript position.
+                if let Some(m) = self.request.as_mut().and_then(|r| r.messages.last_mut()) {
+                    m.seq.get_or_insert(seq);
                 }
-                None => {
-                    let Some(req) = self.request.take() else {
-                        return self.end(
-                            RunStatus::Error,
-                            Some("internal error: the tool round lost its request".into()),
-                            Some("error".into()),
-                            wall_ms,
-                        );
-                    };
-                    let (phase, call) = self.call_model(req, run_deadline, now);
-                    self.after_tools = true;
-                    (phase, vec![call])
+                match queue.pop_front() {
+                    Some(call) => {
+                        let start = Action::Emit(EventBody::Tool {
+                            phase: "start".into(),
+                            tool_call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            args_json: Some(clip(&call.arguments)),
+                            result_json: None,
+                            is_error: None,
+                        });
+                        let run = Action::RunTool(call.clone());
+                        (
+                            Phase::Tools {
+                                run_deadline,
+                                queue,
+                                running: Some(call),
+                            },
+                            vec![start, run],
+                        )
+                    }
+                    None => {
+                        let Some(req) = self.request.take() else {
+                            return self.end(
+                                RunStatus::Error,
+                                Some("internal error: the tool round lost its request".into()),
+                                Some("error".into()),
+                                wall_ms,
+                            );
+                        };
+                        self.next_call(req, run_deadline, now, true)
+                    }
                 }
-            },
+            }
             (Phase::Tools { .. }, Input::Appended(Err(e))) => {
                 let error = match e {
                     StoreError::Fenced { .. } => format!("run superseded: {e}"),
@@ -623,6 +698,116 @@ impl Turn {
             }
             // Late or irrelevant inputs: model data after the turn left streaming, ticks while
             // not streaming, a second cancel. They change nothing (R-D3).
+            (
+                Phase::Compacting {
+                    run_deadline,
+                    mut job,
+                    ..
+                },
+                Input::Model(ev),
+            ) => {
+                match ev {
+                    LlmEvent::Delta(d) => job.summary.push_str(&d),
+                    LlmEvent::Usage(u) => job.usage = Some(u),
+                    LlmEvent::ToolCalls(_) => {}
+                    LlmEvent::Done { .. } => {
+                        return self.summarized(job, run_deadline, now, wall_ms)
+                    }
+                }
+                let idle_deadline = now + self.spec.idle_timeout;
+                (
+                    Phase::Compacting {
+                        run_deadline,
+                        idle_deadline,
+                        job,
+                    },
+                    vec![],
+                )
+            }
+            (
+                Phase::Compacting {
+                    run_deadline, job, ..
+                },
+                Input::ModelFailed(e),
+            ) => self.compaction_failed(job, run_deadline, now, e.to_string(), wall_ms),
+            (
+                Phase::Compacting {
+                    run_deadline,
+                    idle_deadline,
+                    job,
+                },
+                Input::Tick,
+            ) => {
+                if run_deadline.is_some_and(|d| now >= d) {
+                    self.time_out(Action::AbortModel, wall_ms)
+                } else if now >= idle_deadline {
+                    let ms = self.spec.idle_timeout.as_millis();
+                    let (p, mut a) = self.compaction_failed(
+                        job,
+                        run_deadline,
+                        now,
+                        format!("the provider sent nothing for {ms} ms"),
+                        wall_ms,
+                    );
+                    a.insert(0, Action::AbortModel);
+                    (p, a)
+                } else {
+                    (
+                        Phase::Compacting {
+                            run_deadline,
+                            idle_deadline,
+                            job,
+                        },
+                        vec![],
+                    )
+                }
+            }
+            (Phase::Compacting { .. }, Input::Cancel(reason)) => {
+                self.abort(Action::AbortModel, reason, wall_ms)
+            }
+            (
+                Phase::CompactSaving {
+                    run_deadline,
+                    mut job,
+                },
+                Input::Appended(Ok(_)),
+            ) => {
+                let Some(next) = job.next.take() else {
+                    return self.end(
+                        RunStatus::Error,
+                        Some("internal error: the compaction lost its request".into()),
+                        Some("error".into()),
+                        wall_ms,
+                    );
+                };
+                let end = Action::Emit(EventBody::Compaction {
+                    phase: "end".into(),
+                    completed: Some(true),
+                    will_retry: job.overflow.as_ref().map(|_| true),
+                    reason: None,
+                    messages: Some(job.cut as u64 - 1),
+                    tokens_before: Some(job.tokens_before),
+                    tokens_after: Some(compaction::estimate(&next)),
+                });
+                let (phase, call) = self.call_model(next, run_deadline, now);
+                self.after_tools = job.after_tools;
+                (phase, vec![end, call])
+            }
+            (Phase::CompactSaving { .. }, Input::Appended(Err(e))) => {
+                let error = match e {
+                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
+                    other => format!("cannot record the compaction: {other}"),
+                };
+                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
+            }
+            (Phase::CompactSaving { run_deadline, .. }, Input::Tick)
+                if run_deadline.is_some_and(|d| now >= d) =>
+            {
+                self.time_out(Action::AbortModel, wall_ms)
+            }
+            (Phase::CompactSaving { .. }, Input::Cancel(reason)) => {
+                self.abort(Action::AbortModel, reason, wall_ms)
+            }
             (phase, _) => (phase, vec![]),
         }
     }
@@ -695,6 +880,189 @@ impl Turn {
                 delta: self.text.clone(),
             })]
         }
+    }
+
+    /// Calls the model with `req`, compacting the context first when it is over the model's
+    /// budget (R-B7).
+    fn next_call(
+        &mut self,
+        req: ModelRequest,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        after_tools: bool,
+    ) -> (Phase, Vec<Action>) {
+        let req = if compaction::estimate(&req) > self.spec.context.limit {
+            match self.compact_first(req, run_deadline, now, None, after_tools) {
+                Ok(next) => return next,
+                Err(req) => req,
+            }
+        } else {
+            req
+        };
+        let (phase, call) = self.call_model(req, run_deadline, now);
+        self.after_tools = after_tools;
+        (phase, vec![call])
+    }
+
+    /// Starts a compaction of `req`: the older messages go to the model for a summary. `Err`
+    /// gives the request back when there is nothing to compact (or this run already did
+    /// [`MAX_COMPACTIONS_PER_RUN`]). `overflow`: the provider refused `req` as too large.
+    fn compact_first(
+        &mut self,
+        req: ModelRequest,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        overflow: Option<String>,
+        after_tools: bool,
+    ) -> Result<(Phase, Vec<Action>), ModelRequest> {
+        if self.compactions >= MAX_COMPACTIONS_PER_RUN {
+            return Err(req);
+        }
+        let Some(cut) = compaction::cut(&req.messages, self.spec.context.keep_recent) else {
+            return Err(req);
+        };
+        self.compactions += 1;
+        let tokens_before = compaction::estimate(&req);
+        let max_chars = (self.spec.context.limit as usize)
+            .saturating_mul(4)
+            .saturating_sub(2_000)
+            .max(4_000);
+        let mut summarize = prompt::compaction_request(&req.messages[1..cut], max_chars);
+        summarize.choice.clone_from(&req.choice);
+        let start = Action::Emit(EventBody::Compaction {
+            phase: "start".into(),
+            completed: None,
+            will_retry: overflow.as_ref().map(|_| true),
+            reason: Some(
+                if overflow.is_some() {
+                    "overflow"
+                } else {
+                    "threshold"
+                }
+                .into(),
+            ),
+            messages: Some(cut as u64 - 1),
+            tokens_before: Some(tokens_before),
+            tokens_after: None,
+        });
+        let job = Box::new(CompactJob {
+            pending: req,
+            cut,
+            summary: String::new(),
+            usage: None,
+            reason: if overflow.is_some() {
+                "overflow"
+            } else {
+                "threshold"
+            },
+            overflow,
+            tokens_before,
+            next: None,
+            after_tools,
+        });
+        Ok((
+            Phase::Compacting {
+                run_deadline,
+                idle_deadline: now + self.spec.idle_timeout,
+                job,
+            },
+            vec![start, Action::CallModel(summarize)],
+        ))
+    }
+
+    /// The summary is in: record it (fenced), then continue with the compacted request.
+    fn summarized(
+        &mut self,
+        mut job: Box<CompactJob>,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        // The summary call's usage counts towards the run's.
+        if let Some(u) = job.usage.take() {
+            let usage = self.usage.take();
+            self.usage = Some(u);
+            self.prior_usage = self.total_usage();
+            self.usage = usage;
+        }
+        let summary = job.summary.trim().to_owned();
+        if !reply::has_visible_text(&summary) {
+            return self.compaction_failed(
+                job,
+                run_deadline,
+                now,
+                "the model returned an empty summary".into(),
+                wall_ms,
+            );
+        }
+        let Some(kept_from_seq) = job.pending.messages.get(job.cut).and_then(|m| m.seq) else {
+            return self.compaction_failed(
+                job,
+                run_deadline,
+                now,
+                "internal error: the kept messages are not recorded".into(),
+                wall_ms,
+            );
+        };
+        let mut messages = Vec::with_capacity(job.pending.messages.len() - job.cut + 2);
+        messages.push(job.pending.messages[0].clone());
+        messages.push(prompt::summary_message(&summary));
+        messages.extend(job.pending.messages[job.cut..].iter().cloned());
+        let next = ModelRequest {
+            messages,
+            tools: job.pending.tools.clone(),
+            choice: job.pending.choice.clone(),
+        };
+        let record = Compaction {
+            summary,
+            kept_from_seq,
+            tokens_before: job.tokens_before,
+            tokens_after: compaction::estimate(&next),
+            messages: job.cut as u64 - 1,
+            created_at: wall_ms,
+        };
+        job.next = Some(next);
+        (
+            Phase::CompactSaving { run_deadline, job },
+            vec![Action::Compact(Box::new(record))],
+        )
+    }
+
+    /// The compaction did not happen: say so, then go on with the full request, unless the
+    /// provider already refused it as too large (then the run fails with both reasons).
+    fn compaction_failed(
+        &mut self,
+        job: Box<CompactJob>,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        why: String,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let end = Action::Emit(EventBody::Compaction {
+            phase: "end".into(),
+            completed: Some(false),
+            will_retry: Some(false),
+            reason: Some(clip(&why)),
+            messages: None,
+            tokens_before: Some(job.tokens_before),
+            tokens_after: None,
+        });
+        if let Some(overflow) = job.overflow {
+            let (p, mut a) = self.end(
+                RunStatus::Error,
+                Some(format!(
+                    "model request failed: {overflow}; compacting the context failed: {why}"
+                )),
+                Some("error".into()),
+                wall_ms,
+            );
+            a.insert(0, end);
+            return (p, a);
+        }
+        tracing::warn!(reason = job.reason, error = %why, "Compaction failed; calling the model with the full context.");
+        let (phase, call) = self.call_model(job.pending, run_deadline, now);
+        self.after_tools = job.after_tools;
+        (phase, vec![end, call])
     }
 
     /// Text held back as a possible silent reply that turned out not to be one, as an
@@ -914,6 +1282,8 @@ mod tests {
             model: "m".into(),
             timeout: timeout.map(Duration::from_secs),
             idle_timeout: Duration::from_secs(10),
+            context: ContextBudget::new(None, &Default::default()),
+            compaction: Default::default(),
         }
     }
 
@@ -1170,7 +1540,7 @@ mod tests {
         assert_eq!(m.text, "Looking.");
         assert_eq!(m.tool_calls.len(), 2);
         for id in ["a", "b"] {
-            let a = t.handle(Input::Appended(Ok(())), t0, 3);
+            let a = t.handle(Input::Appended(Ok(7)), t0, 3);
             assert!(
                 matches!(&a[0], Action::Emit(EventBody::Tool { phase, tool_call_id, .. }) if phase == "start" && tool_call_id == id),
                 "{a:?}"
@@ -1193,7 +1563,7 @@ mod tests {
             assert_eq!(m.role, Role::ToolResult);
             assert_eq!(m.tool_result.as_ref().unwrap().0, id);
         }
-        let a = t.handle(Input::Appended(Ok(())), t0, 5);
+        let a = t.handle(Input::Appended(Ok(7)), t0, 5);
         let [Action::CallModel(req)] = a.as_slice() else {
             panic!("{a:?}")
         };
@@ -1231,7 +1601,7 @@ mod tests {
             t0,
             1,
         );
-        t.handle(Input::Appended(Ok(())), t0, 2);
+        t.handle(Input::Appended(Ok(7)), t0, 2);
         let a = t.handle(Input::Cancel(StopReason::Rpc), t0, 3);
         assert_eq!(a[0], Action::AbortTool);
         let Action::Persist(f) = &a[1] else { panic!() };

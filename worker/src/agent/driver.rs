@@ -13,6 +13,7 @@ use ipc::control::{
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::compaction::ContextBudget;
 use super::core::{Action, Input, Prepared, Turn, TurnSpec};
 use super::prompt;
 use crate::hooks::{self, HookCtx};
@@ -53,6 +54,8 @@ pub async fn drive(
         model: model.model.clone(),
         timeout: run.timeout_ms.map(std::time::Duration::from_millis),
         idle_timeout: std::time::Duration::from_millis(model.idle_timeout_ms),
+        context: ContextBudget::new(model.context_window, &ctx.spec.compaction),
+        compaction: ctx.spec.compaction.clone(),
     };
     let mut turn = Turn::new(spec, Instant::now(), now_ms());
     let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);
@@ -104,6 +107,9 @@ pub async fn drive(
                         if let Some(rec) = audit_record(&run, &body, &mut tool_started) {
                             ctx.writer.audit(rec);
                         }
+                        if let EventBody::Compaction { .. } = &body {
+                            compaction_hooks(&ctx, &hook_ctx, &body);
+                        }
                         seq += 1;
                         let ev = RunEvent {
                             run_id: run.run_id.clone(),
@@ -123,6 +129,13 @@ pub async fn drive(
                         let res = ctx
                             .writer
                             .append(run.session_key.clone(), run.run_id.clone(), *m)
+                            .await;
+                        pending.push_back(Input::Appended(res));
+                    }
+                    Action::Compact(k) => {
+                        let res = ctx
+                            .writer
+                            .compact(run.session_key.clone(), run.run_id.clone(), *k)
                             .await;
                         pending.push_back(Input::Appended(res));
                     }
@@ -254,6 +267,34 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
                 .tool_result_persist(&hook_ctx, &call, outcome)
                 .await
         }),
+    }
+}
+
+/// `before_compaction` / `after_compaction` observers, from the compaction events.
+fn compaction_hooks(ctx: &Arc<Ctx>, hook_ctx: &HookCtx, body: &EventBody) {
+    let EventBody::Compaction {
+        phase,
+        completed,
+        reason,
+        messages,
+        tokens_before,
+        tokens_after,
+        ..
+    } = body
+    else {
+        return;
+    };
+    if phase == "start" {
+        ctx.observe_later(hook_ctx, "before_compaction", || {
+            vec![json!({"messageCount": messages, "tokenCount": tokens_before, "reason": reason})]
+        });
+    } else {
+        ctx.observe_later(hook_ctx, "after_compaction", || {
+            vec![json!({
+                "completed": completed, "compactedCount": messages,
+                "tokensBefore": tokens_before, "tokenCount": tokens_after, "reason": reason,
+            })]
+        });
     }
 }
 
@@ -425,7 +466,20 @@ async fn resolve_model(
             ))
         }
     };
-    Ok(Some(ModelChoice { provider, model }))
+    let context_window = if provider == own.provider {
+        own.context_window
+    } else {
+        ctx.spec
+            .providers
+            .iter()
+            .find(|p| p.provider == provider)
+            .and_then(|p| p.context_window)
+    };
+    Ok(Some(ModelChoice {
+        provider,
+        model,
+        context_window,
+    }))
 }
 
 /// Builds the model request: workspace (created on first use), bootstrap files, history;

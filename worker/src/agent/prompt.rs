@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::llm::{ChatMessage, ModelRequest};
+use crate::store::reader::SUMMARY_ROLE;
 use crate::store::HistoryItem;
 use crate::tools::ToolDef;
 
@@ -153,6 +154,80 @@ pub fn system_prompt(
     s
 }
 
+/// How a compaction summary is shown to the model: a user message standing for the older
+/// conversation it replaced.
+pub fn summary_message(summary: &str) -> ChatMessage {
+    ChatMessage::text("user", format!("{SUMMARY_PREFIX}\n\n{summary}"))
+}
+
+/// Opens the message that carries a compaction summary.
+pub const SUMMARY_PREFIX: &str =
+    "[The earlier part of this conversation was compacted. Summary of it:]";
+
+/// The instructions for the model call that writes a compaction summary.
+pub const COMPACTION_PROMPT: &str = "You summarize a conversation so that it can continue with \
+less context. Keep what the rest of the conversation needs: the user's goals and requests, \
+decisions made, facts learned, open tasks, and exact names, paths, identifiers and numbers. \
+Leave out small talk. Answer with the summary only, as plain text.";
+
+/// Builds the model request that summarizes `older` (the messages a compaction replaces),
+/// keeping at most `max_chars` of them (the newest; an older summary always stays first).
+pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelRequest {
+    let line = |m: &ChatMessage| {
+        let mut s = match m.role {
+            "tool" => format!(
+                "[tool result {}]: {}",
+                m.tool_call_id.as_deref().unwrap_or(""),
+                m.content
+            ),
+            role => format!("[{role}]: {}", m.content),
+        };
+        for c in &m.tool_calls {
+            s.push_str(&format!(
+                "\n[tool call {} {}]: {}",
+                c.id, c.name, c.arguments
+            ));
+        }
+        s
+    };
+    let mut lines: Vec<String> = older.iter().map(line).collect();
+    let mut total: usize = lines.iter().map(|l| l.len() + 2).sum();
+    // Drop the oldest lines past the budget (a previous summary, first, stays).
+    let keep_first = older
+        .first()
+        .is_some_and(|m| m.content.starts_with(SUMMARY_PREFIX));
+    let mut dropped = 0;
+    while total > max_chars && lines.len() > usize::from(keep_first) + 1 {
+        let i = usize::from(keep_first);
+        total -= lines[i].len() + 2;
+        lines.remove(i);
+        dropped += 1;
+    }
+    if dropped > 0 {
+        let i = usize::from(keep_first);
+        lines.insert(i, format!("[{dropped} older messages left out]"));
+    }
+    let mut transcript = lines.join("\n\n");
+    if transcript.len() > max_chars {
+        let mut cut = transcript.len() - max_chars;
+        while !transcript.is_char_boundary(cut) {
+            cut += 1;
+        }
+        transcript = transcript[cut..].to_owned();
+    }
+    ModelRequest {
+        messages: vec![
+            ChatMessage::text("system", COMPACTION_PROMPT),
+            ChatMessage::text(
+                "user",
+                format!("Summarize this conversation:\n\n{transcript}"),
+            ),
+        ],
+        tools: Vec::new(),
+        choice: None,
+    }
+}
+
 /// Builds the model request: system prompt then the history (which ends with the current
 /// user message, already persisted).
 /// Assistant tool calls and tool results keep their pairing; a tool result whose call is not
@@ -170,8 +245,13 @@ pub fn request(system: String, history: &[HistoryItem], tools: Vec<ToolDef>) -> 
                 open_calls = h.tool_calls.iter().map(|c| c.id.as_str()).collect();
                 messages.push(ChatMessage {
                     tool_calls: h.tool_calls.clone(),
+                    seq: h.seq,
                     ..ChatMessage::text("assistant", h.text.clone())
                 });
+            }
+            SUMMARY_ROLE => {
+                open_calls.clear();
+                messages.push(summary_message(&h.text));
             }
             "toolResult" => {
                 let Some(id) = h.tool_call_id.as_deref() else {
@@ -182,12 +262,16 @@ pub fn request(system: String, history: &[HistoryItem], tools: Vec<ToolDef>) -> 
                 }
                 messages.push(ChatMessage {
                     tool_call_id: Some(id.to_owned()),
+                    seq: h.seq,
                     ..ChatMessage::text("tool", h.text.clone())
                 });
             }
             _ => {
                 open_calls.clear();
-                messages.push(ChatMessage::text("user", h.text.clone()));
+                messages.push(ChatMessage {
+                    seq: h.seq,
+                    ..ChatMessage::text("user", h.text.clone())
+                });
             }
         }
     }
@@ -252,6 +336,7 @@ mod tests {
             text: text.into(),
             tool_calls: vec![],
             tool_call_id: call_id.map(Into::into),
+            seq: None,
         }
     }
 

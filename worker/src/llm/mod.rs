@@ -17,6 +17,34 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCall>,
     /// Tool messages: the call this answers.
     pub tool_call_id: Option<String>,
+    /// The transcript position it came from (not sent; compaction cuts on it).
+    pub seq: Option<i64>,
+}
+
+impl LlmError {
+    /// The provider refused the request because the prompt does not fit the model's
+    /// context (OpenAI `context_length_exceeded`, llama.cpp `exceed_context_size_error`, and
+    /// the usual wordings of others).
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Http { status, message } = self else {
+            return false;
+        };
+        if !matches!(status, 400 | 413 | 422) {
+            return false;
+        }
+        let m = message.to_ascii_lowercase();
+        [
+            "context_length_exceeded",
+            "maximum context length",
+            "context window",
+            "exceed_context_size",
+            "exceeds the available context size",
+            "prompt is too long",
+            "too many tokens",
+        ]
+        .iter()
+        .any(|p| m.contains(p))
+    }
 }
 
 impl ChatMessage {
@@ -26,6 +54,7 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            seq: None,
         }
     }
 }
@@ -45,6 +74,8 @@ pub struct ModelRequest {
 pub struct ModelChoice {
     pub provider: String,
     pub model: String,
+    /// The provider's context window (`None`: the default).
+    pub context_window: Option<u64>,
 }
 
 /// What a streaming response yields.

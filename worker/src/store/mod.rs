@@ -57,6 +57,19 @@ impl Role {
     }
 }
 
+/// A compaction to record: the summary of the older context and the first transcript row
+/// kept verbatim after it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    pub summary: String,
+    pub kept_from_seq: i64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// Messages the summary replaces.
+    pub messages: u64,
+    pub created_at: u64,
+}
+
 /// A transcript message to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewMessage {

@@ -22,7 +22,13 @@ pub struct HistoryItem {
     pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Tool result: the call it answers.
     pub tool_call_id: Option<String>,
+    /// Transcript position (`None` for the compaction summary, which stands for many).
+    pub seq: Option<i64>,
 }
+
+/// The role of the history item that carries the latest compaction summary (first, when the
+/// session was compacted).
+pub const SUMMARY_ROLE: &str = "compactionSummary";
 
 /// The current transcript window for display (`chat.history`).
 #[derive(Debug, Clone, PartialEq)]
@@ -127,32 +133,71 @@ impl Reader {
     }
 }
 
-/// A session id (if the session exists) and `(role, text column, entry JSON)` rows of the
-/// current window, newest first.
-type Window = (Option<String>, Vec<(String, Option<String>, String)>);
+/// One transcript row: `seq`, role, text column, entry JSON.
+type Row = (i64, String, Option<String>, String);
 
-/// The current window's message rows (after the last `reset` boundary), newest first.
-fn window(conn: &Connection, session_key: &str, limit: usize) -> Result<Window, StoreError> {
-    let row: Option<(String, i64)> = conn
-        .prepare_cached("SELECT session_id, window_start_seq FROM sessions WHERE session_key = ?1")?
-        .query_row(params![session_key], |r| Ok((r.get(0)?, r.get(1)?)))
+/// A session's current window.
+struct Window {
+    session_id: Option<String>,
+    /// The latest compaction summary (model view only).
+    summary: Option<String>,
+    /// Message rows, newest first.
+    rows: Vec<Row>,
+}
+
+/// The current window's message rows (after the last `reset` boundary), newest first. The
+/// model's view (`for_model`) starts at the latest compaction instead: its summary, then the
+/// rows it kept verbatim and everything after.
+fn window(
+    conn: &Connection,
+    session_key: &str,
+    limit: usize,
+    for_model: bool,
+) -> Result<Window, StoreError> {
+    let row: Option<(String, i64, i64, i64)> = conn
+        .prepare_cached(
+            "SELECT session_id, window_start_seq, compaction_seq, kept_from_seq
+             FROM sessions WHERE session_key = ?1",
+        )?
+        .query_row(params![session_key], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .optional()?;
-    let Some((sid, start)) = row else {
-        return Ok((None, Vec::new()));
+    let Some((sid, mut start, compaction_seq, kept_from)) = row else {
+        return Ok(Window {
+            session_id: None,
+            summary: None,
+            rows: Vec::new(),
+        });
     };
+    let mut summary = None;
+    if for_model && compaction_seq > start {
+        summary = conn
+            .prepare_cached("SELECT text FROM transcript WHERE session_id = ?1 AND seq = ?2")?
+            .query_row(params![sid, compaction_seq], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .optional()?
+            .flatten();
+        start = start.max(kept_from - 1);
+    }
     let mut stmt = conn.prepare_cached(
-        "SELECT role, text, entry_json FROM transcript
-         WHERE session_id = ?1 AND seq > ?2 AND role != 'reset'
+        "SELECT seq, role, text, entry_json FROM transcript
+         WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
          ORDER BY seq DESC LIMIT ?3",
     )?;
     let rows = stmt.query_map(params![sid, start, limit as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     })?;
     let mut out = Vec::with_capacity(limit.min(256));
     for row in rows {
         out.push(row?);
     }
-    Ok((Some(sid), out))
+    Ok(Window {
+        session_id: Some(sid),
+        summary,
+        rows: out,
+    })
 }
 
 fn parse_entry(json: &str) -> Result<Value, StoreError> {
@@ -204,10 +249,12 @@ fn display(
     session_key: &str,
     limit: usize,
 ) -> Result<DisplayHistory, StoreError> {
-    let (session_id, rows) = window(conn, session_key, limit)?;
+    let Window {
+        session_id, rows, ..
+    } = window(conn, session_key, limit, false)?;
     let mut messages: Vec<Value> = rows
         .into_iter()
-        .filter_map(|(role, _, json)| {
+        .filter_map(|(_, role, _, json)| {
             let entry = parse_entry(&json).ok()?;
             let message = entry.get("message")?.clone();
             if role == "assistant" && tool_calls_of(&message).is_empty() {
@@ -231,9 +278,18 @@ fn history(
     session_key: &str,
     limit: usize,
 ) -> Result<Vec<HistoryItem>, StoreError> {
-    let (_, rows) = window(conn, session_key, limit)?;
-    let mut items = Vec::with_capacity(rows.len());
-    for (role, text, json) in rows.into_iter().rev() {
+    let Window { summary, rows, .. } = window(conn, session_key, limit, true)?;
+    let mut items = Vec::with_capacity(rows.len() + 1);
+    if let Some(text) = summary {
+        items.push(HistoryItem {
+            role: SUMMARY_ROLE.into(),
+            text,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            seq: None,
+        });
+    }
+    for (seq, role, text, json) in rows.into_iter().rev() {
         // Plain text rows carry their text in a column; tool-bearing rows (and rows written
         // before schema v2) are read from the entry.
         let item = match text {
@@ -242,6 +298,7 @@ fn history(
                 text,
                 tool_calls: Vec::new(),
                 tool_call_id: None,
+                seq: Some(seq),
             },
             None => {
                 let entry = parse_entry(&json)?;
@@ -254,6 +311,7 @@ fn history(
                         .get("toolCallId")
                         .and_then(Value::as_str)
                         .map(str::to_owned),
+                    seq: Some(seq),
                 }
             }
         };

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
@@ -96,6 +96,19 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
                 duration_ms INTEGER
              ) STRICT;
              PRAGMA user_version = 3;
+             COMMIT;",
+        )?;
+    }
+    if version < 4 {
+        // v4: compaction (R-B7, R-C5). The latest `compaction` entry of the current window
+        // and the first transcript row it keeps verbatim are kept on the session, so the
+        // model's history is one indexed range read plus the summary.
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN compaction_seq INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE sessions ADD COLUMN kept_from_seq INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE sessions ADD COLUMN compaction_count INTEGER NOT NULL DEFAULT 0;
+             PRAGMA user_version = 4;
              COMMIT;",
         )?;
     }

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{schema, AuditRecord, BeginRun, FinishRun, NewMessage, StoreError};
+use super::{schema, AuditRecord, BeginRun, Compaction, FinishRun, NewMessage, StoreError};
 
 const QUEUE: usize = 4096;
 const MAX_BATCH: usize = 256;
@@ -33,7 +33,13 @@ enum Cmd {
         expected_writer_run_id: String,
         run_id: String,
         message: NewMessage,
-        reply: oneshot::Sender<Result<(), StoreError>>,
+        reply: oneshot::Sender<Result<i64, StoreError>>,
+    },
+    Compact {
+        session_key: String,
+        run_id: String,
+        compaction: Compaction,
+        reply: oneshot::Sender<Result<i64, StoreError>>,
     },
     Finish(FinishRun, oneshot::Sender<Result<(), StoreError>>),
     Reset {
@@ -104,18 +110,39 @@ impl Writer {
     }
 
     /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
+    /// Returns the message's transcript position (`seq`).
     pub async fn append(
         &self,
         session_key: String,
         expected_writer_run_id: String,
         message: NewMessage,
-    ) -> Result<(), StoreError> {
+    ) -> Result<i64, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.send(Cmd::Append {
             session_key,
             run_id: expected_writer_run_id.clone(),
             expected_writer_run_id,
             message,
+            reply,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Records a compaction of the session's context, fenced like any transcript write
+    /// (R-C5): a `compaction` entry with the summary, and the session's model history from
+    /// then on is the summary plus the rows from `compaction.kept_from_seq` on. Returns the
+    /// entry's `seq`.
+    pub async fn compact(
+        &self,
+        session_key: String,
+        expected_writer_run_id: String,
+        compaction: Compaction,
+    ) -> Result<i64, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Cmd::Compact {
+            session_key,
+            run_id: expected_writer_run_id,
+            compaction,
             reply,
         })?;
         rx.await.map_err(|_| StoreError::Closed)?
@@ -203,6 +230,10 @@ enum Reply {
         oneshot::Sender<Result<SessionInfo, StoreError>>,
         Result<SessionInfo, StoreError>,
     ),
+    Seq(
+        oneshot::Sender<Result<i64, StoreError>>,
+        Result<i64, StoreError>,
+    ),
     Bool(
         oneshot::Sender<Result<bool, StoreError>>,
         Result<bool, StoreError>,
@@ -217,6 +248,7 @@ impl Reply {
             Reply::Begin(tx, r) => drop(tx.send(r)),
             Reply::Unit(tx, r) => drop(tx.send(r)),
             Reply::Info(tx, r) => drop(tx.send(r)),
+            Reply::Seq(tx, r) => drop(tx.send(r)),
             Reply::Bool(tx, r) => drop(tx.send(r)),
             Reply::None => {}
         }
@@ -227,6 +259,7 @@ impl Reply {
             Reply::Begin(tx, _) => drop(tx.send(Err(err))),
             Reply::Unit(tx, _) => drop(tx.send(Err(err))),
             Reply::Info(tx, _) => drop(tx.send(Err(err))),
+            Reply::Seq(tx, _) => drop(tx.send(Err(err))),
             Reply::Bool(tx, _) => drop(tx.send(Err(err))),
             Reply::None => tracing::warn!(error = %err, "Audit records lost in a failed commit."),
         }
@@ -302,11 +335,23 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
             run_id,
             message,
             reply,
-        } => Reply::Unit(
+        } => Reply::Seq(
             reply,
             guarded(conn, alone, |c| {
                 let sid = check_claim(c, &session_key, &expected_writer_run_id)?;
                 append(c, &sid, Some(&run_id), &message)
+            }),
+        ),
+        Cmd::Compact {
+            session_key,
+            run_id,
+            compaction,
+            reply,
+        } => Reply::Seq(
+            reply,
+            guarded(conn, alone, |c| {
+                let sid = check_claim(c, &session_key, &run_id)?;
+                compact(c, &sid, &run_id, &compaction)
             }),
         ),
         Cmd::Finish(f, reply) => {
@@ -518,7 +563,7 @@ fn append(
     session_id: &str,
     run_id: Option<&str>,
     m: &NewMessage,
-) -> Result<(), StoreError> {
+) -> Result<i64, StoreError> {
     let (seq, parent, entry_id) = next_entry(c, session_id)?;
     let mut content: Vec<serde_json::Value> = Vec::new();
     if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
@@ -576,7 +621,51 @@ fn append(
     )?;
     c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
         .execute(params![session_id, m.created_at as i64])?;
-    Ok(())
+    Ok(seq)
+}
+
+fn compact(
+    c: &Connection,
+    session_id: &str,
+    run_id: &str,
+    k: &Compaction,
+) -> Result<i64, StoreError> {
+    let kept: Option<String> = c
+        .query_row(
+            "SELECT entry_id FROM transcript WHERE session_id = ?1 AND seq = ?2",
+            params![session_id, k.kept_from_seq],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(first_kept) = kept else {
+        return Err(StoreError::Sqlite(format!(
+            "compaction keeps from transcript position {}, which does not exist",
+            k.kept_from_seq
+        )));
+    };
+    let (seq, parent, entry_id) = next_entry(c, session_id)?;
+    let entry = json!({
+        "type": "compaction",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": k.created_at,
+        "summary": k.summary,
+        "firstKeptEntryId": first_kept,
+        "tokensBefore": k.tokens_before,
+        "tokensAfter": k.tokens_after,
+        "details": {"messagesSummarized": k.messages},
+        "fromHook": false,
+    });
+    c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'compaction', ?6, ?7, ?8)")?
+        .execute(params![session_id, seq, entry_id, parent, run_id, k.created_at as i64, entry.to_string(), k.summary])?;
+    c.execute(
+        "UPDATE sessions SET updated_at = ?2, compaction_seq = ?3, kept_from_seq = ?4,
+                compaction_count = compaction_count + 1
+         WHERE session_id = ?1",
+        params![session_id, k.created_at as i64, seq, k.kept_from_seq],
+    )?;
+    Ok(seq)
 }
 
 fn status_str(s: RunStatus) -> &'static str {
@@ -589,7 +678,9 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreErro
     let mut fenced = None;
     if let Some(msg) = &f.assistant {
         match check_claim(c, &f.session_key, &f.run_id) {
-            Ok(sid) => append(c, &sid, Some(&f.run_id), msg)?,
+            Ok(sid) => {
+                append(c, &sid, Some(&f.run_id), msg)?;
+            }
             Err(e @ StoreError::Fenced { .. }) => {
                 status = RunStatus::Error;
                 error = Some(e.to_string());
