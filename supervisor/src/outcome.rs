@@ -96,6 +96,16 @@ impl Outcome {
                 json!({"sourceReplyDelivered": true}),
             );
         }
+        // What the run finally said: its payloads' text, or that it chose silence.
+        if t.status == RunStatus::Ok {
+            let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
+            let reply = if texts.is_empty() {
+                json!({"disposition": "silent"})
+            } else {
+                json!({"disposition": "visible", "text": texts.join("\n\n")})
+            };
+            meta.insert("terminalReply".into(), reply);
+        }
         if let Some(err) = &t.error {
             let kind = match t.status {
                 RunStatus::Timeout => "timeout",
@@ -145,7 +155,7 @@ impl Outcome {
             self.ended_at,
             self.error.as_deref(),
             self.stop_reason.as_deref(),
-            receipt(&self.final_json),
+            terminal_meta(&self.final_json),
         )
     }
 
@@ -178,17 +188,21 @@ pub fn stored_wait_json(run_id: &str, t: &StoredTerminal) -> Value {
         t.error.as_deref(),
         t.stop_reason.as_deref(),
         serde_json::from_str::<Value>(&t.final_json)
-            .ok()
-            .as_ref()
-            .and_then(receipt),
+            .map(|v| terminal_meta(&v))
+            .unwrap_or_default(),
     )
 }
 
-/// The delivery receipt recorded in a final response, if any.
-fn receipt(final_json: &Value) -> Option<Value> {
-    final_json
-        .pointer("/payload/result/meta/terminalReceipt")
-        .cloned()
+/// The `terminalReceipt` and `terminalReply` recorded in a final response, if any.
+fn terminal_meta(final_json: &Value) -> Vec<(&'static str, Value)> {
+    ["terminalReceipt", "terminalReply"]
+        .into_iter()
+        .filter_map(|k| {
+            final_json
+                .pointer(&format!("/payload/result/meta/{k}"))
+                .map(|v| (k, v.clone()))
+        })
+        .collect()
 }
 
 fn wait_json(
@@ -198,7 +212,7 @@ fn wait_json(
     ended_at: u64,
     error: Option<&str>,
     stop_reason: Option<&str>,
-    terminal_receipt: Option<Value>,
+    terminal: Vec<(&'static str, Value)>,
 ) -> Value {
     let mut v = Map::new();
     v.insert("runId".into(), json!(run_id));
@@ -213,8 +227,8 @@ fn wait_json(
     if let Some(s) = stop_reason {
         v.insert("stopReason".into(), json!(s));
     }
-    if let Some(r) = terminal_receipt {
-        v.insert("terminalReceipt".into(), r);
+    for (k, val) in terminal {
+        v.insert(k.into(), val);
     }
     Value::Object(v)
 }

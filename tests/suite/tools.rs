@@ -912,7 +912,7 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
 /// delivered (final response and `agent.wait`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
-    let gw = Gateway::start().await;
+    let mut gw = Gateway::start().await;
     gw.model.push(Step::ToolCalls {
         text: String::new(),
         calls: vec![
@@ -969,6 +969,26 @@ async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
     );
     let w = c.call("agent.wait", json!({"runId": "no-msg"})).await;
     assert!(w["payload"].get("terminalReceipt").is_none(), "{w}");
+    assert_eq!(
+        w["payload"]["terminalReply"],
+        json!({"disposition": "visible", "text": "plain"}),
+        "{w}"
+    );
+
+    // After a restart the wait result comes from the gateway db, with the same receipt and
+    // reply.
+    let live = c.call("agent.wait", json!({"runId": "msg"})).await;
+    assert_eq!(
+        live["payload"]["terminalReply"],
+        json!({"disposition": "visible", "text": "Build started.\n\nThe build is green."}),
+        "{live}"
+    );
+    drop(c);
+    assert!(gw.stop(nix::sys::signal::Signal::SIGTERM).await.success());
+    gw.spawn().await;
+    let mut c = gw.connect().await;
+    let stored = c.call("agent.wait", json!({"runId": "msg"})).await;
+    assert_eq!(stored["payload"], live["payload"], "{stored}");
     gw.logs.assert_clean(&[]);
 }
 
