@@ -852,6 +852,42 @@ mod tests {
         )
     }
 
+    /// The shipped example is a valid config, and every hook in it is a real event.
+    #[test]
+    fn the_deploy_example_loads() {
+        let text = include_str!("../../deploy/loopgate.toml.example");
+        let c = load(text).unwrap();
+        assert_eq!(c.agents.len(), 2);
+        assert_eq!(c.agents[0].providers[0].context_window, Some(128_000));
+        // With its commented-out hooks switched on, it still loads.
+        let hooks = text
+            .replace("# [[hooks.", "[[hooks.")
+            .replace("# command", "command")
+            .replace("# priority", "priority")
+            .replace("# timeout_seconds = 5", "timeout_seconds = 5");
+        let c = load(&hooks).unwrap();
+        assert_eq!(c.gateway_hooks.len(), 1);
+        assert_eq!(c.agents[0].hooks.len(), 1);
+    }
+
+    #[test]
+    fn compaction_and_context_window_are_checked() {
+        let base = "[models.providers.x]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
+        let e = load(&format!("{base}context_window = 10\n")).unwrap_err();
+        assert!(
+            e.message.contains("models.providers.x.context_window"),
+            "{e}"
+        );
+        let e = load("[agents.defaults.compaction]\nreserve_tokens = 0\n").unwrap_err();
+        assert!(e.message.contains("agents.defaults.compaction"), "{e}");
+        let c = load(&format!(
+            "[agents.defaults]\nmodel = \"x/m\"\n[agents.defaults.compaction]\nkeep_recent_tokens = 500\n\n{base}"
+        ))
+        .unwrap();
+        assert_eq!(c.agents[0].compaction.keep_recent_tokens, Some(500));
+        assert_eq!(c.agents[0].compaction.reserve_tokens, None);
+    }
+
     #[test]
     fn defaults_without_a_file() {
         let c = load("").unwrap();

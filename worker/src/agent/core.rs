@@ -1584,6 +1584,144 @@ mod tests {
         assert_eq!(f.usage.unwrap().total, 6);
     }
 
+    /// R-B7 / R-C5: a tool round that takes the request over the context budget compacts
+    /// before the next model call: summary call, fenced `Compact` keeping the call with its
+    /// result, then the call with the compacted request (still marked as after tools). A
+    /// compaction refused by the fence ends the run.
+    #[test]
+    fn tool_round_over_budget_compacts_first_r_b7() {
+        let t0 = Instant::now();
+        let small = || TurnSpec {
+            context: ContextBudget::new(
+                Some(1024),
+                &ipc::control::CompactionSpec {
+                    reserve_tokens: Some(256),
+                    keep_recent_tokens: Some(100),
+                },
+            ),
+            ..spec(None)
+        };
+        let start = |t: &mut Turn| {
+            t.handle(
+                Input::Begun {
+                    session_id: "s".into(),
+                    request: Ok(Prepared::Call(ModelRequest {
+                        messages: vec![
+                            ChatMessage::text("system", "sys"),
+                            ChatMessage {
+                                seq: Some(1),
+                                ..ChatMessage::text("user", "q".repeat(2000))
+                            },
+                        ],
+                        tools: vec![],
+                        choice: None,
+                    })),
+                },
+                t0,
+                0,
+            );
+            t.handle(
+                Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
+                t0,
+                1,
+            );
+            t.handle(
+                Input::Model(LlmEvent::Done {
+                    finish_reason: Some("tool_calls".into()),
+                }),
+                t0,
+                1,
+            );
+            t.handle(Input::Appended(Ok(2)), t0, 2);
+            t.handle(
+                Input::ToolDone(ToolOutcome {
+                    content: "r".repeat(1200),
+                    is_error: false,
+                }),
+                t0,
+                3,
+            );
+            t.handle(Input::Appended(Ok(3)), t0, 4)
+        };
+        let mut t = Turn::new(small(), t0, 0);
+        let a = start(&mut t);
+        let [Action::Emit(EventBody::Compaction {
+            phase,
+            reason,
+            messages,
+            ..
+        }), Action::CallModel(summarize)] = a.as_slice()
+        else {
+            panic!("{a:?}")
+        };
+        assert_eq!(
+            (phase.as_str(), reason.as_deref(), *messages),
+            ("start", Some("threshold"), Some(1))
+        );
+        assert!(summarize.tools.is_empty());
+        assert!(summarize.messages[1].content.contains("qqqq"));
+        assert!(
+            !summarize.messages[1].content.contains("rrrr"),
+            "the kept result was summarized"
+        );
+        t.handle(
+            Input::Model(LlmEvent::Delta("the user asked q".into())),
+            t0,
+            5,
+        );
+        let a = t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: None,
+            }),
+            t0,
+            6,
+        );
+        let [Action::Compact(record)] = a.as_slice() else {
+            panic!("{a:?}")
+        };
+        assert_eq!(record.kept_from_seq, 2);
+        assert_eq!(record.summary, "the user asked q");
+        assert!(record.tokens_after < record.tokens_before);
+        let a = t.handle(Input::Appended(Ok(4)), t0, 7);
+        let [Action::Emit(EventBody::Compaction { completed, .. }), Action::CallModel(next)] =
+            a.as_slice()
+        else {
+            panic!("{a:?}")
+        };
+        assert_eq!(*completed, Some(true));
+        let roles: Vec<_> = next.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert!(next.messages[1].content.starts_with(prompt::SUMMARY_PREFIX));
+        assert!(
+            t.after_tools,
+            "the call after compaction is still the post-tool call"
+        );
+
+        let mut t = Turn::new(small(), t0, 0);
+        start(&mut t);
+        t.handle(Input::Model(LlmEvent::Delta("sum".into())), t0, 5);
+        t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: None,
+            }),
+            t0,
+            6,
+        );
+        let a = t.handle(
+            Input::Appended(Err(StoreError::Fenced {
+                expected: "r".into(),
+                actual: Some("other".into()),
+            })),
+            t0,
+            7,
+        );
+        let [Action::Persist(f)] = a.as_slice() else {
+            panic!("{a:?}")
+        };
+        assert_eq!(f.status, RunStatus::Error);
+        assert!(f.error.as_deref().unwrap().contains("superseded"));
+    }
+
     #[test]
     fn cancel_during_a_tool_aborts_it_and_failed_append_ends_the_run() {
         let t0 = Instant::now();
