@@ -3,7 +3,7 @@
 //! the model sees the summary plus the recent messages from then on; a provider's
 //! context-overflow error triggers a compaction and one retry.
 
-use loopgate_tests::{client::connect_params, Client, Gateway, WAIT};
+use loopgate_tests::{client::connect_params, Client, Gateway, HookFifo};
 use scripted_model::Step;
 use serde_json::{json, Value};
 
@@ -28,7 +28,6 @@ fn contents(body: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_sessions_are_compacted_and_overflow_retries_r_b7_r_g6() {
-    use tokio::io::AsyncBufReadExt;
     let mut extra = String::from(
         // Extends [models.providers.scripted]: a 1 024-token window, so a few kilobytes
         // overflow it (limit 1024 - 256 = 768 estimated tokens, 200 kept verbatim).
@@ -45,28 +44,13 @@ async fn long_sessions_are_compacted_and_overflow_retries_r_b7_r_g6() {
     let gw = Gateway::start_with(&extra).await;
     let ws = gw.state().join("agents/main/workspace");
     std::fs::create_dir_all(&ws).unwrap();
-    let fifo = ws.join("hook.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let rx = tokio::net::unix::pipe::OpenOptions::new()
-        .read_write(true)
-        .open_receiver(&fifo)
-        .unwrap();
-    let mut hook_lines = tokio::io::BufReader::new(rx).lines();
+    let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     // The two observers of one compaction run in the background, in either order.
-    let mut hook_pair = async || -> (Value, Value) {
-        let mut got = std::collections::BTreeMap::new();
-        for _ in 0..2 {
-            let line = tokio::time::timeout(WAIT, hook_lines.next_line())
-                .await
-                .expect("a compaction hook ran")
-                .unwrap()
-                .unwrap();
-            let ev: Value = serde_json::from_str(&line).unwrap();
-            got.insert(ev["event"].as_str().unwrap().to_owned(), ev);
-        }
+    let mut hook_pair = async || {
+        let mut got = hooks.next_by_event(2).await;
         (
-            got["before_compaction"].clone(),
-            got["after_compaction"].clone(),
+            got.remove("before_compaction").unwrap(),
+            got.remove("after_compaction").unwrap(),
         )
     };
 

@@ -581,15 +581,9 @@ async fn workers_of_many_agents_start_concurrently() {
 /// failing gateway hook is logged, never fatal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_start_and_stop_hooks_r_h2() {
-    use tokio::io::AsyncBufReadExt;
     let fifo_dir = tempfile::tempdir().unwrap();
     let fifo = fifo_dir.path().join("start.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let rx = tokio::net::unix::pipe::OpenOptions::new()
-        .read_write(true)
-        .open_receiver(&fifo)
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(rx).lines();
+    let mut hooks = loopgate_tests::HookFifo::create(&fifo);
     let mut gw = Gateway::start_with(&format!(
         "[[hooks.gateway_start]]\n\
          command = [\"sh\", \"-c\", \"e=$(cat); printf '%s\\\\n' \\\"$e\\\" > {}\"]\n\n\
@@ -598,12 +592,7 @@ async fn gateway_start_and_stop_hooks_r_h2() {
         fifo.display()
     ))
     .await;
-    let line = tokio::time::timeout(WAIT, lines.next_line())
-        .await
-        .expect("gateway_start ran")
-        .unwrap()
-        .unwrap();
-    let started: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let started = hooks.next().await;
     assert_eq!(started["event"], "gateway_start", "{started}");
     assert_eq!(started["wsUrl"], format!("ws://{}", gw.ws_addr()));
     assert_eq!(started["pid"], gw.pid());

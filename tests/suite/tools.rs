@@ -2,7 +2,7 @@
 //! workspace, results go back to the model and into the transcript, and tool events reach
 //! only clients that asked for them.
 
-use loopgate_tests::{client::connect_params, Client, Gateway};
+use loopgate_tests::{client::connect_params, Client, Gateway, HookFifo};
 use scripted_model::{ScriptedCall, Step};
 use serde_json::{json, Value};
 
@@ -850,7 +850,6 @@ fn internal_hook(ws: &std::path::Path, name: &str, events: &str, script: &str) {
 /// on `sessions.reset`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_hooks_bootstrap_and_commands_r_h1() {
-    use tokio::io::AsyncBufReadExt;
     let gw = Gateway::start().await;
     let ws = gw.state().join("agents/main/workspace");
     std::fs::create_dir_all(&ws).unwrap();
@@ -862,19 +861,13 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
         r#"cat >/dev/null; echo '{"bootstrapFiles": [{"name": "EXTRA.md", "content": "injected by a hook"}]}'"#,
     );
     // The command hook reports the event it got through a FIFO the test reads: no polling.
-    let fifo = ws.join("hook.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     internal_hook(
         &ws,
         "notify",
         "\"command:new\", \"command:reset\"",
         "{ cat; echo; } > hook.fifo",
     );
-    let rx = tokio::net::unix::pipe::OpenOptions::new()
-        .read_write(true)
-        .open_receiver(&fifo)
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(rx).lines();
 
     let mut c = gw.connect().await;
     c.turn(json!({"message": "hi", "idempotencyKey": "boot"}))
@@ -894,12 +887,7 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
             .call("sessions.reset", json!({"key": "main", "reason": reason}))
             .await;
         assert_eq!(r["ok"], true, "{r}");
-        let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
-            .await
-            .expect("the hook ran")
-            .unwrap()
-            .unwrap();
-        let ev: Value = serde_json::from_str(&line).unwrap();
+        let ev = hooks.next().await;
         assert_eq!(ev["event"], event, "{ev}");
         assert_eq!(ev["sessionKey"], "agent:main:main");
         assert_eq!(ev["agentId"], "main");
@@ -1039,7 +1027,6 @@ async fn tools_allow_limits_offer_and_execution() {
 /// `session_end` get their events (read through a FIFO the hook writes to: no polling).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observer_hooks_get_their_events_r_h2() {
-    use tokio::io::AsyncBufReadExt;
     let mut extra = String::new();
     for event in [
         "session_start",
@@ -1056,30 +1043,15 @@ async fn observer_hooks_get_their_events_r_h2() {
     let gw = Gateway::start_with(&extra).await;
     let ws = gw.state().join("agents/main/workspace");
     std::fs::create_dir_all(&ws).unwrap();
-    let fifo = ws.join("hook.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let rx = tokio::net::unix::pipe::OpenOptions::new()
-        .read_write(true)
-        .open_receiver(&fifo)
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(rx).lines();
+    let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     gw.model.push(text("Hello there."));
     let mut c = gw.connect().await;
     let (_, fin) = c
         .turn(json!({"message": "hi hooks", "idempotencyKey": "observed"}))
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    let mut got = std::collections::BTreeMap::new();
-    for _ in 0..4 {
-        let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
-            .await
-            .expect("a hook ran")
-            .unwrap()
-            .unwrap();
-        let ev: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(ev["runId"], "observed", "{ev}");
-        got.insert(ev["event"].as_str().unwrap().to_owned(), ev);
-    }
+    let got = hooks.next_by_event(4).await;
+    assert!(got.values().all(|ev| ev["runId"] == "observed"), "{got:?}");
     assert!(got["session_start"]["sessionId"].is_string());
     assert_eq!(got["message_received"]["content"], "hi hooks");
     assert_eq!(got["message_sent"]["content"], "Hello there.");
@@ -1088,12 +1060,7 @@ async fn observer_hooks_get_their_events_r_h2() {
         .call("sessions.reset", json!({"key": "main", "reason": "reset"}))
         .await;
     assert_eq!(r["ok"], true, "{r}");
-    let line = tokio::time::timeout(loopgate_tests::WAIT, lines.next_line())
-        .await
-        .expect("session_end ran")
-        .unwrap()
-        .unwrap();
-    let ev: Value = serde_json::from_str(&line).unwrap();
+    let ev = hooks.next().await;
     assert_eq!(ev["event"], "session_end", "{ev}");
     assert_eq!(ev["reason"], "reset");
     gw.logs.assert_clean(&[]);

@@ -426,3 +426,48 @@ pub async fn serve_refusal(state_dir: &Path) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A FIFO that hook commands write their events to, one JSON object per line (one write
+/// each, so concurrent hooks do not interleave); the test reads them as they come, without
+/// polling. Opened read-write, so a hook that has not run yet is not an end of file.
+pub struct HookFifo {
+    lines: tokio::io::Lines<BufReader<tokio::net::unix::pipe::Receiver>>,
+}
+
+impl HookFifo {
+    /// Creates the FIFO at `path` (its directory must exist).
+    pub fn create(path: &Path) -> HookFifo {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+        let rx = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(path)
+            .expect("open the FIFO");
+        HookFifo {
+            lines: BufReader::new(rx).lines(),
+        }
+    }
+
+    /// The next event a hook wrote (fails the test after [`WAIT`]).
+    pub async fn next(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .expect("a hook wrote its event")
+            .expect("read the FIFO")
+            .expect("the FIFO stays open");
+        serde_json::from_str(&line).expect("a hook event is JSON")
+    }
+
+    /// The next `n` events, by event name (hooks that run concurrently come in any order).
+    pub async fn next_by_event(
+        &mut self,
+        n: usize,
+    ) -> std::collections::BTreeMap<String, serde_json::Value> {
+        let mut got = std::collections::BTreeMap::new();
+        for _ in 0..n {
+            let ev = self.next().await;
+            let name = ev["event"].as_str().unwrap_or_default().to_owned();
+            got.insert(name, ev);
+        }
+        got
+    }
+}

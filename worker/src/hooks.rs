@@ -331,14 +331,7 @@ impl Hooks {
         for h in self.for_event("before_model_resolve") {
             match run(h, &ctx.workspace, &input).await {
                 Ok(Some(answer)) => {
-                    let text = |k: &str| {
-                        answer
-                            .get(k)
-                            .and_then(Value::as_str)
-                            .map(str::trim)
-                            .filter(|t| !t.is_empty())
-                            .map(str::to_owned)
-                    };
+                    let text = |k: &str| answer_text(&answer, k);
                     if out.provider.is_none() {
                         out.provider = text("providerOverride");
                     }
@@ -389,14 +382,7 @@ impl Hooks {
         for h in self.for_event(event) {
             match run(h, &ctx.workspace, &input).await {
                 Ok(Some(answer)) => {
-                    let text = |k: &str| {
-                        answer
-                            .get(k)
-                            .and_then(Value::as_str)
-                            .map(str::trim)
-                            .filter(|t| !t.is_empty())
-                            .map(str::to_owned)
-                    };
+                    let text = |k: &str| answer_text(&answer, k);
                     out.prepend.extend(text("prependSystemContext"));
                     out.append.extend(text("appendSystemContext"));
                 }
@@ -407,6 +393,16 @@ impl Hooks {
             }
         }
     }
+}
+
+/// A non-blank string field of a hook's answer, trimmed.
+fn answer_text(answer: &Value, key: &str) -> Option<String> {
+    answer
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
 }
 
 fn args_value(arguments: &str) -> Value {
