@@ -494,36 +494,25 @@ impl Turn {
                     wall_ms,
                 )
             }
+            // A model call (answer or summary) past the run deadline, or cancelled.
             (
-                Phase::Streaming {
-                    run_deadline,
-                    idle_deadline,
-                },
+                Phase::Streaming { run_deadline, .. } | Phase::Compacting { run_deadline, .. },
                 Input::Tick,
-            ) => {
-                if run_deadline.is_some_and(|d| now >= d) {
-                    self.time_out(Action::AbortModel, wall_ms)
-                } else if now >= idle_deadline {
-                    let ms = self.spec.idle_timeout.as_millis();
-                    self.end_stopping(
-                        Action::AbortModel,
-                        RunStatus::Error,
-                        format!("model idle timeout: the provider sent nothing for {ms} ms"),
-                        "error",
-                        wall_ms,
-                    )
-                } else {
-                    (
-                        Phase::Streaming {
-                            run_deadline,
-                            idle_deadline,
-                        },
-                        vec![],
-                    )
-                }
+            ) if run_deadline.is_some_and(|d| now >= d) => {
+                self.time_out(Action::AbortModel, wall_ms)
             }
-            (Phase::Streaming { .. }, Input::Cancel(reason)) => {
+            (Phase::Streaming { .. } | Phase::Compacting { .. }, Input::Cancel(reason)) => {
                 self.abort(Action::AbortModel, reason, wall_ms)
+            }
+            (Phase::Streaming { idle_deadline, .. }, Input::Tick) if now >= idle_deadline => {
+                let ms = self.spec.idle_timeout.as_millis();
+                self.end_stopping(
+                    Action::AbortModel,
+                    RunStatus::Error,
+                    format!("model idle timeout: the provider sent nothing for {ms} ms"),
+                    "error",
+                    wall_ms,
+                )
             }
             (
                 Phase::Tools {
@@ -737,33 +726,17 @@ impl Turn {
                     job,
                 },
                 Input::Tick,
-            ) => {
-                if run_deadline.is_some_and(|d| now >= d) {
-                    self.time_out(Action::AbortModel, wall_ms)
-                } else if now >= idle_deadline {
-                    let ms = self.spec.idle_timeout.as_millis();
-                    let (p, mut a) = self.compaction_failed(
-                        job,
-                        run_deadline,
-                        now,
-                        format!("the provider sent nothing for {ms} ms"),
-                        wall_ms,
-                    );
-                    a.insert(0, Action::AbortModel);
-                    (p, a)
-                } else {
-                    (
-                        Phase::Compacting {
-                            run_deadline,
-                            idle_deadline,
-                            job,
-                        },
-                        vec![],
-                    )
-                }
-            }
-            (Phase::Compacting { .. }, Input::Cancel(reason)) => {
-                self.abort(Action::AbortModel, reason, wall_ms)
+            ) if now >= idle_deadline => {
+                let ms = self.spec.idle_timeout.as_millis();
+                let (p, mut a) = self.compaction_failed(
+                    job,
+                    run_deadline,
+                    now,
+                    format!("the provider sent nothing for {ms} ms"),
+                    wall_ms,
+                );
+                a.insert(0, Action::AbortModel);
+                (p, a)
             }
             (
                 Phase::CompactSaving {
