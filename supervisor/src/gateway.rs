@@ -32,6 +32,9 @@ use crate::gatewaydb::GatewayDb;
 const OUTBOUND_QUEUE: usize = 65_536;
 /// Requests one connection may have in progress at once.
 const MAX_REQUESTS_PER_CONN: usize = 1024;
+/// When the gateway stops, how long a connection waits for its requests' answers (waits are
+/// cut short by the stop, so this is normally instant) before it closes.
+const STOP_ANSWER_GRACE: Duration = Duration::from_secs(2);
 
 /// Operator scopes.
 pub mod scopes {
@@ -53,6 +56,9 @@ pub struct Gateway {
     pub draining: AtomicBool,
     /// Cancelled when the gateway closes its listeners (after draining).
     pub stopping: CancellationToken,
+    /// Every client connection's task: on stop the gateway waits for them to deliver their
+    /// last answers and close.
+    pub connection_tasks: tokio_util::task::TaskTracker,
     /// Agents whose crash-loop breaker tripped (from the control actor).
     pub failed: tokio::sync::watch::Receiver<crate::control::FailedAgents>,
     /// Operator drain requests (`gateway.drain`), handled by the serve loop.
@@ -79,6 +85,7 @@ impl Gateway {
             next_conn: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             stopping: CancellationToken::new(),
+            connection_tasks: tokio_util::task::TaskTracker::new(),
             failed,
             drain_requests,
         }
@@ -377,6 +384,17 @@ pub async fn serve_connection<S: FrameSource>(
         let item = tokio::select! {
             item = source.next() => item,
             _ = out.closed.cancelled() => break,
+            _ = gw.stopping.cancelled() => {
+                // Read nothing more; let the requests in flight answer (their waits are cut
+                // short by the stop), then close after those answers.
+                let _ = tokio::time::timeout(
+                    STOP_ANSWER_GRACE,
+                    limit.acquire_many(MAX_REQUESTS_PER_CONN as u32),
+                )
+                .await;
+                out.close(1012, "gateway stopping").await;
+                break;
+            }
         };
         match item {
             Inbound::Closed => break,

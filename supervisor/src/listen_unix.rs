@@ -64,7 +64,7 @@ pub async fn serve(listener: UnixListener, gw: Arc<Gateway>) {
                 continue;
             }
         }
-        tokio::spawn(connection(stream, gw.clone()));
+        gw.connection_tasks.spawn(connection(stream, gw.clone()));
     }
 }
 

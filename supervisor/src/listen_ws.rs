@@ -157,7 +157,8 @@ fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Re
         has_origin: origin.is_some(),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
+    let tasks = gw.connection_tasks.clone();
+    tasks.spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
                 let config = WebSocketConfig::default()

@@ -251,6 +251,14 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     let _ = stop_hooks.await;
     let _ = unix_task.await;
     let _ = ws_task.await;
+    // Connections deliver their last answers (waits cut short by the stop) and close.
+    gw.connection_tasks.close();
+    if tokio::time::timeout(Duration::from_secs(3), gw.connection_tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("Some client connections did not close in time; dropping them.");
+    }
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(&addr_file);
     maintenance.abort();
