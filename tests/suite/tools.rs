@@ -281,17 +281,21 @@ async fn endless_tool_loop_is_stopped() {
     gw.logs.assert_clean(&[]);
 }
 
-/// R-F1: a silent reply streams nothing and delivers no payload; text that only starts like
-/// the token is delivered whole.
+/// R-F1, R-F3: a silent reply streams nothing and delivers no payload, and it does not waive
+/// the reply a direct request needs: the model is asked again (text that only starts like
+/// the token is delivered whole); silent again, the run fails with the try-again notice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
     let gw = Gateway::start().await;
-    gw.model.push(Step::Text {
+    let silent = || Step::Text {
         text: "NO_REPLY".into(),
         chunks: 4,
         delay_ms: 0,
         finish_reason: None,
-    });
+    };
+    // A direct request needs an answer: the silent reply is empty output, so the model is
+    // asked again, and only its real answer is delivered.
+    gw.model.push(silent());
     gw.model.push(Step::Text {
         text: "No, that is fine.".into(),
         chunks: 6,
@@ -303,29 +307,44 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
         .turn(json!({"message": "ok", "idempotencyKey": "silent"}))
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    assert_eq!(fin["payload"]["result"]["payloads"], json!([]), "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"],
+        json!([{"text": "No, that is fine."}]),
+        "{fin}"
+    );
+    let reqs = gw.model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["messages"], reqs[1].body["messages"]);
     c.agent_event("silent", |p| p["data"]["phase"] == "end")
         .await;
-    let (_, fin) = c
-        .turn(json!({"message": "sure?", "idempotencyKey": "not-silent"}))
-        .await;
     assert_eq!(
-        fin["payload"]["result"]["payloads"][0]["text"],
-        "No, that is fine."
-    );
-    c.agent_event("not-silent", |p| p["data"]["phase"] == "end")
-        .await;
-    let streamed = |run: &str| c.assistant_text(run);
-    assert_eq!(
-        streamed("silent"),
-        "",
+        c.assistant_text("silent"),
+        "No, that is fine.",
         "a prefix of the silent token leaked"
     );
-    assert_eq!(streamed("not-silent"), "No, that is fine.");
+
+    // Silent twice: no payload of it; the run fails clearly and leaves the try-again notice.
+    gw.model.push(silent());
+    gw.model.push(silent());
+    let (_, fin) = c
+        .turn(json!({"message": "and now?", "idempotencyKey": "still-silent"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    assert!(
+        fin["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no visible reply"),
+        "{fin}"
+    );
+    assert!(!fin.to_string().contains("NO_REPLY"), "{fin}");
+    c.agent_event("still-silent", |p| p["data"]["phase"] == "error")
+        .await;
+    assert_eq!(c.assistant_text("still-silent"), "");
     assert!(!c.seen.iter().any(|f| f["event"] == "chat"
-        && f["payload"]["runId"] == "silent"
+        && f["payload"]["runId"] == "still-silent"
         && f["payload"]["state"] == "delta"));
-    // History leaves the silent reply out.
+    // History: the answer and the notice, never the silent token.
     let h = c.call("chat.history", json!({"sessionKey": "main"})).await;
     let texts: Vec<String> = h["payload"]["messages"]
         .as_array()
@@ -334,7 +353,9 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
         .filter(|m| m["role"] == "assistant")
         .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_owned())
         .collect();
-    assert_eq!(texts, ["No, that is fine."]);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert_eq!(texts[0], "No, that is fine.");
+    assert!(texts[1].contains("try again"), "{texts:?}");
     gw.logs.assert_clean(&[]);
 }
 

@@ -417,11 +417,7 @@ impl Turn {
                         if let Some(again) = self.retry_for_reply(run_deadline, now) {
                             return again;
                         }
-                        if !self.visible()
-                            && !reply::is_silent(&self.text)
-                            && self.tool_error.is_none()
-                            && self.sent.is_empty()
-                        {
+                        if !self.visible() && self.tool_error.is_none() && self.sent.is_empty() {
                             // Retries exhausted: report it, and leave a notice in history (R-F3).
                             self.text = reply::TRY_AGAIN_NOTICE.into();
                             return self.end(
@@ -1058,17 +1054,14 @@ impl Turn {
 
     /// A required reply that came back empty gets another model call (R-F3, R-F4): after a
     /// settled tool batch, one tool-free finalization pass over the results; otherwise a
-    /// plain retry, up to [`MAX_EMPTY_RETRIES`]. A silent reply is an answer, not empty.
+    /// plain retry, up to [`MAX_EMPTY_RETRIES`]. A model's `NO_REPLY` is empty output, not a
+    /// waiver of the reply (R-F1): every `agent` / `chat.send` run is a direct request.
     fn retry_for_reply(
         &mut self,
         run_deadline: Option<Instant>,
         now: Instant,
     ) -> Option<(Phase, Vec<Action>)> {
-        if self.visible()
-            || reply::is_silent(&self.text)
-            || !self.sent.is_empty()
-            || self.model_calls >= MAX_MODEL_CALLS
-        {
+        if self.visible() || !self.sent.is_empty() || self.model_calls >= MAX_MODEL_CALLS {
             return None;
         }
         let mut req = self.request.take()?;
@@ -1093,9 +1086,7 @@ impl Turn {
             return None;
         }
         match &self.tool_error {
-            Some((tool, error)) if !self.visible() && !reply::is_silent(&self.text) => {
-                Some(reply::tool_error_warning(tool, error))
-            }
+            Some((tool, error)) if !self.visible() => Some(reply::tool_error_warning(tool, error)),
             _ => None,
         }
     }
