@@ -281,6 +281,19 @@ pub struct SubmitRun {
     pub timeout_ms: Option<u64>,
     /// When the supervisor accepted the run (ms since the epoch).
     pub accepted_at: u64,
+    /// Since: protocol v1. The provider and model this run asked for (`agent` params
+    /// `provider` / `model`), already checked against the config; `None`: the agent's.
+    #[serde(default)]
+    pub model: Option<RunModel>,
+}
+
+/// A provider and model picked for one run.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunModel {
+    pub provider: String,
+    pub model: String,
 }
 
 impl fmt::Debug for SubmitRun {
@@ -291,6 +304,7 @@ impl fmt::Debug for SubmitRun {
             .field("session_key", &self.session_key)
             .field("message_len", &self.message.len())
             .field("timeout_ms", &self.timeout_ms)
+            .field("model", &self.model)
             .finish()
     }
 }

@@ -82,6 +82,8 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 extra_system_prompt: Some("be brief".into()),
                 timeout_ms: Some(172_800_000),
                 accepted_at: 1_764_480_000_000,
+                // Added after the v1 fixtures: its default keeps the fixture's bytes.
+                model: None,
             })),
         ),
         (
@@ -279,6 +281,42 @@ fn golden_fixtures_of_v1_still_decode() {
     }
 }
 
+/// Fields and variants added after the v1 fixtures round-trip (and the fixtures above keep
+/// decoding without them).
+#[test]
+fn additive_run_fields_and_events_round_trip() {
+    let submit = SubmitRun {
+        run_id: "r".into(),
+        session_key: "agent:main:main".into(),
+        message: "hi".into(),
+        extra_system_prompt: None,
+        timeout_ms: None,
+        accepted_at: 1,
+        model: Some(RunModel {
+            provider: "second".into(),
+            model: "big-2".into(),
+        }),
+    };
+    let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
+    assert_eq!(back, submit);
+    let ev = RunEvent {
+        run_id: "r".into(),
+        seq: 3,
+        ts: 4,
+        body: EventBody::Compaction {
+            phase: "end".into(),
+            completed: Some(true),
+            will_retry: None,
+            reason: None,
+            messages: Some(12),
+            tokens_before: Some(9_000),
+            tokens_after: Some(2_000),
+        },
+    };
+    let back: RunEvent = decode_body(&encode_body(&ev).unwrap()).unwrap();
+    assert_eq!(back, ev);
+}
+
 #[test]
 fn additive_agent_spec_fields_round_trip() {
     let spec = AgentSpec {
@@ -391,6 +429,7 @@ fn debug_output_redacts_secrets_and_content() {
         extra_system_prompt: None,
         timeout_ms: None,
         accepted_at: 0,
+        model: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
 }

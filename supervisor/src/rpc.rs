@@ -224,6 +224,64 @@ struct Admission {
     extra_system_prompt: Option<String>,
     /// Explicit run timeout in ms (`Some(0)` = none); `None` = the agent's default.
     timeout_ms: Option<u64>,
+    /// `agent` params `provider` / `model`, as sent.
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+/// The provider and model a run asked for, checked against the config: `model` may be
+/// `"<provider>/<model>"` (when the prefix is a configured provider) or a model name on
+/// `provider` (default: the agent's). `None` when it is the agent's own model.
+fn run_model(
+    agent: &crate::config::AgentConfig,
+    own: &crate::config::ResolvedModel,
+    provider: Option<String>,
+    model: Option<String>,
+) -> Result<Option<ipc::control::RunModel>, String> {
+    let known = |p: &str| agent.providers.iter().find(|r| r.provider == p);
+    let (provider, model) = match (provider, model) {
+        (None, None) => return Ok(None),
+        (Some(p), None) => {
+            return Err(format!(
+                "provider {p:?} needs a model too (model: \"<model>\" or \"{p}/<model>\")"
+            ))
+        }
+        (Some(p), Some(m)) => {
+            let m = m
+                .strip_prefix(&format!("{p}/"))
+                .map(str::to_owned)
+                .unwrap_or(m);
+            (p, m)
+        }
+        (None, Some(m)) => match m.split_once('/') {
+            Some((p, rest)) if known(p).is_some() => (p.to_owned(), rest.to_owned()),
+            _ => (own.provider.clone(), m),
+        },
+    };
+    if model.trim().is_empty() {
+        return Err("model must be a non-empty model name".into());
+    }
+    let Some(p) = known(&provider) else {
+        return Err(format!(
+            "unknown provider {provider:?} (configured: {})",
+            agent
+                .providers
+                .iter()
+                .map(|r| r.provider.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    if !p.api.implemented() {
+        return Err(format!(
+            "provider {provider:?} uses api {:?}, which this loopgate build cannot call yet (supported: openai-completions)",
+            p.api.as_str()
+        ));
+    }
+    if provider == own.provider && model == own.model {
+        return Ok(None);
+    }
+    Ok(Some(ipc::control::RunModel { provider, model }))
 }
 
 /// How admission went. The acknowledgement of a new run was already sent.
@@ -267,6 +325,12 @@ async fn admit(
             model.api.as_str()
         )));
     }
+    let run_model = match run_model(agent, model, a.provider, a.model) {
+        Ok(m) => m,
+        Err(e) => {
+            return Admitted::Refused(ErrorShape::invalid(format!("invalid agent params: {e}")))
+        }
+    };
     if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
         return Admitted::Refused(
             ErrorShape::unavailable(
@@ -331,6 +395,7 @@ async fn admit(
                     extra_system_prompt: a.extra_system_prompt,
                     timeout_ms,
                     accepted_at,
+                    model: run_model,
                 },
             };
             if let Err(e) = gw.control.dispatch(dispatch) {
@@ -385,14 +450,6 @@ async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     }
-    if p.provider.is_some() || p.model.is_some() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("provider/model overrides are not supported by loopgate yet"),
-            )
-            .await;
-    }
     let route = match route(&p, |id| gw.config().agent(id).is_some()) {
         Ok(r) => r,
         Err(m) => return out.err(&req.id, invalid(m)).await,
@@ -405,6 +462,8 @@ async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         message: p.message,
         extra_system_prompt: p.extra_system_prompt,
         timeout_ms: p.timeout.map(|s| s.saturating_mul(1000)),
+        provider: p.provider,
+        model: p.model,
     };
     let ack = |accepted_at| {
         json!({"runId": run_id, "sessionKey": session_key, "agentId": agent_id,
@@ -490,6 +549,8 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         message: p.message,
         extra_system_prompt: None,
         timeout_ms: p.timeout_ms,
+        provider: None,
+        model: None,
     };
     let ack = |_| json!({"runId": run_id, "status": "started"});
     match admit(gw, out, &req.id, admission, ack).await {

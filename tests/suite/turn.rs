@@ -341,3 +341,70 @@ async fn run_timeout_param_ends_run_as_timeout_r_b4() {
     gw.model.release();
     gw.logs.assert_clean(&[]);
 }
+
+/// `agent` params `provider` / `model` (OpenClaw's per-run override, `openclaw agent --model`):
+/// `"<provider>/<model>"` or a model name on the agent's provider runs there; an unknown
+/// provider or a provider without a model is refused before the run is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_run_provider_and_model_params() {
+    let second = scripted_model::ScriptedModel::start().await.unwrap();
+    let gw = Gateway::start_with(&format!(
+        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
+        second.base_url()
+    ))
+    .await;
+    let mut c = gw.connect().await;
+    second.push(text("from second", 2));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pm-1", "model": "second/big-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"],
+        "second"
+    );
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["model"],
+        "big-2"
+    );
+    assert_eq!(second.requests()[0].body["model"], "big-2");
+
+    gw.model.push(text("own provider", 2));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pm-2", "model": "org/other-model"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(gw.model.requests()[0].body["model"], "org/other-model");
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"],
+        "scripted"
+    );
+
+    for (params, needle) in [
+        (
+            json!({"provider": "nope", "model": "m"}),
+            "unknown provider \"nope\"",
+        ),
+        (json!({"provider": "second"}), "needs a model"),
+        (json!({"model": " "}), "non-empty"),
+    ] {
+        let mut p = json!({"message": "hi", "idempotencyKey": "pm-bad"});
+        p.as_object_mut()
+            .unwrap()
+            .extend(params.as_object().unwrap().clone());
+        let r = c.call("agent", p).await;
+        assert_eq!(r["ok"], false, "{r}");
+        assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(needle),
+            "{r}"
+        );
+    }
+    // Refused runs were never accepted: the id is still free.
+    gw.model.push(text("fine", 1));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pm-bad"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.logs.assert_clean(&[]);
+}

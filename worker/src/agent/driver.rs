@@ -436,44 +436,46 @@ fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
     ModelCall { task, rx }
 }
 
-/// The provider and model a `before_model_resolve` hook picked for this run, if any.
+/// The provider and model of this run when they are not the agent's: the ones the request
+/// asked for (checked by the supervisor), then whatever a `before_model_resolve` hook picks.
 async fn resolve_model(
     ctx: &Arc<Ctx>,
     run: &SubmitRun,
     hook_ctx: &HookCtx,
 ) -> Result<Option<ModelChoice>, String> {
-    if !ctx.hooks.has("before_model_resolve") {
+    let own = &ctx.spec.model;
+    let (mut provider, mut model) = match &run.model {
+        Some(m) => (m.provider.clone(), m.model.clone()),
+        None => (own.provider.clone(), own.model.clone()),
+    };
+    if ctx.hooks.has("before_model_resolve") {
+        let picked = ctx.hooks.before_model_resolve(hook_ctx, &run.message).await;
+        match (picked.provider, picked.model) {
+            (Some(p), Some(m)) => (provider, model) = (p, m),
+            (None, Some(m)) => model = m,
+            (Some(p), None) if p == provider => {}
+            (Some(p), None) => {
+                return Err(format!(
+                    "a before_model_resolve hook picked provider {p:?} without a model (answer modelOverride too)"
+                ))
+            }
+            (None, None) => {}
+        }
+    }
+    if provider == own.provider && model == own.model {
         return Ok(None);
     }
-    let own = &ctx.spec.model;
-    let picked = ctx.hooks.before_model_resolve(hook_ctx, &run.message).await;
-    let provider = match picked.provider {
-        None if picked.model.is_none() => return Ok(None),
-        None => own.provider.clone(),
-        Some(p) => p,
-    };
-    if provider != own.provider && !ctx.spec.providers.iter().any(|p| p.provider == provider) {
-        return Err(format!(
-            "a before_model_resolve hook picked provider {provider:?}, which is not configured under [models.providers]"
-        ));
-    }
-    let model = match picked.model {
-        Some(m) => m,
-        None if provider == own.provider => own.model.clone(),
-        None => {
-            return Err(format!(
-                "a before_model_resolve hook picked provider {provider:?} without a model (answer modelOverride too)"
-            ))
-        }
-    };
     let context_window = if provider == own.provider {
         own.context_window
     } else {
-        ctx.spec
-            .providers
-            .iter()
-            .find(|p| p.provider == provider)
-            .and_then(|p| p.context_window)
+        match ctx.spec.providers.iter().find(|p| p.provider == provider) {
+            Some(p) => p.context_window,
+            None => {
+                return Err(format!(
+                    "provider {provider:?} (picked by a before_model_resolve hook) is not configured under [models.providers]"
+                ))
+            }
+        }
     };
     Ok(Some(ModelChoice {
         provider,
