@@ -86,10 +86,12 @@ pub struct LinkHandle {
 }
 
 impl LinkHandle {
-    /// Queues a frame; fails when the link is full or gone (never waits).
-    pub fn send(&self, msg: ControlToWorker) -> Result<(), ControlToWorker> {
+    /// Queues a frame; fails when the link is full or gone (never waits), giving it back.
+    pub fn send(&self, msg: ControlToWorker) -> Result<(), Box<ControlToWorker>> {
         self.tx.try_send(msg).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => m,
+            mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => {
+                Box::new(m)
+            }
         })
     }
 }

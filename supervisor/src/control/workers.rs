@@ -413,7 +413,7 @@ impl Control {
         let mut overflow = Vec::new();
         for msg in queued {
             if let Err(msg) = link.send(msg) {
-                overflow.push(msg);
+                overflow.push(*msg);
             }
         }
         let now = Instant::now();
