@@ -47,6 +47,19 @@ enum Stop {
 
 pub async fn run(opts: ServeOptions) -> ExitCode {
     let started = Instant::now();
+    // Before anything can announce readiness: a SIGTERM that comes right after READY must
+    // drain, not kill the process with the default action.
+    let (mut term, mut int, mut hup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+        _ => {
+            eprintln!("loopgate: cannot install signal handlers");
+            return ExitCode::from(1);
+        }
+    };
     if let Err(e) = std::fs::create_dir_all(&opts.state_dir) {
         eprintln!(
             "loopgate: cannot create state directory {}: {e}",
@@ -179,17 +192,6 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         });
     }
 
-    let (mut term, mut int, mut hup) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
-        _ => {
-            eprintln!("loopgate: cannot install signal handlers");
-            return ExitCode::from(1);
-        }
-    };
     let stop = loop {
         tokio::select! {
             _ = term.recv() => {

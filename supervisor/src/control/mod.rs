@@ -283,8 +283,12 @@ pub fn start(
 
 impl Control {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let tick_every = (self.deps.config.workers.heartbeat_timeout / 4)
+        let mut tick_every = (self.deps.config.workers.heartbeat_timeout / 4)
             .clamp(Duration::from_millis(25), Duration::from_secs(1));
+        // The systemd watchdog is pet on this tick: at least twice per watchdog interval.
+        if let Some(w) = self.deps.notifier.watchdog_interval() {
+            tick_every = tick_every.min((w / 2).max(Duration::from_millis(10)));
+        }
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
