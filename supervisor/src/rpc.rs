@@ -844,7 +844,8 @@ async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 .saturating_mul(1000),
         ),
     );
-    if gw.draining.load(Ordering::Relaxed) {
+    // Refuse new runs from here on: once this answers `draining`, no run is admitted.
+    if gw.draining.swap(true, Ordering::SeqCst) {
         return out
             .ok(
                 &req.id,
