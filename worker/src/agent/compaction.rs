@@ -3,9 +3,12 @@
 //! between the older messages a summary replaces and the recent ones kept verbatim. The core
 //! decides with these; the summary itself is a model call (`prompt::compaction_request`).
 
+use std::sync::OnceLock;
+
 use ipc::control::CompactionSpec;
 
 use crate::llm::{ChatMessage, ModelRequest};
+use crate::tools::ToolDef;
 
 /// Context window assumed when the provider's is not configured.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
@@ -54,13 +57,21 @@ fn message_tokens(m: &ChatMessage) -> u64 {
     (bytes as u64).div_ceil(4) + 4
 }
 
+/// Bytes of a tool definition as sent (its schema serialized once per process: the
+/// definitions are fixed).
+fn tool_bytes(t: &ToolDef) -> usize {
+    static SIZES: OnceLock<Vec<(&'static str, usize)>> = OnceLock::new();
+    let size = |t: &ToolDef| t.name.len() + t.description.len() + t.parameters.to_string().len();
+    SIZES
+        .get_or_init(|| crate::tools::offered(None).iter().map(|d| (d.name, size(d))).collect())
+        .iter()
+        .find(|(name, _)| *name == t.name)
+        .map_or_else(|| size(t), |(_, n)| *n)
+}
+
 /// Estimated prompt tokens of `req` (messages and tool definitions).
 pub fn estimate(req: &ModelRequest) -> u64 {
-    let tools: usize = req
-        .tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-        .sum();
+    let tools: usize = req.tools.iter().map(tool_bytes).sum();
     req.messages.iter().map(message_tokens).sum::<u64>() + (tools as u64).div_ceil(4)
 }
 
