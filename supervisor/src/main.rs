@@ -59,6 +59,9 @@ enum Cmd {
         /// Run timeout in seconds (0 = none; default: the agent's configured timeout).
         #[arg(long)]
         timeout: Option<u64>,
+        /// Model for this run: "<provider>/<model>" or a model name on the agent's provider.
+        #[arg(long)]
+        model: Option<String>,
         /// Print the final result as JSON instead of streaming text.
         #[arg(long)]
         json: bool,
@@ -207,6 +210,7 @@ fn main() -> ExitCode {
             agent,
             session_key,
             timeout,
+            model,
             json,
         } => runtime.block_on(client::agent(
             &socket,
@@ -215,6 +219,7 @@ fn main() -> ExitCode {
                 agent,
                 session_key,
                 timeout,
+                model,
                 json,
             },
         )),

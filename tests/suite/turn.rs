@@ -400,6 +400,14 @@ async fn per_run_provider_and_model_params() {
             "{r}"
         );
     }
+    // The loopgate CLI's --model sends the same param.
+    second.push(text("cli pick", 1));
+    let out = gw
+        .cli(&["agent", "--model", "second/big-3", "--message", "via cli"])
+        .await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "cli pick");
+    assert_eq!(second.requests()[1].body["model"], "big-3");
     // Refused runs were never accepted: the id is still free.
     gw.model.push(text("fine", 1));
     let (_, fin) = c

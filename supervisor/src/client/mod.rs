@@ -26,6 +26,8 @@ pub struct AgentArgs {
     pub agent: Option<String>,
     pub session_key: Option<String>,
     pub timeout: Option<u64>,
+    /// `"<provider>/<model>"` or a model name on the agent's provider.
+    pub model: Option<String>,
     pub json: bool,
 }
 
@@ -64,6 +66,7 @@ pub async fn agent(socket: &Path, args: AgentArgs) -> ExitCode {
         agent_id: args.agent,
         session_key: args.session_key,
         timeout: args.timeout,
+        model: args.model,
         ..Default::default()
     };
     let req_id = match client

@@ -63,7 +63,12 @@ fn tool_bytes(t: &ToolDef) -> usize {
     static SIZES: OnceLock<Vec<(&'static str, usize)>> = OnceLock::new();
     let size = |t: &ToolDef| t.name.len() + t.description.len() + t.parameters.to_string().len();
     SIZES
-        .get_or_init(|| crate::tools::offered(None).iter().map(|d| (d.name, size(d))).collect())
+        .get_or_init(|| {
+            crate::tools::offered(None)
+                .iter()
+                .map(|d| (d.name, size(d)))
+                .collect()
+        })
         .iter()
         .find(|(name, _)| *name == t.name)
         .map_or_else(|| size(t), |(_, n)| *n)
