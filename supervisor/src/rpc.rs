@@ -65,7 +65,7 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         }
         Method::Health => health(gw, req, out).await,
         Method::Status => status(gw, req, out).await,
-        Method::Agent => agent(gw, req, out).await,
+        Method::Agent => agent(gw, session, req, out).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::ChatSend => chat_send(gw, req, out).await,
         Method::ChatHistory => chat_history(gw, req, out).await,
@@ -429,10 +429,19 @@ async fn admit(
     }
 }
 
-async fn agent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Out) {
     let Some(p) = params::<AgentParams>(&req, out).await else {
         return;
     };
+    // As OpenClaw: picking the model of a run is an admin's call.
+    if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(scopes::ADMIN) {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid("provider/model overrides are not authorized for this caller."),
+            )
+            .await;
+    }
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
     if p.message.trim().is_empty() {
         return out

@@ -400,6 +400,22 @@ async fn per_run_provider_and_model_params() {
             "{r}"
         );
     }
+    // As OpenClaw: only operator.admin may pick a run's model.
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.write"]);
+    let mut writer = loopgate_tests::Client::connect_with(&gw.socket(), params).await;
+    let r = writer
+        .call(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "pm-w", "model": "second/big-2"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not authorized"));
+
     // The loopgate CLI's --model sends the same param.
     second.push(text("cli pick", 1));
     let out = gw
