@@ -1,12 +1,18 @@
-//! Skills (section 6.6): `<workspace>/skills/<dir>/SKILL.md` files with YAML frontmatter
-//! (`name`, `description`; `disable-model-invocation: true` hides one from the model). The
-//! model gets a compact `<available_skills>` list and reads a skill's file with the `read`
-//! tool when it needs it. The list is a snapshot: it is rebuilt only when a `SKILL.md`
-//! changes (path, size or mtime), so prompts stay stable across the turns of a session.
+//! Skills (section 6.6): `SKILL.md` files with YAML frontmatter (`name`, `description`;
+//! `disable-model-invocation: true` hides one from the model) under `<workspace>/skills` and
+//! `<workspace>/.agents/skills`, up to 6 folders deep; a name found in an earlier root wins.
+//! `metadata: {"openclaw": {"requires": {"bins", "anyBins", "env"}, "os", "always"}}` gates
+//! a skill on this host (programs on `PATH`, environment variables, the OS); `always: true`
+//! skips the gate. The model gets a compact `<available_skills>` list and reads a skill's file
+//! with the `read` tool when it needs it. The list is a snapshot: it is rebuilt only when a
+//! `SKILL.md` changes (path, size or mtime), so prompts stay stable across the turns of a
+//! session.
 
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::SystemTime;
+
+use serde_json::Value;
 
 /// Budget for the rendered skills list, in characters; over it, descriptions are dropped.
 pub const MAX_SKILLS_PROMPT_CHARS: usize = 20_000;
@@ -14,6 +20,12 @@ pub const MAX_SKILLS_PROMPT_CHARS: usize = 20_000;
 const MAX_DESCRIPTION_CHARS: usize = 400;
 /// Most skills listed.
 const MAX_SKILLS: usize = 200;
+/// Skill roots inside the workspace, highest precedence first.
+const ROOTS: &[&str] = &["skills", ".agents/skills"];
+/// How deep below a root a `SKILL.md` is looked for (`<root>/<dir>/SKILL.md` is depth 1).
+const MAX_DEPTH: usize = 6;
+/// Most folders visited per scan (keeps a huge tree from slowing every turn).
+const MAX_DIRS: usize = 1_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skill {
@@ -21,6 +33,55 @@ pub struct Skill {
     pub description: String,
     /// Path relative to the workspace (what the `read` tool takes).
     pub location: String,
+    /// What this host must have for the skill to be offered.
+    pub requires: Requires,
+}
+
+/// A skill's host requirements (`metadata.openclaw`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Requires {
+    /// Every one of these programs on `PATH`.
+    pub bins: Vec<String>,
+    /// At least one of these programs on `PATH`.
+    pub any_bins: Vec<String>,
+    /// Every one of these environment variables set and non-empty.
+    pub env: Vec<String>,
+    /// One of these platforms (`linux`, `darwin`, `win32`); empty: any.
+    pub os: Vec<String>,
+    /// Offered whatever the host has.
+    pub always: bool,
+}
+
+impl Requires {
+    /// Whether this host meets the requirements; `has_bin` / `has_env` look things up.
+    pub fn met(&self, has_bin: impl Fn(&str) -> bool, has_env: impl Fn(&str) -> bool) -> bool {
+        if self.always {
+            return true;
+        }
+        (self.os.is_empty() || self.os.iter().any(|o| o == "linux"))
+            && self.bins.iter().all(|b| has_bin(b))
+            && (self.any_bins.is_empty() || self.any_bins.iter().any(|b| has_bin(b)))
+            && self.env.iter().all(|e| has_env(e))
+    }
+}
+
+/// Whether `name` is an executable file in a `PATH` folder.
+fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        return false;
+    }
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
 type Fingerprint = Vec<(String, u64, Option<SystemTime>)>;
@@ -31,26 +92,41 @@ pub struct SkillsCache {
     snap: Mutex<Option<(Fingerprint, String)>>,
 }
 
+/// Every `SKILL.md` under the roots: roots in precedence order, paths sorted within a root.
+/// Symlinked folders are not followed (a skill must live in the workspace).
 fn skill_files(workspace: &Path) -> Fingerprint {
-    let dir = workspace.join("skills");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
-    let mut out: Fingerprint = entries
-        .flatten()
-        .filter_map(|e| {
-            let file = e.path().join("SKILL.md");
-            let meta = std::fs::metadata(&file).ok()?;
-            meta.is_file().then(|| {
-                (
-                    format!("skills/{}/SKILL.md", e.file_name().to_string_lossy()),
-                    meta.len(),
-                    meta.modified().ok(),
-                )
-            })
-        })
-        .collect();
-    out.sort();
+    let mut out: Fingerprint = Vec::new();
+    let mut visited = 0;
+    for root in ROOTS {
+        let mut found = Vec::new();
+        let mut stack = vec![(root.to_string(), 0usize)];
+        while let Some((rel, depth)) = stack.pop() {
+            visited += 1;
+            if visited > MAX_DIRS {
+                break;
+            }
+            let Ok(entries) = std::fs::read_dir(workspace.join(&rel)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Ok(kind) = e.file_type() else { continue };
+                if !kind.is_dir() {
+                    continue;
+                }
+                let child = format!("{rel}/{}", e.file_name().to_string_lossy());
+                let file = format!("{child}/SKILL.md");
+                match std::fs::symlink_metadata(workspace.join(&file)) {
+                    Ok(meta) if meta.is_file() => {
+                        found.push((file, meta.len(), meta.modified().ok()));
+                    }
+                    _ if depth + 1 < MAX_DEPTH => stack.push((child, depth + 1)),
+                    _ => {}
+                }
+            }
+        }
+        found.sort();
+        out.extend(found);
+    }
     out.truncate(MAX_SKILLS);
     out
 }
@@ -67,13 +143,23 @@ impl SkillsCache {
                 }
             }
         }
-        let skills: Vec<Skill> = fp
-            .iter()
-            .filter_map(|(rel, _, _)| {
-                let raw = std::fs::read(workspace.join(rel)).ok()?;
-                parse(&String::from_utf8_lossy(&raw), rel)
-            })
-            .collect();
+        let mut skills: Vec<Skill> = Vec::new();
+        for (rel, _, _) in &fp {
+            let Ok(raw) = std::fs::read(workspace.join(rel)) else {
+                continue;
+            };
+            let Some(skill) = parse(&String::from_utf8_lossy(&raw), rel) else {
+                continue;
+            };
+            if skills.iter().any(|k| k.name == skill.name) {
+                continue;
+            }
+            if !skill.requires.met(on_path, env_set) {
+                tracing::debug!(skill = %skill.name, "Skill not offered: this host lacks what it requires.");
+                continue;
+            }
+            skills.push(skill);
+        }
         let text = render(&skills, MAX_SKILLS_PROMPT_CHARS);
         if let Ok(mut guard) = self.snap.lock() {
             *guard = Some((fp, text.clone()));
@@ -103,16 +189,24 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
         .to_owned();
     let mut name = None;
     let mut description = None;
+    let mut metadata = String::new();
+    let mut in_metadata = false;
     let mut lines = text.lines();
     if lines.next().map(str::trim) == Some("---") {
         for line in lines {
             if line.trim() == "---" {
                 break;
             }
-            // Only top-level `key: value` lines; nested metadata is not needed here.
+            // Indented lines continue the key above them; only `metadata` (a JSON object
+            // over several lines) is read from them.
             if line.starts_with(' ') || line.starts_with('\t') {
+                if in_metadata {
+                    metadata.push('\n');
+                    metadata.push_str(line);
+                }
                 continue;
             }
+            in_metadata = false;
             let Some((k, v)) = line.split_once(':') else {
                 continue;
             };
@@ -120,6 +214,10 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
                 "name" => name = Some(unquote(v)),
                 "description" => description = Some(unquote(v)),
                 "disable-model-invocation" if unquote(v) == "true" => return None,
+                "metadata" => {
+                    in_metadata = true;
+                    metadata = v.to_owned();
+                }
                 _ => {}
             }
         }
@@ -133,7 +231,37 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
         name: name.filter(|n| !n.is_empty()).unwrap_or(dir_name),
         description,
         location: location.to_owned(),
+        requires: requires(&metadata),
     })
+}
+
+/// `metadata.openclaw` (or the legacy `metadata.clawdbot`) requirements. Metadata that is
+/// not a JSON object gates nothing.
+fn requires(metadata: &str) -> Requires {
+    let Ok(v) = serde_json::from_str::<Value>(metadata.trim()) else {
+        return Requires::default();
+    };
+    let Some(oc) = v.get("openclaw").or_else(|| v.get("clawdbot")) else {
+        return Requires::default();
+    };
+    let list = |v: Option<&Value>| -> Vec<String> {
+        match v {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    };
+    let req = oc.get("requires");
+    Requires {
+        bins: list(req.and_then(|r| r.get("bins"))),
+        any_bins: list(req.and_then(|r| r.get("anyBins"))),
+        env: list(req.and_then(|r| r.get("env"))),
+        os: list(oc.get("os")),
+        always: oc.get("always") == Some(&Value::Bool(true)),
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -150,7 +278,8 @@ pub fn render(skills: &[Skill], budget: usize) -> String {
     let build = |with_desc: bool| {
         let mut s = String::from(
             "# Skills\n\nSkills are instructions for specific tasks. When one applies, read its \
-             SKILL.md with the read tool (path in <location>) before acting, and follow it.\n\n\
+             SKILL.md with the read tool (path in <location>) before acting, and follow it. In a \
+             skill's file, {baseDir} stands for the folder its SKILL.md is in.\n\n\
              <available_skills>\n",
         );
         for k in skills {
@@ -199,12 +328,93 @@ mod tests {
         .is_none());
     }
 
+    /// R-B6: `metadata.openclaw` gates a skill on this host; `always` skips the gate; other
+    /// indented keys do not leak into the metadata.
+    #[test]
+    fn requirements_gate_skills_r_b6() {
+        let s = parse(
+            "---\nname: gh\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"gh\"], \"env\": [\"GH_TOKEN\"]}}}\nhomepage:\n  url: x\n---\n",
+            "skills/gh/SKILL.md",
+        )
+        .unwrap();
+        assert_eq!(s.requires.bins, ["gh"]);
+        assert_eq!(s.requires.env, ["GH_TOKEN"]);
+        let has = |list: &'static [&'static str]| move |x: &str| list.contains(&x);
+        assert!(s.requires.met(has(&["gh"]), has(&["GH_TOKEN"])));
+        assert!(!s.requires.met(has(&[]), has(&["GH_TOKEN"])));
+        assert!(!s.requires.met(has(&["gh"]), has(&[])));
+        let block = parse(
+            "---\nmetadata:\n  {\"openclaw\": {\"os\": [\"darwin\"],\n   \"requires\": {\"anyBins\": [\"a\", \"b\"]}}}\n---\n",
+            "skills/mac/SKILL.md",
+        )
+        .unwrap();
+        assert_eq!(block.requires.any_bins, ["a", "b"]);
+        assert!(!block.requires.met(has(&["a"]), has(&[])), "darwin only");
+        let always = parse(
+            "---\nmetadata: {\"openclaw\": {\"always\": true, \"requires\": {\"bins\": [\"nope\"]}}}\n---\n",
+            "skills/a/SKILL.md",
+        )
+        .unwrap();
+        assert!(always.requires.met(has(&[]), has(&[])));
+        // Not JSON (e.g. JSON5): nothing is gated.
+        let loose = parse(
+            "---\nmetadata: {openclaw: {requires: {bins: [x]}}}\n---\n",
+            "skills/l/SKILL.md",
+        )
+        .unwrap();
+        assert_eq!(loose.requires, Requires::default());
+    }
+
+    /// Both roots, nested folders, the first root winning a name, and gated skills left out.
+    #[test]
+    fn roots_depth_precedence_and_gating() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let write = |rel: &str, text: &str| {
+            std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
+            std::fs::write(ws.join(rel), text).unwrap();
+        };
+        write(
+            "skills/ops/deploy/SKILL.md",
+            "---\nname: deploy\ndescription: workspace one\n---\n",
+        );
+        write(
+            ".agents/skills/deploy/SKILL.md",
+            "---\nname: deploy\ndescription: shadowed\n---\n",
+        );
+        write(".agents/skills/notes/SKILL.md", "---\nname: notes\n---\n");
+        write(
+            "skills/gated/SKILL.md",
+            "---\nname: gated\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"no-such-program-here\"]}}}\n---\n",
+        );
+        write(
+            "skills/a/b/c/d/e/f/g/SKILL.md",
+            "---\nname: too-deep\n---\n",
+        );
+        let p = SkillsCache::default().prompt(ws);
+        assert!(
+            p.contains("<location>skills/ops/deploy/SKILL.md</location>"),
+            "{p}"
+        );
+        assert!(
+            p.contains("workspace one") && !p.contains("shadowed"),
+            "{p}"
+        );
+        assert!(
+            p.contains("<location>.agents/skills/notes/SKILL.md</location>"),
+            "{p}"
+        );
+        assert!(!p.contains("gated") && !p.contains("too-deep"), "{p}");
+        assert!(p.contains("{baseDir}"));
+    }
+
     #[test]
     fn render_drops_descriptions_over_budget() {
         let skills = vec![Skill {
             name: "a<b".into(),
             description: "d".repeat(100),
             location: "skills/a/SKILL.md".into(),
+            requires: Requires::default(),
         }];
         let full = render(&skills, 10_000);
         assert!(full.contains("<name>a&lt;b</name><description>ddd"));
