@@ -71,6 +71,7 @@ impl Reader {
         std::thread::Builder::new()
             .name("agent-db-reader".into())
             .spawn(move || {
+                let mut cache = HistoryCache::default();
                 while let Ok(cmd) = rx.recv() {
                     match cmd {
                         Cmd::History {
@@ -78,7 +79,7 @@ impl Reader {
                             limit,
                             reply,
                         } => {
-                            let _ = reply.send(history(&conn, &session_key, limit));
+                            let _ = reply.send(cache.history(&conn, &session_key, limit));
                         }
                         Cmd::Display {
                             session_key,
@@ -273,49 +274,382 @@ fn display(
     })
 }
 
-fn history(
-    conn: &Connection,
-    session_key: &str,
-    limit: usize,
-) -> Result<Vec<HistoryItem>, StoreError> {
-    let Window { summary, rows, .. } = window(conn, session_key, limit, true)?;
-    let mut items = Vec::with_capacity(rows.len() + 1);
-    if let Some(text) = summary {
-        items.push(HistoryItem {
-            role: SUMMARY_ROLE.into(),
+/// One transcript row as the model sees it.
+fn history_item(
+    seq: i64,
+    role: String,
+    text: Option<String>,
+    json: &str,
+) -> Result<HistoryItem, StoreError> {
+    // Plain text rows carry their text in a column; tool-bearing rows (and rows written
+    // before schema v2) are read from the entry.
+    Ok(match text {
+        Some(text) => HistoryItem {
+            role,
             text,
             tool_calls: Vec::new(),
             tool_call_id: None,
-            seq: None,
-        });
-    }
-    for (seq, role, text, json) in rows.into_iter().rev() {
-        // Plain text rows carry their text in a column; tool-bearing rows (and rows written
-        // before schema v2) are read from the entry.
-        let item = match text {
-            Some(text) => HistoryItem {
+            seq: Some(seq),
+        },
+        None => {
+            let entry = parse_entry(json)?;
+            let message = entry.get("message").cloned().unwrap_or(Value::Null);
+            HistoryItem {
                 role,
-                text,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
+                text: text_of(&message),
+                tool_calls: tool_calls_of(&message),
+                tool_call_id: message
+                    .get("toolCallId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 seq: Some(seq),
-            },
-            None => {
-                let entry = parse_entry(&json)?;
-                let message = entry.get("message").cloned().unwrap_or(Value::Null);
-                HistoryItem {
-                    role,
-                    text: text_of(&message),
-                    tool_calls: tool_calls_of(&message),
-                    tool_call_id: message
-                        .get("toolCallId")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    seq: Some(seq),
+            }
+        }
+    })
+}
+
+/// Most text the history cache holds (all sessions), in bytes.
+const CACHE_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Most sessions the history cache holds.
+const CACHE_MAX_SESSIONS: usize = 64;
+
+/// The model's view of recently used sessions, kept by the reader thread so that a turn reads
+/// only the rows written since the last one. The transcript is append-only and every row gets
+/// a higher `seq`; a reset, a compaction or a new session id changes the session row, and any
+/// such change (or a different `limit`) drops the entry and reads the window in full.
+#[derive(Default)]
+struct HistoryCache {
+    entries: std::collections::HashMap<String, Cached>,
+    bytes: usize,
+    clock: u64,
+}
+
+struct Cached {
+    /// `(session_id, window_start_seq, compaction_seq, kept_from_seq)` when it was read.
+    key: (String, i64, i64, i64),
+    limit: usize,
+    /// Rows up to this `seq` are in `items`.
+    last_seq: i64,
+    summary: Option<String>,
+    items: std::collections::VecDeque<HistoryItem>,
+    bytes: usize,
+    used: u64,
+}
+
+fn item_bytes(i: &HistoryItem) -> usize {
+    i.text.len()
+        + i.tool_calls
+            .iter()
+            .map(|c| c.arguments.len() + c.name.len() + c.id.len())
+            .sum::<usize>()
+        + 64
+}
+
+impl HistoryCache {
+    fn history(
+        &mut self,
+        conn: &Connection,
+        session_key: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryItem>, StoreError> {
+        let row: Option<(String, i64, i64, i64)> = conn
+            .prepare_cached(
+                "SELECT session_id, window_start_seq, compaction_seq, kept_from_seq
+                 FROM sessions WHERE session_key = ?1",
+            )?
+            .query_row(params![session_key], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?;
+        let Some(key) = row else {
+            self.forget(session_key);
+            return Ok(Vec::new());
+        };
+        self.clock += 1;
+        let fresh = self
+            .entries
+            .get(session_key)
+            .is_some_and(|c| c.key == key && c.limit == limit);
+        if !fresh {
+            self.forget(session_key);
+            let Window { summary, rows, .. } = window(conn, session_key, limit, true)?;
+            let last_seq = rows.first().map_or(0, |r| r.0);
+            let mut items = std::collections::VecDeque::with_capacity(rows.len());
+            for (seq, role, text, json) in rows.into_iter().rev() {
+                items.push_back(history_item(seq, role, text, &json)?);
+            }
+            let bytes = items.iter().map(item_bytes).sum::<usize>()
+                + summary.as_ref().map_or(0, String::len);
+            self.bytes += bytes;
+            self.entries.insert(
+                session_key.to_owned(),
+                Cached {
+                    key,
+                    limit,
+                    last_seq,
+                    summary,
+                    items,
+                    bytes,
+                    used: self.clock,
+                },
+            );
+        } else if let Some(c) = self.entries.get_mut(session_key) {
+            // Only what was written since the last read.
+            let (sid, start, compaction_seq, kept_from) = &c.key;
+            let from = if compaction_seq > start {
+                (*start).max(kept_from - 1)
+            } else {
+                *start
+            };
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, role, text, entry_json FROM transcript
+                 WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
+                 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![sid, c.last_seq.max(from)], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })?;
+            for row in rows {
+                let (seq, role, text, json) = row?;
+                let item = history_item(seq, role, text, &json)?;
+                c.last_seq = seq;
+                c.bytes += item_bytes(&item);
+                self.bytes += item_bytes(&item);
+                c.items.push_back(item);
+            }
+            while c.items.len() > limit {
+                if let Some(old) = c.items.pop_front() {
+                    c.bytes -= item_bytes(&old);
+                    self.bytes -= item_bytes(&old);
                 }
             }
+            c.used = self.clock;
+        }
+        let out = match self.entries.get(session_key) {
+            Some(c) => {
+                let mut out = Vec::with_capacity(c.items.len() + 1);
+                if let Some(text) = &c.summary {
+                    out.push(HistoryItem {
+                        role: SUMMARY_ROLE.into(),
+                        text: text.clone(),
+                        tool_calls: Vec::new(),
+                        tool_call_id: None,
+                        seq: None,
+                    });
+                }
+                out.extend(c.items.iter().cloned());
+                out
+            }
+            None => Vec::new(),
         };
-        items.push(item);
+        self.evict(session_key);
+        Ok(out)
     }
-    Ok(items)
+
+    fn forget(&mut self, session_key: &str) {
+        if let Some(c) = self.entries.remove(session_key) {
+            self.bytes -= c.bytes;
+        }
+    }
+
+    /// Drops the least recently used sessions (never `keep`) while over the caps; a session
+    /// over the byte cap on its own is not kept at all.
+    fn evict(&mut self, keep: &str) {
+        while self.bytes > CACHE_MAX_BYTES || self.entries.len() > CACHE_MAX_SESSIONS {
+            let victim = self
+                .entries
+                .iter()
+                .filter(|(k, _)| k.as_str() != keep)
+                .min_by_key(|(_, c)| c.used)
+                .map(|(k, _)| k.clone());
+            match victim {
+                Some(k) => self.forget(&k),
+                None => {
+                    self.forget(keep);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{BeginRun, Compaction, FinishRun, NewMessage, Role, Writer};
+    use ipc::control::RunStatus;
+
+    const KEY: &str = "agent:main:main";
+
+    /// One turn: user message, optionally a tool call and its result, the reply.
+    async fn turn(w: &Writer, run: &str, with_tool: bool) -> i64 {
+        w.begin(BeginRun {
+            run_id: run.into(),
+            session_key: KEY.into(),
+            accepted_at: 1,
+            started_at: 2,
+            user_text: format!("question {run}"),
+        })
+        .await
+        .unwrap();
+        let mut last = 0;
+        if with_tool {
+            let call = crate::tools::ToolCall {
+                id: format!("c-{run}"),
+                name: "read".into(),
+                arguments: r#"{"path": "a"}"#.into(),
+            };
+            last = w
+                .append(
+                    KEY.into(),
+                    run.into(),
+                    NewMessage {
+                        tool_calls: vec![call.clone()],
+                        ..NewMessage::text(Role::Assistant, "", 3)
+                    },
+                )
+                .await
+                .unwrap();
+            w.append(
+                KEY.into(),
+                run.into(),
+                NewMessage {
+                    tool_result: Some((call.id, call.name, false)),
+                    ..NewMessage::text(Role::ToolResult, "file text", 3)
+                },
+            )
+            .await
+            .unwrap();
+        }
+        w.finish(FinishRun {
+            run_id: run.into(),
+            session_key: KEY.into(),
+            status: RunStatus::Ok,
+            ended_at: 4,
+            error: None,
+            stop_reason: Some("stop".into()),
+            provider: None,
+            model: None,
+            usage: None,
+            assistant: Some(NewMessage::text(
+                Role::Assistant,
+                format!("answer {run}"),
+                4,
+            )),
+        })
+        .await
+        .unwrap();
+        last
+    }
+
+    /// The cache answers exactly what a full read does, across appends, the history limit,
+    /// compaction, reset and delete (R-J6: the reader does less work, never different work).
+    #[tokio::test]
+    async fn cached_history_equals_a_full_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let (w, _) = Writer::open(&path, 0).unwrap();
+        let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let mut warm = HistoryCache::default();
+        let check = |warm: &mut HistoryCache, limit: usize| {
+            let cached = warm.history(&conn, KEY, limit).unwrap();
+            let full = HistoryCache::default().history(&conn, KEY, limit).unwrap();
+            assert_eq!(cached, full);
+            cached
+        };
+        assert!(check(&mut warm, 7).is_empty());
+        turn(&w, "r1", false).await;
+        assert_eq!(check(&mut warm, 7).len(), 2);
+        let call_seq = turn(&w, "r2", true).await;
+        assert_eq!(check(&mut warm, 7).len(), 6);
+        for i in 3..8 {
+            turn(&w, &format!("r{i}"), i % 2 == 0).await;
+            let h = check(&mut warm, 7);
+            assert_eq!(h.len(), 7, "the limit holds");
+        }
+        // A different limit is a different view.
+        check(&mut warm, 100);
+        check(&mut warm, 7);
+
+        w.begin(BeginRun {
+            run_id: "rc".into(),
+            session_key: KEY.into(),
+            accepted_at: 1,
+            started_at: 2,
+            user_text: "compact me".into(),
+        })
+        .await
+        .unwrap();
+        w.compact(
+            KEY.into(),
+            "rc".into(),
+            Compaction {
+                summary: "the summary".into(),
+                kept_from_seq: call_seq,
+                tokens_before: 10,
+                tokens_after: 5,
+                messages: 3,
+                created_at: 5,
+            },
+        )
+        .await
+        .unwrap();
+        let h = check(&mut warm, 100);
+        assert_eq!(h[0].role, SUMMARY_ROLE);
+        assert_eq!(h[1].seq, Some(call_seq));
+        turn(&w, "r9", true).await;
+        check(&mut warm, 100);
+
+        w.reset(KEY.into(), "reset".into(), 6).await.unwrap();
+        assert!(check(&mut warm, 100).is_empty());
+        turn(&w, "r10", false).await;
+        assert_eq!(check(&mut warm, 100).len(), 2);
+
+        w.delete(KEY.into(), true).await.unwrap();
+        assert!(check(&mut warm, 100).is_empty());
+        turn(&w, "r11", false).await;
+        let h = check(&mut warm, 100);
+        assert_eq!(h[0].text, "question r11");
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let mut c = HistoryCache::default();
+        for i in 0..(CACHE_MAX_SESSIONS + 10) {
+            let item = HistoryItem {
+                role: "user".into(),
+                text: "x".repeat(100),
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                seq: Some(1),
+            };
+            let bytes = item_bytes(&item);
+            c.bytes += bytes;
+            c.clock += 1;
+            c.entries.insert(
+                format!("k{i}"),
+                Cached {
+                    key: (format!("s{i}"), 0, 0, 0),
+                    limit: 10,
+                    last_seq: 1,
+                    summary: None,
+                    items: [item].into(),
+                    bytes,
+                    used: c.clock,
+                },
+            );
+            c.evict(&format!("k{i}"));
+        }
+        assert_eq!(c.entries.len(), CACHE_MAX_SESSIONS);
+        assert!(
+            !c.entries.contains_key("k0"),
+            "the least recently used went first"
+        );
+        assert_eq!(c.bytes, c.entries.values().map(|e| e.bytes).sum::<usize>());
+    }
 }
