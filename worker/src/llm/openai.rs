@@ -10,11 +10,68 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use ipc::control::{ModelSpec, Usage};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{LlmError, LlmEvent, ModelRequest};
 use crate::tools::ToolCall;
+
+/// `POST /chat/completions` body.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Msg<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct Msg<'a> {
+    role: &'a str,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct CallOut<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FnCall<'a>,
+}
+
+#[derive(Serialize)]
+struct FnCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct ToolOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ToolFn<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolFn<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
 
 /// Most bytes of an error body kept for the error message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -51,42 +108,50 @@ impl OpenAiClient {
         &self.spec.model
     }
 
-    fn body(&self, req: &ModelRequest) -> Value {
-        let messages: Vec<Value> = req
-            .messages
-            .iter()
-            .map(|m| {
-                let mut v = json!({"role": m.role, "content": m.content});
-                if !m.tool_calls.is_empty() {
-                    v["tool_calls"] = m
+    /// The request body, serialized straight from the request (no intermediate JSON tree:
+    /// a turn's history can be hundreds of messages).
+    fn body<'a>(&'a self, req: &'a ModelRequest) -> Body<'a> {
+        Body {
+            model: req.choice.as_ref().map_or(&self.spec.model, |c| &c.model),
+            messages: req
+                .messages
+                .iter()
+                .map(|m| Msg {
+                    role: m.role,
+                    content: &m.content,
+                    tool_calls: m
                         .tool_calls
                         .iter()
-                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-                        .collect();
-                }
-                if let Some(id) = &m.tool_call_id {
-                    v["tool_call_id"] = json!(id);
-                }
-                v
-            })
-            .collect();
-        let mut body = json!({
-            "model": req.choice.as_ref().map_or(&self.spec.model, |c| &c.model),
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if let Some(t) = self.spec.temperature {
-            body["temperature"] = json!(t);
-        }
-        if !req.tools.is_empty() {
-            body["tools"] = req
+                        .map(|c| CallOut {
+                            id: &c.id,
+                            kind: "function",
+                            function: FnCall {
+                                name: &c.name,
+                                arguments: &c.arguments,
+                            },
+                        })
+                        .collect(),
+                    tool_call_id: m.tool_call_id.as_deref(),
+                })
+                .collect(),
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            temperature: self.spec.temperature,
+            tools: req
                 .tools
                 .iter()
-                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
-                .collect();
+                .map(|t| ToolOut {
+                    kind: "function",
+                    function: ToolFn {
+                        name: t.name,
+                        description: t.description,
+                        parameters: &t.parameters,
+                    },
+                })
+                .collect(),
         }
-        body
     }
 
     /// Streams one response into `tx`. Returns when the response is complete or failed; the
