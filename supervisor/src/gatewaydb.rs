@@ -455,9 +455,9 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
 
 fn lookup(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>, DbError> {
     let row = conn
+        .prepare_cached("SELECT agent_id, session_key, status, started_at, ended_at, error, stop_reason, final_json
+             FROM runs WHERE run_id = ?1")?
         .query_row(
-            "SELECT agent_id, session_key, status, started_at, ended_at, error, stop_reason, final_json
-             FROM runs WHERE run_id = ?1",
             params![run_id],
             |r| {
                 Ok((

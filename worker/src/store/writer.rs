@@ -416,11 +416,10 @@ fn audit(c: &Connection, r: &AuditRecord) -> Result<(), StoreError> {
 /// Refuses a session mutation while a run holds the session's writer claim.
 fn check_unclaimed(c: &Connection, session_key: &str) -> Result<Option<String>, StoreError> {
     let row: Option<(String, Option<String>)> = c
-        .query_row(
+        .prepare_cached(
             "SELECT session_id, active_writer_run_id FROM sessions WHERE session_key = ?1",
-            params![session_key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        )?
+        .query_row(params![session_key], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     match row {
         Some((_, Some(claim))) => Err(StoreError::Fenced {
@@ -477,11 +476,8 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
 
 fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool), StoreError> {
     let previous: Option<Option<String>> = c
-        .query_row(
-            "SELECT active_writer_run_id FROM sessions WHERE session_key = ?1",
-            params![b.session_key],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT active_writer_run_id FROM sessions WHERE session_key = ?1")?
+        .query_row(params![b.session_key], |r| r.get(0))
         .optional()?;
     if let Some(Some(prev)) = &previous {
         if *prev != b.run_id {
@@ -521,11 +517,10 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool), StoreError> {
 /// The fence (R-C1): the session's claim must still be `expected`. Returns the session id.
 fn check_claim(c: &Connection, session_key: &str, expected: &str) -> Result<String, StoreError> {
     let row: Option<(String, Option<String>)> = c
-        .query_row(
+        .prepare_cached(
             "SELECT session_id, active_writer_run_id FROM sessions WHERE session_key = ?1",
-            params![session_key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        )?
+        .query_row(params![session_key], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     match row {
         Some((sid, Some(claim))) if claim == expected => Ok(sid),
@@ -631,11 +626,8 @@ fn compact(
     k: &Compaction,
 ) -> Result<i64, StoreError> {
     let kept: Option<String> = c
-        .query_row(
-            "SELECT entry_id FROM transcript WHERE session_id = ?1 AND seq = ?2",
-            params![session_id, k.kept_from_seq],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT entry_id FROM transcript WHERE session_id = ?1 AND seq = ?2")?
+        .query_row(params![session_id, k.kept_from_seq], |r| r.get(0))
         .optional()?;
     let Some(first_kept) = kept else {
         return Err(StoreError::Sqlite(format!(
