@@ -99,24 +99,40 @@ async fn connection(stream: UnixStream, gw: Arc<Gateway>) {
     let kill = out.kill.clone();
     let writer = tokio::spawn(async move {
         let mut sink = FramedWrite::new(wr, LinesCodec::new());
-        loop {
+        'outer: loop {
             let item = tokio::select! {
                 biased;
                 _ = kill.cancelled() => break,
                 item = rx.recv() => match item { Some(i) => i, None => break },
             };
-            if let Outbound::Close { .. } = item {
-                break;
-            }
-            if let Some(text) = render(&item, &queued) {
-                let sent = tokio::select! {
-                    biased;
-                    _ = kill.cancelled() => break,
-                    r = sink.send(text) => r,
-                };
-                if sent.is_err() {
+            // Frames already queued go out in one write (an event and its chat mirror, a
+            // burst of deltas).
+            let mut next = Some(item);
+            let mut closing = false;
+            while let Some(item) = next.take() {
+                if let Outbound::Close { .. } = item {
+                    closing = true;
                     break;
                 }
+                if let Some(text) = render(&item, &queued) {
+                    let fed = tokio::select! {
+                        biased;
+                        _ = kill.cancelled() => break 'outer,
+                        r = sink.feed(text) => r,
+                    };
+                    if fed.is_err() {
+                        break 'outer;
+                    }
+                }
+                next = rx.try_recv().ok();
+            }
+            let flushed = tokio::select! {
+                biased;
+                _ = kill.cancelled() => break,
+                r = SinkExt::<String>::flush(&mut sink) => r,
+            };
+            if flushed.is_err() || closing {
+                break;
             }
         }
         let _ = tokio::time::timeout(

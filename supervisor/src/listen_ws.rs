@@ -226,7 +226,7 @@ async fn connection(ws: Ws, peer: SocketAddr, info: Peer, gw: Arc<Gateway>) {
     let closed = out.closed.clone();
     let kill = out.kill.clone();
     let writer = tokio::spawn(async move {
-        loop {
+        'outer: loop {
             let item = tokio::select! {
                 biased;
                 _ = kill.cancelled() => {
@@ -237,20 +237,38 @@ async fn connection(ws: Ws, peer: SocketAddr, info: Peer, gw: Arc<Gateway>) {
                 }
                 item = rx.recv() => match item { Some(i) => i, None => break },
             };
-            if let Outbound::Close { code, reason } = &item {
-                let _ =
-                    tokio::time::timeout(KILL_GRACE, sink.send(close_message(*code, reason))).await;
-                break;
-            }
-            if let Some(text) = render(&item, &queued) {
-                let sent = tokio::select! {
-                    biased;
-                    _ = kill.cancelled() => continue,
-                    r = sink.send(Message::text(text)) => r,
-                };
-                if sent.is_err() {
+            // Frames already queued go out in one write (an event and its chat mirror, a
+            // burst of deltas).
+            let mut next = Some(item);
+            let mut closing = None;
+            while let Some(item) = next.take() {
+                if let Outbound::Close { code, reason } = &item {
+                    closing = Some(close_message(*code, reason));
                     break;
                 }
+                if let Some(text) = render(&item, &queued) {
+                    let fed = tokio::select! {
+                        biased;
+                        _ = kill.cancelled() => continue 'outer,
+                        r = sink.feed(Message::text(text)) => r,
+                    };
+                    if fed.is_err() {
+                        break 'outer;
+                    }
+                }
+                next = rx.try_recv().ok();
+            }
+            let flushed = tokio::select! {
+                biased;
+                _ = kill.cancelled() => continue,
+                r = sink.flush() => r,
+            };
+            if flushed.is_err() {
+                break;
+            }
+            if let Some(close) = closing {
+                let _ = tokio::time::timeout(KILL_GRACE, sink.send(close)).await;
+                break;
             }
         }
         let _ = tokio::time::timeout(KILL_GRACE, sink.close()).await;

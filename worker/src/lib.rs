@@ -89,8 +89,16 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let llm = build_llm(&spec.model, &opts.env);
     let (out_tx, mut out_rx) = mpsc::channel::<WorkerToControl>(OUT_QUEUE);
     let write_task = tokio::spawn(async move {
-        while let Some(msg) = out_rx.recv().await {
-            if writer.send(msg).await.is_err() {
+        // Frames already queued go out in one write (events come in bursts).
+        'outer: while let Some(msg) = out_rx.recv().await {
+            let mut next = Some(msg);
+            while let Some(msg) = next {
+                if writer.feed(msg).await.is_err() {
+                    break 'outer;
+                }
+                next = out_rx.try_recv().ok();
+            }
+            if writer.flush().await.is_err() {
                 break;
             }
         }
