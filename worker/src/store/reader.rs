@@ -139,66 +139,90 @@ type Row = (i64, String, Option<String>, String);
 
 /// A session's current window.
 struct Window {
-    session_id: Option<String>,
     /// The latest compaction summary (model view only).
     summary: Option<String>,
     /// Message rows, newest first.
     rows: Vec<Row>,
 }
 
-/// The current window's message rows (after the last `reset` boundary), newest first. The
-/// model's view (`for_model`) starts at the latest compaction instead: its summary, then the
-/// rows it kept verbatim and everything after.
+/// Where a session's visible transcript starts, from its session row.
+#[derive(Debug, Clone, PartialEq)]
+struct Bounds {
+    session_id: String,
+    /// The last reset boundary (rows after it are the current window).
+    window_start: i64,
+    /// The latest compaction entry and the first row it kept verbatim.
+    compaction_seq: i64,
+    kept_from: i64,
+}
+
+impl Bounds {
+    fn read(conn: &Connection, session_key: &str) -> Result<Option<Bounds>, StoreError> {
+        Ok(conn
+            .prepare_cached(
+                "SELECT session_id, window_start_seq, compaction_seq, kept_from_seq
+                 FROM sessions WHERE session_key = ?1",
+            )?
+            .query_row(params![session_key], |r| {
+                Ok(Bounds {
+                    session_id: r.get(0)?,
+                    window_start: r.get(1)?,
+                    compaction_seq: r.get(2)?,
+                    kept_from: r.get(3)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Whether the current window was compacted.
+    fn compacted(&self) -> bool {
+        self.compaction_seq > self.window_start
+    }
+
+    /// Rows after this `seq` are visible: to the model, from the latest compaction's kept
+    /// rows on; for display, the whole window.
+    fn after(&self, for_model: bool) -> i64 {
+        if for_model && self.compacted() {
+            self.window_start.max(self.kept_from - 1)
+        } else {
+            self.window_start
+        }
+    }
+}
+
+/// The window's message rows (after the last `reset` boundary), newest first. The model's
+/// view (`for_model`) starts at the latest compaction instead: its summary, then the rows it
+/// kept verbatim and everything after.
 fn window(
     conn: &Connection,
-    session_key: &str,
+    b: &Bounds,
     limit: usize,
     for_model: bool,
 ) -> Result<Window, StoreError> {
-    let row: Option<(String, i64, i64, i64)> = conn
-        .prepare_cached(
-            "SELECT session_id, window_start_seq, compaction_seq, kept_from_seq
-             FROM sessions WHERE session_key = ?1",
-        )?
-        .query_row(params![session_key], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
-    let Some((sid, mut start, compaction_seq, kept_from)) = row else {
-        return Ok(Window {
-            session_id: None,
-            summary: None,
-            rows: Vec::new(),
-        });
-    };
-    let mut summary = None;
-    if for_model && compaction_seq > start {
-        summary = conn
-            .prepare_cached("SELECT text FROM transcript WHERE session_id = ?1 AND seq = ?2")?
-            .query_row(params![sid, compaction_seq], |r| {
+    let summary = if for_model && b.compacted() {
+        conn.prepare_cached("SELECT text FROM transcript WHERE session_id = ?1 AND seq = ?2")?
+            .query_row(params![b.session_id, b.compaction_seq], |r| {
                 r.get::<_, Option<String>>(0)
             })
             .optional()?
-            .flatten();
-        start = start.max(kept_from - 1);
-    }
+            .flatten()
+    } else {
+        None
+    };
     let mut stmt = conn.prepare_cached(
         "SELECT seq, role, text, entry_json FROM transcript
          WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
          ORDER BY seq DESC LIMIT ?3",
     )?;
-    let rows = stmt.query_map(params![sid, start, limit as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })?;
+    let rows = stmt.query_map(
+        params![b.session_id, b.after(for_model), limit as i64],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
     let mut out = Vec::with_capacity(limit.min(256));
     for row in rows {
         out.push(row?);
     }
-    Ok(Window {
-        session_id: Some(sid),
-        summary,
-        rows: out,
-    })
+    Ok(Window { summary, rows: out })
 }
 
 fn parse_entry(json: &str) -> Result<Value, StoreError> {
@@ -250,9 +274,14 @@ fn display(
     session_key: &str,
     limit: usize,
 ) -> Result<DisplayHistory, StoreError> {
-    let Window {
-        session_id, rows, ..
-    } = window(conn, session_key, limit, false)?;
+    let Some(b) = Bounds::read(conn, session_key)? else {
+        return Ok(DisplayHistory {
+            session_id: None,
+            messages: Vec::new(),
+        });
+    };
+    let session_id = Some(b.session_id.clone());
+    let Window { rows, .. } = window(conn, &b, limit, false)?;
     let mut messages: Vec<Value> = rows
         .into_iter()
         .filter_map(|(_, role, _, json)| {
@@ -325,8 +354,8 @@ struct HistoryCache {
 }
 
 struct Cached {
-    /// `(session_id, window_start_seq, compaction_seq, kept_from_seq)` when it was read.
-    key: (String, i64, i64, i64),
+    /// The session row when it was read.
+    key: Bounds,
     limit: usize,
     /// Rows up to this `seq` are in `items`.
     last_seq: i64,
@@ -352,16 +381,7 @@ impl HistoryCache {
         session_key: &str,
         limit: usize,
     ) -> Result<Vec<HistoryItem>, StoreError> {
-        let row: Option<(String, i64, i64, i64)> = conn
-            .prepare_cached(
-                "SELECT session_id, window_start_seq, compaction_seq, kept_from_seq
-                 FROM sessions WHERE session_key = ?1",
-            )?
-            .query_row(params![session_key], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?;
-        let Some(key) = row else {
+        let Some(key) = Bounds::read(conn, session_key)? else {
             self.forget(session_key);
             return Ok(Vec::new());
         };
@@ -372,7 +392,7 @@ impl HistoryCache {
             .is_some_and(|c| c.key == key && c.limit == limit);
         if !fresh {
             self.forget(session_key);
-            let Window { summary, rows, .. } = window(conn, session_key, limit, true)?;
+            let Window { summary, rows } = window(conn, &key, limit, true)?;
             let last_seq = rows.first().map_or(0, |r| r.0);
             let mut items = std::collections::VecDeque::with_capacity(rows.len());
             for (seq, role, text, json) in rows.into_iter().rev() {
@@ -395,25 +415,22 @@ impl HistoryCache {
             );
         } else if let Some(c) = self.entries.get_mut(session_key) {
             // Only what was written since the last read.
-            let (sid, start, compaction_seq, kept_from) = &c.key;
-            let from = if compaction_seq > start {
-                (*start).max(kept_from - 1)
-            } else {
-                *start
-            };
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, role, text, entry_json FROM transcript
                  WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
                  ORDER BY seq",
             )?;
-            let rows = stmt.query_map(params![sid, c.last_seq.max(from)], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })?;
+            let rows = stmt.query_map(
+                params![c.key.session_id, c.last_seq.max(c.key.after(true))],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                },
+            )?;
             for row in rows {
                 let (seq, role, text, json) = row?;
                 let item = history_item(seq, role, text, &json)?;
@@ -634,7 +651,12 @@ mod tests {
             c.entries.insert(
                 format!("k{i}"),
                 Cached {
-                    key: (format!("s{i}"), 0, 0, 0),
+                    key: Bounds {
+                        session_id: format!("s{i}"),
+                        window_start: 0,
+                        compaction_seq: 0,
+                        kept_from: 0,
+                    },
                     limit: 10,
                     last_seq: 1,
                     summary: None,
