@@ -688,6 +688,32 @@ async fn memory_heartbeat_and_skills_in_the_system_prompt_r_b6() {
     c.turn(json!({"message": "again", "idempotencyKey": "ctx-2"}))
         .await;
     assert!(system(1).contains("now with canaries"));
+
+    // The second root, nested folders, and the host gate: `sh` is on the worker's PATH, a
+    // program that does not exist is not.
+    for (dir, needs) in [
+        ("ops/runbook", "sh"),
+        ("needs-nothing-here", "no-such-program-x"),
+    ] {
+        let folder = ws.join(".agents/skills").join(dir);
+        std::fs::create_dir_all(&folder).unwrap();
+        let name = dir.rsplit('/').next().unwrap();
+        std::fs::write(
+            folder.join("SKILL.md"),
+            format!(
+                "---\nname: {name}\ndescription: d\nmetadata: {{\"openclaw\": {{\"requires\": {{\"bins\": [\"{needs}\"]}}}}}}\n---\n"
+            ),
+        )
+        .unwrap();
+    }
+    c.turn(json!({"message": "third", "idempotencyKey": "ctx-3"}))
+        .await;
+    let s = system(2);
+    assert!(
+        s.contains("<location>.agents/skills/ops/runbook/SKILL.md</location>"),
+        "{s}"
+    );
+    assert!(!s.contains("needs-nothing-here"), "{s}");
     gw.logs.assert_clean(&[]);
 }
 
