@@ -516,14 +516,31 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
     }
 }
 
-/// Routes `sessionKey` (+ optional `agentId`) the way `agent` does.
-fn route_key(gw: &Gateway, session_key: &str, agent_id: Option<&str>) -> Result<Route, String> {
+/// Routes `sessionKey` (+ optional `agentId`) the way `agent` does; a key that does not
+/// route is answered with `invalid <method> params: <why>` and gives `None`.
+async fn route_key(
+    gw: &Gateway,
+    req: &RequestFrame,
+    out: &Out,
+    session_key: &str,
+    agent_id: Option<&str>,
+) -> Option<Route> {
     let p = AgentParams {
         session_key: Some(session_key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
         ..Default::default()
     };
-    route(&p, |id| gw.config().agent(id).is_some())
+    match route(&p, |id| gw.config().agent(id).is_some()) {
+        Ok(r) => Some(r),
+        Err(m) => {
+            out.err(
+                &req.id,
+                ErrorShape::invalid(format!("invalid {} params: {m}", req.method)),
+            )
+            .await;
+            None
+        }
+    }
 }
 
 async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
@@ -547,9 +564,8 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     }
-    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
-        Ok(r) => r,
-        Err(m) => return out.err(&req.id, invalid(m)).await,
+    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
+        return;
     };
     let run_id = p.idempotency_key.clone();
     let admission = Admission {
@@ -602,16 +618,8 @@ async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     }
-    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
-        Ok(r) => r,
-        Err(m) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(format!("invalid chat.history params: {m}")),
-                )
-                .await
-        }
+    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
+        return;
     };
     let op = SessionOp::History {
         session_key: route.session_key.clone(),
@@ -633,16 +641,8 @@ async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<ChatAbortParams>(&req, out).await else {
         return;
     };
-    let route = match route_key(gw, &p.session_key, p.agent_id.as_deref()) {
-        Ok(r) => r,
-        Err(m) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(format!("invalid chat.abort params: {m}")),
-                )
-                .await
-        }
+    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
+        return;
     };
     match gw
         .control
@@ -771,16 +771,8 @@ async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     }
-    let route = match route_key(gw, &p.key, p.agent_id.as_deref()) {
-        Ok(r) => r,
-        Err(m) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(format!("invalid sessions.reset params: {m}")),
-                )
-                .await
-        }
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
     };
     let op = SessionOp::Reset {
         session_key: route.session_key.clone(),
@@ -799,16 +791,8 @@ async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<SessionsDeleteParams>(&req, out).await else {
         return;
     };
-    let route = match route_key(gw, &p.key, p.agent_id.as_deref()) {
-        Ok(r) => r,
-        Err(m) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(format!("invalid sessions.delete params: {m}")),
-                )
-                .await
-        }
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
     };
     if p.archived_only.unwrap_or(false) {
         // loopgate does not archive sessions, so there is nothing archived to delete.
