@@ -102,19 +102,28 @@ impl Reader {
         })
     }
 
+    /// Sends the command `make` builds around a reply channel and waits for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Cmd,
+    ) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(make(reply))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// The last `limit` messages of the session's current window, oldest first.
     pub async fn history(
         &self,
         session_key: String,
         limit: usize,
     ) -> Result<Vec<HistoryItem>, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::History {
+        self.ask(|reply| Cmd::History {
             session_key,
             limit,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 
     /// The last `limit` messages of the current window, for display: empty and silent
@@ -124,13 +133,12 @@ impl Reader {
         session_key: String,
         limit: usize,
     ) -> Result<DisplayHistory, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::Display {
+        self.ask(|reply| Cmd::Display {
             session_key,
             limit,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 }
 

@@ -96,6 +96,16 @@ impl Writer {
         })
     }
 
+    /// Sends the command `make` builds around a reply channel and waits for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Cmd,
+    ) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(make(reply))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
     /// the user message. Returns the session's transcript id.
     pub async fn begin(&self, run: BeginRun) -> Result<String, StoreError> {
@@ -104,9 +114,7 @@ impl Writer {
 
     /// Like [`Writer::begin`], also saying whether this run created the session.
     pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool), StoreError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Begin(run, tx))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        self.ask(|tx| Cmd::Begin(run, tx)).await
     }
 
     /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
@@ -117,15 +125,14 @@ impl Writer {
         expected_writer_run_id: String,
         message: NewMessage,
     ) -> Result<i64, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::Append {
+        self.ask(|reply| Cmd::Append {
             session_key,
             run_id: expected_writer_run_id.clone(),
             expected_writer_run_id,
             message,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 
     /// Records a compaction of the session's context, fenced like any transcript write
@@ -138,14 +145,13 @@ impl Writer {
         expected_writer_run_id: String,
         compaction: Compaction,
     ) -> Result<i64, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::Compact {
+        self.ask(|reply| Cmd::Compact {
             session_key,
             run_id: expected_writer_run_id,
             compaction,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 
     /// Queues an audit record without waiting for it. When the writer's queue is full the
@@ -164,9 +170,7 @@ impl Writer {
     /// its claim, the message is not written, the run is recorded as an error and
     /// `Err(Fenced)` is returned.
     pub async fn finish(&self, f: FinishRun) -> Result<(), StoreError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Finish(f, tx))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        self.ask(|tx| Cmd::Finish(f, tx)).await
     }
 
     /// Starts a new transcript window (a `reset` boundary; the session id is kept). Refused
@@ -177,14 +181,13 @@ impl Writer {
         reason: String,
         now: u64,
     ) -> Result<SessionInfo, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::Reset {
+        self.ask(|reply| Cmd::Reset {
             session_key,
             reason,
             now,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
@@ -194,13 +197,12 @@ impl Writer {
         session_key: String,
         delete_transcript: bool,
     ) -> Result<bool, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Cmd::Delete {
+        self.ask(|reply| Cmd::Delete {
             session_key,
             delete_transcript,
             reply,
-        })?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        })
+        .await
     }
 }
 
