@@ -219,50 +219,36 @@ fn run(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
     }
 }
 
+/// An answer held until its batch commits: delivered as computed, or replaced by the
+/// commit's error.
 enum Reply {
-    Begin(
-        oneshot::Sender<Result<(String, bool), StoreError>>,
-        Result<(String, bool), StoreError>,
-    ),
-    Unit(
-        oneshot::Sender<Result<(), StoreError>>,
-        Result<(), StoreError>,
-    ),
-    Info(
-        oneshot::Sender<Result<SessionInfo, StoreError>>,
-        Result<SessionInfo, StoreError>,
-    ),
-    Seq(
-        oneshot::Sender<Result<i64, StoreError>>,
-        Result<i64, StoreError>,
-    ),
-    Bool(
-        oneshot::Sender<Result<bool, StoreError>>,
-        Result<bool, StoreError>,
-    ),
+    Waiting(Box<dyn FnOnce(Option<StoreError>) + Send>),
     /// Nobody waits (audit records).
     None,
 }
 
 impl Reply {
+    fn to<T: Send + 'static>(
+        tx: oneshot::Sender<Result<T, StoreError>>,
+        result: Result<T, StoreError>,
+    ) -> Reply {
+        Reply::Waiting(Box::new(move |failed| {
+            let _ = tx.send(match failed {
+                Some(e) => Err(e),
+                None => result,
+            });
+        }))
+    }
+
     fn send(self) {
-        match self {
-            Reply::Begin(tx, r) => drop(tx.send(r)),
-            Reply::Unit(tx, r) => drop(tx.send(r)),
-            Reply::Info(tx, r) => drop(tx.send(r)),
-            Reply::Seq(tx, r) => drop(tx.send(r)),
-            Reply::Bool(tx, r) => drop(tx.send(r)),
-            Reply::None => {}
+        if let Reply::Waiting(deliver) = self {
+            deliver(None);
         }
     }
 
     fn fail(self, err: StoreError) {
         match self {
-            Reply::Begin(tx, _) => drop(tx.send(Err(err))),
-            Reply::Unit(tx, _) => drop(tx.send(Err(err))),
-            Reply::Info(tx, _) => drop(tx.send(Err(err))),
-            Reply::Seq(tx, _) => drop(tx.send(Err(err))),
-            Reply::Bool(tx, _) => drop(tx.send(Err(err))),
+            Reply::Waiting(deliver) => deliver(Some(err)),
             Reply::None => tracing::warn!(error = %err, "Audit records lost in a failed commit."),
         }
     }
@@ -330,14 +316,14 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
         }
     }
     match cmd {
-        Cmd::Begin(b, reply) => Reply::Begin(reply, guarded(conn, alone, |c| begin(c, &b))),
+        Cmd::Begin(b, reply) => Reply::to(reply, guarded(conn, alone, |c| begin(c, &b))),
         Cmd::Append {
             session_key,
             expected_writer_run_id,
             run_id,
             message,
             reply,
-        } => Reply::Seq(
+        } => Reply::to(
             reply,
             guarded(conn, alone, |c| {
                 let sid = check_claim(c, &session_key, &expected_writer_run_id)?;
@@ -349,7 +335,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
             run_id,
             compaction,
             reply,
-        } => Reply::Seq(
+        } => Reply::to(
             reply,
             guarded(conn, alone, |c| {
                 let sid = check_claim(c, &session_key, &run_id)?;
@@ -363,14 +349,14 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
                 Some(e) => Err(e),
                 None => Ok(()),
             });
-            Reply::Unit(reply, res)
+            Reply::to(reply, res)
         }
         Cmd::Reset {
             session_key,
             reason,
             now,
             reply,
-        } => Reply::Info(
+        } => Reply::to(
             reply,
             guarded(conn, alone, |c| reset(c, &session_key, &reason, now)),
         ),
@@ -378,7 +364,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
             session_key,
             delete_transcript,
             reply,
-        } => Reply::Bool(
+        } => Reply::to(
             reply,
             guarded(conn, alone, |c| delete(c, &session_key, delete_transcript)),
         ),
