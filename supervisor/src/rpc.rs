@@ -443,21 +443,12 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
             .await;
     }
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
-    if p.message.trim().is_empty() {
-        return out
-            .err(
-                &req.id,
-                invalid("message must be a non-empty string".into()),
-            )
-            .await;
-    }
-    if p.idempotency_key.is_empty() {
-        return out
-            .err(
-                &req.id,
-                invalid("idempotencyKey must be a non-empty string".into()),
-            )
-            .await;
+    if let Some(m) = turn_params_error(
+        &p.message,
+        &p.idempotency_key,
+        "message must be a non-empty string",
+    ) {
+        return out.err(&req.id, invalid(m)).await;
     }
     let route = match route(&p, |id| gw.config().agent(id).is_some()) {
         Ok(r) => r,
@@ -516,6 +507,18 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
     }
 }
 
+/// The checks `agent` and `chat.send` share: a message with text (`empty` says what is
+/// wrong otherwise) and an idempotency key.
+fn turn_params_error(message: &str, idempotency_key: &str, empty: &str) -> Option<String> {
+    if message.trim().is_empty() {
+        Some(empty.to_owned())
+    } else if idempotency_key.is_empty() {
+        Some("idempotencyKey must be a non-empty string".to_owned())
+    } else {
+        None
+    }
+}
+
 /// Routes `sessionKey` (+ optional `agentId`) the way `agent` does; a key that does not
 /// route is answered with `invalid <method> params: <why>` and gives `None`.
 async fn route_key(
@@ -548,21 +551,12 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         return;
     };
     let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
-    if p.message.trim().is_empty() {
-        return out
-            .err(
-                &req.id,
-                invalid("message must not be empty (attachments are not supported yet)".into()),
-            )
-            .await;
-    }
-    if p.idempotency_key.is_empty() {
-        return out
-            .err(
-                &req.id,
-                invalid("idempotencyKey must be a non-empty string".into()),
-            )
-            .await;
+    if let Some(m) = turn_params_error(
+        &p.message,
+        &p.idempotency_key,
+        "message must not be empty (attachments are not supported yet)",
+    ) {
+        return out.err(&req.id, invalid(m)).await;
     }
     let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
         return;
