@@ -53,7 +53,7 @@ enum Cmd {
 
 #[derive(Clone)]
 pub struct Reader {
-    tx: std_mpsc::SyncSender<Cmd>,
+    tx: super::CmdQueue<Cmd>,
 }
 
 impl Reader {
@@ -92,24 +92,9 @@ impl Reader {
                 }
             })
             .map_err(|e| StoreError::Sqlite(format!("cannot start the reader thread: {e}")))?;
-        Ok(Reader { tx })
-    }
-
-    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
-        self.tx.try_send(cmd).map_err(|e| match e {
-            std_mpsc::TrySendError::Full(_) => StoreError::Overloaded,
-            std_mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
+        Ok(Reader {
+            tx: super::CmdQueue(tx),
         })
-    }
-
-    /// Sends the command `make` builds around a reply channel and waits for the answer.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Cmd,
-    ) -> Result<T, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(make(reply))?;
-        rx.await.map_err(|_| StoreError::Closed)?
     }
 
     /// The last `limit` messages of the session's current window, oldest first.
@@ -118,12 +103,13 @@ impl Reader {
         session_key: String,
         limit: usize,
     ) -> Result<Vec<HistoryItem>, StoreError> {
-        self.ask(|reply| Cmd::History {
-            session_key,
-            limit,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::History {
+                session_key,
+                limit,
+                reply,
+            })
+            .await
     }
 
     /// The last `limit` messages of the current window, for display: empty and silent
@@ -133,12 +119,13 @@ impl Reader {
         session_key: String,
         limit: usize,
     ) -> Result<DisplayHistory, StoreError> {
-        self.ask(|reply| Cmd::Display {
-            session_key,
-            limit,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::Display {
+                session_key,
+                limit,
+                reply,
+            })
+            .await
     }
 }
 

@@ -66,7 +66,7 @@ pub struct SessionInfo {
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Writer {
-    tx: std_mpsc::SyncSender<Cmd>,
+    tx: super::CmdQueue<Cmd>,
 }
 
 impl Writer {
@@ -86,24 +86,12 @@ impl Writer {
             .name("agent-db-writer".into())
             .spawn(move || run(conn, rx))
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
-        Ok((Writer { tx }, recovered))
-    }
-
-    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
-        self.tx.try_send(cmd).map_err(|e| match e {
-            std_mpsc::TrySendError::Full(_) => StoreError::Overloaded,
-            std_mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
-        })
-    }
-
-    /// Sends the command `make` builds around a reply channel and waits for the answer.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Cmd,
-    ) -> Result<T, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(make(reply))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        Ok((
+            Writer {
+                tx: super::CmdQueue(tx),
+            },
+            recovered,
+        ))
     }
 
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
@@ -114,7 +102,7 @@ impl Writer {
 
     /// Like [`Writer::begin`], also saying whether this run created the session.
     pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool), StoreError> {
-        self.ask(|tx| Cmd::Begin(run, tx)).await
+        self.tx.ask(|tx| Cmd::Begin(run, tx)).await
     }
 
     /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
@@ -125,14 +113,15 @@ impl Writer {
         expected_writer_run_id: String,
         message: NewMessage,
     ) -> Result<i64, StoreError> {
-        self.ask(|reply| Cmd::Append {
-            session_key,
-            run_id: expected_writer_run_id.clone(),
-            expected_writer_run_id,
-            message,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::Append {
+                session_key,
+                run_id: expected_writer_run_id.clone(),
+                expected_writer_run_id,
+                message,
+                reply,
+            })
+            .await
     }
 
     /// Records a compaction of the session's context, fenced like any transcript write
@@ -145,19 +134,20 @@ impl Writer {
         expected_writer_run_id: String,
         compaction: Compaction,
     ) -> Result<i64, StoreError> {
-        self.ask(|reply| Cmd::Compact {
-            session_key,
-            run_id: expected_writer_run_id,
-            compaction,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::Compact {
+                session_key,
+                run_id: expected_writer_run_id,
+                compaction,
+                reply,
+            })
+            .await
     }
 
     /// Queues an audit record without waiting for it. When the writer's queue is full the
     /// record is dropped with a warning: the ledger never holds up a run.
     pub fn audit(&self, record: AuditRecord) {
-        match self.tx.try_send(Cmd::Audit(record)) {
+        match self.tx.0.try_send(Cmd::Audit(record)) {
             Ok(()) => {}
             Err(std_mpsc::TrySendError::Full(_)) => {
                 tracing::warn!("Agent db queue full; dropped an audit record.")
@@ -170,7 +160,7 @@ impl Writer {
     /// its claim, the message is not written, the run is recorded as an error and
     /// `Err(Fenced)` is returned.
     pub async fn finish(&self, f: FinishRun) -> Result<(), StoreError> {
-        self.ask(|tx| Cmd::Finish(f, tx)).await
+        self.tx.ask(|tx| Cmd::Finish(f, tx)).await
     }
 
     /// Starts a new transcript window (a `reset` boundary; the session id is kept). Refused
@@ -181,13 +171,14 @@ impl Writer {
         reason: String,
         now: u64,
     ) -> Result<SessionInfo, StoreError> {
-        self.ask(|reply| Cmd::Reset {
-            session_key,
-            reason,
-            now,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::Reset {
+                session_key,
+                reason,
+                now,
+                reply,
+            })
+            .await
     }
 
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
@@ -197,12 +188,13 @@ impl Writer {
         session_key: String,
         delete_transcript: bool,
     ) -> Result<bool, StoreError> {
-        self.ask(|reply| Cmd::Delete {
-            session_key,
-            delete_transcript,
-            reply,
-        })
-        .await
+        self.tx
+            .ask(|reply| Cmd::Delete {
+                session_key,
+                delete_transcript,
+                reply,
+            })
+            .await
     }
 }
 
@@ -784,7 +776,7 @@ mod tests {
                 duration_ms: None,
             };
             // Never drop a record here: wait for room like a slow producer would.
-            while w.tx.try_send(Cmd::Audit(rec.clone())).is_err() {
+            while w.tx.0.try_send(Cmd::Audit(rec.clone())).is_err() {
                 tokio::task::yield_now().await;
             }
         }
