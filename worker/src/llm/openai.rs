@@ -210,12 +210,7 @@ impl OpenAiClient {
                 continue;
             }
             if data == "[DONE]" {
-                send_calls(tx, &mut calls).await;
-                let _ = tx
-                    .send(Ok(LlmEvent::Done {
-                        finish_reason: finished,
-                    }))
-                    .await;
+                complete(tx, calls, finished).await;
                 return Ok(());
             }
             let chunk: Value = serde_json::from_str(data)
@@ -283,12 +278,7 @@ impl OpenAiClient {
         }
         if finished.is_some() {
             // Some servers close without `[DONE]` after the finish chunk; that is complete.
-            send_calls(tx, &mut calls).await;
-            let _ = tx
-                .send(Ok(LlmEvent::Done {
-                    finish_reason: finished,
-                }))
-                .await;
+            complete(tx, calls, finished).await;
             return Ok(());
         }
         Err(LlmError::Transport(
@@ -297,14 +287,14 @@ impl OpenAiClient {
     }
 }
 
-async fn send_calls(
+/// The response is complete: its tool calls (unnamed ones dropped, missing ids filled in),
+/// then `Done`.
+async fn complete(
     tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
-    calls: &mut Vec<(String, String, String)>,
+    calls: Vec<(String, String, String)>,
+    finish_reason: Option<String>,
 ) {
-    if calls.is_empty() {
-        return;
-    }
-    let out = std::mem::take(calls)
+    let calls: Vec<ToolCall> = calls
         .into_iter()
         .enumerate()
         .filter(|(_, (_, name, _))| !name.is_empty())
@@ -317,10 +307,11 @@ async fn send_calls(
             name,
             arguments,
         })
-        .collect::<Vec<_>>();
-    if !out.is_empty() {
-        let _ = tx.send(Ok(LlmEvent::ToolCalls(out))).await;
+        .collect();
+    if !calls.is_empty() {
+        let _ = tx.send(Ok(LlmEvent::ToolCalls(calls))).await;
     }
+    let _ = tx.send(Ok(LlmEvent::Done { finish_reason })).await;
 }
 
 fn describe(e: &reqwest::Error) -> String {
