@@ -50,6 +50,30 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The answer to session op `op_id`.
+fn session_result(op_id: u64, result: Result<serde_json::Value, RpcError>) -> WorkerToControl {
+    let (result_json, error) = match result {
+        Ok(v) => (Some(v.to_string()), None),
+        Err(e) => (None, Some(e)),
+    };
+    WorkerToControl::SessionResult {
+        op_id,
+        result_json,
+        error,
+    }
+}
+
+/// A storage failure as a session op error (a lost claim means a run holds the session).
+fn store_error(e: store::StoreError) -> RpcError {
+    match e {
+        store::StoreError::Fenced { .. } => RpcError::new(
+            ErrorCode::SessionBusy,
+            "session has an active run; abort it first",
+        ),
+        other => RpcError::new(ErrorCode::Storage, other.to_string()),
+    }
+}
+
 /// What every turn of this worker shares.
 pub struct Ctx {
     pub spec: AgentSpec,
@@ -257,113 +281,100 @@ impl Worker {
     }
 
     fn session_op(&mut self, op_id: u64, op: SessionOp) {
-        let reply = move |result: Result<serde_json::Value, RpcError>| match result {
-            Ok(v) => WorkerToControl::SessionResult {
-                op_id,
-                result_json: Some(v.to_string()),
-                error: None,
-            },
-            Err(e) => WorkerToControl::SessionResult {
-                op_id,
-                result_json: None,
-                error: Some(e),
-            },
-        };
-        let busy_error = |key: &str| {
-            RpcError::new(
-                ErrorCode::SessionBusy,
-                format!("session {key} has an active run; abort it first"),
-            )
-        };
-        let store_error = move |e: store::StoreError| match e {
-            store::StoreError::Fenced { .. } => RpcError::new(
-                ErrorCode::SessionBusy,
-                "session has an active run; abort it first",
-            ),
-            other => RpcError::new(ErrorCode::Storage, other.to_string()),
-        };
         let ctx = self.ctx.clone();
+        // Answers the op with what `work` produces, in the background.
+        let out = ctx.out.clone();
+        let answer = move |work: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<serde_json::Value, RpcError>> + Send>,
+        >| {
+            tokio::spawn(async move {
+                let _ = out.send(session_result(op_id, work.await)).await;
+            });
+        };
+        // Mutations are refused while the session has a run running or queued.
+        let refuse_busy = |session_key: &str| {
+            self.busy(session_key).then(|| {
+                RpcError::new(
+                    ErrorCode::SessionBusy,
+                    format!("session {session_key} has an active run; abort it first"),
+                )
+            })
+        };
         match op {
-            SessionOp::History { session_key, limit } => {
-                tokio::spawn(async move {
-                    let r = ctx
-                        .reader
-                        .display(session_key.clone(), limit as usize)
-                        .await;
-                    let msg = reply(r.map_err(store_error).map(|h| {
-                        serde_json::json!({"sessionKey": session_key, "sessionId": h.session_id, "messages": h.messages})
-                    }));
-                    let _ = ctx.out.send(msg).await;
-                });
-            }
+            SessionOp::History { session_key, limit } => answer(Box::pin(async move {
+                let h = ctx
+                    .reader
+                    .display(session_key.clone(), limit as usize)
+                    .await
+                    .map_err(store_error)?;
+                Ok(
+                    serde_json::json!({"sessionKey": session_key, "sessionId": h.session_id, "messages": h.messages}),
+                )
+            })),
             SessionOp::Reset {
                 session_key,
                 reason,
             } => {
-                if self.busy(&session_key) {
-                    self.send(reply(Err(busy_error(&session_key))));
-                    return;
+                if let Some(e) = refuse_busy(&session_key) {
+                    return self.send(session_result(op_id, Err(e)));
                 }
-                tokio::spawn(async move {
+                answer(Box::pin(async move {
                     let event = if reason == "new" {
                         "command:new"
                     } else {
                         "command:reset"
                     };
-                    let r = ctx
+                    let info = ctx
                         .writer
                         .reset(session_key.clone(), reason, now_ms())
-                        .await;
-                    if r.is_ok() {
-                        let hook_ctx = ctx.hook_ctx(&session_key, "");
-                        let ctx = ctx.clone();
-                        // Internal hooks for /new and /reset (R-H1), then the session_end
-                        // observers; the reply does not wait.
-                        tokio::spawn(async move {
-                            hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
-                            ctx.observe_later(&hook_ctx, "session_end", || {
-                                vec![serde_json::json!({"reason": event.trim_start_matches("command:")})]
-                            });
+                        .await
+                        .map_err(store_error)?;
+                    let hook_ctx = ctx.hook_ctx(&session_key, "");
+                    let hooks_ctx = ctx.clone();
+                    // Internal hooks for /new and /reset (R-H1), then the session_end
+                    // observers; the reply does not wait.
+                    tokio::spawn(async move {
+                        hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
+                        hooks_ctx.observe_later(&hook_ctx, "session_end", || {
+                            vec![
+                                serde_json::json!({"reason": event.trim_start_matches("command:")}),
+                            ]
                         });
-                    }
-                    let msg = reply(r.map_err(store_error).map(|info| {
-                        serde_json::json!({"sessionId": info.session_id, "updatedAt": info.updated_at})
-                    }));
-                    let _ = ctx.out.send(msg).await;
-                });
+                    });
+                    Ok(
+                        serde_json::json!({"sessionId": info.session_id, "updatedAt": info.updated_at}),
+                    )
+                }))
             }
             SessionOp::Delete {
                 session_key,
                 delete_transcript,
             } => {
-                if self.busy(&session_key) {
-                    self.send(reply(Err(busy_error(&session_key))));
-                    return;
+                if let Some(e) = refuse_busy(&session_key) {
+                    return self.send(session_result(op_id, Err(e)));
                 }
-                tokio::spawn(async move {
-                    let r = ctx
+                answer(Box::pin(async move {
+                    let deleted = ctx
                         .writer
                         .delete(session_key.clone(), delete_transcript)
-                        .await;
-                    if matches!(r, Ok(true)) {
+                        .await
+                        .map_err(store_error)?;
+                    if deleted {
                         let hook_ctx = ctx.hook_ctx(&session_key, "");
                         ctx.observe_later(&hook_ctx, "session_end", || {
                             vec![serde_json::json!({"reason": "delete"})]
                         });
                     }
-                    let msg = reply(
-                        r.map_err(store_error)
-                            .map(|deleted| serde_json::json!({"deleted": deleted})),
-                    );
-                    let _ = ctx.out.send(msg).await;
-                });
+                    Ok(serde_json::json!({"deleted": deleted}))
+                }))
             }
-            SessionOp::Unknown => {
-                self.send(reply(Err(RpcError::new(
+            SessionOp::Unknown => self.send(session_result(
+                op_id,
+                Err(RpcError::new(
                     ErrorCode::InvalidRequest,
                     "unsupported session operation",
-                ))));
-            }
+                )),
+            )),
         }
     }
 
