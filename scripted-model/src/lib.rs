@@ -386,6 +386,18 @@ pub fn split_chunks(text: &str, n: usize) -> Vec<String> {
 }
 
 impl Reply {
+    fn cut(text: &str, chunks: usize, after_chunks: usize, tail: Tail) -> Self {
+        Reply {
+            stamped: false,
+            pieces: split_chunks(text, chunks),
+            delay: Duration::ZERO,
+            stop_after: after_chunks,
+            tail,
+            finish_reason: "stop".into(),
+            tool_calls: vec![],
+        }
+    }
+
     fn from_step(step: Step) -> Self {
         let make = |text: &str, chunks: usize| split_chunks(text, chunks);
         match step {
@@ -406,45 +418,23 @@ impl Reply {
                     tool_calls: vec![],
                 }
             }
+            // A response cut short after `after_chunks`: it stalls, holds until released,
+            // or drops the connection.
             Step::Stall {
                 text,
                 chunks,
                 after_chunks,
-            } => Reply {
-                stamped: false,
-                pieces: make(&text, chunks),
-                delay: Duration::ZERO,
-                stop_after: after_chunks,
-                tail: Tail::Stall,
-                finish_reason: "stop".into(),
-                tool_calls: vec![],
-            },
+            } => Reply::cut(&text, chunks, after_chunks, Tail::Stall),
             Step::Hold {
                 text,
                 chunks,
                 after_chunks,
-            } => Reply {
-                stamped: false,
-                pieces: make(&text, chunks),
-                delay: Duration::ZERO,
-                stop_after: after_chunks,
-                tail: Tail::Hold,
-                finish_reason: "stop".into(),
-                tool_calls: vec![],
-            },
+            } => Reply::cut(&text, chunks, after_chunks, Tail::Hold),
             Step::Disconnect {
                 text,
                 chunks,
                 after_chunks,
-            } => Reply {
-                stamped: false,
-                pieces: make(&text, chunks),
-                delay: Duration::ZERO,
-                stop_after: after_chunks,
-                tail: Tail::Disconnect,
-                finish_reason: "stop".into(),
-                tool_calls: vec![],
-            },
+            } => Reply::cut(&text, chunks, after_chunks, Tail::Disconnect),
             Step::Stamped { chunks, delay_ms } => Reply {
                 stamped: true,
                 stop_after: chunks.max(1),
