@@ -124,6 +124,19 @@ struct Target {
     _spawned: Option<spawn::Spawned>,
 }
 
+impl Target {
+    /// A gateway this benchmark started (stopped when the target is dropped).
+    fn spawned(s: spawn::Spawned, agents: &[String]) -> Target {
+        Target {
+            url: s.url.clone(),
+            token: Some(s.token.clone()),
+            pid: Some(s.pid),
+            agents: agents.to_vec(),
+            _spawned: Some(s),
+        }
+    }
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
@@ -148,13 +161,7 @@ fn loopgate_bin(args: &Args) -> PathBuf {
 async fn target(args: &Args, stamped: Option<(usize, u64)>) -> anyhow::Result<Target> {
     if args.spawn {
         let s = spawn::Spawned::start(&loopgate_bin(args), &args.agents, stamped).await?;
-        Ok(Target {
-            url: s.url.clone(),
-            token: Some(s.token.clone()),
-            pid: Some(s.pid),
-            agents: args.agents.clone(),
-            _spawned: Some(s),
-        })
+        Ok(Target::spawned(s, &args.agents))
     } else {
         Ok(Target {
             url: args.url.clone(),
@@ -496,40 +503,21 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
     let mut out = serde_json::Map::new();
     out.insert("scenario".into(), json!("smoke"));
     {
-        let s = spawn::Spawned::start(&bin, &agents, None).await?;
-        let t = Target {
-            url: s.url.clone(),
-            token: Some(s.token.clone()),
-            pid: Some(s.pid),
-            agents: agents.clone(),
-            _spawned: None,
-        };
+        let t = Target::spawned(spawn::Spawned::start(&bin, &agents, None).await?, &agents);
         out.insert("latency".into(), latency(&t, 20, 2).await?);
         out.insert("throughput".into(), throughput(&t, 4, 10).await?);
         out.insert("soak".into(), soak(&t, 200, 4).await?);
-        drop(s);
     }
     {
-        let s = spawn::Spawned::start(&bin, &agents, Some((50, 0))).await?;
-        let t = Target {
-            url: s.url.clone(),
-            token: Some(s.token.clone()),
-            pid: Some(s.pid),
-            agents: agents.clone(),
-            _spawned: None,
-        };
+        let t = Target::spawned(
+            spawn::Spawned::start(&bin, &agents, Some((50, 0))).await?,
+            &agents,
+        );
         out.insert("stream".into(), stream(&t, 2).await?);
     }
     out.insert("startup".into(), startup(&bin, 2).await?);
     {
-        let s = spawn::Spawned::start(&bin, &agents, None).await?;
-        let t = Target {
-            url: s.url.clone(),
-            token: Some(s.token.clone()),
-            pid: Some(s.pid),
-            agents: agents.clone(),
-            _spawned: None,
-        };
+        let t = Target::spawned(spawn::Spawned::start(&bin, &agents, None).await?, &agents);
         out.insert("crash_recovery".into(), crash_recovery(&t, 2).await?);
     }
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);
