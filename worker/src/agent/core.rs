@@ -1466,6 +1466,18 @@ mod tests {
         }
     }
 
+    /// The model's response ends by asking for `calls`; the core's answer to its `Done`.
+    fn ask_for(t: &mut Turn, calls: Vec<ToolCall>, now: Instant) -> Vec<Action> {
+        t.handle(Input::Model(LlmEvent::ToolCalls(calls)), now, 1);
+        t.handle(
+            Input::Model(LlmEvent::Done {
+                finish_reason: Some("tool_calls".into()),
+            }),
+            now,
+            2,
+        )
+    }
+
     fn usage(n: u64) -> Usage {
         Usage {
             input: n,
@@ -1485,18 +1497,7 @@ mod tests {
         begun(&mut t, t0);
         t.handle(Input::Model(LlmEvent::Delta("Looking.".into())), t0, 1);
         t.handle(Input::Model(LlmEvent::Usage(usage(1))), t0, 1);
-        t.handle(
-            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a"), tool_call("b")])),
-            t0,
-            1,
-        );
-        let a = t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: Some("tool_calls".into()),
-            }),
-            t0,
-            2,
-        );
+        let a = ask_for(&mut t, vec![tool_call("a"), tool_call("b")], t0);
         let [Action::Append(m)] = a.as_slice() else {
             panic!("{a:?}")
         };
@@ -1584,18 +1585,7 @@ mod tests {
                 t0,
                 0,
             );
-            t.handle(
-                Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
-                t0,
-                1,
-            );
-            t.handle(
-                Input::Model(LlmEvent::Done {
-                    finish_reason: Some("tool_calls".into()),
-                }),
-                t0,
-                1,
-            );
+            ask_for(t, vec![tool_call("a")], t0);
             t.handle(Input::Appended(Ok(2)), t0, 2);
             t.handle(
                 Input::ToolDone(ToolOutcome {
@@ -1691,18 +1681,7 @@ mod tests {
         let t0 = Instant::now();
         let mut t = Turn::new(spec(None), t0, 0);
         begun(&mut t, t0);
-        t.handle(
-            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
-            t0,
-            1,
-        );
-        t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: None,
-            }),
-            t0,
-            1,
-        );
+        ask_for(&mut t, vec![tool_call("a")], t0);
         t.handle(Input::Appended(Ok(7)), t0, 2);
         let a = t.handle(Input::Cancel(StopReason::Rpc), t0, 3);
         assert_eq!(a[0], Action::AbortTool);
@@ -1722,18 +1701,7 @@ mod tests {
 
         let mut t = Turn::new(spec(None), t0, 0);
         begun(&mut t, t0);
-        t.handle(
-            Input::Model(LlmEvent::ToolCalls(vec![tool_call("a")])),
-            t0,
-            1,
-        );
-        t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: None,
-            }),
-            t0,
-            1,
-        );
+        ask_for(&mut t, vec![tool_call("a")], t0);
         let a = t.handle(
             Input::Appended(Err(StoreError::Fenced {
                 expected: "r".into(),
