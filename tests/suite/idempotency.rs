@@ -21,10 +21,8 @@ async fn agent_wait_times_out_then_rewait_gets_result_r_a2() {
     gw.model.push(hold("slow answer"));
     let mut c = gw.connect().await;
     let id = c
-        .send("agent", json!({"message": "hi", "idempotencyKey": "w1"}))
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "w1"}))
         .await;
-    assert_eq!(c.res(&id).await["payload"]["status"], "accepted");
-    c.agent_event("w1", |p| p["stream"] == "assistant").await;
 
     let r = c
         .call("agent.wait", json!({"runId": "w1", "timeoutMs": 50}))
@@ -68,13 +66,7 @@ async fn idempotent_replay_survives_supervisor_restart_r_a3() {
     gw.model.push(hold("only once"));
     let mut c = gw.connect().await;
     let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "idem-1"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("idem-1", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "idem-1"}))
         .await;
 
     let mut dup = gw.connect().await;
@@ -136,13 +128,7 @@ async fn superseded_run_cannot_commit_transcript_r_c1() {
     gw.model.push(hold("stale words"));
     let mut c = gw.connect().await;
     let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "fenced"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("fenced", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "fenced"}))
         .await;
 
     // The claim is taken before streaming; another writer now supersedes it.

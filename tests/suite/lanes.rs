@@ -22,13 +22,7 @@ async fn runs_are_serialized_per_session_r_b2() {
     gw.model.push(hold("other session"));
     let mut c = gw.connect().await;
     let a = c
-        .send(
-            "agent",
-            json!({"message": "one", "idempotencyKey": "lane-a", "sessionKey": "s1"}),
-        )
-        .await;
-    c.res(&a).await;
-    c.agent_event("lane-a", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "one", "idempotencyKey": "lane-a", "sessionKey": "s1"}))
         .await;
     // Same session: accepted, but waits for the lane.
     let b = c
@@ -40,13 +34,9 @@ async fn runs_are_serialized_per_session_r_b2() {
     assert_eq!(c.res(&b).await["payload"]["status"], "accepted");
     // Another session runs at once, alongside the first.
     let d = c
-        .send(
-            "agent",
+        .start_streaming(
             json!({"message": "three", "idempotencyKey": "lane-d", "sessionKey": "s2"}),
         )
-        .await;
-    c.res(&d).await;
-    c.agent_event("lane-d", |p| p["stream"] == "assistant")
         .await;
     assert_eq!(
         gw.model.requests().len(),
@@ -146,13 +136,7 @@ async fn worker_killed_mid_stream_fails_only_its_run_r_j2() {
     gw.model.push(hold("doomed"));
     let mut c = gw.connect().await;
     let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "crash-1"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("crash-1", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "crash-1"}))
         .await;
     let s = c.call("status", json!({})).await;
     let wpid = s["payload"]["workers"][0]["pid"].as_u64().unwrap() as i32;

@@ -45,13 +45,7 @@ async fn sigkill_mid_stream_spares_other_agents_r_j2() {
         .await;
     gw.model.push(hold("main is doomed"));
     let main = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "main-doomed"}),
-        )
-        .await;
-    c.res(&main).await;
-    c.agent_event("main-doomed", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "main-doomed"}))
         .await;
     let wpid = gw.worker_pid("main").await.unwrap();
     signal(wpid, Signal::SIGKILL);
@@ -162,13 +156,7 @@ async fn hung_worker_is_killed_after_missed_heartbeats() {
     gw.model.push(hold("frozen"));
     let mut c = gw.connect().await;
     let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "hang-1"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("hang-1", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "hang-1"}))
         .await;
     let pid = gw.worker_pid("main").await.unwrap();
     signal(pid, Signal::SIGSTOP);
@@ -195,14 +183,7 @@ async fn supervisor_death_takes_workers_and_restart_recovers_r_j3() {
     let mut gw = Gateway::start().await;
     gw.model.push(hold("interrupted"));
     let mut c = gw.connect().await;
-    let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "orphan-1"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("orphan-1", |p| p["stream"] == "assistant")
+    c.start_streaming(json!({"message": "hi", "idempotencyKey": "orphan-1"}))
         .await;
     let wpid = gw.worker_pid("main").await.unwrap();
     gw.stop(Signal::SIGKILL).await;
@@ -259,13 +240,7 @@ async fn drain_finishes_in_flight_refuses_new_and_exits_zero_r_j4() {
     });
     let mut c = gw.connect().await;
     let id = c
-        .send(
-            "agent",
-            json!({"message": "hi", "idempotencyKey": "drain-1"}),
-        )
-        .await;
-    c.res(&id).await;
-    c.agent_event("drain-1", |p| p["stream"] == "assistant")
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "drain-1"}))
         .await;
     let drain = tokio::process::Command::new(bin("loopgate"))
         .arg("--state-dir")
@@ -317,10 +292,8 @@ async fn drain_deadline_aborts_with_restart() {
     gw.model.push(hold("never done"));
     let mut c = gw.connect().await;
     let id = c
-        .send("agent", json!({"message": "hi", "idempotencyKey": "dd-1"}))
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "dd-1"}))
         .await;
-    c.res(&id).await;
-    c.agent_event("dd-1", |p| p["stream"] == "assistant").await;
     let mut waiter = gw.connect().await;
     let unknown_wait = waiter
         .send(
@@ -354,10 +327,8 @@ async fn graceful_worker_restart_keeps_in_flight_runs() {
     });
     let mut c = gw.connect().await;
     let id = c
-        .send("agent", json!({"message": "hi", "idempotencyKey": "gr-1"}))
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "gr-1"}))
         .await;
-    c.res(&id).await;
-    c.agent_event("gr-1", |p| p["stream"] == "assistant").await;
     let old = gw.worker_pid("main").await.unwrap();
     let r = c.call("worker.restart", json!({"agentId": "main"})).await;
     assert_eq!(r["ok"], true, "{r}");
@@ -372,10 +343,8 @@ async fn graceful_worker_restart_keeps_in_flight_runs() {
     // Forced: the in-flight run errors.
     gw.model.push(hold("cut"));
     let id = c
-        .send("agent", json!({"message": "hi", "idempotencyKey": "gr-3"}))
+        .start_streaming(json!({"message": "hi", "idempotencyKey": "gr-3"}))
         .await;
-    c.res(&id).await;
-    c.agent_event("gr-3", |p| p["stream"] == "assistant").await;
     let out = gw.cli(&["worker", "restart", "main", "--force"]).await;
     assert_eq!(
         out.status.code(),

@@ -254,6 +254,21 @@ impl Client {
         let fin = self.res(&id).await;
         (accepted, fin)
     }
+
+    /// Starts an `agent` request and waits until its run is accepted and has streamed
+    /// assistant text; returns the request id (the final response is still to come).
+    pub async fn start_streaming(&mut self, params: Value) -> String {
+        let run_id = params["idempotencyKey"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let id = self.send("agent", params).await;
+        let accepted = self.res(&id).await;
+        assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
+        self.agent_event(&run_id, |p| p["stream"] == "assistant")
+            .await;
+        id
+    }
 }
 
 pub fn connect_params() -> Value {
