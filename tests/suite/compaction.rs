@@ -42,8 +42,7 @@ async fn long_sessions_are_compacted_and_overflow_retries_r_b7_r_g6() {
         ));
     }
     let gw = Gateway::start_with(&extra).await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     // The two observers of one compaction run in the background, in either order.
     let mut hook_pair = async || {

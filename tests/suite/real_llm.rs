@@ -179,8 +179,7 @@ async fn real_llm_tool_call_turn_through_loopgate() {
         "temperature = 0.0\n\n[agents.defaults.tools]\nallow = [\"read\"]\n",
     )
     .await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("notes.txt"), "devbox-42\n").unwrap();
     let mut params = loopgate_tests::client::connect_params();
     params["caps"] = json!(["tool-events"]);

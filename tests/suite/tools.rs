@@ -53,8 +53,7 @@ fn tool_messages(body: &Value) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_round_trip_events_and_transcript_r_e4() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("notes.txt"), "the secret word is plum\n").unwrap();
     gw.model.push(Step::ToolCalls {
         text: "Let me look.".into(),
@@ -247,7 +246,7 @@ async fn allowlisted_exec_and_file_edits_r_e1() {
         .turn(json!({"message": "work", "idempotencyKey": "exec-ok"}))
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    let ws = gw.state().join("agents/main/workspace");
+    let ws = gw.workspace("main");
     assert_eq!(
         std::fs::read_to_string(ws.join("dir/out.txt")).unwrap(),
         "alpha gamma"
@@ -429,8 +428,7 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
         "command = [\"sh\", \"-c\", \"cat >/dev/null; echo '{\\\"appendSystemContext\\\": \\\"Hook says: be brief.\\\"}'\"]\n",
     ))
     .await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("pw.txt"), "password hunter2\n").unwrap();
     gw.model.push(Step::ToolCalls {
         text: String::new(),
@@ -483,8 +481,7 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_ledger_holds_metadata_only_r_d6() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("s.txt"), "file-secret-77\n").unwrap();
     gw.model.push(Step::ToolCalls {
         text: String::new(),
@@ -646,7 +643,7 @@ async fn serialized_xml_tool_calls_are_hidden_r_d4() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_heartbeat_and_skills_in_the_system_prompt_r_b6() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
+    let ws = gw.workspace("main");
     std::fs::create_dir_all(ws.join("skills/deploy")).unwrap();
     std::fs::create_dir_all(ws.join("skills/secret")).unwrap();
     std::fs::write(ws.join("MEMORY.md"), "remember the plums").unwrap();
@@ -898,8 +895,7 @@ fn internal_hook(ws: &std::path::Path, name: &str, events: &str, script: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_hooks_bootstrap_and_commands_r_h1() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("AGENTS.md"), "original agents file").unwrap();
     internal_hook(
         &ws,
@@ -1088,8 +1084,7 @@ async fn observer_hooks_get_their_events_r_h2() {
         ));
     }
     let gw = Gateway::start_with(&extra).await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     gw.model.push(text("Hello there."));
     let mut c = gw.connect().await;
@@ -1118,8 +1113,7 @@ async fn observer_hooks_get_their_events_r_h2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recoverable_arguments_are_converted_r_e1() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("lines.txt"), "one\ntwo\nthree\n").unwrap();
     gw.model.push(call(
         "r",
@@ -1145,7 +1139,6 @@ async fn recoverable_arguments_are_converted_r_e1() {
 /// Writes an executable hook script into the agent's workspace (hooks run there).
 fn hook_script(ws: &std::path::Path, name: &str, body: &str) {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(ws).unwrap();
     let path = ws.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -1164,7 +1157,7 @@ async fn before_model_resolve_picks_provider_and_model_r_h2() {
         second.base_url()
     ))
     .await;
-    let ws = gw.state().join("agents/main/workspace");
+    let ws = gw.workspace("main");
     hook_script(
         &ws,
         "pick.sh",
@@ -1233,7 +1226,7 @@ async fn before_agent_reply_claims_the_turn_r_h2() {
         "[[hooks.before_agent_reply]]\ncommand = [\"./never.sh\"]\n",
     ))
     .await;
-    let ws = gw.state().join("agents/main/workspace");
+    let ws = gw.workspace("main");
     hook_script(&ws, "broken.sh", "exit 4");
     hook_script(
         &ws,

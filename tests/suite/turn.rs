@@ -141,8 +141,7 @@ async fn agent_turn_events_in_order_r_a1_r_d1() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_bootstrap_and_transcript_r_b6_r_b7() {
     let gw = Gateway::start().await;
-    let ws = gw.state().join("agents/main/workspace");
-    std::fs::create_dir_all(&ws).unwrap();
+    let ws = gw.workspace("main");
     std::fs::write(ws.join("AGENTS.md"), "Always answer in haiku.").unwrap();
     std::fs::write(ws.join("SOUL.md"), "x".repeat(30_000)).unwrap();
     let mut c = gw.connect().await;

@@ -238,6 +238,14 @@ impl Gateway {
         self.dir.path()
     }
 
+    /// The agent's workspace directory, created (a test usually puts files there before the
+    /// worker's first run creates it).
+    pub fn workspace(&self, agent: &str) -> PathBuf {
+        let ws = self.state().join("agents").join(agent).join("workspace");
+        std::fs::create_dir_all(&ws).expect("create the workspace");
+        ws
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.state().join("gateway.sock")
     }
