@@ -17,35 +17,6 @@ use ipc::control::{RunStatus, Usage};
 pub use reader::{DisplayHistory, HistoryItem, Reader};
 pub use writer::{SessionInfo, Writer};
 
-/// The bounded queue in front of a database thread: sending never waits (a full queue is
-/// `Overloaded`), and a command that carries a reply channel can be awaited.
-struct CmdQueue<C>(std::sync::mpsc::SyncSender<C>);
-
-impl<C> Clone for CmdQueue<C> {
-    fn clone(&self) -> Self {
-        CmdQueue(self.0.clone())
-    }
-}
-
-impl<C> CmdQueue<C> {
-    fn send(&self, cmd: C) -> Result<(), StoreError> {
-        self.0.try_send(cmd).map_err(|e| match e {
-            std::sync::mpsc::TrySendError::Full(_) => StoreError::Overloaded,
-            std::sync::mpsc::TrySendError::Disconnected(_) => StoreError::Closed,
-        })
-    }
-
-    /// Sends the command `make` builds around a reply channel and waits for the answer.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, StoreError>>) -> C,
-    ) -> Result<T, StoreError> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        self.send(make(reply))?;
-        rx.await.map_err(|_| StoreError::Closed)?
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
     #[error("transcript write refused: run {expected} no longer holds the session's writer claim (held by {})", .actual.as_deref().unwrap_or("nobody"))]
@@ -59,6 +30,15 @@ pub enum StoreError {
     Overloaded,
     #[error("storage writer has stopped")]
     Closed,
+}
+
+impl From<dbwriter::QueueError> for StoreError {
+    fn from(e: dbwriter::QueueError) -> Self {
+        match e {
+            dbwriter::QueueError::Full => StoreError::Overloaded,
+            dbwriter::QueueError::Gone => StoreError::Closed,
+        }
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -3,7 +3,6 @@
 //! readers).
 
 use std::path::Path;
-use std::sync::mpsc as std_mpsc;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
@@ -53,7 +52,7 @@ enum Cmd {
 
 #[derive(Clone)]
 pub struct Reader {
-    tx: super::CmdQueue<Cmd>,
+    tx: dbwriter::Queue<Cmd>,
 }
 
 impl Reader {
@@ -67,7 +66,7 @@ impl Reader {
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.set_prepared_statement_cache_capacity(64);
-        let (tx, rx) = std_mpsc::sync_channel(QUEUE);
+        let (tx, rx) = dbwriter::channel(QUEUE);
         std::thread::Builder::new()
             .name("agent-db-reader".into())
             .spawn(move || {
@@ -92,9 +91,7 @@ impl Reader {
                 }
             })
             .map_err(|e| StoreError::Sqlite(format!("cannot start the reader thread: {e}")))?;
-        Ok(Reader {
-            tx: super::CmdQueue(tx),
-        })
+        Ok(Reader { tx })
     }
 
     /// The last `limit` messages of the session's current window, oldest first.

@@ -4,7 +4,6 @@
 //! neighbours), then each caller is answered on its `oneshot`.
 
 use std::path::Path;
-use std::sync::mpsc as std_mpsc;
 
 use ipc::control::RunStatus;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -66,7 +65,7 @@ pub struct SessionInfo {
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Writer {
-    tx: super::CmdQueue<Cmd>,
+    tx: dbwriter::Queue<Cmd>,
 }
 
 impl Writer {
@@ -81,17 +80,9 @@ impl Writer {
         let mut conn = schema::open_rw(path)?;
         schema::migrate(&conn)?;
         let recovered = recover(&mut conn, now_ms)?;
-        let (tx, rx) = std_mpsc::sync_channel(QUEUE);
-        std::thread::Builder::new()
-            .name("agent-db-writer".into())
-            .spawn(move || run(conn, rx))
+        let tx = dbwriter::start("agent-db-writer", conn, QUEUE, MAX_BATCH, apply_one)
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
-        Ok((
-            Writer {
-                tx: super::CmdQueue(tx),
-            },
-            recovered,
-        ))
+        Ok((Writer { tx }, recovered))
     }
 
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
@@ -147,12 +138,8 @@ impl Writer {
     /// Queues an audit record without waiting for it. When the writer's queue is full the
     /// record is dropped with a warning: the ledger never holds up a run.
     pub fn audit(&self, record: AuditRecord) {
-        match self.tx.0.try_send(Cmd::Audit(record)) {
-            Ok(()) => {}
-            Err(std_mpsc::TrySendError::Full(_)) => {
-                tracing::warn!("Agent db queue full; dropped an audit record.")
-            }
-            Err(std_mpsc::TrySendError::Disconnected(_)) => {}
+        if self.tx.send(Cmd::Audit(record)) == Err(dbwriter::QueueError::Full) {
+            tracing::warn!("Agent db queue full; dropped an audit record.")
         }
     }
 
@@ -198,126 +185,30 @@ impl Writer {
     }
 }
 
-fn run(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(c) => batch.push(c),
-                Err(_) => break,
-            }
-        }
-        apply_batch(&mut conn, batch);
-    }
+/// `result`, delivered once the batch commits.
+fn answer<T: Send + 'static>(
+    tx: oneshot::Sender<Result<T, StoreError>>,
+    result: Result<T, StoreError>,
+) -> dbwriter::Held {
+    dbwriter::Held::to(tx, result, |e| {
+        StoreError::Sqlite(format!("commit failed: {e}"))
+    })
 }
 
-/// An answer held until its batch commits: delivered as computed, or replaced by the
-/// commit's error.
-enum Reply {
-    Waiting(Box<dyn FnOnce(Option<StoreError>) + Send>),
-    /// Nobody waits (audit records).
-    None,
-}
-
-impl Reply {
-    fn to<T: Send + 'static>(
-        tx: oneshot::Sender<Result<T, StoreError>>,
-        result: Result<T, StoreError>,
-    ) -> Reply {
-        Reply::Waiting(Box::new(move |failed| {
-            let _ = tx.send(match failed {
-                Some(e) => Err(e),
-                None => result,
-            });
-        }))
-    }
-
-    fn send(self) {
-        if let Reply::Waiting(deliver) = self {
-            deliver(None);
-        }
-    }
-
-    fn fail(self, err: StoreError) {
-        match self {
-            Reply::Waiting(deliver) => deliver(Some(err)),
-            Reply::None => tracing::warn!(error = %err, "Audit records lost in a failed commit."),
-        }
-    }
-}
-
-/// Runs a cached statement without parameters (`BEGIN`, `SAVEPOINT c`, ...): statement
-/// preparation showed up at the top of the turn-path profile.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
-
-fn apply_batch(conn: &mut Connection, batch: Vec<Cmd>) {
-    let mut replies = Vec::with_capacity(batch.len());
-    // A single command needs no savepoint: on failure the whole transaction is its own.
-    let alone = batch.len() == 1;
-    let outcome = (|| -> rusqlite::Result<()> {
-        exec(conn, "BEGIN")?;
-        for cmd in batch {
-            replies.push(apply_one(conn, cmd, alone));
-        }
-        exec(conn, "COMMIT")
-    })();
-    match outcome {
-        Ok(()) => replies.into_iter().for_each(Reply::send),
-        Err(e) => {
-            let _ = exec(conn, "ROLLBACK");
-            // The commit failed: nothing in the batch is durable. Tell every caller.
-            let err = StoreError::Sqlite(format!("commit failed: {e}"));
-            for r in replies {
-                r.fail(err.clone());
-            }
-        }
-    }
-}
-
-/// Runs one command inside the batch transaction, in a savepoint unless it is `alone`. A
-/// failed command leaves nothing behind either way.
-fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
-    fn guarded<T>(
-        conn: &Connection,
-        alone: bool,
-        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        if !alone {
-            exec(conn, "SAVEPOINT cmd")?;
-        }
-        match f(conn) {
-            Ok(v) => {
-                if !alone {
-                    exec(conn, "RELEASE cmd")?;
-                }
-                Ok(v)
-            }
-            Err(e) => {
-                if alone {
-                    // Undo this command's partial writes and start over for the commit.
-                    exec(conn, "ROLLBACK")?;
-                    exec(conn, "BEGIN")?;
-                } else {
-                    exec(conn, "ROLLBACK TO cmd")?;
-                    exec(conn, "RELEASE cmd")?;
-                }
-                Err(e)
-            }
-        }
-    }
+/// Carries out one command, its writes in its own savepoint: a failed command leaves nothing
+/// behind.
+fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
     match cmd {
-        Cmd::Begin(b, reply) => Reply::to(reply, guarded(conn, alone, |c| begin(c, &b))),
+        Cmd::Begin(b, reply) => answer(reply, sp.run(conn, |c| begin(c, &b))),
         Cmd::Append {
             session_key,
             expected_writer_run_id,
             run_id,
             message,
             reply,
-        } => Reply::to(
+        } => answer(
             reply,
-            guarded(conn, alone, |c| {
+            sp.run(conn, |c| {
                 let sid = check_claim(c, &session_key, &expected_writer_run_id)?;
                 append(c, &sid, Some(&run_id), &message)
             }),
@@ -327,9 +218,9 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
             run_id,
             compaction,
             reply,
-        } => Reply::to(
+        } => answer(
             reply,
-            guarded(conn, alone, |c| {
+            sp.run(conn, |c| {
                 let sid = check_claim(c, &session_key, &run_id)?;
                 compact(c, &sid, &run_id, &compaction)
             }),
@@ -337,34 +228,38 @@ fn apply_one(conn: &Connection, cmd: Cmd, alone: bool) -> Reply {
         Cmd::Finish(f, reply) => {
             // A fenced finish still records the run (as an error) and commits; the caller is
             // told it was fenced.
-            let res = guarded(conn, alone, |c| finish(c, &f)).and_then(|fenced| match fenced {
-                Some(e) => Err(e),
-                None => Ok(()),
-            });
-            Reply::to(reply, res)
+            let res = sp
+                .run(conn, |c| finish(c, &f))
+                .and_then(|fenced| match fenced {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                });
+            answer(reply, res)
         }
         Cmd::Reset {
             session_key,
             reason,
             now,
             reply,
-        } => Reply::to(
+        } => answer(
             reply,
-            guarded(conn, alone, |c| reset(c, &session_key, &reason, now)),
+            sp.run(conn, |c| reset(c, &session_key, &reason, now)),
         ),
         Cmd::Delete {
             session_key,
             delete_transcript,
             reply,
-        } => Reply::to(
+        } => answer(
             reply,
-            guarded(conn, alone, |c| delete(c, &session_key, delete_transcript)),
+            sp.run(conn, |c| delete(c, &session_key, delete_transcript)),
         ),
         Cmd::Audit(rec) => {
-            if let Err(e) = guarded(conn, alone, |c| audit(c, &rec)) {
+            if let Err(e) = sp.run(conn, |c| audit(c, &rec)) {
                 tracing::warn!(error = %e, "Cannot write an audit record.");
             }
-            Reply::None
+            dbwriter::Held::unanswered(
+                |e| tracing::warn!(error = %e, "Audit records lost in a failed commit."),
+            )
         }
     }
 }
@@ -776,7 +671,7 @@ mod tests {
                 duration_ms: None,
             };
             // Never drop a record here: wait for room like a slow producer would.
-            while w.tx.0.try_send(Cmd::Audit(rec.clone())).is_err() {
+            while w.tx.send(Cmd::Audit(rec.clone())).is_err() {
                 tokio::task::yield_now().await;
             }
         }

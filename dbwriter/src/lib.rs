@@ -1,0 +1,251 @@
+//! One writer thread per SQLite database (the gateway db in the supervisor, each agent db in
+//! its worker). Callers put commands on a bounded queue and never wait for room. The thread
+//! takes whatever is queued (up to a batch limit) and runs it in one transaction, each
+//! command in its own savepoint: a command that fails leaves nothing behind and does not fail
+//! its neighbours. Answers are held until the commit; if the commit itself fails, every
+//! caller in the batch is told so instead.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+#![deny(unsafe_code)]
+
+use std::sync::mpsc as std_mpsc;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+/// Why a command could not be queued or answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueError {
+    /// The queue is full: the database is overloaded.
+    Full,
+    /// The writer thread has stopped.
+    Gone,
+}
+
+/// The sending side of a writer thread's queue. Cheap to clone.
+pub struct Queue<C>(std_mpsc::SyncSender<C>);
+
+impl<C> Clone for Queue<C> {
+    fn clone(&self) -> Self {
+        Queue(self.0.clone())
+    }
+}
+
+/// A queue of `len` commands and its receiving end, for a thread that serves them some
+/// other way than [`start`] (a read-only connection, say).
+pub fn channel<C>(len: usize) -> (Queue<C>, std_mpsc::Receiver<C>) {
+    let (tx, rx) = std_mpsc::sync_channel(len);
+    (Queue(tx), rx)
+}
+
+impl<C> Queue<C> {
+    /// Queues `cmd` without waiting.
+    pub fn send(&self, cmd: C) -> Result<(), QueueError> {
+        self.0.try_send(cmd).map_err(|e| match e {
+            std_mpsc::TrySendError::Full(_) => QueueError::Full,
+            std_mpsc::TrySendError::Disconnected(_) => QueueError::Gone,
+        })
+    }
+
+    /// Queues the command `make` builds around a reply channel and waits for the answer.
+    pub async fn ask<T, E: From<QueueError>>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, E>>) -> C,
+    ) -> Result<T, E> {
+        let (reply, rx) = oneshot::channel();
+        self.send(make(reply))?;
+        rx.await.map_err(|_| E::from(QueueError::Gone))?
+    }
+}
+
+/// Delivers a held answer: `Some(error)` when the batch's commit failed.
+type Deliver = Box<dyn FnOnce(Option<&rusqlite::Error>) + Send>;
+
+/// A command's answer, held until its batch commits.
+pub struct Held(Deliver);
+
+impl Held {
+    /// Delivers `result` to `tx` after the commit; if the commit fails, `commit_failed`'s
+    /// error instead.
+    pub fn to<T: Send + 'static, E: Send + 'static>(
+        tx: oneshot::Sender<Result<T, E>>,
+        result: Result<T, E>,
+        commit_failed: fn(&rusqlite::Error) -> E,
+    ) -> Held {
+        Held(Box::new(move |failed| {
+            let _ = tx.send(match failed {
+                Some(e) => Err(commit_failed(e)),
+                None => result,
+            });
+        }))
+    }
+
+    /// Nobody waits; `lost` runs if the commit fails.
+    pub fn unanswered(lost: impl FnOnce(&rusqlite::Error) + Send + 'static) -> Held {
+        Held(Box::new(move |failed| {
+            if let Some(e) = failed {
+                lost(e);
+            }
+        }))
+    }
+}
+
+/// Where a command runs: its work goes through [`Savepoint::run`].
+pub struct Savepoint {
+    /// The batch has one command: the transaction is its savepoint.
+    alone: bool,
+}
+
+impl Savepoint {
+    /// Runs `f`; on error its writes are undone and the rest of the batch goes on.
+    pub fn run<T, E: From<rusqlite::Error>>(
+        &self,
+        conn: &Connection,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        if !self.alone {
+            exec(conn, "SAVEPOINT cmd")?;
+        }
+        match f(conn) {
+            Ok(v) => {
+                if !self.alone {
+                    exec(conn, "RELEASE cmd")?;
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                if self.alone {
+                    // Undo this command's writes and start over for the commit.
+                    exec(conn, "ROLLBACK")?;
+                    exec(conn, "BEGIN")?;
+                } else {
+                    exec(conn, "ROLLBACK TO cmd")?;
+                    exec(conn, "RELEASE cmd")?;
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Runs a cached statement without parameters (`BEGIN`, `SAVEPOINT cmd`, ...): statement
+/// preparation showed up at the top of the turn-path profile.
+pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+/// Starts the writer thread `name` over `conn`: `apply` carries out one command (its writes
+/// through the given [`Savepoint`]) and returns its held answer.
+pub fn start<C: Send + 'static>(
+    name: &str,
+    mut conn: Connection,
+    queue_len: usize,
+    max_batch: usize,
+    mut apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
+) -> std::io::Result<Queue<C>> {
+    let (queue, rx) = channel::<C>(queue_len);
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            while let Ok(first) = rx.recv() {
+                let mut batch = vec![first];
+                while batch.len() < max_batch {
+                    match rx.try_recv() {
+                        Ok(c) => batch.push(c),
+                        Err(_) => break,
+                    }
+                }
+                run_batch(&mut conn, batch, &mut apply);
+            }
+        })?;
+    Ok(queue)
+}
+
+fn run_batch<C>(
+    conn: &mut Connection,
+    batch: Vec<C>,
+    apply: &mut impl FnMut(&Connection, C, &Savepoint) -> Held,
+) {
+    let mut held = Vec::with_capacity(batch.len());
+    let savepoint = Savepoint {
+        alone: batch.len() == 1,
+    };
+    let outcome = (|| -> rusqlite::Result<()> {
+        exec(conn, "BEGIN")?;
+        for cmd in batch {
+            held.push(apply(conn, cmd, &savepoint));
+        }
+        exec(conn, "COMMIT")
+    })();
+    match outcome {
+        Ok(()) => held.into_iter().for_each(|h| (h.0)(None)),
+        Err(e) => {
+            let _ = exec(conn, "ROLLBACK");
+            // Nothing in the batch is durable: every caller hears so.
+            held.into_iter().for_each(|h| (h.0)(Some(&e)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    enum Cmd {
+        Insert(i64, oneshot::Sender<Result<(), String>>),
+    }
+
+    fn open() -> (tempfile::TempDir, Queue<Cmd>, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t(v INTEGER PRIMARY KEY); CREATE TABLE log(v INTEGER);")
+            .unwrap();
+        let q = start("test-writer", conn, 64, 16, |conn, cmd, sp| match cmd {
+            Cmd::Insert(v, tx) => {
+                // Two writes: the log row must not survive when the second fails.
+                let r = sp.run(conn, |c| {
+                    c.execute("INSERT INTO log(v) VALUES (?1)", [v])?;
+                    c.execute("INSERT INTO t(v) VALUES (?1)", [v])?;
+                    Ok::<_, rusqlite::Error>(())
+                });
+                Held::to(tx, r.map_err(|e| e.to_string()), |e| e.to_string())
+            }
+        })
+        .unwrap();
+        (dir, q, path)
+    }
+
+    /// A failed command leaves nothing behind and does not fail its batch neighbours,
+    /// whether it runs alone or in a batch.
+    #[tokio::test]
+    async fn failed_commands_are_contained() {
+        let (_dir, q, path) = open();
+        let mut waits = Vec::new();
+        for v in [1, 2, 1, 3] {
+            let (tx, rx) = oneshot::channel();
+            q.send(Cmd::Insert(v, tx)).unwrap();
+            waits.push(rx);
+        }
+        let mut results = Vec::new();
+        for w in waits {
+            results.push(w.await.unwrap().is_ok());
+        }
+        assert_eq!(results, [true, true, false, true]);
+        let (tx, rx) = oneshot::channel();
+        q.send(Cmd::Insert(3, tx)).unwrap();
+        assert!(rx.await.unwrap().is_err(), "a lone duplicate fails too");
+        let c = Connection::open(&path).unwrap();
+        let logged: i64 = c
+            .query_row("SELECT count(*) FROM log", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(logged, 3, "the failed inserts left no log rows");
+        let ok: Result<(), String> = q.ask(|tx| Cmd::Insert(4, tx)).await;
+        assert!(ok.is_ok());
+    }
+
+    impl From<QueueError> for String {
+        fn from(e: QueueError) -> String {
+            format!("{e:?}")
+        }
+    }
+}
