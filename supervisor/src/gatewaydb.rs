@@ -2,12 +2,12 @@
 //! (for idempotent replay across restarts, R-A3) and the session index.
 //!
 //! Architecture Invariant: the supervisor is this database's only writer, and it writes from
-//! exactly one thread: the actor started by [`GatewayDb::open`]. Commands arrive over a bounded
-//! channel; the thread drains what is queued and commits it in one transaction, then acks each
-//! command on its `oneshot`. Nothing on the async runtime touches SQLite.
+//! exactly one thread: the [`dbwriter`] thread started by [`GatewayDb::open`]. Commands arrive
+//! over a bounded queue; the thread commits what is queued in one transaction, each command
+//! in its own savepoint, then answers each on its `oneshot`. Nothing on the async runtime
+//! touches SQLite.
 
 use std::path::Path;
-use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -26,6 +26,17 @@ pub enum DbError {
     Overloaded,
     #[error("gateway database writer has stopped")]
     Closed,
+    #[error("gateway database commit failed: {0}")]
+    Commit(String),
+}
+
+impl From<dbwriter::QueueError> for DbError {
+    fn from(e: dbwriter::QueueError) -> Self {
+        match e {
+            dbwriter::QueueError::Full => DbError::Overloaded,
+            dbwriter::QueueError::Gone => DbError::Closed,
+        }
+    }
 }
 
 /// A run as accepted.
@@ -115,7 +126,7 @@ enum Cmd {
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct GatewayDb {
-    tx: std_mpsc::SyncSender<Cmd>,
+    tx: dbwriter::Queue<Cmd>,
 }
 
 impl GatewayDb {
@@ -129,59 +140,37 @@ impl GatewayDb {
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
-        let (tx, rx) = std_mpsc::sync_channel(QUEUE);
-        std::thread::Builder::new()
-            .name("gateway-db".into())
-            .spawn(move || writer_loop(conn, rx))
+        let tx = dbwriter::start("gateway-db", conn, QUEUE, MAX_BATCH, apply)
             .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok((GatewayDb { tx }, recovered))
     }
 
-    fn send(&self, cmd: Cmd) -> Result<(), DbError> {
-        self.tx.try_send(cmd).map_err(|e| match e {
-            std_mpsc::TrySendError::Full(_) => DbError::Overloaded,
-            std_mpsc::TrySendError::Disconnected(_) => DbError::Closed,
-        })
-    }
-
     /// Records an accepted run, or reports what is already recorded under that id.
     pub async fn accept(&self, run: NewRun) -> Result<AcceptOutcome, DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Accept(run, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::Accept(run, tx)).await
     }
 
     pub async fn finish(&self, run_id: String, terminal: StoredTerminal) -> Result<(), DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Finish(run_id, terminal, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::Finish(run_id, terminal, tx)).await
     }
 
     pub async fn lookup(&self, run_id: String) -> Result<Option<StoredRun>, DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Lookup(run_id, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::Lookup(run_id, tx)).await
     }
 
     /// A page of the session index, most recently updated first, and the total count.
     pub async fn sessions(&self, q: SessionQuery) -> Result<(Vec<SessionRow>, u64), DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Sessions(q, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::Sessions(q, tx)).await
     }
 
     /// Removes a session from the index; `true` if it was there.
     pub async fn delete_session(&self, session_key: String) -> Result<bool, DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::DeleteSession(session_key, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
     }
 
     /// Deletes terminal runs that ended before `before_ms`.
     pub async fn prune(&self, before_ms: u64) -> Result<usize, DbError> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::Prune(before_ms, tx))?;
-        rx.await.map_err(|_| DbError::Closed)?
+        self.tx.ask(|tx| Cmd::Prune(before_ms, tx)).await
     }
 }
 
@@ -268,93 +257,36 @@ fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
     Ok(open.len())
 }
 
-fn writer_loop(mut conn: Connection, rx: std_mpsc::Receiver<Cmd>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(c) => batch.push(c),
-                Err(_) => break,
-            }
-        }
-        run_batch(&mut conn, batch);
+/// Carries out one command, its writes in its own savepoint.
+fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
+    fn answer<T: Send + 'static>(
+        tx: oneshot::Sender<Result<T, DbError>>,
+        result: Result<T, DbError>,
+    ) -> dbwriter::Held {
+        dbwriter::Held::to(tx, result, |e| DbError::Commit(e.to_string()))
     }
-}
-
-/// Runs a batch in one transaction. If the transaction as a whole fails, every command in it
-/// is retried on its own so one bad command cannot fail its neighbours.
-/// Runs a cached statement without parameters (`BEGIN`, `COMMIT`, ...): statement
-/// preparation showed up at the top of the turn-path profile.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
-
-fn run_batch(conn: &mut Connection, batch: Vec<Cmd>) {
-    let mut results = Vec::with_capacity(batch.len());
-    let tx_ok = (|| -> rusqlite::Result<()> {
-        exec(conn, "BEGIN")?;
-        for cmd in &batch {
-            results.push(apply(conn, cmd));
-        }
-        exec(conn, "COMMIT")
-    })();
-    if tx_ok.is_err() {
-        let _ = exec(conn, "ROLLBACK");
-        results.clear();
-        for cmd in &batch {
-            results.push(apply(conn, cmd));
-        }
-    }
-    for (cmd, res) in batch.into_iter().zip(results) {
-        reply(cmd, res);
-    }
-}
-
-enum Res {
-    Accept(Result<AcceptOutcome, DbError>),
-    Unit(Result<(), DbError>),
-    Lookup(Result<Option<StoredRun>, DbError>),
-    Count(Result<usize, DbError>),
-    Sessions(Result<(Vec<SessionRow>, u64), DbError>),
-    Bool(Result<bool, DbError>),
-}
-
-fn apply(conn: &Connection, cmd: &Cmd) -> Res {
     match cmd {
-        Cmd::Accept(run, _) => Res::Accept(accept(conn, run)),
-        Cmd::Finish(id, t, _) => Res::Unit(finish(conn, id, t)),
-        Cmd::Lookup(id, _) => Res::Lookup(lookup(conn, id)),
-        Cmd::Sessions(q, _) => Res::Sessions(list_sessions(conn, q)),
-        Cmd::DeleteSession(key, _) => Res::Bool(
-            conn.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")
-                .and_then(|mut st| st.execute(params![key]))
-                .map(|n| n > 0)
-                .map_err(DbError::from),
+        Cmd::Accept(run, tx) => answer(tx, sp.run(conn, |c| accept(c, &run))),
+        Cmd::Finish(id, t, tx) => answer(tx, sp.run(conn, |c| finish(c, &id, &t))),
+        Cmd::Lookup(id, tx) => answer(tx, sp.run(conn, |c| lookup(c, &id))),
+        Cmd::Sessions(q, tx) => answer(tx, sp.run(conn, |c| list_sessions(c, &q))),
+        Cmd::DeleteSession(key, tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                c.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")?
+                    .execute(params![key])
+                    .map(|n| n > 0)
+                    .map_err(DbError::from)
+            }),
         ),
-        Cmd::Prune(before, _) => Res::Count(
-            conn.prepare_cached("DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1")
-                .and_then(|mut st| st.execute(params![*before as i64]))
-                .map_err(DbError::from),
+        Cmd::Prune(before, tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                c.prepare_cached("DELETE FROM runs WHERE status != 'accepted' AND ended_at < ?1")?
+                    .execute(params![before as i64])
+                    .map_err(DbError::from)
+            }),
         ),
-    }
-}
-
-fn reply(cmd: Cmd, res: Res) {
-    match (cmd, res) {
-        (Cmd::Accept(_, tx), Res::Accept(r)) => drop(tx.send(r)),
-        (Cmd::Finish(_, _, tx), Res::Unit(r)) => drop(tx.send(r)),
-        (Cmd::Lookup(_, tx), Res::Lookup(r)) => drop(tx.send(r)),
-        (Cmd::Prune(_, tx), Res::Count(r)) => drop(tx.send(r)),
-        (Cmd::Sessions(_, tx), Res::Sessions(r)) => drop(tx.send(r)),
-        (Cmd::DeleteSession(_, tx), Res::Bool(r)) => drop(tx.send(r)),
-        // Each command produces its own result kind; a mismatch cannot happen, and the
-        // caller sees `Closed` if it ever did.
-        (Cmd::Accept(..), _)
-        | (Cmd::Finish(..), _)
-        | (Cmd::Lookup(..), _)
-        | (Cmd::Prune(..), _)
-        | (Cmd::Sessions(..), _)
-        | (Cmd::DeleteSession(..), _) => {}
     }
 }
 
