@@ -613,3 +613,31 @@ pub struct RunTerminal {
     #[serde(default)]
     pub source_reply_delivered: bool,
 }
+
+impl RunTerminal {
+    /// The outcome of a run that ended before any model work: refused at hand-over, aborted
+    /// while queued, or ended because its worker went away.
+    pub fn without_work(
+        run_id: &str,
+        status: RunStatus,
+        ended_at: u64,
+        error: String,
+        stop_reason: Option<String>,
+    ) -> RunTerminal {
+        RunTerminal {
+            run_id: run_id.to_owned(),
+            status,
+            session_id: None,
+            started_at: None,
+            ended_at,
+            error: Some(error),
+            stop_reason,
+            payloads: Vec::new(),
+            provider: None,
+            model: None,
+            usage: None,
+            duration_ms: 0,
+            source_reply_delivered: false,
+        }
+    }
+}

@@ -401,21 +401,13 @@ async fn admit(
             if let Err(e) = gw.control.dispatch(dispatch) {
                 // Accepted but never handed over: record the failure so the run still ends once.
                 let o = Outcome::from_terminal(
-                    &RunTerminal {
-                        run_id: a.run_id.clone(),
-                        status: RunStatus::Error,
-                        session_id: None,
-                        started_at: None,
-                        ended_at: now_ms(),
-                        error: Some(format!("cannot start the run: {e}")),
-                        stop_reason: None,
-                        payloads: vec![],
-                        provider: None,
-                        model: None,
-                        usage: None,
-                        duration_ms: 0,
-                        source_reply_delivered: false,
-                    },
+                    &RunTerminal::without_work(
+                        &a.run_id,
+                        RunStatus::Error,
+                        now_ms(),
+                        format!("cannot start the run: {e}"),
+                        None,
+                    ),
                     &a.route.session_key,
                     &a.route.agent_id,
                 );

@@ -475,21 +475,7 @@ impl Worker {
                             assistant: None,
                         })
                         .await;
-                    RunTerminal {
-                        run_id: run_id.clone(),
-                        status: RunStatus::Error,
-                        session_id: None,
-                        started_at: None,
-                        ended_at,
-                        error: Some(error),
-                        stop_reason: None,
-                        payloads: vec![],
-                        provider: None,
-                        model: None,
-                        usage: None,
-                        duration_ms: 0,
-                        source_reply_delivered: false,
-                    }
+                    RunTerminal::without_work(&run_id, RunStatus::Error, ended_at, error, None)
                 }
             };
             let _ = done
@@ -578,21 +564,13 @@ impl Worker {
 }
 
 fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
-    RunTerminal {
-        run_id: run.run_id.clone(),
-        status: RunStatus::Aborted,
-        session_id: None,
-        started_at: None,
-        ended_at: now_ms(),
-        error: Some(format!("run aborted while queued ({})", reason.as_str())),
-        stop_reason: Some(reason.as_str().into()),
-        payloads: vec![],
-        provider: None,
-        model: None,
-        usage: None,
-        duration_ms: 0,
-        source_reply_delivered: false,
-    }
+    RunTerminal::without_work(
+        &run.run_id,
+        RunStatus::Aborted,
+        now_ms(),
+        format!("run aborted while queued ({})", reason.as_str()),
+        Some(reason.as_str().into()),
+    )
 }
 
 impl Ctx {

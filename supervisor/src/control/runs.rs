@@ -189,21 +189,13 @@ impl Control {
             slot.in_flight.retain(|id| id != run_id);
         }
         let ended_at = now_ms();
-        let t = RunTerminal {
-            run_id: run_id.to_owned(),
+        let t = RunTerminal::without_work(
+            run_id,
             status,
-            session_id: None,
-            started_at: None,
             ended_at,
-            error: Some(error.to_owned()),
-            stop_reason: stop.map(|s| s.as_str().to_owned()),
-            payloads: Vec::new(),
-            provider: None,
-            model: None,
-            usage: None,
-            duration_ms: 0,
-            source_reply_delivered: false,
-        };
+            error.to_owned(),
+            stop.map(|s| s.as_str().to_owned()),
+        );
         let outcome = Arc::new(Outcome::from_terminal(
             &t,
             &entry.session_key,
