@@ -8,7 +8,6 @@
 //! touches SQLite.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
@@ -133,11 +132,7 @@ impl GatewayDb {
     /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
     /// (returning how many) and starts the writer thread.
     pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.set_prepared_statement_cache_capacity(64);
+        let conn = dbwriter::open(path)?;
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
         let tx = dbwriter::start("gateway-db", conn, QUEUE, MAX_BATCH, apply)

@@ -5,12 +5,8 @@ use rusqlite::Connection;
 pub const SCHEMA_VERSION: i64 = 4;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let conn = dbwriter::open(path)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
