@@ -76,7 +76,7 @@ fn tool_bytes(t: &ToolDef) -> usize {
 
 /// Estimated prompt tokens of `req` (messages and tool definitions).
 pub fn estimate(req: &ModelRequest) -> u64 {
-    let tools: usize = req.tools.iter().map(tool_bytes).sum();
+    let tools: usize = req.tools.iter().map(|t| tool_bytes(t)).sum();
     req.messages.iter().map(message_tokens).sum::<u64>() + (tools as u64).div_ceil(4)
 }
 

@@ -232,7 +232,11 @@ pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelReque
 /// user message, already persisted).
 /// Assistant tool calls and tool results keep their pairing; a tool result whose call is not
 /// in the window (cut by the history limit) is dropped, since providers reject orphans.
-pub fn request(system: String, history: &[HistoryItem], tools: Vec<ToolDef>) -> ModelRequest {
+pub fn request(
+    system: String,
+    history: &[HistoryItem],
+    tools: Vec<&'static ToolDef>,
+) -> ModelRequest {
     let mut messages = Vec::with_capacity(history.len() + 1);
     messages.push(ChatMessage::text("system", system));
     let mut open_calls: Vec<&str> = Vec::new();

@@ -64,7 +64,7 @@ impl ChatMessage {
 pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     /// Tools the model may call (empty: none offered).
-    pub tools: Vec<ToolDef>,
+    pub tools: Vec<&'static ToolDef>,
     /// Another provider or model for this run (`before_model_resolve`); `None`: the agent's.
     pub choice: Option<ModelChoice>,
 }

@@ -115,15 +115,36 @@ pub fn allowed(allow: Option<&[String]>, name: &str) -> bool {
 }
 
 /// The tools offered to an agent's model.
-pub fn offered(allow: Option<&[String]>) -> Vec<ToolDef> {
-    definitions()
-        .into_iter()
+pub fn offered(allow: Option<&[String]>) -> Vec<&'static ToolDef> {
+    catalog()
+        .iter()
+        .map(|(d, _)| d)
         .filter(|d| allowed(allow, d.name))
         .collect()
 }
 
+/// The built-in tools, with their argument validators: built once per process (every turn
+/// offers them and every call validates against them).
+fn catalog() -> &'static [(ToolDef, Option<jsonschema::Validator>)] {
+    static CATALOG: std::sync::OnceLock<Vec<(ToolDef, Option<jsonschema::Validator>)>> =
+        std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| {
+        build_definitions()
+            .into_iter()
+            .map(|d| {
+                let v = jsonschema::validator_for(&d.parameters).ok();
+                (d, v)
+            })
+            .collect()
+    })
+}
+
 /// The built-in tools.
-pub fn definitions() -> Vec<ToolDef> {
+pub fn definitions() -> Vec<&'static ToolDef> {
+    catalog().iter().map(|(d, _)| d).collect()
+}
+
+fn build_definitions() -> Vec<ToolDef> {
     vec![
         ToolDef {
             name: "read",
@@ -171,21 +192,24 @@ pub fn definitions() -> Vec<ToolDef> {
 /// Validates and runs one call. Never panics on model input: every failure is an error
 /// result the model sees.
 pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
-    if !allowed(ctx.allow.as_deref(), &call.name)
-        && definitions().iter().any(|d| d.name == call.name)
-    {
+    let entry = catalog().iter().find(|(d, _)| d.name == call.name);
+    if !allowed(ctx.allow.as_deref(), &call.name) && entry.is_some() {
         return ToolOutcome::err(format!(
             "tool {:?} is not enabled for this agent (tools.allow)",
             call.name
         ));
     }
-    let Some(def) = definitions().into_iter().find(|d| d.name == call.name) else {
+    let Some((def, validator)) = entry else {
         return ToolOutcome::err(format!(
             "unknown tool {:?}; available: read, write, edit, ls, message, exec",
             call.name
         ));
     };
-    let args = match validate_args(&def.parameters, &call.arguments) {
+    let checked = match validator {
+        Some(v) => validate::validate_with(&def.parameters, v, &call.arguments),
+        None => validate_args(&def.parameters, &call.arguments),
+    };
+    let args = match checked {
         Ok(v) => v,
         Err(e) => return ToolOutcome::err(format!("invalid arguments for {}: {e}", call.name)),
     };

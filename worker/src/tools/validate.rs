@@ -13,10 +13,24 @@ pub fn validate_args(schema: &Value, arguments: &str) -> Result<Value, String> {
     } else {
         arguments
     };
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("arguments are not valid JSON ({e})"))?;
     let validator =
         jsonschema::validator_for(schema).map_err(|e| format!("tool schema is invalid: {e}"))?;
+    validate_with(schema, &validator, text)
+}
+
+/// Like [`validate_args`] with `schema` already compiled into `validator`.
+pub fn validate_with(
+    schema: &Value,
+    validator: &jsonschema::Validator,
+    arguments: &str,
+) -> Result<Value, String> {
+    let text = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("arguments are not valid JSON ({e})"))?;
     if validator.is_valid(&value) {
         return Ok(value);
     }
