@@ -6,6 +6,9 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
+pub mod argv;
+pub mod reaper;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;

@@ -129,6 +129,10 @@ pub struct AgentSpec {
     /// hook picks another provider or model. `model` is empty here: the hook names it.
     #[serde(default)]
     pub providers: Vec<ModelSpec>,
+    /// Since: protocol v1. The operator's internal (`HOOK.md`) hooks for this agent:
+    /// `<state>/agents/<id>/hooks`, outside every workspace (`None`: none).
+    #[serde(default)]
+    pub hooks_dir: Option<String>,
 }
 
 /// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).

@@ -14,6 +14,13 @@ pub const GATEWAY_PROTOCOL: u32 = 4;
 pub const MAX_PREAUTH_PAYLOAD_BYTES: usize = 64 * 1024;
 /// Largest frame accepted after `connect` (advertised as `policy.maxPayload`).
 pub const MAX_PAYLOAD_BYTES: usize = 25 * 1024 * 1024;
+/// Largest `message` of `agent` / `chat.send` (well under the control link's
+/// [`crate::frame::MAX_FRAME`], which must carry it with the rest of the run).
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Largest `extraSystemPrompt` of `agent`.
+pub const MAX_EXTRA_SYSTEM_PROMPT_BYTES: usize = 1024 * 1024;
+/// Largest `idempotencyKey` (it is the run id, copied into every event of the run).
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 /// Per-connection outbound buffer cap (advertised as `policy.maxBufferedBytes`).
 pub const MAX_BUFFERED_BYTES: usize = 50 * 1024 * 1024;
 /// Interval of `tick` events (advertised as `policy.tickIntervalMs`).

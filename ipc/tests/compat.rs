@@ -40,6 +40,7 @@ fn spec() -> AgentSpec {
         tools_allow: None,
         providers: vec![],
         compaction: CompactionSpec::default(),
+        hooks_dir: None,
     }
 }
 
@@ -341,6 +342,7 @@ fn additive_agent_spec_fields_round_trip() {
             reserve_tokens: Some(4_000),
             keep_recent_tokens: None,
         },
+        hooks_dir: Some("/state/agents/main/hooks".into()),
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();

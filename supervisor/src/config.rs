@@ -129,6 +129,8 @@ pub struct RawGateway {
     pub drain_timeout_seconds: Option<u64>,
     /// Per-connection outbound buffer cap in bytes (slow consumers are dropped past it).
     pub max_buffered_bytes: Option<usize>,
+    /// Most WebSocket/HTTP connections at once (default 1024).
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Default, Deserialize)]
@@ -337,11 +339,17 @@ pub struct Overrides {
     pub port: Option<u16>,
     pub bind: Option<String>,
     pub token: Option<String>,
+    /// The state directory's own token (`<state>/gateway.token`), used when neither the
+    /// config nor the environment names one and `gateway.auth.mode` is not `"none"`.
+    pub state_token: Option<String>,
 }
 
 /// Where `gateway.bind` points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindAddr(pub IpAddr);
+
+/// Default for `gateway.max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// Validated, frozen configuration.
 #[derive(Clone)]
@@ -355,6 +363,8 @@ pub struct Config {
     pub workers: WorkersConfig,
     /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
     pub gateway_hooks: Vec<ipc::control::HookSpec>,
+    /// Settings that load but weaken the sandbox (logged at start and reload).
+    pub warnings: Vec<String>,
 }
 
 /// Worker supervision policy.
@@ -386,6 +396,10 @@ pub struct GatewayConfig {
     pub bind: IpAddr,
     pub auth_mode: AuthMode,
     pub token: Option<String>,
+    /// The token is the state directory's own (`<state>/gateway.token`).
+    pub token_from_state: bool,
+    /// Most WebSocket/HTTP connections at once (file descriptors stay reserved beyond it).
+    pub max_connections: usize,
     pub drain_timeout_seconds: u64,
     pub max_buffered_bytes: usize,
 }
@@ -410,6 +424,8 @@ pub struct AgentConfig {
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
     pub db_path: PathBuf,
+    /// The operator's internal (`HOOK.md`) hooks: `<state>/agents/<id>/hooks`.
+    pub hooks_dir: PathBuf,
     pub max_concurrent: u32,
     pub bootstrap_max_chars: u32,
     pub bootstrap_total_max_chars: u32,
@@ -481,6 +497,14 @@ impl Config {
             .clone()
             .or(raw.gateway.auth.token.clone())
             .filter(|t| !t.is_empty());
+        // No token named and no explicit `mode = "none"`: the state directory's own token.
+        let token_from_state = token.is_none() && raw.gateway.auth.mode != Some(AuthMode::None);
+        let token = if token_from_state {
+            overrides.state_token.clone()
+        } else {
+            token
+        };
+        let token_from_state = token_from_state && token.is_some();
         let auth_mode = raw.gateway.auth.mode.unwrap_or(if token.is_some() {
             AuthMode::Token
         } else {
@@ -502,6 +526,15 @@ impl Config {
             bind,
             auth_mode,
             token,
+            token_from_state,
+            max_connections: match raw
+                .gateway
+                .max_connections
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS)
+            {
+                0 => return Err(err("gateway.max_connections: must be at least 1".into())),
+                n => n,
+            },
             drain_timeout_seconds: raw
                 .gateway
                 .drain_timeout_seconds
@@ -572,6 +605,10 @@ impl Config {
             .into_iter()
             .partition(|h| GATEWAY_HOOK_EVENTS.contains(&h.event.as_str()));
         let mut agents = Vec::with_capacity(ids.len());
+        let mut warnings = Vec::new();
+        if gateway.auth_mode == AuthMode::None {
+            warnings.push("gateway.auth.mode is \"none\": any local user or process that reaches the loopback WebSocket is an admin (remove it to use the state directory's token)".to_owned());
+        }
         for id in ids {
             let own = raw.agents.list.get(&id).cloned().unwrap_or_default();
             let key = if raw.agents.list.contains_key(&id) {
@@ -599,7 +636,14 @@ impl Config {
             let workspace = match (&own.workspace, &defaults.workspace) {
                 (Some(w), _) => w.clone(),
                 (None, Some(base)) if id == main => base.clone(),
-                (None, Some(base)) => base.join(id.as_str()),
+                // A sibling, as OpenClaw's `workspace-<id>`: never inside main's workspace.
+                (None, Some(base)) => {
+                    let name = base
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "workspace".into());
+                    base.with_file_name(format!("{name}-{}", id.as_str()))
+                }
                 (None, None) => state_dir.join("agents").join(id.as_str()).join("workspace"),
             };
             let workspace = if workspace.is_relative() {
@@ -644,6 +688,7 @@ impl Config {
                     .or(def_exec.timeout_seconds)
                     .map(|s| s.saturating_mul(1000)),
             };
+            warnings.extend(crate::confine::check_exec(&key, &exec).map_err(err)?);
             let tools_allow = own
                 .tools
                 .as_ref()
@@ -684,6 +729,7 @@ impl Config {
                     .join("agents")
                     .join(id.as_str())
                     .join("agent.sqlite"),
+                hooks_dir: state_dir.join("agents").join(id.as_str()).join("hooks"),
                 name: own.name.clone(),
                 timeout_ms: (timeout_s > 0).then(|| timeout_s.saturating_mul(1000)),
                 workspace,
@@ -701,6 +747,11 @@ impl Config {
                 id,
             });
         }
+        let spaces: Vec<(&str, &Path)> = agents
+            .iter()
+            .map(|a| (a.id.as_str(), a.workspace.as_path()))
+            .collect();
+        crate::confine::check_workspaces(state_dir, &spaces).map_err(err)?;
         let w = &raw.workers;
         let heartbeat = w
             .heartbeat_timeout_seconds
@@ -730,6 +781,7 @@ impl Config {
             agents,
             workers,
             gateway_hooks,
+            warnings,
         })
     }
 
@@ -810,9 +862,10 @@ fn resolve_hooks(
         }
         for (i, h) in entries.iter().enumerate() {
             let key = format!("hooks.{event}[{i}]");
-            if h.command.first().is_none_or(|p| p.trim().is_empty()) {
+            let Some(program) = h.command.first().filter(|p| !p.trim().is_empty()) else {
                 return Err(format!("{key}.command: needs at least the program to run"));
-            }
+            };
+            crate::confine::check_hook_program(&key, program)?;
             let default = if event == "gateway_stop" {
                 GATEWAY_STOP_HOOK_TIMEOUT_SECONDS
             } else {

@@ -145,6 +145,8 @@ pub enum Outbound {
 pub struct Out {
     tx: mpsc::Sender<Outbound>,
     queued: Arc<AtomicUsize>,
+    /// `gateway.max_buffered_bytes`, set when the connection starts (responses count too).
+    cap: Arc<AtomicUsize>,
     /// Cancelled by the transport's writer once it has closed the connection.
     pub closed: CancellationToken,
     /// Cancelled to drop a slow consumer at once: the writer discards what is queued, tries
@@ -159,14 +161,27 @@ impl Out {
         let out = Out {
             tx,
             queued: queued.clone(),
+            cap: Arc::new(AtomicUsize::new(usize::MAX)),
             closed: CancellationToken::new(),
             kill: CancellationToken::new(),
         };
         (out, rx, queued)
     }
 
+    pub fn set_cap(&self, cap: usize) {
+        self.cap.store(cap, Ordering::Relaxed);
+    }
+
+    /// Queues a response. Responses count against the buffer cap like events: a client that
+    /// does not read its answers is closed as a slow consumer once they pass the cap (one
+    /// answer larger than the cap still goes to a client that has nothing else queued).
     pub async fn res(&self, frame: &ResponseFrame) {
         let text = serde_json::to_string(frame).unwrap_or_default();
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued > 0 && queued + text.len() > self.cap.load(Ordering::Relaxed) {
+            self.drop_slow_consumer();
+            return;
+        }
         self.queued.fetch_add(text.len(), Ordering::Relaxed);
         let _ = self.tx.send(Outbound::Frame(text)).await;
     }
@@ -284,6 +299,7 @@ pub async fn serve_connection<S: FrameSource>(
 ) {
     gw.connections.fetch_add(1, Ordering::Relaxed);
     let _guard = ConnGuard(&gw.connections);
+    out.set_cap(gw.config().gateway.max_buffered_bytes);
     let unix = transport == Transport::Unix;
     let conn_id = format!("c{}", gw.next_conn.fetch_add(1, Ordering::Relaxed));
     let nonce = uuid::Uuid::new_v4().to_string();
@@ -593,6 +609,9 @@ async fn handshake(
                         reason = r.close_reason.as_str(),
                         "Refused a connect."
                     );
+                    // Each guess costs the guesser this much; the connection cap bounds how
+                    // many wait at once.
+                    tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;
                     return fail(r.error, r.close_code, &r.close_reason);
                 }
             }

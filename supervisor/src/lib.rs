@@ -22,7 +22,9 @@
 pub mod auth;
 pub mod client;
 pub mod config;
+pub mod confine;
 pub mod control;
+pub mod door;
 pub mod events;
 pub mod gateway;
 pub mod gateway_hooks;
@@ -33,6 +35,7 @@ pub mod lock;
 pub mod outcome;
 pub mod paths;
 pub mod rpc;
+pub mod secrets;
 pub mod serve;
 mod sys;
 pub mod sys_info;

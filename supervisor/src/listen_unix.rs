@@ -33,6 +33,9 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 
 pub async fn serve(listener: UnixListener, gw: Arc<Gateway>) {
     let my_uid = nix::unistd::geteuid().as_raw();
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        crate::door::MAX_UNIX_CONNECTIONS,
+    ));
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -64,7 +67,15 @@ pub async fn serve(listener: UnixListener, gw: Arc<Gateway>) {
                 continue;
             }
         }
-        gw.connection_tasks.spawn(connection(stream, gw.clone()));
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!("Unix socket connection cap reached; closed a new connection.");
+            continue;
+        };
+        let gw2 = gw.clone();
+        gw.connection_tasks.spawn(async move {
+            connection(stream, gw2).await;
+            drop(slot);
+        });
     }
 }
 

@@ -1,6 +1,8 @@
 //! The WebSocket listener (`gateway.bind`:`gateway.port`): Gateway protocol v4, one JSON frame
 //! per text message, on any path; plus `GET /healthz` and `GET /readyz` on the same port.
-//! Cross-origin browser upgrades (an `Origin` whose host differs from `Host`) are refused.
+//! Cross-origin browser upgrades (an `Origin` whose scheme, host or port differs from the
+//! `Host` it was sent to) are refused. The door's limits (connection cap, header and
+//! pre-upgrade timeouts, the pre-auth read budget) are in `door`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -18,6 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use ipc::gateway::{MAX_PAYLOAD_BYTES, MAX_PREAUTH_PAYLOAD_BYTES};
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -42,6 +45,8 @@ fn close_message(code: u16, reason: &str) -> Message {
 }
 
 pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
+    let cap = crate::door::connection_cap(gw.config().gateway.max_connections);
+    let slots = Arc::new(Semaphore::new(cap));
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -55,16 +60,37 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
                 continue;
             }
         };
+        // Over the cap the connection is closed at once: the descriptors beyond it stay free
+        // for workers, databases and the operator's unix socket.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, cap, "Connection cap reached; closed a new connection.");
+            drop(stream);
+            continue;
+        };
+        let slot = Arc::new(slot);
         let _ = stream.set_nodelay(true);
         let gw = gw.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| handle(req, peer, gw.clone()));
+            let svc = {
+                let slot = slot.clone();
+                hyper::service::service_fn(move |req| handle(req, peer, gw.clone(), slot.clone()))
+            };
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(crate::door::HEADER_READ_TIMEOUT)
+                .max_buf_size(crate::door::MAX_HEADER_BYTES)
                 .serve_connection(TokioIo::new(stream), svc)
                 .with_upgrades();
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "HTTP connection ended with an error.");
+            // Until the upgrade (or the one plain request) is done: a silent or slow client
+            // is cut off, never held forever.
+            match tokio::time::timeout(crate::door::PRE_UPGRADE_TIMEOUT, conn).await {
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, %peer, "HTTP connection ended with an error.")
+                }
+                Err(_) => tracing::debug!(%peer, "HTTP connection timed out before an upgrade."),
+                Ok(Ok(())) => {}
             }
+            drop(slot);
         });
     }
 }
@@ -110,6 +136,7 @@ async fn handle(
     req: Request<Incoming>,
     peer: SocketAddr,
     gw: Arc<Gateway>,
+    slot: Arc<OwnedSemaphorePermit>,
 ) -> Result<Response<Body>, Infallible> {
     let is_upgrade = header(&req, UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
     if !is_upgrade {
@@ -125,10 +152,15 @@ async fn handle(
             _ => text(StatusCode::NOT_FOUND, "not found: loopgate serves Gateway protocol v4 over WebSocket, /healthz and /readyz\n"),
         });
     }
-    Ok(upgrade(req, peer, gw))
+    Ok(upgrade(req, peer, gw, slot))
 }
 
-fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Response<Body> {
+fn upgrade(
+    mut req: Request<Incoming>,
+    peer: SocketAddr,
+    gw: Arc<Gateway>,
+    slot: Arc<OwnedSemaphorePermit>,
+) -> Response<Body> {
     let connection_ok =
         header(&req, CONNECTION).is_some_and(|c| c.to_ascii_lowercase().contains("upgrade"));
     let version_ok = header(&req, SEC_WEBSOCKET_VERSION) == Some("13");
@@ -138,10 +170,11 @@ fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Re
     if !connection_ok || !version_ok {
         return text(StatusCode::BAD_REQUEST, "bad WebSocket upgrade request\n");
     }
-    let host = header(&req, HOST).map(host_of).unwrap_or("").to_owned();
+    let host_header = header(&req, HOST).unwrap_or("").to_owned();
+    let host = host_of(&host_header).to_owned();
     let origin = header(&req, ORIGIN).map(str::to_owned);
     if let Some(o) = &origin {
-        if host_of(o) != host {
+        if !crate::door::same_origin(o, &host_header) {
             tracing::warn!(%peer, origin = o.as_str(), "Refused a cross-origin WebSocket upgrade.");
             return text(
                 StatusCode::FORBIDDEN,
@@ -164,13 +197,15 @@ fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Re
                 let config = WebSocketConfig::default()
                     .max_message_size(Some(MAX_PAYLOAD_BYTES))
                     .max_frame_size(Some(MAX_PAYLOAD_BYTES));
-                let ws = WebSocketStream::from_raw_socket(
+                // Until `connect` succeeds, the socket itself yields at most the pre-auth
+                // budget: tungstenite never buffers a large frame from an unauthenticated peer.
+                let (io, budget) = crate::door::Budgeted::new(
                     TokioIo::new(upgraded),
-                    Role::Server,
-                    Some(config),
-                )
-                .await;
-                connection(ws, peer, peer_info, gw).await;
+                    crate::door::PREAUTH_READ_BUDGET,
+                );
+                let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+                connection(ws, peer, peer_info, gw, budget).await;
+                drop(slot);
             }
             Err(e) => tracing::debug!(error = %e, %peer, "WebSocket upgrade failed."),
         }
@@ -185,11 +220,12 @@ fn upgrade(mut req: Request<Incoming>, peer: SocketAddr, gw: Arc<Gateway>) -> Re
     r
 }
 
-type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+type Ws = WebSocketStream<crate::door::Budgeted<TokioIo<hyper::upgrade::Upgraded>>>;
 
 struct WsSource {
     inner: futures_util::stream::SplitStream<Ws>,
     max: usize,
+    budget: crate::door::Budget,
 }
 
 impl FrameSource for WsSource {
@@ -212,15 +248,24 @@ impl FrameSource for WsSource {
 
     fn set_max_frame(&mut self, max: usize) {
         self.max = max;
+        // Authenticated: frames are now limited by size only.
+        self.budget.lift();
     }
 }
 
-async fn connection(ws: Ws, peer: SocketAddr, info: Peer, gw: Arc<Gateway>) {
+async fn connection(
+    ws: Ws,
+    peer: SocketAddr,
+    info: Peer,
+    gw: Arc<Gateway>,
+    budget: crate::door::Budget,
+) {
     tracing::debug!(%peer, local = info.local, "WebSocket client connected.");
     let (mut sink, stream) = ws.split();
     let source = WsSource {
         inner: stream,
         max: MAX_PREAUTH_PAYLOAD_BYTES,
+        budget,
     };
     let (out, mut rx, queued) = Out::new();
     let closed = out.closed.clone();

@@ -198,6 +198,7 @@ fn main() -> ExitCode {
                     port,
                     bind,
                     token: var("LOOPGATE_GATEWAY_TOKEN"),
+                    state_token: None,
                 },
                 worker_bin,
                 env,

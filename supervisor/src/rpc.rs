@@ -442,6 +442,18 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
     ) {
         return out.err(&req.id, invalid(m)).await;
     }
+    let extra = p.extra_system_prompt.as_ref().map_or(0, String::len);
+    if extra > ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES {
+        return out
+            .err(
+                &req.id,
+                invalid(format!(
+                    "extraSystemPrompt is {extra} bytes; the limit is {}",
+                    ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES
+                )),
+            )
+            .await;
+    }
     let route = match route(&p, |id| gw.config().agent(id).is_some()) {
         Ok(r) => r,
         Err(m) => return out.err(&req.id, invalid(m)).await,
@@ -502,10 +514,21 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
 /// The checks `agent` and `chat.send` share: a message with text (`empty` says what is
 /// wrong otherwise) and an idempotency key.
 fn turn_params_error(message: &str, idempotency_key: &str, empty: &str) -> Option<String> {
+    use ipc::gateway::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_MESSAGE_BYTES};
     if message.trim().is_empty() {
         Some(empty.to_owned())
+    } else if message.len() > MAX_MESSAGE_BYTES {
+        Some(format!(
+            "message is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (put large content in a workspace file)",
+            message.len()
+        ))
     } else if idempotency_key.is_empty() {
         Some("idempotencyKey must be a non-empty string".to_owned())
+    } else if idempotency_key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+        Some(format!(
+            "idempotencyKey is {} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}",
+            idempotency_key.len()
+        ))
     } else {
         None
     }

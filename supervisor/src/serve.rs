@@ -60,18 +60,32 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Err(e) = std::fs::create_dir_all(&opts.state_dir) {
+    // Everything the gateway and its workers create is private to this user: transcripts,
+    // databases, sockets, the token.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    if let Err(e) = crate::secrets::private_dir(&opts.state_dir) {
         eprintln!(
             "loopgate: cannot create state directory {}: {e}",
             opts.state_dir.display()
         );
         return ExitCode::from(1);
     }
+    let mut overrides = opts.overrides.clone();
+    match crate::secrets::state_token(&opts.state_dir) {
+        Ok(t) => overrides.state_token = Some(t),
+        Err(e) => {
+            eprintln!(
+                "loopgate: cannot read or create {}: {e}",
+                crate::secrets::token_path(&opts.state_dir).display()
+            );
+            return ExitCode::from(1);
+        }
+    }
     let load = || {
         Config::load(
             &opts.config_path,
             &opts.state_dir,
-            &opts.overrides,
+            &overrides,
             opts.config_explicit,
         )
     };
@@ -270,6 +284,15 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
 }
 
 fn warn_unsupported(config: &Config) {
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    if config.gateway.token_from_state {
+        tracing::info!(
+            path = %crate::secrets::token_path(&config.state_dir).display(),
+            "WebSocket clients authenticate with the gateway token in this file (OpenClaw clients: OPENCLAW_GATEWAY_TOKEN); the loopgate CLI uses the unix socket and needs none."
+        );
+    }
     for a in &config.agents {
         if let Some(m) = &a.model {
             if !m.api.implemented() {

@@ -130,6 +130,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         hooks: agent.hooks.clone(),
         tools_allow: agent.tools_allow.clone(),
         compaction: agent.compaction.clone(),
+        hooks_dir: Some(agent.hooks_dir.display().to_string()),
     })
 }
 
@@ -332,9 +333,17 @@ async fn relay(
     }
     let write_task = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            if let Err(e) = writer.send(msg).await {
-                tracing::warn!(error = %e, "Writing to worker failed.");
-                break;
+            match writer.send(msg).await {
+                Ok(()) => {}
+                // Nothing was written: the link stays usable (admission caps keep runs far
+                // below the frame cap, so this is a bug, not a client's doing).
+                Err(e @ ipc::Error::FrameTooLarge { .. }) => {
+                    tracing::error!(error = %e, "A message to the worker was too large for the link; dropped it.");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Writing to worker failed.");
+                    break;
+                }
             }
         }
     });

@@ -7,6 +7,8 @@ mod idempotency;
 mod lanes;
 mod operations;
 mod real_llm;
+mod security;
+mod security_door;
 mod tools;
 mod turn;
 mod websocket;

@@ -233,11 +233,8 @@ async fn allowlisted_exec_and_file_edits_r_e1() {
         "edit",
         r#"{"path": "dir/out.txt", "edits": [{"oldText": "beta", "newText": "gamma"}]}"#,
     ));
-    gw.model.push(call(
-        "x1",
-        "exec",
-        r#"{"command": "echo loopgate-$((40+2))"}"#,
-    ));
+    gw.model
+        .push(call("x1", "exec", r#"{"command": "echo loopgate-42"}"#));
     gw.model
         .push(call("x2", "exec", r#"{"command": "rm -rf dir"}"#));
     gw.model.push(text("Done."));
@@ -874,10 +871,10 @@ async fn message_sending_hook_cancels_or_rewrites_r_h2() {
     gw.logs.assert_clean(&[]);
 }
 
-/// Installs an internal hook `<workspace>/hooks/<name>/` listening for `events`.
-fn internal_hook(ws: &std::path::Path, name: &str, events: &str, script: &str) {
+/// Installs an internal hook `<hooks dir>/<name>/` listening for `events`.
+pub fn internal_hook(hooks: &std::path::Path, name: &str, events: &str, script: &str) {
     use std::os::unix::fs::PermissionsExt;
-    let dir = ws.join("hooks").join(name);
+    let dir = hooks.join(name);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("HOOK.md"),
@@ -889,7 +886,7 @@ fn internal_hook(ws: &std::path::Path, name: &str, events: &str, script: &str) {
     std::fs::set_permissions(&handler, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// R-H1: internal hooks from `<workspace>/hooks/*/HOOK.md`: `agent:bootstrap` edits the
+/// R-H1: internal hooks from `<state>/agents/<id>/hooks/*/HOOK.md`: `agent:bootstrap` edits the
 /// bootstrap files before the system prompt is final; `command:new` / `command:reset` fire
 /// on `sessions.reset`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -897,8 +894,9 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
     let gw = Gateway::start().await;
     let ws = gw.workspace("main");
     std::fs::write(ws.join("AGENTS.md"), "original agents file").unwrap();
+    let hooks_dir = gw.hooks_dir("main");
     internal_hook(
-        &ws,
+        &hooks_dir,
         "inject",
         "\"agent:bootstrap\"",
         r#"cat >/dev/null; echo '{"bootstrapFiles": [{"name": "EXTRA.md", "content": "injected by a hook"}]}'"#,
@@ -906,7 +904,7 @@ async fn internal_hooks_bootstrap_and_commands_r_h1() {
     // The command hook reports the event it got through a FIFO the test reads: no polling.
     let mut hooks = HookFifo::create(&ws.join("hook.fifo"));
     internal_hook(
-        &ws,
+        &hooks_dir,
         "notify",
         "\"command:new\", \"command:reset\"",
         "{ cat; echo; } > hook.fifo",
@@ -1150,16 +1148,19 @@ fn hook_script(ws: &std::path::Path, name: &str, body: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn before_model_resolve_picks_provider_and_model_r_h2() {
     let second = scripted_model::ScriptedModel::start().await.unwrap();
+    // Hook programs are the operator's: outside the workspace, named by absolute path.
+    let scripts = tempfile::tempdir().unwrap();
+    let ws = scripts.path();
     let gw = Gateway::start_with(&format!(
         "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\n\
-         [[hooks.before_model_resolve]]\ncommand = [\"./pick.sh\"]\npriority = 5\n\n\
-         [[hooks.before_model_resolve]]\ncommand = [\"./late.sh\"]\n",
-        second.base_url()
+         [[hooks.before_model_resolve]]\ncommand = [\"{dir}/pick.sh\"]\npriority = 5\n\n\
+         [[hooks.before_model_resolve]]\ncommand = [\"{dir}/late.sh\"]\n",
+        second.base_url(),
+        dir = ws.display()
     ))
     .await;
-    let ws = gw.workspace("main");
     hook_script(
-        &ws,
+        ws,
         "pick.sh",
         r#"e=$(cat)
 case "$e" in
@@ -1169,7 +1170,7 @@ esac"#,
     );
     // Lower priority: its pick loses to pick.sh's, and alone it changes nothing.
     hook_script(
-        &ws,
+        ws,
         "late.sh",
         r#"cat >/dev/null; echo '{"modelOverride": "ignored"}'"#,
     );
@@ -1220,16 +1221,19 @@ esac"#,
 /// unclaimed turn goes to the model. A failing hook claims nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn before_agent_reply_claims_the_turn_r_h2() {
-    let gw = Gateway::start_with(concat!(
-        "[[hooks.before_agent_reply]]\ncommand = [\"./broken.sh\"]\npriority = 9\n\n",
-        "[[hooks.before_agent_reply]]\ncommand = [\"./claim.sh\"]\npriority = 5\n\n",
-        "[[hooks.before_agent_reply]]\ncommand = [\"./never.sh\"]\n",
+    let scripts = tempfile::tempdir().unwrap();
+    let dir = scripts.path();
+    let gw = Gateway::start_with(&format!(
+        "[[hooks.before_agent_reply]]\ncommand = [\"{d}/broken.sh\"]\npriority = 9\n\n\
+         [[hooks.before_agent_reply]]\ncommand = [\"{d}/claim.sh\"]\npriority = 5\n\n\
+         [[hooks.before_agent_reply]]\ncommand = [\"{d}/never.sh\"]\n",
+        d = dir.display()
     ))
     .await;
     let ws = gw.workspace("main");
-    hook_script(&ws, "broken.sh", "exit 4");
+    hook_script(dir, "broken.sh", "exit 4");
     hook_script(
-        &ws,
+        dir,
         "claim.sh",
         r#"e=$(cat)
 case "$e" in
@@ -1239,7 +1243,7 @@ case "$e" in
 esac"#,
     );
     // Runs only when claim.sh did not claim; it leaves a mark.
-    hook_script(&ws, "never.sh", "cat >/dev/null; touch never-ran-$$");
+    hook_script(dir, "never.sh", "cat >/dev/null; touch never-ran-$$");
     let mut c = gw.connect().await;
     let (_, fin) = c
         .turn(json!({"message": "ping", "idempotencyKey": "ar-1"}))

@@ -22,6 +22,8 @@ pub use client::Client;
 
 /// Upper bound on any single wait in the suite.
 pub const WAIT: Duration = Duration::from_secs(30);
+/// Less than the gateway's delay before answering a refused `connect` (a lower bound only).
+pub const FAILED_AUTH_DELAY_FLOOR: Duration = Duration::from_millis(400);
 
 /// Path of a workspace binary, built by `cargo build --workspace --bins` (scripts/test does
 /// this before running the suite).
@@ -238,6 +240,14 @@ impl Gateway {
         self.dir.path()
     }
 
+    /// The operator's internal-hook directory of an agent (`<state>/agents/<id>/hooks`),
+    /// created.
+    pub fn hooks_dir(&self, agent: &str) -> PathBuf {
+        let dir = self.state().join("agents").join(agent).join("hooks");
+        std::fs::create_dir_all(&dir).expect("create the hooks dir");
+        dir
+    }
+
     /// The agent's workspace directory, created (a test usually puts files there before the
     /// worker's first run creates it).
     pub fn workspace(&self, agent: &str) -> PathBuf {
@@ -334,6 +344,14 @@ impl Gateway {
         self.gateway_keys = gateway_keys.to_owned();
         self.extra_config = extra.to_owned();
         self.write_config();
+    }
+
+    /// The gateway token `serve` made for its state dir (`<state>/gateway.token`).
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.state().join("gateway.token"))
+            .expect("serve writes gateway.token")
+            .trim()
+            .to_owned()
     }
 
     /// The WebSocket listener's address, from `<state>/gateway.addr`.

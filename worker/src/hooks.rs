@@ -21,8 +21,10 @@ use crate::tools::{ToolCall, ToolOutcome};
 /// Timeout of an internal (`HOOK.md`) hook.
 const INTERNAL_HOOK_TIMEOUT_MS: u64 = 10_000;
 
-/// An internal hook: `<workspace>/hooks/<name>/HOOK.md` (frontmatter `events`) with an
-/// executable `handler` (or `handler.sh`) next to it (R-H1).
+/// An internal hook: `<hooks dir>/<name>/HOOK.md` (frontmatter `events`) with an
+/// executable `handler` (or `handler.sh`) next to it (R-H1). The hooks dir is the operator's
+/// (`<state>/agents/<id>/hooks`), never inside a workspace: nothing the model can write is
+/// ever run as a hook.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InternalHook {
     pub name: String,
@@ -70,9 +72,9 @@ fn hook_events(text: &str) -> Vec<String> {
     out
 }
 
-/// The internal hooks in `workspace` that listen for `event`, in name order.
-pub fn internal_hooks(workspace: &std::path::Path, event: &str) -> Vec<InternalHook> {
-    let Ok(entries) = std::fs::read_dir(workspace.join("hooks")) else {
+/// The internal hooks in `dir` that listen for `event`, in name order.
+pub fn internal_hooks(dir: Option<&std::path::Path>, event: &str) -> Vec<InternalHook> {
+    let Some(Ok(entries)) = dir.map(std::fs::read_dir) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -106,9 +108,9 @@ pub fn internal_hooks(workspace: &std::path::Path, event: &str) -> Vec<InternalH
 /// Runs the internal hooks for `event`; returns their answers (failures are logged and
 /// skipped: internal hooks are observers or optional transforms).
 pub async fn run_internal(ctx: &HookCtx, event: &str, fields: Value) -> Vec<Value> {
-    let ws = ctx.workspace.clone();
+    let dir = ctx.hooks_dir.clone();
     let ev = event.to_owned();
-    let hooks = tokio::task::spawn_blocking(move || internal_hooks(&ws, &ev))
+    let hooks = tokio::task::spawn_blocking(move || internal_hooks(dir.as_deref(), &ev))
         .await
         .unwrap_or_default();
     run_discovered(ctx, hooks, event, fields).await
@@ -151,6 +153,8 @@ pub struct HookCtx {
     pub session_key: String,
     pub run_id: String,
     pub workspace: PathBuf,
+    /// Where the operator's internal hooks live (`AgentSpec::hooks_dir`).
+    pub hooks_dir: Option<PathBuf>,
 }
 
 impl HookCtx {
@@ -433,6 +437,7 @@ mod tests {
             session_key: "agent:main:main".into(),
             run_id: "r".into(),
             workspace: std::env::temp_dir(),
+            hooks_dir: None,
         }
     }
 

@@ -84,6 +84,8 @@ pub struct Ctx {
     pub other_llms: std::sync::Mutex<HashMap<String, OpenAiClient>>,
     /// The environment API keys are read from.
     pub env: HashMap<String, String>,
+    /// What `exec` commands get instead: [`tools::exec_environment`] of `env`.
+    pub exec_env: Arc<Vec<(String, String)>>,
     pub out: mpsc::Sender<WorkerToControl>,
     pub hooks: hooks::Hooks,
     pub skills: agent::skills::SkillsCache,
@@ -117,8 +119,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         'outer: while let Some(msg) = out_rx.recv().await {
             let mut next = Some(msg);
             while let Some(msg) = next {
-                if writer.feed(msg).await.is_err() {
-                    break 'outer;
+                match writer.feed(msg).await {
+                    Ok(()) => {}
+                    // Nothing was written; the link stays usable.
+                    Err(e @ ipc::Error::FrameTooLarge { .. }) => {
+                        tracing::error!(error = %e, "A message to the supervisor was too large for the link; dropped it.");
+                    }
+                    Err(_) => break 'outer,
                 }
                 next = out_rx.try_recv().ok();
             }
@@ -138,6 +145,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         reader: db_reader,
         llm,
         other_llms: Default::default(),
+        exec_env: Arc::new(tools::exec_environment(&opts.env)),
         env: opts.env,
         out: out_tx.clone(),
     });
@@ -605,6 +613,7 @@ impl Ctx {
             session_key: session_key.to_owned(),
             run_id: run_id.to_owned(),
             workspace: PathBuf::from(&self.spec.workspace),
+            hooks_dir: self.spec.hooks_dir.as_ref().map(PathBuf::from),
         }
     }
 

@@ -95,6 +95,9 @@ pub async fn drive(
         exec: ctx.spec.exec.clone(),
         allow: ctx.spec.tools_allow.clone(),
         progress: None,
+        // This very binary, in reaper mode (`hookcmd::reaper`).
+        reaper: std::path::PathBuf::from("/proc/self/exe"),
+        exec_env: ctx.exec_env.clone(),
     };
     let mut held: Option<ModelItem> = None;
     let mut seq = 0u64;
@@ -497,10 +500,12 @@ async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun, hook_ctx: &HookCtx) -> Result<
     // snapshot and the `agent:bootstrap` hooks.
     let (mut files, skills, boot_hooks) = {
         let (ctx, ws) = (ctx.clone(), workspace.to_owned());
+        let hooks_dir = hook_ctx.hooks_dir.clone();
         tokio::task::spawn_blocking(move || {
             prompt::read_workspace(&ws, caps).map(|files| {
                 let skills = ctx.skills.prompt(&ws);
-                (files, skills, hooks::internal_hooks(&ws, "agent:bootstrap"))
+                let boot = hooks::internal_hooks(hooks_dir.as_deref(), "agent:bootstrap");
+                (files, skills, boot)
             })
         })
         .await

@@ -1,78 +1,164 @@
 //! The workspace tools. Every path is confined to the agent's workspace: relative paths are
-//! joined to it, `..` may not climb out, absolute paths must lie inside it, and the deepest
-//! existing ancestor is resolved through symlinks and checked again (no symlink escapes).
+//! joined to it, `..` may not climb out, absolute paths must lie inside it, and every
+//! symlink on the way (intermediate components, the final one, dangling links included) is
+//! followed by hand and must point inside the workspace. Files the tools write are never
+//! executable: nothing the model writes can become a program loopgate or `exec` runs.
 
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
 
-use super::{exec_allowed, ToolCtx, ToolOutcome, DEFAULT_EXEC_TIMEOUT};
+use super::ToolOutcome;
 
 /// Largest file `read` returns, in bytes, and the default line limit.
 const READ_MAX_BYTES: usize = 50 * 1024;
 const READ_MAX_LINES: usize = 2000;
-const EXEC_MAX_OUTPUT: usize = 50 * 1024;
+/// Most bytes of a file `read` and `edit` load (a huge file must not exhaust the worker).
+const LOAD_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Most symlinks followed while resolving one path (as the kernel's `ELOOP`).
+const MAX_SYMLINK_HOPS: u32 = 40;
 
 fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
     args.get(key).and_then(Value::as_str)
 }
 
-/// Resolves `rel` inside `workspace`, refusing anything that escapes it.
-pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(workspace).map_err(|e| format!("cannot create the workspace: {e}"))?;
-    let root = std::fs::canonicalize(workspace)
-        .map_err(|e| format!("cannot resolve the workspace: {e}"))?;
-    let raw = Path::new(rel);
-    let joined = if raw.is_absolute() {
-        raw.to_owned()
-    } else {
-        root.join(raw)
-    };
+/// `path` with `.` and `..` applied lexically; `None` if `..` climbs above the root.
+fn normalize(path: &Path) -> Option<PathBuf> {
     let mut normal = PathBuf::new();
-    for c in joined.components() {
+    for c in path.components() {
         match c {
             Component::ParentDir => {
                 if !normal.pop() {
-                    return Err(format!("path {rel:?} escapes the workspace"));
+                    return None;
                 }
             }
             Component::CurDir => {}
             other => normal.push(other.as_os_str()),
         }
     }
+    Some(normal)
+}
+
+/// The components of `path` below `root` (`path` starts with `root`).
+fn below(root: &Path, path: &Path) -> VecDeque<OsString> {
+    path.strip_prefix(root)
+        .map(|rest| {
+            rest.components()
+                .map(|c| c.as_os_str().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Resolves `rel` inside `workspace`, refusing anything that escapes it. The result has no
+/// symlink in it (up to what does not exist yet), so opening it cannot leave the workspace
+/// unless the tree changes in between.
+pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(workspace).map_err(|e| format!("cannot create the workspace: {e}"))?;
+    let root = std::fs::canonicalize(workspace)
+        .map_err(|e| format!("cannot resolve the workspace: {e}"))?;
+    let raw = Path::new(rel);
+    if rel.contains('\0') {
+        return Err(format!("path {rel:?} contains a NUL byte"));
+    }
+    let joined = if raw.is_absolute() {
+        raw.to_owned()
+    } else {
+        root.join(raw)
+    };
+    let normal = normalize(&joined).ok_or_else(|| format!("path {rel:?} escapes the workspace"))?;
     if !normal.starts_with(&root) {
         return Err(format!("path {rel:?} is outside the workspace"));
     }
-    // Follow symlinks of the deepest existing ancestor.
-    let mut existing = normal.clone();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent().map(Path::to_owned),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent;
+    let mut queue = below(&root, &normal);
+    let mut cur = root.clone();
+    let mut hops = 0;
+    while let Some(name) = queue.pop_front() {
+        let next = cur.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nothing below a missing component exists either.
+                cur = next;
+                cur.extend(queue.drain(..));
+                break;
             }
-            _ => break,
+            Err(e) => return Err(format!("cannot resolve {rel:?}: {e}")),
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Err(format!("path {rel:?}: too many levels of symlinks"));
+                }
+                let target = std::fs::read_link(&next)
+                    .map_err(|e| format!("cannot resolve {rel:?}: {e}"))?;
+                // `cur` holds no symlink, so `..` in the target can be applied lexically.
+                let to = normalize(&cur.join(target)).unwrap_or_default();
+                if !to.starts_with(&root) {
+                    return Err(format!(
+                        "path {rel:?} leads outside the workspace (symlink)"
+                    ));
+                }
+                let mut rest = below(&root, &to);
+                rest.extend(queue.drain(..));
+                queue = rest;
+                cur = root.clone();
+            }
+            Ok(_) => cur = next,
         }
     }
-    let real =
-        std::fs::canonicalize(&existing).map_err(|e| format!("cannot resolve {rel:?}: {e}"))?;
-    if !real.starts_with(&root) {
-        return Err(format!(
-            "path {rel:?} leads outside the workspace (symlink)"
-        ));
+    Ok(cur)
+}
+
+/// Reads at most [`LOAD_MAX_BYTES`] of a resolved file, refusing anything but a regular file
+/// (a FIFO or a device would block or never end).
+fn load(p: &Path, shown: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read {shown}: not a regular file"));
     }
-    let mut out = real;
-    for name in rest.into_iter().rev() {
-        out.push(name);
+    let mut buf = Vec::new();
+    f.take(LOAD_MAX_BYTES)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    Ok(buf)
+}
+
+/// Writes `bytes` to a resolved path as a plain, non-executable file: created `0644` (less the
+/// umask), an existing file loses its execute, setuid and setgid bits, and a symlink put in
+/// the path's place since it was resolved is not followed.
+fn store(p: &Path, bytes: &[u8], shown: &str) -> Result<(), String> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("cannot write {shown}: not a regular file"));
     }
-    Ok(out)
+    let mode = meta.permissions().mode();
+    if mode & 0o7111 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o666))
+            .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    }
+    f.write_all(bytes)
+        .map_err(|e| format!("cannot write {shown}: {e}"))
 }
 
 async fn blocking<F>(f: F) -> ToolOutcome
@@ -103,9 +189,9 @@ pub async fn read(workspace: &Path, args: &Value) -> ToolOutcome {
             Ok(p) => p,
             Err(e) => return ToolOutcome::err(e),
         };
-        let bytes = match std::fs::read(&p) {
+        let bytes = match load(&p, &path) {
             Ok(b) => b,
-            Err(e) => return ToolOutcome::err(format!("cannot read {path}: {e}")),
+            Err(e) => return ToolOutcome::err(e),
         };
         let text = String::from_utf8_lossy(&bytes);
         let mut out = String::new();
@@ -138,15 +224,15 @@ pub async fn write(workspace: &Path, args: &Value) -> ToolOutcome {
                 return ToolOutcome::err(format!("cannot create {}: {e}", parent.display()));
             }
         }
-        let changed = std::fs::read(&p)
+        let changed = load(&p, &path)
             .map(|old| old != content.as_bytes())
             .unwrap_or(true);
-        match std::fs::write(&p, content.as_bytes()) {
+        match store(&p, content.as_bytes(), &path) {
             Ok(()) => ToolOutcome::ok(format!(
                 "{{\"changed\":{changed},\"bytes\":{}}}",
                 content.len()
             )),
-            Err(e) => ToolOutcome::err(format!("cannot write {path}: {e}")),
+            Err(e) => ToolOutcome::err(e),
         }
     })
     .await
@@ -176,9 +262,10 @@ pub async fn edit(workspace: &Path, args: &Value) -> ToolOutcome {
             Ok(p) => p,
             Err(e) => return ToolOutcome::err(e),
         };
-        let mut text = match std::fs::read_to_string(&p) {
-            Ok(t) => t,
-            Err(e) => return ToolOutcome::err(format!("cannot read {path}: {e}")),
+        let mut text = match load(&p, &path).map(String::from_utf8) {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) => return ToolOutcome::err(format!("cannot edit {path}: not UTF-8 text")),
+            Err(e) => return ToolOutcome::err(e),
         };
         for (i, (old, new)) in edits.iter().enumerate() {
             match text.matches(old.as_str()).count() {
@@ -194,9 +281,9 @@ pub async fn edit(workspace: &Path, args: &Value) -> ToolOutcome {
                 }
             }
         }
-        match std::fs::write(&p, text.as_bytes()) {
+        match store(&p, text.as_bytes(), &path) {
             Ok(()) => ToolOutcome::ok(format!("applied {} edit(s) to {path}", edits.len())),
-            Err(e) => ToolOutcome::err(format!("cannot write {path}: {e}")),
+            Err(e) => ToolOutcome::err(e),
         }
     })
     .await
@@ -233,107 +320,6 @@ pub async fn ls(workspace: &Path, args: &Value) -> ToolOutcome {
     .await
 }
 
-pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
-    let command = arg(args, "command").unwrap_or("").to_owned();
-    if let Err(why) = exec_allowed(&ctx.exec, &command) {
-        return ToolOutcome::err(why);
-    }
-    // The operator's limit caps whatever the model asks for.
-    let limit = ctx
-        .exec
-        .timeout_ms
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_EXEC_TIMEOUT);
-    let timeout = args
-        .get("timeoutSeconds")
-        .and_then(Value::as_u64)
-        .map_or(limit, |s| Duration::from_secs(s).min(limit));
-    if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
-        return ToolOutcome::err(format!("cannot create the workspace: {e}"));
-    }
-    let mut child = match tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&command)
-        .current_dir(&ctx.workspace)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return ToolOutcome::err(format!("cannot run the command: {e}")),
-    };
-    let pgid = child.id();
-    // If this future is dropped (the run was aborted), the whole group goes, not just `sh`.
-    let mut group = hookcmd::GroupKill(pgid);
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let progress = ctx.progress.clone();
-    let read_all = |s: Option<tokio::process::ChildStdout>| async move {
-        let mut buf = Vec::new();
-        let Some(mut s) = s else {
-            return buf;
-        };
-        let mut chunk = vec![0u8; 8192];
-        while buf.len() < EXEC_MAX_OUTPUT {
-            let room = chunk.len().min(EXEC_MAX_OUTPUT - buf.len());
-            match s.read(&mut chunk[..room]).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
-                    // Partial output is best effort: a full queue drops an update, never
-                    // blocks the command (the result has everything).
-                    if let Some(tx) = &progress {
-                        let _ = tx.try_send(String::from_utf8_lossy(&chunk[..n]).into_owned());
-                    }
-                }
-            }
-        }
-        buf
-    };
-    let read_err = |s: Option<tokio::process::ChildStderr>| async move {
-        let mut buf = Vec::new();
-        if let Some(mut s) = s {
-            let _ = (&mut s)
-                .take(EXEC_MAX_OUTPUT as u64)
-                .read_to_end(&mut buf)
-                .await;
-        }
-        buf
-    };
-    let run = async {
-        let (out, err) = tokio::join!(read_all(stdout.take()), read_err(stderr.take()));
-        let status = child.wait().await;
-        (out, err, status)
-    };
-    match tokio::time::timeout(timeout, run).await {
-        Ok((out, err, status)) => {
-            group.0 = None;
-            let code = status.ok().and_then(|s| s.code());
-            let mut text = String::from_utf8_lossy(&out).into_owned();
-            if !err.is_empty() {
-                text.push_str("\n[stderr]\n");
-                text.push_str(&String::from_utf8_lossy(&err));
-            }
-            match code {
-                Some(0) => ToolOutcome::ok(text),
-                Some(c) => ToolOutcome::err(format!("exit status {c}\n{text}")),
-                None => ToolOutcome::err(format!("killed by a signal\n{text}")),
-            }
-        }
-        Err(_) => {
-            // Kill the whole process group, not just the shell.
-            group.kill();
-            ToolOutcome::err(format!(
-                "command timed out after {} s and was killed",
-                timeout.as_secs()
-            ))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,5 +338,51 @@ mod tests {
         assert!(resolve(&ws, "link/passwd").unwrap_err().contains("symlink"));
         let abs_inside = std::fs::canonicalize(&ws).unwrap().join("x");
         assert!(resolve(&ws, abs_inside.to_str().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn symlinks_never_lead_out_even_dangling_or_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(outside.join("x"), ws.join("dangle")).unwrap();
+        std::os::unix::fs::symlink(&outside, ws.join("out")).unwrap();
+        std::os::unix::fs::symlink("../../outside/y", ws.join("sub/rel")).unwrap();
+        std::os::unix::fs::symlink("loop2", ws.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", ws.join("loop2")).unwrap();
+        for bad in ["dangle", "out", "out/new", "sub/rel", "sub/rel/deeper"] {
+            let e = resolve(&ws, bad).unwrap_err();
+            assert!(e.contains("outside the workspace"), "{bad}: {e}");
+        }
+        assert!(resolve(&ws, "loop1").unwrap_err().contains("too many"));
+        // Links that stay inside resolve to their real target, dangling ones too.
+        std::os::unix::fs::symlink("sub", ws.join("in")).unwrap();
+        std::os::unix::fs::symlink("sub/later", ws.join("in_dangle")).unwrap();
+        let real = std::fs::canonicalize(&ws).unwrap();
+        assert_eq!(resolve(&ws, "in/f").unwrap(), real.join("sub/f"));
+        assert_eq!(resolve(&ws, "in_dangle").unwrap(), real.join("sub/later"));
+    }
+
+    #[test]
+    fn written_files_are_never_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("handler");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        store(&p, b"#!/bin/sh\nid\n", "handler").unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o644);
+        let fresh = dir.path().join("fresh");
+        store(&fresh, b"x", "fresh").unwrap();
+        assert_eq!(
+            std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o111,
+            0
+        );
+        // A symlink swapped in after resolution is not followed.
+        std::os::unix::fs::symlink(dir.path().join("target"), dir.path().join("swapped")).unwrap();
+        assert!(store(&dir.path().join("swapped"), b"x", "swapped").is_err());
+        assert!(!dir.path().join("target").exists());
     }
 }

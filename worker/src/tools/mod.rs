@@ -1,15 +1,18 @@
 //! Built-in tools: definitions (JSON Schema), argument validation with recovery (R-E1),
 //! workspace confinement, the exec policy, and execution with capped results (R-E2).
 
+mod exec;
 mod fs;
 mod validate;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipc::control::ExecPolicy;
 use serde_json::{json, Value};
 
+pub use exec::{environment as exec_environment, plan as exec_plan, Invocation};
 pub use validate::validate_args;
 
 /// Largest tool result kept for the model and for events, in characters (R-E2).
@@ -107,6 +110,10 @@ pub struct ToolCtx {
     pub allow: Option<Vec<String>>,
     /// Partial output of a running tool (`exec`), best effort.
     pub progress: Option<tokio::sync::mpsc::Sender<String>>,
+    /// The program that runs `exec` commands under `hookcmd::reaper` (the worker binary).
+    pub reaper: PathBuf,
+    /// The whole environment of an `exec` command ([`exec_environment`]).
+    pub exec_env: Arc<Vec<(String, String)>>,
 }
 
 /// Whether `name` is in the allow list (`None`: everything is).
@@ -218,84 +225,16 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         "write" => fs::write(&ctx.workspace, &args).await,
         "edit" => fs::edit(&ctx.workspace, &args).await,
         "ls" => fs::ls(&ctx.workspace, &args).await,
-        "exec" => fs::exec(ctx, &args).await,
+        "exec" => exec::exec(ctx, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
         MESSAGE_TOOL => ToolOutcome::ok("Message sent."),
         other => ToolOutcome::err(format!("tool {other:?} is not implemented")),
     }
 }
 
-/// Whether `command` may run under `policy`; `Err` says why not.
-pub fn exec_allowed(policy: &ExecPolicy, command: &str) -> Result<(), String> {
-    match policy.security.as_str() {
-        "full" => Ok(()),
-        "allowlist" => {
-            if policy
-                .allowlist
-                .iter()
-                .any(|p| glob_match(p, command.trim()))
-            {
-                Ok(())
-            } else {
-                Err(format!(
-                    "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
-                ))
-            }
-        }
-        _ => Err("exec refused: tools.exec.security is \"deny\" for this agent".into()),
-    }
-}
-
-/// `*` matches any run of characters; everything else literally.
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let mut pos = 0;
-    for (i, part) in parts.iter().enumerate() {
-        if part.is_empty() {
-            continue;
-        }
-        if i == 0 {
-            if !text.starts_with(part) {
-                return false;
-            }
-            pos = part.len();
-        } else if i == parts.len() - 1 {
-            return text.len() >= pos + part.len() && text[pos..].ends_with(part);
-        } else {
-            match text[pos..].find(part) {
-                Some(at) => pos += at + part.len(),
-                None => return false,
-            }
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exec_policy() {
-        let deny = ExecPolicy::default();
-        assert!(exec_allowed(&deny, "ls").is_err());
-        let allow = ExecPolicy {
-            security: "allowlist".into(),
-            allowlist: vec!["echo *".into(), "ls".into()],
-            timeout_ms: None,
-        };
-        assert!(exec_allowed(&allow, "echo hi").is_ok());
-        assert!(exec_allowed(&allow, "ls").is_ok());
-        assert!(exec_allowed(&allow, "rm -rf /").is_err());
-        let full = ExecPolicy {
-            security: "full".into(),
-            ..ExecPolicy::default()
-        };
-        assert!(exec_allowed(&full, "anything").is_ok());
-    }
 
     #[test]
     fn tool_names_match_the_shared_list() {
@@ -305,14 +244,6 @@ mod tests {
         assert_eq!(offered(Some(&allow)).len(), 1);
         assert!(offered(Some(&[])).is_empty());
         assert_eq!(offered(None).len(), names.len());
-    }
-
-    #[test]
-    fn glob() {
-        assert!(glob_match("git *", "git status"));
-        assert!(glob_match("*.txt", "a.txt"));
-        assert!(glob_match("a*b*c", "axxbyyc"));
-        assert!(!glob_match("a*b*c", "axxbyy"));
     }
 
     #[test]

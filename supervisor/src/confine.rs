@@ -1,0 +1,151 @@
+//! Config checks that keep what the model can write away from what loopgate runs or trusts:
+//! workspaces never nest and never hold the state directory, hook programs are never
+//! relative paths (they would resolve inside the workspace they run in), and `exec`
+//! allowlist patterns parse as argv patterns.
+
+use std::path::{Component, Path, PathBuf};
+
+use ipc::control::ExecPolicy;
+
+/// `path` made absolute against `base`, with `.`/`..` applied and the deepest existing
+/// ancestor resolved through symlinks (so a link cannot hide a nesting).
+pub fn real(path: &Path, base: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        base.join(path)
+    };
+    let mut normal = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    let mut existing = normal.clone();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(r) = std::fs::canonicalize(&existing) {
+            let mut out = r;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_owned();
+            }
+            _ => return normal,
+        }
+    }
+}
+
+/// Every agent's workspace is its own: no workspace contains another, and none contains the
+/// state directory (its config, hooks, databases and token).
+pub fn check_workspaces(state_dir: &Path, agents: &[(&str, &Path)]) -> Result<(), String> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let state = real(state_dir, &cwd);
+    let spaces: Vec<(&str, PathBuf)> = agents.iter().map(|(id, w)| (*id, real(w, &cwd))).collect();
+    for (id, ws) in &spaces {
+        if state.starts_with(ws) {
+            return Err(format!(
+                "agents.{id}.workspace: {} contains the state directory {} (the agent could rewrite the gateway's config, hooks and databases)",
+                ws.display(),
+                state.display()
+            ));
+        }
+        for (other, ows) in &spaces {
+            if id != other && ows.starts_with(ws) {
+                return Err(format!(
+                    "agents.{id}.workspace: {} contains agent {other:?}'s workspace {} (workspaces may not nest)",
+                    ws.display(),
+                    ows.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A hook program is a bare name (looked up on `PATH`) or an absolute path; a relative
+/// path would be resolved in the directory the hook runs in, the agent's workspace.
+pub fn check_hook_program(key: &str, program: &str) -> Result<(), String> {
+    if program.contains('/') && !program.starts_with('/') {
+        return Err(format!(
+            "{key}.command: {program:?} is a relative path; use an absolute path or a program name on PATH (hooks run in the agent's workspace)"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the allowlist patterns; `Ok` carries warnings for programs the model can steer.
+pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    for (i, pattern) in exec.allowlist.iter().enumerate() {
+        let words = hookcmd::argv::parse_pattern(pattern)
+            .map_err(|e| format!("{key}.tools.exec.allowlist[{i}]: {e}"))?;
+        if exec.security == "allowlist" {
+            if let Some(program) = words
+                .first()
+                .filter(|p| hookcmd::argv::is_unsafe_program(p))
+            {
+                warnings.push(format!(
+                    "{key}.tools.exec.allowlist[{i}]: {program:?} reads instructions from files or arguments the model controls, so allowing it lets the model run any command"
+                ));
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspaces_never_nest_or_hold_the_state_dir() {
+        let s = Path::new("/state");
+        let ok = check_workspaces(
+            s,
+            &[("main", Path::new("/w/main")), ("ops", Path::new("/w/ops"))],
+        );
+        assert!(ok.is_ok());
+        let e = check_workspaces(
+            s,
+            &[("main", Path::new("/w")), ("ops", Path::new("/w/ops"))],
+        )
+        .unwrap_err();
+        assert!(e.contains("may not nest"), "{e}");
+        let e = check_workspaces(s, &[("main", Path::new("/"))]).unwrap_err();
+        assert!(e.contains("state directory"), "{e}");
+        let e = check_workspaces(s, &[("main", Path::new("/state/../state"))]).unwrap_err();
+        assert!(e.contains("state directory"), "{e}");
+    }
+
+    #[test]
+    fn hook_programs_and_patterns() {
+        assert!(check_hook_program("hooks.x[0]", "guard").is_ok());
+        assert!(check_hook_program("hooks.x[0]", "/usr/bin/guard").is_ok());
+        assert!(check_hook_program("hooks.x[0]", "./guard").is_err());
+        assert!(check_hook_program("hooks.x[0]", "hooks/guard").is_err());
+        let exec = ExecPolicy {
+            security: "allowlist".into(),
+            allowlist: vec!["git status".into(), "ls *".into()],
+            timeout_ms: None,
+        };
+        let w = check_exec("agents.main", &exec).unwrap();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("\"git\""));
+        let bad = ExecPolicy {
+            allowlist: vec!["* x".into()],
+            ..exec
+        };
+        assert!(check_exec("agents.main", &bad).is_err());
+    }
+}

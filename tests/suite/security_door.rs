@@ -1,0 +1,218 @@
+//! Attacks on the front door (issue 10): another local user, a browser page on another
+//! localhost port, a client that sends too much or never reads, and connections that never
+//! say anything.
+
+use std::os::unix::fs::PermissionsExt;
+
+use futures_util::SinkExt;
+use loopgate_tests::client::cli_params;
+use loopgate_tests::{Client, Gateway, WAIT};
+use scripted_model::Step;
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+fn text(t: &str) -> Step {
+    Step::Text {
+        text: t.into(),
+        chunks: 1,
+        delay_ms: 0,
+        finish_reason: None,
+    }
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Attack 4 (token) and 8 (storage): with no token configured, any local user connecting to
+/// the loopback WebSocket as `cli` got `operator.admin`. Now `serve` makes a token in the
+/// state dir (0600) and requires it; the state dir is 0700 and its files 0600.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_websocket_needs_the_state_token_r_j2() {
+    let gw = Gateway::start().await;
+    gw.logs.wait_for("gateway.token").await;
+    let token = gw.token();
+    assert_eq!(token.len(), 64);
+    assert_eq!(mode(&gw.state().join("gateway.token")), 0o600);
+    assert_eq!(mode(gw.state()), 0o700);
+
+    let addr = gw.ws_addr();
+    let started = std::time::Instant::now();
+    let (_c, res) = Client::ws_connect(&addr, cli_params(None), None).await;
+    let res = res.expect("an answer");
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(
+        res["error"]["details"]["code"], "DEVICE_IDENTITY_REQUIRED",
+        "{res}"
+    );
+    assert!(
+        started.elapsed() >= loopgate_tests::FAILED_AUTH_DELAY_FLOOR,
+        "a refused connect is answered without delay"
+    );
+    let (_c, res) = Client::ws_connect(&addr, cli_params(Some("guess")), None).await;
+    assert_eq!(res.unwrap()["ok"], false);
+    let (mut c, res) = Client::ws_connect(&addr, cli_params(Some(&token)), None).await;
+    assert_eq!(res.unwrap()["ok"], true);
+    gw.model.push(text("hello"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "tok-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    // The loopgate CLI keeps working over the unix socket without the token.
+    let out = gw.cli(&["status"]).await;
+    assert!(out.status.success(), "{out:?}");
+    for f in ["gateway.sqlite", "agents/main/agent.sqlite"] {
+        assert_eq!(mode(&gw.state().join(f)), 0o600, "{f}");
+    }
+    gw.logs.assert_clean(&[]);
+}
+
+/// Attack 4 (origin): a page on another localhost port passed the origin check, which looked
+/// at the host only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_localhost_port_is_another_origin_r_j2() {
+    let gw = Gateway::start().await;
+    let addr = gw.ws_addr();
+    let port: u16 = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    for (origin, allowed) in [
+        (format!("http://127.0.0.1:{}", port.wrapping_add(1)), false),
+        (format!("http://localhost:{port}"), false),
+        (format!("http://127.0.0.1:{port}"), true),
+    ] {
+        let mut req = format!("ws://{addr}/").into_client_request().unwrap();
+        req.headers_mut().insert("origin", origin.parse().unwrap());
+        let r = tokio_tungstenite::connect_async(req).await;
+        assert_eq!(r.is_ok(), allowed, "{origin}: {r:?}");
+    }
+    gw.logs.assert_clean(&["cross-origin"]);
+}
+
+/// Attack 5: a 16-25 MiB message fit the frame limit but not the control link; the worker
+/// was killed with every session's runs. Now it is refused at admission and the agent
+/// serves on with the same worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_refused_and_the_agent_serves_on_r_j2() {
+    let gw = Gateway::start().await;
+    gw.model.push(text("first"));
+    let mut c = Client::ws_connect(&gw.ws_addr(), cli_params(Some(&gw.token())), None)
+        .await
+        .0;
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "big-0"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok");
+    let worker = gw.worker_pid("main").await;
+    let huge = "x".repeat(20 * 1024 * 1024);
+    let r = c
+        .call("agent", json!({"message": huge, "idempotencyKey": "big-1"}))
+        .await;
+    assert_eq!(r["ok"], false, "{}", &r.to_string()[..200]);
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("the limit is"), "{msg}");
+    let r = c
+        .call(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "k".repeat(100_000)}),
+        )
+        .await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("idempotencyKey is"),
+        "{r}"
+    );
+    gw.model.push(text("still here"));
+    let (_, fin) = c
+        .turn(json!({"message": "again", "idempotencyKey": "big-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        gw.worker_pid("main").await,
+        worker,
+        "the worker was replaced"
+    );
+    gw.logs.assert_clean(&[]);
+}
+
+/// Attack 6: responses were not counted against `max_buffered_bytes`, so a client that sent
+/// requests and never read grew the gateway without bound. Now it is dropped as a slow
+/// consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_dropped_r_j2() {
+    let gw = Gateway::start_gateway_keys("max_buffered_bytes = 65536\n", "").await;
+    gw.model.push(text(&"long reply ".repeat(400)));
+    let mut c = gw.connect().await;
+    c.turn(json!({"message": "fill", "idempotencyKey": "hist"}))
+        .await;
+    let mut flood = Client::connect(&gw.socket()).await;
+    let req = json!({"type": "req", "id": "h", "method": "chat.history",
+                     "params": {"sessionKey": "main"}})
+    .to_string();
+    // Never read; stop when the gateway has closed the connection.
+    for _ in 0..5000 {
+        if flood.try_send_line(&req).await.is_err() {
+            break;
+        }
+        if gw
+            .logs
+            .all()
+            .iter()
+            .any(|l| l.contains("Dropping a slow consumer"))
+        {
+            break;
+        }
+    }
+    gw.logs.wait_for("Dropping a slow consumer").await;
+    // Everyone else is served.
+    assert!(gw.cli(&["status"]).await.status.success());
+    gw.logs.assert_clean(&[]);
+}
+
+/// Attack 7: silent connections stayed open forever and had no cap, until even the operator's
+/// unix socket timed out; 24 MiB frames before `connect` were buffered whole. Now the network
+/// has a connection cap (the unix socket its own pool), a silent connection is closed after
+/// the header timeout, and the pre-auth read budget ends a large frame early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_oversized_unauthenticated_connections_are_bounded_r_j2() {
+    let gw = Gateway::start_gateway_keys("max_connections = 3\n", "").await;
+    let addr = gw.ws_addr();
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    // The fourth is closed at once (EOF), and the operator still gets answers.
+    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(WAIT, extra.read(&mut buf))
+        .await
+        .expect("the gateway closes a connection over the cap")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(gw.cli(&["status"]).await.status.success());
+    // A silent connection is closed by the header timeout.
+    let n = tokio::time::timeout(WAIT, idle[0].read(&mut buf))
+        .await
+        .expect("a silent connection is closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    drop(idle);
+
+    // A 24 MiB frame before `connect`: the gateway stops reading after the budget and closes,
+    // so the write fails long before 24 MiB went out.
+    let mut ws = loop {
+        // Slots of the closed idle connections are released asynchronously.
+        match tokio_tungstenite::connect_async(format!("ws://{addr}/")).await {
+            Ok((ws, _)) => break ws,
+            Err(_) => tokio::task::yield_now().await,
+        }
+    };
+    let big = tokio_tungstenite::tungstenite::Message::text("y".repeat(24 * 1024 * 1024));
+    let sent = tokio::time::timeout(WAIT, ws.send(big))
+        .await
+        .expect("send ends");
+    assert!(sent.is_err(), "the gateway read a 24 MiB pre-auth frame");
+    assert!(gw.cli(&["status"]).await.status.success());
+    gw.logs.assert_clean(&[]);
+}

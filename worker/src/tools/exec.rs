@@ -1,0 +1,295 @@
+//! The `exec` tool. Under `allowlist` the command is split into words with no shell (shell
+//! syntax is refused, see `hookcmd::argv`) and must match a pattern; under `full` it runs with
+//! `sh -c`. Either way it runs:
+//! - under the reaper (`hookcmd::reaper`), so every process it starts dies when it ends, is
+//!   aborted or times out, and when the worker dies;
+//! - with a minimal environment: no provider keys, no worker token;
+//! - with its output drained to the end: past the cap it is discarded, never left unread
+//!   (a writer would die of SIGPIPE or block).
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use ipc::control::ExecPolicy;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::{ToolCtx, ToolOutcome, DEFAULT_EXEC_TIMEOUT};
+
+/// Most output bytes kept from each of stdout and stderr.
+const EXEC_MAX_OUTPUT: usize = 50 * 1024;
+/// How long the reaper gets to kill a command's processes before its group is SIGKILLed.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+/// `PATH` when the worker has none with absolute entries.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// How an allowed command runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Invocation {
+    /// `sh -c <command>` (`full`).
+    Shell(String),
+    /// Program and arguments, no shell (`allowlist`).
+    Argv(Vec<String>),
+}
+
+impl Invocation {
+    fn argv(&self) -> Vec<String> {
+        match self {
+            Self::Shell(c) => vec!["sh".into(), "-c".into(), c.clone()],
+            Self::Argv(a) => a.clone(),
+        }
+    }
+}
+
+/// Whether `command` may run under `policy`, and how; `Err` says why not.
+pub fn plan(policy: &ExecPolicy, command: &str) -> Result<Invocation, String> {
+    match policy.security.as_str() {
+        "full" => Ok(Invocation::Shell(command.to_owned())),
+        "allowlist" => {
+            let argv = hookcmd::argv::split(command).map_err(|e| format!("exec refused: {e}"))?;
+            if argv.is_empty() {
+                return Err("exec refused: empty command".into());
+            }
+            let allowed = policy.allowlist.iter().any(|p| {
+                hookcmd::argv::parse_pattern(p).is_ok_and(|p| hookcmd::argv::matches(&p, &argv))
+            });
+            if allowed {
+                Ok(Invocation::Argv(argv))
+            } else {
+                Err(format!(
+                    "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
+                ))
+            }
+        }
+        _ => Err("exec refused: tools.exec.security is \"deny\" for this agent".into()),
+    }
+}
+
+/// The environment a command gets: `PATH` (absolute entries only), `HOME`, locale and
+/// time zone, `TMPDIR`; nothing else of the worker's (no API keys, no worker token).
+pub fn environment(worker_env: &HashMap<String, String>) -> Vec<(String, String)> {
+    let path = worker_env
+        .get("PATH")
+        .map(|p| {
+            p.split(':')
+                .filter(|e| e.starts_with('/'))
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| DEFAULT_PATH.to_owned());
+    let mut env = vec![("PATH".to_owned(), path)];
+    for (k, v) in worker_env {
+        let keep = matches!(
+            k.as_str(),
+            "HOME" | "LANG" | "TZ" | "TMPDIR" | "USER" | "LOGNAME"
+        ) || k.starts_with("LC_");
+        if keep {
+            env.push((k.clone(), v.clone()));
+        }
+    }
+    env.sort();
+    env
+}
+
+/// Sends SIGTERM to the reaper when dropped (an aborted run), unless disarmed after the
+/// command finished; the reaper then kills everything the command started.
+struct ReaperGuard(Option<u32>);
+
+impl ReaperGuard {
+    fn terminate(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+}
+
+impl Drop for ReaperGuard {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// Reads `stream` to its end, keeping the first [`EXEC_MAX_OUTPUT`] bytes and how many more
+/// were discarded; `progress` gets what is kept, best effort.
+async fn drain<R: tokio::io::AsyncRead + Unpin>(
+    stream: Option<R>,
+    progress: Option<tokio::sync::mpsc::Sender<String>>,
+) -> (Vec<u8>, u64) {
+    let mut kept = Vec::new();
+    let mut dropped = 0u64;
+    let Some(mut s) = stream else {
+        return (kept, dropped);
+    };
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = EXEC_MAX_OUTPUT - kept.len();
+                let take = n.min(room);
+                kept.extend_from_slice(&chunk[..take]);
+                dropped += (n - take) as u64;
+                if take > 0 {
+                    // A full queue drops an update, never blocks the command.
+                    if let Some(tx) = &progress {
+                        let _ = tx.try_send(String::from_utf8_lossy(&chunk[..take]).into_owned());
+                    }
+                }
+            }
+        }
+    }
+    (kept, dropped)
+}
+
+fn render(out: (Vec<u8>, u64), err: (Vec<u8>, u64)) -> String {
+    let mut text = String::from_utf8_lossy(&out.0).into_owned();
+    if out.1 > 0 {
+        text.push_str(&format!("\n[... {} more bytes of output discarded]", out.1));
+    }
+    if !err.0.is_empty() || err.1 > 0 {
+        text.push_str("\n[stderr]\n");
+        text.push_str(&String::from_utf8_lossy(&err.0));
+        if err.1 > 0 {
+            text.push_str(&format!("\n[... {} more bytes of stderr discarded]", err.1));
+        }
+    }
+    text
+}
+
+pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
+    let command = args
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let invocation = match plan(&ctx.exec, &command) {
+        Ok(i) => i,
+        Err(why) => return ToolOutcome::err(why),
+    };
+    // The operator's limit caps whatever the model asks for.
+    let limit = ctx
+        .exec
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_EXEC_TIMEOUT);
+    let timeout = args
+        .get("timeoutSeconds")
+        .and_then(Value::as_u64)
+        .map_or(limit, |s| Duration::from_secs(s).min(limit));
+    if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
+        return ToolOutcome::err(format!("cannot create the workspace: {e}"));
+    }
+    let mut child = match tokio::process::Command::new(&ctx.reaper)
+        .arg(hookcmd::reaper::FLAG)
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .args(invocation.argv())
+        .env_clear()
+        .envs(ctx.exec_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&ctx.workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return ToolOutcome::err(format!("cannot run the command: {e}")),
+    };
+    let pid = child.id();
+    // Dropped with this future (the run was aborted): the reaper kills what the command
+    // started, then exits; tokio reaps it.
+    let mut reaper = ReaperGuard(pid);
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let progress = ctx.progress.clone();
+    let run = async {
+        let (out, err) = tokio::join!(drain(stdout, progress), drain(stderr, None));
+        let status = child.wait().await;
+        (out, err, status)
+    };
+    tokio::pin!(run);
+    match tokio::time::timeout(timeout, &mut run).await {
+        Ok((out, err, status)) => {
+            reaper.0 = None;
+            let text = render(out, err);
+            match status.ok().and_then(|s| s.code()) {
+                Some(0) => ToolOutcome::ok(text),
+                Some(c) if c > 128 => {
+                    ToolOutcome::err(format!("killed by signal {}\n{text}", c - 128))
+                }
+                Some(c) => ToolOutcome::err(format!("exit status {c}\n{text}")),
+                None => ToolOutcome::err(format!("killed by a signal\n{text}")),
+            }
+        }
+        Err(_) => {
+            reaper.terminate();
+            if tokio::time::timeout(REAP_GRACE, &mut run).await.is_err() {
+                // The reaper itself is stuck: at least its own group goes.
+                if let Some(pid) = pid {
+                    hookcmd::GroupKill(Some(pid)).kill();
+                }
+            }
+            ToolOutcome::err(format!(
+                "command timed out after {} s and was killed",
+                timeout.as_secs()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_policy_runs_allowlisted_argv_without_a_shell_r_e2() {
+        let deny = ExecPolicy::default();
+        assert!(plan(&deny, "ls").is_err());
+        let allow = ExecPolicy {
+            security: "allowlist".into(),
+            allowlist: vec!["echo *".into(), "ls".into()],
+            timeout_ms: None,
+        };
+        assert_eq!(
+            plan(&allow, "echo hi").unwrap(),
+            Invocation::Argv(vec!["echo".into(), "hi".into()])
+        );
+        assert!(plan(&allow, "ls").is_ok());
+        assert!(plan(&allow, "rm -rf /").is_err());
+        let e = plan(&allow, "echo hi; id > f").unwrap_err();
+        assert!(e.contains("shell syntax"), "{e}");
+        assert!(plan(&allow, "echo $(id)").is_err());
+        let full = ExecPolicy {
+            security: "full".into(),
+            ..ExecPolicy::default()
+        };
+        assert_eq!(
+            plan(&full, "a; b").unwrap(),
+            Invocation::Shell("a; b".into())
+        );
+    }
+
+    #[test]
+    fn environment_is_minimal() {
+        let worker: HashMap<String, String> = [
+            ("PATH", "relative:/usr/bin::/bin"),
+            ("HOME", "/root"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("LOOPGATE_WORKER_TOKEN", "t"),
+            ("LC_ALL", "C"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let env = environment(&worker);
+        let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["HOME", "LC_ALL", "PATH"]);
+        assert!(env.contains(&("PATH".into(), "/usr/bin:/bin".into())));
+        assert_eq!(environment(&HashMap::new())[0].1, DEFAULT_PATH);
+    }
+}
