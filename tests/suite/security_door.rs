@@ -216,3 +216,63 @@ async fn silent_and_oversized_unauthenticated_connections_are_bounded_r_j2() {
     assert!(gw.cli(&["status"]).await.status.success());
     gw.logs.assert_clean(&[]);
 }
+
+/// Attack 8 (long replies): every delta carried the whole text so far, so a 300 KB reply in
+/// small deltas sent 1.42 GB of events and a healthy reader was dropped as slow before its
+/// final. Text is now paced (75 ms): the deltas still add up to the reply, and the final
+/// arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_reply_costs_its_length_not_its_square_r_d1() {
+    let gw = Gateway::start().await;
+    let reply: String = (0..30_000)
+        .map(|i| format!("w{:08} ", i % 100_000_000))
+        .collect();
+    assert!(reply.len() >= 300_000);
+    gw.model.push(Step::Text {
+        text: reply.clone(),
+        chunks: 6_000,
+        delay_ms: 0,
+        finish_reason: None,
+    });
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "long", "idempotencyKey": "long"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["status"],
+        "ok",
+        "{}",
+        &fin.to_string()[..300]
+    );
+    let final_chat = c.chat_event("long", |p| p["state"] == "final").await;
+    let deltas: Vec<&serde_json::Value> = c
+        .seen
+        .iter()
+        .filter(|f| f["payload"]["runId"] == "long" && f["payload"]["stream"] == "assistant")
+        .collect();
+    let joined: String = deltas
+        .iter()
+        .map(|f| f["payload"]["data"]["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, reply, "the deltas do not add up to the reply");
+    let bytes: usize = c
+        .seen
+        .iter()
+        .filter(|f| f["payload"]["runId"] == "long")
+        .map(|f| f.to_string().len())
+        .sum();
+    // Unpaced: about 6000 events of 150 KB on average each, per stream (1.8 GB).
+    assert!(
+        bytes < 60 * 1024 * 1024,
+        "{} events, {bytes} bytes for a {} byte reply",
+        deltas.len(),
+        reply.len()
+    );
+    assert_eq!(
+        final_chat["payload"]["message"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(reply.len())
+    );
+    gw.logs.assert_clean(&[]);
+}

@@ -397,10 +397,11 @@ async fn slow_consumer_is_dropped_without_stalling_others() {
     .await;
     let mut slow = ws(&gw).await;
     let mut fast = ws(&gw).await;
-    // ~40 MB of events (cumulative text) at ~5 MB/s over ~8 s: far more than the slow
+    // Text is paced (one event per 75 ms per stream, each with the text so far): ~100 events
+    // per stream averaging 200 KB over ~8 s, ~40 MB at ~5 MB/s: far more than the slow
     // client's socket buffers plus its 1 MiB cap, at a pace a reading client (even a debug
     // build on busy cores) keeps up with.
-    let text = "abcdefghij".repeat(2000);
+    let text = "abcdefghij".repeat(40_000);
     gw.model.push(Step::Text {
         text: text.clone(),
         chunks: 2000,

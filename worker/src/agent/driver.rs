@@ -100,6 +100,7 @@ pub async fn drive(
         exec_env: ctx.exec_env.clone(),
     };
     let mut held: Option<ModelItem> = None;
+    let mut paced = Paced::default();
     let mut seq = 0u64;
     let mut cancel_open = true;
     loop {
@@ -127,6 +128,7 @@ pub async fn drive(
                     Action::AbortModel => {
                         call = None;
                         held = None;
+                        paced.text.clear();
                     }
                     Action::Append(m) => {
                         let res = ctx
@@ -179,7 +181,7 @@ pub async fn drive(
         }
         let deadline = turn.next_deadline();
         let input = tokio::select! {
-            item = next_model(&mut call, &mut held), if call.is_some() || held.is_some() => match item {
+            item = next_model(&mut call, &mut held, &mut paced), if call.is_some() || held.is_some() || !paced.text.is_empty() => match item {
                 Some(Ok(ev)) => Input::Model(ev),
                 Some(Err(e)) => Input::ModelFailed(e),
                 None => {
@@ -394,30 +396,61 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Next model item, merging adjacent text deltas that are already queued.
+/// How often a run's text is passed on while the model streams (OpenClaw paces live text at
+/// 75 ms). Every assistant and chat event carries the whole text so far, so without pacing a
+/// long reply in small deltas costs the square of its length; paced, it grows with time.
+const TEXT_PACE: std::time::Duration = std::time::Duration::from_millis(75);
+
+/// Text deltas not passed on yet, and when text last was. Kept outside [`next_model`] so a
+/// select that drops its future loses nothing.
+#[derive(Default)]
+struct Paced {
+    text: String,
+    last_emit: Option<Instant>,
+}
+
+impl Paced {
+    fn emit(&mut self) -> ModelItem {
+        self.last_emit = Some(Instant::now());
+        Ok(LlmEvent::Delta(std::mem::take(&mut self.text)))
+    }
+}
+
+/// Next model item. Text deltas are merged: the first one after a pause goes at once, later
+/// ones at most every [`TEXT_PACE`]; any other item (a tool call, the end) first flushes the
+/// text before it, so order is kept.
 async fn next_model(
     call: &mut Option<ModelCall>,
     held: &mut Option<ModelItem>,
+    paced: &mut Paced,
 ) -> Option<ModelItem> {
-    let first = match held.take() {
-        Some(item) => item,
-        None => call.as_mut()?.rx.recv().await?,
-    };
-    let Ok(LlmEvent::Delta(mut text)) = first else {
-        return Some(first);
-    };
-    if let Some(c) = call.as_mut() {
-        while let Ok(next) = c.rx.try_recv() {
-            match next {
-                Ok(LlmEvent::Delta(more)) => text.push_str(&more),
-                other => {
-                    *held = Some(other);
-                    break;
+    loop {
+        let due = paced.last_emit.map(|t| t + TEXT_PACE);
+        if !paced.text.is_empty() && due.is_none_or(|d| Instant::now() >= d) {
+            return Some(paced.emit());
+        }
+        let item = match held.take() {
+            Some(item) => Some(item),
+            None => match call.as_mut() {
+                None => None,
+                Some(c) => {
+                    tokio::select! {
+                        item = c.rx.recv() => item,
+                        _ = sleep_until(due), if !paced.text.is_empty() => continue,
+                    }
                 }
+            },
+        };
+        match item {
+            Some(Ok(LlmEvent::Delta(more))) => paced.text.push_str(&more),
+            Some(other) if !paced.text.is_empty() => {
+                *held = Some(other);
+                return Some(paced.emit());
             }
+            None if !paced.text.is_empty() => return Some(paced.emit()),
+            other => return other,
         }
     }
-    Some(Ok(LlmEvent::Delta(text)))
 }
 
 fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
