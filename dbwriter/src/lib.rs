@@ -127,15 +127,64 @@ impl Savepoint {
     }
 }
 
-/// Opens the writer's connection: WAL (readers never block it), `synchronous=NORMAL`
-/// (durable at checkpoints, no fsync per commit), a 5 s busy timeout and a statement cache.
-pub fn open(path: &std::path::Path) -> rusqlite::Result<Connection> {
+/// How a database's commits survive a power cut (crashes of the process lose nothing
+/// either way: WAL commits are in the OS's page cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: every commit is fsynced before it is answered. For the gateway db:
+    /// an acknowledged `accepted` (and a recorded outcome) survives a power cut.
+    Full,
+    /// `synchronous=NORMAL`: fsync at checkpoints only; a power cut may lose the latest
+    /// commits, never corrupt the database. For the agent dbs (transcripts): a run whose
+    /// writes were lost is ended as an error by the gateway db's recovery.
+    Normal,
+}
+
+/// Opens the writer's connection: WAL (readers never block it), the given durability, a 5 s
+/// busy timeout and a statement cache.
+pub fn open(path: &std::path::Path, durability: Durability) -> rusqlite::Result<Connection> {
+    refuse_empty(path)?;
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
+}
+
+/// A database file of 0 bytes is refused, never silently made a new empty database: it was
+/// truncated or replaced, and its data is gone unless the operator restores it.
+fn refuse_empty(path: &std::path::Path) -> rusqlite::Result<()> {
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0);
+    let wal = path.with_extension(format!(
+        "{}-wal",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
+    let wal_has_data = std::fs::metadata(wal).is_ok_and(|m| m.len() > 0);
+    if empty && !wal_has_data {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_NOTADB),
+            Some(format!(
+                "{} is an empty file (0 bytes), not a database: restore it from a backup, or move it aside to start with an empty one",
+                path.display()
+            )),
+        ));
+    }
+    Ok(())
+}
+
+/// At a clean stop, once the writer is idle for good: moves everything in the WAL into the
+/// database file and empties the WAL, so the database file alone holds all the data (a
+/// copy of it is complete). `Ok(false)` if a reader kept it from finishing.
+pub fn checkpoint(path: &std::path::Path) -> rusqlite::Result<bool> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+    Ok(busy == 0)
 }
 
 /// Runs a cached statement without parameters (`BEGIN`, `SAVEPOINT cmd`, ...): statement
@@ -200,6 +249,33 @@ fn run_batch<C>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_file_is_refused_and_a_checkpoint_empties_the_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.sqlite");
+        std::fs::write(&empty, b"").unwrap();
+        let e = super::open(&empty, Durability::Normal)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("empty file"), "{e}");
+        let db = dir.path().join("db.sqlite");
+        let conn = super::open(&db, Durability::Full).unwrap();
+        conn.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        assert!(checkpoint(&db).unwrap());
+        let wal = dir.path().join("db.sqlite-wal");
+        assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+        drop(conn);
+        // The database file alone holds the data.
+        let copy = dir.path().join("copy.sqlite");
+        std::fs::copy(&db, &copy).unwrap();
+        let n: i64 = Connection::open(&copy)
+            .unwrap()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
 
     enum Cmd {
         Insert(i64, oneshot::Sender<Result<(), String>>),

@@ -307,6 +307,14 @@ impl fmt::Display for AgentId {
 impl<'de> Deserialize<'de> for AgentId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
+        // In the config an id is written as it is (clients' ids are normalized, as OpenClaw
+        // does): `Ops` and `ops` would silently be one agent.
+        if s.chars().any(|c| c.is_ascii_uppercase()) {
+            return Err(serde::de::Error::custom(format!(
+                "invalid agent id {s:?}: agent ids are lowercase (write {:?})",
+                s.to_ascii_lowercase()
+            )));
+        }
         AgentId::parse(&s).map_err(serde::de::Error::custom)
     }
 }
@@ -769,7 +777,14 @@ impl Config {
             backoff_max: std::time::Duration::from_millis(
                 w.restart_backoff_max_ms.unwrap_or(30_000),
             ),
-            crash_loop_max: w.crash_loop_max.unwrap_or(5).max(1),
+            crash_loop_max: match w.crash_loop_max.unwrap_or(5) {
+                0 => {
+                    return Err(err(
+                        "workers.crash_loop_max: must be at least 1 (crashes within the window before an agent is marked failed)".into(),
+                    ))
+                }
+                n => n,
+            },
             crash_loop_window: std::time::Duration::from_secs(
                 w.crash_loop_window_seconds.unwrap_or(60),
             ),
@@ -939,6 +954,16 @@ mod tests {
         .unwrap();
         assert_eq!(c.agents[0].compaction.keep_recent_tokens, Some(500));
         assert_eq!(c.agents[0].compaction.reserve_tokens, None);
+    }
+
+    #[test]
+    fn ids_are_lowercase_and_the_crash_loop_breaker_needs_a_crash() {
+        let e = load("[agents.list.Ops]\nname = \"x\"\n")
+            .unwrap_err()
+            .message;
+        assert!(e.contains("lowercase"), "{e}");
+        let e = load("[workers]\ncrash_loop_max = 0\n").unwrap_err().message;
+        assert!(e.contains("crash_loop_max"), "{e}");
     }
 
     #[test]

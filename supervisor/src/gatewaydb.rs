@@ -45,6 +45,9 @@ pub struct NewRun {
     pub agent_id: String,
     pub session_key: String,
     pub accepted_at: u64,
+    /// Hex SHA-256 of what was asked (message and extra system prompt): a key reused for
+    /// another request is refused instead of answered with the other request's reply.
+    pub request_hash: String,
 }
 
 /// A run's durable terminal record.
@@ -108,6 +111,8 @@ pub enum StoredRun {
 pub enum AcceptOutcome {
     Inserted,
     Existing(Box<StoredRun>),
+    /// The key was used before for another agent, session or request: why.
+    Conflict(String),
 }
 
 enum Cmd {
@@ -132,7 +137,7 @@ impl GatewayDb {
     /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
     /// (returning how many) and starts the writer thread.
     pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
-        let conn = dbwriter::open(path)?;
+        let conn = dbwriter::open(path, dbwriter::Durability::Full)?;
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
         let tx = dbwriter::start("gateway-db", conn, QUEUE, MAX_BATCH, apply)
@@ -171,7 +176,7 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 2 {
+    if version > 3 {
         return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
     }
     if version < 1 {
@@ -213,6 +218,14 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              ALTER TABLE sessions ADD COLUMN total_tokens INTEGER NOT NULL DEFAULT 0;
              CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);
              PRAGMA user_version = 2;
+             COMMIT;",
+        )?;
+    }
+    if version < 3 {
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE runs ADD COLUMN request_hash TEXT;
+             PRAGMA user_version = 3;
              COMMIT;",
         )?;
     }
@@ -287,9 +300,35 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
 
 fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
     if let Some(existing) = lookup(conn, &run.run_id)? {
-        return Ok(AcceptOutcome::Existing(Box::new(existing)));
+        let hash: Option<String> = conn
+            .prepare_cached("SELECT request_hash FROM runs WHERE run_id = ?1")?
+            .query_row(params![run.run_id], |r| r.get(0))
+            .optional()?
+            .flatten();
+        let (agent, session) = match &existing {
+            StoredRun::Active {
+                agent_id,
+                session_key,
+            }
+            | StoredRun::Terminal {
+                agent_id,
+                session_key,
+                ..
+            } => (agent_id, session_key),
+        };
+        let why = if *agent != run.agent_id || *session != run.session_key {
+            Some(format!("agent {agent:?}, session {session:?}"))
+        } else if hash.is_some_and(|h| h != run.request_hash) {
+            Some("another message".to_owned())
+        } else {
+            None
+        };
+        return Ok(match why {
+            Some(why) => AcceptOutcome::Conflict(why),
+            None => AcceptOutcome::Existing(Box::new(existing)),
+        });
     }
-    conn.prepare_cached("INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at) VALUES (?1, ?2, ?3, 'accepted', ?4)")?.execute(params![run.run_id, run.agent_id, run.session_key, run.accepted_at as i64],
+    conn.prepare_cached("INSERT INTO runs(run_id, agent_id, session_key, status, accepted_at, request_hash) VALUES (?1, ?2, ?3, 'accepted', ?4, ?5)")?.execute(params![run.run_id, run.agent_id, run.session_key, run.accepted_at as i64, run.request_hash],
     )?;
     conn.prepare_cached("INSERT INTO sessions(session_key, agent_id, created_at, updated_at, last_run_id)
          VALUES (?1, ?2, ?3, ?3, ?4)
@@ -437,6 +476,7 @@ mod tests {
             agent_id: "main".into(),
             session_key: "agent:main:main".into(),
             accepted_at: 1,
+            request_hash: "h".into(),
         }
     }
 

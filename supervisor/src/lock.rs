@@ -1,7 +1,9 @@
 //! The state-directory lock (R-C3): an OS file lock on `<state>/supervisor.lock`, held for the
 //! whole life of `loopgate serve`. The kernel drops it when the process dies, so a lock left
 //! by a dead process never blocks a start. After locking we write our pid and version (and
-//! fsync) so a second gateway can name the live holder.
+//! fsync) so a second gateway can name the live holder. The state directory itself is locked
+//! too (a directory can be `flock`ed), so deleting or replacing the lock file does not let a
+//! second gateway in.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -11,6 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct StateLock {
     _file: File,
+    _dir: File,
     pub path: PathBuf,
 }
 
@@ -31,6 +34,20 @@ pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
         path: path.clone(),
         source,
     };
+    let dir = File::open(state_dir).map_err(|source| LockError::Io {
+        path: state_dir.to_owned(),
+        source,
+    })?;
+    let dir_held = match dir.try_lock() {
+        Ok(()) => false,
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(source)) => {
+            return Err(LockError::Io {
+                path: state_dir.to_owned(),
+                source,
+            })
+        }
+    };
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -38,7 +55,12 @@ pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
         .truncate(false)
         .open(&path)
         .map_err(io)?;
-    match file.try_lock() {
+    let file_lock = if dir_held {
+        Err(TryLockError::WouldBlock)
+    } else {
+        file.try_lock()
+    };
+    match file_lock {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             let mut holder = String::new();
@@ -66,7 +88,11 @@ pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
     )
     .map_err(io)?;
     file.sync_all().map_err(io)?;
-    Ok(StateLock { _file: file, path })
+    Ok(StateLock {
+        _file: file,
+        _dir: dir,
+        path,
+    })
 }
 
 #[cfg(test)]
@@ -82,6 +108,9 @@ mod tests {
             other => panic!("expected Held, got {other:?}"),
         }
         drop(first);
-        acquire(dir.path()).unwrap();
+        let again = acquire(dir.path()).unwrap();
+        // Deleting the lock file does not free the state dir.
+        std::fs::remove_file(&again.path).unwrap();
+        assert!(matches!(acquire(dir.path()), Err(LockError::Held { .. })));
     }
 }

@@ -35,3 +35,36 @@ pub fn default_config(state: &Path) -> PathBuf {
 pub fn run_dir(state: &Path) -> PathBuf {
     state.join("run")
 }
+
+/// Longest path a unix socket can bind (`sun_path` is 108 bytes with its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The state dir's sockets (`gateway.sock`, `run/w-<12 hex>.sock`) must fit in `sun_path`;
+/// a longer state-dir path is refused at start instead of starting workers that cannot bind.
+pub fn check_socket_paths(state: &Path) -> Result<(), String> {
+    let worker = run_dir(state).join("w-000000000000.sock");
+    for p in [socket(state), worker] {
+        let len = p.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(format!(
+                "state directory {} is too long for its unix sockets ({} is {len} bytes; the limit is {MAX_SOCKET_PATH}): use a shorter --state-dir",
+                state.display(),
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_paths_must_fit() {
+        assert!(check_socket_paths(Path::new("/var/lib/loopgate")).is_ok());
+        let long = format!("/tmp/{}", "d".repeat(85));
+        let e = check_socket_paths(Path::new(&long)).unwrap_err();
+        assert!(e.contains("too long"), "{e}");
+    }
+}

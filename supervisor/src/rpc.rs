@@ -357,6 +357,7 @@ async fn admit(
             agent_id: a.route.agent_id.clone(),
             session_key: a.route.session_key.clone(),
             accepted_at,
+            request_hash: request_hash(&a.message, a.extra_system_prompt.as_deref()),
         })
         .await;
     match accepted {
@@ -367,6 +368,10 @@ async fn admit(
                 Some(500),
             ))
         }
+        Ok(AcceptOutcome::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
+            "idempotencyKey {:?} was already used for a different request ({why}); use a new key for a new request",
+            a.run_id
+        ))),
         Ok(AcceptOutcome::Existing(existing)) => match *existing {
             StoredRun::Active {
                 agent_id,
@@ -509,6 +514,19 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
             }
         },
     }
+}
+
+/// What identifies a request besides its route: hex SHA-256 over the message and the extra
+/// system prompt.
+fn request_hash(message: &str, extra: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(message.as_bytes());
+    h.update([0u8]);
+    if let Some(e) = extra {
+        h.update(e.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The checks `agent` and `chat.send` share: a message with text (`empty` says what is

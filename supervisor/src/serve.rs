@@ -60,6 +60,10 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = paths::check_socket_paths(&opts.state_dir) {
+        eprintln!("loopgate: {e}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     // Everything the gateway and its workers create is private to this user: transcripts,
     // databases, sockets, the token.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
@@ -279,6 +283,18 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     let _ = std::fs::remove_file(&addr_file);
     maintenance.abort();
     control_task.abort();
+    // A clean stop leaves the whole gateway db in its file, the WAL empty.
+    let gdb = paths::gateway_db(&opts.state_dir);
+    match tokio::task::spawn_blocking(move || dbwriter::checkpoint(&gdb)).await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => tracing::warn!(
+            "The final gateway db checkpoint could not finish; the WAL keeps the rest."
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "The final gateway db checkpoint failed; the WAL keeps the rest.")
+        }
+        Err(e) => tracing::warn!(error = %e, "The final gateway db checkpoint did not run."),
+    }
     tracing::info!("Gateway stopped.");
     ExitCode::SUCCESS
 }

@@ -155,9 +155,14 @@ pub fn spawn(spec: SpawnSpec, hub: EventHub, events: mpsc::Sender<LinkEvent>) {
     });
 }
 
+/// The worker's last ERROR log line (why it exited, when it failed before its link could
+/// say so: a database it cannot open, say).
+type LastError = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
 struct Started {
     child: Child,
     pid: u32,
+    last_error: LastError,
     reader: FramedRead<tokio::io::ReadHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
     writer: FramedWrite<tokio::io::WriteHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
 }
@@ -199,8 +204,14 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", spec.worker_bin.display()))?;
     let pid = child.id().unwrap_or(0);
+    let last_error = LastError::default();
     if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(relay_stderr(stderr, spec.agent.id.as_str().to_owned(), pid));
+        tokio::spawn(relay_stderr(
+            stderr,
+            spec.agent.id.as_str().to_owned(),
+            pid,
+            last_error.clone(),
+        ));
     }
 
     let accepted = tokio::select! {
@@ -283,6 +294,7 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         "Worker ready."
     );
     Ok(Started {
+        last_error,
         child,
         pid,
         reader,
@@ -315,6 +327,7 @@ async fn relay(
     let Started {
         mut child,
         pid,
+        last_error,
         mut reader,
         mut writer,
     } = started;
@@ -397,10 +410,16 @@ async fn relay(
             }
         },
     };
-    let cause = match status {
+    let failed = status.as_ref().is_ok_and(|s| !s.success());
+    let mut cause = match status {
         Ok(s) => describe_exit(s),
         Err(e) => format!("unknown exit ({e})"),
     };
+    if failed {
+        if let Some(why) = last_error.lock().ok().and_then(|mut l| l.take()) {
+            cause = format!("{cause}: {why}");
+        }
+    }
     let now = now_ms();
     let mut failures = Vec::with_capacity(runs.len());
     for (run_id, st) in runs {
@@ -642,11 +661,22 @@ pub fn describe_exit(status: ExitStatus) -> String {
 /// Re-emits the worker's stderr under this supervisor's logging. The worker writes one JSON
 /// object per line (tracing's JSON format); anything else (e.g. a panic message) is relayed
 /// as a warning.
-async fn relay_stderr(stderr: tokio::process::ChildStderr, agent: String, pid: u32) {
+async fn relay_stderr(
+    stderr: tokio::process::ChildStderr,
+    agent: String,
+    pid: u32,
+    last_error: LastError,
+) {
     let mut lines = BufReader::new(stderr).lines();
     loop {
         match lines.next_line().await {
-            Ok(Some(line)) => relay_line(&agent, pid, &line),
+            Ok(Some(line)) => {
+                if let Some(e) = relay_line(&agent, pid, &line) {
+                    if let Ok(mut l) = last_error.lock() {
+                        *l = Some(e);
+                    }
+                }
+            }
             Ok(None) => break,
             Err(e) => {
                 tracing::warn!(agent = agent.as_str(), pid, error = %e, "Reading worker stderr failed.");
@@ -656,11 +686,12 @@ async fn relay_stderr(stderr: tokio::process::ChildStderr, agent: String, pid: u
     }
 }
 
-fn relay_line(agent: &str, pid: u32, line: &str) {
+/// Re-emits one worker log line; an ERROR line's text comes back (for the exit cause).
+fn relay_line(agent: &str, pid: u32, line: &str) -> Option<String> {
     let parsed: Option<serde_json::Value> = serde_json::from_str(line).ok();
     let Some(v) = parsed.filter(|v| v.is_object()) else {
         tracing::warn!(target: "worker", agent, pid, "{line}");
-        return;
+        return None;
     };
     let level = v.get("level").and_then(|l| l.as_str()).unwrap_or("INFO");
     let fields = v.get("fields");
@@ -682,10 +713,15 @@ fn relay_line(agent: &str, pid: u32, line: &str) {
         })
         .unwrap_or_default();
     match level {
-        "ERROR" => tracing::error!(target: "worker", agent, pid, "{message} {extra}"),
+        "ERROR" => {
+            tracing::error!(target: "worker", agent, pid, "{message} {extra}");
+            let text: String = format!("{message} {extra}").chars().take(500).collect();
+            return Some(text.trim().to_owned());
+        }
         "WARN" => tracing::warn!(target: "worker", agent, pid, "{message} {extra}"),
         "DEBUG" => tracing::debug!(target: "worker", agent, pid, "{message} {extra}"),
         "TRACE" => tracing::trace!(target: "worker", agent, pid, "{message} {extra}"),
         _ => tracing::info!(target: "worker", agent, pid, "{message} {extra}"),
     }
+    None
 }

@@ -9,6 +9,7 @@ mod operations;
 mod real_llm;
 mod security;
 mod security_door;
+mod security_storage;
 mod tools;
 mod turn;
 mod websocket;

@@ -391,17 +391,17 @@ async fn chat_send_history_abort_and_sessions_r_a5() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_consumer_is_dropped_without_stalling_others() {
     let gw = Gateway::start_gateway_keys(
-        "max_buffered_bytes = 1048576\n",
+        "max_buffered_bytes = 4194304\n",
         &format!("[gateway.auth]\ntoken = \"{TOKEN}\"\n"),
     )
     .await;
     let mut slow = ws(&gw).await;
     let mut fast = ws(&gw).await;
     // Text is paced (one event per 75 ms per stream, each with the text so far): ~100 events
-    // per stream averaging 200 KB over ~8 s, ~40 MB at ~5 MB/s: far more than the slow
-    // client's socket buffers plus its 1 MiB cap, at a pace a reading client (even a debug
-    // build on busy cores) keeps up with.
-    let text = "abcdefghij".repeat(40_000);
+    // per stream averaging 150 KB over ~8 s, ~30 MB at ~4 MB/s: far more than the slow
+    // client's socket buffers plus its 4 MiB cap, at a pace a reading client (even a debug
+    // build on busy cores) keeps up with (its cap holds over a second of events).
+    let text = "abcdefghij".repeat(30_000);
     gw.model.push(Step::Text {
         text: text.clone(),
         chunks: 2000,

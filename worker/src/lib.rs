@@ -181,8 +181,24 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     drop(w);
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
+    checkpoint_at_exit(db_path).await;
     tracing::info!("Worker stopped.");
     Ok(())
+}
+
+/// A clean stop leaves the whole database in its file, the WAL empty.
+async fn checkpoint_at_exit(db_path: PathBuf) {
+    let done = tokio::task::spawn_blocking(move || dbwriter::checkpoint(&db_path)).await;
+    match done {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => tracing::warn!(
+            "The final checkpoint could not finish (a reader held it); the WAL keeps the rest."
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "The final checkpoint failed; the WAL keeps the rest.")
+        }
+        Err(e) => tracing::warn!(error = %e, "The final checkpoint did not run."),
+    }
 }
 
 fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {

@@ -5,7 +5,7 @@ use rusqlite::Connection;
 pub const SCHEMA_VERSION: i64 = 4;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
-    let conn = dbwriter::open(path)?;
+    let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(conn)
 }

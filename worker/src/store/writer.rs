@@ -77,8 +77,14 @@ impl Writer {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
         }
-        let mut conn = schema::open_rw(path)?;
-        schema::migrate(&conn)?;
+        let named = |e: String| {
+            StoreError::Sqlite(format!(
+                "cannot open the agent database {}: {e} (a damaged database is never replaced; restore it or move it aside)",
+                path.display()
+            ))
+        };
+        let mut conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
+        schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
         let recovered = recover(&mut conn, now_ms)?;
         let tx = dbwriter::start("agent-db-writer", conn, QUEUE, MAX_BATCH, apply_one)
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
