@@ -199,92 +199,106 @@ impl OpenAiClient {
                 message,
             });
         }
-        let mut events = resp.bytes_stream().eventsource();
-        let mut finished: Option<String> = None;
-        // Tool calls arrive in pieces, keyed by index: (id, name, arguments).
-        let mut calls: Vec<(String, String, String)> = Vec::new();
-        while let Some(ev) = events.next().await {
-            let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
-            let data = ev.data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            if data == "[DONE]" {
-                complete(tx, calls, finished).await;
-                return Ok(());
-            }
-            let chunk: Value = serde_json::from_str(data)
-                .map_err(|e| LlmError::Protocol(format!("chunk is not JSON: {e}")))?;
-            if let Some(err) = chunk.get("error") {
-                let msg = err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
-                return Err(LlmError::Protocol(format!(
-                    "provider reported an error mid-stream: {msg}"
-                )));
-            }
-            if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-                if tx.send(Ok(LlmEvent::Usage(parse_usage(u)))).await.is_err() {
-                    return Ok(());
-                }
-            }
-            let Some(choice) = chunk
-                .get("choices")
-                .and_then(Value::as_array)
-                .and_then(|c| c.first())
-            else {
-                continue;
-            };
-            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
-                if !text.is_empty() && tx.send(Ok(LlmEvent::Delta(text.to_owned()))).await.is_err()
-                {
-                    return Ok(());
-                }
-            }
-            if let Some(deltas) = choice
-                .pointer("/delta/tool_calls")
-                .and_then(Value::as_array)
-            {
-                for d in deltas {
-                    let index = d
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(calls.len() as u64) as usize;
-                    if index > 128 {
-                        return Err(LlmError::Protocol(format!(
-                            "tool call index {index} out of range"
-                        )));
-                    }
-                    while calls.len() <= index {
-                        calls.push((String::new(), String::new(), String::new()));
-                    }
-                    let slot = &mut calls[index];
-                    if let Some(id) = d.get("id").and_then(Value::as_str) {
-                        slot.0 = id.to_owned();
-                    }
-                    if let Some(name) = d.pointer("/function/name").and_then(Value::as_str) {
-                        slot.1.push_str(name);
-                    }
-                    if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
-                        slot.2.push_str(args);
-                    }
-                }
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                // The usage chunk follows the finish chunk; `Done` waits for `[DONE]`.
-                finished = Some(reason.to_owned());
-            }
+        pump(resp.bytes_stream(), tx).await
+    }
+}
+
+/// Reads a Chat Completions SSE body (`bytes`, as it arrives) and sends what it says to `tx`:
+/// text deltas, usage, assembled tool calls, then `Done`. Any byte sequence is handled: what
+/// is not the protocol is an [`LlmError`], never a panic.
+pub async fn pump<S, B, E>(
+    bytes: S,
+    tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+) -> Result<(), LlmError>
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let mut events = bytes.eventsource();
+    let mut finished: Option<String> = None;
+    // Tool calls arrive in pieces, keyed by index: (id, name, arguments).
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    while let Some(ev) = events.next().await {
+        let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+        let data = ev.data.trim();
+        if data.is_empty() {
+            continue;
         }
-        if finished.is_some() {
-            // Some servers close without `[DONE]` after the finish chunk; that is complete.
+        if data == "[DONE]" {
             complete(tx, calls, finished).await;
             return Ok(());
         }
-        Err(LlmError::Transport(
-            "the provider closed the stream before the response was complete".into(),
-        ))
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| LlmError::Protocol(format!("chunk is not JSON: {e}")))?;
+        if let Some(err) = chunk.get("error") {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
+            return Err(LlmError::Protocol(format!(
+                "provider reported an error mid-stream: {msg}"
+            )));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            if tx.send(Ok(LlmEvent::Usage(parse_usage(u)))).await.is_err() {
+                return Ok(());
+            }
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            continue;
+        };
+        if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+            if !text.is_empty() && tx.send(Ok(LlmEvent::Delta(text.to_owned()))).await.is_err() {
+                return Ok(());
+            }
+        }
+        if let Some(deltas) = choice
+            .pointer("/delta/tool_calls")
+            .and_then(Value::as_array)
+        {
+            for d in deltas {
+                let index = d
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(calls.len() as u64) as usize;
+                if index > 128 {
+                    return Err(LlmError::Protocol(format!(
+                        "tool call index {index} out of range"
+                    )));
+                }
+                while calls.len() <= index {
+                    calls.push((String::new(), String::new(), String::new()));
+                }
+                let slot = &mut calls[index];
+                if let Some(id) = d.get("id").and_then(Value::as_str) {
+                    slot.0 = id.to_owned();
+                }
+                if let Some(name) = d.pointer("/function/name").and_then(Value::as_str) {
+                    slot.1.push_str(name);
+                }
+                if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
+                    slot.2.push_str(args);
+                }
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            // The usage chunk follows the finish chunk; `Done` waits for `[DONE]`.
+            finished = Some(reason.to_owned());
+        }
     }
+    if finished.is_some() {
+        // Some servers close without `[DONE]` after the finish chunk; that is complete.
+        complete(tx, calls, finished).await;
+        return Ok(());
+    }
+    Err(LlmError::Transport(
+        "the provider closed the stream before the response was complete".into(),
+    ))
 }
 
 /// The response is complete: its tool calls (unnamed ones dropped, missing ids filled in),

@@ -1,0 +1,177 @@
+//! The fuzz harnesses (issue 10): each feeds mutated inputs to one parser of hostile input
+//! and fails on any panic. Quick in the test suite; `scripts/fuzz` runs them for longer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use bytes::BytesMut;
+use ipc::control::{ControlToWorker, Hello, HelloReply, WorkerToControl};
+use ipc::frame::Codec;
+use loopgate_fuzz::{run, Budget};
+use tokio_util::codec::Decoder;
+
+fn repo() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// Client frames: the Gateway v4 request parser and the params types it dispatches to.
+#[test]
+fn gateway_frames() {
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"type":"req","id":"1","method":"connect","params":{"minProtocol":4,"maxProtocol":4,"client":{"id":"cli","mode":"cli","version":"1","platform":"linux"},"role":"operator","scopes":["operator.admin"],"caps":["tool-events"],"auth":{"token":"t"},"device":{"id":"ab","publicKey":"cd","signature":"ef","signedAt":1,"nonce":"n"}}}"#,
+        r#"{"type":"req","id":"2","method":"agent","params":{"message":"hi","idempotencyKey":"k","agentId":"main","sessionKey":"agent:main:x","timeout":30,"extraSystemPrompt":"be brief","provider":"p","model":"m"}}"#,
+        r#"{"type":"req","id":"3","method":"agent.wait","params":{"runId":"k","timeoutMs":1000}}"#,
+        r#"{"type":"req","id":"4","method":"chat.send","params":{"sessionKey":"main","message":"yo","idempotencyKey":"c1"}}"#,
+        r#"{"type":"req","id":"5","method":"chat.history","params":{"sessionKey":"main","limit":5}}"#,
+        r#"{"type":"req","id":"6","method":"sessions.list","params":{}}"#,
+        r#"{"type":"event","event":"x"}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run("gateway_frames", &seeds, Budget::from_env(), |input| {
+        let text = String::from_utf8_lossy(input);
+        if let Ok(Some(req)) = ipc::gateway::parse_request(&text) {
+            let params = req.params.clone().unwrap_or_default();
+            let _ = serde_json::from_value::<ipc::gateway::ConnectParams>(params.clone());
+            let _ = serde_json::from_value::<ipc::gateway::AgentParams>(params.clone());
+            let _ = serde_json::from_value::<ipc::gateway::AgentWaitParams>(params.clone());
+            let _ = serde_json::from_value::<ipc::gateway::ChatSendParams>(params);
+        }
+    });
+}
+
+/// The control link: length-prefixed MessagePack frames, both directions and the handshake.
+#[test]
+fn control_link_codec() {
+    let mut seeds = Vec::new();
+    for entry in std::fs::read_dir(repo().join("ipc/tests/fixtures/v1")).unwrap() {
+        let body = std::fs::read(entry.unwrap().path()).unwrap();
+        let mut framed = (body.len() as u32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&body);
+        seeds.push(framed.clone());
+        // Two frames back to back.
+        framed.extend_from_within(..);
+        seeds.push(framed);
+    }
+    run("control_link_codec", &seeds, Budget::from_env(), |input| {
+        fn drain<In: serde::de::DeserializeOwned, Out>(mut codec: Codec<In, Out>, input: &[u8]) {
+            let mut buf = BytesMut::from(input);
+            for _ in 0..1024 {
+                match codec.decode(&mut buf) {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => {
+                        let _ = codec.decode_eof(&mut buf);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        drain(
+            Codec::<ControlToWorker, WorkerToControl>::with_max_frame(ipc::frame::MAX_FRAME),
+            input,
+        );
+        drain(
+            Codec::<WorkerToControl, ControlToWorker>::with_max_frame(ipc::frame::MAX_FRAME),
+            input,
+        );
+        drain(Codec::<Hello, HelloReply>::new(), input);
+        drain(Codec::<HelloReply, Hello>::new(), input);
+    });
+}
+
+/// A provider's streamed response (OpenAI Chat Completions SSE), split into chunks at
+/// arbitrary points.
+#[test]
+fn openai_stream() {
+    let seeds: Vec<Vec<u8>> = [
+        concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\n\n",
+            "data: [DONE]\n\n"
+        ),
+        concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"path\\\":\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"c2\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n"
+        ),
+        "event: error\ndata: {\"error\":{\"message\":\"overloaded\"}}\n\n",
+        ": comment\nretry: 10\nid: 5\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\n\r\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    run("openai_stream", &seeds, Budget::from_env(), |input| {
+        // The first byte picks where the body is cut into network chunks.
+        let step = 1 + input.first().copied().unwrap_or(7) as usize;
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            input.chunks(step).map(|c| Ok(c.to_vec())).collect();
+        rt.block_on(async move {
+            let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+            let pumped = async move {
+                let r = worker::llm::openai::pump(futures_util::stream::iter(chunks), &tx).await;
+                drop(tx);
+                r
+            };
+            let drained = async { while rx.recv().await.is_some() {} };
+            let _ = tokio::join!(pumped, drained);
+        });
+    });
+}
+
+/// The config loader: TOML parsing, then every semantic check.
+#[test]
+fn config_loader() {
+    let example = std::fs::read(repo().join("deploy/loopgate.toml.example")).unwrap();
+    let seeds = vec![
+        example.clone(),
+        String::from_utf8_lossy(&example)
+            .replace("# [[hooks.", "[[hooks.")
+            .replace("# command", "command")
+            .into_bytes(),
+        br#"
+[gateway]
+port = 0
+bind = "loopback"
+max_connections = 10
+[gateway.auth]
+token = "x"
+[agents.defaults]
+model = "local/m"
+workspace = "/tmp/ws"
+[agents.defaults.tools.exec]
+security = "allowlist"
+allowlist = ["ls *", "cat *.md"]
+[agents.list.ops]
+workspace = "/tmp/ops"
+[models.providers.local]
+api = "openai-completions"
+base_url = "http://127.0.0.1:1/v1"
+[[hooks.before_tool_call]]
+command = ["/bin/true"]
+[workers]
+crash_loop_max = 3
+"#
+        .to_vec(),
+    ];
+    let state = std::env::temp_dir().join("loopgate-fuzz-state");
+    run("config_loader", &seeds, Budget::from_env(), |input| {
+        let text = String::from_utf8_lossy(input);
+        if let Ok(raw) = toml::from_str::<supervisor::config::RawConfig>(&text) {
+            let _ = supervisor::config::Config::from_raw(
+                raw,
+                Path::new("fuzz.toml"),
+                &state,
+                &supervisor::config::Overrides::default(),
+            );
+        }
+    });
+}
