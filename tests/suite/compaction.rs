@@ -235,3 +235,29 @@ async fn failed_compaction_after_overflow_is_a_clear_error_r_g6() {
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-B7: the model's window was the last 200 messages, with no summary of what fell out, so
+/// a long session of short turns lost its start silently and never compacted. The window is
+/// bounded by tokens now: every message since the latest compaction is sent until the budget
+/// is reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_chatty_session_keeps_its_start_until_compaction_r_b7() {
+    let gw = Gateway::start().await;
+    let mut c = Client::connect_with(&gw.socket(), connect_params()).await;
+    for i in 0..130 {
+        gw.model.push(text("ok"));
+        let (_, fin) = c
+            .turn(json!({"message": format!("turn-{i}"), "idempotencyKey": format!("chat-{i}")}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    // 130 turns are 260 messages: the first question is still in the last request.
+    let last = gw.model.requests().last().unwrap().body.clone();
+    let contents = contents(&last);
+    assert!(
+        contents.iter().any(|m| m == "turn-0"),
+        "the first message fell out of the window without a compaction"
+    );
+    assert!(contents.iter().any(|m| m == "turn-129"));
+    gw.logs.assert_clean(&[]);
+}

@@ -26,8 +26,10 @@ pub const BOOTSTRAP_FILES: &[&str] = &[
 ];
 /// `USER.md` has its own smaller cap, as in OpenClaw.
 pub const USER_MD_MAX_CHARS: usize = 4000;
-/// Most history messages sent to the model (compaction arrives later).
-pub const HISTORY_LIMIT: usize = 200;
+/// A safety cap on the history messages read for the model. The window itself is bounded by
+/// tokens: it starts at the latest compaction, and a prompt over the context budget is
+/// compacted first (a message-count cap would drop old messages with no summary).
+pub const HISTORY_LIMIT: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BootstrapFile {
