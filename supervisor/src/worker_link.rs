@@ -88,12 +88,25 @@ pub struct LinkHandle {
 impl LinkHandle {
     /// Queues a frame; fails when the link is full or gone (never waits), giving it back.
     pub fn send(&self, msg: ControlToWorker) -> Result<(), Box<ControlToWorker>> {
-        self.tx.try_send(msg).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => {
-                Box::new(m)
-            }
+        self.try_send(msg).map_err(|e| match e {
+            LinkSendError::Full(m) | LinkSendError::Closed(m) => m,
         })
     }
+
+    /// Like [`LinkHandle::send`], saying whether the link was full or already closed (the
+    /// worker is exiting and its exit has not been seen yet).
+    pub fn try_send(&self, msg: ControlToWorker) -> Result<(), LinkSendError> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(m) => LinkSendError::Full(Box::new(m)),
+            mpsc::error::TrySendError::Closed(m) => LinkSendError::Closed(Box::new(m)),
+        })
+    }
+}
+
+/// Why a frame could not be queued on a link.
+pub enum LinkSendError {
+    Full(Box<ControlToWorker>),
+    Closed(Box<ControlToWorker>),
 }
 
 fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {

@@ -203,9 +203,14 @@ impl Control {
             return Delivery::Refused(format!("unknown agent {agent_id:?}"));
         };
         match &mut slot.state {
-            WorkerState::Ready { link, .. } => match link.send(msg) {
+            WorkerState::Ready { link, .. } => match link.try_send(msg) {
                 Ok(()) => Delivery::Sent,
-                Err(_) => Delivery::Refused("worker queue is full; retry shortly".into()),
+                Err(crate::worker_link::LinkSendError::Full(_)) => {
+                    Delivery::Refused("worker queue is full; retry shortly".into())
+                }
+                Err(crate::worker_link::LinkSendError::Closed(_)) => Delivery::Refused(format!(
+                    "the worker for agent {agent_id:?} is exiting (its link closed) and is restarted; retry shortly"
+                )),
             },
             WorkerState::Failed { reason, .. } => {
                 Delivery::Refused(failed_message(agent_id, reason))
