@@ -87,7 +87,16 @@ impl Client {
         params: Value,
         sign: Option<&SigningKey>,
     ) -> (Client, Option<Value>) {
-        let mut c = Self::ws_raw(addr).await;
+        let c = Self::ws_raw(addr).await;
+        Self::ws_handshake(c, params, sign).await
+    }
+
+    /// The challenge/`connect` exchange of [`Client::ws_connect`] on an open WebSocket.
+    pub async fn ws_handshake(
+        mut c: Client,
+        params: Value,
+        sign: Option<&SigningKey>,
+    ) -> (Client, Option<Value>) {
         let challenge = c.read().await.expect("challenge");
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
         let mut params = params;
