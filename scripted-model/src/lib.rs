@@ -233,6 +233,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/_script", post(push_script))
         .route("/_release", post(release))
         .route("/_requests", get(requests))
+        // Real providers take prompts of many megabytes (long contexts); axum's 2 MB default
+        // would make the fake refuse what they accept.
+        .layer(axum::extract::DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(shared)
 }
 

@@ -28,6 +28,8 @@ use crate::control::ControlHandle;
 use crate::events::{now_ms, EventHub, HubEvent};
 use crate::gatewaydb::GatewayDb;
 
+/// Session operations one connection may have in flight.
+pub const SESSION_OPS_PER_CONN: usize = 8;
 /// Frames queued per connection (responses and events).
 const OUTBOUND_QUEUE: usize = 65_536;
 /// Requests one connection may have in progress at once.
@@ -147,6 +149,9 @@ pub struct Out {
     queued: Arc<AtomicUsize>,
     /// `gateway.max_buffered_bytes`, set when the connection starts (responses count too).
     cap: Arc<AtomicUsize>,
+    /// Session operations (`chat.history`, resets) this connection may have at its workers at
+    /// once: one client cannot queue a thousand reads ahead of every turn's prompt.
+    pub session_ops: Arc<Semaphore>,
     /// Cancelled by the transport's writer once it has closed the connection.
     pub closed: CancellationToken,
     /// Cancelled to drop a slow consumer at once: the writer discards what is queued, tries
@@ -162,6 +167,7 @@ impl Out {
             tx,
             queued: queued.clone(),
             cap: Arc::new(AtomicUsize::new(usize::MAX)),
+            session_ops: Arc::new(Semaphore::new(SESSION_OPS_PER_CONN)),
             closed: CancellationToken::new(),
             kill: CancellationToken::new(),
         };
@@ -210,10 +216,13 @@ impl Out {
     }
 
     fn drop_slow_consumer(&self) {
-        tracing::info!(
-            queued_bytes = self.queued.load(Ordering::Relaxed),
-            "Dropping a slow consumer."
-        );
+        // Logged once per connection, however many answers were still on their way.
+        if !self.kill.is_cancelled() {
+            tracing::info!(
+                queued_bytes = self.queued.load(Ordering::Relaxed),
+                "Dropping a slow consumer."
+            );
+        }
         self.kill.cancel();
     }
 

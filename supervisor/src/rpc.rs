@@ -632,6 +632,25 @@ fn session_error(e: RpcError) -> ErrorShape {
     }
 }
 
+/// A session operation at the agent's worker, within this connection's share.
+async fn session_op(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    agent_id: String,
+    op: SessionOp,
+) -> Result<Value, RpcError> {
+    let Ok(_permit) = out.session_ops.try_acquire() else {
+        return Err(RpcError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "too many session operations in flight on this connection (at most {}); wait for their answers",
+                crate::gateway::SESSION_OPS_PER_CONN
+            ),
+        ));
+    };
+    gw.control.session_op(agent_id, op).await
+}
+
 async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<ChatHistoryParams>(&req, out).await else {
         return;
@@ -652,7 +671,7 @@ async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         session_key: route.session_key.clone(),
         limit,
     };
-    match gw.control.session_op(route.agent_id.clone(), op).await {
+    match session_op(gw, out, route.agent_id.clone(), op).await {
         Ok(mut v) => {
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("sessionKey".into(), json!(route.session_key));
@@ -805,7 +824,7 @@ async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         session_key: route.session_key.clone(),
         reason,
     };
-    match gw.control.session_op(route.agent_id.clone(), op).await {
+    match session_op(gw, out, route.agent_id.clone(), op).await {
         Ok(entry) => {
             out.ok(&req.id, json!({"ok": true, "key": route.session_key, "entry": entry, "resolved": {"agentId": route.agent_id}}))
                 .await;
@@ -834,7 +853,7 @@ async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         session_key: route.session_key.clone(),
         delete_transcript: p.delete_transcript.unwrap_or(true),
     };
-    match gw.control.session_op(route.agent_id.clone(), op).await {
+    match session_op(gw, out, route.agent_id.clone(), op).await {
         Ok(v) => {
             let in_agent = v.get("deleted").and_then(Value::as_bool).unwrap_or(false);
             let in_index = gw

@@ -172,7 +172,10 @@ async fn a_client_that_never_reads_is_dropped_r_j2() {
         .next()
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(usize::MAX);
-    assert!(queued < 1024 * 1024, "dropped only at {queued} queued bytes");
+    assert!(
+        queued < 1024 * 1024,
+        "dropped only at {queued} queued bytes"
+    );
     // Everyone else is served.
     assert!(gw.cli(&["status"]).await.status.success());
     gw.logs.assert_clean(&[]);
@@ -282,5 +285,48 @@ async fn a_long_reply_costs_its_length_not_its_square_r_d1() {
             .map(str::len),
         Some(reply.len())
     );
+    gw.logs.assert_clean(&[]);
+}
+
+/// Found by the hostile-load check: a session whose history was over the control link's
+/// 16 MiB frame cap got no `chat.history` answer at all (and each such request held a
+/// pending-op slot for good). The answer now keeps the newest messages that fit 8 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_larger_than_the_link_still_gets_an_answer_r_a5() {
+    let gw = Gateway::start_with("context_window = 100000000\n").await;
+    let mut c = gw.connect().await;
+    for i in 0..3 {
+        gw.model.push(Step::Text {
+            text: format!("reply-{i} {}", "z".repeat(6 * 1024 * 1024)),
+            chunks: 8,
+            delay_ms: 0,
+            finish_reason: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": format!("q{i}"), "idempotencyKey": format!("h{i}")}))
+            .await;
+        assert_eq!(
+            fin["payload"]["status"], "ok",
+            "{}",
+            fin["payload"]["error"]
+        );
+    }
+    let r = tokio::time::timeout(
+        WAIT,
+        c.call("chat.history", json!({"sessionKey": "main", "limit": 1000})),
+    )
+    .await
+    .expect("chat.history answers");
+    assert_eq!(
+        r["ok"],
+        true,
+        "{}",
+        &r.to_string()[..300.min(r.to_string().len())]
+    );
+    let messages = r["payload"]["messages"].as_array().unwrap();
+    assert!(!messages.is_empty());
+    let newest = messages.last().unwrap().to_string();
+    assert!(newest.contains("reply-2"), "the newest message is kept");
+    assert!(r.to_string().len() < 16 * 1024 * 1024);
     gw.logs.assert_clean(&[]);
 }

@@ -119,11 +119,30 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         'outer: while let Some(msg) = out_rx.recv().await {
             let mut next = Some(msg);
             while let Some(msg) = next {
+                let dropped_op = match &msg {
+                    WorkerToControl::SessionResult { op_id, .. } => Some(*op_id),
+                    _ => None,
+                };
                 match writer.feed(msg).await {
                     Ok(()) => {}
                     // Nothing was written; the link stays usable.
                     Err(e @ ipc::Error::FrameTooLarge { .. }) => {
                         tracing::error!(error = %e, "A message to the supervisor was too large for the link; dropped it.");
+                        // An operation must still get its answer.
+                        if let Some(op_id) = dropped_op {
+                            let _ = writer
+                                .feed(WorkerToControl::SessionResult {
+                                    op_id,
+                                    result_json: None,
+                                    error: Some(RpcError::new(
+                                        ErrorCode::Internal,
+                                        format!(
+                                            "the answer was too large for the worker link ({e})"
+                                        ),
+                                    )),
+                                })
+                                .await;
+                        }
                     }
                     Err(_) => break 'outer,
                 }

@@ -154,8 +154,20 @@ impl ControlHandle {
             reply,
         })
         .map_err(|e| RpcError::new(ErrorCode::Overloaded, e.to_string()))?;
-        rx.await
-            .map_err(|_| RpcError::new(ErrorCode::Internal, "the gateway is shutting down"))?
+        // A lost answer must not hold the caller (or a pending-op slot) forever: past the
+        // timeout the waiter goes, and the actor prunes the op whose reply nobody awaits.
+        match tokio::time::timeout(SESSION_OP_TIMEOUT, rx).await {
+            Ok(r) => {
+                r.map_err(|_| RpcError::new(ErrorCode::Internal, "the gateway is shutting down"))?
+            }
+            Err(_) => Err(RpcError::new(
+                ErrorCode::Overloaded,
+                format!(
+                    "the agent's worker did not answer within {} s",
+                    SESSION_OP_TIMEOUT.as_secs()
+                ),
+            )),
+        }
     }
 
     pub async fn abort(
@@ -280,6 +292,9 @@ pub fn start(
     let task = tokio::spawn(control.run(rx));
     (ControlHandle { tx }, failed_rx, task)
 }
+
+/// How long a session operation (`chat.history`, resets) waits for its worker.
+const SESSION_OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Control {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {

@@ -326,6 +326,10 @@ impl Control {
         reply: oneshot::Sender<Result<Value, RpcError>>,
     ) {
         if self.ops.len() >= MAX_PENDING_OPS {
+            // Ops whose callers gave up (timed out or disconnected) free their slots.
+            self.ops.retain(|_, o| !o.reply.is_closed());
+        }
+        if self.ops.len() >= MAX_PENDING_OPS {
             let _ = reply.send(Err(RpcError::new(
                 ErrorCode::Overloaded,
                 "too many session operations in flight",

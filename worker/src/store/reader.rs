@@ -261,6 +261,10 @@ fn tool_calls_of(message: &Value) -> Vec<crate::tools::ToolCall> {
         .collect()
 }
 
+/// Most bytes of transcript rows one `chat.history` answer carries (well under the control
+/// link's 16 MiB frame cap); older messages past it are left out.
+pub const MAX_DISPLAY_BYTES: usize = 8 * 1024 * 1024;
+
 fn display(
     conn: &Connection,
     session_key: &str,
@@ -274,9 +278,20 @@ fn display(
     };
     let session_id = Some(b.session_id.clone());
     let Window { rows, .. } = window(conn, &b, limit, false)?;
+    // Newest first: the answer keeps the newest messages that fit MAX_DISPLAY_BYTES (it must
+    // cross the control link, whose frames are capped), as OpenClaw's history has a byte cap.
+    let mut budget = MAX_DISPLAY_BYTES;
     let mut messages: Vec<Value> = rows
         .into_iter()
-        .filter_map(|(_, role, _, json)| {
+        .map_while(|(_, role, _, json)| {
+            let size = json.len();
+            if size > budget {
+                return None;
+            }
+            budget -= size;
+            Some((role, json))
+        })
+        .filter_map(|(role, json)| {
             let entry = parse_entry(&json).ok()?;
             let message = entry.get("message")?.clone();
             if role == "assistant" && tool_calls_of(&message).is_empty() {
