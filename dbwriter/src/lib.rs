@@ -131,12 +131,11 @@ impl Savepoint {
 /// either way: WAL commits are in the OS's page cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// `synchronous=FULL`: every commit is fsynced before it is answered. For the gateway db:
-    /// an acknowledged `accepted` (and a recorded outcome) survives a power cut.
+    /// `synchronous=FULL`: every commit is fsynced before it is answered.
     Full,
     /// `synchronous=NORMAL`: fsync at checkpoints only; a power cut may lose the latest
-    /// commits, never corrupt the database. For the agent dbs (transcripts): a run whose
-    /// writes were lost is ended as an error by the gateway db's recovery.
+    /// commits, never corrupt the database (both databases; the gateway db's accepts are
+    /// fsynced per batch through [`start_with`]).
     Normal,
 }
 
@@ -197,10 +196,24 @@ pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 /// through the given [`Savepoint`]) and returns its held answer.
 pub fn start<C: Send + 'static>(
     name: &str,
+    conn: Connection,
+    queue_len: usize,
+    max_batch: usize,
+    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
+) -> std::io::Result<Queue<C>> {
+    start_with(name, conn, queue_len, max_batch, apply, |_| false)
+}
+
+/// Like [`start`], where a batch holding a command `durable` says must survive a power cut
+/// commits with `synchronous=FULL` (fsynced before any answer), and every other batch with
+/// the connection's own setting: the fsync is paid only where a promise needs it.
+pub fn start_with<C: Send + 'static>(
+    name: &str,
     mut conn: Connection,
     queue_len: usize,
     max_batch: usize,
     mut apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
+    durable: fn(&C) -> bool,
 ) -> std::io::Result<Queue<C>> {
     let (queue, rx) = channel::<C>(queue_len);
     std::thread::Builder::new()
@@ -214,7 +227,14 @@ pub fn start<C: Send + 'static>(
                         Err(_) => break,
                     }
                 }
+                let full = batch.iter().any(durable);
+                if full {
+                    let _ = conn.pragma_update(None, "synchronous", "FULL");
+                }
                 run_batch(&mut conn, batch, &mut apply);
+                if full {
+                    let _ = conn.pragma_update(None, "synchronous", "NORMAL");
+                }
             }
         })?;
     Ok(queue)

@@ -137,10 +137,14 @@ impl GatewayDb {
     /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
     /// (returning how many) and starts the writer thread.
     pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
-        let conn = dbwriter::open(path, dbwriter::Durability::Full)?;
+        let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
-        let tx = dbwriter::start("gateway-db", conn, QUEUE, MAX_BATCH, apply)
+        // An acknowledged `accepted` survives a power cut: batches with an accept are
+        // fsynced before they are answered. Outcomes are not: one lost to a power cut is
+        // ended as an error by `recover` on the next start.
+        let durable: fn(&Cmd) -> bool = |c| matches!(c, Cmd::Accept(..));
+        let tx = dbwriter::start_with("gateway-db", conn, QUEUE, MAX_BATCH, apply, durable)
             .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok((GatewayDb { tx }, recovered))
     }
