@@ -142,6 +142,7 @@ pub enum Durability {
 /// Opens the writer's connection: WAL (readers never block it), the given durability, a 5 s
 /// busy timeout and a statement cache.
 pub fn open(path: &std::path::Path, durability: Durability) -> rusqlite::Result<Connection> {
+    create_whole(path)?;
     refuse_empty(path)?;
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -153,6 +154,43 @@ pub fn open(path: &std::path::Path, durability: Durability) -> rusqlite::Result<
     conn.pragma_update(None, "synchronous", sync)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
+}
+
+/// A new database is made beside its path and renamed into place once it has a header
+/// (WAL mode is written to it), so a crash while creating it never leaves an empty file at
+/// the path, which [`refuse_empty`] would rightly refuse.
+fn create_whole(path: &std::path::Path) -> rusqlite::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let io = |e: std::io::Error| {
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(format!("cannot create {}: {e}", path.display())),
+        )
+    };
+    let mut name = path.as_os_str().to_owned();
+    name.push(".init");
+    let tmp = std::path::PathBuf::from(name);
+    for stale in ["", "-wal", "-shm"] {
+        let mut p = tmp.as_os_str().to_owned();
+        p.push(stale);
+        let _ = std::fs::remove_file(std::path::PathBuf::from(p));
+    }
+    {
+        let conn = Connection::open(&tmp)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Closing the only connection checkpoints and removes the WAL.
+        conn.close().map_err(|(_, e)| e)?;
+    }
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
 }
 
 /// A database file of 0 bytes is refused, never silently made a new empty database: it was

@@ -176,6 +176,8 @@ struct Started {
     child: Child,
     pid: u32,
     last_error: LastError,
+    /// The stderr relay; it ends at the worker's exit, after its last line.
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
     reader: FramedRead<tokio::io::ReadHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
     writer: FramedWrite<tokio::io::WriteHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
 }
@@ -218,13 +220,14 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         .map_err(|e| format!("cannot start {}: {e}", spec.worker_bin.display()))?;
     let pid = child.id().unwrap_or(0);
     let last_error = LastError::default();
+    let mut stderr_task = None;
     if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(relay_stderr(
+        stderr_task = Some(tokio::spawn(relay_stderr(
             stderr,
             spec.agent.id.as_str().to_owned(),
             pid,
             last_error.clone(),
-        ));
+        )));
     }
 
     let accepted = tokio::select! {
@@ -308,6 +311,7 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     );
     Ok(Started {
         last_error,
+        stderr_task,
         child,
         pid,
         reader,
@@ -341,6 +345,7 @@ async fn relay(
         mut child,
         pid,
         last_error,
+        stderr_task,
         mut reader,
         mut writer,
     } = started;
@@ -424,6 +429,12 @@ async fn relay(
         },
     };
     let failed = status.as_ref().is_ok_and(|s| !s.success());
+    if failed {
+        // Its last lines say why: let the relay read them to the end first.
+        if let Some(t) = stderr_task {
+            let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
+        }
+    }
     let mut cause = match status {
         Ok(s) => describe_exit(s),
         Err(e) => format!("unknown exit ({e})"),
