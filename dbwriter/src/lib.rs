@@ -267,11 +267,11 @@ pub fn start_with<C: Send + 'static>(
                 }
                 let full = batch.iter().any(durable);
                 if full {
-                    let _ = conn.pragma_update(None, "synchronous", "FULL");
+                    let _ = exec(&conn, "PRAGMA synchronous = FULL");
                 }
                 run_batch(&mut conn, batch, &mut apply);
                 if full {
-                    let _ = conn.pragma_update(None, "synchronous", "NORMAL");
+                    let _ = exec(&conn, "PRAGMA synchronous = NORMAL");
                 }
             }
         })?;

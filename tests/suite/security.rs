@@ -4,7 +4,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use loopgate_tests::{Gateway, WAIT};
+use loopgate_tests::{reply, Gateway, WAIT};
 use scripted_model::{ScriptedCall, Step};
 use serde_json::{json, Value};
 
@@ -16,15 +16,6 @@ fn call(id: &str, name: &str, arguments: Value) -> Step {
             name: name.into(),
             arguments: arguments.to_string(),
         }],
-    }
-}
-
-fn text(t: &str) -> Step {
-    Step::Text {
-        text: t.into(),
-        chunks: 1,
-        delay_ms: 0,
-        finish_reason: None,
     }
 }
 
@@ -86,9 +77,9 @@ async fn model_written_files_never_run_r_e2() {
         "edit",
         json!({"path": "hooks/boot/HOOK.md", "edits": [{"oldText": "---\n", "newText": "---\nname: x\n"}]}),
     ));
-    gw.model.push(text("done"));
+    gw.model.push(reply("done"));
     assert_eq!(run_turn(&gw, "plant").await["payload"]["status"], "ok");
-    gw.model.push(text("second run"));
+    gw.model.push(reply("second run"));
     assert_eq!(run_turn(&gw, "trigger").await["payload"]["status"], "ok");
     assert!(!marker.exists(), "a model-written handler was executed");
     for f in ["hooks/boot/handler", "new.sh", "hooks/boot/HOOK.md"] {
@@ -126,7 +117,7 @@ async fn symlinks_never_lead_out_of_the_workspace_r_e2() {
         "edit",
         json!({"path": "dir/secret", "edits": [{"oldText": "top", "newText": "no"}]}),
     ));
-    gw.model.push(text("done"));
+    gw.model.push(reply("done"));
     assert_eq!(run_turn(&gw, "escape").await["payload"]["status"], "ok");
     for id in ["d1", "d2", "d3", "d4"] {
         let r = tool_result(&gw, id);
@@ -169,7 +160,7 @@ async fn allowlist_never_reaches_a_shell_r_e2() {
         "exec",
         json!({"command": "echo 'a; b' \"c  d\""}),
     ));
-    gw.model.push(text("done"));
+    gw.model.push(reply("done"));
     assert_eq!(run_turn(&gw, "inject").await["payload"]["status"], "ok");
     for id in ["s1", "s2", "s3", "s4", "s5", "s6"] {
         let r = tool_result(&gw, id);
@@ -205,7 +196,7 @@ async fn exec_gets_a_minimal_environment_and_all_its_output_is_drained_r_e2() {
         "exec",
         json!({"command": "head -c 300000 /dev/zero | tr '\\0' x; echo \"status=$?\" > big.status"}),
     ));
-    gw.model.push(text("done"));
+    gw.model.push(reply("done"));
     assert_eq!(run_turn(&gw, "env").await["payload"]["status"], "ok");
     let env = tool_result(&gw, "env");
     assert!(env.contains("PATH="), "{env}");
@@ -243,7 +234,7 @@ async fn exec_children_die_with_the_command_and_the_worker_r_e2() {
         "exec",
         json!({"command": "sleep 300 & echo $! > bg.pid; setsid sleep 300 & echo $! > sid.pid; (setsid sh -c 'sleep 300 & echo $! > deep.pid; wait' &); while [ ! -s deep.pid ]; do :; done; echo started"}),
     ));
-    gw.model.push(text("done"));
+    gw.model.push(reply("done"));
     assert_eq!(run_turn(&gw, "bg").await["payload"]["status"], "ok");
     for f in ["bg.pid", "sid.pid", "deep.pid"] {
         let pid = read_pid(&ws.join(f));

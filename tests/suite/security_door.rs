@@ -6,20 +6,11 @@ use std::os::unix::fs::PermissionsExt;
 
 use futures_util::SinkExt;
 use loopgate_tests::client::cli_params;
-use loopgate_tests::{Client, Gateway, WAIT};
+use loopgate_tests::{reply, Client, Gateway, WAIT};
 use scripted_model::Step;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-fn text(t: &str) -> Step {
-    Step::Text {
-        text: t.into(),
-        chunks: 1,
-        delay_ms: 0,
-        finish_reason: None,
-    }
-}
 
 fn mode(p: &std::path::Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -54,7 +45,7 @@ async fn loopback_websocket_needs_the_state_token_r_j2() {
     assert_eq!(res.unwrap()["ok"], false);
     let (mut c, res) = Client::ws_connect(&addr, cli_params(Some(&token)), None).await;
     assert_eq!(res.unwrap()["ok"], true);
-    gw.model.push(text("hello"));
+    gw.model.push(reply("hello"));
     let (_, fin) = c
         .turn(json!({"message": "hi", "idempotencyKey": "tok-1"}))
         .await;
@@ -94,7 +85,7 @@ async fn another_localhost_port_is_another_origin_r_j2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_message_is_refused_and_the_agent_serves_on_r_j2() {
     let gw = Gateway::start().await;
-    gw.model.push(text("first"));
+    gw.model.push(reply("first"));
     let mut c = Client::ws_connect(&gw.ws_addr(), cli_params(Some(&gw.token())), None)
         .await
         .0;
@@ -123,7 +114,7 @@ async fn an_oversized_message_is_refused_and_the_agent_serves_on_r_j2() {
             .contains("idempotencyKey is"),
         "{r}"
     );
-    gw.model.push(text("still here"));
+    gw.model.push(reply("still here"));
     let (_, fin) = c
         .turn(json!({"message": "again", "idempotencyKey": "big-2"}))
         .await;
@@ -142,7 +133,7 @@ async fn an_oversized_message_is_refused_and_the_agent_serves_on_r_j2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_dropped_r_j2() {
     let gw = Gateway::start_gateway_keys("max_buffered_bytes = 65536\n", "").await;
-    gw.model.push(text(&"long reply ".repeat(400)));
+    gw.model.push(reply(&"long reply ".repeat(400)));
     let mut c = gw.connect().await;
     c.turn(json!({"message": "fill", "idempotencyKey": "hist"}))
         .await;

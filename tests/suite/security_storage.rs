@@ -2,25 +2,15 @@
 //! clean stop, a removed lock file, a state dir too long for sockets, empty or corrupt
 //! databases, reused idempotency keys.
 
-use loopgate_tests::{Gateway, WAIT};
-use scripted_model::Step;
+use loopgate_tests::{reply, Gateway, WAIT};
 use serde_json::json;
-
-fn text(t: &str) -> Step {
-    Step::Text {
-        text: t.into(),
-        chunks: 1,
-        delay_ms: 0,
-        finish_reason: None,
-    }
-}
 
 /// After a clean stop all data was still in the `-wal` files (a copy of `agent.sqlite` alone
 /// had no tables). Now both databases are checkpointed when the gateway stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_stop_leaves_whole_database_files_r_c3() {
     let mut gw = Gateway::start().await;
-    gw.model.push(text("kept"));
+    gw.model.push(reply("kept"));
     let mut c = gw.connect().await;
     c.turn(json!({"message": "remember", "idempotencyKey": "ck"}))
         .await;
@@ -109,7 +99,7 @@ async fn empty_or_corrupt_databases_are_named_never_replaced_r_c3() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_idempotency_key_for_another_request_is_refused_r_a3() {
     let gw = Gateway::start().await;
-    gw.model.push(text("first reply"));
+    gw.model.push(reply("first reply"));
     let mut c = gw.connect().await;
     let (_, fin) = c
         .turn(json!({"message": "one", "idempotencyKey": "same"}))

@@ -412,6 +412,16 @@ impl Gateway {
     }
 }
 
+/// A scripted model reply of `text` in one chunk.
+pub fn reply(text: &str) -> scripted_model::Step {
+    scripted_model::Step::Text {
+        text: text.into(),
+        chunks: 1,
+        delay_ms: 0,
+        finish_reason: None,
+    }
+}
+
 /// True while a process with `pid` exists (zombies count as gone).
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
