@@ -76,6 +76,9 @@ pub enum LinkEvent {
         /// Runs this link saw start, with their failure events (published by the control
         /// actor once each failure is durable).
         failures: Vec<(String, Vec<Deferred>)>,
+        /// Frames accepted by [`LinkHandle`] that were never written to the worker, in
+        /// order: they carry over to the next worker instead of failing.
+        unsent: Vec<ControlToWorker>,
     },
 }
 
@@ -362,9 +365,25 @@ async fn relay(
     {
         return;
     }
+    let (stop_writer, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let write_task = tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            match writer.send(msg).await {
+        loop {
+            let msg = tokio::select! {
+                biased;
+                _ = &mut stopped => break,
+                m = rx.recv() => match m {
+                    Some(m) => m,
+                    None => break,
+                },
+            };
+            // A frame cut off mid-write may or may not have reached the worker: it counts
+            // as sent (its run fails with the worker), never as unsent.
+            let sent = tokio::select! {
+                biased;
+                _ = &mut stopped => break,
+                r = writer.send(msg) => r,
+            };
+            match sent {
                 Ok(()) => {}
                 // Nothing was written: the link stays usable (admission caps keep runs far
                 // below the frame cap, so this is a bug, not a client's doing).
@@ -377,6 +396,12 @@ async fn relay(
                 }
             }
         }
+        rx.close();
+        let mut unsent = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            unsent.push(m);
+        }
+        unsent
     });
 
     let mut runs: HashMap<String, Streaming> = HashMap::new();
@@ -412,7 +437,8 @@ async fn relay(
             }
         }
     }
-    write_task.abort();
+    let _ = stop_writer.send(());
+    let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
         Some(s) => s,
         None => match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
@@ -462,6 +488,7 @@ async fn relay(
             generation,
             cause,
             failures,
+            unsent,
         })
         .await;
 }

@@ -187,3 +187,89 @@ async fn worker_killed_mid_stream_fails_only_its_run_r_j2() {
         "Ended runs left open by a crash",
     ]);
 }
+
+/// Issue 10: runs handed to a worker's link that never reached the worker (it stopped
+/// reading, then died) carry over to the next worker instead of failing with it. Before, every
+/// accepted run on a dying link failed. The run whose frame was cut off mid-write may have
+/// reached the worker, so it fails with the worker, as a run in progress does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_never_reached_a_dead_worker_run_on_the_next_r_j2() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    gw.model.push(loopgate_tests::reply("warm"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "carry-0"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let wpid = gw.worker_pid("main").await.unwrap();
+    kill(Pid::from_raw(wpid as i32), Signal::SIGSTOP).unwrap();
+
+    // A 3 MiB message fills the stopped worker's socket and blocks the link's writer; the
+    // two runs after it stay in the link's queue.
+    let big = "x".repeat(3 << 20);
+    let cut = c
+        .send(
+            "agent",
+            json!({"message": big, "idempotencyKey": "carry-cut", "sessionKey": "s1"}),
+        )
+        .await;
+    let accepted = c.res(&cut).await;
+    assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
+    // Handed to the link first (requests on one connection are admitted concurrently).
+    until_in_flight(&gw, 1).await;
+    let mut later = Vec::new();
+    for key in ["carry-1", "carry-2"] {
+        let id = c
+            .send(
+                "agent",
+                json!({"message": key, "idempotencyKey": key, "sessionKey": "s2"}),
+            )
+            .await;
+        later.push(id);
+    }
+    for id in &later {
+        let accepted = c.res(id).await;
+        assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
+    }
+    until_in_flight(&gw, 3).await;
+    gw.model.push(loopgate_tests::reply("after one"));
+    gw.model.push(loopgate_tests::reply("after two"));
+    kill(Pid::from_raw(wpid as i32), Signal::SIGKILL).unwrap();
+
+    let fin = c.res(&cut).await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    assert!(
+        fin["payload"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SIGKILL"),
+        "{fin}"
+    );
+    // Requests on one connection are admitted concurrently, so either may run first.
+    let mut texts = Vec::new();
+    for id in &later {
+        let fin = c.res(id).await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+        texts.push(fin["payload"]["result"]["payloads"][0]["text"].clone());
+    }
+    texts.sort_by_key(|t| t.to_string());
+    assert_eq!(texts, [json!("after one"), json!("after two")]);
+    assert_ne!(gw.worker_pid("main").await, Some(wpid));
+    gw.logs.assert_clean(&[
+        "Worker exited unexpectedly",
+        "Ended runs left open by a crash",
+        "Writing to worker failed",
+    ]);
+}
+
+/// Waits until `main`'s worker has `n` runs in flight, per `status`.
+async fn until_in_flight(gw: &Gateway, n: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let s = gw.status().await;
+        if s["workers"][0]["runsInFlight"] == n {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{s}");
+    }
+}

@@ -1,7 +1,7 @@
 //! The run table of the control actor: dispatch, waiters, terminal persistence, aborts and
 //! session operations.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,11 +79,13 @@ impl Control {
             return;
         }
         match self.deliver(&d.agent_id, ControlToWorker::Submit(d.run)) {
-            Delivery::Sent | Delivery::Queued => {
+            Delivery::Sent => {
                 if let Some(slot) = self.workers.get_mut(&d.agent_id) {
                     slot.in_flight.push(run_id);
                 }
             }
+            // In the worker's queue until it is sent (see `worker_ready`).
+            Delivery::Queued => {}
             Delivery::Refused(why) => self.fail_run(&run_id, RunStatus::Error, &why, None),
         }
     }
@@ -361,12 +363,13 @@ impl Control {
         }
     }
 
-    /// Fails the session operations waiting on `agent_id`'s worker.
-    pub(super) fn fail_ops_of(&mut self, agent_id: &str, why: &str) {
+    /// Fails the session operations waiting on `agent_id`'s worker, except those in `keep`
+    /// (still queued for the next worker).
+    pub(super) fn fail_ops_of(&mut self, agent_id: &str, why: &str, keep: &HashSet<u64>) {
         let ids: Vec<u64> = self
             .ops
             .iter()
-            .filter(|(_, o)| o.agent_id == agent_id)
+            .filter(|(id, o)| o.agent_id == agent_id && !keep.contains(id))
             .map(|(id, _)| *id)
             .collect();
         for id in ids {

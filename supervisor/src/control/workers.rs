@@ -2,7 +2,7 @@
 //! restarts with exponential backoff and jitter, the crash-loop breaker, heartbeats, operator
 //! restarts, config reconcile and drain.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,8 +92,12 @@ pub(super) struct WorkerSlot {
     pub generation: u64,
     pub restarts: u32,
     pub last_exit: Option<String>,
-    /// Runs submitted to the current generation and not yet terminal.
+    /// Runs handed to the current generation's link and not yet terminal (runs still
+    /// queued for a worker are in the queue, not here).
     pub in_flight: Vec<String>,
+    /// Frames that found the link closed while the worker's exit was not yet reported;
+    /// [`Control::worker_gone`] carries them over like queued frames.
+    held: VecDeque<ControlToWorker>,
     /// Recent crash times (within the crash-loop window).
     crashes: VecDeque<Instant>,
     /// Consecutive crashes, for the backoff exponent.
@@ -113,6 +117,7 @@ impl WorkerSlot {
             restarts: 0,
             last_exit: None,
             in_flight: Vec::new(),
+            held: VecDeque::new(),
             crashes: VecDeque::new(),
             attempt: 0,
             kill_reason: None,
@@ -145,8 +150,27 @@ impl WorkerSlot {
         }
     }
 
+    /// Frames waiting for a worker, oldest first: those held from a closed link, then the
+    /// state's queue.
     fn take_queued(&mut self) -> VecDeque<ControlToWorker> {
-        self.queued_mut().map(std::mem::take).unwrap_or_default()
+        let mut frames = std::mem::take(&mut self.held);
+        frames.extend(self.queued_mut().map(std::mem::take).unwrap_or_default());
+        frames
+    }
+
+    /// Runs waiting for a worker (queued or held), for status.
+    fn queued_runs(&self) -> usize {
+        let state = match &self.state {
+            WorkerState::Spawning { queued, .. }
+            | WorkerState::Backoff { queued, .. }
+            | WorkerState::Draining { queued, .. } => Some(queued),
+            _ => None,
+        };
+        self.held
+            .iter()
+            .chain(state.into_iter().flatten())
+            .filter(|m| matches!(m, ControlToWorker::Submit(_)))
+            .count()
     }
 
     fn answer_restart(&mut self, result: Result<Value, RpcError>) {
@@ -208,9 +232,18 @@ impl Control {
                 Err(crate::worker_link::LinkSendError::Full(_)) => {
                     Delivery::Refused("worker queue is full; retry shortly".into())
                 }
-                Err(crate::worker_link::LinkSendError::Closed(_)) => Delivery::Refused(format!(
-                    "the worker for agent {agent_id:?} is exiting (its link closed) and is restarted; retry shortly"
-                )),
+                // The worker is exiting and its exit is not reported yet: the frame waits and
+                // goes to the next worker (or fails with the rest if none comes).
+                Err(crate::worker_link::LinkSendError::Closed(msg)) => {
+                    if slot.held.len() < MAX_QUEUED {
+                        slot.held.push_back(*msg);
+                        Delivery::Queued
+                    } else {
+                        Delivery::Refused(format!(
+                            "the worker for agent {agent_id:?} is exiting and restarted; retry shortly"
+                        ))
+                    }
+                }
             },
             WorkerState::Failed { reason, .. } => {
                 Delivery::Refused(failed_message(agent_id, reason))
@@ -239,16 +272,20 @@ impl Control {
 
     /// Removes a queued (not yet sent) run; `true` if it was queued.
     pub(super) fn unqueue_run(&mut self, agent_id: &str, run_id: &str) -> bool {
-        let Some(q) = self
-            .workers
-            .get_mut(agent_id)
-            .and_then(WorkerSlot::queued_mut)
-        else {
+        let Some(slot) = self.workers.get_mut(agent_id) else {
             return false;
         };
-        let before = q.len();
-        q.retain(|m| !matches!(m, ControlToWorker::Submit(r) if r.run_id == run_id));
-        q.len() != before
+        let is_run =
+            |m: &ControlToWorker| matches!(m, ControlToWorker::Submit(r) if r.run_id == run_id);
+        let before = slot.held.len();
+        slot.held.retain(|m| !is_run(m));
+        let mut removed = slot.held.len() != before;
+        if let Some(q) = slot.queued_mut() {
+            let before = q.len();
+            q.retain(|m| !is_run(m));
+            removed |= q.len() != before;
+        }
+        removed
     }
 
     pub(super) fn send_if_ready(&mut self, agent_id: &str, msg: ControlToWorker) {
@@ -384,12 +421,33 @@ impl Control {
                 generation,
                 cause,
                 failures,
+                unsent,
             } => {
-                if self
+                if let Some(slot) = self
                     .workers
-                    .get(&agent_id)
-                    .is_some_and(|s| s.generation == generation)
+                    .get_mut(&agent_id)
+                    .filter(|s| s.generation == generation)
                 {
+                    // What never reached the worker waits for the next one, first in line.
+                    let carried: Vec<ControlToWorker> = unsent
+                        .into_iter()
+                        .filter(|m| {
+                            matches!(
+                                m,
+                                ControlToWorker::Submit(_)
+                                    | ControlToWorker::Session { .. }
+                                    | ControlToWorker::Cancel { .. }
+                            )
+                        })
+                        .collect();
+                    for m in carried.iter().rev() {
+                        if let ControlToWorker::Submit(run) = m {
+                            slot.in_flight.retain(|id| *id != run.run_id);
+                        }
+                    }
+                    for m in carried.into_iter().rev() {
+                        slot.held.push_front(m);
+                    }
                     self.worker_gone(&agent_id, cause, failures.into_iter().collect(), false);
                 } else if !self.workers.contains_key(&agent_id) {
                     tracing::info!(
@@ -417,8 +475,13 @@ impl Control {
         let queued = slot.take_queued();
         let mut overflow = Vec::new();
         for msg in queued {
-            if let Err(msg) = link.send(msg) {
-                overflow.push(*msg);
+            let run_id = match &msg {
+                ControlToWorker::Submit(run) => Some(run.run_id.clone()),
+                _ => None,
+            };
+            match link.send(msg) {
+                Ok(()) => slot.in_flight.extend(run_id),
+                Err(msg) => overflow.push(*msg),
             }
         }
         let now = Instant::now();
@@ -588,9 +651,29 @@ impl Control {
             self.fail_run_with(&id, RunStatus::Error, &msg, None, events);
         }
         self.fail_frames(agent_id, to_fail, &msg);
+        // Session operations still queued for the next worker stay pending.
+        let waiting: HashSet<u64> = carry
+            .iter()
+            .flatten()
+            .chain(
+                self.workers
+                    .get(agent_id)
+                    .and_then(|s| match &s.state {
+                        WorkerState::Backoff { queued, .. } => Some(queued),
+                        _ => None,
+                    })
+                    .into_iter()
+                    .flatten(),
+            )
+            .filter_map(|m| match m {
+                ControlToWorker::Session { op_id, .. } => Some(*op_id),
+                _ => None,
+            })
+            .collect();
         self.fail_ops_of(
             agent_id,
             &format!("worker for agent {agent_id:?} exited: {cause}"),
+            &waiting,
         );
         if after == Some(AfterExit::Remove) {
             self.workers.remove(agent_id);
@@ -997,7 +1080,7 @@ impl Control {
                     pid,
                     state: state.into(),
                     restarts: s.restarts,
-                    runs_in_flight: s.in_flight.len() as u64,
+                    runs_in_flight: (s.in_flight.len() + s.queued_runs()) as u64,
                     uptime_ms: uptime.map(|d| d.as_millis() as u64),
                     last_exit: s.last_exit.clone(),
                     rss_bytes: pid.and_then(crate::sys_info::rss_bytes),
