@@ -34,17 +34,19 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 300;
 #[derive(Debug)]
 pub struct ConfigError {
     pub file: PathBuf,
+    /// The line of the key the message names, for validation errors (TOML syntax errors
+    /// say where in `message`).
+    pub line: Option<usize>,
     pub message: String,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid config {}: {}",
-            self.file.display(),
-            self.message
-        )
+        write!(f, "invalid config {}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": {}", self.message)
     }
 }
 
@@ -471,17 +473,25 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError {
             file: path.to_owned(),
+            line: None,
             message,
         };
-        let raw = match std::fs::read_to_string(path) {
-            Ok(text) => toml::from_str::<RawConfig>(&text)
-                .map_err(|e| err(e.to_string().trim_end().to_owned()))?,
+        let (text, raw) = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let raw = toml::from_str::<RawConfig>(&text)
+                    .map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+                (text, raw)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
-                RawConfig::default()
+                (String::new(), RawConfig::default())
             }
             Err(e) => return Err(err(format!("cannot read: {e}"))),
         };
-        Self::from_raw(raw, path, state_dir, overrides)
+        Self::from_raw(raw, path, state_dir, overrides).map_err(|mut e| {
+            e.line = crate::config_lines::message_path(&e.message)
+                .and_then(|key| crate::config_lines::line_of(&text, key));
+            e
+        })
     }
 
     pub fn from_raw(
@@ -492,6 +502,7 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError {
             file: path.to_owned(),
+            line: None,
             message,
         };
         let bind_raw = overrides
@@ -910,6 +921,7 @@ mod tests {
     fn load(text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
             file: "t.toml".into(),
+            line: None,
             message: e.to_string(),
         })?;
         Config::from_raw(

@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod client;
 pub mod config;
+mod config_lines;
 pub mod confine;
 pub mod control;
 pub mod door;

@@ -71,7 +71,8 @@ async fn bad_config_exits_78_with_file_line_and_key() {
         "{stderr}"
     );
 
-    std::fs::write(&cfg, "[agents.defaults]\nmodel = \"nowhere/m\"\n").unwrap();
+    // Validation errors (issue 10) name the key and, as `<file>:<line>:`, where it is written.
+    std::fs::write(&cfg, "\n[agents.defaults]\nmodel = \"nowhere/m\"\n").unwrap();
     let out = tokio::process::Command::new(bin("loopgate"))
         .args(["serve", "--state-dir"])
         .arg(dir.path())
@@ -84,30 +85,47 @@ async fn bad_config_exits_78_with_file_line_and_key() {
         stderr.contains("agents.defaults.model") && stderr.contains("nowhere"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains(&format!("{}:3: ", cfg.display())),
+        "{stderr}"
+    );
 
-    // Hooks: unknown events and empty commands are refused by name.
-    for (text, needle) in [
+    // Hooks: unknown events and empty commands are refused by name, at their line.
+    for (text, needle, line) in [
         (
             "[[hooks.before_lunch]]\ncommand = [\"true\"]\n",
             "hooks.before_lunch",
+            1,
         ),
         (
-            "[[hooks.agent_end]]\ncommand = []\n",
-            "hooks.agent_end[0].command",
+            "[[hooks.agent_end]]\ncommand = [\"/bin/true\"]\n\n[[hooks.agent_end]]\ncommand = []\n",
+            "hooks.agent_end[1].command",
+            5,
         ),
         (
             "[[hooks.agent_end]]\ncommand = [\"true\"]\ntimeout_seconds = 0\n",
             "hooks.agent_end[0].timeout_seconds",
+            3,
         ),
         (
             "[models.providers.x]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:1/v1\"\ntemperature = 7\n",
             "models.providers.x.temperature",
+            4,
+        ),
+        (
+            "[workers]\nheartbeat_timeout_seconds = 1\ncrash_loop_max = 0\n",
+            "workers.crash_loop_max",
+            3,
         ),
     ] {
         std::fs::write(&cfg, text).unwrap();
         let (code, stderr) = loopgate_tests::serve_refusal(dir.path()).await;
         assert_eq!(code, Some(78));
         assert!(stderr.contains(needle), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{}:{line}: ", cfg.display())),
+            "{stderr}"
+        );
     }
 
     // An explicit --config that does not exist is an error too.
