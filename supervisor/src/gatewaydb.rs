@@ -237,34 +237,31 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
 }
 
 /// Ends runs left `accepted` by a crash of the previous gateway (invariant 1).
+/// The error of runs left `accepted` by a crash, ended at the next start.
+pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
+
 fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
-    let mut stmt =
-        conn.prepare("SELECT run_id, accepted_at FROM runs WHERE status = 'accepted'")?;
-    let open: Vec<(String, u64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?
+    let mut stmt = conn.prepare(
+        "SELECT r.run_id, r.agent_id, r.session_key, s.session_id FROM runs r
+         LEFT JOIN sessions s ON s.session_key = r.session_key WHERE r.status = 'accepted'",
+    )?;
+    let open: Vec<(String, String, String, Option<String>)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<Result<_, _>>()?;
     drop(stmt);
-    let msg = "interrupted by worker/gateway crash";
-    for (run_id, _accepted_at) in &open {
-        let final_json = serde_json::json!({
-            "ok": true,
-            "payload": {
-                "runId": run_id, "status": "error", "summary": "failed",
-                "result": {"payloads": [{"text": msg, "isError": true}],
-                           "meta": {"durationMs": 0, "error": {"kind": "interrupted", "message": msg}}}
-            }
-        })
-        .to_string();
-        conn.prepare_cached(
-            "UPDATE runs SET status = 'error', ended_at = ?2, error = ?3, final_json = ?4
-             WHERE run_id = ?1 AND status = 'accepted'",
-        )?
-        .execute(params![run_id, now_ms as i64, msg, final_json])?;
-        conn.prepare_cached(
-            "UPDATE sessions SET last_run_id = ?1, last_status = 'error', last_error = ?2
-             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)",
-        )?
-        .execute(params![run_id, msg])?;
+    for (run_id, agent_id, session_key, session_id) in &open {
+        // The same outcome a run failed by the supervisor gets, so a replay after a crash
+        // has the shape of any other failure (`error`, `agentMeta`).
+        let mut t = ipc::control::RunTerminal::without_work(
+            run_id,
+            ipc::control::RunStatus::Error,
+            now_ms,
+            INTERRUPTED.to_owned(),
+            None,
+        );
+        t.session_id = session_id.clone();
+        let outcome = crate::outcome::Outcome::from_terminal(&t, session_key, agent_id);
+        finish(conn, run_id, &outcome.stored())?;
     }
     Ok(open.len())
 }
@@ -534,6 +531,17 @@ mod tests {
             Some(StoredRun::Terminal { terminal, .. }) => {
                 assert_eq!(terminal.status, "error");
                 assert!(terminal.error.unwrap().contains("interrupted"));
+                // The replay has the shape of any other failure.
+                let fin: serde_json::Value = serde_json::from_str(&terminal.final_json).unwrap();
+                assert_eq!(fin["payload"]["error"], INTERRUPTED, "{fin}");
+                let meta = &fin["payload"]["result"]["meta"];
+                assert_eq!(meta["error"]["kind"], "error", "{fin}");
+                assert_eq!(meta["agentMeta"]["agentId"], run("b").agent_id, "{fin}");
+                assert_eq!(
+                    meta["agentMeta"]["sessionKey"],
+                    run("b").session_key,
+                    "{fin}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -206,6 +206,26 @@ async fn supervisor_death_takes_workers_and_restart_recovers_r_j3() {
             .contains("interrupted by worker/gateway crash"),
         "{w}"
     );
+    // Issue 10: the replayed final has the shape of any failed run's (`error`, `agentMeta`).
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "orphan-1"}),
+        )
+        .await;
+    let fin = c.res(&id).await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    assert!(
+        fin["payload"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted by worker/gateway crash"),
+        "{fin}"
+    );
+    let meta = &fin["payload"]["result"]["meta"];
+    assert_eq!(meta["agentMeta"]["agentId"], "main", "{fin}");
+    assert_eq!(meta["agentMeta"]["sessionKey"], "agent:main:main", "{fin}");
+    assert_eq!(meta["error"]["kind"], "error", "{fin}");
     let (_, fin) = c
         .turn(json!({"message": "after", "idempotencyKey": "orphan-2"}))
         .await;
