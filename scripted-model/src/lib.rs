@@ -81,6 +81,9 @@ pub enum Step {
         #[serde(default)]
         delay_ms: u64,
     },
+    /// A hostile or broken provider: `bytes` bytes of `data: xxx…` with no line break, sent
+    /// as fast as the client reads, then the connection closes.
+    Flood { bytes: u64 },
     /// Stream the first `after_chunks` pieces, then drop the connection without `[DONE]`.
     Disconnect {
         text: String,
@@ -338,6 +341,21 @@ async fn chat_completions(
         let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return openai_error(status, message);
     }
+    if let Step::Flood { bytes } = step {
+        let piece = Bytes::from(vec![b'x'; 64 * 1024]);
+        let first = Bytes::from_static(b"data: ");
+        let chunks = (0..bytes.div_ceil(piece.len() as u64)).map(move |_| piece.clone());
+        let body = futures_util::stream::iter(
+            std::iter::once(first)
+                .chain(chunks)
+                .map(Ok::<_, std::io::Error>),
+        );
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(Body::from_stream(body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
     let reply = Reply::from_step(step);
     if !stream {
         return Json(reply.completion(&s.model, prompt_tokens)).into_response();
@@ -463,7 +481,7 @@ impl Reply {
                     tool_calls: calls,
                 }
             }
-            Step::HttpError { .. } => Reply {
+            Step::HttpError { .. } | Step::Flood { .. } => Reply {
                 stamped: false,
                 pieces: vec![],
                 delay: Duration::ZERO,

@@ -280,3 +280,44 @@ async fn exec_children_die_with_the_command_and_the_worker_r_e2() {
     gw.logs
         .assert_clean(&["worker", "Worker", "exited", "signal"]);
 }
+
+/// The worker's peak resident memory (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// A hostile provider that streams without ever ending a line no longer grows the worker's
+/// stream buffer without limit: the run fails at the 16 MiB line cap, the worker stays small
+/// and serves the next turn. Before, all 256 MiB were buffered (and then some).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_stream_without_line_breaks_is_cut_off_r_e2() {
+    let gw = Gateway::start().await;
+    gw.model.push(reply("warm"));
+    let fin = run_turn(&gw, "flood-0").await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let pid = gw.worker_pid("main").await.unwrap();
+    let before = peak_rss(pid);
+
+    gw.model.push(Step::Flood { bytes: 256 << 20 });
+    let fin = run_turn(&gw, "flood-1").await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    let err = fin["payload"]["error"].as_str().unwrap_or_default();
+    assert!(err.contains("line longer than"), "{err}");
+    let grew = peak_rss(pid).saturating_sub(before);
+    assert!(
+        grew < 96 << 20,
+        "the worker's peak RSS grew by {grew} bytes"
+    );
+
+    gw.model.push(reply("still here"));
+    let fin = run_turn(&gw, "flood-2").await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(gw.worker_pid("main").await, Some(pid));
+    gw.logs.assert_clean(&["line longer than"]);
+}

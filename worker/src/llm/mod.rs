@@ -2,7 +2,9 @@
 //! typed [`LlmError`]. Only `openai-completions` is implemented in this build; the others are
 //! accepted in config and refused with a clear error until they land.
 
+pub mod limits;
 pub mod openai;
+pub mod sse;
 
 use ipc::control::Usage;
 

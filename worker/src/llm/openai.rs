@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
+use super::limits::{capped, Limits};
 use futures_util::StreamExt;
 use ipc::control::{ModelSpec, Usage};
 use serde::Serialize;
@@ -215,7 +215,21 @@ where
     B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
-    let mut events = bytes.eventsource();
+    pump_within(bytes, tx, Limits::DEFAULT).await
+}
+
+/// [`pump`] within `limits` (a response past one is an error; nothing past it is buffered).
+pub async fn pump_within<S, B, E>(
+    bytes: S,
+    tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+    limits: Limits,
+) -> Result<(), LlmError>
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let mut events = super::sse::events(capped(bytes, limits.body_bytes), limits.line_bytes);
     let mut finished: Option<String> = None;
     // Tool calls arrive in pieces, keyed by index: (id, name, arguments).
     let mut calls: Vec<(String, String, String)> = Vec::new();
@@ -282,6 +296,12 @@ where
                     slot.1.push_str(name);
                 }
                 if let Some(args) = d.pointer("/function/arguments").and_then(Value::as_str) {
+                    if slot.2.len() + args.len() > limits.tool_args_bytes {
+                        return Err(LlmError::Protocol(format!(
+                            "tool call {index} has arguments longer than {} bytes",
+                            limits.tool_args_bytes
+                        )));
+                    }
                     slot.2.push_str(args);
                 }
             }
@@ -385,5 +405,71 @@ fn parse_usage(u: &Value) -> Usage {
         cache_read,
         cache_write: 0,
         total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: Limits = Limits {
+        line_bytes: 4096,
+        body_bytes: 1 << 20,
+        tool_args_bytes: 2048,
+    };
+
+    async fn pump_all(chunks: Vec<Vec<u8>>) -> (Result<(), LlmError>, Vec<LlmEvent>) {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let stream = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, String>));
+        let r = pump_within(stream, &tx, SMALL).await;
+        drop(tx);
+        let mut events = Vec::new();
+        while let Some(ev) = rx.recv().await {
+            events.extend(ev.ok());
+        }
+        (r, events)
+    }
+
+    /// A provider that never sends a line break is cut off at the line cap instead of
+    /// growing the parser's buffer without limit.
+    #[tokio::test]
+    async fn a_stream_without_line_breaks_is_refused_at_the_cap() {
+        let chunks = vec![vec![b'x'; 1000]; 5];
+        let (r, _) = pump_all(chunks).await;
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("line longer than"), "{err}");
+    }
+
+    /// Tool call arguments streamed without end are refused at their cap.
+    #[tokio::test]
+    async fn endless_tool_call_arguments_are_refused() {
+        let piece = "a".repeat(1000);
+        let mut chunks = vec![
+            br#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"read","arguments":""}}]}}]}"#
+                .to_vec(),
+            b"\n\n".to_vec(),
+        ];
+        for _ in 0..3 {
+            let ev = serde_json::json!({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments": piece}}]}}]});
+            chunks.push(format!("data: {ev}\n\n").into_bytes());
+        }
+        let (r, events) = pump_all(chunks).await;
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("arguments longer than"), "{err}");
+        assert!(
+            !events.iter().any(|e| matches!(e, LlmEvent::ToolCalls(_))),
+            "the cut call never executes"
+        );
+    }
+
+    /// A well-formed response of many short lines stops at the body cap.
+    #[tokio::test]
+    async fn an_endless_response_is_refused_at_the_body_cap() {
+        let ev = serde_json::json!({"choices":[{"delta":{"content": "x".repeat(1000)}}]});
+        let chunks = vec![format!("data: {ev}\n\n").into_bytes(); 2000];
+        let (r, events) = pump_all(chunks).await;
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("larger than"), "{err}");
+        assert!(events.len() < 1100, "{}", events.len());
     }
 }
