@@ -20,6 +20,9 @@ pub const HUB_CAPACITY: usize = 8192;
 /// One event for every connection.
 #[derive(Debug)]
 pub struct HubEvent {
+    /// Position in the hub's one order of publication, from 1. A connection that has handled
+    /// event `n` has handled every event published before it (see [`EventHub::published`]).
+    pub hub_seq: u64,
     /// Event name (`agent`, `chat`, `tick`, `shutdown`).
     pub event: &'static str,
     /// The payload, already serialized.
@@ -40,6 +43,21 @@ pub struct Deferred {
     cap: Option<&'static str>,
 }
 
+/// A run's terminal events, published once its outcome is durable. Publishing it, or
+/// dropping it unpublished, releases `gate`: the link holds the next run of the same session
+/// until then, so that run's `lifecycle start` never overtakes these.
+#[derive(Debug, Default)]
+pub struct TerminalEvents {
+    pub events: Vec<Deferred>,
+    pub gate: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TerminalEvents {
+    pub fn ungated(events: Vec<Deferred>) -> Self {
+        Self { events, gate: None }
+    }
+}
+
 impl Deferred {
     /// Restricts the event to connections with client capability `cap`.
     pub fn for_cap(mut self, cap: &'static str) -> Self {
@@ -51,6 +69,9 @@ impl Deferred {
 #[derive(Clone)]
 pub struct EventHub {
     tx: broadcast::Sender<Arc<HubEvent>>,
+    /// The `hub_seq` of the last event published; held while publishing, so numbers follow
+    /// the broadcast order.
+    last: Arc<std::sync::Mutex<u64>>,
 }
 
 impl Default for EventHub {
@@ -62,11 +83,23 @@ impl Default for EventHub {
 impl EventHub {
     pub fn new() -> Self {
         let (tx, _) = broadcast::channel(HUB_CAPACITY);
-        Self { tx }
+        Self {
+            tx,
+            last: Arc::new(std::sync::Mutex::new(0)),
+        }
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<HubEvent>> {
-        self.tx.subscribe()
+    /// A receiver of every event published from now on, and the `hub_seq` of the last one
+    /// it will not see.
+    pub fn subscribe(&self) -> (broadcast::Receiver<Arc<HubEvent>>, u64) {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        (self.tx.subscribe(), *last)
+    }
+
+    /// The `hub_seq` of the last event published. A response sent after a connection has
+    /// handled this far follows every event published before this call.
+    pub fn published(&self) -> u64 {
+        *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
@@ -84,10 +117,14 @@ impl EventHub {
         drop_if_slow: bool,
         cap: Option<&'static str>,
     ) {
+        let payload = payload.to_string().into_boxed_str();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        *last += 1;
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(Arc::new(HubEvent {
+            hub_seq: *last,
             event,
-            payload: payload.to_string().into_boxed_str(),
+            payload,
             drop_if_slow,
             cap,
         }));

@@ -157,6 +157,9 @@ pub struct Out {
     /// Cancelled to drop a slow consumer at once: the writer discards what is queued, tries
     /// to send the close frame briefly and ends the connection.
     pub kill: CancellationToken,
+    /// The `hub_seq` of the last hub event this connection's forwarder has handled (queued
+    /// or skipped); `u64::MAX` once it has stopped.
+    forwarded: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Out {
@@ -170,8 +173,22 @@ impl Out {
             session_ops: Arc::new(Semaphore::new(SESSION_OPS_PER_CONN)),
             closed: CancellationToken::new(),
             kill: CancellationToken::new(),
+            forwarded: Arc::new(tokio::sync::watch::Sender::new(0)),
         };
         (out, rx, queued)
+    }
+
+    /// Waits until every hub event up to `hub_seq` is queued on this connection (or skipped
+    /// for it), so a response queued next follows them; returns at once if it is closing.
+    /// The final `agent` response and `agent.wait` answers wait on the hub position read
+    /// after their outcome was published, so a run's terminal events always come first.
+    pub async fn after_events(&self, hub_seq: u64) {
+        let mut seen = self.forwarded.subscribe();
+        tokio::select! {
+            _ = seen.wait_for(|&n| n >= hub_seq) => {}
+            _ = self.closed.cancelled() => {}
+            _ = self.kill.cancelled() => {}
+        }
     }
 
     pub fn set_cap(&self, cap: usize) {
@@ -372,7 +389,8 @@ pub async fn serve_connection<S: FrameSource>(
     tracing::debug!(conn = conn_id.as_str(), ?transport, scopes = ?session.scopes, "Client connected.");
 
     let forwarder = {
-        let mut events = gw.hub.subscribe();
+        let (mut events, start) = gw.hub.subscribe();
+        out.forwarded.send_replace(start);
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
         let caps = session.caps.clone();
@@ -382,17 +400,15 @@ pub async fn serve_connection<S: FrameSource>(
             loop {
                 match events.recv().await {
                     Ok(ev) => {
+                        let hub_seq = ev.hub_seq;
                         let needs_read =
                             ev.event == gw::events::AGENT || ev.event == gw::events::CHAT;
-                        if needs_read && !read {
-                            continue;
-                        }
-                        if ev.cap.is_some_and(|c| !caps.iter().any(|have| have == c)) {
-                            continue;
-                        }
-                        if !out.offer_event(ev, &mut seq, cap) {
+                        let wanted = (!needs_read || read)
+                            && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c));
+                        if wanted && !out.offer_event(ev, &mut seq, cap) {
                             break;
                         }
+                        out.forwarded.send_replace(hub_seq);
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         out.drop_slow_consumer();
@@ -401,10 +417,14 @@ pub async fn serve_connection<S: FrameSource>(
                     Err(broadcast::error::RecvError::Closed) => break,
                 }
             }
+            // Nothing more will be forwarded: nobody waits for it.
+            out.forwarded.send_replace(u64::MAX);
         })
     };
     let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
     let session = Arc::new(session);
+    // The admission order of this connection's turn requests (see `rpc::AdmissionTurn`).
+    let mut last_turn: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
         let item = tokio::select! {
             item = source.next() => item,
@@ -450,9 +470,14 @@ pub async fn serve_connection<S: FrameSource>(
                         .await;
                         continue;
                     };
+                    let turn = crate::rpc::is_ordered(&req.method).then(|| {
+                        let (turn, next) = crate::rpc::AdmissionTurn::after(last_turn.take());
+                        last_turn = Some(next);
+                        turn
+                    });
                     let (gw, out, session) = (gw.clone(), out.clone(), session.clone());
                     tokio::spawn(async move {
-                        crate::rpc::handle(&gw, &session, req, &out).await;
+                        crate::rpc::handle(&gw, &session, req, &out, turn).await;
                         drop(permit);
                     });
                 }

@@ -30,6 +30,7 @@ pub mod events;
 pub mod gateway;
 pub mod gateway_hooks;
 pub mod gatewaydb;
+pub mod link_order;
 pub mod listen_unix;
 pub mod listen_ws;
 pub mod lock;

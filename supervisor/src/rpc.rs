@@ -24,7 +24,53 @@ use crate::gateway::{scopes, Gateway, Out, Session};
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{frame_from_final_json, stored_wait_json, Outcome};
 
-pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Out) {
+/// A turn request's place in its connection's order of admission: it is admitted after
+/// the one read before it (`previous` resolves when that one is dispatched or refused) and
+/// lets the next one go when dropped. So messages sent back to back on one connection run
+/// and are recorded in the order they were sent, though each is handled concurrently.
+pub struct AdmissionTurn {
+    previous: Option<tokio::sync::oneshot::Receiver<()>>,
+    _done: tokio::sync::oneshot::Sender<()>,
+}
+
+impl AdmissionTurn {
+    /// The next turn after `previous` (the receiver of the turn before, if any); returns it
+    /// and the receiver the next turn waits on.
+    pub fn after(
+        previous: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> (AdmissionTurn, tokio::sync::oneshot::Receiver<()>) {
+        let (done, next) = tokio::sync::oneshot::channel();
+        (
+            AdmissionTurn {
+                previous,
+                _done: done,
+            },
+            next,
+        )
+    }
+
+    async fn wait_previous(&mut self) {
+        if let Some(p) = self.previous.take() {
+            let _ = p.await;
+        }
+    }
+}
+
+/// Whether `method` is admitted in its connection's order (see [`AdmissionTurn`]).
+pub fn is_ordered(method: &str) -> bool {
+    matches!(
+        Method::parse(method),
+        Some(Method::Agent | Method::ChatSend)
+    )
+}
+
+pub async fn handle(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    req: RequestFrame,
+    out: &Out,
+    turn: Option<AdmissionTurn>,
+) {
     let Some(method) = Method::parse(&req.method) else {
         out.err(
             &req.id,
@@ -65,9 +111,9 @@ pub async fn handle(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out
         }
         Method::Health => health(gw, req, out).await,
         Method::Status => status(gw, req, out).await,
-        Method::Agent => agent(gw, session, req, out).await,
+        Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
-        Method::ChatSend => chat_send(gw, req, out).await,
+        Method::ChatSend => chat_send(gw, req, out, turn).await,
         Method::ChatHistory => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
@@ -218,6 +264,8 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
 
 /// What to admit: a routed message with its run settings.
 struct Admission {
+    /// Its place in the connection's order (`None`: not ordered).
+    turn: Option<AdmissionTurn>,
     run_id: String,
     route: Route,
     message: String,
@@ -301,7 +349,7 @@ async fn admit(
     gw: &Arc<Gateway>,
     out: &Out,
     req_id: &str,
-    a: Admission,
+    mut a: Admission,
     ack: impl FnOnce(u64) -> Value,
 ) -> Admitted {
     let config = gw.config();
@@ -348,6 +396,12 @@ async fn admit(
             )
             .with_details(json!({"reason": "agent-failed"})),
         );
+    }
+    // Admitted after the request read before it on this connection; the next one goes when
+    // this returns (dispatched, refused or answered).
+    let mut turn = a.turn.take();
+    if let Some(t) = &mut turn {
+        t.wait_previous().await;
     }
     let accepted_at = now_ms();
     let accepted = gw
@@ -426,7 +480,13 @@ async fn admit(
     }
 }
 
-async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Out) {
+async fn agent(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    req: RequestFrame,
+    out: &Out,
+    turn: Option<AdmissionTurn>,
+) {
     let Some(p) = params::<AgentParams>(&req, out).await else {
         return;
     };
@@ -466,6 +526,7 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
     let run_id = p.idempotency_key.clone();
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
+        turn,
         run_id: run_id.clone(),
         route,
         message: p.message,
@@ -491,7 +552,10 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
             .await;
         }
         Admitted::Finished(terminal) => match serde_json::from_str::<Value>(&terminal.final_json) {
-            Ok(v) => out.res(&frame_from_final_json(&req.id, &v)).await,
+            Ok(v) => {
+                out.after_events(gw.hub.published()).await;
+                out.res(&frame_from_final_json(&req.id, &v)).await
+            }
             Err(e) => {
                 out.err(
                     &req.id,
@@ -501,7 +565,11 @@ async fn agent(gw: &Arc<Gateway>, session: &Session, req: RequestFrame, out: &Ou
             }
         },
         Admitted::Started(rx) => match rx.await {
-            Ok(outcome) => out.res(&outcome.final_frame(&req.id)).await,
+            // The run's terminal events were published before its waiters were answered.
+            Ok(outcome) => {
+                out.after_events(gw.hub.published()).await;
+                out.res(&outcome.final_frame(&req.id)).await
+            }
             Err(_) => {
                 out.err(
                     &req.id,
@@ -579,7 +647,7 @@ async fn route_key(
     }
 }
 
-async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option<AdmissionTurn>) {
     let Some(p) = params::<ChatSendParams>(&req, out).await else {
         return;
     };
@@ -596,6 +664,7 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     };
     let run_id = p.idempotency_key.clone();
     let admission = Admission {
+        turn,
         run_id: run_id.clone(),
         route,
         message: p.message,
@@ -989,10 +1058,14 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         Err(e) => return out.err(&req.id, control_error(e)).await,
     };
     let pending = match reply {
-        WaitReply::Done(o) => return out.ok(&req.id, o.wait_json()).await,
+        WaitReply::Done(o) => {
+            out.after_events(gw.hub.published()).await;
+            return out.ok(&req.id, o.wait_json()).await;
+        }
         WaitReply::Pending(rx) => Some(rx),
         WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(StoredRun::Terminal { terminal, .. })) => {
+                out.after_events(gw.hub.published()).await;
                 return out
                     .ok(&req.id, stored_wait_json(&p.run_id, &terminal))
                     .await;
@@ -1023,6 +1096,7 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             _ = gw.stopping.cancelled() => draining,
         },
     };
+    out.after_events(gw.hub.published()).await;
     out.ok(&req.id, result).await;
 }
 

@@ -29,7 +29,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::AgentConfig;
-use crate::events::{agent_event, chat_event, now_ms, run_failed, Deferred, EventHub, RunRef};
+use crate::events::{
+    agent_event, chat_event, now_ms, run_failed, Deferred, EventHub, RunRef, TerminalEvents,
+};
+use crate::link_order::SessionGates;
 
 /// Frames queued towards one worker before `submit` reports it full.
 pub const LINK_QUEUE: usize = 4096;
@@ -65,8 +68,9 @@ pub enum LinkEvent {
         agent_id: String,
         generation: u64,
         msg: Box<WorkerToControl>,
-        /// With `Finished`: the run's terminal events, to publish once the outcome is durable.
-        deferred: Vec<Deferred>,
+        /// With `Finished`: the run's terminal events, to publish once the outcome is durable
+        /// (the session's later frames wait for that).
+        deferred: TerminalEvents,
     },
     Exited {
         agent_id: String,
@@ -404,19 +408,27 @@ async fn relay(
         unsent
     });
 
-    let mut runs: HashMap<String, Streaming> = HashMap::new();
+    let mut relay = Relay {
+        hub,
+        agent_id: agent_id.clone(),
+        generation,
+        events: events.clone(),
+        runs: HashMap::new(),
+        gates: SessionGates::new(),
+    };
     let mut exit: Option<std::io::Result<ExitStatus>> = None;
     loop {
         tokio::select! {
+            Some((_, held)) = relay.gates.next_open(), if relay.gates.waiting() => {
+                for msg in held {
+                    if !relay.handle(msg).await {
+                        break;
+                    }
+                }
+            }
             frame = reader.next() => match frame {
-                Some(Ok(WorkerToControl::Event(ev))) => publish(&hub, &agent_id, &mut runs, ev),
                 Some(Ok(msg)) => {
-                    let deferred = match &msg {
-                        WorkerToControl::Finished(t) => runs.remove(&t.run_id).map(|st| st.deferred).unwrap_or_default(),
-                        _ => Vec::new(),
-                    };
-                    let ev = LinkEvent::Message { agent_id: agent_id.clone(), generation, msg: Box::new(msg), deferred };
-                    if events.send(ev).await.is_err() {
+                    if !relay.handle(msg).await {
                         break;
                     }
                 }
@@ -437,6 +449,11 @@ async fn relay(
             }
         }
     }
+    // What still waits for a gate goes on now: its worker is gone.
+    for msg in relay.gates.drain() {
+        relay.handle(msg).await;
+    }
+    let Relay { runs, .. } = relay;
     let _ = stop_writer.send(());
     let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
@@ -491,6 +508,79 @@ async fn relay(
             unsent,
         })
         .await;
+}
+
+/// The link's reading side: per-run streaming state and the per-session order.
+struct Relay {
+    hub: EventHub,
+    agent_id: String,
+    generation: u64,
+    events: mpsc::Sender<LinkEvent>,
+    runs: HashMap<String, Streaming>,
+    gates: SessionGates<WorkerToControl>,
+}
+
+impl Relay {
+    /// The session a frame belongs to, if it belongs to one.
+    fn session_of(&self, msg: &WorkerToControl) -> Option<(String, String)> {
+        let run_id = match msg {
+            WorkerToControl::Event(ev) => {
+                if let EventBody::Lifecycle(l) = &ev.body {
+                    if l.phase == Phase::Start {
+                        let key = l.session_key.clone().unwrap_or_default();
+                        return Some((key, ev.run_id.clone()));
+                    }
+                }
+                &ev.run_id
+            }
+            WorkerToControl::Finished(t) => &t.run_id,
+            _ => return None,
+        };
+        let session = match self.runs.get(run_id) {
+            Some(st) => st.session_key.clone(),
+            None => self.gates.session_of_held_run(run_id)?.to_owned(),
+        };
+        Some((session, run_id.clone()))
+    }
+
+    /// Publishes or forwards one frame, unless its session waits for an earlier run's
+    /// terminal events (then it is held). `false` once the control actor is gone.
+    async fn handle(&mut self, msg: WorkerToControl) -> bool {
+        let session = self.session_of(&msg);
+        let msg = match &session {
+            Some((key, run)) => match self.gates.admit(key, Some(run), msg) {
+                Some(msg) => msg,
+                None => return true,
+            },
+            None => msg,
+        };
+        let deferred = match msg {
+            WorkerToControl::Event(ev) => {
+                publish(&self.hub, &self.agent_id, &mut self.runs, ev);
+                return true;
+            }
+            WorkerToControl::Finished(ref t) => {
+                let events = self
+                    .runs
+                    .remove(&t.run_id)
+                    .map(|st| st.deferred)
+                    .unwrap_or_default();
+                let gate = match &session {
+                    Some((key, _)) if !events.is_empty() => Some(self.gates.close(key)),
+                    _ => None,
+                };
+                TerminalEvents { events, gate }
+            }
+            _ => TerminalEvents::default(),
+        };
+        let ev = LinkEvent::Message {
+            agent_id: self.agent_id.clone(),
+            generation: self.generation,
+            msg: Box::new(msg),
+            deferred,
+        };
+        self.events.send(ev).await.is_ok()
+    }
 }
 
 fn publish(

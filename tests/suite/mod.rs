@@ -6,6 +6,7 @@ mod frames;
 mod idempotency;
 mod lanes;
 mod operations;
+mod ordering;
 mod real_llm;
 mod security;
 mod security_door;

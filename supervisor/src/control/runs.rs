@@ -12,7 +12,9 @@ use tokio::sync::oneshot;
 
 use super::workers::Delivery;
 use super::{Command, Control, Dispatch, WaitReply};
-use crate::events::{agent_event, chat_event, now_ms, run_failed, Deferred, RunRef};
+use crate::events::{
+    agent_event, chat_event, now_ms, run_failed, Deferred, RunRef, TerminalEvents,
+};
 use crate::outcome::Outcome;
 
 /// Finished runs kept in memory for `agent.wait` and duplicate detection; older ones are
@@ -31,7 +33,7 @@ pub(super) enum RunState {
     /// Terminal, being written to the gateway db; events and waiters follow the write.
     Persisting {
         waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
-        deferred: Vec<Deferred>,
+        deferred: TerminalEvents,
     },
     Terminal {
         outcome: Arc<Outcome>,
@@ -129,19 +131,25 @@ impl Control {
         };
         let (waiters, deferred) = match std::mem::replace(&mut entry.state, terminal) {
             RunState::Persisting { waiters, deferred } => (waiters, deferred),
-            RunState::Active { waiters } => (waiters, Vec::new()),
-            RunState::Terminal { .. } => (Vec::new(), Vec::new()),
+            RunState::Active { waiters } => (waiters, TerminalEvents::default()),
+            RunState::Terminal { .. } => (Vec::new(), TerminalEvents::default()),
         };
-        for ev in &deferred {
+        for ev in &deferred.events {
             self.deps.hub.publish_deferred(ev);
         }
+        drop(deferred.gate);
         for w in waiters {
             let _ = w.send(outcome.clone());
         }
         self.finished.push_back(run_id);
     }
 
-    pub(super) fn finished_run(&mut self, agent_id: &str, t: RunTerminal, deferred: Vec<Deferred>) {
+    pub(super) fn finished_run(
+        &mut self,
+        agent_id: &str,
+        t: RunTerminal,
+        deferred: TerminalEvents,
+    ) {
         if let Some(slot) = self.workers.get_mut(agent_id) {
             slot.in_flight.retain(|id| *id != t.run_id);
         }
@@ -221,16 +229,20 @@ impl Control {
             ],
             _ => run_failed(&run, 1, ended_at, None, error),
         });
-        self.persist(run_id.to_owned(), outcome, deferred);
+        self.persist(
+            run_id.to_owned(),
+            outcome,
+            TerminalEvents::ungated(deferred),
+        );
     }
 
-    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: Vec<Deferred>) {
+    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: TerminalEvents) {
         let Some(entry) = self.runs.get_mut(&run_id) else {
             return;
         };
         let placeholder = RunState::Persisting {
             waiters: Vec::new(),
-            deferred: Vec::new(),
+            deferred: TerminalEvents::default(),
         };
         let waiters = match std::mem::replace(&mut entry.state, placeholder) {
             RunState::Active { waiters } => waiters,
