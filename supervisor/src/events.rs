@@ -11,7 +11,8 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use ipc::gateway::{AgentEvent, ChatEvent, ChatState};
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 /// Events kept for slow receivers before they count as lagging.
@@ -25,8 +26,8 @@ pub struct HubEvent {
     pub hub_seq: u64,
     /// Event name (`agent`, `chat`, `tick`, `shutdown`).
     pub event: &'static str,
-    /// The payload, already serialized.
-    pub payload: Box<str>,
+    /// The payload, already serialized (once, for every connection).
+    pub payload: Arc<str>,
     /// May be skipped for a connection that is over its buffer cap (its `seq` is still
     /// consumed, so the gap is visible); other events close such a connection instead.
     pub drop_if_slow: bool,
@@ -38,7 +39,7 @@ pub struct HubEvent {
 #[derive(Debug, Clone)]
 pub struct Deferred {
     event: &'static str,
-    payload: Value,
+    payload: Arc<str>,
     drop_if_slow: bool,
     cap: Option<&'static str>,
 }
@@ -59,6 +60,31 @@ impl TerminalEvents {
 }
 
 impl Deferred {
+    /// An `agent` event, serialized now.
+    pub fn agent(ev: &AgentEvent) -> Self {
+        Self {
+            event: ipc::gateway::events::AGENT,
+            payload: serialized(ev),
+            drop_if_slow: false,
+            cap: None,
+        }
+    }
+
+    /// A `chat` event, serialized now; deltas may be skipped for a slow connection.
+    pub fn chat(ev: &ChatEvent) -> Self {
+        Self {
+            event: ipc::gateway::events::CHAT,
+            payload: serialized(ev),
+            drop_if_slow: matches!(ev.state, ChatState::Delta { .. }),
+            cap: None,
+        }
+    }
+
+    /// A run's terminal pair: lifecycle, then chat.
+    pub fn terminal((agent, chat): (AgentEvent, ChatEvent)) -> Vec<Self> {
+        vec![Self::agent(&agent), Self::chat(&chat)]
+    }
+
     /// Restricts the event to connections with client capability `cap`.
     pub fn for_cap(mut self, cap: &'static str) -> Self {
         self.cap = Some(cap);
@@ -103,21 +129,20 @@ impl EventHub {
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
-        self.send(event, payload, false, None);
+        self.send(event, Arc::from(payload.to_string()), false, None);
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        self.send(d.event, &d.payload, d.drop_if_slow, d.cap);
+        self.send(d.event, d.payload.clone(), d.drop_if_slow, d.cap);
     }
 
     fn send(
         &self,
         event: &'static str,
-        payload: &Value,
+        payload: Arc<str>,
         drop_if_slow: bool,
         cap: Option<&'static str>,
     ) {
-        let payload = payload.to_string().into_boxed_str();
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         *last += 1;
         // No receivers is fine: nobody is listening.
@@ -129,85 +154,11 @@ impl EventHub {
             cap,
         }));
     }
-
-    /// Publishes an `agent` event (see [`agent_event`]).
-    pub fn agent(&self, run: &RunRef<'_>, seq: u64, ts: u64, stream: &str, data: Value) {
-        self.publish_deferred(&agent_event(run, seq, ts, stream, data));
-    }
-
-    /// Publishes a `chat` event (see [`chat_event`]).
-    pub fn chat(&self, run: &RunRef<'_>, seq: u64, state: &str, fields: Value) {
-        self.publish_deferred(&chat_event(run, seq, state, fields));
-    }
 }
 
-/// Identifies a run in event payloads.
-pub struct RunRef<'a> {
-    pub run_id: &'a str,
-    pub session_key: &'a str,
-    pub agent_id: &'a str,
-}
-
-/// An `agent` event: `{runId, seq, stream, ts, data, sessionKey, agentId}`.
-pub fn agent_event(run: &RunRef<'_>, seq: u64, ts: u64, stream: &str, data: Value) -> Deferred {
-    Deferred {
-        event: ipc::gateway::events::AGENT,
-        payload: json!({
-            "runId": run.run_id,
-            "seq": seq,
-            "stream": stream,
-            "ts": ts,
-            "data": data,
-            "sessionKey": run.session_key,
-            "agentId": run.agent_id,
-        }),
-        drop_if_slow: false,
-        cap: None,
-    }
-}
-
-/// A `chat` event (the UI projection of a run): `state` is `delta`, `final`, `error` or
-/// `aborted`; `fields` are merged into the payload. Deltas may be dropped for slow clients.
-pub fn chat_event(run: &RunRef<'_>, seq: u64, state: &str, fields: Value) -> Deferred {
-    let mut payload = json!({
-        "runId": run.run_id,
-        "sessionKey": run.session_key,
-        "agentId": run.agent_id,
-        "seq": seq,
-        "state": state,
-    });
-    if let (Some(obj), Value::Object(extra)) = (payload.as_object_mut(), fields) {
-        obj.extend(extra);
-    }
-    Deferred {
-        event: ipc::gateway::events::CHAT,
-        payload,
-        drop_if_slow: state == "delta",
-        cap: None,
-    }
-}
-
-/// A run's terminal failure as `agent` lifecycle `error` and `chat` `error`.
-pub fn run_failed(
-    run: &RunRef<'_>,
-    seq: u64,
-    ts: u64,
-    started_at: Option<u64>,
-    error: &str,
-) -> Vec<Deferred> {
-    let mut data = json!({"phase": "error", "endedAt": ts, "error": error});
-    if let Some(s) = started_at {
-        data["startedAt"] = json!(s);
-    }
-    vec![
-        agent_event(run, seq, ts, "lifecycle", data),
-        chat_event(
-            run,
-            seq,
-            "error",
-            json!({"errorMessage": error, "errorKind": "unknown"}),
-        ),
-    ]
+fn serialized<T: serde::Serialize>(value: &T) -> Arc<str> {
+    // These types serialize infallibly (no maps with non-string keys).
+    Arc::from(serde_json::to_string(value).unwrap_or_default())
 }
 
 /// Milliseconds since the Unix epoch.

@@ -198,7 +198,7 @@ impl Out {
     /// Queues a response. Responses count against the buffer cap like events: a client that
     /// does not read its answers is closed as a slow consumer once they pass the cap (one
     /// answer larger than the cap still goes to a client that has nothing else queued).
-    pub async fn res(&self, frame: &ResponseFrame) {
+    pub async fn res<F: serde::Serialize>(&self, frame: &F) {
         let text = serde_json::to_string(frame).unwrap_or_default();
         let queued = self.queued.load(Ordering::Relaxed);
         if queued > 0 && queued + text.len() > self.cap.load(Ordering::Relaxed) {
@@ -211,6 +211,25 @@ impl Out {
 
     pub async fn ok(&self, id: &str, payload: Value) {
         self.res(&ResponseFrame::ok(id, payload)).await;
+    }
+
+    /// Answers `id` with a typed payload (`{type: "res", id, ok: true, payload}`).
+    pub async fn ok_with<P: serde::Serialize>(&self, id: &str, payload: &P) {
+        #[derive(serde::Serialize)]
+        struct Ok<'a, P> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            id: &'a str,
+            ok: bool,
+            payload: &'a P,
+        }
+        self.res(&Ok {
+            kind: "res",
+            id,
+            ok: true,
+            payload,
+        })
+        .await;
     }
 
     pub async fn err(&self, id: &str, error: ErrorShape) {

@@ -36,6 +36,7 @@ pub mod listen_ws;
 pub mod lock;
 pub mod outcome;
 pub mod paths;
+pub mod projection;
 pub mod rpc;
 pub mod secrets;
 pub mod serve;

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentParams, AgentWaitParams, AgentsListParams, ChatAbortParams, ChatHistoryParams,
-    ChatSendParams, ErrorShape, GatewayDrainParams, HealthParams, Method, RequestFrame,
-    SessionsDeleteParams, SessionsListParams, SessionsResetParams, WorkerRestartParams,
-    DEFAULT_WAIT_TIMEOUT_MS,
+    AgentParams, AgentWaitParams, AgentWaitResult, AgentsListParams, ChatAbortParams,
+    ChatHistoryParams, ChatSendParams, ErrorShape, GatewayDrainParams, HealthParams, Method,
+    RequestFrame, SessionsDeleteParams, SessionsListParams, SessionsResetParams,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -22,7 +22,7 @@ use crate::control::{ControlError, Dispatch, WaitReply};
 use crate::events::now_ms;
 use crate::gateway::{scopes, Gateway, Out, Session};
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
-use crate::outcome::{frame_from_final_json, stored_wait_json, Outcome};
+use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
 /// A turn request's place in its connection's order of admission: it is admitted after
 /// the one read before it (`previous` resolves when that one is dispatched or refused) and
@@ -551,10 +551,11 @@ async fn agent(
             )
             .await;
         }
-        Admitted::Finished(terminal) => match serde_json::from_str::<Value>(&terminal.final_json) {
-            Ok(v) => {
+        // A replay sends the stored bytes of the final result as they are.
+        Admitted::Finished(terminal) => match StoredFinal::parse(&terminal.final_json) {
+            Ok(stored) => {
                 out.after_events(gw.hub.published()).await;
-                out.res(&frame_from_final_json(&req.id, &v)).await
+                out.res(&stored.frame(&req.id)).await
             }
             Err(e) => {
                 out.err(
@@ -568,7 +569,16 @@ async fn agent(
             // The run's terminal events were published before its waiters were answered.
             Ok(outcome) => {
                 out.after_events(gw.hub.published()).await;
-                out.res(&outcome.final_frame(&req.id)).await
+                match StoredFinal::parse(&outcome.final_json) {
+                    Ok(stored) => out.res(&stored.frame(&req.id)).await,
+                    Err(e) => {
+                        out.err(
+                            &req.id,
+                            ErrorShape::unavailable(format!("the result is unreadable: {e}"), None),
+                        )
+                        .await
+                    }
+                }
             }
             Err(_) => {
                 out.err(
@@ -1050,9 +1060,8 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             .await;
     }
     let window = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS));
-    let timed_out = json!({"runId": p.run_id, "status": "timeout"});
-    let draining =
-        json!({"runId": p.run_id, "status": "timeout", "timeoutPhase": "gateway_draining"});
+    let timed_out = AgentWaitResult::pending(&p.run_id, None);
+    let draining = AgentWaitResult::pending(&p.run_id, Some("gateway_draining"));
     let reply = match gw.control.wait(p.run_id.clone()).await {
         Ok(r) => r,
         Err(e) => return out.err(&req.id, control_error(e)).await,
@@ -1060,14 +1069,14 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let pending = match reply {
         WaitReply::Done(o) => {
             out.after_events(gw.hub.published()).await;
-            return out.ok(&req.id, o.wait_json()).await;
+            return out.ok_with(&req.id, &o.wait_result()).await;
         }
         WaitReply::Pending(rx) => Some(rx),
         WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(StoredRun::Terminal { terminal, .. })) => {
                 out.after_events(gw.hub.published()).await;
                 return out
-                    .ok(&req.id, stored_wait_json(&p.run_id, &terminal))
+                    .ok_with(&req.id, &stored_wait_result(&p.run_id, &terminal))
                     .await;
             }
             Ok(_) => None,
@@ -1084,7 +1093,7 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let result = match pending {
         Some(rx) => tokio::select! {
             r = tokio::time::timeout(window, rx) => match r {
-                Ok(Ok(o)) => o.wait_json(),
+                Ok(Ok(o)) => o.wait_result(),
                 Ok(Err(_)) => draining,
                 Err(_) => timed_out,
             },
@@ -1097,7 +1106,7 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         },
     };
     out.after_events(gw.hub.published()).await;
-    out.ok(&req.id, result).await;
+    out.ok_with(&req.id, &result).await;
 }
 
 #[cfg(test)]

@@ -22,17 +22,15 @@ use ipc::control::{
     WorkerToControl,
 };
 use ipc::frame::{Codec, MAX_FRAME};
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::AgentConfig;
-use crate::events::{
-    agent_event, chat_event, now_ms, run_failed, Deferred, EventHub, RunRef, TerminalEvents,
-};
+use crate::events::{now_ms, Deferred, EventHub, TerminalEvents};
 use crate::link_order::SessionGates;
+use crate::projection::RunRef;
 
 /// Frames queued towards one worker before `submit` reports it full.
 pub const LINK_QUEUE: usize = 4096;
@@ -496,7 +494,14 @@ async fn relay(
             session_key: &st.session_key,
             agent_id: &agent_id,
         };
-        let evs = run_failed(&run, st.last_seq + 1, now, st.started_at, &error);
+        let evs = Deferred::terminal(crate::projection::ended_by_gateway(
+            &run,
+            st.last_seq + 1,
+            now,
+            st.started_at,
+            &error,
+            None,
+        ));
         failures.push((run_id, evs));
     }
     let _ = events
@@ -583,118 +588,57 @@ impl Relay {
     }
 }
 
+/// Projects one run event for clients and publishes it (terminal ones are kept in the run's
+/// streaming state until its outcome is durable).
 fn publish(
     hub: &EventHub,
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
     ev: ipc::control::RunEvent,
 ) {
-    match ev.body {
-        EventBody::Lifecycle(l) => {
-            if l.phase == Phase::Start {
-                runs.insert(
-                    ev.run_id.clone(),
-                    Streaming {
-                        session_key: l.session_key.clone().unwrap_or_default(),
-                        text: String::new(),
-                        last_seq: ev.seq,
-                        started_at: l.started_at,
-                        deferred: Vec::new(),
-                    },
-                );
-            }
-            let Some(st) = runs.get_mut(&ev.run_id) else {
-                return;
-            };
-            st.last_seq = ev.seq;
-            let mut data = serde_json::Map::new();
-            data.insert("phase".into(), json!(l.phase.as_str()));
-            if let Some(v) = l.started_at {
-                data.insert("startedAt".into(), json!(v));
-            }
-            if let Some(v) = l.ended_at {
-                data.insert("endedAt".into(), json!(v));
-            }
-            if let Some(v) = &l.error {
-                data.insert("error".into(), json!(v));
-            }
-            if let Some(v) = &l.stop_reason {
-                data.insert("stopReason".into(), json!(v));
-            }
-            if let Some(v) = l.aborted {
-                data.insert("aborted".into(), json!(v));
-            }
-            let run = RunRef {
-                run_id: &ev.run_id,
-                session_key: &st.session_key,
-                agent_id,
-            };
-            let lifecycle = agent_event(
-                &run,
-                ev.seq,
-                ev.ts,
-                "lifecycle",
-                serde_json::Value::Object(data),
+    use crate::projection::{self as p, CompactionEvent, ToolEvent};
+    if let EventBody::Lifecycle(l) = &ev.body {
+        if l.phase == Phase::Start {
+            runs.insert(
+                ev.run_id.clone(),
+                Streaming {
+                    session_key: l.session_key.clone().unwrap_or_default(),
+                    text: String::new(),
+                    last_seq: ev.seq,
+                    started_at: l.started_at,
+                    deferred: Vec::new(),
+                },
             );
-            let terminal_chat = match l.phase {
-                Phase::End => {
-                    let mut fields = json!({"stopReason": l.stop_reason});
-                    if !st.text.is_empty() {
-                        fields["message"] = assistant_message(&st.text, ev.ts);
-                    }
-                    Some(chat_event(&run, ev.seq, "final", fields))
-                }
-                Phase::Error if l.aborted == Some(true) => Some(chat_event(
-                    &run,
-                    ev.seq,
-                    "aborted",
-                    json!({"stopReason": l.stop_reason, "errorMessage": l.error}),
-                )),
-                Phase::Error => {
-                    let kind = if l.stop_reason.as_deref() == Some("timeout") {
-                        "timeout"
-                    } else {
-                        "unknown"
-                    };
-                    Some(chat_event(
-                        &run,
-                        ev.seq,
-                        "error",
-                        json!({"errorMessage": l.error, "errorKind": kind, "stopReason": l.stop_reason}),
-                    ))
-                }
-                Phase::Start | Phase::Finishing | Phase::Unknown => None,
-            };
-            match terminal_chat {
-                // Terminal: held until the control actor has recorded the outcome.
-                Some(chat) => st.deferred.extend([lifecycle, chat]),
-                None => hub.publish_deferred(&lifecycle),
-            }
         }
+    }
+    let Some(st) = runs.get_mut(&ev.run_id) else {
+        return;
+    };
+    st.last_seq = ev.seq;
+    let run = RunRef {
+        run_id: &ev.run_id,
+        session_key: &st.session_key,
+        agent_id,
+    };
+    match &ev.body {
+        EventBody::Lifecycle(l) => match p::lifecycle(&run, ev.seq, ev.ts, l, &st.text) {
+            // Terminal: held until the control actor has recorded the outcome.
+            Some((agent, Some(chat))) => st
+                .deferred
+                .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
+            Some((agent, None)) => hub.publish_deferred(&Deferred::agent(&agent)),
+            None => {}
+        },
         EventBody::Assistant { delta } => {
-            let Some(st) = runs.get_mut(&ev.run_id) else {
-                return;
-            };
-            st.last_seq = ev.seq;
-            st.text.push_str(&delta);
+            st.text.push_str(delta);
             let run = RunRef {
                 run_id: &ev.run_id,
                 session_key: &st.session_key,
                 agent_id,
             };
-            hub.agent(
-                &run,
-                ev.seq,
-                ev.ts,
-                "assistant",
-                json!({"text": st.text, "delta": delta}),
-            );
-            hub.chat(
-                &run,
-                ev.seq,
-                "delta",
-                json!({"deltaText": delta, "message": assistant_message(&st.text, ev.ts)}),
-            );
+            let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta);
+            hub.publish_deferred(&Deferred::agent(&agent));
+            hub.publish_deferred(&Deferred::chat(&chat));
         }
         EventBody::Tool {
             phase,
@@ -704,37 +648,18 @@ fn publish(
             result_json,
             is_error,
         } => {
-            let Some(st) = runs.get_mut(&ev.run_id) else {
-                return;
-            };
-            st.last_seq = ev.seq;
-            let parse = |t: Option<String>| {
-                t.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
-            };
-            let mut data = json!({"phase": phase, "name": name, "toolCallId": tool_call_id});
-            if let Some(a) = parse(args_json) {
-                data["args"] = a;
-            }
-            if let Some(r) = parse(result_json) {
-                let key = if phase == "update" {
-                    "partialResult"
-                } else {
-                    "result"
-                };
-                data[key] = r;
-            }
-            if let Some(e) = is_error {
-                data["isError"] = json!(e);
-            }
-            let run = RunRef {
-                run_id: &ev.run_id,
-                session_key: &st.session_key,
-                agent_id,
+            let t = ToolEvent {
+                phase,
+                tool_call_id,
+                name,
+                args_json: args_json.as_deref(),
+                result_json: result_json.as_deref(),
+                is_error: *is_error,
             };
             // Tool events go only to clients that asked for them (`caps: ["tool-events"]`).
-            hub.publish_deferred(
-                &agent_event(&run, ev.seq, ev.ts, "tool", data).for_cap(TOOL_EVENTS_CAP),
-            );
+            if let Some(agent) = p::tool(&run, ev.seq, ev.ts, &t) {
+                hub.publish_deferred(&Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
+            }
         }
         EventBody::Compaction {
             phase,
@@ -744,29 +669,16 @@ fn publish(
             messages,
             ..
         } => {
-            let Some(st) = runs.get_mut(&ev.run_id) else {
-                return;
+            let c = CompactionEvent {
+                phase,
+                completed: *completed,
+                will_retry: *will_retry,
+                reason: reason.as_deref(),
+                messages: *messages,
             };
-            st.last_seq = ev.seq;
-            let mut data = json!({"phase": phase});
-            if let Some(v) = completed {
-                data["completed"] = json!(v);
+            if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
+                hub.publish_deferred(&Deferred::agent(&agent));
             }
-            if let Some(v) = will_retry {
-                data["willRetry"] = json!(v);
-            }
-            if let Some(v) = reason {
-                data["reason"] = json!(v);
-            }
-            if let Some(v) = messages {
-                data["messages"] = json!(v);
-            }
-            let run = RunRef {
-                run_id: &ev.run_id,
-                session_key: &st.session_key,
-                agent_id,
-            };
-            hub.publish_deferred(&agent_event(&run, ev.seq, ev.ts, "compaction", data));
         }
         EventBody::Unknown => {}
     }
@@ -774,10 +686,6 @@ fn publish(
 
 /// The client capability that opts into `tool` stream events.
 pub const TOOL_EVENTS_CAP: &str = "tool-events";
-
-fn assistant_message(text: &str, ts: u64) -> serde_json::Value {
-    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": ts})
-}
 
 /// `exited with status 3`, `killed by signal 9 (SIGKILL)`.
 pub fn describe_exit(status: ExitStatus) -> String {

@@ -7,15 +7,14 @@ use std::time::{Duration, Instant};
 
 use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::workers::Delivery;
 use super::{Command, Control, Dispatch, WaitReply};
-use crate::events::{
-    agent_event, chat_event, now_ms, run_failed, Deferred, RunRef, TerminalEvents,
-};
+use crate::events::{now_ms, Deferred, TerminalEvents};
 use crate::outcome::Outcome;
+use crate::projection::RunRef;
 
 /// Finished runs kept in memory for `agent.wait` and duplicate detection; older ones are
 /// answered from the gateway db. Kept small: the soak benchmark showed 10 000 cached outcomes
@@ -216,18 +215,14 @@ impl Control {
             session_key: &entry.session_key,
             agent_id: &entry.agent_id,
         };
-        let deferred = events.unwrap_or_else(|| match (status, stop) {
-            (RunStatus::Aborted, Some(reason)) => vec![
-                agent_event(
-                    &run,
-                    1,
-                    ended_at,
-                    "lifecycle",
-                    json!({"phase": "error", "endedAt": ended_at, "error": error, "aborted": true, "stopReason": reason.as_str()}),
-                ),
-                chat_event(&run, 1, "aborted", json!({"stopReason": reason.as_str(), "errorMessage": error})),
-            ],
-            _ => run_failed(&run, 1, ended_at, None, error),
+        let deferred = events.unwrap_or_else(|| {
+            let aborted = match (status, stop) {
+                (RunStatus::Aborted, Some(reason)) => Some(reason.as_str()),
+                _ => None,
+            };
+            Deferred::terminal(crate::projection::ended_by_gateway(
+                &run, 1, ended_at, None, error, aborted,
+            ))
         });
         self.persist(
             run_id.to_owned(),

@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod run;
+pub use run::*;
+
 /// Gateway protocol version spoken to clients.
 pub const GATEWAY_PROTOCOL: u32 = 4;
 /// Largest frame accepted before `connect` succeeds.

@@ -1,0 +1,405 @@
+//! What clients hear about runs: `agent` and `chat` event payloads, the final `agent`
+//! result and the `agent.wait` result. The one definition of these shapes; the supervisor's
+//! projection builds them, the test client and tools read them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// An `agent` event payload: `{runId, seq, stream, ts, data, sessionKey, agentId}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentEvent {
+    pub run_id: String,
+    /// Per run, from 1.
+    pub seq: u64,
+    #[serde(flatten)]
+    pub data: AgentData,
+    pub ts: u64,
+    pub session_key: String,
+    pub agent_id: String,
+}
+
+/// `stream` and its `data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stream", content = "data", rename_all = "lowercase")]
+pub enum AgentData {
+    Lifecycle(LifecycleData),
+    Assistant(AssistantData),
+    Tool(ToolData),
+    Compaction(CompactionData),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LifecyclePhase {
+    Start,
+    Finishing,
+    End,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleData {
+    pub phase: LifecyclePhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantData {
+    /// The run's text so far.
+    pub text: String,
+    pub delta: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolPhase {
+    Start,
+    Update,
+    Result,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolData {
+    pub phase: ToolPhase,
+    pub name: String,
+    pub tool_call_id: String,
+    /// `start`: the call's arguments, always a JSON object (arguments that are not one, or
+    /// were clipped past parsing, come as `{"raw": "<text>"}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// `update`: a piece of a running `exec`'s output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_result: Option<Value>,
+    /// `result`: what the model gets back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompactionPhase {
+    Start,
+    End,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionData {
+    pub phase: CompactionPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub will_retry: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<u64>,
+}
+
+/// A `chat` event payload, the UI's view of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatEvent {
+    pub run_id: String,
+    pub session_key: String,
+    pub agent_id: String,
+    /// The `seq` of the agent event it projects.
+    pub seq: u64,
+    #[serde(flatten)]
+    pub state: ChatState,
+}
+
+/// `state` and its fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "state",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ChatState {
+    Delta {
+        delta_text: String,
+        message: ChatMessage,
+    },
+    Final {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<ChatMessage>,
+        stop_reason: Option<String>,
+    },
+    Error {
+        error_message: Option<String>,
+        error_kind: ChatErrorKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
+    },
+    Aborted {
+        stop_reason: Option<String>,
+        error_message: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatErrorKind {
+    Timeout,
+    Unknown,
+}
+
+/// The assistant message of a chat event: `{role, content: [{type: "text", text}], timestamp}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: Vec<TextBlock>,
+    pub timestamp: u64,
+}
+
+impl ChatMessage {
+    pub fn assistant(text: &str, timestamp: u64) -> Self {
+        Self {
+            role: "assistant".into(),
+            content: vec![TextBlock::new(text)],
+            timestamp,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextBlock {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+impl TextBlock {
+    pub fn new(text: &str) -> Self {
+        Self {
+            kind: "text".into(),
+            text: text.into(),
+        }
+    }
+}
+
+/// The final `agent` response's payload (OpenClaw's `AgentRunResult`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentResult {
+    pub run_id: String,
+    /// `ok`, `timeout` (also for aborted runs) or `error`.
+    pub status: String,
+    /// `completed`, `aborted` or `failed`.
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub result: RunResult,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub payloads: Vec<ReplyPayload>,
+    pub meta: ResultMeta,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplyPayload {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultMeta {
+    pub duration_ms: u64,
+    pub agent_meta: AgentMeta,
+    /// Flat copies of `agentMeta`'s, for clients that read them here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageOut>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_receipt: Option<TerminalReceipt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_reply: Option<TerminalReply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ResultError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub session_key: String,
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageOut>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageOut {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalReceipt {
+    pub source_reply_delivered: bool,
+}
+
+/// What the run finally said: `visible` with its text, or `silent`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "disposition", rename_all = "lowercase")]
+pub enum TerminalReply {
+    Visible { text: String },
+    Silent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultError {
+    /// `error`, `timeout` or `aborted`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// The `agent.wait` result: a finished run's, or `timeout` for one still running when the
+/// wait ended (`timeoutPhase: "gateway_draining"` when the gateway stopping ended it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentWaitResult {
+    pub run_id: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_receipt: Option<TerminalReceipt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_reply: Option<TerminalReply>,
+}
+
+impl AgentWaitResult {
+    /// The wait ended before the run did.
+    pub fn pending(run_id: &str, timeout_phase: Option<&str>) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            status: "timeout".into(),
+            timeout_phase: timeout_phase.map(str::to_owned),
+            started_at: None,
+            ended_at: None,
+            error: None,
+            stop_reason: None,
+            terminal_receipt: None,
+            terminal_reply: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agent_events_have_openclaws_flat_shape() {
+        let ev = AgentEvent {
+            run_id: "r".into(),
+            seq: 3,
+            data: AgentData::Lifecycle(LifecycleData {
+                phase: LifecyclePhase::End,
+                started_at: Some(1),
+                ended_at: Some(2),
+                error: None,
+                stop_reason: Some("stop".into()),
+                aborted: None,
+            }),
+            ts: 9,
+            session_key: "agent:main:main".into(),
+            agent_id: "main".into(),
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            v,
+            json!({"runId": "r", "seq": 3, "stream": "lifecycle", "ts": 9,
+                   "data": {"phase": "end", "startedAt": 1, "endedAt": 2, "stopReason": "stop"},
+                   "sessionKey": "agent:main:main", "agentId": "main"})
+        );
+        assert_eq!(serde_json::from_value::<AgentEvent>(v).unwrap(), ev);
+    }
+
+    #[test]
+    fn chat_events_have_openclaws_flat_shape() {
+        let ev = ChatEvent {
+            run_id: "r".into(),
+            session_key: "k".into(),
+            agent_id: "main".into(),
+            seq: 2,
+            state: ChatState::Error {
+                error_message: Some("boom".into()),
+                error_kind: ChatErrorKind::Unknown,
+                stop_reason: None,
+            },
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            v,
+            json!({"runId": "r", "sessionKey": "k", "agentId": "main", "seq": 2,
+                   "state": "error", "errorMessage": "boom", "errorKind": "unknown"})
+        );
+        assert_eq!(serde_json::from_value::<ChatEvent>(v).unwrap(), ev);
+        let fin = ChatState::Final {
+            message: None,
+            stop_reason: Some("stop".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&fin).unwrap(),
+            json!({"state": "final", "stopReason": "stop"})
+        );
+    }
+
+    #[test]
+    fn terminal_reply_is_tagged_by_disposition() {
+        let v = serde_json::to_value(TerminalReply::Visible { text: "hi".into() }).unwrap();
+        assert_eq!(v, json!({"disposition": "visible", "text": "hi"}));
+        let v = serde_json::to_value(TerminalReply::Silent).unwrap();
+        assert_eq!(v, json!({"disposition": "silent"}));
+    }
+}

@@ -1,0 +1,620 @@
+//! The one place worker run events and terminals become what clients see: typed `agent`
+//! and `chat` payloads, the final `agent` result and the `agent.wait` result (types in
+//! `ipc::gateway`). Pure: no sockets, no hub; the link relay only transports what this builds.
+
+use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal};
+use ipc::gateway::{
+    AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
+    ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
+    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, TerminalReceipt,
+    TerminalReply, ToolData, ToolPhase, UsageOut,
+};
+use serde_json::Value;
+
+/// Identifies a run in event payloads.
+pub struct RunRef<'a> {
+    pub run_id: &'a str,
+    pub session_key: &'a str,
+    pub agent_id: &'a str,
+}
+
+impl RunRef<'_> {
+    fn agent(&self, seq: u64, ts: u64, data: AgentData) -> AgentEvent {
+        AgentEvent {
+            run_id: self.run_id.to_owned(),
+            seq,
+            data,
+            ts,
+            session_key: self.session_key.to_owned(),
+            agent_id: self.agent_id.to_owned(),
+        }
+    }
+
+    fn chat(&self, seq: u64, state: ChatState) -> ChatEvent {
+        ChatEvent {
+            run_id: self.run_id.to_owned(),
+            session_key: self.session_key.to_owned(),
+            agent_id: self.agent_id.to_owned(),
+            seq,
+            state,
+        }
+    }
+}
+
+/// A lifecycle change, and for a terminal one the chat event that ends the run in the UI.
+/// `text` is the run's assistant text so far (the chat `final` carries it).
+pub fn lifecycle(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    l: &Lifecycle,
+    text: &str,
+) -> Option<(AgentEvent, Option<ChatEvent>)> {
+    let phase = match l.phase {
+        Phase::Start => LifecyclePhase::Start,
+        Phase::Finishing => LifecyclePhase::Finishing,
+        Phase::End => LifecyclePhase::End,
+        Phase::Error => LifecyclePhase::Error,
+        Phase::Unknown => return None,
+    };
+    let event = run.agent(
+        seq,
+        ts,
+        AgentData::Lifecycle(LifecycleData {
+            phase,
+            started_at: l.started_at,
+            ended_at: l.ended_at,
+            error: l.error.clone(),
+            stop_reason: l.stop_reason.clone(),
+            aborted: l.aborted,
+        }),
+    );
+    let chat = match phase {
+        LifecyclePhase::End => Some(ChatState::Final {
+            message: (!text.is_empty()).then(|| ChatMessage::assistant(text, ts)),
+            stop_reason: l.stop_reason.clone(),
+        }),
+        LifecyclePhase::Error if l.aborted == Some(true) => Some(ChatState::Aborted {
+            stop_reason: l.stop_reason.clone(),
+            error_message: l.error.clone(),
+        }),
+        LifecyclePhase::Error => Some(ChatState::Error {
+            error_message: l.error.clone(),
+            error_kind: match l.stop_reason.as_deref() {
+                Some("timeout") => ChatErrorKind::Timeout,
+                _ => ChatErrorKind::Unknown,
+            },
+            stop_reason: l.stop_reason.clone(),
+        }),
+        LifecyclePhase::Start | LifecyclePhase::Finishing => None,
+    };
+    Some((event, chat.map(|c| run.chat(seq, c))))
+}
+
+/// An assistant delta: the `agent` event (cumulative `text` and the `delta`) and the chat
+/// `delta`.
+pub fn assistant(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    text: &str,
+    delta: &str,
+) -> (AgentEvent, ChatEvent) {
+    let agent = run.agent(
+        seq,
+        ts,
+        AgentData::Assistant(AssistantData {
+            text: text.to_owned(),
+            delta: delta.to_owned(),
+        }),
+    );
+    let chat = run.chat(
+        seq,
+        ChatState::Delta {
+            delta_text: delta.to_owned(),
+            message: ChatMessage::assistant(text, ts),
+        },
+    );
+    (agent, chat)
+}
+
+/// What a tool event from the worker says.
+pub struct ToolEvent<'a> {
+    pub phase: &'a str,
+    pub tool_call_id: &'a str,
+    pub name: &'a str,
+    pub args_json: Option<&'a str>,
+    pub result_json: Option<&'a str>,
+    pub is_error: Option<bool>,
+}
+
+/// A `tool` stream event (`None` for a phase this gateway does not know).
+pub fn tool(run: &RunRef<'_>, seq: u64, ts: u64, t: &ToolEvent<'_>) -> Option<AgentEvent> {
+    let phase = match t.phase {
+        "start" => ToolPhase::Start,
+        "update" => ToolPhase::Update,
+        "result" => ToolPhase::Result,
+        _ => return None,
+    };
+    let result = t.result_json.map(json_or_string);
+    let (partial_result, result) = match phase {
+        ToolPhase::Update => (result, None),
+        _ => (None, result),
+    };
+    Some(run.agent(
+        seq,
+        ts,
+        AgentData::Tool(ToolData {
+            phase,
+            name: t.name.to_owned(),
+            tool_call_id: t.tool_call_id.to_owned(),
+            args: t.args_json.map(args_object),
+            partial_result,
+            result,
+            is_error: t.is_error,
+        }),
+    ))
+}
+
+/// Tool arguments as clients get them: always a JSON object. Arguments that are not an
+/// object (malformed, or cut short) come as `{"raw": "<text>"}`.
+fn args_object(text: &str) -> Value {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => serde_json::json!({ "raw": text }),
+    }
+}
+
+fn json_or_string(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// What a compaction event from the worker says.
+pub struct CompactionEvent<'a> {
+    pub phase: &'a str,
+    pub completed: Option<bool>,
+    pub will_retry: Option<bool>,
+    pub reason: Option<&'a str>,
+    pub messages: Option<u64>,
+}
+
+/// A `compaction` stream event (`None` for an unknown phase).
+pub fn compaction(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    c: &CompactionEvent<'_>,
+) -> Option<AgentEvent> {
+    let phase = match c.phase {
+        "start" => CompactionPhase::Start,
+        "end" => CompactionPhase::End,
+        _ => return None,
+    };
+    Some(run.agent(
+        seq,
+        ts,
+        AgentData::Compaction(CompactionData {
+            phase,
+            completed: c.completed,
+            will_retry: c.will_retry,
+            reason: c.reason.map(str::to_owned),
+            messages: c.messages,
+        }),
+    ))
+}
+
+/// The terminal events of a run the supervisor ends (its worker died, it was refused or
+/// aborted before it ran): lifecycle `error` and chat `error`, or chat `aborted` when
+/// `aborted` names a stop reason.
+pub fn ended_by_gateway(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    started_at: Option<u64>,
+    error: &str,
+    aborted: Option<&str>,
+) -> (AgentEvent, ChatEvent) {
+    let agent = run.agent(
+        seq,
+        ts,
+        AgentData::Lifecycle(LifecycleData {
+            phase: LifecyclePhase::Error,
+            started_at,
+            ended_at: Some(ts),
+            error: Some(error.to_owned()),
+            stop_reason: aborted.map(str::to_owned),
+            aborted: aborted.map(|_| true),
+        }),
+    );
+    let state = match aborted {
+        Some(reason) => ChatState::Aborted {
+            stop_reason: Some(reason.to_owned()),
+            error_message: Some(error.to_owned()),
+        },
+        None => ChatState::Error {
+            error_message: Some(error.to_owned()),
+            error_kind: ChatErrorKind::Unknown,
+            stop_reason: None,
+        },
+    };
+    (agent, run.chat(seq, state))
+}
+
+/// `ok`, `timeout` (aborted runs too, with their stop reason, as OpenClaw) or `error`.
+pub fn wire_status(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Ok => "ok",
+        RunStatus::Timeout | RunStatus::Aborted => "timeout",
+        RunStatus::Error | RunStatus::Unknown => "error",
+    }
+}
+
+/// The final `agent` result of a run.
+pub fn agent_result(t: &RunTerminal, session_key: &str, agent_id: &str) -> AgentResult {
+    let summary = match t.status {
+        RunStatus::Ok => "completed",
+        RunStatus::Timeout | RunStatus::Aborted => "aborted",
+        RunStatus::Error | RunStatus::Unknown => "failed",
+    };
+    let mut payloads: Vec<ReplyPayload> = t
+        .payloads
+        .iter()
+        .map(|p| ReplyPayload {
+            text: p.text.clone(),
+            is_error: p.is_error,
+        })
+        .collect();
+    if payloads.is_empty() {
+        if let Some(err) = &t.error {
+            payloads.push(ReplyPayload {
+                text: err.clone(),
+                is_error: true,
+            });
+        }
+    }
+    let usage = t.usage.map(|u| UsageOut {
+        input: u.input,
+        output: u.output,
+        cache_read: u.cache_read,
+        cache_write: u.cache_write,
+        total: u.total,
+    });
+    let terminal_reply = (t.status == RunStatus::Ok).then(|| {
+        if t.payloads.is_empty() {
+            TerminalReply::Silent
+        } else {
+            let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
+            TerminalReply::Visible {
+                text: texts.join("\n\n"),
+            }
+        }
+    });
+    let error = t.error.as_ref().map(|message| ResultError {
+        kind: match t.status {
+            RunStatus::Timeout => "timeout",
+            RunStatus::Aborted => "aborted",
+            _ => "error",
+        }
+        .into(),
+        message: message.clone(),
+    });
+    AgentResult {
+        run_id: t.run_id.clone(),
+        status: wire_status(t.status).into(),
+        summary: summary.into(),
+        stop_reason: t.stop_reason.clone(),
+        error: t.error.clone(),
+        result: RunResult {
+            payloads,
+            meta: ResultMeta {
+                duration_ms: t.duration_ms,
+                agent_meta: AgentMeta {
+                    session_id: t.session_id.clone(),
+                    session_key: session_key.to_owned(),
+                    agent_id: agent_id.to_owned(),
+                    provider: t.provider.clone(),
+                    model: t.model.clone(),
+                    usage,
+                },
+                provider: t.provider.clone(),
+                model: t.model.clone(),
+                usage,
+                stop_reason: t.stop_reason.clone(),
+                aborted: (t.status == RunStatus::Aborted).then_some(true),
+                terminal_receipt: t.source_reply_delivered.then_some(TerminalReceipt {
+                    source_reply_delivered: true,
+                }),
+                terminal_reply,
+                error,
+            },
+        },
+    }
+}
+
+/// The `agent.wait` result of a finished run, from its final result and times.
+pub fn wait_result(r: &AgentResult, started_at: Option<u64>, ended_at: u64) -> AgentWaitResult {
+    AgentWaitResult {
+        run_id: r.run_id.clone(),
+        status: r.status.clone(),
+        timeout_phase: None,
+        started_at,
+        ended_at: Some(ended_at),
+        error: r.error.clone(),
+        stop_reason: r.stop_reason.clone(),
+        terminal_receipt: r.result.meta.terminal_receipt,
+        terminal_reply: r.result.meta.terminal_reply.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::control::{Payload, Usage};
+    use serde_json::json;
+
+    const RUN: RunRef<'static> = RunRef {
+        run_id: "r1",
+        session_key: "agent:main:main",
+        agent_id: "main",
+    };
+
+    fn to_json<T: serde::Serialize>(v: &T) -> Value {
+        serde_json::to_value(v).unwrap()
+    }
+
+    fn lc(phase: Phase) -> Lifecycle {
+        Lifecycle {
+            phase,
+            started_at: Some(10),
+            ended_at: (phase != Phase::Start).then_some(20),
+            error: (phase == Phase::Error).then(|| "boom".to_owned()),
+            stop_reason: None,
+            aborted: None,
+            session_id: None,
+            session_key: Some("agent:main:main".into()),
+        }
+    }
+
+    #[test]
+    fn lifecycle_start_and_finishing_have_no_chat_event() {
+        for phase in [Phase::Start, Phase::Finishing] {
+            let (agent, chat) = lifecycle(&RUN, 1, 5, &lc(phase), "").unwrap();
+            assert!(chat.is_none());
+            let v = to_json(&agent);
+            assert_eq!(v["stream"], "lifecycle");
+            assert_eq!(v["data"]["phase"], phase.as_str());
+            assert_eq!(
+                (&v["runId"], &v["sessionKey"], &v["agentId"], &v["seq"], &v["ts"]),
+                (&json!("r1"), &json!("agent:main:main"), &json!("main"), &json!(1), &json!(5))
+            );
+        }
+        assert!(lifecycle(&RUN, 1, 5, &lc(Phase::Unknown), "").is_none());
+    }
+
+    #[test]
+    fn lifecycle_end_carries_the_text_in_chat_final() {
+        let mut l = lc(Phase::End);
+        l.stop_reason = Some("stop".into());
+        let (agent, chat) = lifecycle(&RUN, 7, 30, &l, "hello").unwrap();
+        assert_eq!(
+            to_json(&agent)["data"],
+            json!({"phase": "end", "startedAt": 10, "endedAt": 20, "stopReason": "stop"})
+        );
+        let chat = to_json(&chat.unwrap());
+        assert_eq!(chat["state"], "final");
+        assert_eq!(chat["seq"], 7);
+        assert_eq!(chat["stopReason"], "stop");
+        assert_eq!(
+            chat["message"],
+            json!({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 30})
+        );
+        // No text: no message at all.
+        let (_, chat) = lifecycle(&RUN, 7, 30, &l, "").unwrap();
+        assert!(to_json(&chat.unwrap()).get("message").is_none());
+    }
+
+    #[test]
+    fn lifecycle_error_is_chat_error_or_aborted() {
+        let mut l = lc(Phase::Error);
+        l.stop_reason = Some("timeout".into());
+        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "").unwrap().1.unwrap());
+        assert_eq!(
+            (&chat["state"], &chat["errorKind"], &chat["errorMessage"]),
+            (&json!("error"), &json!("timeout"), &json!("boom"))
+        );
+        l.aborted = Some(true);
+        l.stop_reason = Some("user".into());
+        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "").unwrap().1.unwrap());
+        assert_eq!(
+            (&chat["state"], &chat["stopReason"], &chat["errorMessage"]),
+            (&json!("aborted"), &json!("user"), &json!("boom"))
+        );
+    }
+
+    #[test]
+    fn assistant_deltas_are_cumulative_and_projected_to_chat() {
+        let (agent, chat) = assistant(&RUN, 3, 4, "hello wor", "wor");
+        assert_eq!(
+            to_json(&agent)["data"],
+            json!({"text": "hello wor", "delta": "wor"})
+        );
+        let chat = to_json(&chat);
+        assert_eq!(chat["state"], "delta");
+        assert_eq!(chat["deltaText"], "wor");
+        assert_eq!(chat["message"]["content"][0]["text"], "hello wor");
+    }
+
+    /// `args` is a JSON object whatever the model sent: parsed, malformed or clipped.
+    #[test]
+    fn tool_args_are_always_an_object() {
+        for args in [r#"{"path":"a"}"#, r#"{"path":"a…"#, "not json", "[1,2]", "\"s\""] {
+            let t = ToolEvent {
+                phase: "start",
+                tool_call_id: "c1",
+                name: "read",
+                args_json: Some(args),
+                result_json: None,
+                is_error: None,
+            };
+            let v = to_json(&tool(&RUN, 4, 5, &t).unwrap());
+            assert_eq!(v["stream"], "tool");
+            assert!(v["data"]["args"].is_object(), "{args}: {v}");
+        }
+    }
+
+    #[test]
+    fn tool_updates_and_results_name_their_output() {
+        let mut t = ToolEvent {
+            phase: "update",
+            tool_call_id: "c1",
+            name: "exec",
+            args_json: None,
+            result_json: Some("\"line\""),
+            is_error: None,
+        };
+        let v = to_json(&tool(&RUN, 4, 5, &t).unwrap());
+        assert_eq!(v["data"]["partialResult"], "line");
+        assert!(v["data"].get("result").is_none());
+        t.phase = "result";
+        t.is_error = Some(false);
+        let v = to_json(&tool(&RUN, 4, 5, &t).unwrap());
+        assert_eq!(
+            v["data"],
+            json!({"phase": "result", "name": "exec", "toolCallId": "c1", "result": "line", "isError": false})
+        );
+        t.phase = "sideways";
+        assert!(tool(&RUN, 4, 5, &t).is_none());
+    }
+
+    #[test]
+    fn compaction_events_keep_their_fields() {
+        let c = CompactionEvent {
+            phase: "start",
+            completed: None,
+            will_retry: Some(true),
+            reason: Some("overflow"),
+            messages: Some(12),
+        };
+        let v = to_json(&compaction(&RUN, 2, 3, &c).unwrap());
+        assert_eq!(v["stream"], "compaction");
+        assert_eq!(
+            v["data"],
+            json!({"phase": "start", "willRetry": true, "reason": "overflow", "messages": 12})
+        );
+    }
+
+    #[test]
+    fn a_run_ended_by_the_gateway_looks_like_a_worker_failure() {
+        let (agent, chat) = ended_by_gateway(&RUN, 9, 50, Some(10), "worker died", None);
+        let live = lifecycle(
+            &RUN,
+            9,
+            50,
+            &Lifecycle {
+                error: Some("worker died".into()),
+                ended_at: Some(50),
+                ..lc(Phase::Error)
+            },
+            "",
+        )
+        .unwrap();
+        assert_eq!(agent, live.0);
+        assert_eq!(Some(chat), live.1);
+        let (agent, chat) = ended_by_gateway(&RUN, 1, 50, None, "stopped", Some("restart"));
+        assert_eq!(to_json(&agent)["data"]["aborted"], true);
+        assert_eq!(to_json(&chat)["state"], "aborted");
+    }
+
+    fn terminal(status: RunStatus) -> RunTerminal {
+        RunTerminal {
+            run_id: "r1".into(),
+            status,
+            session_id: Some("sid".into()),
+            started_at: Some(1),
+            ended_at: 5,
+            error: None,
+            stop_reason: Some("stop".into()),
+            payloads: vec![Payload {
+                text: "hi".into(),
+                is_error: false,
+            }],
+            provider: Some("p".into()),
+            model: Some("m".into()),
+            usage: Some(Usage {
+                input: 3,
+                output: 1,
+                cache_read: 0,
+                cache_write: 0,
+                total: 4,
+            }),
+            duration_ms: 4,
+            source_reply_delivered: true,
+        }
+    }
+
+    #[test]
+    fn an_ok_result_has_openclaws_shape() {
+        let r = to_json(&agent_result(&terminal(RunStatus::Ok), "agent:main:main", "main"));
+        assert_eq!(r["status"], "ok");
+        assert_eq!(r["summary"], "completed");
+        assert_eq!(r["result"]["payloads"], json!([{"text": "hi"}]));
+        let meta = &r["result"]["meta"];
+        assert_eq!(meta["agentMeta"]["sessionId"], "sid");
+        assert_eq!(meta["agentMeta"]["usage"]["total"], 4);
+        assert_eq!(meta["usage"], meta["agentMeta"]["usage"]);
+        assert_eq!(meta["terminalReceipt"], json!({"sourceReplyDelivered": true}));
+        assert_eq!(meta["terminalReply"], json!({"disposition": "visible", "text": "hi"}));
+        assert!(r.get("error").is_none() && meta.get("error").is_none());
+    }
+
+    /// The crash-recovery outcome (no work, only an error) has the same fields as any other
+    /// failure: `error`, `agentMeta`, `meta.error` of kind `error`.
+    #[test]
+    fn a_failure_without_work_has_the_failure_shape() {
+        let t = RunTerminal::without_work("r1", RunStatus::Error, 9, "interrupted".into(), None);
+        let r = to_json(&agent_result(&t, "agent:main:main", "main"));
+        assert_eq!(r["status"], "error");
+        assert_eq!(r["summary"], "failed");
+        assert_eq!(r["error"], "interrupted");
+        assert_eq!(
+            r["result"]["payloads"],
+            json!([{"text": "interrupted", "isError": true}])
+        );
+        assert_eq!(
+            r["result"]["meta"]["error"],
+            json!({"kind": "error", "message": "interrupted"})
+        );
+        assert_eq!(r["result"]["meta"]["agentMeta"]["agentId"], "main");
+        let mut live = terminal(RunStatus::Error);
+        live.error = Some("boom".into());
+        live.stop_reason = None;
+        let live = to_json(&agent_result(&live, "agent:main:main", "main"));
+        let keys = |v: &Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&r), keys(&live));
+        assert!(keys(&live["result"]["meta"])
+            .iter()
+            .all(|k| ["durationMs", "agentMeta", "provider", "model", "usage", "stopReason", "terminalReceipt", "error"].contains(&k.as_str())));
+    }
+
+    #[test]
+    fn aborted_runs_report_timeout_with_their_stop_reason() {
+        let mut t = terminal(RunStatus::Aborted);
+        t.stop_reason = Some("user".into());
+        t.error = Some("aborted".into());
+        let r = agent_result(&t, "k", "main");
+        assert_eq!((r.status.as_str(), r.summary.as_str()), ("timeout", "aborted"));
+        assert_eq!(r.result.meta.aborted, Some(true));
+        assert_eq!(r.result.meta.terminal_reply, None);
+        let w = to_json(&wait_result(&r, Some(1), 5));
+        assert_eq!(
+            w,
+            json!({"runId": "r1", "status": "timeout", "startedAt": 1, "endedAt": 5,
+                   "error": "aborted", "stopReason": "user",
+                   "terminalReceipt": {"sourceReplyDelivered": true}})
+        );
+    }
+}
