@@ -384,8 +384,20 @@ mod tests {
             assert_eq!(v["stream"], "lifecycle");
             assert_eq!(v["data"]["phase"], phase.as_str());
             assert_eq!(
-                (&v["runId"], &v["sessionKey"], &v["agentId"], &v["seq"], &v["ts"]),
-                (&json!("r1"), &json!("agent:main:main"), &json!("main"), &json!(1), &json!(5))
+                (
+                    &v["runId"],
+                    &v["sessionKey"],
+                    &v["agentId"],
+                    &v["seq"],
+                    &v["ts"]
+                ),
+                (
+                    &json!("r1"),
+                    &json!("agent:main:main"),
+                    &json!("main"),
+                    &json!(1),
+                    &json!(5)
+                )
             );
         }
         assert!(lifecycle(&RUN, 1, 5, &lc(Phase::Unknown), "").is_none());
@@ -447,7 +459,13 @@ mod tests {
     /// `args` is a JSON object whatever the model sent: parsed, malformed or clipped.
     #[test]
     fn tool_args_are_always_an_object() {
-        for args in [r#"{"path":"a"}"#, r#"{"path":"a…"#, "not json", "[1,2]", "\"s\""] {
+        for args in [
+            r#"{"path":"a"}"#,
+            r#"{"path":"a…"#,
+            "not json",
+            "[1,2]",
+            "\"s\"",
+        ] {
             let t = ToolEvent {
                 phase: "start",
                 tool_call_id: "c1",
@@ -554,7 +572,11 @@ mod tests {
 
     #[test]
     fn an_ok_result_has_openclaws_shape() {
-        let r = to_json(&agent_result(&terminal(RunStatus::Ok), "agent:main:main", "main"));
+        let r = to_json(&agent_result(
+            &terminal(RunStatus::Ok),
+            "agent:main:main",
+            "main",
+        ));
         assert_eq!(r["status"], "ok");
         assert_eq!(r["summary"], "completed");
         assert_eq!(r["result"]["payloads"], json!([{"text": "hi"}]));
@@ -562,8 +584,14 @@ mod tests {
         assert_eq!(meta["agentMeta"]["sessionId"], "sid");
         assert_eq!(meta["agentMeta"]["usage"]["total"], 4);
         assert_eq!(meta["usage"], meta["agentMeta"]["usage"]);
-        assert_eq!(meta["terminalReceipt"], json!({"sourceReplyDelivered": true}));
-        assert_eq!(meta["terminalReply"], json!({"disposition": "visible", "text": "hi"}));
+        assert_eq!(
+            meta["terminalReceipt"],
+            json!({"sourceReplyDelivered": true})
+        );
+        assert_eq!(
+            meta["terminalReply"],
+            json!({"disposition": "visible", "text": "hi"})
+        );
         assert!(r.get("error").is_none() && meta.get("error").is_none());
     }
 
@@ -595,9 +623,17 @@ mod tests {
             k
         };
         assert_eq!(keys(&r), keys(&live));
-        assert!(keys(&live["result"]["meta"])
-            .iter()
-            .all(|k| ["durationMs", "agentMeta", "provider", "model", "usage", "stopReason", "terminalReceipt", "error"].contains(&k.as_str())));
+        assert!(keys(&live["result"]["meta"]).iter().all(|k| [
+            "durationMs",
+            "agentMeta",
+            "provider",
+            "model",
+            "usage",
+            "stopReason",
+            "terminalReceipt",
+            "error"
+        ]
+        .contains(&k.as_str())));
     }
 
     #[test]
@@ -606,7 +642,10 @@ mod tests {
         t.stop_reason = Some("user".into());
         t.error = Some("aborted".into());
         let r = agent_result(&t, "k", "main");
-        assert_eq!((r.status.as_str(), r.summary.as_str()), ("timeout", "aborted"));
+        assert_eq!(
+            (r.status.as_str(), r.summary.as_str()),
+            ("timeout", "aborted")
+        );
         assert_eq!(r.result.meta.aborted, Some(true));
         assert_eq!(r.result.meta.terminal_reply, None);
         let w = to_json(&wait_result(&r, Some(1), 5));

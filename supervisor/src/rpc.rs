@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentParams, AgentWaitParams, AgentWaitResult, AgentsListParams, ChatAbortParams,
-    ChatHistoryParams, ChatSendParams, ErrorShape, GatewayDrainParams, HealthParams, Method,
-    RequestFrame, SessionsDeleteParams, SessionsListParams, SessionsResetParams,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    AgentAck, AgentModel, AgentParams, AgentSummary, AgentWaitParams, AgentWaitResult,
+    AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
+    ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, Method,
+    RequestFrame, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
+    SessionsResetParams, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -345,12 +346,12 @@ enum Admitted {
 
 /// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
 /// run to the control actor. Shared by `agent` and `chat.send`.
-async fn admit(
+async fn admit<A: serde::Serialize>(
     gw: &Arc<Gateway>,
     out: &Out,
     req_id: &str,
     mut a: Admission,
-    ack: impl FnOnce(u64) -> Value,
+    ack: impl FnOnce(u64) -> A,
 ) -> Admitted {
     let config = gw.config();
     let Some(agent) = config.agent(&a.route.agent_id) else {
@@ -437,7 +438,7 @@ async fn admit(
             StoredRun::Terminal { terminal, .. } => Admitted::Finished(terminal),
         },
         Ok(AcceptOutcome::Inserted) => {
-            out.ok(req_id, ack(accepted_at)).await;
+            out.ok_with(req_id, &ack(accepted_at)).await;
             let timeout_ms = match a.timeout_ms {
                 Some(0) => None,
                 Some(ms) => Some(ms),
@@ -535,9 +536,12 @@ async fn agent(
         provider: p.provider,
         model: p.model,
     };
-    let ack = |accepted_at| {
-        json!({"runId": run_id, "sessionKey": session_key, "agentId": agent_id,
-               "status": "accepted", "acceptedAt": accepted_at})
+    let ack = |accepted_at| AgentAck {
+        run_id: run_id.clone(),
+        session_key: session_key.clone(),
+        agent_id: agent_id.clone(),
+        status: "accepted".into(),
+        accepted_at: Some(accepted_at),
     };
     match admit(gw, out, &req.id, admission, ack).await {
         Admitted::Refused(e) => out.err(&req.id, e).await,
@@ -545,11 +549,14 @@ async fn agent(
             agent_id,
             session_key,
         } => {
-            out.ok(
-                &req.id,
-                json!({"runId": run_id, "status": "in_flight", "sessionKey": session_key, "agentId": agent_id}),
-            )
-            .await;
+            let ack = AgentAck {
+                run_id: run_id.clone(),
+                session_key,
+                agent_id,
+                status: "in_flight".into(),
+                accepted_at: None,
+            };
+            out.ok_with(&req.id, &ack).await;
         }
         // A replay sends the stored bytes of the final result as they are.
         Admitted::Finished(terminal) => match StoredFinal::parse(&terminal.final_json) {
@@ -683,17 +690,14 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option
         provider: None,
         model: None,
     };
-    let ack = |_| json!({"runId": run_id, "status": "started"});
-    match admit(gw, out, &req.id, admission, ack).await {
+    let ack = |status: &str| ChatSendAck {
+        run_id: run_id.clone(),
+        status: status.into(),
+    };
+    match admit(gw, out, &req.id, admission, |_| ack("started")).await {
         Admitted::Refused(e) => out.err(&req.id, e).await,
-        Admitted::InFlight { .. } => {
-            out.ok(&req.id, json!({"runId": run_id, "status": "in_flight"}))
-                .await
-        }
-        Admitted::Finished(_) => {
-            out.ok(&req.id, json!({"runId": run_id, "status": "ok"}))
-                .await
-        }
+        Admitted::InFlight { .. } => out.ok_with(&req.id, &ack("in_flight")).await,
+        Admitted::Finished(_) => out.ok_with(&req.id, &ack("ok")).await,
         // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
         Admitted::Started(_) => {}
     }
@@ -775,11 +779,12 @@ async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         .await
     {
         Ok(Ok(ids)) => {
-            out.ok(
-                &req.id,
-                json!({"ok": true, "aborted": !ids.is_empty(), "runIds": ids}),
-            )
-            .await
+            let result = ChatAbortResult {
+                ok: true,
+                aborted: !ids.is_empty(),
+                run_ids: ids,
+            };
+            out.ok_with(&req.id, &result).await
         }
         Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
@@ -921,12 +926,13 @@ async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     };
     if p.archived_only.unwrap_or(false) {
         // loopgate does not archive sessions, so there is nothing archived to delete.
-        return out
-            .ok(
-                &req.id,
-                json!({"ok": true, "key": route.session_key, "deleted": false, "archived": []}),
-            )
-            .await;
+        let result = SessionsDeleteResult {
+            ok: true,
+            key: route.session_key,
+            deleted: false,
+            archived: Vec::new(),
+        };
+        return out.ok_with(&req.id, &result).await;
     }
     let op = SessionOp::Delete {
         session_key: route.session_key.clone(),
@@ -940,11 +946,13 @@ async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 .delete_session(route.session_key.clone())
                 .await
                 .unwrap_or(false);
-            out.ok(
-                &req.id,
-                json!({"ok": true, "key": route.session_key, "deleted": in_agent || in_index, "archived": []}),
-            )
-            .await;
+            let result = SessionsDeleteResult {
+                ok: true,
+                key: route.session_key,
+                deleted: in_agent || in_index,
+                archived: Vec::new(),
+            };
+            out.ok_with(&req.id, &result).await;
         }
         Err(e) => out.err(&req.id, session_error(e)).await,
     }
@@ -962,30 +970,27 @@ async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 .saturating_mul(1000),
         ),
     );
+    let already_draining = DrainResult {
+        ok: true,
+        draining: true,
+        already_draining: Some(true),
+        deadline_ms: None,
+    };
     // Refuse new runs from here on: once this answers `draining`, no run is admitted.
     if gw.draining.swap(true, Ordering::SeqCst) {
-        return out
-            .ok(
-                &req.id,
-                json!({"ok": true, "draining": true, "alreadyDraining": true}),
-            )
-            .await;
+        return out.ok_with(&req.id, &already_draining).await;
     }
     match gw.drain_requests.try_send(deadline) {
         Ok(()) => {
-            out.ok(
-                &req.id,
-                json!({"ok": true, "draining": true, "deadlineMs": deadline.as_millis() as u64}),
-            )
-            .await
+            let result = DrainResult {
+                ok: true,
+                draining: true,
+                already_draining: None,
+                deadline_ms: Some(deadline.as_millis() as u64),
+            };
+            out.ok_with(&req.id, &result).await
         }
-        Err(_) => {
-            out.ok(
-                &req.id,
-                json!({"ok": true, "draining": true, "alreadyDraining": true}),
-            )
-            .await
-        }
+        Err(_) => out.ok_with(&req.id, &already_draining).await,
     }
 }
 
@@ -1024,27 +1029,28 @@ async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
     let Some(_p) = params::<AgentsListParams>(&req, out).await else {
         return;
     };
-    let agents: Vec<Value> = gw
+    let agents = gw
         .config()
         .agents
         .iter()
-        .map(|a| {
-            let mut v =
-                json!({"id": a.id.as_str(), "workspace": a.workspace.display().to_string()});
-            if let Some(n) = &a.name {
-                v["name"] = json!(n);
-            }
-            if let Some(m) = &a.model {
-                v["model"] = json!(format!("{}/{}", m.provider, m.model));
-            }
-            v
+        .map(|a| AgentSummary {
+            id: a.id.as_str().to_owned(),
+            name: a.name.clone(),
+            workspace: a.workspace.display().to_string(),
+            // No fallback models yet (issue 12): the list is always empty.
+            model: a.model.as_ref().map(|m| AgentModel {
+                primary: format!("{}/{}", m.provider, m.model),
+                fallbacks: Vec::new(),
+            }),
         })
         .collect();
-    out.ok(
-        &req.id,
-        json!({"defaultId": "main", "mainKey": "main", "scope": "per-sender", "agents": agents}),
-    )
-    .await;
+    let result = AgentsListResult {
+        default_id: "main".into(),
+        main_key: "main".into(),
+        scope: "per-sender".into(),
+        agents,
+    };
+    out.ok_with(&req.id, &result).await;
 }
 
 async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {

@@ -383,6 +383,13 @@ async fn chat_send_history_abort_and_sessions_r_a5() {
     let a = c.call("agents.list", json!({})).await;
     assert_eq!(a["payload"]["defaultId"], "main");
     assert_eq!(a["payload"]["agents"][0]["id"], "main");
+    // Issue 11: the model as OpenClaw lists it (the Control UI reads `model.primary`).
+    let model = &a["payload"]["agents"][0]["model"];
+    assert!(
+        model["primary"].as_str().is_some_and(|p| p.contains('/')),
+        "{a}"
+    );
+    assert_eq!(model["fallbacks"], json!([]), "{a}");
     gw.logs.assert_clean(&[]);
 }
 

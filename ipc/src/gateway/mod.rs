@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod results;
 mod run;
+pub use results::*;
 pub use run::*;
 
 /// Gateway protocol version spoken to clients.
