@@ -168,14 +168,108 @@ pub struct HookSpec {
     pub timeout_ms: u64,
 }
 
+/// Who may run `exec`. Crosses the link as its lowercase name (as the string it was in v1);
+/// a name this build does not know is `Unknown`, treated as `Deny`.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecSecurity {
+    #[default]
+    Deny,
+    Allowlist,
+    Full,
+    #[serde(other)]
+    Unknown,
+}
+
+impl ExecSecurity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecSecurity::Deny => "deny",
+            ExecSecurity::Allowlist => "allowlist",
+            ExecSecurity::Full => "full",
+            ExecSecurity::Unknown => "unknown",
+        }
+    }
+}
+
+/// A provider's wire API, by its config name (a string in v1; same bytes). A name this build
+/// does not know is `Unknown`.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProviderApi {
+    #[serde(rename = "openai-completions")]
+    OpenAiCompletions,
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    #[serde(rename = "anthropic-messages")]
+    AnthropicMessages,
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(other)]
+    Unknown,
+}
+
+impl ProviderApi {
+    /// The APIs a config may name.
+    pub const KNOWN: [ProviderApi; 4] = [
+        ProviderApi::OpenAiCompletions,
+        ProviderApi::OpenAiResponses,
+        ProviderApi::AnthropicMessages,
+        ProviderApi::Ollama,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderApi::OpenAiCompletions => "openai-completions",
+            ProviderApi::OpenAiResponses => "openai-responses",
+            ProviderApi::AnthropicMessages => "anthropic-messages",
+            ProviderApi::Ollama => "ollama",
+            ProviderApi::Unknown => "unknown",
+        }
+    }
+
+    /// Whether this build's worker can call this API.
+    pub fn implemented(self) -> bool {
+        matches!(self, ProviderApi::OpenAiCompletions)
+    }
+}
+
+/// A `tool` event's phase (a string in v1; same bytes).
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolPhase {
+    Start,
+    Update,
+    Result,
+    #[serde(other)]
+    Unknown,
+}
+
+/// A `compaction` event's phase (a string in v1; same bytes).
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompactionPhase {
+    Start,
+    End,
+    #[serde(other)]
+    Unknown,
+}
+
 /// Who may run shell commands through the `exec` tool.
 ///
 /// Since: protocol v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecPolicy {
     /// `deny` (default), `allowlist` or `full`.
-    #[serde(default = "deny")]
-    pub security: String,
+    #[serde(default)]
+    pub security: ExecSecurity,
     /// Command patterns for `allowlist` (`*` matches any run of characters).
     #[serde(default)]
     pub allowlist: Vec<String>,
@@ -184,14 +278,10 @@ pub struct ExecPolicy {
     pub timeout_ms: Option<u64>,
 }
 
-fn deny() -> String {
-    "deny".into()
-}
-
 impl Default for ExecPolicy {
     fn default() -> Self {
         Self {
-            security: deny(),
+            security: ExecSecurity::Deny,
             allowlist: Vec::new(),
             timeout_ms: None,
         }
@@ -206,7 +296,7 @@ pub struct ModelSpec {
     /// Provider id from config (`models.providers.<id>`).
     pub provider: String,
     /// Wire API: `openai-completions`, `openai-responses`, `anthropic-messages`, `ollama`.
-    pub api: String,
+    pub api: ProviderApi,
     pub base_url: String,
     /// Name of the environment variable holding the API key, if any. The worker reads the
     /// variable itself; the key never crosses the link.
@@ -410,7 +500,7 @@ pub enum EventBody {
     /// Since: protocol v1. A tool call started (`start`) or finished (`result`). Arguments and
     /// results are JSON text, already size-capped.
     Tool {
-        phase: String,
+        phase: ToolPhase,
         tool_call_id: String,
         name: String,
         #[serde(default)]
@@ -422,7 +512,7 @@ pub enum EventBody {
     },
     /// Since: protocol v1. Auto-compaction of the session's context (`start` / `end`).
     Compaction {
-        phase: String,
+        phase: CompactionPhase,
         /// `end`: whether a summary replaced the older messages.
         #[serde(default)]
         completed: Option<bool>,

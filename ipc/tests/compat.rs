@@ -19,7 +19,7 @@ fn spec() -> AgentSpec {
         workspace: "/state/agents/main/workspace".into(),
         model: ModelSpec {
             provider: "scripted".into(),
-            api: "openai-completions".into(),
+            api: ProviderApi::OpenAiCompletions,
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key_env: Some("SCRIPTED_KEY".into()),
             model: "scripted-1".into(),
@@ -305,7 +305,7 @@ fn additive_run_fields_and_events_round_trip() {
         seq: 3,
         ts: 4,
         body: EventBody::Compaction {
-            phase: "end".into(),
+            phase: CompactionPhase::End,
             completed: Some(true),
             will_retry: None,
             reason: None,
@@ -322,7 +322,7 @@ fn additive_run_fields_and_events_round_trip() {
 fn additive_agent_spec_fields_round_trip() {
     let spec = AgentSpec {
         exec: ExecPolicy {
-            security: "allowlist".into(),
+            security: ExecSecurity::Allowlist,
             allowlist: vec!["git *".into()],
             timeout_ms: Some(5_000),
         },
@@ -434,4 +434,30 @@ fn debug_output_redacts_secrets_and_content() {
         model: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
+}
+
+/// Closed sets that cross the link as names decode a name from a newer peer as `Unknown`
+/// instead of failing the frame (issue 11).
+#[test]
+fn names_from_a_newer_peer_decode_as_unknown() {
+    #[derive(serde::Serialize)]
+    struct NewerPolicy {
+        security: &'static str,
+        allowlist: Vec<String>,
+        timeout_ms: Option<u64>,
+    }
+    let bytes = encode_body(&NewerPolicy {
+        security: "approve",
+        allowlist: vec![],
+        timeout_ms: None,
+    })
+    .unwrap();
+    let p: ExecPolicy = decode_body(&bytes).unwrap();
+    assert_eq!(p.security, ExecSecurity::Unknown);
+    let api: ProviderApi = decode_body(&encode_body(&"gemini-live").unwrap()).unwrap();
+    assert_eq!(api, ProviderApi::Unknown);
+    let phase: ToolPhase = decode_body(&encode_body(&"progress").unwrap()).unwrap();
+    assert_eq!(phase, ToolPhase::Unknown);
+    let phase: CompactionPhase = decode_body(&encode_body(&"middle").unwrap()).unwrap();
+    assert_eq!(phase, CompactionPhase::Unknown);
 }

@@ -212,13 +212,9 @@ pub struct RawExec {
     pub timeout_seconds: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecSecurity {
-    Deny,
-    Allowlist,
-    Full,
-}
+/// `tools.exec.security` and a provider's `api`: the link's own enums (a name they do not
+/// know parses as `Unknown` and is refused by validation, naming the key).
+pub use ipc::control::{ExecSecurity, ProviderApi};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -242,35 +238,6 @@ pub struct RawProvider {
     pub temperature: Option<f64>,
     /// Context window of this provider's models, in tokens (default 128 000).
     pub context_window: Option<u64>,
-}
-
-/// Wire APIs a provider may speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum ProviderApi {
-    #[serde(rename = "openai-completions")]
-    OpenAiCompletions,
-    #[serde(rename = "openai-responses")]
-    OpenAiResponses,
-    #[serde(rename = "anthropic-messages")]
-    AnthropicMessages,
-    #[serde(rename = "ollama")]
-    Ollama,
-}
-
-impl ProviderApi {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderApi::OpenAiCompletions => "openai-completions",
-            ProviderApi::OpenAiResponses => "openai-responses",
-            ProviderApi::AnthropicMessages => "anthropic-messages",
-            ProviderApi::Ollama => "ollama",
-        }
-    }
-
-    /// Whether this build's worker can call this API.
-    pub fn implemented(self) -> bool {
-        matches!(self, ProviderApi::OpenAiCompletions)
-    }
 }
 
 /// A validated agent id: `^[a-z0-9][a-z0-9_-]{0,63}$`, normalized to lowercase.
@@ -572,6 +539,13 @@ impl Config {
         let mut providers = BTreeMap::new();
         for (id, p) in &raw.models.providers {
             let key = format!("models.providers.{id}");
+            if p.api == ProviderApi::Unknown {
+                let known: Vec<&str> = ProviderApi::KNOWN.iter().map(|a| a.as_str()).collect();
+                return Err(err(format!(
+                    "{key}.api: not a known api (known: {})",
+                    known.join(", ")
+                )));
+            }
             if p.base_url.trim().is_empty() {
                 return Err(err(format!("{key}.base_url: must not be empty")));
             }
@@ -687,17 +661,22 @@ impl Config {
                 .as_ref()
                 .and_then(|t| t.exec.clone())
                 .unwrap_or_default();
+            for (at, s) in [
+                (key.as_str(), own_exec.security),
+                ("agents.defaults", def_exec.security),
+            ] {
+                if s == Some(ExecSecurity::Unknown) {
+                    return Err(err(format!(
+                        "{at}.tools.exec.security: must be \"deny\", \"allowlist\" or \"full\""
+                    )));
+                }
+            }
             let security = own_exec
                 .security
                 .or(def_exec.security)
                 .unwrap_or(ExecSecurity::Deny);
             let exec = ipc::control::ExecPolicy {
-                security: match security {
-                    ExecSecurity::Deny => "deny",
-                    ExecSecurity::Allowlist => "allowlist",
-                    ExecSecurity::Full => "full",
-                }
-                .into(),
+                security,
                 allowlist: own_exec
                     .allowlist
                     .or(def_exec.allowlist)
@@ -1050,6 +1029,27 @@ mod tests {
             .unwrap_err()
             .message;
         assert!(e.contains("gateway.auth.mode"), "{e}");
+        // Names the link's enums do not know are refused by key, not passed on as Unknown.
+        let e = load("[agents.defaults.tools.exec]\nsecurity = \"approve\"\n")
+            .unwrap_err()
+            .message;
+        assert!(
+            e.contains("agents.defaults.tools.exec.security") && e.contains("allowlist"),
+            "{e}"
+        );
+        let e = load("[agents.list.ops.tools.exec]\nsecurity = \"sudo\"\n")
+            .unwrap_err()
+            .message;
+        assert!(e.contains("agents.list.ops.tools.exec.security"), "{e}");
+        let e = load(
+            "[models.providers.x]\napi = \"gemini-live\"\nbase_url = \"http://127.0.0.1:1\"\n",
+        )
+        .unwrap_err()
+        .message;
+        assert!(
+            e.contains("models.providers.x.api") && e.contains("openai-completions"),
+            "{e}"
+        );
     }
 
     #[test]

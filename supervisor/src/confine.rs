@@ -90,7 +90,7 @@ pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
     for (i, pattern) in exec.allowlist.iter().enumerate() {
         let words = hookcmd::argv::parse_pattern(pattern)
             .map_err(|e| format!("{key}.tools.exec.allowlist[{i}]: {e}"))?;
-        if exec.security == "allowlist" {
+        if exec.security == ipc::control::ExecSecurity::Allowlist {
             if let Some(program) = words
                 .first()
                 .filter(|p| hookcmd::argv::is_unsafe_program(p))
@@ -135,7 +135,7 @@ mod tests {
         assert!(check_hook_program("hooks.x[0]", "./guard").is_err());
         assert!(check_hook_program("hooks.x[0]", "hooks/guard").is_err());
         let exec = ExecPolicy {
-            security: "allowlist".into(),
+            security: ipc::control::ExecSecurity::Allowlist,
             allowlist: vec!["git status".into(), "ls *".into()],
             timeout_ms: None,
         };

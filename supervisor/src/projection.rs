@@ -120,7 +120,7 @@ pub fn assistant(
 
 /// What a tool event from the worker says.
 pub struct ToolEvent<'a> {
-    pub phase: &'a str,
+    pub phase: ipc::control::ToolPhase,
     pub tool_call_id: &'a str,
     pub name: &'a str,
     pub args_json: Option<&'a str>,
@@ -130,11 +130,12 @@ pub struct ToolEvent<'a> {
 
 /// A `tool` stream event (`None` for a phase this gateway does not know).
 pub fn tool(run: &RunRef<'_>, seq: u64, ts: u64, t: &ToolEvent<'_>) -> Option<AgentEvent> {
+    use ipc::control::ToolPhase as From;
     let phase = match t.phase {
-        "start" => ToolPhase::Start,
-        "update" => ToolPhase::Update,
-        "result" => ToolPhase::Result,
-        _ => return None,
+        From::Start => ToolPhase::Start,
+        From::Update => ToolPhase::Update,
+        From::Result => ToolPhase::Result,
+        From::Unknown => return None,
     };
     let result = t.result_json.map(json_or_string);
     let (partial_result, result) = match phase {
@@ -171,7 +172,7 @@ fn json_or_string(text: &str) -> Value {
 
 /// What a compaction event from the worker says.
 pub struct CompactionEvent<'a> {
-    pub phase: &'a str,
+    pub phase: ipc::control::CompactionPhase,
     pub completed: Option<bool>,
     pub will_retry: Option<bool>,
     pub reason: Option<&'a str>,
@@ -185,10 +186,11 @@ pub fn compaction(
     ts: u64,
     c: &CompactionEvent<'_>,
 ) -> Option<AgentEvent> {
+    use ipc::control::CompactionPhase as From;
     let phase = match c.phase {
-        "start" => CompactionPhase::Start,
-        "end" => CompactionPhase::End,
-        _ => return None,
+        From::Start => CompactionPhase::Start,
+        From::End => CompactionPhase::End,
+        From::Unknown => return None,
     };
     Some(run.agent(
         seq,
@@ -467,7 +469,7 @@ mod tests {
             "\"s\"",
         ] {
             let t = ToolEvent {
-                phase: "start",
+                phase: ipc::control::ToolPhase::Start,
                 tool_call_id: "c1",
                 name: "read",
                 args_json: Some(args),
@@ -483,7 +485,7 @@ mod tests {
     #[test]
     fn tool_updates_and_results_name_their_output() {
         let mut t = ToolEvent {
-            phase: "update",
+            phase: ipc::control::ToolPhase::Update,
             tool_call_id: "c1",
             name: "exec",
             args_json: None,
@@ -493,21 +495,21 @@ mod tests {
         let v = to_json(&tool(&RUN, 4, 5, &t).unwrap());
         assert_eq!(v["data"]["partialResult"], "line");
         assert!(v["data"].get("result").is_none());
-        t.phase = "result";
+        t.phase = ipc::control::ToolPhase::Result;
         t.is_error = Some(false);
         let v = to_json(&tool(&RUN, 4, 5, &t).unwrap());
         assert_eq!(
             v["data"],
             json!({"phase": "result", "name": "exec", "toolCallId": "c1", "result": "line", "isError": false})
         );
-        t.phase = "sideways";
+        t.phase = ipc::control::ToolPhase::Unknown;
         assert!(tool(&RUN, 4, 5, &t).is_none());
     }
 
     #[test]
     fn compaction_events_keep_their_fields() {
         let c = CompactionEvent {
-            phase: "start",
+            phase: ipc::control::CompactionPhase::Start,
             completed: None,
             will_retry: Some(true),
             reason: Some("overflow"),

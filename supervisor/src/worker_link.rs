@@ -124,7 +124,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
     })?;
     let spec = |m: &crate::config::ResolvedModel| ModelSpec {
         provider: m.provider.clone(),
-        api: m.api.as_str().to_owned(),
+        api: m.api,
         base_url: m.base_url.clone(),
         api_key_env: m.api_key_env.clone(),
         model: m.model.clone(),
@@ -649,7 +649,7 @@ fn publish(
             is_error,
         } => {
             let t = ToolEvent {
-                phase,
+                phase: *phase,
                 tool_call_id,
                 name,
                 args_json: args_json.as_deref(),
@@ -670,7 +670,7 @@ fn publish(
             ..
         } => {
             let c = CompactionEvent {
-                phase,
+                phase: *phase,
                 completed: *completed,
                 will_retry: *will_retry,
                 reason: reason.as_deref(),

@@ -221,8 +221,8 @@ async fn checkpoint_at_exit(db_path: PathBuf) {
 }
 
 fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {
-    if spec.api != "openai-completions" {
-        return Err(LlmError::Unsupported(spec.api.clone()));
+    if spec.api != ipc::control::ProviderApi::OpenAiCompletions {
+        return Err(LlmError::Unsupported(spec.api.as_str().to_owned()));
     }
     let key = match &spec.api_key_env {
         Some(var) => match env.get(var).filter(|v| !v.is_empty()) {

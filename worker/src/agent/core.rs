@@ -525,7 +525,7 @@ impl Turn {
                 match queue.pop_front() {
                     Some(call) => {
                         let start = Action::Emit(EventBody::Tool {
-                            phase: "start".into(),
+                            phase: ipc::control::ToolPhase::Start,
                             tool_call_id: call.id.clone(),
                             name: call.name.clone(),
                             args_json: Some(clip(&call.arguments)),
@@ -571,7 +571,7 @@ impl Turn {
                 Input::ToolDone(outcome),
             ) => {
                 let result = Action::Emit(EventBody::Tool {
-                    phase: "result".into(),
+                    phase: ipc::control::ToolPhase::Result,
                     tool_call_id: call.id.clone(),
                     name: call.name.clone(),
                     args_json: None,
@@ -623,7 +623,7 @@ impl Turn {
                 Input::ToolUpdate(text),
             ) => {
                 let update = Action::Emit(EventBody::Tool {
-                    phase: "update".into(),
+                    phase: ipc::control::ToolPhase::Update,
                     tool_call_id: call.id.clone(),
                     name: call.name.clone(),
                     args_json: None,
@@ -750,7 +750,7 @@ impl Turn {
                     );
                 };
                 let end = Action::Emit(EventBody::Compaction {
-                    phase: "end".into(),
+                    phase: ipc::control::CompactionPhase::End,
                     completed: Some(true),
                     will_retry: job.overflow.as_ref().map(|_| true),
                     reason: None,
@@ -899,7 +899,7 @@ impl Turn {
         let mut summarize = prompt::compaction_request(&req.messages[1..cut], max_chars);
         summarize.choice.clone_from(&req.choice);
         let start = Action::Emit(EventBody::Compaction {
-            phase: "start".into(),
+            phase: ipc::control::CompactionPhase::Start,
             completed: None,
             will_retry: overflow.as_ref().map(|_| true),
             reason: Some(
@@ -1008,7 +1008,7 @@ impl Turn {
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
         let end = Action::Emit(EventBody::Compaction {
-            phase: "end".into(),
+            phase: ipc::control::CompactionPhase::End,
             completed: Some(false),
             will_retry: Some(false),
             reason: Some(clip(&why)),
@@ -1507,7 +1507,7 @@ mod tests {
         for id in ["a", "b"] {
             let a = t.handle(Input::Appended(Ok(7)), t0, 3);
             assert!(
-                matches!(&a[0], Action::Emit(EventBody::Tool { phase, tool_call_id, .. }) if phase == "start" && tool_call_id == id),
+                matches!(&a[0], Action::Emit(EventBody::Tool { phase, tool_call_id, .. }) if *phase == ipc::control::ToolPhase::Start && tool_call_id == id),
                 "{a:?}"
             );
             assert_eq!(a[1], Action::RunTool(tool_call(id)));
@@ -1520,7 +1520,7 @@ mod tests {
                 4,
             );
             assert!(
-                matches!(&a[0], Action::Emit(EventBody::Tool { phase, .. }) if phase == "result")
+                matches!(&a[0], Action::Emit(EventBody::Tool { phase, .. }) if *phase == ipc::control::ToolPhase::Result)
             );
             let Action::Append(m) = &a[1] else {
                 panic!("{a:?}")
@@ -1609,8 +1609,12 @@ mod tests {
             panic!("{a:?}")
         };
         assert_eq!(
-            (phase.as_str(), reason.as_deref(), *messages),
-            ("start", Some("threshold"), Some(1))
+            (*phase, reason.as_deref(), *messages),
+            (
+                ipc::control::CompactionPhase::Start,
+                Some("threshold"),
+                Some(1)
+            )
         );
         assert!(summarize.tools.is_empty());
         assert!(summarize.messages[1].content.contains("qqqq"));

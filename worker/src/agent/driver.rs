@@ -289,7 +289,7 @@ fn compaction_hooks(ctx: &Arc<Ctx>, hook_ctx: &HookCtx, body: &EventBody) {
     else {
         return;
     };
-    if phase == "start" {
+    if *phase == ipc::control::CompactionPhase::Start {
         ctx.observe_later(hook_ctx, "before_compaction", || {
             vec![json!({"messageCount": messages, "tokenCount": tokens_before, "reason": reason})]
         });
@@ -368,10 +368,10 @@ fn audit_record(
             is_error,
             ..
         } => {
-            if phase == "update" {
+            if *phase == ipc::control::ToolPhase::Update {
                 return None;
             }
-            let duration_ms = if phase == "start" {
+            let duration_ms = if *phase == ipc::control::ToolPhase::Start {
                 *tool_started = Some(Instant::now());
                 None
             } else {
@@ -382,7 +382,13 @@ fn audit_record(
                 tool_call_id: Some(tool_call_id.clone()),
                 result: is_error.map(|e| if e { "error" } else { "ok" }),
                 duration_ms,
-                ..base("tool", phase)
+                ..base(
+                    "tool",
+                    match phase {
+                        ipc::control::ToolPhase::Start => "start",
+                        _ => "result",
+                    },
+                )
             })
         }
         _ => None,

@@ -44,9 +44,10 @@ impl Invocation {
 
 /// Whether `command` may run under `policy`, and how; `Err` says why not.
 pub fn plan(policy: &ExecPolicy, command: &str) -> Result<Invocation, String> {
-    match policy.security.as_str() {
-        "full" => Ok(Invocation::Shell(command.to_owned())),
-        "allowlist" => {
+    use ipc::control::ExecSecurity;
+    match policy.security {
+        ExecSecurity::Full => Ok(Invocation::Shell(command.to_owned())),
+        ExecSecurity::Allowlist => {
             let argv = hookcmd::argv::split(command).map_err(|e| format!("exec refused: {e}"))?;
             if argv.is_empty() {
                 return Err("exec refused: empty command".into());
@@ -62,7 +63,13 @@ pub fn plan(policy: &ExecPolicy, command: &str) -> Result<Invocation, String> {
                 ))
             }
         }
-        _ => Err("exec refused: tools.exec.security is \"deny\" for this agent".into()),
+        ExecSecurity::Deny => {
+            Err("exec refused: tools.exec.security is \"deny\" for this agent".into())
+        }
+        // A policy this worker does not know grants nothing.
+        ExecSecurity::Unknown => {
+            Err("exec refused: this worker does not know the agent's tools.exec.security".into())
+        }
     }
 }
 
@@ -251,7 +258,7 @@ mod tests {
         let deny = ExecPolicy::default();
         assert!(plan(&deny, "ls").is_err());
         let allow = ExecPolicy {
-            security: "allowlist".into(),
+            security: ipc::control::ExecSecurity::Allowlist,
             allowlist: vec!["echo *".into(), "ls".into()],
             timeout_ms: None,
         };
@@ -265,7 +272,7 @@ mod tests {
         assert!(e.contains("shell syntax"), "{e}");
         assert!(plan(&allow, "echo $(id)").is_err());
         let full = ExecPolicy {
-            security: "full".into(),
+            security: ipc::control::ExecSecurity::Full,
             ..ExecPolicy::default()
         };
         assert_eq!(
