@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use ipc::gateway::{AgentEvent, ChatEvent, ChatState};
+use ipc::gateway::{AgentEvent, ChatEvent, ChatState, SessionsChanged};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -33,6 +33,8 @@ pub struct HubEvent {
     pub drop_if_slow: bool,
     /// Only connections that advertised this client capability get the event.
     pub cap: Option<&'static str>,
+    /// Only connections that called `sessions.subscribe` get the event.
+    pub subscribers_only: bool,
 }
 
 /// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
@@ -42,6 +44,7 @@ pub struct Deferred {
     payload: Arc<str>,
     drop_if_slow: bool,
     cap: Option<&'static str>,
+    subscribers_only: bool,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -67,6 +70,19 @@ impl Deferred {
             payload: serialized(ev),
             drop_if_slow: false,
             cap: None,
+            subscribers_only: false,
+        }
+    }
+
+    /// A `sessions.changed` event, for `sessions.subscribe` subscribers (skippable for a
+    /// slow connection, as OpenClaw's).
+    pub fn sessions_changed(ev: &SessionsChanged) -> Self {
+        Self {
+            event: ipc::gateway::events::SESSIONS_CHANGED,
+            payload: serialized(ev),
+            drop_if_slow: true,
+            cap: None,
+            subscribers_only: true,
         }
     }
 
@@ -77,6 +93,7 @@ impl Deferred {
             payload: serialized(ev),
             drop_if_slow: matches!(ev.state, ChatState::Delta { .. }),
             cap: None,
+            subscribers_only: false,
         }
     }
 
@@ -129,20 +146,24 @@ impl EventHub {
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
-        self.send(event, Arc::from(payload.to_string()), false, None);
+        let d = Deferred {
+            event,
+            payload: Arc::from(payload.to_string()),
+            drop_if_slow: false,
+            cap: None,
+            subscribers_only: false,
+        };
+        self.publish_deferred(&d);
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        self.send(d.event, d.payload.clone(), d.drop_if_slow, d.cap);
-    }
-
-    fn send(
-        &self,
-        event: &'static str,
-        payload: Arc<str>,
-        drop_if_slow: bool,
-        cap: Option<&'static str>,
-    ) {
+        let (event, payload, drop_if_slow, cap, subscribers_only) = (
+            d.event,
+            d.payload.clone(),
+            d.drop_if_slow,
+            d.cap,
+            d.subscribers_only,
+        );
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         *last += 1;
         // No receivers is fine: nobody is listening.
@@ -152,6 +173,7 @@ impl EventHub {
             payload,
             drop_if_slow,
             cap,
+            subscribers_only,
         }));
     }
 }

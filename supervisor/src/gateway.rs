@@ -160,6 +160,9 @@ pub struct Out {
     /// The `hub_seq` of the last hub event this connection's forwarder has handled (queued
     /// or skipped); `u64::MAX` once it has stopped.
     forwarded: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Set by `sessions.subscribe`: this connection gets `sessions.changed` events (until it
+    /// closes, as OpenClaw's subscriptions).
+    pub sessions_subscribed: Arc<AtomicBool>,
 }
 
 impl Out {
@@ -174,6 +177,7 @@ impl Out {
             closed: CancellationToken::new(),
             kill: CancellationToken::new(),
             forwarded: Arc::new(tokio::sync::watch::Sender::new(0)),
+            sessions_subscribed: Arc::new(AtomicBool::new(false)),
         };
         (out, rx, queued)
     }
@@ -423,7 +427,9 @@ pub async fn serve_connection<S: FrameSource>(
                         let needs_read =
                             ev.event == gw::events::AGENT || ev.event == gw::events::CHAT;
                         let wanted = (!needs_read || read)
-                            && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c));
+                            && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c))
+                            && (!ev.subscribers_only
+                                || out.sessions_subscribed.load(Ordering::Relaxed));
                         if wanted && !out.offer_event(ev, &mut seq, cap) {
                             break;
                         }

@@ -6,8 +6,8 @@ use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal};
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, TerminalReceipt,
-    TerminalReply, ToolData, ToolPhase, UsageOut,
+    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, SessionRow, SessionsChanged,
+    TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -240,6 +240,49 @@ pub fn ended_by_gateway(
         },
     };
     (agent, run.chat(seq, state))
+}
+
+/// A session row's `status` after a run that ended with stored status `last` (`None`: no
+/// run yet).
+pub fn session_status(last: Option<&str>) -> &'static str {
+    match last {
+        None | Some("ok") => "done",
+        Some("timeout") => "timeout",
+        Some("aborted") => "killed",
+        Some(_) => "failed",
+    }
+}
+
+/// `sessions.changed` when a run starts.
+pub fn session_run_started(run: &RunRef<'_>, ts: u64) -> SessionsChanged {
+    let row = SessionRow::for_run(run.session_key, run.agent_id, "running", None);
+    SessionsChanged::run("start", run.run_id, ts, row)
+}
+
+/// `sessions.changed` once a run's outcome is recorded; `active` is the complete set of the
+/// session's runs still going.
+pub fn session_run_ended(
+    run: &RunRef<'_>,
+    ts: u64,
+    status: RunStatus,
+    error: Option<&str>,
+    active: Vec<String>,
+) -> SessionsChanged {
+    let phase = if status == RunStatus::Ok {
+        "end"
+    } else {
+        "error"
+    };
+    let state = if active.is_empty() {
+        session_status(Some(status.as_str()))
+    } else {
+        "running"
+    };
+    let mut row = SessionRow::for_run(run.session_key, run.agent_id, state, Some(active));
+    row.last_run_id = Some(run.run_id.to_owned());
+    row.last_run_error = error.map(str::to_owned);
+    row.updated_at = Some(ts);
+    SessionsChanged::run(phase, run.run_id, ts, row)
 }
 
 /// `ok`, `timeout` (aborted runs too, with their stop reason, as OpenClaw) or `error`.

@@ -10,8 +10,9 @@ use ipc::gateway::{
     AgentAck, AgentModel, AgentParams, AgentSummary, AgentWaitParams, AgentWaitResult,
     AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
     ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, Method,
-    RequestFrame, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
-    SessionsResetParams, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    RequestFrame, SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult,
+    SessionsListParams, SessionsListResult, SessionsResetParams, SessionsSubscribeResult,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -86,6 +87,7 @@ pub async fn handle(
         | Method::Status
         | Method::ChatHistory
         | Method::SessionsList
+        | Method::SessionsSubscribe
         | Method::AgentsList => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
         Method::SessionsReset
@@ -118,6 +120,7 @@ pub async fn handle(
         Method::ChatHistory => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
+        Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
         Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
@@ -795,20 +798,26 @@ async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<SessionsListParams>(&req, out).await else {
         return;
     };
+    match session_page(gw, &p).await {
+        Ok(page) => out.ok_with(&req.id, &page).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// One page of the session index, with each session's live run state.
+async fn session_page(
+    gw: &Arc<Gateway>,
+    p: &SessionsListParams,
+) -> Result<SessionsListResult, ErrorShape> {
     let limit = p.limit.unwrap_or(100).clamp(1, 1000);
     let offset = p.offset.unwrap_or(0);
     let agent_id = match &p.agent_id {
         Some(raw) => match AgentId::parse(raw) {
             Ok(id) if gw.config().agent(id.as_str()).is_some() => Some(id.as_str().to_owned()),
             _ => {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::invalid(format!(
-                            "invalid sessions.list params: unknown agent id {raw:?}"
-                        )),
-                    )
-                    .await
+                return Err(ErrorShape::invalid(format!(
+                    "invalid sessions.list params: unknown agent id {raw:?}"
+                )))
             }
         },
         None => None,
@@ -822,68 +831,82 @@ async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         limit,
         offset,
     };
-    let (rows, total) = match gw.db.sessions(q).await {
-        Ok(r) => r,
-        Err(e) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500)),
-                )
-                .await
-        }
-    };
-    let active = match gw.control.active_runs().await {
-        Ok(a) => a,
-        Err(e) => return out.err(&req.id, control_error(e)).await,
-    };
+    let (rows, total) =
+        gw.db.sessions(q).await.map_err(|e| {
+            ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500))
+        })?;
+    let active = gw.control.active_runs().await.map_err(control_error)?;
     let config = gw.config();
-    let sessions: Vec<Value> = rows
+    let sessions: Vec<SessionRow> = rows
         .iter()
         .filter(|r| !p.active_only.unwrap_or(false) || active.contains_key(&r.session_key))
         .map(|r| {
             let runs = active.get(&r.session_key).cloned().unwrap_or_default();
             let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
-            json!({
-                "key": r.session_key,
-                "sessionId": r.session_id,
-                "kind": "direct",
-                "agentId": r.agent_id,
-                "updatedAt": r.updated_at,
-                "lastActivityAt": r.updated_at,
-                "createdAt": r.created_at,
-                "status": if runs.is_empty() { r.last_status.as_deref().map(|s| if s == "ok" { "done" } else { "failed" }).unwrap_or("done") } else { "running" },
-                "hasActiveRun": !runs.is_empty(),
-                "activeRunIds": runs,
-                "lastRunId": r.last_run_id,
-                "lastRunError": r.last_error,
-                "inputTokens": r.input_tokens,
-                "outputTokens": r.output_tokens,
-                "totalTokens": r.total_tokens,
-                "model": model.map(|m| m.model.clone()),
-                "modelProvider": model.map(|m| m.provider.clone()),
-            })
+            let status = if runs.is_empty() {
+                crate::projection::session_status(r.last_status.as_deref())
+            } else {
+                "running"
+            };
+            SessionRow {
+                session_id: r.session_id.clone(),
+                updated_at: Some(r.updated_at),
+                last_activity_at: Some(r.updated_at),
+                created_at: Some(r.created_at),
+                last_run_id: r.last_run_id.clone(),
+                last_run_error: r.last_error.clone(),
+                input_tokens: Some(r.input_tokens),
+                output_tokens: Some(r.output_tokens),
+                total_tokens: Some(r.total_tokens),
+                model: model.map(|m| m.model.clone()),
+                model_provider: model.map(|m| m.provider.clone()),
+                ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
+            }
         })
         .collect();
     let end = offset as u64 + rows.len() as u64;
     let has_more = end < total;
-    out.ok(
-        &req.id,
-        json!({
-            "ts": now_ms(),
-            "path": crate::paths::gateway_db(&gw.config().state_dir).display().to_string(),
-            "count": sessions.len(),
-            "totalCount": total,
-            "limitApplied": limit,
-            "offset": offset,
-            "nextOffset": if has_more { json!(end) } else { Value::Null },
-            "hasMore": has_more,
-            "owners": [],
-            "defaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
-            "sessions": sessions,
-        }),
-    )
-    .await;
+    Ok(SessionsListResult {
+        ts: now_ms(),
+        path: crate::paths::gateway_db(&config.state_dir)
+            .display()
+            .to_string(),
+        count: sessions.len() as u64,
+        total_count: total,
+        limit_applied: limit,
+        offset,
+        next_offset: has_more.then_some(end),
+        has_more,
+        owners: Vec::new(),
+        defaults: SessionDefaults {
+            default_agent_id: "main".into(),
+            main_key: "main".into(),
+            main_session_key: "agent:main:main".into(),
+        },
+        sessions,
+    })
+}
+
+/// `sessions.subscribe`: this connection gets `sessions.changed` events from now until it
+/// closes. Takes `sessions.list`'s params, as OpenClaw; with any of them set, the answer also
+/// holds that list.
+async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+        return;
+    };
+    out.sessions_subscribed.store(true, Ordering::Relaxed);
+    if p == SessionsListParams::default() {
+        return out
+            .ok_with(&req.id, &SessionsSubscribeResult { subscribed: true })
+            .await;
+    }
+    match session_page(gw, &p).await {
+        Ok(list) => {
+            out.ok(&req.id, json!({"subscribed": true, "list": list}))
+                .await
+        }
+        Err(e) => out.err(&req.id, e).await,
+    }
 }
 
 async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {

@@ -626,7 +626,13 @@ fn publish(
             Some((agent, Some(chat))) => st
                 .deferred
                 .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
-            Some((agent, None)) => hub.publish_deferred(&Deferred::agent(&agent)),
+            Some((agent, None)) => {
+                hub.publish_deferred(&Deferred::agent(&agent));
+                if l.phase == Phase::Start {
+                    let changed = p::session_run_started(&run, ev.ts);
+                    hub.publish_deferred(&Deferred::sessions_changed(&changed));
+                }
+            }
             None => {}
         },
         EventBody::Assistant { delta } => {

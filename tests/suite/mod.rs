@@ -11,6 +11,7 @@ mod real_llm;
 mod security;
 mod security_door;
 mod security_storage;
+mod sessions;
 mod tools;
 mod turn;
 mod websocket;

@@ -10,8 +10,10 @@ use serde_json::Value;
 
 mod results;
 mod run;
+mod sessions;
 pub use results::*;
 pub use run::*;
+pub use sessions::*;
 
 /// Gateway protocol version spoken to clients.
 pub const GATEWAY_PROTOCOL: u32 = 4;
@@ -47,6 +49,7 @@ pub enum Method {
     ChatHistory,
     ChatAbort,
     SessionsList,
+    SessionsSubscribe,
     SessionsReset,
     SessionsDelete,
     AgentsList,
@@ -66,6 +69,7 @@ impl Method {
         Method::ChatHistory,
         Method::ChatAbort,
         Method::SessionsList,
+        Method::SessionsSubscribe,
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
@@ -89,6 +93,7 @@ impl Method {
             Method::ChatHistory => "chat.history",
             Method::ChatAbort => "chat.abort",
             Method::SessionsList => "sessions.list",
+            Method::SessionsSubscribe => "sessions.subscribe",
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
@@ -109,8 +114,17 @@ pub mod events {
     pub const CHAT: &str = "chat";
     pub const TICK: &str = "tick";
     pub const SHUTDOWN: &str = "shutdown";
+    /// Session index changes, to connections that called `sessions.subscribe`.
+    pub const SESSIONS_CHANGED: &str = "sessions.changed";
     /// Events advertised in `hello-ok.features.events`.
-    pub const ADVERTISED: &[&str] = &[CONNECT_CHALLENGE, AGENT, CHAT, TICK, SHUTDOWN];
+    pub const ADVERTISED: &[&str] = &[
+        CONNECT_CHALLENGE,
+        AGENT,
+        CHAT,
+        SESSIONS_CHANGED,
+        TICK,
+        SHUTDOWN,
+    ];
 }
 
 /// Top-level error codes of `ErrorShape.code`.

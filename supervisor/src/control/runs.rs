@@ -136,6 +136,33 @@ impl Control {
         for ev in &deferred.events {
             self.deps.hub.publish_deferred(ev);
         }
+        // Session subscribers learn the session's new state after the terminal events, and
+        // before the session's next run may start on the wire (the gate opens below).
+        if let Some(entry) = self.runs.get(&run_id) {
+            let still: Vec<String> = self
+                .runs
+                .iter()
+                .filter(|(id, e)| {
+                    **id != run_id && e.session_key == entry.session_key && e.is_active()
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            let run = RunRef {
+                run_id: &run_id,
+                session_key: &entry.session_key,
+                agent_id: &entry.agent_id,
+            };
+            let changed = crate::projection::session_run_ended(
+                &run,
+                outcome.ended_at,
+                outcome.status,
+                outcome.error.as_deref(),
+                still,
+            );
+            self.deps
+                .hub
+                .publish_deferred(&Deferred::sessions_changed(&changed));
+        }
         drop(deferred.gate);
         for w in waiters {
             let _ = w.send(outcome.clone());

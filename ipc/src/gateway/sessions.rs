@@ -1,0 +1,164 @@
+//! Session rows and session events (`sessions.list`, `sessions.subscribe`,
+//! `sessions.changed`), in OpenClaw's shapes.
+
+use serde::{Deserialize, Serialize};
+
+/// A session as `sessions.list` lists it and `sessions.changed` carries it (OpenClaw's
+/// `SessionRow`, an open object: these are the fields loopgate knows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub key: String,
+    /// Always `direct` (loopgate has no groups or channels).
+    pub kind: String,
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<u64>,
+    /// `running` while a run is active, else how the last run ended: `done`, `failed`,
+    /// `killed` (aborted) or `timeout`.
+    pub status: String,
+    pub has_active_run: bool,
+    /// The complete set of active runs; omitted when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_run_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_provider: Option<String>,
+}
+
+impl SessionRow {
+    /// A row with what a run's lifecycle tells, nothing more.
+    pub fn for_run(key: &str, agent_id: &str, status: &str, active: Option<Vec<String>>) -> Self {
+        SessionRow {
+            key: key.to_owned(),
+            kind: "direct".into(),
+            agent_id: agent_id.to_owned(),
+            session_id: None,
+            updated_at: None,
+            last_activity_at: None,
+            created_at: None,
+            status: status.to_owned(),
+            has_active_run: status == "running" || active.as_ref().is_some_and(|a| !a.is_empty()),
+            active_run_ids: active,
+            last_run_id: None,
+            last_run_error: None,
+            input_tokens: None,
+            output_tokens: None,
+            total_tokens: None,
+            model: None,
+            model_provider: None,
+        }
+    }
+}
+
+/// A page of `sessions.list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsListResult {
+    pub ts: u64,
+    pub path: String,
+    pub count: u64,
+    pub total_count: u64,
+    pub limit_applied: u32,
+    pub offset: u32,
+    /// Where the next page starts; `null` on the last page.
+    pub next_offset: Option<u64>,
+    pub has_more: bool,
+    pub owners: Vec<String>,
+    pub defaults: SessionDefaults,
+    pub sessions: Vec<SessionRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDefaults {
+    pub default_agent_id: String,
+    pub main_key: String,
+    pub main_session_key: String,
+}
+
+/// The answer to `sessions.subscribe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsSubscribeResult {
+    pub subscribed: bool,
+}
+
+/// A `sessions.changed` event for a run's lifecycle: `phase` `start` when it starts, `end` or
+/// `error` once its outcome is recorded. The row's fields are also copied to the top level,
+/// as OpenClaw's snapshot does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsChanged {
+    pub session_key: String,
+    pub agent_id: String,
+    pub phase: String,
+    pub run_id: String,
+    pub ts: u64,
+    pub session: SessionRow,
+    pub status: String,
+    pub has_active_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_run_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_error: Option<String>,
+}
+
+impl SessionsChanged {
+    pub fn run(phase: &str, run_id: &str, ts: u64, row: SessionRow) -> Self {
+        SessionsChanged {
+            session_key: row.key.clone(),
+            agent_id: row.agent_id.clone(),
+            phase: phase.to_owned(),
+            run_id: run_id.to_owned(),
+            ts,
+            status: row.status.clone(),
+            has_active_run: row.has_active_run,
+            active_run_ids: row.active_run_ids.clone(),
+            last_run_id: row.last_run_id.clone(),
+            last_run_error: row.last_run_error.clone(),
+            session: row,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_finished_run_leaves_an_idle_row() {
+        let mut row = SessionRow::for_run("agent:main:main", "main", "done", Some(vec![]));
+        row.last_run_id = Some("r1".into());
+        let ev = SessionsChanged::run("end", "r1", 5, row);
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["sessionKey"], "agent:main:main");
+        assert_eq!(v["phase"], "end");
+        assert_eq!(v["status"], "done");
+        assert_eq!(v["hasActiveRun"], false);
+        assert_eq!(v["activeRunIds"], json!([]));
+        assert_eq!(v["session"]["key"], "agent:main:main");
+        assert_eq!(v["session"]["kind"], "direct");
+        assert_eq!(v["session"]["hasActiveRun"], false);
+        assert_eq!(v["lastRunId"], "r1");
+    }
+}

@@ -1,0 +1,124 @@
+//! Session subscriptions (issue 11): `sessions.subscribe` and the `sessions.changed` events
+//! the Control UI and the TUI need to see a run start and settle.
+
+use loopgate_tests::Gateway;
+use serde_json::{json, Value};
+
+fn changed(f: &Value, run: &str, phase: &str) -> bool {
+    f["type"] == "event"
+        && f["event"] == "sessions.changed"
+        && f["payload"]["runId"] == run
+        && f["payload"]["phase"] == phase
+}
+
+/// A subscriber sees `sessions.changed` `start` (running) when a run starts and `end` (done,
+/// no active run) after the run's terminal events; a connection that did not subscribe sees
+/// none. `sessions.list` rows agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_sees_a_run_start_and_settle_r_d1() {
+    let gw = Gateway::start().await;
+    let mut sub = gw.connect().await;
+    let hello_methods = sub.seen[1]["payload"]["features"]["methods"].clone();
+    assert!(
+        hello_methods
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m == "sessions.subscribe")),
+        "{hello_methods}"
+    );
+    let r = sub.call("sessions.subscribe", json!({})).await;
+    assert_eq!(r["payload"], json!({"subscribed": true}), "{r}");
+    let mut other = gw.connect().await;
+
+    let (_, fin) = other
+        .turn(json!({"message": "hi", "idempotencyKey": "sub-1", "sessionKey": "s"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+
+    let start = sub.wait_for(|f| changed(f, "sub-1", "start")).await;
+    let p = &start["payload"];
+    assert_eq!(p["sessionKey"], "agent:main:s", "{start}");
+    assert_eq!(
+        (&p["status"], &p["hasActiveRun"]),
+        (&json!("running"), &json!(true))
+    );
+    assert_eq!(p["session"]["key"], "agent:main:s");
+    assert_eq!(p["session"]["kind"], "direct");
+
+    let end = sub.wait_for(|f| changed(f, "sub-1", "end")).await;
+    let p = &end["payload"];
+    assert_eq!(
+        (&p["status"], &p["hasActiveRun"], &p["activeRunIds"]),
+        (&json!("done"), &json!(false), &json!([])),
+        "{end}"
+    );
+    assert_eq!(p["session"]["hasActiveRun"], false);
+    assert_eq!(p["lastRunId"], "sub-1");
+    // After the run's terminal events.
+    let at = |pred: &dyn Fn(&Value) -> bool| sub.seen.iter().position(pred).unwrap();
+    let fin_at = at(&|f| {
+        f["event"] == "chat" && f["payload"]["runId"] == "sub-1" && f["payload"]["state"] == "final"
+    });
+    let end_at = at(&|f| changed(f, "sub-1", "end"));
+    assert!(
+        fin_at < end_at,
+        "chat final {fin_at}, sessions.changed end {end_at}"
+    );
+
+    // The connection that did not subscribe got none.
+    let l = other.call("sessions.list", json!({})).await;
+    assert!(
+        !other.seen.iter().any(|f| f["event"] == "sessions.changed"),
+        "a connection without sessions.subscribe got sessions.changed"
+    );
+    let row = &l["payload"]["sessions"][0];
+    assert_eq!(
+        (
+            &row["key"],
+            &row["status"],
+            &row["hasActiveRun"],
+            &row["activeRunIds"]
+        ),
+        (
+            &json!("agent:main:s"),
+            &json!("done"),
+            &json!(false),
+            &json!([])
+        ),
+        "{l}"
+    );
+    assert_eq!(l["payload"]["nextOffset"], Value::Null, "{l}");
+
+    // With list params, the answer also holds the list.
+    let r = sub.call("sessions.subscribe", json!({"limit": 5})).await;
+    assert_eq!(r["payload"]["subscribed"], true, "{r}");
+    assert_eq!(r["payload"]["list"]["count"], 1, "{r}");
+    gw.logs.assert_clean(&[]);
+}
+
+/// A failed run settles as `error` with status `failed` and its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_settles_as_failed_r_d1() {
+    let gw = Gateway::start().await;
+    gw.model.push(scripted_model::Step::HttpError {
+        status: 400,
+        message: "bad request".into(),
+    });
+    let mut sub = gw.connect().await;
+    sub.call("sessions.subscribe", json!({})).await;
+    let (_, fin) = sub
+        .turn(json!({"message": "hi", "idempotencyKey": "sub-err"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    let end = sub.wait_for(|f| changed(f, "sub-err", "error")).await;
+    let p = &end["payload"];
+    assert_eq!(
+        (&p["status"], &p["hasActiveRun"]),
+        (&json!("failed"), &json!(false)),
+        "{end}"
+    );
+    assert!(
+        p["lastRunError"].as_str().is_some_and(|e| !e.is_empty()),
+        "{end}"
+    );
+    gw.logs.assert_clean(&["bad request", "Model call failed"]);
+}
