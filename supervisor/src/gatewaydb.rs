@@ -88,6 +88,8 @@ pub struct SessionQuery {
     pub agent_id: Option<String>,
     pub updated_since: Option<u64>,
     pub search: Option<String>,
+    /// Exactly this session key.
+    pub key: Option<String>,
     pub limit: u32,
     pub offset: u32,
 }
@@ -380,16 +382,17 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
         )
     });
     let filter = "WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR updated_at >= ?2)
-                    AND (?3 IS NULL OR session_key LIKE ?3 ESCAPE '\\')";
+                    AND (?3 IS NULL OR session_key LIKE ?3 ESCAPE '\\')
+                    AND (?4 IS NULL OR session_key = ?4)";
     let total: i64 = conn.query_row(
         &format!("SELECT count(*) FROM sessions {filter}"),
-        params![q.agent_id, q.updated_since.map(|v| v as i64), search],
+        params![q.agent_id, q.updated_since.map(|v| v as i64), search, q.key],
         |r| r.get(0),
     )?;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
                 input_tokens, output_tokens, total_tokens
-         FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?4 OFFSET ?5"
+         FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?5 OFFSET ?6"
     ))?;
     let rows = stmt
         .query_map(
@@ -397,6 +400,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                 q.agent_id,
                 q.updated_since.map(|v| v as i64),
                 search,
+                q.key,
                 q.limit as i64,
                 q.offset as i64
             ],

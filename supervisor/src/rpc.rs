@@ -9,10 +9,11 @@ use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
     AgentAck, AgentModel, AgentParams, AgentSummary, AgentWaitParams, AgentWaitResult,
     AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
-    ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, Method,
-    RequestFrame, SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult,
-    SessionsListParams, SessionsListResult, SessionsResetParams, SessionsSubscribeResult,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams,
+    HistoryDefaults, HistoryPageExtras, HistoryReset, Method, PendingInputs, RequestFrame,
+    SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
+    SessionsListResult, SessionsResetParams, SessionsSubscribeResult, WorkerRestartParams,
+    DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -86,6 +87,7 @@ pub async fn handle(
         | Method::Health
         | Method::Status
         | Method::ChatHistory
+        | Method::ChatStartup
         | Method::SessionsList
         | Method::SessionsSubscribe
         | Method::AgentsList => scopes::READ,
@@ -117,7 +119,9 @@ pub async fn handle(
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::ChatSend => chat_send(gw, req, out, turn).await,
-        Method::ChatHistory => chat_history(gw, req, out).await,
+        // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
+        // is refused by the params: a session key is required).
+        Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
@@ -753,15 +757,48 @@ async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
         return;
     };
+    // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
+    // client fetches a fresh page, as after a reset.
+    if p.cursor.is_some() {
+        return out.ok_with(&req.id, &HistoryReset::default()).await;
+    }
     let op = SessionOp::History {
         session_key: route.session_key.clone(),
         limit,
     };
     match session_op(gw, out, route.agent_id.clone(), op).await {
         Ok(mut v) => {
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("sessionKey".into(), json!(route.session_key));
-                obj.insert("agentId".into(), json!(route.agent_id));
+            let info = match session_info(gw, &route).await {
+                Ok(i) => i,
+                Err(e) => return out.err(&req.id, e).await,
+            };
+            let model = gw
+                .config()
+                .agent(&route.agent_id)
+                .and_then(|a| a.model.clone());
+            let page = HistoryPageExtras {
+                session_key: route.session_key.clone(),
+                agent_id: route.agent_id.clone(),
+                // Queued messages are not in the transcript yet; their texts are not
+                // listed, their count is (a run that started is not pending).
+                pending_inputs: PendingInputs {
+                    items: Vec::new(),
+                    total: info
+                        .active_run_ids
+                        .as_ref()
+                        .map_or(0, |r| r.len().saturating_sub(1)) as u64,
+                },
+                defaults: model.map(|m| HistoryDefaults {
+                    model_provider: m.provider,
+                    model: m.model,
+                    context_tokens: m.context_window,
+                }),
+                session_info: info,
+            };
+            if let (Some(obj), Ok(Value::Object(extra))) =
+                (v.as_object_mut(), serde_json::to_value(&page))
+            {
+                obj.extend(extra);
             }
             out.ok(&req.id, v).await;
         }
@@ -828,6 +865,7 @@ async fn session_page(
             .active_minutes
             .map(|m| now_ms().saturating_sub(m.saturating_mul(60_000))),
         search: p.search.clone().filter(|s| !s.is_empty()),
+        key: None,
         limit,
         offset,
     };
@@ -842,26 +880,7 @@ async fn session_page(
         .filter(|r| !p.active_only.unwrap_or(false) || active.contains_key(&r.session_key))
         .map(|r| {
             let runs = active.get(&r.session_key).cloned().unwrap_or_default();
-            let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
-            let status = if runs.is_empty() {
-                crate::projection::session_status(r.last_status.as_deref())
-            } else {
-                "running"
-            };
-            SessionRow {
-                session_id: r.session_id.clone(),
-                updated_at: Some(r.updated_at),
-                last_activity_at: Some(r.updated_at),
-                created_at: Some(r.created_at),
-                last_run_id: r.last_run_id.clone(),
-                last_run_error: r.last_error.clone(),
-                input_tokens: Some(r.input_tokens),
-                output_tokens: Some(r.output_tokens),
-                total_tokens: Some(r.total_tokens),
-                model: model.map(|m| m.model.clone()),
-                model_provider: model.map(|m| m.provider.clone()),
-                ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
-            }
+            session_row(&config, r, runs)
         })
         .collect();
     let end = offset as u64 + rows.len() as u64;
@@ -884,6 +903,57 @@ async fn session_page(
             main_session_key: "agent:main:main".into(),
         },
         sessions,
+    })
+}
+
+/// A session index row as clients see it, with its active runs (the complete set).
+fn session_row(
+    config: &crate::config::Config,
+    r: &crate::gatewaydb::SessionRow,
+    runs: Vec<String>,
+) -> SessionRow {
+    let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
+    let status = if runs.is_empty() {
+        crate::projection::session_status(r.last_status.as_deref())
+    } else {
+        "running"
+    };
+    SessionRow {
+        session_id: r.session_id.clone(),
+        updated_at: Some(r.updated_at),
+        last_activity_at: Some(r.updated_at),
+        created_at: Some(r.created_at),
+        last_run_id: r.last_run_id.clone(),
+        last_run_error: r.last_error.clone(),
+        input_tokens: Some(r.input_tokens),
+        output_tokens: Some(r.output_tokens),
+        total_tokens: Some(r.total_tokens),
+        model: model.map(|m| m.model.clone()),
+        model_provider: model.map(|m| m.provider.clone()),
+        ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
+    }
+}
+
+/// One session's row (`sessionInfo`), synthesized for a key with no run yet.
+async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, ErrorShape> {
+    let q = SessionQuery {
+        key: Some(route.session_key.clone()),
+        limit: 1,
+        ..SessionQuery::default()
+    };
+    let (rows, _) =
+        gw.db.sessions(q).await.map_err(|e| {
+            ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500))
+        })?;
+    let active = gw.control.active_runs().await.map_err(control_error)?;
+    let runs = active.get(&route.session_key).cloned().unwrap_or_default();
+    let config = gw.config();
+    Ok(match rows.first() {
+        Some(r) => session_row(&config, r, runs),
+        None => {
+            let status = if runs.is_empty() { "done" } else { "running" };
+            SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
+        }
     })
 }
 

@@ -122,3 +122,53 @@ async fn a_failed_run_settles_as_failed_r_d1() {
     );
     gw.logs.assert_clean(&["bad request", "Model call failed"]);
 }
+
+/// `chat.startup` and `chat.history` answer a page in OpenClaw's form: the messages, the
+/// session's row (`sessionInfo`, also for a key with no run yet), `pendingInputs` and the
+/// model `defaults`; after a run its row says it ended, which is how the Control UI settles a
+/// run from history. A cursor (this gateway hands out none) gets `{kind: "reset"}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_startup_pages_carry_the_session_row_r_d3() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let first = c
+        .call("chat.startup", json!({"sessionKey": "fresh", "limit": 80, "maxBytes": 262144}))
+        .await;
+    let p = &first["payload"];
+    assert_eq!(first["ok"], true, "{first}");
+    assert!(p.get("kind").is_none(), "a page has no kind: {first}");
+    assert_eq!(p["messages"], json!([]), "{first}");
+    assert_eq!(p["sessionKey"], "agent:main:fresh");
+    assert_eq!(p["sessionInfo"]["key"], "agent:main:fresh");
+    assert_eq!(p["sessionInfo"]["hasActiveRun"], false);
+    assert_eq!(p["pendingInputs"], json!({"items": [], "total": 0}));
+    assert!(p["defaults"]["model"].is_string(), "{first}");
+
+    let (_, fin) = c
+        .turn(json!({"message": "hello", "idempotencyKey": "page-1", "sessionKey": "fresh"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let h = c
+        .call("chat.history", json!({"sessionKey": "fresh", "inputRunIds": ["page-1"]}))
+        .await;
+    let p = &h["payload"];
+    assert_eq!(p["messages"].as_array().map(Vec::len), Some(2), "{h}");
+    let info = &p["sessionInfo"];
+    assert_eq!(
+        (&info["lastRunId"], &info["status"], &info["hasActiveRun"]),
+        (&json!("page-1"), &json!("done"), &json!(false)),
+        "{h}"
+    );
+    assert!(p.get("inFlightRun").is_none(), "{h}");
+
+    let reset = c
+        .call("chat.history", json!({"sessionKey": "fresh", "cursor": "whatever"}))
+        .await;
+    assert_eq!(reset["payload"], json!({"kind": "reset"}), "{reset}");
+    // The shortId form is refused by name, not half-answered.
+    let short = c
+        .call("chat.startup", json!({"shortId": "abc", "agentId": "main"}))
+        .await;
+    assert_eq!(short["ok"], false, "{short}");
+    gw.logs.assert_clean(&[]);
+}

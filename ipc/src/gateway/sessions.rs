@@ -94,6 +94,48 @@ pub struct SessionDefaults {
     pub main_session_key: String,
 }
 
+/// What `chat.history` and `chat.startup` add to the transcript page the worker reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPageExtras {
+    pub session_key: String,
+    pub agent_id: String,
+    pub session_info: SessionRow,
+    pub pending_inputs: PendingInputs,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<HistoryDefaults>,
+}
+
+/// Messages accepted for the session that no run has taken yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInputs {
+    pub items: Vec<serde_json::Value>,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryDefaults {
+    pub model_provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+}
+
+/// `chat.history` with a cursor this gateway cannot continue: fetch a fresh page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryReset {
+    pub kind: String,
+}
+
+impl Default for HistoryReset {
+    fn default() -> Self {
+        Self {
+            kind: "reset".into(),
+        }
+    }
+}
+
 /// The answer to `sessions.subscribe`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsSubscribeResult {
