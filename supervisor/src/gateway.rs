@@ -65,6 +65,9 @@ pub struct Gateway {
     pub failed: tokio::sync::watch::Receiver<crate::control::FailedAgents>,
     /// Operator drain requests (`gateway.drain`), handled by the serve loop.
     pub drain_requests: tokio::sync::mpsc::Sender<Duration>,
+    /// Names of the environment variables that are set and not empty (never their values):
+    /// whether a provider's key is present.
+    pub env_set: std::collections::HashSet<String>,
 }
 
 impl Gateway {
@@ -90,7 +93,18 @@ impl Gateway {
             connection_tasks: tokio_util::task::TaskTracker::new(),
             failed,
             drain_requests,
+            env_set: std::collections::HashSet::new(),
         }
+    }
+
+    /// Records which environment variables are set (their names only).
+    pub fn with_env(mut self, env: &std::collections::HashMap<String, String>) -> Self {
+        self.env_set = env
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
+        self
     }
 
     /// The current config (replaced on reload).

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 
 pub mod auth;
+pub mod catalog;
 pub mod client;
 pub mod config;
 mod config_lines;

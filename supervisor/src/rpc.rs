@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentAck, AgentModel, AgentParams, AgentSummary, AgentWaitParams, AgentWaitResult,
-    AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
-    ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams,
-    HistoryDefaults, HistoryPageExtras, HistoryReset, Method, PendingInputs, RequestFrame,
-    SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
-    SessionsListResult, SessionsResetParams, SessionsSubscribeResult, WorkerRestartParams,
-    DEFAULT_WAIT_TIMEOUT_MS,
+    AgentAck, AgentModel, AgentParams, AgentScopeParams, AgentSummary, AgentWaitParams,
+    AgentWaitResult, AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult,
+    ChatHistoryParams, ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams,
+    HealthParams, HistoryDefaults, HistoryPageExtras, HistoryReset, Method, PendingInputs,
+    RequestFrame, SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult,
+    SessionsListParams, SessionsListResult, SessionsResetParams, SessionsSubscribeResult,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -90,7 +90,12 @@ pub async fn handle(
         | Method::ChatStartup
         | Method::SessionsList
         | Method::SessionsSubscribe
-        | Method::AgentsList => scopes::READ,
+        | Method::AgentsList
+        | Method::AgentIdentityGet
+        | Method::ChatMetadata
+        | Method::ModelsList
+        | Method::ModelsAuthStatus
+        | Method::ConfigGet => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
         Method::SessionsReset
         | Method::SessionsDelete
@@ -125,6 +130,29 @@ pub async fn handle(
         Method::ChatAbort => chat_abort(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
+        Method::ModelsList => {
+            let config = gw.config();
+            out.ok_with(&req.id, &crate::catalog::models(&config, &gw.env_set))
+                .await
+        }
+        Method::ModelsAuthStatus => {
+            let config = gw.config();
+            let r = crate::catalog::auth_status(&config, &gw.env_set, now_ms());
+            out.ok_with(&req.id, &r).await
+        }
+        Method::ChatMetadata | Method::AgentIdentityGet => agent_scoped(gw, req, out, method).await,
+        Method::ConfigGet => {
+            let config = gw.config();
+            let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
+                use sha2::{Digest, Sha256};
+                Sha256::digest(&b)
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<String>()
+            });
+            out.ok_with(&req.id, &crate::catalog::config_get(&config, hash))
+                .await
+        }
         Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
@@ -955,6 +983,43 @@ async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, Er
             SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
         }
     })
+}
+
+/// `chat.metadata` and `agent.identity.get`: about the agent named by `agentId`, by
+/// `sessionKey`, or `main`.
+async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: Method) {
+    let Some(p) = params::<AgentScopeParams>(&req, out).await else {
+        return;
+    };
+    let route = match &p.session_key {
+        Some(key) => match route_key(gw, &req, out, key, p.agent_id.as_deref()).await {
+            Some(r) => r.agent_id,
+            None => return,
+        },
+        None => p.agent_id.clone().unwrap_or_else(|| "main".into()),
+    };
+    let config = gw.config();
+    let Some(agent) = AgentId::parse(&route)
+        .ok()
+        .and_then(|id| config.agent(id.as_str()))
+    else {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(format!(
+                    "invalid {} params: unknown agent id {route:?}",
+                    req.method
+                )),
+            )
+            .await;
+    };
+    match method {
+        Method::ChatMetadata => {
+            out.ok_with(&req.id, &crate::catalog::chat_metadata(agent, &gw.env_set))
+                .await
+        }
+        _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
+    }
 }
 
 /// `sessions.subscribe`: this connection gets `sessions.changed` events from now until it

@@ -140,15 +140,18 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         notifier: notifier.clone(),
     });
     let (drain_tx, mut drain_rx) = mpsc::channel::<Duration>(4);
-    let gw = Arc::new(Gateway::new(
-        config.clone(),
-        control.clone(),
-        db.clone(),
-        hub.clone(),
-        started,
-        failed,
-        drain_tx,
-    ));
+    let gw = Arc::new(
+        Gateway::new(
+            config.clone(),
+            control.clone(),
+            db.clone(),
+            hub.clone(),
+            started,
+            failed,
+            drain_tx,
+        )
+        .with_env(&opts.env),
+    );
 
     let sock = paths::socket(&opts.state_dir);
     let listener = match listen_unix::bind(&sock) {

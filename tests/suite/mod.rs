@@ -1,4 +1,5 @@
 mod bench_smoke;
+mod catalog;
 mod chaos;
 mod compaction;
 mod foundation;

@@ -132,7 +132,10 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
     let gw = Gateway::start().await;
     let mut c = gw.connect().await;
     let first = c
-        .call("chat.startup", json!({"sessionKey": "fresh", "limit": 80, "maxBytes": 262144}))
+        .call(
+            "chat.startup",
+            json!({"sessionKey": "fresh", "limit": 80, "maxBytes": 262144}),
+        )
         .await;
     let p = &first["payload"];
     assert_eq!(first["ok"], true, "{first}");
@@ -149,7 +152,10 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     let h = c
-        .call("chat.history", json!({"sessionKey": "fresh", "inputRunIds": ["page-1"]}))
+        .call(
+            "chat.history",
+            json!({"sessionKey": "fresh", "inputRunIds": ["page-1"]}),
+        )
         .await;
     let p = &h["payload"];
     assert_eq!(p["messages"].as_array().map(Vec::len), Some(2), "{h}");
@@ -162,7 +168,10 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
     assert!(p.get("inFlightRun").is_none(), "{h}");
 
     let reset = c
-        .call("chat.history", json!({"sessionKey": "fresh", "cursor": "whatever"}))
+        .call(
+            "chat.history",
+            json!({"sessionKey": "fresh", "cursor": "whatever"}),
+        )
         .await;
     assert_eq!(reset["payload"], json!({"kind": "reset"}), "{reset}");
     // The shortId form is refused by name, not half-answered.

@@ -8,9 +8,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod catalog;
 mod results;
 mod run;
 mod sessions;
+pub use catalog::*;
 pub use results::*;
 pub use run::*;
 pub use sessions::*;
@@ -54,6 +56,11 @@ pub enum Method {
     SessionsReset,
     SessionsDelete,
     AgentsList,
+    AgentIdentityGet,
+    ChatMetadata,
+    ModelsList,
+    ModelsAuthStatus,
+    ConfigGet,
     GatewayDrain,
     WorkerRestart,
 }
@@ -75,6 +82,11 @@ impl Method {
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
+        Method::AgentIdentityGet,
+        Method::ChatMetadata,
+        Method::ModelsList,
+        Method::ModelsAuthStatus,
+        Method::ConfigGet,
         Method::GatewayDrain,
         Method::WorkerRestart,
     ];
@@ -100,6 +112,11 @@ impl Method {
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
+            Method::AgentIdentityGet => "agent.identity.get",
+            Method::ChatMetadata => "chat.metadata",
+            Method::ModelsList => "models.list",
+            Method::ModelsAuthStatus => "models.authStatus",
+            Method::ConfigGet => "config.get",
             Method::GatewayDrain => "gateway.drain",
             Method::WorkerRestart => "worker.restart",
         }
@@ -637,6 +654,17 @@ pub struct ChatAbortParams {
     pub run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preserve_side_runs: Option<bool>,
+}
+
+/// Params naming an agent directly or through a session key (`chat.metadata`,
+/// `agent.identity.get`); other fields are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentScopeParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
 }
 
 /// `sessions.list` params (all optional). Closed.

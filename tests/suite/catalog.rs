@@ -1,0 +1,64 @@
+//! What the Control UI asks about models, keys, identities and the config (issue 11), on the
+//! real binaries. Keys and the gateway token never appear in an answer.
+
+use loopgate_tests::Gateway;
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
+    let mut gw = Gateway::start_opts("", 30.0).await;
+    gw.stop(Signal::SIGTERM).await;
+    let cfg = gw.config_text().replace(
+        "idle_timeout_seconds",
+        "api_key_env = \"CATALOG_TEST_KEY\"\nidle_timeout_seconds",
+    ) + "\n[agents.list.ops]\nname = \"Ops\"\n";
+    std::fs::write(gw.state().join("loopgate.toml"), cfg).unwrap();
+    gw.spawn_with_env(&[("CATALOG_TEST_KEY", "sk-never-shown")])
+        .await;
+    let mut c = gw.connect().await;
+
+    let m = c.call("models.list", json!({"view": "configured"})).await;
+    let model = &m["payload"]["models"][0];
+    assert_eq!(
+        (&model["id"], &model["provider"], &model["available"]),
+        (&json!("scripted-1"), &json!("scripted"), &json!(true)),
+        "{m}"
+    );
+    assert_eq!(m["payload"]["models"].as_array().map(Vec::len), Some(1), "{m}");
+
+    let a = c.call("models.authStatus", json!({})).await;
+    let p = &a["payload"]["providers"][0];
+    assert_eq!(
+        (&p["provider"], &p["status"], &p["apiKey"]["source"]),
+        (&json!("scripted"), &json!("static"), &json!("env")),
+        "{a}"
+    );
+
+    let md = c.call("chat.metadata", json!({"agentId": "ops"})).await;
+    assert_eq!(md["payload"]["models"][0]["id"], "scripted-1", "{md}");
+    assert_eq!(md["payload"]["commands"], json!([]), "{md}");
+
+    let id = c
+        .call("agent.identity.get", json!({"sessionKey": "agent:ops:main"}))
+        .await;
+    assert_eq!(
+        id["payload"],
+        json!({"agentId": "ops", "name": "Ops", "nameSource": "config", "avatar": "O"}),
+        "{id}"
+    );
+    let bad = c.call("agent.identity.get", json!({"agentId": "nobody"})).await;
+    assert_eq!(bad["ok"], false, "{bad}");
+
+    let conf = c.call("config.get", json!({})).await;
+    let p = &conf["payload"];
+    assert_eq!(p["exists"], true, "{conf}");
+    assert!(p["runtimeConfig"]["gateway"].is_object(), "{conf}");
+    assert_eq!(p["resolved"]["gateway"]["authMode"], "token", "{conf}");
+    assert!(p["hash"].as_str().is_some_and(|h| h.len() == 64), "{conf}");
+
+    let all = serde_json::to_string(&c.seen).unwrap();
+    assert!(!all.contains("sk-never-shown"), "a key was shown");
+    assert!(!all.contains(&gw.token()), "the gateway token was shown");
+    gw.logs.assert_clean(&[]);
+}
