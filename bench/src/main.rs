@@ -443,7 +443,7 @@ async fn crash_recovery(t: &Target, runs: usize) -> anyhow::Result<Value> {
     for n in 0..runs {
         // Make sure a worker is up, then kill it and time the next turn.
         check_ok(&c.turn(turn_params(n * 2, &session, &agent), |_| {}).await?)?;
-        let status = c.call("status", json!({})).await?;
+        let status = c.call("loopgate.status", json!({})).await?;
         let pid = status["workers"]
             .as_array()
             .and_then(|ws| ws.iter().find(|w| w["agentId"] == agent.as_str()))

@@ -3,17 +3,19 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentAck, AgentModel, AgentParams, AgentScopeParams, AgentSummary, AgentWaitParams,
-    AgentWaitResult, AgentsListParams, AgentsListResult, ChatAbortParams, ChatAbortResult,
-    ChatHistoryParams, ChatSendAck, ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams,
-    HealthParams, HistoryDefaults, HistoryPageExtras, HistoryReset, Method, PendingInputs,
-    RequestFrame, SessionDefaults, SessionRow, SessionsDeleteParams, SessionsDeleteResult,
-    SessionsListParams, SessionsListResult, SessionsResetParams, SessionsSubscribeResult,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    AgentAck, AgentHealth, AgentHeartbeatStatus, AgentModel, AgentParams, AgentScopeParams,
+    AgentSessions, AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams,
+    AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
+    ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, HealthResult,
+    Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryPageExtras, HistoryReset, Method,
+    PendingInputs, RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus, SessionRow,
+    SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
+    SessionsListResult, SessionsResetParams, SessionsStatus, SessionsSubscribeResult,
+    StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -86,6 +88,7 @@ pub async fn handle(
         Method::Connect
         | Method::Health
         | Method::Status
+        | Method::GatewayStatus
         | Method::ChatHistory
         | Method::ChatStartup
         | Method::SessionsList
@@ -120,7 +123,8 @@ pub async fn handle(
             .await
         }
         Method::Health => health(gw, req, out).await,
-        Method::Status => status(gw, req, out).await,
+        Method::Status => status_summary(gw, req, out).await,
+        Method::GatewayStatus => status(gw, req, out).await,
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::ChatSend => chat_send(gw, req, out, turn).await,
@@ -181,25 +185,136 @@ async fn health(gw: &Gateway, req: RequestFrame, out: &Out) {
     let Some(_p) = params::<HealthParams>(&req, out).await else {
         return;
     };
-    let agents: Vec<Value> = gw
-        .config()
-        .agents
+    let started = Instant::now();
+    let config = gw.config();
+    let mut agents = Vec::with_capacity(config.agents.len());
+    for a in &config.agents {
+        let sessions = match session_summary(gw, Some(a.id.as_str())).await {
+            Ok(s) => s,
+            Err(e) => return out.err(&req.id, e).await,
+        };
+        agents.push(AgentHealth {
+            agent_id: a.id.as_str().to_owned(),
+            name: a.name.clone(),
+            is_default: a.id.as_str() == "main",
+            heartbeat: Heartbeat::disabled(),
+            sessions,
+        });
+    }
+    let sessions = agents
         .iter()
-        .map(|a| json!({"agentId": a.id.as_str(), "name": a.name, "isDefault": a.id.as_str() == "main"}))
-        .collect();
-    out.ok(
-        &req.id,
-        json!({
-            "ok": true,
-            "ts": now_ms(),
-            "durationMs": 0,
-            "defaultAgentId": "main",
-            "agents": agents,
-            "uptimeMs": gw.started.elapsed().as_millis() as u64,
-            "draining": gw.draining.load(Ordering::Relaxed),
-        }),
-    )
-    .await;
+        .find(|a| a.is_default)
+        .map(|a| a.sessions.clone())
+        .unwrap_or_else(|| SessionSummary {
+            path: crate::paths::gateway_db(&config.state_dir)
+                .display()
+                .to_string(),
+            count: 0,
+            recent: Vec::new(),
+        });
+    let result = HealthResult {
+        ok: true,
+        ts: now_ms(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        heartbeat_seconds: 0,
+        default_agent_id: "main".into(),
+        channels: serde_json::Map::new(),
+        channel_order: Vec::new(),
+        channel_labels: serde_json::Map::new(),
+        agents,
+        sessions,
+        uptime_ms: gw.started.elapsed().as_millis() as u64,
+        draining: gw.draining.load(Ordering::Relaxed),
+    };
+    out.ok_with(&req.id, &result).await;
+}
+
+/// An agent's sessions (all agents' for `None`): the count and the 10 most recent.
+async fn session_summary(
+    gw: &Gateway,
+    agent_id: Option<&str>,
+) -> Result<SessionSummary, ErrorShape> {
+    let q = SessionQuery {
+        agent_id: agent_id.map(str::to_owned),
+        limit: 10,
+        ..SessionQuery::default()
+    };
+    let (rows, count) =
+        gw.db.sessions(q).await.map_err(|e| {
+            ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500))
+        })?;
+    let now = now_ms();
+    Ok(SessionSummary {
+        path: crate::paths::gateway_db(&gw.config().state_dir)
+            .display()
+            .to_string(),
+        count,
+        recent: rows
+            .iter()
+            .map(|r| RecentSession {
+                key: r.session_key.clone(),
+                updated_at: Some(r.updated_at),
+                age: Some(now.saturating_sub(r.updated_at)),
+            })
+            .collect(),
+    })
+}
+
+/// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
+async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
+    let config = gw.config();
+    let all = match session_summary(gw, None).await {
+        Ok(s) => s,
+        Err(e) => return out.err(&req.id, e).await,
+    };
+    let mut by_agent = Vec::with_capacity(config.agents.len());
+    for a in &config.agents {
+        match session_summary(gw, Some(a.id.as_str())).await {
+            Ok(s) => by_agent.push(AgentSessions {
+                agent_id: a.id.as_str().to_owned(),
+                path: s.path,
+                count: s.count,
+                recent: s.recent,
+            }),
+            Err(e) => return out.err(&req.id, e).await,
+        }
+    }
+    let main_model = config.agent("main").and_then(|a| a.model.as_ref());
+    let result = StatusSummary {
+        runtime_version: ipc::version::BUILD.to_owned(),
+        heartbeat: HeartbeatStatus {
+            default_agent_id: "main".into(),
+            agents: config
+                .agents
+                .iter()
+                .map(|a| AgentHeartbeatStatus {
+                    agent_id: a.id.as_str().to_owned(),
+                    enabled: false,
+                    every: "disabled".into(),
+                    every_ms: None,
+                    waiting_for_route: false,
+                })
+                .collect(),
+        },
+        channel_summary: Vec::new(),
+        queued_system_events: Vec::new(),
+        tasks: TaskCounts { total: 0 },
+        task_audit: TaskAudit { errors: 0 },
+        degraded_secret_owners: Vec::new(),
+        degraded_plugins: Vec::new(),
+        sessions: SessionsStatus {
+            paths: vec![all.path.clone()],
+            count: all.count,
+            defaults: SessionDefaultsStatus {
+                model: main_model.map(|m| format!("{}/{}", m.provider, m.model)),
+                context_tokens: main_model.and_then(|m| m.context_window),
+            },
+            recent: all.recent,
+            by_agent,
+        },
+        pid: std::process::id(),
+    };
+    out.ok_with(&req.id, &result).await;
 }
 
 async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {

@@ -25,7 +25,11 @@ async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
         (&json!("scripted-1"), &json!("scripted"), &json!(true)),
         "{m}"
     );
-    assert_eq!(m["payload"]["models"].as_array().map(Vec::len), Some(1), "{m}");
+    assert_eq!(
+        m["payload"]["models"].as_array().map(Vec::len),
+        Some(1),
+        "{m}"
+    );
 
     let a = c.call("models.authStatus", json!({})).await;
     let p = &a["payload"]["providers"][0];
@@ -40,14 +44,19 @@ async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
     assert_eq!(md["payload"]["commands"], json!([]), "{md}");
 
     let id = c
-        .call("agent.identity.get", json!({"sessionKey": "agent:ops:main"}))
+        .call(
+            "agent.identity.get",
+            json!({"sessionKey": "agent:ops:main"}),
+        )
         .await;
     assert_eq!(
         id["payload"],
         json!({"agentId": "ops", "name": "Ops", "nameSource": "config", "avatar": "O"}),
         "{id}"
     );
-    let bad = c.call("agent.identity.get", json!({"agentId": "nobody"})).await;
+    let bad = c
+        .call("agent.identity.get", json!({"agentId": "nobody"}))
+        .await;
     assert_eq!(bad["ok"], false, "{bad}");
 
     let conf = c.call("config.get", json!({})).await;
@@ -60,5 +69,53 @@ async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
     let all = serde_json::to_string(&c.seen).unwrap();
     assert!(!all.contains("sk-never-shown"), "a key was shown");
     assert!(!all.contains(&gw.token()), "the gateway token was shown");
+    gw.logs.assert_clean(&[]);
+}
+
+/// `health` and `status` have the fields `openclaw health` and `openclaw status --json`
+/// dereference (they crashed on loopgate's old answers: `reading 'path'`, `reading
+/// 'byAgent'`); loopgate's own view is `loopgate.status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_status_have_openclaws_shapes_r_j4() {
+    let gw = Gateway::start_with("[agents.list.ops]\n").await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "shape-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+
+    let h = c.call("health", json!({"probe": true})).await;
+    let p = &h["payload"];
+    assert_eq!((&p["ok"], &p["defaultAgentId"]), (&json!(true), &json!("main")), "{h}");
+    let agents = p["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{h}");
+    let main = &agents[0];
+    assert_eq!((&main["agentId"], &main["isDefault"]), (&json!("main"), &json!(true)));
+    assert!(main["sessions"]["path"].is_string(), "{h}");
+    assert_eq!(main["sessions"]["count"], 1, "{h}");
+    assert_eq!(main["sessions"]["recent"][0]["key"], "agent:main:main", "{h}");
+    assert!(main["sessions"]["recent"][0]["age"].is_u64(), "{h}");
+    assert_eq!(agents[1]["sessions"]["count"], 0, "{h}");
+    assert_eq!(main["heartbeat"]["enabled"], false);
+    assert!(p["channels"].is_object() && p["channelOrder"].is_array(), "{h}");
+
+    let s = c.call("status", json!({"includeChannelSummary": false, "includeCliProjection": true})).await;
+    let p = &s["payload"];
+    assert!(p["channelSummary"].is_array(), "{s}");
+    assert_eq!(p["taskAudit"]["errors"], 0, "{s}");
+    assert_eq!(p["sessions"]["count"], 1, "{s}");
+    let by: Vec<(&str, u64)> = p["sessions"]["byAgent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["agentId"].as_str().unwrap(), a["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(by, [("main", 1), ("ops", 0)], "{s}");
+    assert!(p["sessions"]["byAgent"][0]["path"].is_string(), "{s}");
+    assert!(p["heartbeat"]["agents"].is_array(), "{s}");
+
+    let own = c.call("loopgate.status", json!({})).await;
+    assert!(own["payload"]["workers"].is_array(), "{own}");
+    assert!(own["payload"]["supervisor"]["pid"].is_u64(), "{own}");
     gw.logs.assert_clean(&[]);
 }

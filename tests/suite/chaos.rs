@@ -65,7 +65,7 @@ async fn chaos_every_accepted_run_ends_exactly_once() {
             let mut c = loopgate_tests::Client::connect(&socket).await;
             while !done.load(Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_millis(20 + rng.next() % 60)).await;
-                let s = c.call("status", json!({})).await;
+                let s = c.call("loopgate.status", json!({})).await;
                 let agent = AGENTS[(rng.next() % AGENTS.len() as u64) as usize];
                 let pid = s["payload"]["workers"]
                     .as_array()

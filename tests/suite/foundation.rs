@@ -213,7 +213,7 @@ async fn unknown_agent_and_bad_params_are_refused_before_acceptance_r_a1() {
         .turn(json!({"message": "hi main", "idempotencyKey": "main-1"}))
         .await;
     assert_eq!(fin["payload"]["status"], "ok");
-    let s = c.call("status", json!({})).await;
+    let s = c.call("loopgate.status", json!({})).await;
     let workers = s["payload"]["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 2);
     let pids: Vec<u64> = workers.iter().map(|w| w["pid"].as_u64().unwrap()).collect();

@@ -144,13 +144,21 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agent.wait",
             "chat.send",
             "chat.history",
+            "chat.startup",
             "chat.abort",
             "sessions.list",
+            "sessions.subscribe",
             "sessions.reset",
             "sessions.delete",
             "agents.list",
+            "agent.identity.get",
+            "chat.metadata",
+            "models.list",
+            "models.authStatus",
+            "config.get",
             "gateway.drain",
-            "worker.restart"
+            "worker.restart",
+            "loopgate.status"
         ]
     );
     assert_eq!(hello["payload"]["protocol"], 4);

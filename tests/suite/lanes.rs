@@ -138,7 +138,7 @@ async fn worker_killed_mid_stream_fails_only_its_run_r_j2() {
     let id = c
         .start_streaming(json!({"message": "hi", "idempotencyKey": "crash-1"}))
         .await;
-    let s = c.call("status", json!({})).await;
+    let s = c.call("loopgate.status", json!({})).await;
     let wpid = s["payload"]["workers"][0]["pid"].as_u64().unwrap() as i32;
     kill(Pid::from_raw(wpid), Signal::SIGKILL).unwrap();
 
@@ -163,7 +163,7 @@ async fn worker_killed_mid_stream_fails_only_its_run_r_j2() {
         .turn(json!({"message": "again", "idempotencyKey": "crash-2"}))
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    let s = c.call("status", json!({})).await;
+    let s = c.call("loopgate.status", json!({})).await;
     let w = &s["payload"]["workers"][0];
     assert_ne!(w["pid"].as_u64().unwrap() as i32, wpid);
     assert_eq!(w["restarts"], 1);

@@ -325,7 +325,7 @@ impl Gateway {
     /// `status` over a fresh connection.
     pub async fn status(&self) -> serde_json::Value {
         let mut c = self.connect().await;
-        c.call("status", serde_json::json!({})).await["payload"].clone()
+        c.call("loopgate.status", serde_json::json!({})).await["payload"].clone()
     }
 
     /// The pid of `agent`'s worker per `status`, if it has one.

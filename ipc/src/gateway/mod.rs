@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod catalog;
+mod health;
 mod results;
 mod run;
 mod sessions;
 pub use catalog::*;
+pub use health::*;
 pub use results::*;
 pub use run::*;
 pub use sessions::*;
@@ -63,6 +65,8 @@ pub enum Method {
     ConfigGet,
     GatewayDrain,
     WorkerRestart,
+    /// loopgate's own process view (`status` is OpenClaw's summary).
+    GatewayStatus,
 }
 
 impl Method {
@@ -89,6 +93,7 @@ impl Method {
         Method::ConfigGet,
         Method::GatewayDrain,
         Method::WorkerRestart,
+        Method::GatewayStatus,
     ];
 
     /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
@@ -119,6 +124,7 @@ impl Method {
             Method::ConfigGet => "config.get",
             Method::GatewayDrain => "gateway.drain",
             Method::WorkerRestart => "worker.restart",
+            Method::GatewayStatus => "loopgate.status",
         }
     }
 

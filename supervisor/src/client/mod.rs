@@ -193,7 +193,7 @@ pub async fn status(socket: &Path, as_json: bool) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match client.call(Method::Status, json!({})).await {
+    match client.call(Method::GatewayStatus, json!({})).await {
         Ok(v) => {
             if as_json {
                 emit(&format!("{v}\n"));
