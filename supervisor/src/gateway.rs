@@ -540,6 +540,10 @@ pub async fn serve_connection<S: FrameSource>(
         }
     }
     forwarder.abort();
+    // The aborted forwarder cannot say it stopped: say it for it, or a request still waiting
+    // to answer after its run's events (`after_events`) would wait for good, and with it the
+    // connection's writer and socket.
+    out.forwarded.send_replace(u64::MAX);
     tracing::debug!(conn = conn_id.as_str(), "Client disconnected.");
 }
 

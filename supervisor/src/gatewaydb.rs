@@ -263,7 +263,8 @@ fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
         );
         t.session_id = session_id.clone();
         let outcome = crate::outcome::Outcome::from_terminal(&t, session_key, agent_id);
-        finish(conn, run_id, &outcome.stored())?;
+        // Ending it is bookkeeping, not activity: the session keeps its place in the list.
+        finish_as(conn, run_id, &outcome.stored(), false)?;
     }
     Ok(open.len())
 }
@@ -341,6 +342,16 @@ fn accept(conn: &Connection, run: &NewRun) -> Result<AcceptOutcome, DbError> {
 }
 
 fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbError> {
+    finish_as(conn, run_id, t, true)
+}
+
+/// Records a terminal; `touch` moves the session's `updated_at` to the run's end.
+fn finish_as(
+    conn: &Connection,
+    run_id: &str,
+    t: &StoredTerminal,
+    touch: bool,
+) -> Result<(), DbError> {
     let changed = conn.prepare_cached("UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
          WHERE run_id = ?1 AND status = 'accepted'")?.execute(params![
             run_id,
@@ -354,7 +365,7 @@ fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbE
     )?;
     if changed > 0 {
         let (input, output, total) = t.usage.unwrap_or((0, 0, 0));
-        conn.prepare_cached("UPDATE sessions SET updated_at = max(updated_at, ?2), last_run_id = ?1, last_status = ?3, last_error = ?4,
+        conn.prepare_cached("UPDATE sessions SET updated_at = CASE WHEN ?9 THEN max(updated_at, ?2) ELSE updated_at END, last_run_id = ?1, last_status = ?3, last_error = ?4,
                     session_id = COALESCE(?5, session_id),
                     input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, total_tokens = total_tokens + ?8
              WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)")?.execute(params![
@@ -365,7 +376,8 @@ fn finish(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbE
                 t.session_id,
                 input as i64,
                 output as i64,
-                total as i64
+                total as i64,
+                touch
             ],
         )?;
     }

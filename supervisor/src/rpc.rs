@@ -35,7 +35,7 @@ use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 /// and are recorded in the order they were sent, though each is handled concurrently.
 pub struct AdmissionTurn {
     previous: Option<tokio::sync::oneshot::Receiver<()>>,
-    _done: tokio::sync::oneshot::Sender<()>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl AdmissionTurn {
@@ -48,7 +48,7 @@ impl AdmissionTurn {
         (
             AdmissionTurn {
                 previous,
-                _done: done,
+                done: Some(done),
             },
             next,
         )
@@ -57,6 +57,26 @@ impl AdmissionTurn {
     async fn wait_previous(&mut self) {
         if let Some(p) = self.previous.take() {
             let _ = p.await;
+        }
+    }
+}
+
+impl Drop for AdmissionTurn {
+    /// A turn refused before its turn came (bad params, unknown agent, draining) still lets
+    /// the next one go only after the one before it: order holds past a refusal.
+    fn drop(&mut self) {
+        if let (Some(previous), Some(done)) = (self.previous.take(), self.done.take()) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move {
+                        let _ = previous.await;
+                        drop(done);
+                    });
+                }
+                // No runtime (cannot happen in the gateway): releasing at once is the only
+                // choice left.
+                Err(_) => drop(done),
+            }
         }
     }
 }
@@ -1391,6 +1411,23 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused turn between two admitted ones does not let the third overtake the first.
+    #[tokio::test]
+    async fn a_refused_turn_keeps_the_order_of_its_neighbours() {
+        let (a, next) = AdmissionTurn::after(None);
+        let (b, next) = AdmissionTurn::after(Some(next));
+        let (mut c, _next) = AdmissionTurn::after(Some(next));
+        drop(b); // refused before waiting for `a`
+        let waiting = tokio::spawn(async move {
+            c.wait_previous().await;
+        });
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "c went before a was admitted");
+        drop(a);
+        waiting.await.unwrap();
+    }
 
     fn p(agent: Option<&str>, key: Option<&str>) -> AgentParams {
         AgentParams {

@@ -413,6 +413,7 @@ async fn relay(
         events: events.clone(),
         runs: HashMap::new(),
         gates: SessionGates::new(),
+        closing: false,
     };
     let mut exit: Option<std::io::Result<ExitStatus>> = None;
     loop {
@@ -447,7 +448,9 @@ async fn relay(
             }
         }
     }
-    // What still waits for a gate goes on now: its worker is gone.
+    // What still waits for a gate goes on now, in order and ungated: its worker is gone, and
+    // a held `Finished` must not close a new gate that nothing would open.
+    relay.closing = true;
     for msg in relay.gates.drain() {
         relay.handle(msg).await;
     }
@@ -523,6 +526,8 @@ struct Relay {
     events: mpsc::Sender<LinkEvent>,
     runs: HashMap<String, Streaming>,
     gates: SessionGates<WorkerToControl>,
+    /// The link is ending: frames are handed on without gating.
+    closing: bool,
 }
 
 impl Relay {
@@ -551,7 +556,7 @@ impl Relay {
     /// Publishes or forwards one frame, unless its session waits for an earlier run's
     /// terminal events (then it is held). `false` once the control actor is gone.
     async fn handle(&mut self, msg: WorkerToControl) -> bool {
-        let session = self.session_of(&msg);
+        let session = self.session_of(&msg).filter(|_| !self.closing);
         let msg = match &session {
             Some((key, run)) => match self.gates.admit(key, Some(run), msg) {
                 Some(msg) => msg,
@@ -779,4 +784,85 @@ fn relay_line(agent: &str, pid: u32, line: &str) -> Option<String> {
         _ => tracing::info!(target: "worker", agent, pid, "{message} {extra}"),
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::control::{Lifecycle, RunEvent, RunStatus, RunTerminal};
+
+    fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
+        WorkerToControl::Event(RunEvent {
+            run_id: run.into(),
+            seq,
+            ts: seq,
+            body: EventBody::Lifecycle(Lifecycle {
+                phase,
+                started_at: Some(1),
+                ended_at: None,
+                error: None,
+                stop_reason: None,
+                aborted: None,
+                session_id: None,
+                session_key: Some("agent:main:s".into()),
+            }),
+        })
+    }
+
+    fn finished(run: &str) -> WorkerToControl {
+        let mut t = RunTerminal::without_work(run, RunStatus::Ok, 9, String::new(), None);
+        t.error = None;
+        WorkerToControl::Finished(t)
+    }
+
+    /// Three runs of one session finish back to back while the first one's outcome is still
+    /// being written; the link then ends. Every `Finished` still reaches the control actor,
+    /// in order (a held `Finished` replayed at the end used to close a new gate and lose the
+    /// frames behind it).
+    #[tokio::test]
+    async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut relay = Relay {
+            hub: EventHub::new(),
+            agent_id: "main".into(),
+            generation: 1,
+            events: tx,
+            runs: HashMap::new(),
+            gates: SessionGates::new(),
+            closing: false,
+        };
+        let mut gates = Vec::new();
+        for run in ["k", "k1", "k2"] {
+            for msg in [
+                lifecycle(run, 1, Phase::Start),
+                lifecycle(run, 2, Phase::End),
+                finished(run),
+            ] {
+                assert!(relay.handle(msg).await);
+            }
+            // Keep the first gate closed, as a slow outcome write would.
+            while let Ok(LinkEvent::Message { deferred, .. }) = rx.try_recv() {
+                gates.extend(deferred.gate);
+            }
+        }
+        assert_eq!(
+            gates.len(),
+            1,
+            "only k got through; k1 and k2 wait behind its gate"
+        );
+        relay.closing = true;
+        for msg in relay.gates.drain() {
+            assert!(relay.handle(msg).await);
+        }
+        let mut done = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            if let LinkEvent::Message { msg, .. } = ev {
+                if let WorkerToControl::Finished(t) = *msg {
+                    done.push(t.run_id);
+                }
+            }
+        }
+        assert_eq!(done, ["k1", "k2"]);
+        drop(gates);
+    }
 }

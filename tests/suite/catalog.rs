@@ -86,20 +86,38 @@ async fn health_and_status_have_openclaws_shapes_r_j4() {
 
     let h = c.call("health", json!({"probe": true})).await;
     let p = &h["payload"];
-    assert_eq!((&p["ok"], &p["defaultAgentId"]), (&json!(true), &json!("main")), "{h}");
+    assert_eq!(
+        (&p["ok"], &p["defaultAgentId"]),
+        (&json!(true), &json!("main")),
+        "{h}"
+    );
     let agents = p["agents"].as_array().unwrap();
     assert_eq!(agents.len(), 2, "{h}");
     let main = &agents[0];
-    assert_eq!((&main["agentId"], &main["isDefault"]), (&json!("main"), &json!(true)));
+    assert_eq!(
+        (&main["agentId"], &main["isDefault"]),
+        (&json!("main"), &json!(true))
+    );
     assert!(main["sessions"]["path"].is_string(), "{h}");
     assert_eq!(main["sessions"]["count"], 1, "{h}");
-    assert_eq!(main["sessions"]["recent"][0]["key"], "agent:main:main", "{h}");
+    assert_eq!(
+        main["sessions"]["recent"][0]["key"], "agent:main:main",
+        "{h}"
+    );
     assert!(main["sessions"]["recent"][0]["age"].is_u64(), "{h}");
     assert_eq!(agents[1]["sessions"]["count"], 0, "{h}");
     assert_eq!(main["heartbeat"]["enabled"], false);
-    assert!(p["channels"].is_object() && p["channelOrder"].is_array(), "{h}");
+    assert!(
+        p["channels"].is_object() && p["channelOrder"].is_array(),
+        "{h}"
+    );
 
-    let s = c.call("status", json!({"includeChannelSummary": false, "includeCliProjection": true})).await;
+    let s = c
+        .call(
+            "status",
+            json!({"includeChannelSummary": false, "includeCliProjection": true}),
+        )
+        .await;
     let p = &s["payload"];
     assert!(p["channelSummary"].is_array(), "{s}");
     assert_eq!(p["taskAudit"]["errors"], 0, "{s}");

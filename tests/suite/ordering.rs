@@ -153,3 +153,53 @@ async fn a_burst_on_one_session_runs_and_is_recorded_in_send_order_r_b2() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Open file descriptors of process `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// A client that disconnects while its `agent` request waits for the run does not leave its
+/// connection behind: once the run ends, the supervisor's descriptors are back where they
+/// were. Before, the request waited for good on the connection's stopped event forwarder,
+/// holding the socket (256 such disconnects locked out the unix socket, the CLI included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_run_leaves_nothing_behind_r_a5() {
+    let gw = Gateway::start().await;
+    let mut watcher = gw.connect().await;
+    // Warm up: the worker and its link exist before the baseline.
+    let (_, fin) = watcher
+        .turn(json!({"message": "warm", "idempotencyKey": "gone-0"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let baseline = fds(gw.pid());
+    for i in 0..3 {
+        gw.model.push(scripted_model::Step::Hold {
+            text: "held".into(),
+            chunks: 2,
+            after_chunks: 1,
+        });
+        let run = format!("gone-{}", i + 1);
+        let mut c = gw.connect().await;
+        c.start_streaming(json!({"message": "hi", "idempotencyKey": run}))
+            .await;
+        drop(c);
+        gw.model.release();
+        let w = watcher
+            .call("agent.wait", json!({"runId": run, "timeoutMs": 30_000}))
+            .await;
+        assert_eq!(w["payload"]["status"], "ok", "{w}");
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fds(gw.pid()) > baseline {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} descriptors, {baseline} before the disconnects",
+            fds(gw.pid())
+        );
+        tokio::task::yield_now().await;
+    }
+    gw.logs.assert_clean(&[]);
+}

@@ -143,7 +143,8 @@ pub enum ChatState {
     Error {
         error_message: Option<String>,
         error_kind: ChatErrorKind,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// Always present (`null` when none), as before.
+        #[serde(default)]
         stop_reason: Option<String>,
     },
     Aborted {
@@ -382,7 +383,8 @@ mod tests {
         assert_eq!(
             v,
             json!({"runId": "r", "sessionKey": "k", "agentId": "main", "seq": 2,
-                   "state": "error", "errorMessage": "boom", "errorKind": "unknown"})
+                   "state": "error", "errorMessage": "boom", "errorKind": "unknown",
+                   "stopReason": null})
         );
         assert_eq!(serde_json::from_value::<ChatEvent>(v).unwrap(), ev);
         let fin = ChatState::Final {

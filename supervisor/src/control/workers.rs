@@ -289,12 +289,17 @@ impl Control {
     }
 
     pub(super) fn send_if_ready(&mut self, agent_id: &str, msg: ControlToWorker) {
-        if let Some(WorkerSlot {
-            state: WorkerState::Ready { link, .. },
-            ..
-        }) = self.workers.get_mut(agent_id)
-        {
-            let _ = link.send(msg);
+        let Some(slot) = self.workers.get_mut(agent_id) else {
+            return;
+        };
+        if let WorkerState::Ready { link, .. } = &slot.state {
+            // A closed link may still hold the run this is about, unsent: the frame follows
+            // it to the next worker (a Cancel must not be lost while its Submit carries over).
+            if let Err(crate::worker_link::LinkSendError::Closed(msg)) = link.try_send(msg) {
+                if slot.held.len() < MAX_QUEUED {
+                    slot.held.push_back(*msg);
+                }
+            }
         }
     }
 

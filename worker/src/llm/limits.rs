@@ -9,7 +9,9 @@ use futures_util::{Stream, StreamExt};
 /// What one model response may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Longest run of bytes without a line break (one SSE or NDJSON line).
+    /// Longest run of bytes without a line break (one SSE or NDJSON line), and largest SSE
+    /// event (its `data:` lines joined). A JSON value parsed from it may take several times
+    /// its size in memory, so this stays well below the body cap.
     pub line_bytes: usize,
     /// Largest response body.
     pub body_bytes: u64,
@@ -19,7 +21,7 @@ pub struct Limits {
 
 impl Limits {
     pub const DEFAULT: Limits = Limits {
-        line_bytes: 16 << 20,
+        line_bytes: 8 << 20,
         body_bytes: 256 << 20,
         tool_args_bytes: 8 << 20,
     };

@@ -112,10 +112,23 @@ struct Decoder {
     has_data: bool,
     /// Past the first line (a byte-order mark before it is dropped).
     started: bool,
+    /// Largest event `data` (many `data:` lines join into one event).
+    max: usize,
 }
 
 impl Decoder {
-    fn line(&mut self, line: &str) -> Option<Event> {
+    fn line(&mut self, line: &str) -> Result<Option<Event>, String> {
+        let ev = self.field(line);
+        if self.data.len() > self.max {
+            return Err(format!(
+                "the provider sent an event larger than {} bytes",
+                self.max
+            ));
+        }
+        Ok(ev)
+    }
+
+    fn field(&mut self, line: &str) -> Option<Event> {
         let line = match std::mem::replace(&mut self.started, true) {
             false => line.strip_prefix('\u{feff}').unwrap_or(line),
             true => line,
@@ -157,20 +170,27 @@ impl Decoder {
     }
 }
 
-/// The events of an SSE body, ending with an error at the first line over `max_line` bytes
-/// or transport error.
+/// The events of an SSE body, ending with an error at the first line or event (its `data:`
+/// lines joined) over `max_line` bytes, or at a transport error.
 pub fn events<S, B>(bytes: S, max_line: usize) -> impl Stream<Item = Result<Event, String>> + Unpin
 where
     S: Stream<Item = Result<B, String>> + Unpin,
     B: AsRef<[u8]>,
 {
-    let mut decoder = Decoder::default();
+    let mut decoder = Decoder {
+        max: max_line,
+        ..Decoder::default()
+    };
+    let mut failed = false;
     lines(bytes, max_line).filter_map(move |line| {
         let out = match line {
-            Ok(Some(l)) => decoder.line(&l).map(Ok),
+            // Nothing follows an error.
+            _ if failed => None,
+            Ok(Some(l)) => decoder.line(&l).transpose(),
             Ok(None) => decoder.dispatch().map(Ok),
             Err(e) => Some(Err(e)),
         };
+        failed |= matches!(out, Some(Err(_)));
         std::future::ready(out)
     })
 }
@@ -297,6 +317,18 @@ mod tests {
         assert!(out[0].as_ref().unwrap_err().contains("longer than 16"));
         let out = all_events(&["data: 0123456789abcdef\n\n"], 16).await;
         assert!(out[0].as_ref().unwrap_err().contains("longer than 16"));
+    }
+
+    /// Many short `data:` lines cannot build one event past the cap.
+    #[tokio::test]
+    async fn an_event_of_many_lines_is_bounded_too() {
+        let parts = ["data: 0123456789\n"; 4];
+        let out = all_events(&parts, 32).await;
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0]
+            .as_ref()
+            .unwrap_err()
+            .contains("event larger than 32"));
     }
 
     #[tokio::test]
