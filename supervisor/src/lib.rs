@@ -35,6 +35,7 @@ pub mod link_order;
 pub mod listen_unix;
 pub mod listen_ws;
 pub mod lock;
+pub mod log_ring;
 pub mod outcome;
 pub mod paths;
 pub mod projection;

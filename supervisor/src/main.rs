@@ -79,6 +79,31 @@ enum Cmd {
     },
     /// Ask the gateway for its health snapshot.
     Health,
+    /// List sessions, most recently updated first.
+    Sessions {
+        /// Only this agent's.
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session's transcript (bare keys are scoped to main: agent:main:<key>).
+    History {
+        session_key: String,
+        #[arg(long, default_value_t = 200)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the gateway's recent log lines (its workers' included); --follow keeps printing.
+    Logs {
+        #[arg(long, default_value_t = 200)]
+        limit: u32,
+        #[arg(short, long)]
+        follow: bool,
+    },
     /// Stop admitting runs, let in-flight runs finish (abort the rest at the deadline), then
     /// stop the gateway. Waits until the gateway has exited.
     Drain {
@@ -123,7 +148,8 @@ fn init_logging(format: LogFormat, filter: Option<String>, journald: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or_else(|| "info".into()))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        // Also into the in-memory ring `logs.tail` reads.
+        .with_writer(|| supervisor::log_ring::TeeWriter)
         .with_env_filter(filter);
     match format {
         LogFormat::Json => builder.json().init(),
@@ -229,6 +255,15 @@ fn main() -> ExitCode {
         }
         Cmd::Status { json } => runtime.block_on(client::status(&socket, json)),
         Cmd::Health => runtime.block_on(client::health(&socket)),
+        Cmd::Sessions { agent, limit, json } => {
+            runtime.block_on(client::sessions(&socket, agent, limit, json))
+        }
+        Cmd::History {
+            session_key,
+            limit,
+            json,
+        } => runtime.block_on(client::history(&socket, session_key, limit, json)),
+        Cmd::Logs { limit, follow } => runtime.block_on(client::logs(&socket, limit, follow)),
         Cmd::Drain { timeout } => runtime.block_on(client::drain(&socket, timeout)),
         Cmd::Audit { agent, limit, json } => client::audit(&state_dir, agent, limit, json),
         Cmd::Worker {

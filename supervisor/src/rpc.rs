@@ -11,9 +11,9 @@ use ipc::gateway::{
     AgentSessions, AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams,
     AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
     ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, HealthResult,
-    Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryPageExtras, HistoryReset, Method,
-    PendingInputs, RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus, SessionRow,
-    SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
+    Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryPageExtras, HistoryReset, LogsTailParams,
+    Method, PendingInputs, RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus,
+    SessionRow, SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
     SessionsListResult, SessionsResetParams, SessionsStatus, SessionsSubscribeResult,
     StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
@@ -121,6 +121,7 @@ pub async fn handle(
         | Method::ConfigGet => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
         Method::SessionsReset
+        | Method::LogsTail
         | Method::SessionsDelete
         | Method::GatewayDrain
         | Method::WorkerRestart => scopes::ADMIN,
@@ -178,6 +179,7 @@ pub async fn handle(
                 .await
         }
         Method::SessionsReset => sessions_reset(gw, req, out).await,
+        Method::LogsTail => logs_tail(req, out).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
         Method::GatewayDrain => gateway_drain(gw, req, out).await,
@@ -1118,6 +1120,28 @@ async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, Er
             SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
         }
     })
+}
+
+/// `logs.tail`: the gateway's last log lines from the in-memory ring (admin: logs name
+/// sessions, runs and errors).
+async fn logs_tail(req: RequestFrame, out: &Out) {
+    let Some(p) = params::<LogsTailParams>(&req, out).await else {
+        return;
+    };
+    let limit = p.limit.unwrap_or(500);
+    let max_bytes = p.max_bytes.unwrap_or(250_000);
+    if !(1..=5000).contains(&limit) || !(1..=1_000_000).contains(&max_bytes) {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(
+                    "invalid logs.tail params: limit must be 1..5000 and maxBytes 1..1000000",
+                ),
+            )
+            .await;
+    }
+    let tail = crate::log_ring::LOGS.tail(p.cursor, limit as usize, max_bytes as usize);
+    out.ok_with(&req.id, &tail).await;
 }
 
 /// `chat.metadata` and `agent.identity.get`: about the agent named by `agentId`, by

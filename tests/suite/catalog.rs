@@ -137,3 +137,55 @@ async fn health_and_status_have_openclaws_shapes_r_j4() {
     assert!(own["payload"]["supervisor"]["pid"].is_u64(), "{own}");
     gw.logs.assert_clean(&[]);
 }
+
+/// `logs.tail` reads the gateway's log lines (its workers' too) by byte cursor; the CLI's
+/// `sessions`, `history` and `logs` print what those methods answer (issue 11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_tail_and_the_cli_views_r_j4() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "QUESTION-LOGS", "idempotencyKey": "logs-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+
+    let t = c.call("logs.tail", json!({})).await;
+    let p = &t["payload"];
+    assert!(p["file"].as_str().is_some_and(|f| !f.is_empty()), "{t}");
+    let lines: Vec<&str> = p["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(lines.iter().any(|l| l.contains("Worker ready")), "{t}");
+    assert!(lines.iter().any(|l| l.contains("Worker started")), "a worker's own line: {t}");
+    let cursor = p["cursor"].as_u64().unwrap();
+    assert_eq!(p["size"].as_u64(), Some(cursor));
+    // From the cursor: only what was logged since.
+    let again = c.call("logs.tail", json!({"cursor": cursor})).await;
+    assert!(
+        again["payload"]["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| !l.as_str().unwrap_or("").contains("Worker ready")),
+        "{again}"
+    );
+    let bad = c.call("logs.tail", json!({"limit": 0})).await;
+    assert_eq!(bad["ok"], false, "{bad}");
+
+    let out = gw.cli(&["sessions"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("agent:main:main"), "{text}");
+    let out = gw.cli(&["history", "main"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("QUESTION-LOGS") && text.contains("[assistant]"),
+        "{text}"
+    );
+    let out = gw.cli(&["logs", "--limit", "50"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("Worker ready"), "{text}");
+    gw.logs.assert_clean(&[]);
+}

@@ -149,3 +149,35 @@ pub struct StatusSummary {
     pub sessions: SessionsStatus,
     pub pid: u32,
 }
+
+/// `logs.tail` params: `cursor` is a byte offset from an earlier answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogsTailParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
+    /// 1..=5000, default 500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// 1..=1 000 000, default 250 000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+}
+
+/// The answer to `logs.tail`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsTailResult {
+    /// Where the lines come from.
+    pub file: String,
+    /// The offset to ask from next time.
+    pub cursor: u64,
+    pub size: u64,
+    pub lines: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_bytes: Option<u64>,
+}

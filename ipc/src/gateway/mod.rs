@@ -63,6 +63,7 @@ pub enum Method {
     ModelsList,
     ModelsAuthStatus,
     ConfigGet,
+    LogsTail,
     GatewayDrain,
     WorkerRestart,
     /// loopgate's own process view (`status` is OpenClaw's summary).
@@ -91,6 +92,7 @@ impl Method {
         Method::ModelsList,
         Method::ModelsAuthStatus,
         Method::ConfigGet,
+        Method::LogsTail,
         Method::GatewayDrain,
         Method::WorkerRestart,
         Method::GatewayStatus,
@@ -122,6 +124,7 @@ impl Method {
             Method::ModelsList => "models.list",
             Method::ModelsAuthStatus => "models.authStatus",
             Method::ConfigGet => "config.get",
+            Method::LogsTail => "logs.tail",
             Method::GatewayDrain => "gateway.drain",
             Method::WorkerRestart => "worker.restart",
             Method::GatewayStatus => "loopgate.status",

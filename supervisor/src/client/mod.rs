@@ -4,10 +4,12 @@
 //! supervisor's internals; it is just another client of the protocol.
 
 mod audit;
+mod browse;
 mod conn;
 mod render;
 
 pub use audit::audit;
+pub use browse::{history, logs, sessions};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

@@ -51,3 +51,43 @@ pub fn status(s: &StatusResult) -> String {
     }
     out
 }
+
+pub fn sessions(page: &ipc::gateway::SessionsListResult) -> String {
+    let mut out = format!(
+        "{:<40} {:<10} {:<8} {:>10}  {}\n",
+        "SESSION", "AGENT", "STATUS", "TOKENS", "LAST RUN"
+    );
+    for s in &page.sessions {
+        out.push_str(&format!(
+            "{:<40} {:<10} {:<8} {:>10}  {}\n",
+            s.key,
+            s.agent_id,
+            s.status,
+            s.total_tokens.unwrap_or(0),
+            s.last_run_id.as_deref().unwrap_or("-")
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} of {} session(s){}\n",
+        page.count,
+        page.total_count,
+        if page.has_more {
+            " (more: raise --limit)"
+        } else {
+            ""
+        }
+    ));
+    out
+}
+
+pub fn history(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for m in v["messages"].as_array().into_iter().flatten() {
+        let role = m["role"].as_str().unwrap_or("?");
+        out.push_str(&format!("[{role}]\n{}\n\n", super::browse::text_of(m)));
+    }
+    if out.is_empty() {
+        out.push_str("(no messages)\n");
+    }
+    out
+}
