@@ -74,6 +74,17 @@ impl Deferred {
         }
     }
 
+    /// A `presence` event (skippable for a slow connection: the next one carries the list).
+    pub fn presence(ev: &ipc::gateway::PresenceEvent) -> Self {
+        Self {
+            event: ipc::gateway::events::PRESENCE,
+            payload: serialized(ev),
+            drop_if_slow: true,
+            cap: None,
+            subscribers_only: false,
+        }
+    }
+
     /// A `sessions.changed` event, for `sessions.subscribe` subscribers (skippable for a
     /// slow connection, as OpenClaw's).
     pub fn sessions_changed(ev: &SessionsChanged) -> Self {

@@ -68,6 +68,8 @@ pub struct Gateway {
     /// Names of the environment variables that are set and not empty (never their values):
     /// whether a provider's key is present.
     pub env_set: std::collections::HashSet<String>,
+    /// Live authenticated connections, by connection id (`system-presence`).
+    present: std::sync::Mutex<std::collections::BTreeMap<String, ipc::gateway::PresenceEntry>>,
 }
 
 impl Gateway {
@@ -94,7 +96,32 @@ impl Gateway {
             failed,
             drain_requests,
             env_set: std::collections::HashSet::new(),
+            present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// The live connections, oldest first.
+    pub fn presence(&self) -> Vec<ipc::gateway::PresenceEntry> {
+        let present = self.present.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<_> = present.values().cloned().collect();
+        list.sort_by_key(|e| e.online_since);
+        list
+    }
+
+    /// A connection arrived (`Some`) or left (`None`); every client hears the new list.
+    fn set_presence(&self, conn_id: &str, entry: Option<ipc::gateway::PresenceEntry>) {
+        {
+            let mut present = self.present.lock().unwrap_or_else(|p| p.into_inner());
+            match entry {
+                Some(e) => present.insert(conn_id.to_owned(), e),
+                None => present.remove(conn_id),
+            };
+        }
+        let ev = ipc::gateway::PresenceEvent {
+            presence: self.presence(),
+        };
+        self.hub
+            .publish_deferred(&crate::events::Deferred::presence(&ev));
     }
 
     /// Records which environment variables are set (their names only).
@@ -336,6 +363,8 @@ pub struct Session {
     pub scopes: Vec<String>,
     pub caps: Vec<String>,
     pub transport: Transport,
+    /// How it shows in `system-presence`.
+    pub presence: ipc::gateway::PresenceEntry,
 }
 
 impl Session {
@@ -343,6 +372,17 @@ impl Session {
         self.scopes.iter().any(|s| {
             s == scopes::ADMIN || s == needed || (s == scopes::WRITE && needed == scopes::READ)
         })
+    }
+}
+
+struct PresenceGuard<'a> {
+    gw: &'a Gateway,
+    conn_id: &'a str,
+}
+
+impl Drop for PresenceGuard<'_> {
+    fn drop(&mut self) {
+        self.gw.set_presence(self.conn_id, None);
     }
 }
 
@@ -405,6 +445,7 @@ pub async fn serve_connection<S: FrameSource>(
     let session = match handshake(&gw, transport, &conn_id, &nonce, &text).await {
         Ok((id, hello, session)) => {
             out.ok(&id, hello).await;
+            gw.set_presence(&conn_id, Some(session.presence.clone()));
             session
         }
         Err(refusal) => {
@@ -421,6 +462,11 @@ pub async fn serve_connection<S: FrameSource>(
             out.close(code, &reason).await;
             return;
         }
+    };
+    // Leaves the presence list however the connection ends (closed, dropped at shutdown).
+    let _present = PresenceGuard {
+        gw: &gw,
+        conn_id: &conn_id,
     };
     source.set_max_frame(MAX_PAYLOAD_BYTES);
     tracing::debug!(conn = conn_id.as_str(), ?transport, scopes = ?session.scopes, "Client connected.");
@@ -694,11 +740,25 @@ async fn handshake(
             }
         }
     };
+    let now = now_ms();
     let session = Session {
         conn_id: conn_id.to_owned(),
         scopes: scopes.clone(),
         caps: params.caps.clone(),
         transport,
+        presence: ipc::gateway::PresenceEntry {
+            ts: now,
+            client_id: params.client.id.clone(),
+            mode: params.client.mode.clone(),
+            version: params.client.version.clone(),
+            platform: params.client.platform.clone(),
+            instance_id: params.client.instance_id.clone(),
+            device_family: params.client.device_family.clone(),
+            roles: vec!["operator".into()],
+            scopes: scopes.clone(),
+            reason: "connect".into(),
+            online_since: now,
+        },
     };
     let methods: Vec<&str> = Method::advertised().map(|m| m.as_str()).collect();
     let hello = json!({
@@ -707,7 +767,7 @@ async fn handshake(
         "server": {"version": env!("CARGO_PKG_VERSION"), "connId": conn_id},
         "features": {"methods": methods, "events": gw::events::ADVERTISED},
         "snapshot": {
-            "presence": [],
+            "presence": gw.presence(),
             "health": {},
             "stateVersion": {"presence": 0, "health": 0},
             "uptimeMs": gw.started.elapsed().as_millis() as u64,

@@ -118,7 +118,8 @@ pub async fn handle(
         | Method::ChatMetadata
         | Method::ModelsList
         | Method::ModelsAuthStatus
-        | Method::ConfigGet => scopes::READ,
+        | Method::ConfigGet
+        | Method::SystemPresence => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
         Method::SessionsReset
         | Method::LogsTail
@@ -180,6 +181,8 @@ pub async fn handle(
         }
         Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::LogsTail => logs_tail(req, out).await,
+        // A bare array, as OpenClaw answers it.
+        Method::SystemPresence => out.ok_with(&req.id, &gw.presence()).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
         Method::GatewayDrain => gateway_drain(gw, req, out).await,

@@ -159,7 +159,10 @@ async fn logs_tail_and_the_cli_views_r_j4() {
         .filter_map(|l| l.as_str())
         .collect();
     assert!(lines.iter().any(|l| l.contains("Worker ready")), "{t}");
-    assert!(lines.iter().any(|l| l.contains("Worker started")), "a worker's own line: {t}");
+    assert!(
+        lines.iter().any(|l| l.contains("Worker started")),
+        "a worker's own line: {t}"
+    );
     let cursor = p["cursor"].as_u64().unwrap();
     assert_eq!(p["size"].as_u64(), Some(cursor));
     // From the cursor: only what was logged since.
@@ -177,7 +180,10 @@ async fn logs_tail_and_the_cli_views_r_j4() {
 
     let out = gw.cli(&["sessions"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("agent:main:main"), "{text}");
+    assert!(
+        out.status.success() && text.contains("agent:main:main"),
+        "{text}"
+    );
     let out = gw.cli(&["history", "main"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -186,6 +192,9 @@ async fn logs_tail_and_the_cli_views_r_j4() {
     );
     let out = gw.cli(&["logs", "--limit", "50"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("Worker ready"), "{text}");
+    assert!(
+        out.status.success() && text.contains("Worker ready"),
+        "{text}"
+    );
     gw.logs.assert_clean(&[]);
 }

@@ -156,6 +156,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "models.list",
             "models.authStatus",
             "config.get",
+            "logs.tail",
+            "system-presence",
             "gateway.drain",
             "worker.restart",
             "loopgate.status"

@@ -181,3 +181,34 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
     assert_eq!(short["ok"], false, "{short}");
     gw.logs.assert_clean(&[]);
 }
+
+/// `system-presence` lists the live connections (a bare array); a client that leaves is
+/// gone from the next `presence` event; `hello-ok.snapshot.presence` holds the ones before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_lists_the_live_connections_r_j4() {
+    let gw = Gateway::start().await;
+    let mut a = gw.connect().await;
+    let b = gw.connect().await;
+    let hello_b = &b.seen[1]["payload"]["snapshot"]["presence"];
+    assert!(
+        hello_b.as_array().is_some_and(|p| !p.is_empty()),
+        "b's hello lists a: {hello_b}"
+    );
+    let p = a.call("system-presence", json!({})).await;
+    let list = p["payload"].as_array().expect("a bare array").clone();
+    assert_eq!(list.len(), 2, "{p}");
+    assert!(
+        list.iter()
+            .all(|e| e["ts"].is_u64() && e["clientId"].is_string()),
+        "{p}"
+    );
+    drop(b);
+    a.wait_for(|f| {
+        f["event"] == "presence"
+            && f["payload"]["presence"]
+                .as_array()
+                .is_some_and(|l| l.len() == 1)
+    })
+    .await;
+    gw.logs.assert_clean(&[]);
+}

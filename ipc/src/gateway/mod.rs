@@ -64,6 +64,7 @@ pub enum Method {
     ModelsAuthStatus,
     ConfigGet,
     LogsTail,
+    SystemPresence,
     GatewayDrain,
     WorkerRestart,
     /// loopgate's own process view (`status` is OpenClaw's summary).
@@ -93,6 +94,7 @@ impl Method {
         Method::ModelsAuthStatus,
         Method::ConfigGet,
         Method::LogsTail,
+        Method::SystemPresence,
         Method::GatewayDrain,
         Method::WorkerRestart,
         Method::GatewayStatus,
@@ -125,6 +127,7 @@ impl Method {
             Method::ModelsAuthStatus => "models.authStatus",
             Method::ConfigGet => "config.get",
             Method::LogsTail => "logs.tail",
+            Method::SystemPresence => "system-presence",
             Method::GatewayDrain => "gateway.drain",
             Method::WorkerRestart => "worker.restart",
             Method::GatewayStatus => "loopgate.status",
@@ -145,12 +148,15 @@ pub mod events {
     pub const SHUTDOWN: &str = "shutdown";
     /// Session index changes, to connections that called `sessions.subscribe`.
     pub const SESSIONS_CHANGED: &str = "sessions.changed";
+    /// The live connections, after one connects or leaves.
+    pub const PRESENCE: &str = "presence";
     /// Events advertised in `hello-ok.features.events`.
     pub const ADVERTISED: &[&str] = &[
         CONNECT_CHALLENGE,
         AGENT,
         CHAT,
         SESSIONS_CHANGED,
+        PRESENCE,
         TICK,
         SHUTDOWN,
     ];

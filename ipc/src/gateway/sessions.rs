@@ -204,3 +204,29 @@ mod tests {
         assert_eq!(v["lastRunId"], "r1");
     }
 }
+
+/// One live client connection, as `system-presence` and `presence` events list it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PresenceEntry {
+    /// When it connected (ms since the epoch).
+    pub ts: u64,
+    pub client_id: String,
+    pub mode: String,
+    pub version: String,
+    pub platform: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_family: Option<String>,
+    pub roles: Vec<String>,
+    pub scopes: Vec<String>,
+    pub reason: String,
+    pub online_since: u64,
+}
+
+/// A `presence` event: every live connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceEvent {
+    pub presence: Vec<PresenceEntry>,
+}
