@@ -12,10 +12,12 @@ use ipc::gateway::{
     AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
     ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, HealthResult,
     Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryPageExtras, HistoryReset, LogsTailParams,
-    Method, PendingInputs, RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus,
-    SessionRow, SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsListParams,
-    SessionsListResult, SessionsResetParams, SessionsStatus, SessionsSubscribeResult,
-    StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    Method, PendingInputs, PreviewItem, RecentSession, RequestFrame, SessionDefaults,
+    SessionDefaultsStatus, SessionPreview, SessionRow, SessionSummary, SessionsDeleteParams,
+    SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult, SessionsListParams,
+    SessionsListResult, SessionsPreviewParams, SessionsPreviewResult, SessionsResetParams,
+    SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit, TaskCounts,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -113,6 +115,8 @@ pub async fn handle(
         | Method::ChatStartup
         | Method::SessionsList
         | Method::SessionsSubscribe
+        | Method::SessionsDescribe
+        | Method::SessionsPreview
         | Method::AgentsList
         | Method::AgentIdentityGet
         | Method::ChatMetadata
@@ -156,6 +160,8 @@ pub async fn handle(
         Method::ChatAbort => chat_abort(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
+        Method::SessionsDescribe => sessions_describe(gw, req, out).await,
+        Method::SessionsPreview => sessions_preview(gw, req, out).await,
         Method::ModelsList => {
             let config = gw.config();
             out.ok_with(&req.id, &crate::catalog::models(&config, &gw.env_set))
@@ -1181,6 +1187,134 @@ async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: M
                 .await
         }
         _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
+    }
+}
+
+/// `sessions.describe`: one session's row, `null` when there is no such session.
+async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsDescribeParams>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let q = SessionQuery {
+        key: Some(route.session_key.clone()),
+        limit: 1,
+        ..SessionQuery::default()
+    };
+    let known = match gw.db.sessions(q).await {
+        Ok((rows, _)) => !rows.is_empty(),
+        Err(e) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500)),
+                )
+                .await
+        }
+    };
+    let session = if known {
+        match session_info(gw, &route).await {
+            Ok(row) => Some(row),
+            Err(e) => return out.err(&req.id, e).await,
+        }
+    } else {
+        None
+    };
+    out.ok_with(&req.id, &SessionsDescribeResult { session })
+        .await;
+}
+
+/// `sessions.preview`: the newest visible user and assistant texts of up to 64 sessions.
+async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsPreviewParams>(&req, out).await else {
+        return;
+    };
+    let limit = p.limit.unwrap_or(12).clamp(1, 100) as usize;
+    let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
+    let mut previews = Vec::new();
+    for key in p.keys.iter().take(64) {
+        let Some(route) = route_key(gw, &req, out, key, None).await else {
+            return;
+        };
+        let q = SessionQuery {
+            key: Some(route.session_key.clone()),
+            limit: 1,
+            ..SessionQuery::default()
+        };
+        let known = matches!(gw.db.sessions(q).await, Ok((rows, _)) if !rows.is_empty());
+        if !known {
+            previews.push(SessionPreview {
+                key: key.clone(),
+                status: "missing".into(),
+                items: Vec::new(),
+            });
+            continue;
+        }
+        // Tool rows are skipped, so read more than `limit` rows.
+        let op = SessionOp::History {
+            session_key: route.session_key.clone(),
+            limit: (limit * 4).min(1000) as u32,
+        };
+        let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
+            Ok(v) => {
+                let mut items: Vec<PreviewItem> = v["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| {
+                        let role = m["role"].as_str()?;
+                        if role != "user" && role != "assistant" {
+                            return None;
+                        }
+                        let text = preview_text(m, max_chars);
+                        (!text.is_empty()).then(|| PreviewItem {
+                            role: role.to_owned(),
+                            text,
+                        })
+                    })
+                    .collect();
+                let skip = items.len().saturating_sub(limit);
+                items.drain(..skip);
+                SessionPreview {
+                    key: key.clone(),
+                    status: if items.is_empty() { "empty" } else { "ok" }.into(),
+                    items,
+                }
+            }
+            Err(_) => SessionPreview {
+                key: key.clone(),
+                status: "error".into(),
+                items: Vec::new(),
+            },
+        };
+        previews.push(preview);
+    }
+    out.ok_with(
+        &req.id,
+        &SessionsPreviewResult {
+            ts: now_ms(),
+            previews,
+        },
+    )
+    .await;
+}
+
+/// A message's text blocks, joined, cut at `max` characters with `...`.
+fn preview_text(message: &Value, max: usize) -> String {
+    let text: String = message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_owned(),
     }
 }
 

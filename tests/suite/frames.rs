@@ -148,6 +148,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "chat.abort",
             "sessions.list",
             "sessions.subscribe",
+            "sessions.describe",
+            "sessions.preview",
             "sessions.reset",
             "sessions.delete",
             "agents.list",

@@ -212,3 +212,43 @@ async fn presence_lists_the_live_connections_r_j4() {
     .await;
     gw.logs.assert_clean(&[]);
 }
+
+/// `sessions.describe` gives a session's row (`null` for an unknown key, not an error);
+/// `sessions.preview` the newest visible texts, cut at `maxChars`, and `missing` for keys
+/// with no session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_and_preview_r_d3() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let long = "word ".repeat(100);
+    let (_, fin) = c
+        .turn(json!({"message": long, "idempotencyKey": "pv-1", "sessionKey": "pv"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+
+    let d = c.call("sessions.describe", json!({"key": "pv"})).await;
+    let row = &d["payload"]["session"];
+    assert_eq!(
+        (&row["key"], &row["lastRunId"], &row["status"]),
+        (&json!("agent:main:pv"), &json!("pv-1"), &json!("done")),
+        "{d}"
+    );
+    let d = c.call("sessions.describe", json!({"key": "nobody"})).await;
+    assert_eq!(d["payload"], json!({"session": null}), "{d}");
+
+    let p = c
+        .call(
+            "sessions.preview",
+            json!({"keys": ["pv", "nobody"], "limit": 5, "maxChars": 40}),
+        )
+        .await;
+    let previews = p["payload"]["previews"].as_array().unwrap();
+    assert_eq!(previews[0]["status"], "ok", "{p}");
+    let items = previews[0]["items"].as_array().unwrap();
+    assert_eq!(items[0]["role"], "user", "{p}");
+    assert!(items[0]["text"].as_str().unwrap().ends_with("..."), "{p}");
+    assert!(items[0]["text"].as_str().unwrap().chars().count() <= 43, "{p}");
+    assert_eq!(items.len(), 2, "{p}");
+    assert_eq!(previews[1]["status"], "missing", "{p}");
+    gw.logs.assert_clean(&[]);
+}

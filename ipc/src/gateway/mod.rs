@@ -55,6 +55,8 @@ pub enum Method {
     ChatAbort,
     SessionsList,
     SessionsSubscribe,
+    SessionsDescribe,
+    SessionsPreview,
     SessionsReset,
     SessionsDelete,
     AgentsList,
@@ -85,6 +87,8 @@ impl Method {
         Method::ChatAbort,
         Method::SessionsList,
         Method::SessionsSubscribe,
+        Method::SessionsDescribe,
+        Method::SessionsPreview,
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
@@ -118,6 +122,8 @@ impl Method {
             Method::ChatAbort => "chat.abort",
             Method::SessionsList => "sessions.list",
             Method::SessionsSubscribe => "sessions.subscribe",
+            Method::SessionsDescribe => "sessions.describe",
+            Method::SessionsPreview => "sessions.preview",
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
@@ -680,6 +686,32 @@ pub struct AgentScopeParams {
     pub agent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
+}
+
+/// `sessions.describe` params.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsDescribeParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_derived_titles: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_last_message: Option<bool>,
+}
+
+/// `sessions.preview` params: the first 64 `keys` are read.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsPreviewParams {
+    pub keys: Vec<String>,
+    /// Newest texts per session, default 12.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Characters per text, default 240 (20..=800).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<u32>,
 }
 
 /// `sessions.list` params (all optional). Closed.

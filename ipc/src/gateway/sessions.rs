@@ -136,6 +136,34 @@ impl Default for HistoryReset {
     }
 }
 
+/// The answer to `sessions.describe`: the row, or `null` for a key with no session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionsDescribeResult {
+    pub session: Option<SessionRow>,
+}
+
+/// The answer to `sessions.preview`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsPreviewResult {
+    pub ts: u64,
+    pub previews: Vec<SessionPreview>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPreview {
+    pub key: String,
+    /// `ok`, `empty` (no visible text), `missing` (no such session) or `error`.
+    pub status: String,
+    pub items: Vec<PreviewItem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewItem {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
 /// The answer to `sessions.subscribe`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsSubscribeResult {
