@@ -144,6 +144,13 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
     assert_eq!(p["sessionKey"], "agent:main:fresh");
     assert_eq!(p["sessionInfo"]["key"], "agent:main:fresh");
     assert_eq!(p["sessionInfo"]["hasActiveRun"], false);
+    // What keeps a client from treating the session as read-only.
+    let info = &p["sessionInfo"];
+    assert_eq!(
+        (&info["visibility"], &info["sharingRole"], &info["isMain"], &info["chatType"]),
+        (&json!("shared"), &json!("admin"), &json!(false), &json!("direct")),
+        "{first}"
+    );
     assert_eq!(p["pendingInputs"], json!({"items": [], "total": 0}));
     assert!(p["defaults"]["model"].is_string(), "{first}");
 

@@ -12,6 +12,20 @@ pub struct SessionRow {
     /// Always `direct` (loopgate has no groups or channels).
     pub kind: String,
     pub agent_id: String,
+    /// The agent's main session (`agent:<id>:main`).
+    pub is_main: bool,
+    /// Always `direct`.
+    pub chat_type: String,
+    /// loopgate neither archives nor pins sessions.
+    pub archived: bool,
+    pub pinned: bool,
+    /// Every session is shared with the gateway's operators, who may send (a client treats
+    /// other visibilities as read-only).
+    pub visibility: String,
+    pub sharing_role: String,
+    /// What a message sent while a run is active does: it waits and runs after (loopgate's
+    /// only queue mode so far).
+    pub effective_queue_mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +64,13 @@ impl SessionRow {
             key: key.to_owned(),
             kind: "direct".into(),
             agent_id: agent_id.to_owned(),
+            is_main: key == format!("agent:{agent_id}:main"),
+            chat_type: "direct".into(),
+            archived: false,
+            pinned: false,
+            visibility: "shared".into(),
+            sharing_role: "admin".into(),
+            effective_queue_mode: "followup".into(),
             session_id: None,
             updated_at: None,
             last_activity_at: None,
