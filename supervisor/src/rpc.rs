@@ -123,10 +123,11 @@ pub async fn handle(
         | Method::ModelsList
         | Method::ModelsAuthStatus
         | Method::ConfigGet
-        | Method::SystemPresence => scopes::READ,
+        | Method::SystemPresence
+        // Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
+        | Method::LogsTail => scopes::READ,
         Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
         Method::SessionsReset
-        | Method::LogsTail
         | Method::SessionsDelete
         | Method::GatewayDrain
         | Method::WorkerRestart => scopes::ADMIN,
@@ -1131,8 +1132,8 @@ async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, Er
     })
 }
 
-/// `logs.tail`: the gateway's last log lines from the in-memory ring (admin: logs name
-/// sessions, runs and errors).
+/// `logs.tail`: the gateway's last log lines from the in-memory ring (read scope, as
+/// OpenClaw's; log lines hold ids, names and errors, never message text).
 async fn logs_tail(req: RequestFrame, out: &Out) {
     let Some(p) = params::<LogsTailParams>(&req, out).await else {
         return;
