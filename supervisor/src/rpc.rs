@@ -1133,7 +1133,7 @@ async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, Er
 }
 
 /// `logs.tail`: the gateway's last log lines from the in-memory ring (read scope, as
-/// OpenClaw's; log lines hold ids, names and errors, never message text).
+/// OpenClaw's; log lines are operational: ids, names, timings and errors).
 async fn logs_tail(req: RequestFrame, out: &Out) {
     let Some(p) = params::<LogsTailParams>(&req, out).await else {
         return;
