@@ -10,14 +10,15 @@ use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentModel, AgentParams, AgentScopeParams,
     AgentSessions, AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams,
     AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
-    ChatSendParams, DrainResult, ErrorShape, GatewayDrainParams, HealthParams, HealthResult,
-    Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryPageExtras, HistoryReset, LogsTailParams,
-    Method, PendingInputs, PreviewItem, RecentSession, RequestFrame, SessionDefaults,
-    SessionDefaultsStatus, SessionPreview, SessionRow, SessionSummary, SessionsDeleteParams,
-    SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult, SessionsListParams,
-    SessionsListResult, SessionsPreviewParams, SessionsPreviewResult, SessionsResetParams,
-    SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit, TaskCounts,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
+    GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
+    HistoryPageExtras, HistoryReset, LogsTailParams, Method, PendingInputs, PreviewItem,
+    RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus, SessionPreview,
+    SessionRow, SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsDescribeParams,
+    SessionsDescribeResult, SessionsListParams, SessionsListResult, SessionsPreviewParams,
+    SessionsPreviewResult, SessionsResetParams, SessionsStatus, SessionsSubscribeResult,
+    StatusParams, StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams,
+    DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -294,6 +295,9 @@ async fn session_summary(
 
 /// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
 async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<StatusParams>(&req, out).await else {
+        return;
+    };
     let config = gw.config();
     let all = match session_summary(gw, None).await {
         Ok(s) => s,
@@ -345,6 +349,24 @@ async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
             by_agent,
         },
         pid: std::process::id(),
+        cli_projection: p
+            .include_cli_projection
+            .unwrap_or(false)
+            .then(|| CliProjection {
+                agents: CliAgents {
+                    default_id: Some("main".into()),
+                    selection_required: false,
+                    rows: config
+                        .agents
+                        .iter()
+                        .map(|a| CliAgentRow {
+                            id: a.id.as_str().to_owned(),
+                            name: a.name.clone(),
+                        })
+                        .collect(),
+                },
+                update_channel: None,
+            }),
     };
     out.ok_with(&req.id, &result).await;
 }

@@ -131,6 +131,10 @@ async fn health_and_status_have_openclaws_shapes_r_j4() {
     assert_eq!(by, [("main", 1), ("ops", 0)], "{s}");
     assert!(p["sessions"]["byAgent"][0]["path"].is_string(), "{s}");
     assert!(p["heartbeat"]["agents"].is_array(), "{s}");
+    assert_eq!(p["cliProjection"]["agents"]["defaultId"], "main", "{s}");
+    assert_eq!(p["cliProjection"]["agents"]["rows"][1]["id"], "ops", "{s}");
+    let plain = c.call("status", json!({})).await;
+    assert!(plain["payload"].get("cliProjection").is_none(), "{plain}");
 
     let own = c.call("loopgate.status", json!({})).await;
     assert!(own["payload"]["workers"].is_array(), "{own}");

@@ -147,8 +147,18 @@ async fn chat_startup_pages_carry_the_session_row_r_d3() {
     // What keeps a client from treating the session as read-only.
     let info = &p["sessionInfo"];
     assert_eq!(
-        (&info["visibility"], &info["sharingRole"], &info["isMain"], &info["chatType"]),
-        (&json!("shared"), &json!("admin"), &json!(false), &json!("direct")),
+        (
+            &info["visibility"],
+            &info["sharingRole"],
+            &info["isMain"],
+            &info["chatType"]
+        ),
+        (
+            &json!("shared"),
+            &json!("admin"),
+            &json!(false),
+            &json!("direct")
+        ),
         "{first}"
     );
     assert_eq!(p["pendingInputs"], json!({"items": [], "total": 0}));
@@ -254,7 +264,10 @@ async fn describe_and_preview_r_d3() {
     let items = previews[0]["items"].as_array().unwrap();
     assert_eq!(items[0]["role"], "user", "{p}");
     assert!(items[0]["text"].as_str().unwrap().ends_with("..."), "{p}");
-    assert!(items[0]["text"].as_str().unwrap().chars().count() <= 43, "{p}");
+    assert!(
+        items[0]["text"].as_str().unwrap().chars().count() <= 43,
+        "{p}"
+    );
     assert_eq!(items.len(), 2, "{p}");
     assert_eq!(previews[1]["status"], "missing", "{p}");
     gw.logs.assert_clean(&[]);

@@ -134,6 +134,40 @@ pub struct TaskAudit {
     pub errors: u64,
 }
 
+/// `status` params; other fields are accepted and ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_channel_summary: Option<bool>,
+    /// Add `cliProjection` (what OpenClaw's CLI shows about agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_cli_projection: Option<bool>,
+}
+
+/// `status.cliProjection`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CliProjection {
+    pub agents: CliAgents,
+    pub update_channel: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CliAgents {
+    pub default_id: Option<String>,
+    pub selection_required: bool,
+    pub rows: Vec<CliAgentRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CliAgentRow {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
 /// The answer to `status` (OpenClaw's status summary).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,6 +182,8 @@ pub struct StatusSummary {
     pub degraded_plugins: Vec<String>,
     pub sessions: SessionsStatus,
     pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_projection: Option<CliProjection>,
 }
 
 /// `logs.tail` params: `cursor` is a byte offset from an earlier answer.
