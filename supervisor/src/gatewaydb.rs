@@ -80,6 +80,17 @@ pub struct SessionRow {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub total_tokens: u64,
+    pub label: Option<String>,
+    pub last_read_at: Option<u64>,
+}
+
+/// What `sessions.patch` changes; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct SessionPatch {
+    /// `Some(None)` clears the label.
+    pub label: Option<Option<String>>,
+    /// `Some(None)` marks the session unread again.
+    pub last_read_at: Option<Option<u64>>,
 }
 
 /// Filter and page of `sessions.list`.
@@ -121,6 +132,13 @@ enum Cmd {
     Accept(NewRun, oneshot::Sender<Result<AcceptOutcome, DbError>>),
     Finish(String, StoredTerminal, oneshot::Sender<Result<(), DbError>>),
     Lookup(String, oneshot::Sender<Result<Option<StoredRun>, DbError>>),
+    PatchSession(
+        String,
+        String,
+        SessionPatch,
+        u64,
+        oneshot::Sender<Result<SessionRow, DbError>>,
+    ),
     Prune(u64, oneshot::Sender<Result<usize, DbError>>),
     Sessions(
         SessionQuery,
@@ -169,6 +187,20 @@ impl GatewayDb {
         self.tx.ask(|tx| Cmd::Sessions(q, tx)).await
     }
 
+    /// Changes a session's label or read mark (creating its index row for a key with no run
+    /// yet); returns the row.
+    pub async fn patch_session(
+        &self,
+        session_key: String,
+        agent_id: String,
+        patch: SessionPatch,
+        now_ms: u64,
+    ) -> Result<SessionRow, DbError> {
+        self.tx
+            .ask(|tx| Cmd::PatchSession(session_key, agent_id, patch, now_ms, tx))
+            .await
+    }
+
     /// Removes a session from the index; `true` if it was there.
     pub async fn delete_session(&self, session_key: String) -> Result<bool, DbError> {
         self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
@@ -182,7 +214,7 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 3 {
+    if version > 4 {
         return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
     }
     if version < 1 {
@@ -235,6 +267,15 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              COMMIT;",
         )?;
     }
+    if version < 4 {
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN label TEXT;
+             ALTER TABLE sessions ADD COLUMN last_read_at INTEGER;
+             PRAGMA user_version = 4;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -281,6 +322,10 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
         Cmd::Accept(run, tx) => answer(tx, sp.run(conn, |c| accept(c, &run))),
         Cmd::Finish(id, t, tx) => answer(tx, sp.run(conn, |c| finish(c, &id, &t))),
         Cmd::Lookup(id, tx) => answer(tx, sp.run(conn, |c| lookup(c, &id))),
+        Cmd::PatchSession(key, agent, patch, now, tx) => answer(
+            tx,
+            sp.run(conn, |c| patch_session(c, &key, &agent, &patch, now)),
+        ),
         Cmd::Sessions(q, tx) => answer(tx, sp.run(conn, |c| list_sessions(c, &q))),
         Cmd::DeleteSession(key, tx) => answer(
             tx,
@@ -384,6 +429,38 @@ fn finish_as(
     Ok(())
 }
 
+fn patch_session(
+    conn: &Connection,
+    key: &str,
+    agent_id: &str,
+    patch: &SessionPatch,
+    now: u64,
+) -> Result<SessionRow, DbError> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sessions(session_key, agent_id, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?3)",
+    )?
+    .execute(params![key, agent_id, now as i64])?;
+    if let Some(label) = &patch.label {
+        conn.prepare_cached("UPDATE sessions SET label = ?2 WHERE session_key = ?1")?
+            .execute(params![key, label])?;
+    }
+    if let Some(read) = &patch.last_read_at {
+        conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
+            .execute(params![key, read.map(|v| v as i64)])?;
+    }
+    let q = SessionQuery {
+        key: Some(key.to_owned()),
+        limit: 1,
+        ..SessionQuery::default()
+    };
+    list_sessions(conn, &q)?
+        .0
+        .into_iter()
+        .next()
+        .ok_or(DbError::Sqlite(rusqlite::Error::QueryReturnedNoRows))
+}
+
 fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>, u64), DbError> {
     let search = q.search.as_ref().map(|s| {
         format!(
@@ -403,7 +480,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
     )?;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
-                input_tokens, output_tokens, total_tokens
+                input_tokens, output_tokens, total_tokens, label, last_read_at
          FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?5 OFFSET ?6"
     ))?;
     let rows = stmt
@@ -429,6 +506,8 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     input_tokens: r.get::<_, i64>(8)? as u64,
                     output_tokens: r.get::<_, i64>(9)? as u64,
                     total_tokens: r.get::<_, i64>(10)? as u64,
+                    label: r.get(11)?,
+                    last_read_at: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
                 })
             },
         )?

@@ -12,13 +12,14 @@ use ipc::gateway::{
     AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
     ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
     GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
-    HistoryPageExtras, HistoryReset, LogsTailParams, Method, PendingInputs, PreviewItem,
-    RecentSession, RequestFrame, SessionDefaults, SessionDefaultsStatus, SessionPreview,
-    SessionRow, SessionSummary, SessionsDeleteParams, SessionsDeleteResult, SessionsDescribeParams,
-    SessionsDescribeResult, SessionsListParams, SessionsListResult, SessionsPreviewParams,
-    SessionsPreviewResult, SessionsResetParams, SessionsStatus, SessionsSubscribeResult,
-    StatusParams, StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams,
-    DEFAULT_WAIT_TIMEOUT_MS,
+    HistoryPageExtras, HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry,
+    PendingInputs, PreviewItem, RecentSession, RequestFrame, SessionDefaults,
+    SessionDefaultsStatus, SessionPreview, SessionRow, SessionSummary, SessionsChanged,
+    SessionsDeleteParams, SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult,
+    SessionsListParams, SessionsListResult, SessionsPatchParams, SessionsPatchResult,
+    SessionsPreviewParams, SessionsPreviewResult, SessionsResetParams, SessionsStatus,
+    SessionsSubscribeResult, StatusParams, StatusSummary, TaskAudit, TaskCounts,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -127,7 +128,11 @@ pub async fn handle(
         | Method::SystemPresence
         // Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
         | Method::LogsTail => scopes::READ,
-        Method::Agent | Method::AgentWait | Method::ChatSend | Method::ChatAbort => scopes::WRITE,
+        Method::Agent
+        | Method::AgentWait
+        | Method::ChatSend
+        | Method::ChatAbort
+        | Method::SessionsPatch => scopes::WRITE,
         Method::SessionsReset
         | Method::SessionsDelete
         | Method::GatewayDrain
@@ -164,6 +169,7 @@ pub async fn handle(
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
         Method::SessionsDescribe => sessions_describe(gw, req, out).await,
         Method::SessionsPreview => sessions_preview(gw, req, out).await,
+        Method::SessionsPatch => sessions_patch(gw, req, out).await,
         Method::ModelsList => {
             let config = gw.config();
             out.ok_with(&req.id, &crate::catalog::models(&config, &gw.env_set))
@@ -1127,6 +1133,8 @@ fn session_row(
         total_tokens: Some(r.total_tokens),
         model: model.map(|m| m.model.clone()),
         model_provider: model.map(|m| m.provider.clone()),
+        label: r.label.clone(),
+        last_read_at: r.last_read_at,
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
     }
 }
@@ -1211,6 +1219,97 @@ async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: M
         }
         _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
     }
+}
+
+/// Longest session label.
+const MAX_LABEL_CHARS: usize = 200;
+
+/// `sessions.patch`: a session's label and read mark. A model or thinking level is refused
+/// by name: this gateway cannot honour them per session yet.
+async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsPatchParams>(&req, out).await else {
+        return;
+    };
+    let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
+    if matches!(&p.model, Some(Some(_))) {
+        return out
+            .err(&req.id, invalid("model: per-session models are not supported yet; pass `model` with `agent` for one run"))
+            .await;
+    }
+    if matches!(&p.thinking_level, Some(Some(l)) if l != "off") {
+        return out
+            .err(
+                &req.id,
+                invalid("thinkingLevel: this gateway has no reasoning control yet (only \"off\")"),
+            )
+            .await;
+    }
+    if let Some(Some(l)) = &p.label {
+        if l.chars().count() > MAX_LABEL_CHARS {
+            return out
+                .err(
+                    &req.id,
+                    invalid(&format!(
+                        "label is longer than {MAX_LABEL_CHARS} characters"
+                    )),
+                )
+                .await;
+        }
+    }
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let now = now_ms();
+    let patch = crate::gatewaydb::SessionPatch {
+        label: p
+            .label
+            .clone()
+            .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
+        last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
+    };
+    let row = match gw
+        .db
+        .patch_session(
+            route.session_key.clone(),
+            route.agent_id.clone(),
+            patch,
+            now,
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500)),
+                )
+                .await
+        }
+    };
+    let config = gw.config();
+    let active = gw.control.active_runs().await.unwrap_or_default();
+    let runs = active.get(&route.session_key).cloned().unwrap_or_default();
+    let view = session_row(&config, &row, runs);
+    gw.hub
+        .publish_deferred(&crate::events::Deferred::sessions_changed(
+            &SessionsChanged::changed("patch", now, view.clone()),
+        ));
+    let result = SessionsPatchResult {
+        ok: true,
+        key: route.session_key,
+        entry: PatchedEntry {
+            session_id: row.session_id,
+            updated_at: row.updated_at,
+            label: row.label,
+            last_read_at: row.last_read_at,
+        },
+        resolved: PatchResolved {
+            model_provider: view.model_provider,
+            model: view.model,
+        },
+    };
+    out.ok_with(&req.id, &result).await;
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.

@@ -150,6 +150,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "sessions.subscribe",
             "sessions.describe",
             "sessions.preview",
+            "sessions.patch",
             "sessions.reset",
             "sessions.delete",
             "agents.list",

@@ -272,3 +272,47 @@ async fn describe_and_preview_r_d3() {
     assert_eq!(previews[1]["status"], "missing", "{p}");
     gw.logs.assert_clean(&[]);
 }
+
+/// `sessions.patch` keeps a label and the read mark, tells subscribers, and refuses by name
+/// what this gateway cannot honour per session (a model, a thinking level) and any field it
+/// does not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_patch_keeps_label_and_read_mark_r_d3() {
+    let gw = Gateway::start().await;
+    let mut sub = gw.connect().await;
+    sub.call("sessions.subscribe", json!({})).await;
+    let mut c = gw.connect().await;
+    let r = c
+        .call("sessions.patch", json!({"key": "p", "label": "  Groceries  ", "unread": false}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let entry = &r["payload"]["entry"];
+    assert_eq!(entry["label"], "Groceries", "{r}");
+    assert!(entry["lastReadAt"].is_u64(), "{r}");
+    assert_eq!(r["payload"]["key"], "agent:main:p");
+    let changed = sub
+        .wait_for(|f| f["event"] == "sessions.changed" && f["payload"]["reason"] == "patch")
+        .await;
+    assert_eq!(changed["payload"]["session"]["label"], "Groceries", "{changed}");
+
+    let l = c.call("sessions.list", json!({})).await;
+    let row = &l["payload"]["sessions"][0];
+    assert_eq!((&row["key"], &row["label"]), (&json!("agent:main:p"), &json!("Groceries")), "{l}");
+
+    let r = c.call("sessions.patch", json!({"key": "p", "label": null, "unread": true})).await;
+    assert!(r["payload"]["entry"].get("label").is_none(), "{r}");
+    assert!(r["payload"]["entry"].get("lastReadAt").is_none(), "{r}");
+    let r = c.call("sessions.patch", json!({"key": "p", "thinkingLevel": "off"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+
+    for (params, needle) in [
+        (json!({"key": "p", "model": "scripted/other"}), "model"),
+        (json!({"key": "p", "thinkingLevel": "high"}), "thinkingLevel"),
+        (json!({"key": "p", "sandboxMode": "off"}), "sandboxMode"),
+    ] {
+        let r = c.call("sessions.patch", params).await;
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(r["error"]["message"].as_str().unwrap_or("").contains(needle), "{r}");
+    }
+    gw.logs.assert_clean(&[]);
+}

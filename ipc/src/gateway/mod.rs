@@ -57,6 +57,7 @@ pub enum Method {
     SessionsSubscribe,
     SessionsDescribe,
     SessionsPreview,
+    SessionsPatch,
     SessionsReset,
     SessionsDelete,
     AgentsList,
@@ -89,6 +90,7 @@ impl Method {
         Method::SessionsSubscribe,
         Method::SessionsDescribe,
         Method::SessionsPreview,
+        Method::SessionsPatch,
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
@@ -124,6 +126,7 @@ impl Method {
             Method::SessionsSubscribe => "sessions.subscribe",
             Method::SessionsDescribe => "sessions.describe",
             Method::SessionsPreview => "sessions.preview",
+            Method::SessionsPatch => "sessions.patch",
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
@@ -699,6 +702,66 @@ pub struct SessionsDescribeParams {
     pub include_derived_titles: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_last_message: Option<bool>,
+}
+
+/// `sessions.patch` params: what this gateway can change (`label`, `unread`), and the
+/// fields it answers with a clear refusal rather than pretend (`model`, `thinkingLevel`
+/// other than `off`). `null` clears. Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsPatchParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub label: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread: Option<bool>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thinking_level: Option<Option<String>>,
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub model: Option<Option<String>>,
+    /// Guards, accepted and not checked (as for `sessions.reset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_marked_unread_at: Option<Value>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or set.
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        Option::<T>::deserialize(d).map(Some)
+    }
+
+    pub fn serialize<S, T>(v: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error>
+    where
+        S: Serializer,
+        T: Serialize,
+    {
+        match v {
+            Some(inner) => inner.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 /// `sessions.preview` params: the first 64 `keys` are read.

@@ -55,6 +55,12 @@ pub struct SessionRow {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_provider: Option<String>,
+    /// Set with `sessions.patch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// When a client last marked the session read (`sessions.patch {unread: false}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_read_at: Option<u64>,
 }
 
 impl SessionRow {
@@ -85,8 +91,52 @@ impl SessionRow {
             total_tokens: None,
             model: None,
             model_provider: None,
+            label: None,
+            last_read_at: None,
         }
     }
+}
+
+impl SessionsChanged {
+    /// The session itself changed (`reason`, e.g. `patch`).
+    pub fn changed(reason: &str, ts: u64, row: SessionRow) -> Self {
+        SessionsChanged {
+            reason: Some(reason.to_owned()),
+            phase: None,
+            run_id: None,
+            ..SessionsChanged::run("", "", ts, row)
+        }
+    }
+}
+
+/// The answer to `sessions.patch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsPatchResult {
+    pub ok: bool,
+    pub key: String,
+    pub entry: PatchedEntry,
+    pub resolved: PatchResolved,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchedEntry {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub updated_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_read_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchResolved {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A page of `sessions.list`.
@@ -199,8 +249,14 @@ pub struct SessionsSubscribeResult {
 pub struct SessionsChanged {
     pub session_key: String,
     pub agent_id: String,
-    pub phase: String,
-    pub run_id: String,
+    /// For a run's lifecycle: `start`, `end` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// For a change to the session itself: `patch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub ts: u64,
     pub session: SessionRow,
     pub status: String,
@@ -218,8 +274,9 @@ impl SessionsChanged {
         SessionsChanged {
             session_key: row.key.clone(),
             agent_id: row.agent_id.clone(),
-            phase: phase.to_owned(),
-            run_id: run_id.to_owned(),
+            phase: Some(phase.to_owned()),
+            run_id: Some(run_id.to_owned()),
+            reason: None,
             ts,
             status: row.status.clone(),
             has_active_run: row.has_active_run,
