@@ -576,6 +576,51 @@ mod tests {
         }
     }
 
+    /// A v3 database (before labels) opens as v4 with its sessions intact.
+    #[tokio::test]
+    async fn a_v3_database_migrates_and_patches() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.sqlite");
+        let (db, _) = GatewayDb::open(&path, 10).unwrap();
+        db.accept(run("a")).await.unwrap();
+        drop(db);
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "ALTER TABLE sessions DROP COLUMN label;
+                 ALTER TABLE sessions DROP COLUMN last_read_at;
+                 PRAGMA user_version = 3;",
+            )
+            .unwrap();
+        }
+        let (db, _) = GatewayDb::open(&path, 10).unwrap();
+        let patch = SessionPatch {
+            label: Some(Some("L".into())),
+            last_read_at: Some(Some(7)),
+        };
+        let row = db
+            .patch_session("agent:main:main".into(), "main".into(), patch, 9)
+            .await
+            .unwrap();
+        assert_eq!(
+            (row.label.as_deref(), row.last_read_at),
+            (Some("L"), Some(7))
+        );
+        assert_eq!(
+            row.last_run_id.as_deref(),
+            Some("a"),
+            "the row from before is intact"
+        );
+        let (rows, total) = db
+            .sessions(SessionQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!((total, rows[0].label.as_deref()), (1, Some("L")));
+    }
+
     #[tokio::test]
     async fn accept_finish_replay_and_recover() {
         let dir = tempfile::tempdir().unwrap();

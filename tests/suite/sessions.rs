@@ -283,7 +283,10 @@ async fn sessions_patch_keeps_label_and_read_mark_r_d3() {
     sub.call("sessions.subscribe", json!({})).await;
     let mut c = gw.connect().await;
     let r = c
-        .call("sessions.patch", json!({"key": "p", "label": "  Groceries  ", "unread": false}))
+        .call(
+            "sessions.patch",
+            json!({"key": "p", "label": "  Groceries  ", "unread": false}),
+        )
         .await;
     assert_eq!(r["ok"], true, "{r}");
     let entry = &r["payload"]["entry"];
@@ -293,26 +296,52 @@ async fn sessions_patch_keeps_label_and_read_mark_r_d3() {
     let changed = sub
         .wait_for(|f| f["event"] == "sessions.changed" && f["payload"]["reason"] == "patch")
         .await;
-    assert_eq!(changed["payload"]["session"]["label"], "Groceries", "{changed}");
+    assert_eq!(
+        changed["payload"]["session"]["label"], "Groceries",
+        "{changed}"
+    );
 
     let l = c.call("sessions.list", json!({})).await;
     let row = &l["payload"]["sessions"][0];
-    assert_eq!((&row["key"], &row["label"]), (&json!("agent:main:p"), &json!("Groceries")), "{l}");
+    assert_eq!(
+        (&row["key"], &row["label"]),
+        (&json!("agent:main:p"), &json!("Groceries")),
+        "{l}"
+    );
 
-    let r = c.call("sessions.patch", json!({"key": "p", "label": null, "unread": true})).await;
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": "p", "label": null, "unread": true}),
+        )
+        .await;
     assert!(r["payload"]["entry"].get("label").is_none(), "{r}");
     assert!(r["payload"]["entry"].get("lastReadAt").is_none(), "{r}");
-    let r = c.call("sessions.patch", json!({"key": "p", "thinkingLevel": "off"})).await;
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": "p", "thinkingLevel": "off"}),
+        )
+        .await;
     assert_eq!(r["ok"], true, "{r}");
 
     for (params, needle) in [
         (json!({"key": "p", "model": "scripted/other"}), "model"),
-        (json!({"key": "p", "thinkingLevel": "high"}), "thinkingLevel"),
+        (
+            json!({"key": "p", "thinkingLevel": "high"}),
+            "thinkingLevel",
+        ),
         (json!({"key": "p", "sandboxMode": "off"}), "sandboxMode"),
     ] {
         let r = c.call("sessions.patch", params).await;
         assert_eq!(r["ok"], false, "{r}");
-        assert!(r["error"]["message"].as_str().unwrap_or("").contains(needle), "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(needle),
+            "{r}"
+        );
     }
     gw.logs.assert_clean(&[]);
 }
