@@ -101,6 +101,11 @@ pub async fn handle(
     turn: Option<AdmissionTurn>,
 ) {
     let Some(method) = Method::parse(&req.method) else {
+        // Debug level: a client may send any name, any number of times.
+        tracing::debug!(
+            method = req.method.chars().take(64).collect::<String>(),
+            "Unknown method."
+        );
         out.err(
             &req.id,
             ErrorShape::invalid(format!("unknown method: {}", req.method)),
@@ -139,6 +144,7 @@ pub async fn handle(
         | Method::WorkerRestart => scopes::ADMIN,
     };
     if !session.has_scope(needed) {
+        tracing::debug!(method = method.as_str(), needed, "Refused: missing scope.");
         out.err(
             &req.id,
             ErrorShape::new(ipc::gateway::codes::FORBIDDEN, format!("missing scope: {needed}"))
