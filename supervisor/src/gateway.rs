@@ -204,6 +204,8 @@ pub struct Out {
     /// Set by `sessions.subscribe`: this connection gets `sessions.changed` events (until it
     /// closes, as OpenClaw's subscriptions).
     pub sessions_subscribed: Arc<AtomicBool>,
+    /// Sessions this connection asked for with `sessions.messages.subscribe` (bounded).
+    pub message_keys: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Out {
@@ -219,6 +221,7 @@ impl Out {
             kill: CancellationToken::new(),
             forwarded: Arc::new(tokio::sync::watch::Sender::new(0)),
             sessions_subscribed: Arc::new(AtomicBool::new(false)),
+            message_keys: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
         };
         (out, rx, queued)
     }

@@ -9,17 +9,17 @@ use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentModel, AgentParams, AgentScopeParams,
     AgentSessions, AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams,
-    AgentsListResult, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
-    ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
+    AgentsListResult, ApprovalReplay, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
+    ChatSendAck, ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
     GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
     HistoryPageExtras, HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry,
-    PendingInputs, PreviewItem, RecentSession, RequestFrame, SessionDefaults,
-    SessionDefaultsStatus, SessionPreview, SessionRow, SessionSummary, SessionsChanged,
-    SessionsDeleteParams, SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult,
-    SessionsListParams, SessionsListResult, SessionsPatchParams, SessionsPatchResult,
-    SessionsPreviewParams, SessionsPreviewResult, SessionsResetParams, SessionsStatus,
-    SessionsSubscribeResult, StatusParams, StatusSummary, TaskAudit, TaskCounts,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, SessionDefaults,
+    SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult, SessionPreview,
+    SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams, SessionsDeleteResult,
+    SessionsDescribeParams, SessionsDescribeResult, SessionsListParams, SessionsListResult,
+    SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams, SessionsPreviewResult,
+    SessionsResetParams, SessionsStatus, SessionsSubscribeResult, StatusParams, StatusSummary,
+    TaskAudit, TaskCounts, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -124,6 +124,9 @@ pub async fn handle(
         | Method::SessionsSubscribe
         | Method::SessionsDescribe
         | Method::SessionsPreview
+        | Method::SessionsMessagesSubscribe
+        | Method::SessionsMessagesUnsubscribe
+        | Method::QuestionList
         | Method::AgentsList
         | Method::AgentIdentityGet
         | Method::ChatMetadata
@@ -176,6 +179,18 @@ pub async fn handle(
         Method::SessionsDescribe => sessions_describe(gw, req, out).await,
         Method::SessionsPreview => sessions_preview(gw, req, out).await,
         Method::SessionsPatch => sessions_patch(gw, req, out).await,
+        Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
+            session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
+        }
+        Method::QuestionList => {
+            out.ok_with(
+                &req.id,
+                &QuestionListResult {
+                    questions: Vec::new(),
+                },
+            )
+            .await
+        }
         Method::ModelsList => {
             let config = gw.config();
             out.ok_with(&req.id, &crate::catalog::models(&config, &gw.env_set))
@@ -1225,6 +1240,57 @@ async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: M
         }
         _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
     }
+}
+
+/// Sessions one connection may follow with `sessions.messages.subscribe`.
+const MAX_MESSAGE_SUBSCRIPTIONS: usize = 1024;
+
+/// `sessions.messages.subscribe` / `unsubscribe`. A connection gets every session's `agent`
+/// and `chat` events anyway (loopgate does not offer `session-scoped-events`), so following
+/// a session changes nothing it receives yet; `session.message` is not sent (see
+/// docs/protocol.md). The set is kept for when it is.
+async fn session_messages(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, subscribe: bool) {
+    let Some(p) = params::<SessionMessagesParams>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let full = {
+        let mut keys = out.message_keys.lock().unwrap_or_else(|e| e.into_inner());
+        if !subscribe {
+            keys.remove(&route.session_key);
+            false
+        } else if keys.len() >= MAX_MESSAGE_SUBSCRIPTIONS && !keys.contains(&route.session_key) {
+            true
+        } else {
+            keys.insert(route.session_key.clone());
+            false
+        }
+    };
+    if full {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(format!(
+                    "a connection may follow at most {MAX_MESSAGE_SUBSCRIPTIONS} sessions"
+                )),
+            )
+            .await;
+    }
+    let approval_replay =
+        (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
+            session_key: route.session_key.clone(),
+            updated_at_ms: now_ms(),
+            approvals: Vec::new(),
+            truncated: false,
+        });
+    let result = SessionMessagesResult {
+        subscribed: subscribe,
+        key: route.session_key,
+        approval_replay,
+    };
+    out.ok_with(&req.id, &result).await;
 }
 
 /// Longest session label.

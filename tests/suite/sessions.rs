@@ -345,3 +345,37 @@ async fn sessions_patch_keeps_label_and_read_mark_r_d3() {
     }
     gw.logs.assert_clean(&[]);
 }
+
+/// A user message in history names the request that sent it (`idempotencyKey`, the run id),
+/// which is how the Control UI confirms a send; `sessions.messages.subscribe` answers with the
+/// canonical key; `question.list` is empty (loopgate's agents ask none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_names_the_send_and_follow_answers_r_d3() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c
+        .call("sessions.messages.subscribe", json!({"key": "m", "includeApprovals": true}))
+        .await;
+    assert_eq!(
+        (&r["payload"]["subscribed"], &r["payload"]["key"]),
+        (&json!(true), &json!("agent:main:m")),
+        "{r}"
+    );
+    assert_eq!(r["payload"]["approvalReplay"]["approvals"], json!([]), "{r}");
+    let id = c
+        .send("chat.send", json!({"sessionKey": "m", "message": "hello", "idempotencyKey": "send-1"}))
+        .await;
+    assert_eq!(c.res(&id).await["payload"]["status"], "started");
+    c.wait_for(|f| f["event"] == "chat" && f["payload"]["state"] == "final")
+        .await;
+    let h = c.call("chat.history", json!({"sessionKey": "m"})).await;
+    let user = &h["payload"]["messages"][0];
+    assert_eq!((&user["role"], &user["idempotencyKey"]), (&json!("user"), &json!("send-1")), "{h}");
+    assert!(h["payload"]["messages"][1].get("idempotencyKey").is_none(), "{h}");
+
+    let r = c.call("sessions.messages.unsubscribe", json!({"key": "m"})).await;
+    assert_eq!(r["payload"]["subscribed"], false, "{r}");
+    let q = c.call("question.list", json!({})).await;
+    assert_eq!(q["payload"], json!({"questions": []}), "{q}");
+    gw.logs.assert_clean(&[]);
+}

@@ -58,6 +58,9 @@ pub enum Method {
     SessionsDescribe,
     SessionsPreview,
     SessionsPatch,
+    SessionsMessagesSubscribe,
+    SessionsMessagesUnsubscribe,
+    QuestionList,
     SessionsReset,
     SessionsDelete,
     AgentsList,
@@ -91,6 +94,9 @@ impl Method {
         Method::SessionsDescribe,
         Method::SessionsPreview,
         Method::SessionsPatch,
+        Method::SessionsMessagesSubscribe,
+        Method::SessionsMessagesUnsubscribe,
+        Method::QuestionList,
         Method::SessionsReset,
         Method::SessionsDelete,
         Method::AgentsList,
@@ -127,6 +133,9 @@ impl Method {
             Method::SessionsDescribe => "sessions.describe",
             Method::SessionsPreview => "sessions.preview",
             Method::SessionsPatch => "sessions.patch",
+            Method::SessionsMessagesSubscribe => "sessions.messages.subscribe",
+            Method::SessionsMessagesUnsubscribe => "sessions.messages.unsubscribe",
+            Method::QuestionList => "question.list",
             Method::SessionsReset => "sessions.reset",
             Method::SessionsDelete => "sessions.delete",
             Method::AgentsList => "agents.list",
@@ -762,6 +771,17 @@ mod double_option {
             None => s.serialize_none(),
         }
     }
+}
+
+/// `sessions.messages.subscribe` / `unsubscribe` params.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessagesParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_approvals: Option<bool>,
 }
 
 /// `sessions.preview` params: the first 64 `keys` are read.

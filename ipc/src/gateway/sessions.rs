@@ -336,3 +336,30 @@ pub struct PresenceEntry {
 pub struct PresenceEvent {
     pub presence: Vec<PresenceEntry>,
 }
+
+/// The answer to `sessions.messages.subscribe` / `unsubscribe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessagesResult {
+    pub subscribed: bool,
+    /// The canonical session key.
+    pub key: String,
+    /// With `includeApprovals`: the session's pending approvals (loopgate has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_replay: Option<ApprovalReplay>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalReplay {
+    pub session_key: String,
+    pub updated_at_ms: u64,
+    pub approvals: Vec<serde_json::Value>,
+    pub truncated: bool,
+}
+
+/// The answer to `question.list`: loopgate's agents never ask questions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionListResult {
+    pub questions: Vec<serde_json::Value>,
+}

@@ -126,8 +126,8 @@ impl Reader {
     }
 }
 
-/// One transcript row: `seq`, role, text column, entry JSON.
-type Row = (i64, String, Option<String>, String);
+/// One transcript row: `seq`, role, text column, entry JSON, the run that wrote it.
+type Row = (i64, String, Option<String>, String, Option<String>);
 
 /// A session's current window.
 struct Window {
@@ -202,13 +202,13 @@ fn window(
         None
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT seq, role, text, entry_json FROM transcript
+        "SELECT seq, role, text, entry_json, run_id FROM transcript
          WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
          ORDER BY seq DESC LIMIT ?3",
     )?;
     let rows = stmt.query_map(
         params![b.session_id, b.after(for_model), limit as i64],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )?;
     let mut out = Vec::with_capacity(limit.min(256));
     for row in rows {
@@ -283,17 +283,23 @@ fn display(
     let mut budget = MAX_DISPLAY_BYTES;
     let mut messages: Vec<Value> = rows
         .into_iter()
-        .map_while(|(_, role, _, json)| {
+        .map_while(|(_, role, _, json, run_id)| {
             let size = json.len();
             if size > budget {
                 return None;
             }
             budget -= size;
-            Some((role, json))
+            Some((role, json, run_id))
         })
-        .filter_map(|(role, json)| {
+        .filter_map(|(role, json, run_id)| {
             let entry = parse_entry(&json).ok()?;
-            let message = entry.get("message")?.clone();
+            let mut message = entry.get("message")?.clone();
+            // A user message names the request that sent it (its run id is the request's
+            // idempotency key), as OpenClaw's transcript does: a client confirms a send by it.
+            if let (true, Some(run), Some(obj)) = (role == "user", run_id, message.as_object_mut())
+            {
+                obj.entry("idempotencyKey").or_insert(Value::String(run));
+            }
             if role == "assistant" && tool_calls_of(&message).is_empty() {
                 let text = text_of(&message);
                 if text.trim().is_empty() || text.trim() == "NO_REPLY" {
@@ -402,7 +408,7 @@ impl HistoryCache {
             let Window { summary, rows } = window(conn, &key, limit, true)?;
             let last_seq = rows.first().map_or(0, |r| r.0);
             let mut items = std::collections::VecDeque::with_capacity(rows.len());
-            for (seq, role, text, json) in rows.into_iter().rev() {
+            for (seq, role, text, json, _) in rows.into_iter().rev() {
                 items.push_back(history_item(seq, role, text, &json)?);
             }
             let bytes = items.iter().map(item_bytes).sum::<usize>()
