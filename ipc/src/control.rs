@@ -168,6 +168,9 @@ pub struct HookSpec {
     pub timeout_ms: u64,
 }
 
+/// A model's context window in tokens when its provider sets none.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+
 /// Who may run `exec`. Crosses the link as its lowercase name (as the string it was in v1);
 /// a name this build does not know is `Unknown`, treated as `Deny`.
 ///

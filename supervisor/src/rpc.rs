@@ -370,7 +370,10 @@ async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
             count: all.count,
             defaults: SessionDefaultsStatus {
                 model: main_model.map(|m| format!("{}/{}", m.provider, m.model)),
-                context_tokens: main_model.and_then(|m| m.context_window),
+                context_tokens: main_model.map(|m| {
+                    m.context_window
+                        .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW)
+                }),
             },
             recent: all.recent,
             by_agent,
@@ -1015,7 +1018,10 @@ async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 defaults: model.map(|m| HistoryDefaults {
                     model_provider: m.provider,
                     model: m.model,
-                    context_tokens: m.context_window,
+                    context_tokens: Some(
+                        m.context_window
+                            .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW),
+                    ),
                 }),
                 session_info: info,
             };
@@ -1154,6 +1160,10 @@ fn session_row(
         total_tokens: Some(r.total_tokens),
         model: model.map(|m| m.model.clone()),
         model_provider: model.map(|m| m.provider.clone()),
+        context_tokens: model.map(|m| {
+            m.context_window
+                .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW)
+        }),
         label: r.label.clone(),
         last_read_at: r.last_read_at,
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))

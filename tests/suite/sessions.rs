@@ -87,6 +87,8 @@ async fn a_subscriber_sees_a_run_start_and_settle_r_d1() {
         "{l}"
     );
     assert_eq!(l["payload"]["nextOffset"], Value::Null, "{l}");
+    // The TUI shows tokens against the model's context window.
+    assert_eq!(row["contextTokens"], 128_000, "{l}");
 
     // With list params, the answer also holds the list.
     let r = sub.call("sessions.subscribe", json!({"limit": 5})).await;
@@ -354,26 +356,45 @@ async fn history_names_the_send_and_follow_answers_r_d3() {
     let gw = Gateway::start().await;
     let mut c = gw.connect().await;
     let r = c
-        .call("sessions.messages.subscribe", json!({"key": "m", "includeApprovals": true}))
+        .call(
+            "sessions.messages.subscribe",
+            json!({"key": "m", "includeApprovals": true}),
+        )
         .await;
     assert_eq!(
         (&r["payload"]["subscribed"], &r["payload"]["key"]),
         (&json!(true), &json!("agent:main:m")),
         "{r}"
     );
-    assert_eq!(r["payload"]["approvalReplay"]["approvals"], json!([]), "{r}");
+    assert_eq!(
+        r["payload"]["approvalReplay"]["approvals"],
+        json!([]),
+        "{r}"
+    );
     let id = c
-        .send("chat.send", json!({"sessionKey": "m", "message": "hello", "idempotencyKey": "send-1"}))
+        .send(
+            "chat.send",
+            json!({"sessionKey": "m", "message": "hello", "idempotencyKey": "send-1"}),
+        )
         .await;
     assert_eq!(c.res(&id).await["payload"]["status"], "started");
     c.wait_for(|f| f["event"] == "chat" && f["payload"]["state"] == "final")
         .await;
     let h = c.call("chat.history", json!({"sessionKey": "m"})).await;
     let user = &h["payload"]["messages"][0];
-    assert_eq!((&user["role"], &user["idempotencyKey"]), (&json!("user"), &json!("send-1")), "{h}");
-    assert!(h["payload"]["messages"][1].get("idempotencyKey").is_none(), "{h}");
+    assert_eq!(
+        (&user["role"], &user["idempotencyKey"]),
+        (&json!("user"), &json!("send-1")),
+        "{h}"
+    );
+    assert!(
+        h["payload"]["messages"][1].get("idempotencyKey").is_none(),
+        "{h}"
+    );
 
-    let r = c.call("sessions.messages.unsubscribe", json!({"key": "m"})).await;
+    let r = c
+        .call("sessions.messages.unsubscribe", json!({"key": "m"}))
+        .await;
     assert_eq!(r["payload"]["subscribed"], false, "{r}");
     let q = c.call("question.list", json!({})).await;
     assert_eq!(q["payload"], json!({"questions": []}), "{q}");

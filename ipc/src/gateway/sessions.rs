@@ -55,6 +55,9 @@ pub struct SessionRow {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_provider: Option<String>,
+    /// The model's context window, in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
     /// Set with `sessions.patch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
@@ -91,6 +94,7 @@ impl SessionRow {
             total_tokens: None,
             model: None,
             model_provider: None,
+            context_tokens: None,
             label: None,
             last_read_at: None,
         }

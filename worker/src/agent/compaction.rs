@@ -11,7 +11,7 @@ use crate::llm::{ChatMessage, ModelRequest};
 use crate::tools::ToolDef;
 
 /// Context window assumed when the provider's is not configured.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+pub use ipc::control::DEFAULT_CONTEXT_WINDOW;
 /// Default reply reserve and recent tail, each at most a quarter of the window.
 const DEFAULT_RESERVE: u64 = 20_000;
 const DEFAULT_KEEP_RECENT: u64 = 20_000;
