@@ -1564,10 +1564,22 @@ async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     };
     let op = SessionOp::Reset {
         session_key: route.session_key.clone(),
-        reason,
+        reason: reason.clone(),
     };
     match session_op(gw, out, route.agent_id.clone(), op).await {
         Ok(entry) => {
+            // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
+            if let Ok(mut row) = session_info(gw, &route).await {
+                row.session_id = entry
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(row.session_id);
+                gw.hub
+                    .publish_deferred(&crate::events::Deferred::sessions_changed(
+                        &SessionsChanged::changed(&reason, now_ms(), row),
+                    ));
+            }
             out.ok(&req.id, json!({"ok": true, "key": route.session_key, "entry": entry, "resolved": {"agentId": route.agent_id}}))
                 .await;
         }

@@ -400,3 +400,28 @@ async fn history_names_the_send_and_follow_answers_r_d3() {
     assert_eq!(q["payload"], json!({"questions": []}), "{q}");
     gw.logs.assert_clean(&[]);
 }
+
+/// After `sessions.reset`, subscribers get `sessions.changed` with the reason and the
+/// session id, so a client drops the old transcript it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_is_told_to_subscribers_r_d3() {
+    let gw = Gateway::start().await;
+    let mut sub = gw.connect().await;
+    sub.call("sessions.subscribe", json!({})).await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "rs-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let r = c
+        .call("sessions.reset", json!({"key": "main", "reason": "new"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let ev = sub
+        .wait_for(|f| f["event"] == "sessions.changed" && f["payload"]["reason"] == "new")
+        .await;
+    let p = &ev["payload"];
+    assert_eq!(p["sessionKey"], "agent:main:main", "{ev}");
+    assert!(p["session"]["sessionId"].is_string(), "{ev}");
+    gw.logs.assert_clean(&[]);
+}
