@@ -13,13 +13,14 @@ use ipc::gateway::{
     ChatSendAck, ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
     GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
     HistoryPageExtras, HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry,
-    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, SessionDefaults,
-    SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult, SessionPreview,
-    SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams, SessionsDeleteResult,
-    SessionsDescribeParams, SessionsDescribeResult, SessionsListParams, SessionsListResult,
-    SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams, SessionsPreviewResult,
-    SessionsResetParams, SessionsStatus, SessionsSubscribeResult, StatusParams, StatusSummary,
-    TaskAudit, TaskCounts, WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef,
+    SessionDefaults, SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult,
+    SessionPreview, SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams,
+    SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult, SessionsListParams,
+    SessionsListResult, SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams,
+    SessionsPreviewResult, SessionsResetParams, SessionsResetResult, SessionsStatus,
+    SessionsSubscribeResult, StatusParams, StatusSummary, TaskAudit, TaskCounts,
+    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -1531,14 +1532,19 @@ async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     };
     out.sessions_subscribed.store(true, Ordering::Relaxed);
     if p == SessionsListParams::default() {
-        return out
-            .ok_with(&req.id, &SessionsSubscribeResult { subscribed: true })
-            .await;
+        let result = SessionsSubscribeResult {
+            subscribed: true,
+            list: None,
+        };
+        return out.ok_with(&req.id, &result).await;
     }
     match session_page(gw, &p).await {
         Ok(list) => {
-            out.ok(&req.id, json!({"subscribed": true, "list": list}))
-                .await
+            let result = SessionsSubscribeResult {
+                subscribed: true,
+                list: Some(list),
+            };
+            out.ok_with(&req.id, &result).await
         }
         Err(e) => out.err(&req.id, e).await,
     }
@@ -1580,8 +1586,15 @@ async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                         &SessionsChanged::changed(&reason, now_ms(), row),
                     ));
             }
-            out.ok(&req.id, json!({"ok": true, "key": route.session_key, "entry": entry, "resolved": {"agentId": route.agent_id}}))
-                .await;
+            let result = SessionsResetResult {
+                ok: true,
+                key: route.session_key,
+                entry,
+                resolved: ResolvedAgentRef {
+                    agent_id: route.agent_id,
+                },
+            };
+            out.ok_with(&req.id, &result).await;
         }
         Err(e) => out.err(&req.id, session_error(e)).await,
     }

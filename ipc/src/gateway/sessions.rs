@@ -239,10 +239,28 @@ pub struct PreviewItem {
     pub text: String,
 }
 
-/// The answer to `sessions.subscribe`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The answer to `sessions.subscribe` (with `list` when it was given list params).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionsSubscribeResult {
     pub subscribed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<SessionsListResult>,
+}
+
+/// The answer to `sessions.reset`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionsResetResult {
+    pub ok: bool,
+    pub key: String,
+    /// The session as the worker reset it (`sessionId`, `updatedAt`).
+    pub entry: serde_json::Value,
+    pub resolved: ResolvedAgentRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedAgentRef {
+    pub agent_id: String,
 }
 
 /// A `sessions.changed` event for a run's lifecycle: `phase` `start` when it starts, `end` or
