@@ -534,6 +534,11 @@ pub enum EventBody {
         #[serde(default)]
         tokens_after: Option<u64>,
     },
+    /// Since: protocol v1 (added later; an older supervisor reads it as `Unknown`). A
+    /// message was recorded in the session's transcript: `message_json` is it as
+    /// `chat.history` shows it. Its `seq` repeats the run's last event's (it is not a run
+    /// event of its own).
+    Message { message_json: String },
     #[serde(other)]
     Unknown,
 }
@@ -565,6 +570,10 @@ impl fmt::Debug for EventBody {
                 .debug_struct("Compaction")
                 .field("phase", phase)
                 .field("completed", completed)
+                .finish(),
+            EventBody::Message { message_json } => f
+                .debug_struct("Message")
+                .field("len", &message_json.len())
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

@@ -35,6 +35,9 @@ pub struct HubEvent {
     pub cap: Option<&'static str>,
     /// Only connections that called `sessions.subscribe` get the event.
     pub subscribers_only: bool,
+    /// Only `sessions.subscribe` subscribers and connections following this session
+    /// (`sessions.messages.subscribe`) get the event.
+    pub session: Option<Arc<str>>,
 }
 
 /// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
@@ -45,6 +48,7 @@ pub struct Deferred {
     drop_if_slow: bool,
     cap: Option<&'static str>,
     subscribers_only: bool,
+    session: Option<Arc<str>>,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -71,6 +75,19 @@ impl Deferred {
             drop_if_slow: false,
             cap: None,
             subscribers_only: false,
+            session: None,
+        }
+    }
+
+    /// A `session.message` event, for session subscribers and the session's followers.
+    pub fn session_message(ev: &ipc::gateway::SessionMessage) -> Self {
+        Self {
+            event: ipc::gateway::events::SESSION_MESSAGE,
+            payload: serialized(ev),
+            drop_if_slow: false,
+            cap: None,
+            subscribers_only: false,
+            session: Some(Arc::from(ev.session_key.as_str())),
         }
     }
 
@@ -82,6 +99,7 @@ impl Deferred {
             drop_if_slow: true,
             cap: None,
             subscribers_only: false,
+            session: None,
         }
     }
 
@@ -94,6 +112,7 @@ impl Deferred {
             drop_if_slow: true,
             cap: None,
             subscribers_only: true,
+            session: None,
         }
     }
 
@@ -105,6 +124,7 @@ impl Deferred {
             drop_if_slow: matches!(ev.state, ChatState::Delta { .. }),
             cap: None,
             subscribers_only: false,
+            session: None,
         }
     }
 
@@ -163,17 +183,19 @@ impl EventHub {
             drop_if_slow: false,
             cap: None,
             subscribers_only: false,
+            session: None,
         };
         self.publish_deferred(&d);
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        let (event, payload, drop_if_slow, cap, subscribers_only) = (
+        let (event, payload, drop_if_slow, cap, subscribers_only, session) = (
             d.event,
             d.payload.clone(),
             d.drop_if_slow,
             d.cap,
             d.subscribers_only,
+            d.session.clone(),
         );
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         *last += 1;
@@ -185,6 +207,7 @@ impl EventHub {
             drop_if_slow,
             cap,
             subscribers_only,
+            session,
         }));
     }
 }

@@ -492,7 +492,15 @@ pub async fn serve_connection<S: FrameSource>(
                         let wanted = (!needs_read || read)
                             && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c))
                             && (!ev.subscribers_only
-                                || out.sessions_subscribed.load(Ordering::Relaxed));
+                                || out.sessions_subscribed.load(Ordering::Relaxed))
+                            && ev.session.as_deref().is_none_or(|key| {
+                                out.sessions_subscribed.load(Ordering::Relaxed)
+                                    || out
+                                        .message_keys
+                                        .lock()
+                                        .map(|k| k.contains(key))
+                                        .unwrap_or(false)
+                            });
                         if wanted && !out.offer_event(ev, &mut seq, cap) {
                             break;
                         }

@@ -6,8 +6,8 @@ use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal};
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, SessionRow, SessionsChanged,
-    TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
+    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, SessionMessage, SessionRow,
+    SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -42,13 +42,15 @@ impl RunRef<'_> {
 }
 
 /// A lifecycle change, and for a terminal one the chat event that ends the run in the UI.
-/// `text` is the run's assistant text so far (the chat `final` carries it).
+/// `text` is the run's assistant text so far (the chat `final` carries it); `recorded` is
+/// where its reply was recorded (`{id, seq, runId}`), when it was.
 pub fn lifecycle(
     run: &RunRef<'_>,
     seq: u64,
     ts: u64,
     l: &Lifecycle,
     text: &str,
+    recorded: Option<&Value>,
 ) -> Option<(AgentEvent, Option<ChatEvent>)> {
     let phase = match l.phase {
         Phase::Start => LifecyclePhase::Start,
@@ -71,8 +73,16 @@ pub fn lifecycle(
     );
     let chat = match phase {
         LifecyclePhase::End => Some(ChatState::Final {
-            message: (!text.is_empty()).then(|| ChatMessage::assistant(text, ts)),
+            message: (!text.is_empty()).then(|| ChatMessage {
+                recorded: recorded.cloned(),
+                ..ChatMessage::assistant(text, ts)
+            }),
             stop_reason: l.stop_reason.clone(),
+            message_id: recorded
+                .and_then(|r| r.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            message_seq: recorded.and_then(|r| r.get("seq")).and_then(Value::as_i64),
         }),
         LifecyclePhase::Error if l.aborted == Some(true) => Some(ChatState::Aborted {
             stop_reason: l.stop_reason.clone(),
@@ -116,6 +126,23 @@ pub fn assistant(
         },
     );
     (agent, chat)
+}
+
+/// A `session.message` for a message the worker recorded (`message`: as history shows it,
+/// with its `__openclaw` place).
+pub fn session_message(run: &RunRef<'_>, message: Value) -> SessionMessage {
+    let place = message.get("__openclaw");
+    SessionMessage {
+        session_key: run.session_key.to_owned(),
+        agent_id: run.agent_id.to_owned(),
+        run_id: run.run_id.to_owned(),
+        message_id: place
+            .and_then(|p| p.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        message_seq: place.and_then(|p| p.get("seq")).and_then(Value::as_i64),
+        message,
+    }
 }
 
 /// What a tool event from the worker says.
@@ -423,7 +450,7 @@ mod tests {
     #[test]
     fn lifecycle_start_and_finishing_have_no_chat_event() {
         for phase in [Phase::Start, Phase::Finishing] {
-            let (agent, chat) = lifecycle(&RUN, 1, 5, &lc(phase), "").unwrap();
+            let (agent, chat) = lifecycle(&RUN, 1, 5, &lc(phase), "", None).unwrap();
             assert!(chat.is_none());
             let v = to_json(&agent);
             assert_eq!(v["stream"], "lifecycle");
@@ -445,14 +472,14 @@ mod tests {
                 )
             );
         }
-        assert!(lifecycle(&RUN, 1, 5, &lc(Phase::Unknown), "").is_none());
+        assert!(lifecycle(&RUN, 1, 5, &lc(Phase::Unknown), "", None).is_none());
     }
 
     #[test]
     fn lifecycle_end_carries_the_text_in_chat_final() {
         let mut l = lc(Phase::End);
         l.stop_reason = Some("stop".into());
-        let (agent, chat) = lifecycle(&RUN, 7, 30, &l, "hello").unwrap();
+        let (agent, chat) = lifecycle(&RUN, 7, 30, &l, "hello", None).unwrap();
         assert_eq!(
             to_json(&agent)["data"],
             json!({"phase": "end", "startedAt": 10, "endedAt": 20, "stopReason": "stop"})
@@ -466,7 +493,7 @@ mod tests {
             json!({"role": "assistant", "content": [{"type": "text", "text": "hello"}], "timestamp": 30})
         );
         // No text: no message at all.
-        let (_, chat) = lifecycle(&RUN, 7, 30, &l, "").unwrap();
+        let (_, chat) = lifecycle(&RUN, 7, 30, &l, "", None).unwrap();
         assert!(to_json(&chat.unwrap()).get("message").is_none());
     }
 
@@ -474,14 +501,14 @@ mod tests {
     fn lifecycle_error_is_chat_error_or_aborted() {
         let mut l = lc(Phase::Error);
         l.stop_reason = Some("timeout".into());
-        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "").unwrap().1.unwrap());
+        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "", None).unwrap().1.unwrap());
         assert_eq!(
             (&chat["state"], &chat["errorKind"], &chat["errorMessage"]),
             (&json!("error"), &json!("timeout"), &json!("boom"))
         );
         l.aborted = Some(true);
         l.stop_reason = Some("user".into());
-        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "").unwrap().1.unwrap());
+        let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "", None).unwrap().1.unwrap());
         assert_eq!(
             (&chat["state"], &chat["stopReason"], &chat["errorMessage"]),
             (&json!("aborted"), &json!("user"), &json!("boom"))
@@ -579,6 +606,7 @@ mod tests {
                 ..lc(Phase::Error)
             },
             "",
+            None,
         )
         .unwrap();
         assert_eq!(agent, live.0);

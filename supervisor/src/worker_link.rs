@@ -337,6 +337,8 @@ struct Streaming {
     started_at: Option<u64>,
     /// Terminal events held until the outcome is durable.
     deferred: Vec<Deferred>,
+    /// Where the run's reply was recorded (`{id, seq, runId}`), for its chat `final`.
+    reply_place: Option<serde_json::Value>,
 }
 
 async fn relay(
@@ -612,6 +614,7 @@ fn publish(
                     last_seq: ev.seq,
                     started_at: l.started_at,
                     deferred: Vec::new(),
+                    reply_place: None,
                 },
             );
         }
@@ -626,20 +629,22 @@ fn publish(
         agent_id,
     };
     match &ev.body {
-        EventBody::Lifecycle(l) => match p::lifecycle(&run, ev.seq, ev.ts, l, &st.text) {
-            // Terminal: held until the control actor has recorded the outcome.
-            Some((agent, Some(chat))) => st
-                .deferred
-                .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
-            Some((agent, None)) => {
-                hub.publish_deferred(&Deferred::agent(&agent));
-                if l.phase == Phase::Start {
-                    let changed = p::session_run_started(&run, ev.ts);
-                    hub.publish_deferred(&Deferred::sessions_changed(&changed));
+        EventBody::Lifecycle(l) => {
+            match p::lifecycle(&run, ev.seq, ev.ts, l, &st.text, st.reply_place.as_ref()) {
+                // Terminal: held until the control actor has recorded the outcome.
+                Some((agent, Some(chat))) => st
+                    .deferred
+                    .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
+                Some((agent, None)) => {
+                    hub.publish_deferred(&Deferred::agent(&agent));
+                    if l.phase == Phase::Start {
+                        let changed = p::session_run_started(&run, ev.ts);
+                        hub.publish_deferred(&Deferred::sessions_changed(&changed));
+                    }
                 }
+                None => {}
             }
-            None => {}
-        },
+        }
         EventBody::Assistant { delta } => {
             st.text.push_str(delta);
             let run = RunRef {
@@ -690,6 +695,31 @@ fn publish(
             if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
                 hub.publish_deferred(&Deferred::agent(&agent));
             }
+        }
+        EventBody::Message { message_json } => {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(message_json) else {
+                tracing::warn!(
+                    run_id = ev.run_id.as_str(),
+                    "A recorded message from the worker is not JSON; not told to clients."
+                );
+                return;
+            };
+            let is_reply = message.get("role").and_then(|r| r.as_str()) == Some("assistant")
+                && !message
+                    .get("content")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "toolCall"));
+            if is_reply {
+                st.reply_place = message.get("__openclaw").cloned();
+            }
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
+            hub.publish_deferred(&Deferred::session_message(&p::session_message(
+                &run, message,
+            )));
         }
         EventBody::Unknown => {}
     }

@@ -425,3 +425,66 @@ async fn a_reset_is_told_to_subscribers_r_d3() {
     assert!(p["session"]["sessionId"].is_string(), "{ev}");
     gw.logs.assert_clean(&[]);
 }
+
+/// A connection that follows a session gets `session.message` for each message recorded
+/// (the user's, then the reply), each with its place; the chat `final` names the place of the
+/// reply, and history shows the same places: a client matches its live copy with history's.
+/// A connection that follows nothing gets no `session.message`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_get_each_recorded_message_with_its_place_r_d3() {
+    let gw = Gateway::start().await;
+    let mut follower = gw.connect().await;
+    follower
+        .call("sessions.messages.subscribe", json!({"key": "f"}))
+        .await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "placed", "idempotencyKey": "place-1", "sessionKey": "f"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let msg = |f: &Value, role: &str| {
+        f["event"] == "session.message"
+            && f["payload"]["sessionKey"] == "agent:main:f"
+            && f["payload"]["message"]["role"] == role
+    };
+    let user = follower.wait_for(|f| msg(f, "user")).await;
+    let reply = follower.wait_for(|f| msg(f, "assistant")).await;
+    assert_eq!(
+        user["payload"]["message"]["idempotencyKey"], "place-1",
+        "{user}"
+    );
+    assert_eq!(user["payload"]["runId"], "place-1");
+    let final_ev = follower
+        .wait_for(|f| f["event"] == "chat" && f["payload"]["state"] == "final")
+        .await;
+    let fp = &final_ev["payload"];
+    assert_eq!(fp["messageId"], reply["payload"]["messageId"], "{final_ev}");
+    assert_eq!(
+        fp["messageSeq"], reply["payload"]["messageSeq"],
+        "{final_ev}"
+    );
+    assert_eq!(
+        fp["message"]["__openclaw"]["id"],
+        reply["payload"]["messageId"]
+    );
+
+    let h = c.call("chat.history", json!({"sessionKey": "f"})).await;
+    let shown = &h["payload"]["messages"];
+    assert_eq!(
+        shown[0]["__openclaw"]["id"], user["payload"]["messageId"],
+        "{h}"
+    );
+    assert_eq!(
+        shown[1]["__openclaw"]["id"], reply["payload"]["messageId"],
+        "{h}"
+    );
+    assert_eq!(
+        shown[1]["__openclaw"]["seq"], reply["payload"]["messageSeq"],
+        "{h}"
+    );
+    assert!(
+        !c.seen.iter().any(|f| f["event"] == "session.message"),
+        "a connection that follows nothing got session.message"
+    );
+    gw.logs.assert_clean(&[]);
+}

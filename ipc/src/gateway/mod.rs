@@ -168,12 +168,15 @@ pub mod events {
     pub const SESSIONS_CHANGED: &str = "sessions.changed";
     /// The live connections, after one connects or leaves.
     pub const PRESENCE: &str = "presence";
+    /// A message recorded in a session's transcript.
+    pub const SESSION_MESSAGE: &str = "session.message";
     /// Events advertised in `hello-ok.features.events`.
     pub const ADVERTISED: &[&str] = &[
         CONNECT_CHALLENGE,
         AGENT,
         CHAT,
         SESSIONS_CHANGED,
+        SESSION_MESSAGE,
         PRESENCE,
         TICK,
         SHUTDOWN,

@@ -139,6 +139,11 @@ pub enum ChatState {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<ChatMessage>,
         stop_reason: Option<String>,
+        /// Where the reply was recorded: clients match it with its `chat.history` copy.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_seq: Option<i64>,
     },
     Error {
         error_message: Option<String>,
@@ -166,6 +171,13 @@ pub struct ChatMessage {
     pub role: String,
     pub content: Vec<TextBlock>,
     pub timestamp: u64,
+    /// `{id, seq, runId}` of the recorded message, as in `chat.history`.
+    #[serde(
+        rename = "__openclaw",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub recorded: Option<Value>,
 }
 
 impl ChatMessage {
@@ -174,8 +186,25 @@ impl ChatMessage {
             role: "assistant".into(),
             content: vec![TextBlock::new(text)],
             timestamp,
+            recorded: None,
         }
     }
+}
+
+/// A `session.message` event: a message was recorded in a session's transcript, as
+/// `chat.history` shows it. To `sessions.subscribe` subscribers and to connections that
+/// follow the session (`sessions.messages.subscribe`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessage {
+    pub session_key: String,
+    pub agent_id: String,
+    pub run_id: String,
+    pub message: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_seq: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,6 +419,8 @@ mod tests {
         let fin = ChatState::Final {
             message: None,
             stop_reason: Some("stop".into()),
+            message_id: None,
+            message_seq: None,
         };
         assert_eq!(
             serde_json::to_value(&fin).unwrap(),

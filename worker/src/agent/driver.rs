@@ -72,8 +72,11 @@ pub async fn drive(
             user_text: run.message.clone(),
         })
         .await;
+    // The user message, told to clients once the run has started.
+    let mut user_message = None;
     let first = match begun {
-        Ok((session_id, created)) => {
+        Ok((session_id, created, user)) => {
+            user_message = user.display;
             if created {
                 ctx.observe_later(&hook_ctx, "session_start", || {
                     vec![json!({"sessionId": session_id})]
@@ -115,6 +118,7 @@ pub async fn drive(
                             compaction_hooks(&ctx, &hook_ctx, &body);
                         }
                         seq += 1;
+                        let started = matches!(&body, EventBody::Lifecycle(l) if l.phase == ipc::control::Phase::Start);
                         let ev = RunEvent {
                             run_id: run.run_id.clone(),
                             seq,
@@ -123,6 +127,11 @@ pub async fn drive(
                         };
                         // If the supervisor is gone, the run still finishes and persists.
                         let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
+                        if started {
+                            if let Some(m) = user_message.take() {
+                                told(&ctx, &run.run_id, seq, m).await;
+                            }
+                        }
                     }
                     Action::CallModel(req) => call = Some(start_model(&ctx, req)),
                     Action::AbortModel => {
@@ -135,7 +144,12 @@ pub async fn drive(
                             .writer
                             .append(run.session_key.clone(), run.run_id.clone(), *m)
                             .await;
-                        pending.push_back(Input::Appended(res));
+                        if let Ok(a) = &res {
+                            if let Some(m) = a.display.clone() {
+                                told(&ctx, &run.run_id, seq, m).await;
+                            }
+                        }
+                        pending.push_back(Input::Appended(res.map(|a| a.seq)));
                     }
                     Action::Compact(k) => {
                         let res = ctx
@@ -148,7 +162,13 @@ pub async fn drive(
                     Action::AbortTool => tool = None,
                     Action::Persist(f) => {
                         let res = ctx.writer.finish(*f).await;
-                        pending.push_back(Input::Persisted(res));
+                        // The reply is told before the lifecycle end that follows it.
+                        if let Ok(Some(a)) = &res {
+                            if let Some(m) = a.display.clone() {
+                                told(&ctx, &run.run_id, seq, m).await;
+                            }
+                        }
+                        pending.push_back(Input::Persisted(res.map(|_| ())));
                     }
                     Action::Finish(mut t) => {
                         if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
@@ -273,6 +293,20 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
                 .await
         }),
     }
+}
+
+/// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
+/// a run event of its own).
+async fn told(ctx: &Arc<Ctx>, run_id: &str, seq: u64, message: serde_json::Value) {
+    let ev = RunEvent {
+        run_id: run_id.to_owned(),
+        seq,
+        ts: now_ms(),
+        body: EventBody::Message {
+            message_json: message.to_string(),
+        },
+    };
+    let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
 }
 
 /// `before_compaction` / `after_compaction` observers, from the compaction events.

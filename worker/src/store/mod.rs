@@ -79,6 +79,16 @@ pub struct Compaction {
     pub created_at: u64,
 }
 
+/// A message just recorded in a transcript: where, and as `chat.history` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Appended {
+    pub seq: i64,
+    pub entry_id: String,
+    /// The display projection ([`reader::display_message`]); `None` when history hides it
+    /// (an empty or silent reply).
+    pub display: Option<serde_json::Value>,
+}
+
 /// A transcript message to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewMessage {

@@ -265,6 +265,40 @@ fn tool_calls_of(message: &Value) -> Vec<crate::tools::ToolCall> {
 /// link's 16 MiB frame cap); older messages past it are left out.
 pub const MAX_DISPLAY_BYTES: usize = 8 * 1024 * 1024;
 
+/// A transcript message as clients see it (`chat.history`, `session.message`), or `None`
+/// for one history hides (an assistant message with no visible text and no tool calls, or
+/// only the silent `NO_REPLY`). It carries where it is (`__openclaw: {id, seq, runId?}`,
+/// as OpenClaw's does: clients match live and fetched copies by it), and a user message
+/// names the request that sent it (`idempotencyKey`: its run id), which is how a client
+/// confirms a send.
+pub fn display_message(
+    role: &str,
+    mut message: Value,
+    entry_id: &str,
+    seq: i64,
+    run_id: Option<&str>,
+) -> Option<Value> {
+    if role == "assistant" && tool_calls_of(&message).is_empty() {
+        let text = text_of(&message);
+        if text.trim().is_empty() || text.trim() == "NO_REPLY" {
+            return None;
+        }
+    }
+    let obj = message.as_object_mut()?;
+    let mut meta = serde_json::Map::new();
+    meta.insert("id".into(), Value::String(entry_id.to_owned()));
+    meta.insert("seq".into(), Value::from(seq));
+    if let Some(run) = run_id {
+        meta.insert("runId".into(), Value::String(run.to_owned()));
+        if role == "user" {
+            obj.entry("idempotencyKey")
+                .or_insert(Value::String(run.to_owned()));
+        }
+    }
+    obj.insert("__openclaw".into(), Value::Object(meta));
+    Some(message)
+}
+
 fn display(
     conn: &Connection,
     session_key: &str,
@@ -283,30 +317,19 @@ fn display(
     let mut budget = MAX_DISPLAY_BYTES;
     let mut messages: Vec<Value> = rows
         .into_iter()
-        .map_while(|(_, role, _, json, run_id)| {
+        .map_while(|(seq, role, _, json, run_id)| {
             let size = json.len();
             if size > budget {
                 return None;
             }
             budget -= size;
-            Some((role, json, run_id))
+            Some((seq, role, json, run_id))
         })
-        .filter_map(|(role, json, run_id)| {
+        .filter_map(|(seq, role, json, run_id)| {
             let entry = parse_entry(&json).ok()?;
-            let mut message = entry.get("message")?.clone();
-            // A user message names the request that sent it (its run id is the request's
-            // idempotency key), as OpenClaw's transcript does: a client confirms a send by it.
-            if let (true, Some(run), Some(obj)) = (role == "user", run_id, message.as_object_mut())
-            {
-                obj.entry("idempotencyKey").or_insert(Value::String(run));
-            }
-            if role == "assistant" && tool_calls_of(&message).is_empty() {
-                let text = text_of(&message);
-                if text.trim().is_empty() || text.trim() == "NO_REPLY" {
-                    return None;
-                }
-            }
-            Some(message)
+            let message = entry.get("message")?.clone();
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+            display_message(&role, message, id, seq, run_id.as_deref())
         })
         .collect();
     messages.reverse();
@@ -544,7 +567,8 @@ mod tests {
                     },
                 )
                 .await
-                .unwrap();
+                .unwrap()
+                .seq;
             w.append(
                 KEY.into(),
                 run.into(),

@@ -10,7 +10,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{schema, AuditRecord, BeginRun, Compaction, FinishRun, NewMessage, StoreError};
+use super::{
+    schema, Appended, AuditRecord, BeginRun, Compaction, FinishRun, NewMessage, StoreError,
+};
 
 const QUEUE: usize = 4096;
 const MAX_BATCH: usize = 256;
@@ -25,14 +27,14 @@ pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
 enum Cmd {
     Begin(
         BeginRun,
-        oneshot::Sender<Result<(String, bool), StoreError>>,
+        oneshot::Sender<Result<(String, bool, Appended), StoreError>>,
     ),
     Append {
         session_key: String,
         expected_writer_run_id: String,
         run_id: String,
         message: NewMessage,
-        reply: oneshot::Sender<Result<i64, StoreError>>,
+        reply: oneshot::Sender<Result<Appended, StoreError>>,
     },
     Compact {
         session_key: String,
@@ -40,7 +42,10 @@ enum Cmd {
         compaction: Compaction,
         reply: oneshot::Sender<Result<i64, StoreError>>,
     },
-    Finish(FinishRun, oneshot::Sender<Result<(), StoreError>>),
+    Finish(
+        FinishRun,
+        oneshot::Sender<Result<Option<Appended>, StoreError>>,
+    ),
     Reset {
         session_key: String,
         reason: String,
@@ -94,22 +99,23 @@ impl Writer {
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
     /// the user message. Returns the session's transcript id.
     pub async fn begin(&self, run: BeginRun) -> Result<String, StoreError> {
-        self.begin_run(run).await.map(|(sid, _)| sid)
+        self.begin_run(run).await.map(|(sid, _, _)| sid)
     }
 
-    /// Like [`Writer::begin`], also saying whether this run created the session.
-    pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool), StoreError> {
+    /// Like [`Writer::begin`], also saying whether this run created the session, and the
+    /// user message it recorded.
+    pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool, Appended), StoreError> {
         self.tx.ask(|tx| Cmd::Begin(run, tx)).await
     }
 
     /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
-    /// Returns the message's transcript position (`seq`).
+    /// Returns where the message was recorded.
     pub async fn append(
         &self,
         session_key: String,
         expected_writer_run_id: String,
         message: NewMessage,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<Appended, StoreError> {
         self.tx
             .ask(|reply| Cmd::Append {
                 session_key,
@@ -152,7 +158,8 @@ impl Writer {
     /// Records the run's outcome. The assistant message (if any) is fenced: if the run lost
     /// its claim, the message is not written, the run is recorded as an error and
     /// `Err(Fenced)` is returned.
-    pub async fn finish(&self, f: FinishRun) -> Result<(), StoreError> {
+    /// Records the run's end; returns the assistant message it recorded, if any.
+    pub async fn finish(&self, f: FinishRun) -> Result<Option<Appended>, StoreError> {
         self.tx.ask(|tx| Cmd::Finish(f, tx)).await
     }
 
@@ -236,9 +243,9 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             // told it was fenced.
             let res = sp
                 .run(conn, |c| finish(c, &f))
-                .and_then(|fenced| match fenced {
+                .and_then(|(fenced, appended)| match fenced {
                     Some(e) => Err(e),
-                    None => Ok(()),
+                    None => Ok(appended),
                 });
             answer(reply, res)
         }
@@ -355,7 +362,7 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
     Ok(true)
 }
 
-fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool), StoreError> {
+fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool, Appended), StoreError> {
     let previous: Option<Option<String>> = c
         .prepare_cached("SELECT active_writer_run_id FROM sessions WHERE session_key = ?1")?
         .query_row(params![b.session_key], |r| r.get(0))
@@ -391,8 +398,8 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool), StoreError> {
         b.started_at as i64
     ])?;
     let user = NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at);
-    append(c, &session_id, Some(&b.run_id), &user)?;
-    Ok((session_id, previous.is_none()))
+    let appended = append(c, &session_id, Some(&b.run_id), &user)?;
+    Ok((session_id, previous.is_none(), appended))
 }
 
 /// The fence (R-C1): the session's claim must still be `expected`. Returns the session id.
@@ -439,7 +446,7 @@ fn append(
     session_id: &str,
     run_id: Option<&str>,
     m: &NewMessage,
-) -> Result<i64, StoreError> {
+) -> Result<Appended, StoreError> {
     let (seq, parent, entry_id) = next_entry(c, session_id)?;
     let mut content: Vec<serde_json::Value> = Vec::new();
     if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
@@ -484,6 +491,8 @@ fn append(
             obj.insert("errorMessage".into(), json!(e));
         }
     }
+    let display =
+        super::reader::display_message(m.role.as_str(), message.clone(), &entry_id, seq, run_id);
     let entry = json!({
         "type": "message",
         "id": entry_id,
@@ -497,7 +506,11 @@ fn append(
     )?;
     c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
         .execute(params![session_id, m.created_at as i64])?;
-    Ok(seq)
+    Ok(Appended {
+        seq,
+        entry_id,
+        display,
+    })
 }
 
 fn compact(
@@ -545,14 +558,18 @@ fn status_str(s: RunStatus) -> &'static str {
     s.as_str()
 }
 
-fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreError> {
+/// The fence error if the run was superseded, and the assistant message recorded.
+type Finished = (Option<StoreError>, Option<Appended>);
+
+fn finish(c: &Connection, f: &FinishRun) -> Result<Finished, StoreError> {
     let mut status = f.status;
     let mut error = f.error.clone();
     let mut fenced = None;
+    let mut appended = None;
     if let Some(msg) = &f.assistant {
         match check_claim(c, &f.session_key, &f.run_id) {
             Ok(sid) => {
-                append(c, &sid, Some(&f.run_id), msg)?;
+                appended = Some(append(c, &sid, Some(&f.run_id), msg)?);
             }
             Err(e @ StoreError::Fenced { .. }) => {
                 status = RunStatus::Error;
@@ -591,7 +608,7 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Option<StoreError>, StoreErro
         u.output as i64,
         u.total as i64
     ])?;
-    Ok(fenced)
+    Ok((fenced, appended))
 }
 
 /// Ends runs left `running` by a crash and releases writer claims held by runs that are not
