@@ -146,6 +146,19 @@ pub struct EventHub {
     /// The `hub_seq` of the last event published; held while publishing, so numbers follow
     /// the broadcast order.
     last: Arc<std::sync::Mutex<u64>>,
+    /// Connections that watch sessions (`sessions.subscribe`, `sessions.messages.subscribe`):
+    /// with none, session events are not built at all.
+    session_watchers: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A connection's interest in session events; counted while it lives.
+#[derive(Debug)]
+pub struct SessionWatch(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for SessionWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Default for EventHub {
@@ -160,7 +173,22 @@ impl EventHub {
         Self {
             tx,
             last: Arc::new(std::sync::Mutex::new(0)),
+            session_watchers: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         }
+    }
+
+    /// Counts a connection as watching sessions until the returned value is dropped.
+    pub fn watch_sessions(&self) -> SessionWatch {
+        self.session_watchers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SessionWatch(self.session_watchers.clone())
+    }
+
+    /// Whether any connection watches sessions (else session events need not be built).
+    pub fn sessions_watched(&self) -> bool {
+        self.session_watchers
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
     }
 
     /// A receiver of every event published from now on, and the `hub_seq` of the last one

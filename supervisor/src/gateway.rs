@@ -206,6 +206,9 @@ pub struct Out {
     pub sessions_subscribed: Arc<AtomicBool>,
     /// Sessions this connection asked for with `sessions.messages.subscribe` (bounded).
     pub message_keys: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    /// Held from the connection's first session subscription on: the hub builds session
+    /// events only while someone watches.
+    session_watch: Arc<std::sync::Mutex<Option<crate::events::SessionWatch>>>,
 }
 
 impl Out {
@@ -222,6 +225,7 @@ impl Out {
             forwarded: Arc::new(tokio::sync::watch::Sender::new(0)),
             sessions_subscribed: Arc::new(AtomicBool::new(false)),
             message_keys: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
+            session_watch: Arc::new(std::sync::Mutex::new(None)),
         };
         (out, rx, queued)
     }
@@ -236,6 +240,14 @@ impl Out {
             _ = seen.wait_for(|&n| n >= hub_seq) => {}
             _ = self.closed.cancelled() => {}
             _ = self.kill.cancelled() => {}
+        }
+    }
+
+    /// This connection watches sessions from now on (see [`EventHub::watch_sessions`]).
+    pub fn watch_sessions(&self, hub: &EventHub) {
+        let mut w = self.session_watch.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            *w = Some(hub.watch_sessions());
         }
     }
 

@@ -1289,6 +1289,9 @@ async fn session_messages(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, subsc
             )
             .await;
     }
+    if subscribe {
+        out.watch_sessions(&gw.hub);
+    }
     let approval_replay =
         (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
             session_key: route.session_key.clone(),
@@ -1531,6 +1534,7 @@ async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         return;
     };
     out.sessions_subscribed.store(true, Ordering::Relaxed);
+    out.watch_sessions(&gw.hub);
     if p == SessionsListParams::default() {
         let result = SessionsSubscribeResult {
             subscribed: true,

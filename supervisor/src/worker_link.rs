@@ -637,7 +637,7 @@ fn publish(
                     .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
                 Some((agent, None)) => {
                     hub.publish_deferred(&Deferred::agent(&agent));
-                    if l.phase == Phase::Start {
+                    if l.phase == Phase::Start && hub.sessions_watched() {
                         let changed = p::session_run_started(&run, ev.ts);
                         hub.publish_deferred(&Deferred::sessions_changed(&changed));
                     }
@@ -712,14 +712,16 @@ fn publish(
             if is_reply {
                 st.reply_place = message.get("__openclaw").cloned();
             }
-            let run = RunRef {
-                run_id: &ev.run_id,
-                session_key: &st.session_key,
-                agent_id,
-            };
-            hub.publish_deferred(&Deferred::session_message(&p::session_message(
-                &run, message,
-            )));
+            if hub.sessions_watched() {
+                let run = RunRef {
+                    run_id: &ev.run_id,
+                    session_key: &st.session_key,
+                    agent_id,
+                };
+                hub.publish_deferred(&Deferred::session_message(&p::session_message(
+                    &run, message,
+                )));
+            }
         }
         EventBody::Unknown => {}
     }

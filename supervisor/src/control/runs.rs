@@ -138,7 +138,8 @@ impl Control {
         }
         // Session subscribers learn the session's new state after the terminal events, and
         // before the session's next run may start on the wire (the gate opens below).
-        if let Some(entry) = self.runs.get(&run_id) {
+        let watched = self.deps.hub.sessions_watched();
+        if let Some(entry) = self.runs.get(&run_id).filter(|_| watched) {
             let still: Vec<String> = self
                 .runs
                 .iter()
