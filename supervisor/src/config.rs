@@ -430,6 +430,14 @@ pub struct ResolvedModel {
     pub context_window: Option<u64>,
 }
 
+impl ResolvedModel {
+    /// The model's context window: the provider's `context_window`, else the default.
+    pub fn context_tokens(&self) -> u64 {
+        self.context_window
+            .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW)
+    }
+}
+
 impl Config {
     /// Loads `path` (a missing file means all defaults), applies overrides, validates.
     pub fn load(

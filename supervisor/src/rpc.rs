@@ -371,10 +371,7 @@ async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
             count: all.count,
             defaults: SessionDefaultsStatus {
                 model: main_model.map(|m| format!("{}/{}", m.provider, m.model)),
-                context_tokens: main_model.map(|m| {
-                    m.context_window
-                        .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW)
-                }),
+                context_tokens: main_model.map(|m| m.context_tokens()),
             },
             recent: all.recent,
             by_agent,
@@ -1017,12 +1014,9 @@ async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                         .map_or(0, |r| r.len().saturating_sub(1)) as u64,
                 },
                 defaults: model.map(|m| HistoryDefaults {
+                    context_tokens: Some(m.context_tokens()),
                     model_provider: m.provider,
                     model: m.model,
-                    context_tokens: Some(
-                        m.context_window
-                            .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW),
-                    ),
                 }),
                 session_info: info,
             };
@@ -1161,20 +1155,20 @@ fn session_row(
         total_tokens: Some(r.total_tokens),
         model: model.map(|m| m.model.clone()),
         model_provider: model.map(|m| m.provider.clone()),
-        context_tokens: model.map(|m| {
-            m.context_window
-                .unwrap_or(ipc::control::DEFAULT_CONTEXT_WINDOW)
-        }),
+        context_tokens: model.map(|m| m.context_tokens()),
         label: r.label.clone(),
         last_read_at: r.last_read_at,
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
     }
 }
 
-/// One session's row (`sessionInfo`), synthesized for a key with no run yet.
-async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, ErrorShape> {
+/// The session index row of one key, if the session exists.
+async fn find_session(
+    gw: &Gateway,
+    session_key: &str,
+) -> Result<Option<crate::gatewaydb::SessionRow>, ErrorShape> {
     let q = SessionQuery {
-        key: Some(route.session_key.clone()),
+        key: Some(session_key.to_owned()),
         limit: 1,
         ..SessionQuery::default()
     };
@@ -1182,10 +1176,25 @@ async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, Er
         gw.db.sessions(q).await.map_err(|e| {
             ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500))
         })?;
+    Ok(rows.into_iter().next())
+}
+
+/// One session's row (`sessionInfo`), synthesized for a key with no run yet.
+async fn session_info(gw: &Arc<Gateway>, route: &Route) -> Result<SessionRow, ErrorShape> {
+    let found = find_session(gw, &route.session_key).await?;
+    session_info_of(gw, route, found.as_ref()).await
+}
+
+/// [`session_info`] of a row already read.
+async fn session_info_of(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    found: Option<&crate::gatewaydb::SessionRow>,
+) -> Result<SessionRow, ErrorShape> {
     let active = gw.control.active_runs().await.map_err(control_error)?;
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
     let config = gw.config();
-    Ok(match rows.first() {
+    Ok(match found {
         Some(r) => session_row(&config, r, runs),
         None => {
             let status = if runs.is_empty() { "done" } else { "running" };
@@ -1406,29 +1415,14 @@ async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
-    let q = SessionQuery {
-        key: Some(route.session_key.clone()),
-        limit: 1,
-        ..SessionQuery::default()
-    };
-    let known = match gw.db.sessions(q).await {
-        Ok((rows, _)) => !rows.is_empty(),
-        Err(e) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500)),
-                )
-                .await
-        }
-    };
-    let session = if known {
-        match session_info(gw, &route).await {
+    // One read of the index: the row it found is the one described.
+    let session = match find_session(gw, &route.session_key).await {
+        Ok(Some(found)) => match session_info_of(gw, &route, Some(&found)).await {
             Ok(row) => Some(row),
             Err(e) => return out.err(&req.id, e).await,
-        }
-    } else {
-        None
+        },
+        Ok(None) => None,
+        Err(e) => return out.err(&req.id, e).await,
     };
     out.ok_with(&req.id, &SessionsDescribeResult { session })
         .await;
@@ -1446,12 +1440,7 @@ async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         let Some(route) = route_key(gw, &req, out, key, None).await else {
             return;
         };
-        let q = SessionQuery {
-            key: Some(route.session_key.clone()),
-            limit: 1,
-            ..SessionQuery::default()
-        };
-        let known = matches!(gw.db.sessions(q).await, Ok((rows, _)) if !rows.is_empty());
+        let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
         if !known {
             previews.push(SessionPreview {
                 key: key.clone(),
