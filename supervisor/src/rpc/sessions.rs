@@ -1,0 +1,531 @@
+//! Session methods: the index (`sessions.list`, `describe`, `preview`, `patch`, `reset`,
+//! `delete`), subscriptions (`sessions.subscribe`, `sessions.messages.subscribe`) and the
+//! session row clients see.
+
+use super::*;
+
+pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+        return;
+    };
+    match session_page(gw, &p).await {
+        Ok(page) => out.ok_with(&req.id, &page).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// One page of the session index, with each session's live run state.
+pub(super) async fn session_page(
+    gw: &Arc<Gateway>,
+    p: &SessionsListParams,
+) -> Result<SessionsListResult, ErrorShape> {
+    let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+    let offset = p.offset.unwrap_or(0);
+    let agent_id = match &p.agent_id {
+        Some(raw) => match AgentId::parse(raw) {
+            Ok(id) if gw.config().agent(id.as_str()).is_some() => Some(id.as_str().to_owned()),
+            _ => {
+                return Err(ErrorShape::invalid(format!(
+                    "invalid sessions.list params: unknown agent id {raw:?}"
+                )))
+            }
+        },
+        None => None,
+    };
+    let q = SessionQuery {
+        agent_id,
+        updated_since: p
+            .active_minutes
+            .map(|m| now_ms().saturating_sub(m.saturating_mul(60_000))),
+        search: p.search.clone().filter(|s| !s.is_empty()),
+        key: None,
+        limit,
+        offset,
+    };
+    let (rows, total) =
+        gw.db.sessions(q).await.map_err(|e| {
+            ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500))
+        })?;
+    let active = gw.control.active_runs().await.map_err(control_error)?;
+    let config = gw.config();
+    let sessions: Vec<SessionRow> = rows
+        .iter()
+        .filter(|r| !p.active_only.unwrap_or(false) || active.contains_key(&r.session_key))
+        .map(|r| {
+            let runs = active.get(&r.session_key).cloned().unwrap_or_default();
+            session_row(&config, r, runs)
+        })
+        .collect();
+    let end = offset as u64 + rows.len() as u64;
+    let has_more = end < total;
+    Ok(SessionsListResult {
+        ts: now_ms(),
+        path: crate::paths::gateway_db(&config.state_dir)
+            .display()
+            .to_string(),
+        count: sessions.len() as u64,
+        total_count: total,
+        limit_applied: limit,
+        offset,
+        next_offset: has_more.then_some(end),
+        has_more,
+        owners: Vec::new(),
+        defaults: SessionDefaults {
+            default_agent_id: "main".into(),
+            main_key: "main".into(),
+            main_session_key: "agent:main:main".into(),
+        },
+        sessions,
+    })
+}
+
+/// A session index row as clients see it, with its active runs (the complete set).
+pub(super) fn session_row(
+    config: &crate::config::Config,
+    r: &crate::gatewaydb::SessionRow,
+    runs: Vec<String>,
+) -> SessionRow {
+    let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
+    let status = if runs.is_empty() {
+        crate::projection::session_status(r.last_status.as_deref())
+    } else {
+        "running"
+    };
+    SessionRow {
+        session_id: r.session_id.clone(),
+        updated_at: Some(r.updated_at),
+        last_activity_at: Some(r.updated_at),
+        created_at: Some(r.created_at),
+        last_run_id: r.last_run_id.clone(),
+        last_run_error: r.last_error.clone(),
+        input_tokens: Some(r.input_tokens),
+        output_tokens: Some(r.output_tokens),
+        total_tokens: Some(r.total_tokens),
+        model: model.map(|m| m.model.clone()),
+        model_provider: model.map(|m| m.provider.clone()),
+        context_tokens: model.map(|m| m.context_tokens()),
+        label: r.label.clone(),
+        last_read_at: r.last_read_at,
+        ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
+    }
+}
+
+/// The session index row of one key, if the session exists.
+pub(super) async fn find_session(
+    gw: &Gateway,
+    session_key: &str,
+) -> Result<Option<crate::gatewaydb::SessionRow>, ErrorShape> {
+    let q = SessionQuery {
+        key: Some(session_key.to_owned()),
+        limit: 1,
+        ..SessionQuery::default()
+    };
+    let (rows, _) =
+        gw.db.sessions(q).await.map_err(|e| {
+            ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500))
+        })?;
+    Ok(rows.into_iter().next())
+}
+
+/// One session's row (`sessionInfo`), synthesized for a key with no run yet.
+pub(super) async fn session_info(
+    gw: &Arc<Gateway>,
+    route: &Route,
+) -> Result<SessionRow, ErrorShape> {
+    let found = find_session(gw, &route.session_key).await?;
+    session_info_of(gw, route, found.as_ref()).await
+}
+
+/// [`session_info`] of a row already read.
+pub(super) async fn session_info_of(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    found: Option<&crate::gatewaydb::SessionRow>,
+) -> Result<SessionRow, ErrorShape> {
+    let active = gw.control.active_runs().await.map_err(control_error)?;
+    let runs = active.get(&route.session_key).cloned().unwrap_or_default();
+    let config = gw.config();
+    Ok(match found {
+        Some(r) => session_row(&config, r, runs),
+        None => {
+            let status = if runs.is_empty() { "done" } else { "running" };
+            SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
+        }
+    })
+}
+
+/// Sessions one connection may follow with `sessions.messages.subscribe`.
+const MAX_MESSAGE_SUBSCRIPTIONS: usize = 1024;
+
+/// `sessions.messages.subscribe` / `unsubscribe`: a follower gets the session's
+/// `session.message` events (every connection gets all sessions' `agent` and `chat` events
+/// anyway: loopgate does not offer `session-scoped-events`).
+pub(super) async fn session_messages(
+    gw: &Arc<Gateway>,
+    req: RequestFrame,
+    out: &Out,
+    subscribe: bool,
+) {
+    let Some(p) = params::<SessionMessagesParams>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let full = {
+        let mut keys = out.message_keys.lock().unwrap_or_else(|e| e.into_inner());
+        if !subscribe {
+            keys.remove(&route.session_key);
+            false
+        } else if keys.len() >= MAX_MESSAGE_SUBSCRIPTIONS && !keys.contains(&route.session_key) {
+            true
+        } else {
+            keys.insert(route.session_key.clone());
+            false
+        }
+    };
+    if full {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(format!(
+                    "a connection may follow at most {MAX_MESSAGE_SUBSCRIPTIONS} sessions"
+                )),
+            )
+            .await;
+    }
+    if subscribe {
+        out.watch_sessions(&gw.hub);
+    }
+    let approval_replay =
+        (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
+            session_key: route.session_key.clone(),
+            updated_at_ms: now_ms(),
+            approvals: Vec::new(),
+            truncated: false,
+        });
+    let result = SessionMessagesResult {
+        subscribed: subscribe,
+        key: route.session_key,
+        approval_replay,
+    };
+    out.ok_with(&req.id, &result).await;
+}
+
+/// Longest session label.
+const MAX_LABEL_CHARS: usize = 200;
+
+/// `sessions.patch`: a session's label and read mark. A model or thinking level is refused
+/// by name: this gateway cannot honour them per session yet.
+pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsPatchParams>(&req, out).await else {
+        return;
+    };
+    let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
+    if matches!(&p.model, Some(Some(_))) {
+        return out
+            .err(&req.id, invalid("model: per-session models are not supported yet; pass `model` with `agent` for one run"))
+            .await;
+    }
+    if matches!(&p.thinking_level, Some(Some(l)) if l != "off") {
+        return out
+            .err(
+                &req.id,
+                invalid("thinkingLevel: this gateway has no reasoning control yet (only \"off\")"),
+            )
+            .await;
+    }
+    if let Some(Some(l)) = &p.label {
+        if l.chars().count() > MAX_LABEL_CHARS {
+            return out
+                .err(
+                    &req.id,
+                    invalid(&format!(
+                        "label is longer than {MAX_LABEL_CHARS} characters"
+                    )),
+                )
+                .await;
+        }
+    }
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let now = now_ms();
+    let patch = crate::gatewaydb::SessionPatch {
+        label: p
+            .label
+            .clone()
+            .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
+        last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
+    };
+    let row = match gw
+        .db
+        .patch_session(
+            route.session_key.clone(),
+            route.agent_id.clone(),
+            patch,
+            now,
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500)),
+                )
+                .await
+        }
+    };
+    let config = gw.config();
+    let active = gw.control.active_runs().await.unwrap_or_default();
+    let runs = active.get(&route.session_key).cloned().unwrap_or_default();
+    let view = session_row(&config, &row, runs);
+    gw.hub
+        .publish_deferred(&crate::events::Deferred::sessions_changed(
+            &SessionsChanged::changed("patch", now, view.clone()),
+        ));
+    let result = SessionsPatchResult {
+        ok: true,
+        key: route.session_key,
+        entry: PatchedEntry {
+            session_id: row.session_id,
+            updated_at: row.updated_at,
+            label: row.label,
+            last_read_at: row.last_read_at,
+        },
+        resolved: PatchResolved {
+            model_provider: view.model_provider,
+            model: view.model,
+        },
+    };
+    out.ok_with(&req.id, &result).await;
+}
+
+/// `sessions.describe`: one session's row, `null` when there is no such session.
+pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsDescribeParams>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    // One read of the index: the row it found is the one described.
+    let session = match find_session(gw, &route.session_key).await {
+        Ok(Some(found)) => match session_info_of(gw, &route, Some(&found)).await {
+            Ok(row) => Some(row),
+            Err(e) => return out.err(&req.id, e).await,
+        },
+        Ok(None) => None,
+        Err(e) => return out.err(&req.id, e).await,
+    };
+    out.ok_with(&req.id, &SessionsDescribeResult { session })
+        .await;
+}
+
+/// `sessions.preview`: the newest visible user and assistant texts of up to 64 sessions.
+pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsPreviewParams>(&req, out).await else {
+        return;
+    };
+    let limit = p.limit.unwrap_or(12).clamp(1, 100) as usize;
+    let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
+    let mut previews = Vec::new();
+    for key in p.keys.iter().take(64) {
+        let Some(route) = route_key(gw, &req, out, key, None).await else {
+            return;
+        };
+        let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
+        if !known {
+            previews.push(SessionPreview {
+                key: key.clone(),
+                status: "missing".into(),
+                items: Vec::new(),
+            });
+            continue;
+        }
+        // Tool rows are skipped, so read more than `limit` rows.
+        let op = SessionOp::History {
+            session_key: route.session_key.clone(),
+            limit: (limit * 4).min(1000) as u32,
+        };
+        let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
+            Ok(v) => {
+                let mut items: Vec<PreviewItem> = v["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| {
+                        let role = m["role"].as_str()?;
+                        if role != "user" && role != "assistant" {
+                            return None;
+                        }
+                        let text = preview_text(m, max_chars);
+                        (!text.is_empty()).then(|| PreviewItem {
+                            role: role.to_owned(),
+                            text,
+                        })
+                    })
+                    .collect();
+                let skip = items.len().saturating_sub(limit);
+                items.drain(..skip);
+                SessionPreview {
+                    key: key.clone(),
+                    status: if items.is_empty() { "empty" } else { "ok" }.into(),
+                    items,
+                }
+            }
+            Err(_) => SessionPreview {
+                key: key.clone(),
+                status: "error".into(),
+                items: Vec::new(),
+            },
+        };
+        previews.push(preview);
+    }
+    out.ok_with(
+        &req.id,
+        &SessionsPreviewResult {
+            ts: now_ms(),
+            previews,
+        },
+    )
+    .await;
+}
+
+/// A message's text blocks, joined, cut at `max` characters with `...`.
+pub(super) fn preview_text(message: &Value, max: usize) -> String {
+    let text: String = message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_owned(),
+    }
+}
+
+/// `sessions.subscribe`: this connection gets `sessions.changed` events from now until it
+/// closes. Takes `sessions.list`'s params, as OpenClaw; with any of them set, the answer also
+/// holds that list.
+pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+        return;
+    };
+    out.sessions_subscribed.store(true, Ordering::Relaxed);
+    out.watch_sessions(&gw.hub);
+    if p == SessionsListParams::default() {
+        let result = SessionsSubscribeResult {
+            subscribed: true,
+            list: None,
+        };
+        return out.ok_with(&req.id, &result).await;
+    }
+    match session_page(gw, &p).await {
+        Ok(list) => {
+            let result = SessionsSubscribeResult {
+                subscribed: true,
+                list: Some(list),
+            };
+            out.ok_with(&req.id, &result).await
+        }
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsResetParams>(&req, out).await else {
+        return;
+    };
+    let reason = p.reason.clone().unwrap_or_else(|| "reset".into());
+    if reason != "reset" && reason != "new" {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid(
+                    "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+                ),
+            )
+            .await;
+    }
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let op = SessionOp::Reset {
+        session_key: route.session_key.clone(),
+        reason: reason.clone(),
+    };
+    match session_op(gw, out, route.agent_id.clone(), op).await {
+        Ok(entry) => {
+            // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
+            if let Ok(mut row) = session_info(gw, &route).await {
+                row.session_id = entry
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(row.session_id);
+                gw.hub
+                    .publish_deferred(&crate::events::Deferred::sessions_changed(
+                        &SessionsChanged::changed(&reason, now_ms(), row),
+                    ));
+            }
+            let result = SessionsResetResult {
+                ok: true,
+                key: route.session_key,
+                entry,
+                resolved: ResolvedAgentRef {
+                    agent_id: route.agent_id,
+                },
+            };
+            out.ok_with(&req.id, &result).await;
+        }
+        Err(e) => out.err(&req.id, session_error(e)).await,
+    }
+}
+
+pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<SessionsDeleteParams>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    if p.archived_only.unwrap_or(false) {
+        // loopgate does not archive sessions, so there is nothing archived to delete.
+        let result = SessionsDeleteResult {
+            ok: true,
+            key: route.session_key,
+            deleted: false,
+            archived: Vec::new(),
+        };
+        return out.ok_with(&req.id, &result).await;
+    }
+    let op = SessionOp::Delete {
+        session_key: route.session_key.clone(),
+        delete_transcript: p.delete_transcript.unwrap_or(true),
+    };
+    match session_op(gw, out, route.agent_id.clone(), op).await {
+        Ok(v) => {
+            let in_agent = v.get("deleted").and_then(Value::as_bool).unwrap_or(false);
+            let in_index = gw
+                .db
+                .delete_session(route.session_key.clone())
+                .await
+                .unwrap_or(false);
+            let result = SessionsDeleteResult {
+                ok: true,
+                key: route.session_key,
+                deleted: in_agent || in_index,
+                archived: Vec::new(),
+            };
+            out.ok_with(&req.id, &result).await;
+        }
+        Err(e) => out.err(&req.id, session_error(e)).await,
+    }
+}
