@@ -46,6 +46,9 @@ pub mod scopes {
 }
 
 /// Shared gateway state handed to every connection.
+/// Most entries a `presence` event carries (the newest connections).
+pub const PRESENCE_EVENT_MAX: usize = 64;
+
 pub struct Gateway {
     config: tokio::sync::watch::Sender<Arc<Config>>,
     pub control: ControlHandle,
@@ -108,7 +111,8 @@ impl Gateway {
         list
     }
 
-    /// A connection arrived (`Some`) or left (`None`); every client hears the new list.
+    /// A connection arrived (`Some`) or left (`None`); every client hears the new list (its
+    /// newest [`PRESENCE_EVENT_MAX`] entries).
     fn set_presence(&self, conn_id: &str, entry: Option<ipc::gateway::PresenceEntry>) {
         {
             let mut present = self.present.lock().unwrap_or_else(|p| p.into_inner());
@@ -117,9 +121,13 @@ impl Gateway {
                 None => present.remove(conn_id),
             };
         }
-        let ev = ipc::gateway::PresenceEvent {
-            presence: self.presence(),
-        };
+        // Every client hears every change, so the event is bounded: with many connections a
+        // connect would otherwise queue the whole list on each of them (`system-presence`
+        // still answers all of it).
+        let mut presence = self.presence();
+        let excess = presence.len().saturating_sub(PRESENCE_EVENT_MAX);
+        presence.drain(..excess);
+        let ev = ipc::gateway::PresenceEvent { presence };
         self.hub
             .publish_deferred(&crate::events::Deferred::presence(&ev));
     }
