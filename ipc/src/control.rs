@@ -14,6 +14,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::RpcError;
+pub use crate::session_ops::{
+    InputConsumed, ResetReason, SessionOp, SessionReply, StoredMessage, MAX_INPUT_RUN_IDS,
+};
 
 /// First frame on every control connection, sent by the connecting side.
 ///
@@ -157,15 +160,99 @@ pub const TOOL_NAMES: &[&str] = &["read", "write", "edit", "ls", "message", "exe
 /// Since: protocol v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookSpec {
-    /// The event name, as configured under `[[hooks.<event>]]` (see docs/operations.md for
-    /// the list; `gateway_*` events stay in the supervisor).
-    pub event: String,
+    /// The event, as configured under `[[hooks.<event>]]` (`gateway_*` events stay in the
+    /// supervisor).
+    pub event: HookEvent,
     /// Program and arguments (no shell).
     pub command: Vec<String>,
     /// Higher runs first.
     #[serde(default)]
     pub priority: i32,
     pub timeout_ms: u64,
+}
+
+/// Plugin hook events this build fires. Cross the link as their names (strings in v1, the
+/// same bytes); a name this build does not know is `Unknown` and never fires.
+///
+/// Since: protocol v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    BeforeModelResolve,
+    BeforeAgentReply,
+    GatewayStart,
+    GatewayStop,
+    BeforeToolCall,
+    AfterToolCall,
+    ToolResultPersist,
+    BeforePromptBuild,
+    BeforeAgentStart,
+    MessageSending,
+    MessageReceived,
+    MessageSent,
+    SessionStart,
+    SessionEnd,
+    AgentEnd,
+    BeforeCompaction,
+    AfterCompaction,
+    #[serde(other)]
+    Unknown,
+}
+
+impl HookEvent {
+    /// Every event that fires (not `Unknown`).
+    pub const ALL: [HookEvent; 17] = [
+        HookEvent::BeforeModelResolve,
+        HookEvent::BeforeAgentReply,
+        HookEvent::GatewayStart,
+        HookEvent::GatewayStop,
+        HookEvent::BeforeToolCall,
+        HookEvent::AfterToolCall,
+        HookEvent::ToolResultPersist,
+        HookEvent::BeforePromptBuild,
+        HookEvent::BeforeAgentStart,
+        HookEvent::MessageSending,
+        HookEvent::MessageReceived,
+        HookEvent::MessageSent,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::AgentEnd,
+        HookEvent::BeforeCompaction,
+        HookEvent::AfterCompaction,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::BeforeModelResolve => "before_model_resolve",
+            HookEvent::BeforeAgentReply => "before_agent_reply",
+            HookEvent::GatewayStart => "gateway_start",
+            HookEvent::GatewayStop => "gateway_stop",
+            HookEvent::BeforeToolCall => "before_tool_call",
+            HookEvent::AfterToolCall => "after_tool_call",
+            HookEvent::ToolResultPersist => "tool_result_persist",
+            HookEvent::BeforePromptBuild => "before_prompt_build",
+            HookEvent::BeforeAgentStart => "before_agent_start",
+            HookEvent::MessageSending => "message_sending",
+            HookEvent::MessageReceived => "message_received",
+            HookEvent::MessageSent => "message_sent",
+            HookEvent::SessionStart => "session_start",
+            HookEvent::SessionEnd => "session_end",
+            HookEvent::AgentEnd => "agent_end",
+            HookEvent::BeforeCompaction => "before_compaction",
+            HookEvent::AfterCompaction => "after_compaction",
+            HookEvent::Unknown => "unknown",
+        }
+    }
+
+    /// The event named `name`, if this build fires it.
+    pub fn parse(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// Run by the supervisor, not sent to workers.
+    pub fn is_gateway(self) -> bool {
+        matches!(self, HookEvent::GatewayStart | HookEvent::GatewayStop)
+    }
 }
 
 /// A model's context window in tokens when its provider sets none.
@@ -428,25 +515,6 @@ pub enum ControlToWorker {
     Unknown,
 }
 
-/// A session operation the worker performs on its agent database.
-///
-/// Since: protocol v1.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum SessionOp {
-    /// Since: protocol v1. Display-normalized messages of the current transcript window.
-    History { session_key: String, limit: u32 },
-    /// Since: protocol v1. Start a new transcript window (keeps the session id).
-    Reset { session_key: String, reason: String },
-    /// Since: protocol v1. Delete the session (and its transcript if asked).
-    Delete {
-        session_key: String,
-        delete_transcript: bool,
-    },
-    #[serde(other)]
-    Unknown,
-}
-
 /// Worker -> supervisor.
 ///
 /// Since: protocol v1.
@@ -463,8 +531,10 @@ pub enum WorkerToControl {
     Pong { nonce: u64 },
     /// Since: protocol v1. Answer to `Drain`; the worker exits right after sending it.
     Drained { completed: u32, aborted: u32 },
-    /// Since: protocol v1. Answer to `Session`: the client-facing result as JSON text, or a
-    /// typed error.
+    /// Since: protocol v2. Answer to `Session`, typed.
+    SessionDone { op_id: u64, reply: SessionReply },
+    /// Since: protocol v1; v1 only (a v2 worker answers with `SessionDone`). Answer to
+    /// `Session`: the result as JSON text, or a typed error.
     SessionResult {
         op_id: u64,
         #[serde(default)]
@@ -534,11 +604,10 @@ pub enum EventBody {
         #[serde(default)]
         tokens_after: Option<u64>,
     },
-    /// Since: protocol v1 (added later; an older supervisor reads it as `Unknown`). A
-    /// message was recorded in the session's transcript: `message_json` is it as
-    /// `chat.history` shows it. Its `seq` repeats the run's last event's (it is not a run
-    /// event of its own).
-    Message { message_json: String },
+    /// Since: protocol v2. A message visible in history was recorded in the session's
+    /// transcript. Its `seq` repeats the run's last event's (it is not a run event of its
+    /// own).
+    Message(StoredMessage),
     #[serde(other)]
     Unknown,
 }
@@ -571,9 +640,11 @@ impl fmt::Debug for EventBody {
                 .field("phase", phase)
                 .field("completed", completed)
                 .finish(),
-            EventBody::Message { message_json } => f
+            EventBody::Message(m) => f
                 .debug_struct("Message")
-                .field("len", &message_json.len())
+                .field("seq", &m.seq)
+                .field("role", &m.role)
+                .field("len", &m.message_json.len())
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

@@ -18,6 +18,7 @@ pub mod control;
 pub mod error;
 pub mod frame;
 pub mod gateway;
+pub mod session_ops;
 pub mod version;
 
 pub use error::{Error, ErrorCode, RpcError};

@@ -5,9 +5,9 @@
 //! `Unknown`) keep the version. Every variant documents the version it appeared in.
 
 /// The control-link protocol version this build speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The oldest control-link protocol version this build still accepts.
-pub const MIN_PROTOCOL_VERSION: u32 = 1;
+pub const MIN_PROTOCOL_VERSION: u32 = 2;
 /// The build string exchanged in the handshake.
 pub const BUILD: &str = env!("CARGO_PKG_VERSION");
 
@@ -25,7 +25,12 @@ mod tests {
 
     #[test]
     fn negotiate_picks_highest_common_version() {
-        assert_eq!(negotiate(1, 1), Some(1));
+        assert_eq!(
+            negotiate(1, 1),
+            None,
+            "v1 peers are refused (v2 changed session answers)"
+        );
+        assert_eq!(negotiate(1, 2), Some(2));
         assert_eq!(negotiate(1, 9), Some(PROTOCOL_VERSION));
         assert_eq!(negotiate(PROTOCOL_VERSION + 1, PROTOCOL_VERSION + 3), None);
         assert_eq!(negotiate(0, 0), None);

@@ -108,6 +108,10 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 op: SessionOp::History {
                     session_key: "agent:main:main".into(),
                     limit: 200,
+                    // Added in v2: their defaults keep the v1 fixture's bytes.
+                    offset: 0,
+                    max_bytes: None,
+                    input_run_ids: vec![],
                 },
             }),
         ),
@@ -117,7 +121,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 op_id: 8,
                 op: SessionOp::Reset {
                     session_key: "agent:main:main".into(),
-                    reason: "reset".into(),
+                    reason: ResetReason::Reset,
                 },
             }),
         ),
@@ -213,6 +217,120 @@ fn samples() -> Vec<(&'static str, Sample)> {
     ]
 }
 
+fn stored(seq: i64, role: &str, run_id: Option<&str>) -> StoredMessage {
+    StoredMessage {
+        entry_id: format!("e{seq}"),
+        seq,
+        role: role.into(),
+        run_id: run_id.map(Into::into),
+        message_json: format!(
+            "{{\"role\":\"{role}\",\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}]}}"
+        ),
+    }
+}
+
+/// Messages added or changed in protocol v2, named for their `fixtures/v2` files.
+fn samples_v2() -> Vec<(&'static str, Sample)> {
+    let done = |op_id, reply| Sample::Up(WorkerToControl::SessionDone { op_id, reply });
+    vec![
+        (
+            "hello",
+            Sample::Hello(Hello {
+                protocol: 2,
+                min_protocol: 2,
+                build: "0.1.0".into(),
+                role: Role::Worker {
+                    agent_id: "main".into(),
+                    token: "t0k3n".into(),
+                },
+            }),
+        ),
+        (
+            "session_history",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 7,
+                op: SessionOp::History {
+                    session_key: "agent:main:main".into(),
+                    limit: 80,
+                    offset: 0,
+                    max_bytes: Some(262_144),
+                    input_run_ids: vec!["run-1".into(), "run-9".into()],
+                },
+            }),
+        ),
+        (
+            "session_inject",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 10,
+                op: SessionOp::Inject {
+                    session_key: "agent:main:main".into(),
+                    text: "[note]\n\nback at 5".into(),
+                },
+            }),
+        ),
+        (
+            "done_history",
+            done(
+                7,
+                SessionReply::History {
+                    session_id: Some("s1".into()),
+                    messages: vec![
+                        stored(1, "user", Some("run-1")),
+                        stored(2, "assistant", Some("run-1")),
+                    ],
+                    next_offset: Some(2),
+                    consumed: vec![InputConsumed {
+                        run_id: "run-1".into(),
+                        entry_id: "e1".into(),
+                    }],
+                },
+            ),
+        ),
+        (
+            "done_reset",
+            done(
+                8,
+                SessionReply::Reset {
+                    session_id: "s1".into(),
+                    updated_at: 1_764_480_000_000,
+                },
+            ),
+        ),
+        (
+            "done_delete",
+            done(9, SessionReply::Delete { deleted: true }),
+        ),
+        (
+            "done_inject",
+            done(
+                10,
+                SessionReply::Inject {
+                    session_id: "s1".into(),
+                    message: Some(stored(3, "assistant", None)),
+                },
+            ),
+        ),
+        (
+            "done_failed",
+            done(
+                11,
+                SessionReply::Failed {
+                    error: RpcError::new(ErrorCode::SessionBusy, "busy"),
+                },
+            ),
+        ),
+        (
+            "event_message",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-1".into(),
+                seq: 4,
+                ts: 1_764_480_000_003,
+                body: EventBody::Message(stored(2, "assistant", Some("run-1"))),
+            })),
+        ),
+    ]
+}
+
 #[derive(Debug, PartialEq)]
 enum Sample {
     Hello(Hello),
@@ -248,7 +366,7 @@ fn fixture_dir(version: u32) -> PathBuf {
 
 #[test]
 fn every_message_round_trips() {
-    for (name, sample) in samples() {
+    for (name, sample) in samples().into_iter().chain(samples_v2()) {
         let bytes = sample.encode();
         assert_eq!(sample.decode_like(&bytes), sample, "{name}");
     }
@@ -280,6 +398,73 @@ fn golden_fixtures_of_v1_still_decode() {
             "{name} does not round-trip"
         );
     }
+}
+
+#[test]
+fn golden_fixtures_of_v2_still_decode() {
+    let dir = fixture_dir(2);
+    let bless = std::env::var_os("LOOPGATE_BLESS").is_some() && ipc::version::PROTOCOL_VERSION == 2;
+    for (name, sample) in samples_v2() {
+        let path = dir.join(format!("{name}.msgpack"));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, sample.encode()).unwrap();
+        }
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+        assert_eq!(
+            sample.decode_like(&bytes),
+            sample,
+            "fixture {name} changed meaning"
+        );
+        assert_eq!(
+            sample.decode_like(&sample.encode()),
+            sample,
+            "{name} does not round-trip"
+        );
+    }
+}
+
+#[test]
+fn hook_event_and_reset_reason_names() {
+    for e in HookEvent::ALL {
+        assert_eq!(HookEvent::parse(e.as_str()), Some(e));
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct W {
+            e: HookEvent,
+        }
+        let back: W = decode_body(&encode_body(&W { e }).unwrap()).unwrap();
+        assert_eq!(back.e, e);
+    }
+    assert_eq!(HookEvent::parse("teleport"), None);
+    #[derive(serde::Serialize)]
+    struct Named {
+        e: &'static str,
+        r: &'static str,
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        e: HookEvent,
+        r: ResetReason,
+    }
+    let t: Typed = decode_body(
+        &encode_body(&Named {
+            e: "before_teleport",
+            r: "rewind",
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!((t.e, t.r), (HookEvent::Unknown, ResetReason::Unknown));
+    let t: Typed = decode_body(
+        &encode_body(&Named {
+            e: "agent_end",
+            r: "new",
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!((t.e, t.r), (HookEvent::AgentEnd, ResetReason::New));
 }
 
 /// Fields and variants added after the v1 fixtures round-trip (and the fixtures above keep
@@ -327,7 +512,7 @@ fn additive_agent_spec_fields_round_trip() {
             timeout_ms: Some(5_000),
         },
         hooks: vec![HookSpec {
-            event: "before_tool_call".into(),
+            event: HookEvent::BeforeToolCall,
             command: vec!["/usr/local/bin/guard".into()],
             priority: 10,
             timeout_ms: 5_000,

@@ -79,32 +79,10 @@ pub struct RawHook {
     pub timeout_seconds: Option<f64>,
 }
 
-/// Plugin hook events this build fires.
-pub const HOOK_EVENTS: &[&str] = &[
-    "before_model_resolve",
-    "before_agent_reply",
-    "gateway_start",
-    "gateway_stop",
-    "before_tool_call",
-    "after_tool_call",
-    "tool_result_persist",
-    "before_prompt_build",
-    "before_agent_start",
-    "message_sending",
-    "message_received",
-    "message_sent",
-    "session_start",
-    "session_end",
-    "agent_end",
-    "before_compaction",
-    "after_compaction",
-];
 /// Default hook timeout.
 const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
 /// Default timeout of a `gateway_stop` hook: shutdown must not wait long.
 const GATEWAY_STOP_HOOK_TIMEOUT_SECONDS: f64 = 5.0;
-/// Hook events of the gateway itself, run by the supervisor (not sent to workers).
-pub const GATEWAY_HOOK_EVENTS: &[&str] = &["gateway_start", "gateway_stop"];
 
 /// Worker supervision settings (`[workers]`).
 #[derive(Debug, Default, Deserialize)]
@@ -604,7 +582,7 @@ impl Config {
         let (gateway_hooks, hooks): (Vec<_>, Vec<_>) = resolve_hooks(&raw.hooks)
             .map_err(err)?
             .into_iter()
-            .partition(|h| GATEWAY_HOOK_EVENTS.contains(&h.event.as_str()));
+            .partition(|h| h.event.is_gateway());
         let mut agents = Vec::with_capacity(ids.len());
         let mut warnings = Vec::new();
         if gateway.auth_mode == AuthMode::None {
@@ -867,19 +845,19 @@ fn resolve_hooks(
 ) -> Result<Vec<ipc::control::HookSpec>, String> {
     let mut out = Vec::new();
     for (event, entries) in raw {
-        if !HOOK_EVENTS.contains(&event.as_str()) {
+        let Some(hook_event) = ipc::control::HookEvent::parse(event) else {
             return Err(format!(
                 "hooks.{event}: unknown or unsupported hook event (supported: {})",
-                HOOK_EVENTS.join(", ")
+                ipc::control::HookEvent::ALL.map(|e| e.as_str()).join(", ")
             ));
-        }
+        };
         for (i, h) in entries.iter().enumerate() {
             let key = format!("hooks.{event}[{i}]");
             let Some(program) = h.command.first().filter(|p| !p.trim().is_empty()) else {
                 return Err(format!("{key}.command: needs at least the program to run"));
             };
             crate::confine::check_hook_program(&key, program)?;
-            let default = if event == "gateway_stop" {
+            let default = if hook_event == ipc::control::HookEvent::GatewayStop {
                 GATEWAY_STOP_HOOK_TIMEOUT_SECONDS
             } else {
                 DEFAULT_HOOK_TIMEOUT_SECONDS
@@ -891,7 +869,7 @@ fn resolve_hooks(
                 ));
             }
             out.push(ipc::control::HookSpec {
-                event: event.clone(),
+                event: hook_event,
                 command: h.command.clone(),
                 priority: h.priority.unwrap_or(0),
                 timeout_ms: (secs * 1000.0) as u64,

@@ -106,9 +106,18 @@ impl Deferred {
     /// A `sessions.changed` event, for `sessions.subscribe` subscribers (skippable for a
     /// slow connection, as OpenClaw's).
     pub fn sessions_changed(ev: &SessionsChanged) -> Self {
+        Self::session_list_change(serialized(ev))
+    }
+
+    /// A `sessions.changed` event saying a session was deleted (it has no row any more).
+    pub fn session_deleted(ev: &ipc::gateway::SessionDeleted) -> Self {
+        Self::session_list_change(serialized(ev))
+    }
+
+    fn session_list_change(payload: Arc<str>) -> Self {
         Self {
             event: ipc::gateway::events::SESSIONS_CHANGED,
-            payload: serialized(ev),
+            payload,
             drop_if_slow: true,
             cap: None,
             subscribers_only: true,

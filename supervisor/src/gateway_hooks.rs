@@ -7,12 +7,13 @@
 
 use std::path::Path;
 
-use ipc::control::HookSpec;
+use ipc::control::{HookEvent, HookSpec};
 use serde_json::{json, Value};
 
 /// Runs the `event` hooks of `hooks`, highest priority first, one at a time.
-pub async fn observe(hooks: &[HookSpec], event: &str, state_dir: &Path, fields: Value) {
+pub async fn observe(hooks: &[HookSpec], event: HookEvent, state_dir: &Path, fields: Value) {
     let mut list: Vec<&HookSpec> = hooks.iter().filter(|h| h.event == event).collect();
+    let event = event.as_str();
     if list.is_empty() {
         return;
     }

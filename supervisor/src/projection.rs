@@ -2,12 +2,12 @@
 //! and `chat` payloads, the final `agent` result and the `agent.wait` result (types in
 //! `ipc::gateway`). Pure: no sockets, no hub; the link relay only transports what this builds.
 
-use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal};
+use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal, StoredMessage};
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, ReplyPayload, ResultError, ResultMeta, RunResult, SessionMessage, SessionRow,
-    SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
+    LifecyclePhase, MessagePlace, ReplyPayload, ResultError, ResultMeta, RunResult, SessionMessage,
+    SessionRow, SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ pub fn lifecycle(
     ts: u64,
     l: &Lifecycle,
     text: &str,
-    recorded: Option<&Value>,
+    recorded: Option<&MessagePlace>,
 ) -> Option<(AgentEvent, Option<ChatEvent>)> {
     let phase = match l.phase {
         Phase::Start => LifecyclePhase::Start,
@@ -78,11 +78,8 @@ pub fn lifecycle(
                 ..ChatMessage::assistant(text, ts)
             }),
             stop_reason: l.stop_reason.clone(),
-            message_id: recorded
-                .and_then(|r| r.get("id"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            message_seq: recorded.and_then(|r| r.get("seq")).and_then(Value::as_i64),
+            message_id: recorded.map(|r| r.id.clone()),
+            message_seq: recorded.map(|r| r.seq),
         }),
         LifecyclePhase::Error if l.aborted == Some(true) => Some(ChatState::Aborted {
             stop_reason: l.stop_reason.clone(),
@@ -128,19 +125,49 @@ pub fn assistant(
     (agent, chat)
 }
 
-/// A `session.message` for a message the worker recorded (`message`: as history shows it,
-/// with its `__openclaw` place).
-pub fn session_message(run: &RunRef<'_>, message: Value) -> SessionMessage {
-    let place = message.get("__openclaw");
+/// A recorded message as clients see it (`chat.history`, `session.message`): the stored
+/// message with where it is (`__openclaw: {id, seq, runId?}`, as OpenClaw's has: clients
+/// match live and fetched copies by it). A user message names the request that sent it
+/// (`idempotencyKey`: its run id), which is how a client confirms a send. `None` when the
+/// stored text is not a JSON object (a damaged row is left out, not sent half-made).
+pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
+    let mut message: Value = serde_json::from_str(&m.message_json).ok()?;
+    let obj = message.as_object_mut()?;
+    let place = MessagePlace {
+        id: m.entry_id.clone(),
+        seq: m.seq,
+        run_id: m.run_id.clone(),
+    };
+    if let (Some(run), "user") = (&m.run_id, m.role.as_str()) {
+        obj.entry("idempotencyKey")
+            .or_insert(Value::String(run.clone()));
+    }
+    obj.insert("__openclaw".into(), serde_json::to_value(&place).ok()?);
+    Some((message, place))
+}
+
+/// Whether a recorded message is a reply (an assistant message without tool calls).
+pub fn is_reply(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+        && !message
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "toolCall"))
+}
+
+/// A `session.message` for a recorded message (`message`: as [`display_message`] shows it).
+pub fn session_message(
+    session_key: &str,
+    agent_id: &str,
+    message: Value,
+    place: &MessagePlace,
+) -> SessionMessage {
     SessionMessage {
-        session_key: run.session_key.to_owned(),
-        agent_id: run.agent_id.to_owned(),
-        run_id: run.run_id.to_owned(),
-        message_id: place
-            .and_then(|p| p.get("id"))
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        message_seq: place.and_then(|p| p.get("seq")).and_then(Value::as_i64),
+        session_key: session_key.to_owned(),
+        agent_id: agent_id.to_owned(),
+        run_id: place.run_id.clone(),
+        message_id: Some(place.id.clone()),
+        message_seq: Some(place.seq),
         message,
     }
 }

@@ -209,7 +209,13 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             hook_fields.clone(),
         );
         tokio::spawn(async move {
-            crate::gateway_hooks::observe(&hooks, "gateway_start", &dir, fields).await;
+            crate::gateway_hooks::observe(
+                &hooks,
+                ipc::control::HookEvent::GatewayStart,
+                &dir,
+                fields,
+            )
+            .await;
         });
     }
 
@@ -247,7 +253,13 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         let mut fields = hook_fields;
         fields["reason"] = json!(if deadline.is_zero() { "stop" } else { "drain" });
         tokio::spawn(async move {
-            crate::gateway_hooks::observe(&hooks, "gateway_stop", &dir, fields).await;
+            crate::gateway_hooks::observe(
+                &hooks,
+                ipc::control::HookEvent::GatewayStop,
+                &dir,
+                fields,
+            )
+            .await;
         })
     };
     let drained = control.shutdown(deadline);

@@ -338,7 +338,7 @@ struct Streaming {
     /// Terminal events held until the outcome is durable.
     deferred: Vec<Deferred>,
     /// Where the run's reply was recorded (`{id, seq, runId}`), for its chat `final`.
-    reply_place: Option<serde_json::Value>,
+    reply_place: Option<ipc::gateway::MessagePlace>,
 }
 
 async fn relay(
@@ -696,30 +696,23 @@ fn publish(
                 hub.publish_deferred(&Deferred::agent(&agent));
             }
         }
-        EventBody::Message { message_json } => {
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(message_json) else {
+        EventBody::Message(stored) => {
+            let Some((message, place)) = p::display_message(stored) else {
                 tracing::warn!(
                     run_id = ev.run_id.as_str(),
-                    "A recorded message from the worker is not JSON; not told to clients."
+                    "A recorded message from the worker is not a JSON object; not told to clients."
                 );
                 return;
             };
-            let is_reply = message.get("role").and_then(|r| r.as_str()) == Some("assistant")
-                && !message
-                    .get("content")
-                    .and_then(|c| c.as_array())
-                    .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "toolCall"));
-            if is_reply {
-                st.reply_place = message.get("__openclaw").cloned();
+            if p::is_reply(&message) {
+                st.reply_place = Some(place.clone());
             }
             if hub.sessions_watched() {
-                let run = RunRef {
-                    run_id: &ev.run_id,
-                    session_key: &st.session_key,
-                    agent_id,
-                };
                 hub.publish_deferred(&Deferred::session_message(&p::session_message(
-                    &run, message,
+                    &st.session_key,
+                    agent_id,
+                    message,
+                    &place,
                 )));
             }
         }

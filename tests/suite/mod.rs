@@ -4,6 +4,7 @@ mod chaos;
 mod compaction;
 mod foundation;
 mod frames;
+mod history;
 mod idempotency;
 mod lanes;
 mod operations;

@@ -129,13 +129,8 @@ pub async fn run_discovered(
     let input = ctx.event(event, fields);
     let mut answers = Vec::new();
     for h in hooks {
-        let spec = HookSpec {
-            event: event.to_owned(),
-            command: vec![h.handler.to_string_lossy().into_owned()],
-            priority: 0,
-            timeout_ms: INTERNAL_HOOK_TIMEOUT_MS,
-        };
-        match run(&spec, &ctx.workspace, &input).await {
+        let command = [h.handler.to_string_lossy().into_owned()];
+        match hookcmd::run(&command, INTERNAL_HOOK_TIMEOUT_MS, &ctx.workspace, &input).await {
             Ok(Some(v)) => answers.push(v),
             Ok(None) => {}
             Err(e) => {
@@ -200,7 +195,7 @@ impl Hooks {
     }
 
     fn for_event<'a>(&'a self, event: &'a str) -> impl Iterator<Item = &'a HookSpec> + 'a {
-        self.list.iter().filter(move |h| h.event == event)
+        self.list.iter().filter(move |h| h.event.as_str() == event)
     }
 
     pub fn has(&self, event: &str) -> bool {
@@ -424,7 +419,7 @@ mod tests {
 
     fn hook(priority: i32, script: &str) -> HookSpec {
         HookSpec {
-            event: "before_tool_call".into(),
+            event: ipc::control::HookEvent::BeforeToolCall,
             command: vec!["sh".into(), "-c".into(), script.into()],
             priority,
             timeout_ms: 5_000,
@@ -494,7 +489,7 @@ mod tests {
     #[tokio::test]
     async fn message_sending_cancel_rules_r_h2() {
         let sending = |priority: i32, script: &str| HookSpec {
-            event: "message_sending".into(),
+            event: ipc::control::HookEvent::MessageSending,
             ..hook(priority, script)
         };
         let dir = tempfile::tempdir().unwrap();
@@ -534,7 +529,7 @@ mod tests {
     #[tokio::test]
     async fn hooks_get_the_event_on_stdin_and_transforms_fail_open() {
         let persist = |script: &str| HookSpec {
-            event: "tool_result_persist".into(),
+            event: ipc::control::HookEvent::ToolResultPersist,
             ..hook(0, script)
         };
         let hooks = Hooks::new(vec![persist(

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use ipc::control::{
-    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionOp, StopReason,
-    SubmitRun, WorkerToControl,
+    AgentSpec, ControlToWorker, ModelSpec, ResetReason, RunStatus, RunTerminal, SessionOp,
+    SessionReply, StopReason, SubmitRun, WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
@@ -51,17 +51,15 @@ pub fn now_ms() -> u64 {
 }
 
 /// The answer to session op `op_id`.
-fn session_result(op_id: u64, result: Result<serde_json::Value, RpcError>) -> WorkerToControl {
-    let (result_json, error) = match result {
-        Ok(v) => (Some(v.to_string()), None),
-        Err(e) => (None, Some(e)),
-    };
-    WorkerToControl::SessionResult {
+fn session_done(op_id: u64, result: Result<SessionReply, RpcError>) -> WorkerToControl {
+    WorkerToControl::SessionDone {
         op_id,
-        result_json,
-        error,
+        reply: result.unwrap_or_else(|error| SessionReply::Failed { error }),
     }
 }
+
+/// Model name recorded on a message an operator injected (no model wrote it).
+pub const INJECTED_MODEL: &str = "gateway-injected";
 
 /// A storage failure as a session op error (a lost claim means a run holds the session).
 fn store_error(e: store::StoreError) -> RpcError {
@@ -328,10 +326,10 @@ impl Worker {
         // Answers the op with what `work` produces, in the background.
         let out = ctx.out.clone();
         let answer = move |work: std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<serde_json::Value, RpcError>> + Send>,
+            Box<dyn std::future::Future<Output = Result<SessionReply, RpcError>> + Send>,
         >| {
             tokio::spawn(async move {
-                let _ = out.send(session_result(op_id, work.await)).await;
+                let _ = out.send(session_done(op_id, work.await)).await;
             });
         };
         // Mutations are refused while the session has a run running or queued.
@@ -339,37 +337,53 @@ impl Worker {
             self.busy(session_key).then(|| {
                 RpcError::new(
                     ErrorCode::SessionBusy,
-                    format!("session {session_key} has an active run; abort it first"),
+                    format!("session {session_key} has an active run; retry after it finishes"),
                 )
             })
         };
         match op {
-            SessionOp::History { session_key, limit } => answer(Box::pin(async move {
+            SessionOp::History {
+                session_key,
+                limit,
+                offset,
+                max_bytes,
+                input_run_ids,
+            } => answer(Box::pin(async move {
+                let max_bytes = max_bytes.map_or(usize::MAX, |b| b as usize);
                 let h = ctx
                     .reader
-                    .display(session_key.clone(), limit as usize)
+                    .display(
+                        session_key,
+                        limit as usize,
+                        offset,
+                        max_bytes,
+                        input_run_ids,
+                    )
                     .await
                     .map_err(store_error)?;
-                Ok(
-                    serde_json::json!({"sessionKey": session_key, "sessionId": h.session_id, "messages": h.messages}),
-                )
+                Ok(SessionReply::History {
+                    session_id: h.session_id,
+                    messages: h.messages,
+                    next_offset: h.next_offset,
+                    consumed: h.consumed,
+                })
             })),
             SessionOp::Reset {
                 session_key,
                 reason,
             } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_result(op_id, Err(e)));
+                    return self.send(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(async move {
-                    let event = if reason == "new" {
+                    let event = if reason == ResetReason::New {
                         "command:new"
                     } else {
                         "command:reset"
                     };
                     let info = ctx
                         .writer
-                        .reset(session_key.clone(), reason, now_ms())
+                        .reset(session_key.clone(), reason.as_str().to_owned(), now_ms())
                         .await
                         .map_err(store_error)?;
                     let hook_ctx = ctx.hook_ctx(&session_key, "");
@@ -384,9 +398,10 @@ impl Worker {
                             ]
                         });
                     });
-                    Ok(
-                        serde_json::json!({"sessionId": info.session_id, "updatedAt": info.updated_at}),
-                    )
+                    Ok(SessionReply::Reset {
+                        session_id: info.session_id,
+                        updated_at: info.updated_at,
+                    })
                 }))
             }
             SessionOp::Delete {
@@ -394,7 +409,7 @@ impl Worker {
                 delete_transcript,
             } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_result(op_id, Err(e)));
+                    return self.send(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(async move {
                     let deleted = ctx
@@ -408,10 +423,38 @@ impl Worker {
                             vec![serde_json::json!({"reason": "delete"})]
                         });
                     }
-                    Ok(serde_json::json!({"deleted": deleted}))
+                    Ok(SessionReply::Delete { deleted })
                 }))
             }
-            SessionOp::Unknown => self.send(session_result(
+            SessionOp::Inject { session_key, text } => {
+                if let Some(e) = refuse_busy(&session_key) {
+                    return self.send(session_done(op_id, Err(e)));
+                }
+                answer(Box::pin(async move {
+                    let message = store::NewMessage {
+                        provider: Some("loopgate".into()),
+                        model: Some(INJECTED_MODEL.into()),
+                        stop_reason: Some("stop".into()),
+                        ..store::NewMessage::text(store::Role::Assistant, text, now_ms())
+                    };
+                    let (session_id, appended) = ctx
+                        .writer
+                        .inject(session_key.clone(), message)
+                        .await
+                        .map_err(store_error)?
+                        .ok_or_else(|| {
+                            RpcError::new(
+                                ErrorCode::InvalidRequest,
+                                format!("session not found: {session_key}"),
+                            )
+                        })?;
+                    Ok(SessionReply::Inject {
+                        session_id,
+                        message: appended.display,
+                    })
+                }))
+            }
+            SessionOp::Unknown => self.send(session_done(
                 op_id,
                 Err(RpcError::new(
                     ErrorCode::InvalidRequest,

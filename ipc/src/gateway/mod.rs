@@ -53,6 +53,7 @@ pub enum Method {
     ChatHistory,
     ChatStartup,
     ChatAbort,
+    ChatInject,
     SessionsList,
     SessionsSubscribe,
     SessionsDescribe,
@@ -89,6 +90,7 @@ impl Method {
         Method::ChatHistory,
         Method::ChatStartup,
         Method::ChatAbort,
+        Method::ChatInject,
         Method::SessionsList,
         Method::SessionsSubscribe,
         Method::SessionsDescribe,
@@ -128,6 +130,7 @@ impl Method {
             Method::ChatHistory => "chat.history",
             Method::ChatStartup => "chat.startup",
             Method::ChatAbort => "chat.abort",
+            Method::ChatInject => "chat.inject",
             Method::SessionsList => "sessions.list",
             Method::SessionsSubscribe => "sessions.subscribe",
             Method::SessionsDescribe => "sessions.describe",
@@ -677,6 +680,28 @@ pub struct ChatHistoryParams {
     pub input_run_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<u64>,
+}
+
+/// `chat.inject` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatInjectParams {
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// Non-empty.
+    pub message: String,
+    /// At most 100 characters; shown as `[label]` above the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// `chat.inject` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatInjectResult {
+    pub ok: bool,
+    pub message_id: String,
 }
 
 /// `chat.abort` params. Closed.

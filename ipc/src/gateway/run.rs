@@ -171,13 +171,26 @@ pub struct ChatMessage {
     pub role: String,
     pub content: Vec<TextBlock>,
     pub timestamp: u64,
-    /// `{id, seq, runId}` of the recorded message, as in `chat.history`.
+    /// Where the message was recorded, as in `chat.history`.
     #[serde(
         rename = "__openclaw",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub recorded: Option<Value>,
+    pub recorded: Option<MessagePlace>,
+}
+
+/// Where a message is in its session's transcript (`__openclaw` on history messages):
+/// clients match a live copy and a fetched copy by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessagePlace {
+    /// The transcript entry id.
+    pub id: String,
+    pub seq: i64,
+    /// The run that recorded it (absent: not written by a run, e.g. injected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl ChatMessage {
@@ -199,7 +212,9 @@ impl ChatMessage {
 pub struct SessionMessage {
     pub session_key: String,
     pub agent_id: String,
-    pub run_id: String,
+    /// The run that recorded it (absent for an injected message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub message: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,

@@ -172,13 +172,53 @@ pub struct SessionDefaults {
 /// What `chat.history` and `chat.startup` add to the transcript page the worker reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HistoryPageExtras {
+pub struct HistoryPage {
     pub session_key: String,
+    /// Absent for a session that does not exist yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     pub agent_id: String,
+    /// Recorded messages, oldest first, each with its `__openclaw` place.
+    pub messages: Vec<serde_json::Value>,
     pub session_info: SessionRow,
     pub pending_inputs: PendingInputs,
+    /// Only when `inputRunIds` was asked: each asked run that is still queued (`pending`) or
+    /// whose message was recorded (`consumed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_receipts: Option<Vec<InputReceipt>>,
+    /// The consumed receipts again, as `{runId, consumedByEventId}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_consumptions: Option<Vec<InputConsumption>>,
+    /// Present when older messages remain (read them with `offset: nextOffset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_more: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<HistoryDefaults>,
+}
+
+/// Whether a sent message has reached the transcript yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum InputReceipt {
+    #[serde(rename_all = "camelCase")]
+    Pending { run_id: String },
+    #[serde(rename_all = "camelCase")]
+    Consumed {
+        run_id: String,
+        /// The transcript entry that recorded it.
+        consumed_by_event_id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputConsumption {
+    pub run_id: String,
+    pub consumed_by_event_id: String,
 }
 
 /// Messages accepted for the session that no run has taken yet.
@@ -252,9 +292,16 @@ pub struct SessionsSubscribeResult {
 pub struct SessionsResetResult {
     pub ok: bool,
     pub key: String,
-    /// The session as the worker reset it (`sessionId`, `updatedAt`).
-    pub entry: serde_json::Value,
+    pub entry: ResetEntry,
     pub resolved: ResolvedAgentRef,
+}
+
+/// The session as it was reset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResetEntry {
+    pub session_id: String,
+    pub updated_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +336,27 @@ pub struct SessionsChanged {
     pub last_run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_error: Option<String>,
+}
+
+/// `sessions.changed` for a deleted session: `{sessionKey, agentId, reason: "delete", ts}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeleted {
+    pub session_key: String,
+    pub agent_id: String,
+    pub reason: String,
+    pub ts: u64,
+}
+
+impl SessionDeleted {
+    pub fn new(session_key: &str, agent_id: &str, ts: u64) -> Self {
+        SessionDeleted {
+            session_key: session_key.to_owned(),
+            agent_id: agent_id.to_owned(),
+            reason: "delete".into(),
+            ts,
+        }
+    }
 }
 
 impl SessionsChanged {

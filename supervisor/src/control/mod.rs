@@ -38,6 +38,9 @@ pub use workers::failed_agent_message;
 use runs::RunEntry;
 use workers::WorkerSlot;
 
+/// What a session operation answered: the worker's typed reply, or why there is none.
+pub type OpResult = Result<ipc::control::SessionReply, RpcError>;
+
 /// Commands queued to the control actor before senders see `Overloaded`.
 pub const CONTROL_QUEUE: usize = 8192;
 
@@ -78,7 +81,7 @@ pub enum Command {
     SessionOp {
         agent_id: String,
         op: SessionOp,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        reply: oneshot::Sender<OpResult>,
     },
     /// Abort the session's active and queued runs (or just `run_id`).
     Abort {
@@ -146,7 +149,7 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Closed)
     }
 
-    pub async fn session_op(&self, agent_id: String, op: SessionOp) -> Result<Value, RpcError> {
+    pub async fn session_op(&self, agent_id: String, op: SessionOp) -> OpResult {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::SessionOp {
             agent_id,

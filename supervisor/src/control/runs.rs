@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::workers::Delivery;
@@ -54,7 +53,7 @@ impl RunEntry {
 
 pub(super) struct PendingOp {
     pub agent_id: String,
-    pub reply: oneshot::Sender<Result<Value, RpcError>>,
+    pub reply: oneshot::Sender<super::OpResult>,
 }
 
 impl Control {
@@ -360,7 +359,7 @@ impl Control {
         &mut self,
         agent_id: String,
         op: SessionOp,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        reply: oneshot::Sender<super::OpResult>,
     ) {
         if self.ops.len() >= MAX_PENDING_OPS {
             // Ops whose callers gave up (timed out or disconnected) free their slots.
@@ -392,7 +391,7 @@ impl Control {
         }
     }
 
-    pub(super) fn answer_op(&mut self, op_id: u64, result: Result<Value, RpcError>) {
+    pub(super) fn answer_op(&mut self, op_id: u64, result: super::OpResult) {
         if let Some(op) = self.ops.remove(&op_id) {
             let _ = op.reply.send(result);
         }

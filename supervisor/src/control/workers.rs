@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{ControlToWorker, RunStatus, StopReason, WorkerToControl};
+use ipc::control::{ControlToWorker, RunStatus, SessionReply, StopReason, WorkerToControl};
 use ipc::gateway::WorkerStatus;
 use ipc::{ErrorCode, RpcError};
 use serde_json::{json, Value};
@@ -382,21 +382,26 @@ impl Control {
                         None,
                     );
                 }
-                WorkerToControl::SessionResult {
-                    op_id,
-                    result_json,
-                    error,
-                } => {
-                    let result = match (result_json, error) {
-                        (_, Some(e)) => Err(e),
-                        (Some(text), None) => serde_json::from_str::<Value>(&text).map_err(|e| {
-                            RpcError::new(ErrorCode::Internal, format!("bad worker reply: {e}"))
-                        }),
-                        (None, None) => {
-                            Err(RpcError::new(ErrorCode::Internal, "empty worker reply"))
-                        }
+                WorkerToControl::SessionDone { op_id, reply } => {
+                    let result = match reply {
+                        SessionReply::Failed { error } => Err(error),
+                        SessionReply::Unknown => Err(RpcError::new(
+                            ErrorCode::Internal,
+                            "the worker answered with a reply this build does not know",
+                        )),
+                        done => Ok(done),
                     };
                     self.answer_op(op_id, result);
+                }
+                WorkerToControl::SessionResult { op_id, .. } => {
+                    // Only v1 workers send it, and the handshake refuses them.
+                    self.answer_op(
+                        op_id,
+                        Err(RpcError::new(
+                            ErrorCode::Internal,
+                            "the worker answered in protocol v1",
+                        )),
+                    );
                 }
                 WorkerToControl::Pong { .. } => {
                     if let Some(WorkerSlot {

@@ -12,15 +12,15 @@ use ipc::gateway::{
     AgentsListResult, ApprovalReplay, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
     ChatSendAck, ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
     GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
-    HistoryPageExtras, HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry,
-    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef,
-    SessionDefaults, SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult,
-    SessionPreview, SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams,
-    SessionsDeleteResult, SessionsDescribeParams, SessionsDescribeResult, SessionsListParams,
-    SessionsListResult, SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams,
-    SessionsPreviewResult, SessionsResetParams, SessionsResetResult, SessionsStatus,
-    SessionsSubscribeResult, StatusParams, StatusSummary, TaskAudit, TaskCounts,
-    WorkerRestartParams, DEFAULT_WAIT_TIMEOUT_MS,
+    HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry, PendingInputs, PreviewItem,
+    QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef, SessionDefaults,
+    SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult, SessionPreview,
+    SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams, SessionsDeleteResult,
+    SessionsDescribeParams, SessionsDescribeResult, SessionsListParams, SessionsListResult,
+    SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams, SessionsPreviewResult,
+    SessionsResetParams, SessionsResetResult, SessionsStatus, SessionsSubscribeResult,
+    StatusParams, StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams,
+    DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde::de::DeserializeOwned;
@@ -34,7 +34,9 @@ use crate::gateway::{scopes, Gateway, Out, Session};
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
+mod chat;
 mod sessions;
+use chat::*;
 use sessions::*;
 
 /// A turn request's place in its connection's order of admission: it is admitted after
@@ -145,7 +147,9 @@ pub async fn handle(
         | Method::ChatSend
         | Method::ChatAbort
         | Method::SessionsPatch => scopes::WRITE,
-        Method::SessionsReset
+        // Admin, as OpenClaw's: the message is recorded as the assistant's.
+        Method::ChatInject
+        | Method::SessionsReset
         | Method::SessionsDelete
         | Method::GatewayDrain
         | Method::WorkerRestart => scopes::ADMIN,
@@ -178,6 +182,7 @@ pub async fn handle(
         // is refused by the params: a session key is required).
         Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
+        Method::ChatInject => chat_inject(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
         Method::SessionsDescribe => sessions_describe(gw, req, out).await,
@@ -938,6 +943,15 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option
     }
 }
 
+/// A worker answered a session operation with a reply of another kind (a bug, not input).
+fn unexpected_reply(reply: &ipc::control::SessionReply) -> ErrorShape {
+    tracing::error!(
+        ?reply,
+        "The worker answered a session operation with the wrong kind of reply."
+    );
+    ErrorShape::unavailable("the agent's worker gave an unexpected answer", None)
+}
+
 fn session_error(e: RpcError) -> ErrorShape {
     match e.code {
         ErrorCode::SessionBusy => {
@@ -956,7 +970,7 @@ async fn session_op(
     out: &Out,
     agent_id: String,
     op: SessionOp,
-) -> Result<Value, RpcError> {
+) -> crate::control::OpResult {
     let Ok(_permit) = out.session_ops.try_acquire() else {
         return Err(RpcError::new(
             ErrorCode::Overloaded,
@@ -967,71 +981,6 @@ async fn session_op(
         ));
     };
     gw.control.session_op(agent_id, op).await
-}
-
-async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<ChatHistoryParams>(&req, out).await else {
-        return;
-    };
-    let limit = p.limit.unwrap_or(200);
-    if !(1..=1000).contains(&limit) {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("invalid chat.history params: limit must be 1..1000"),
-            )
-            .await;
-    }
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
-    // client fetches a fresh page, as after a reset.
-    if p.cursor.is_some() {
-        return out.ok_with(&req.id, &HistoryReset::default()).await;
-    }
-    let op = SessionOp::History {
-        session_key: route.session_key.clone(),
-        limit,
-    };
-    match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(mut v) => {
-            let info = match session_info(gw, &route).await {
-                Ok(i) => i,
-                Err(e) => return out.err(&req.id, e).await,
-            };
-            let model = gw
-                .config()
-                .agent(&route.agent_id)
-                .and_then(|a| a.model.clone());
-            let page = HistoryPageExtras {
-                session_key: route.session_key.clone(),
-                agent_id: route.agent_id.clone(),
-                // Queued messages are not in the transcript yet; their texts are not
-                // listed, their count is (a run that started is not pending).
-                pending_inputs: PendingInputs {
-                    items: Vec::new(),
-                    total: info
-                        .active_run_ids
-                        .as_ref()
-                        .map_or(0, |r| r.len().saturating_sub(1)) as u64,
-                },
-                defaults: model.map(|m| HistoryDefaults {
-                    context_tokens: Some(m.context_tokens()),
-                    model_provider: m.provider,
-                    model: m.model,
-                }),
-                session_info: info,
-            };
-            if let (Some(obj), Ok(Value::Object(extra))) =
-                (v.as_object_mut(), serde_json::to_value(&page))
-            {
-                obj.extend(extra);
-            }
-            out.ok(&req.id, v).await;
-        }
-        Err(e) => out.err(&req.id, session_error(e)).await,
-    }
 }
 
 async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {

@@ -3,6 +3,8 @@
 //! session row clients see.
 
 use super::*;
+use ipc::control::{ResetReason, SessionReply};
+use ipc::gateway::{ResetEntry, SessionDeleted};
 
 pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<SessionsListParams>(&req, out).await else {
@@ -349,21 +351,20 @@ pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: 
         let op = SessionOp::History {
             session_key: route.session_key.clone(),
             limit: (limit * 4).min(1000) as u32,
+            offset: 0,
+            max_bytes: None,
+            input_run_ids: Vec::new(),
         };
         let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
-            Ok(v) => {
-                let mut items: Vec<PreviewItem> = v["messages"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+            Ok(SessionReply::History { messages, .. }) => {
+                let mut items: Vec<PreviewItem> = messages
+                    .iter()
+                    .filter(|m| m.role == "user" || m.role == "assistant")
                     .filter_map(|m| {
-                        let role = m["role"].as_str()?;
-                        if role != "user" && role != "assistant" {
-                            return None;
-                        }
-                        let text = preview_text(m, max_chars);
+                        let message: Value = serde_json::from_str(&m.message_json).ok()?;
+                        let text = preview_text(&message, max_chars);
                         (!text.is_empty()).then(|| PreviewItem {
-                            role: role.to_owned(),
+                            role: m.role.clone(),
                             text,
                         })
                     })
@@ -376,7 +377,7 @@ pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: 
                     items,
                 }
             }
-            Err(_) => SessionPreview {
+            Ok(_) | Err(_) => SessionPreview {
                 key: key.clone(),
                 status: "error".into(),
                 items: Vec::new(),
@@ -443,48 +444,54 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     let Some(p) = params::<SessionsResetParams>(&req, out).await else {
         return;
     };
-    let reason = p.reason.clone().unwrap_or_else(|| "reset".into());
-    if reason != "reset" && reason != "new" {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(
-                    "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
-                ),
-            )
-            .await;
-    }
+    let reason = match p.reason.as_deref() {
+        None | Some("reset") => ResetReason::Reset,
+        Some("new") => ResetReason::New,
+        Some(_) => {
+            return out
+                .err(
+                    &req.id,
+                    ErrorShape::invalid(
+                        "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+                    ),
+                )
+                .await
+        }
+    };
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
     let op = SessionOp::Reset {
         session_key: route.session_key.clone(),
-        reason: reason.clone(),
+        reason,
     };
     match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(entry) => {
+        Ok(SessionReply::Reset {
+            session_id,
+            updated_at,
+        }) => {
             // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
             if let Ok(mut row) = session_info(gw, &route).await {
-                row.session_id = entry
-                    .get("sessionId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or(row.session_id);
+                row.session_id = Some(session_id.clone());
                 gw.hub
                     .publish_deferred(&crate::events::Deferred::sessions_changed(
-                        &SessionsChanged::changed(&reason, now_ms(), row),
+                        &SessionsChanged::changed(reason.as_str(), now_ms(), row),
                     ));
             }
             let result = SessionsResetResult {
                 ok: true,
                 key: route.session_key,
-                entry,
+                entry: ResetEntry {
+                    session_id,
+                    updated_at,
+                },
                 resolved: ResolvedAgentRef {
                     agent_id: route.agent_id,
                 },
             };
             out.ok_with(&req.id, &result).await;
         }
+        Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
         Err(e) => out.err(&req.id, session_error(e)).await,
     }
 }
@@ -511,21 +518,29 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &
         delete_transcript: p.delete_transcript.unwrap_or(true),
     };
     match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(v) => {
-            let in_agent = v.get("deleted").and_then(Value::as_bool).unwrap_or(false);
+        Ok(SessionReply::Delete { deleted: in_agent }) => {
             let in_index = gw
                 .db
                 .delete_session(route.session_key.clone())
                 .await
                 .unwrap_or(false);
+            let deleted = in_agent || in_index;
+            if deleted {
+                // Subscribers drop the session from their lists.
+                gw.hub
+                    .publish_deferred(&crate::events::Deferred::session_deleted(
+                        &SessionDeleted::new(&route.session_key, &route.agent_id, now_ms()),
+                    ));
+            }
             let result = SessionsDeleteResult {
                 ok: true,
                 key: route.session_key,
-                deleted: in_agent || in_index,
+                deleted,
                 archived: Vec::new(),
             };
             out.ok_with(&req.id, &result).await;
         }
+        Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
         Err(e) => out.err(&req.id, session_error(e)).await,
     }
 }

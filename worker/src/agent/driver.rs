@@ -297,14 +297,12 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
 
 /// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
 /// a run event of its own).
-async fn told(ctx: &Arc<Ctx>, run_id: &str, seq: u64, message: serde_json::Value) {
+async fn told(ctx: &Arc<Ctx>, run_id: &str, seq: u64, message: ipc::control::StoredMessage) {
     let ev = RunEvent {
         run_id: run_id.to_owned(),
         seq,
         ts: now_ms(),
-        body: EventBody::Message {
-            message_json: message.to_string(),
-        },
+        body: EventBody::Message(message),
     };
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
 }

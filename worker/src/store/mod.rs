@@ -84,9 +84,9 @@ pub struct Compaction {
 pub struct Appended {
     pub seq: i64,
     pub entry_id: String,
-    /// The display projection ([`reader::display_message`]); `None` when history hides it
-    /// (an empty or silent reply).
-    pub display: Option<serde_json::Value>,
+    /// The message as the control link carries it ([`reader::stored_message`]); `None` when
+    /// history hides it (an empty or silent reply).
+    pub display: Option<ipc::control::StoredMessage>,
 }
 
 /// A transcript message to append.

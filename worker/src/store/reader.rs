@@ -8,6 +8,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use ipc::control::{InputConsumed, StoredMessage, MAX_INPUT_RUN_IDS};
+
 use super::StoreError;
 
 const QUEUE: usize = 1024;
@@ -33,8 +35,12 @@ pub const SUMMARY_ROLE: &str = "compactionSummary";
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisplayHistory {
     pub session_id: Option<String>,
-    /// Stored `message` objects, oldest first.
-    pub messages: Vec<Value>,
+    /// Visible messages, oldest first.
+    pub messages: Vec<StoredMessage>,
+    /// Older rows remain: skip this many newest rows to read them.
+    pub next_offset: Option<u64>,
+    /// The asked-for runs whose user message is recorded.
+    pub consumed: Vec<InputConsumed>,
 }
 
 enum Cmd {
@@ -46,6 +52,9 @@ enum Cmd {
     Display {
         session_key: String,
         limit: usize,
+        offset: u64,
+        max_bytes: usize,
+        input_run_ids: Vec<String>,
         reply: oneshot::Sender<Result<DisplayHistory, StoreError>>,
     },
 }
@@ -83,9 +92,19 @@ impl Reader {
                         Cmd::Display {
                             session_key,
                             limit,
+                            offset,
+                            max_bytes,
+                            input_run_ids,
                             reply,
                         } => {
-                            let _ = reply.send(display(&conn, &session_key, limit));
+                            let _ = reply.send(display(
+                                &conn,
+                                &session_key,
+                                limit,
+                                offset,
+                                max_bytes,
+                                &input_run_ids,
+                            ));
                         }
                     }
                 }
@@ -109,17 +128,26 @@ impl Reader {
             .await
     }
 
-    /// The last `limit` messages of the current window, for display: empty and silent
-    /// (`NO_REPLY`) assistant messages are left out.
+    /// The last `limit` messages of the current window that fit `max_bytes`, after skipping
+    /// the `offset` newest rows, for display:
+    /// empty and silent (`NO_REPLY`) assistant messages are left out.
+    /// `input_run_ids`: runs whose recorded user message to find anywhere in the session
+    /// (at most [`ipc::control::MAX_INPUT_RUN_IDS`]).
     pub async fn display(
         &self,
         session_key: String,
         limit: usize,
+        offset: u64,
+        max_bytes: usize,
+        input_run_ids: Vec<String>,
     ) -> Result<DisplayHistory, StoreError> {
         self.tx
             .ask(|reply| Cmd::Display {
                 session_key,
                 limit,
+                offset,
+                max_bytes,
+                input_run_ids,
                 reply,
             })
             .await
@@ -189,6 +217,7 @@ fn window(
     conn: &Connection,
     b: &Bounds,
     limit: usize,
+    skip_newest: u64,
     for_model: bool,
 ) -> Result<Window, StoreError> {
     let summary = if for_model && b.compacted() {
@@ -204,10 +233,15 @@ fn window(
     let mut stmt = conn.prepare_cached(
         "SELECT seq, role, text, entry_json, run_id FROM transcript
          WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
-         ORDER BY seq DESC LIMIT ?3",
+         ORDER BY seq DESC LIMIT ?3 OFFSET ?4",
     )?;
     let rows = stmt.query_map(
-        params![b.session_id, b.after(for_model), limit as i64],
+        params![
+            b.session_id,
+            b.after(for_model),
+            limit as i64,
+            skip_newest as i64
+        ],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )?;
     let mut out = Vec::with_capacity(limit.min(256));
@@ -265,77 +299,103 @@ fn tool_calls_of(message: &Value) -> Vec<crate::tools::ToolCall> {
 /// link's 16 MiB frame cap); older messages past it are left out.
 pub const MAX_DISPLAY_BYTES: usize = 8 * 1024 * 1024;
 
-/// A transcript message as clients see it (`chat.history`, `session.message`), or `None`
-/// for one history hides (an assistant message with no visible text and no tool calls, or
-/// only the silent `NO_REPLY`). It carries where it is (`__openclaw: {id, seq, runId?}`,
-/// as OpenClaw's does: clients match live and fetched copies by it), and a user message
-/// names the request that sent it (`idempotencyKey`: its run id), which is how a client
-/// confirms a send.
-pub fn display_message(
+/// Whether history shows a stored message: not an assistant message with no visible text
+/// and no tool calls, nor one that is only the silent `NO_REPLY`.
+pub fn visible(role: &str, message: &Value) -> bool {
+    if role == "assistant" && tool_calls_of(message).is_empty() {
+        let text = text_of(message);
+        return !(text.trim().is_empty() || text.trim() == "NO_REPLY");
+    }
+    true
+}
+
+/// A recorded message as the control link carries it, if history shows it.
+pub fn stored_message(
     role: &str,
-    mut message: Value,
+    message: &Value,
     entry_id: &str,
     seq: i64,
     run_id: Option<&str>,
-) -> Option<Value> {
-    if role == "assistant" && tool_calls_of(&message).is_empty() {
-        let text = text_of(&message);
-        if text.trim().is_empty() || text.trim() == "NO_REPLY" {
-            return None;
-        }
-    }
-    let obj = message.as_object_mut()?;
-    let mut meta = serde_json::Map::new();
-    meta.insert("id".into(), Value::String(entry_id.to_owned()));
-    meta.insert("seq".into(), Value::from(seq));
-    if let Some(run) = run_id {
-        meta.insert("runId".into(), Value::String(run.to_owned()));
-        if role == "user" {
-            obj.entry("idempotencyKey")
-                .or_insert(Value::String(run.to_owned()));
-        }
-    }
-    obj.insert("__openclaw".into(), Value::Object(meta));
-    Some(message)
+) -> Option<StoredMessage> {
+    visible(role, message).then(|| StoredMessage {
+        entry_id: entry_id.to_owned(),
+        seq,
+        role: role.to_owned(),
+        run_id: run_id.map(str::to_owned),
+        message_json: message.to_string(),
+    })
 }
 
 fn display(
     conn: &Connection,
     session_key: &str,
     limit: usize,
+    offset: u64,
+    max_bytes: usize,
+    input_run_ids: &[String],
 ) -> Result<DisplayHistory, StoreError> {
     let Some(b) = Bounds::read(conn, session_key)? else {
         return Ok(DisplayHistory {
             session_id: None,
             messages: Vec::new(),
+            next_offset: None,
+            consumed: Vec::new(),
         });
     };
+    let mut consumed = Vec::new();
+    let mut find = conn.prepare_cached(
+        "SELECT entry_id FROM transcript
+         WHERE run_id = ?1 AND role = 'user' AND session_id = ?2 LIMIT 1",
+    )?;
+    for run_id in input_run_ids.iter().take(MAX_INPUT_RUN_IDS) {
+        if let Some(entry_id) = find
+            .query_row(params![run_id, b.session_id], |r| r.get::<_, String>(0))
+            .optional()?
+        {
+            consumed.push(InputConsumed {
+                run_id: run_id.clone(),
+                entry_id,
+            });
+        }
+    }
     let session_id = Some(b.session_id.clone());
-    let Window { rows, .. } = window(conn, &b, limit, false)?;
-    // Newest first: the answer keeps the newest messages that fit MAX_DISPLAY_BYTES (it must
-    // cross the control link, whose frames are capped), as OpenClaw's history has a byte cap.
-    let mut budget = MAX_DISPLAY_BYTES;
-    let mut messages: Vec<Value> = rows
+    // One row more than asked tells whether older ones exist.
+    let Window { mut rows, .. } = window(conn, &b, limit + 1, offset, false)?;
+    let mut truncated = rows.len() > limit;
+    rows.truncate(limit);
+    // Newest first: the answer keeps the newest messages that fit the byte cap (it must
+    // cross the control link, whose frames are capped), as OpenClaw's history has one.
+    let mut budget = max_bytes.min(MAX_DISPLAY_BYTES);
+    let total = rows.len();
+    let fitting: Vec<Row> = rows
         .into_iter()
-        .map_while(|(seq, role, _, json, run_id)| {
-            let size = json.len();
+        .map_while(|row| {
+            let size = row.3.len();
             if size > budget {
                 return None;
             }
             budget -= size;
-            Some((seq, role, json, run_id))
+            Some(row)
         })
-        .filter_map(|(seq, role, json, run_id)| {
+        .collect();
+    truncated |= fitting.len() < total;
+    // A single row larger than the byte cap is passed over, so paging always moves on.
+    let read = (fitting.len() as u64).max(u64::from(total > 0));
+    let mut messages: Vec<StoredMessage> = fitting
+        .into_iter()
+        .filter_map(|(seq, role, _, json, run_id)| {
             let entry = parse_entry(&json).ok()?;
-            let message = entry.get("message")?.clone();
+            let message = entry.get("message")?;
             let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
-            display_message(&role, message, id, seq, run_id.as_deref())
+            stored_message(&role, message, id, seq, run_id.as_deref())
         })
         .collect();
     messages.reverse();
     Ok(DisplayHistory {
         session_id,
         messages,
+        next_offset: truncated.then_some(offset + read),
+        consumed,
     })
 }
 
@@ -428,7 +488,7 @@ impl HistoryCache {
             .is_some_and(|c| c.key == key && c.limit == limit);
         if !fresh {
             self.forget(session_key);
-            let Window { summary, rows } = window(conn, &key, limit, true)?;
+            let Window { summary, rows } = window(conn, &key, limit, 0, true)?;
             let last_seq = rows.first().map_or(0, |r| r.0);
             let mut items = std::collections::VecDeque::with_capacity(rows.len());
             for (seq, role, text, json, _) in rows.into_iter().rev() {

@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
@@ -105,6 +105,17 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
              ALTER TABLE sessions ADD COLUMN kept_from_seq INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE sessions ADD COLUMN compaction_count INTEGER NOT NULL DEFAULT 0;
              PRAGMA user_version = 4;
+             COMMIT;",
+        )?;
+    }
+    if version < 5 {
+        // v5: which user message a run recorded, found by run id (`chat.history`
+        // `inputRunIds` receipts) without scanning the transcript.
+        conn.execute_batch(
+            "BEGIN;
+             CREATE INDEX transcript_user_run ON transcript(run_id)
+                WHERE role = 'user' AND run_id IS NOT NULL;
+             PRAGMA user_version = 5;
              COMMIT;",
         )?;
     }

@@ -57,6 +57,11 @@ enum Cmd {
         delete_transcript: bool,
         reply: oneshot::Sender<Result<bool, StoreError>>,
     },
+    Inject {
+        session_key: String,
+        message: NewMessage,
+        reply: oneshot::Sender<Result<Option<(String, Appended)>, StoreError>>,
+    },
     Audit(AuditRecord),
 }
 
@@ -181,6 +186,23 @@ impl Writer {
             .await
     }
 
+    /// Appends a message no run wrote (an operator's note) to an existing session. `Ok(None)`
+    /// if the session does not exist; refused with `Fenced` while a run holds the claim.
+    /// Returns the session id and where the message was recorded.
+    pub async fn inject(
+        &self,
+        session_key: String,
+        message: NewMessage,
+    ) -> Result<Option<(String, Appended)>, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::Inject {
+                session_key,
+                message,
+                reply,
+            })
+            .await
+    }
+
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
     /// exist. Refused with `Fenced` while a run holds the claim.
     pub async fn delete(
@@ -265,6 +287,20 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
         } => answer(
             reply,
             sp.run(conn, |c| delete(c, &session_key, delete_transcript)),
+        ),
+        Cmd::Inject {
+            session_key,
+            message,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| {
+                let Some(sid) = check_unclaimed(c, &session_key)? else {
+                    return Ok(None);
+                };
+                let appended = append(c, &sid, None, &message)?;
+                Ok(Some((sid, appended)))
+            }),
         ),
         Cmd::Audit(rec) => {
             if let Err(e) = sp.run(conn, |c| audit(c, &rec)) {
@@ -491,8 +527,7 @@ fn append(
             obj.insert("errorMessage".into(), json!(e));
         }
     }
-    let display =
-        super::reader::display_message(m.role.as_str(), message.clone(), &entry_id, seq, run_id);
+    let display = super::reader::stored_message(m.role.as_str(), &message, &entry_id, seq, run_id);
     let entry = json!({
         "type": "message",
         "id": entry_id,
