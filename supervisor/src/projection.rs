@@ -756,4 +756,52 @@ mod tests {
                    "terminalReceipt": {"sourceReplyDelivered": true}})
         );
     }
+
+    #[test]
+    fn recorded_messages_get_their_place_and_a_user_send_its_key() {
+        let stored = |role: &str, run: Option<&str>, json: &str| StoredMessage {
+            entry_id: "e7".into(),
+            seq: 7,
+            role: role.into(),
+            run_id: run.map(Into::into),
+            message_json: json.into(),
+        };
+        let (user, place) = display_message(&stored(
+            "user",
+            Some("r1"),
+            r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            user["__openclaw"],
+            json!({"id": "e7", "seq": 7, "runId": "r1"})
+        );
+        assert_eq!(user["idempotencyKey"], "r1");
+        assert_eq!(place.seq, 7);
+        // A key the client sent is kept; an injected note has no run and no key.
+        let (kept, _) = display_message(&stored(
+            "user",
+            Some("r1"),
+            r#"{"role":"user","content":[],"idempotencyKey":"mine"}"#,
+        ))
+        .unwrap();
+        assert_eq!(kept["idempotencyKey"], "mine");
+        let (note, place) = display_message(&stored(
+            "assistant",
+            None,
+            r#"{"role":"assistant","content":[{"type":"text","text":"n"}]}"#,
+        ))
+        .unwrap();
+        assert_eq!(note["__openclaw"], json!({"id": "e7", "seq": 7}));
+        assert!(note.get("idempotencyKey").is_none());
+        assert!(is_reply(&note));
+        let ev = to_json(&session_message("agent:main:main", "main", note, &place));
+        assert!(ev.get("runId").is_none(), "{ev}");
+        assert_eq!(ev["messageId"], "e7");
+        // A damaged row is left out, not sent half-made.
+        assert!(display_message(&stored("user", None, "[1,2]")).is_none());
+        assert!(display_message(&stored("user", None, "{oops")).is_none());
+        let call = json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c"}]});
+        assert!(!is_reply(&call));
+    }
 }
