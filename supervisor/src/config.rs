@@ -111,6 +111,8 @@ pub struct RawGateway {
     pub max_buffered_bytes: Option<usize>,
     /// Most WebSocket/HTTP connections at once (default 1024).
     pub max_connections: Option<usize>,
+    /// `[gateway.control_ui]`: serve an installed Control UI on the WebSocket port.
+    pub control_ui: Option<crate::control_ui::RawControlUi>,
 }
 
 #[derive(Default, Deserialize)]
@@ -357,6 +359,8 @@ pub struct GatewayConfig {
     pub max_connections: usize,
     pub drain_timeout_seconds: u64,
     pub max_buffered_bytes: usize,
+    /// The Control UI served on the WebSocket port, if configured.
+    pub control_ui: Option<crate::control_ui::ControlUi>,
 }
 
 impl fmt::Debug for GatewayConfig {
@@ -366,6 +370,7 @@ impl fmt::Debug for GatewayConfig {
             .field("bind", &self.bind)
             .field("auth_mode", &self.auth_mode)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("control_ui", &self.control_ui)
             .finish()
     }
 }
@@ -515,6 +520,8 @@ impl Config {
                 .gateway
                 .max_buffered_bytes
                 .unwrap_or(ipc::gateway::MAX_BUFFERED_BYTES),
+            // Checked against the workspaces below, once they are known.
+            control_ui: None,
         };
         if gateway.max_buffered_bytes < 64 * 1024 {
             return Err(err(
@@ -736,6 +743,11 @@ impl Config {
             .map(|a| (a.id.as_str(), a.workspace.as_path()))
             .collect();
         crate::confine::check_workspaces(state_dir, &spaces).map_err(err)?;
+        let mut gateway = gateway;
+        if let Some(ui) = &raw.gateway.control_ui {
+            gateway.control_ui =
+                Some(crate::control_ui::resolve(ui, state_dir, &spaces).map_err(err)?);
+        }
         let w = &raw.workers;
         let heartbeat = w
             .heartbeat_timeout_seconds

@@ -26,6 +26,7 @@ pub mod config;
 mod config_lines;
 pub mod confine;
 pub mod control;
+pub mod control_ui;
 pub mod door;
 pub mod events;
 pub mod gateway;

@@ -141,18 +141,96 @@ async fn handle(
     let is_upgrade = header(&req, UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
     if !is_upgrade {
         return Ok(match (req.method(), req.uri().path()) {
-            (&Method::GET, "/healthz") => json(StatusCode::OK, r#"{"ok":true,"status":"live"}"#.into()),
+            (&Method::GET, "/healthz") => {
+                json(StatusCode::OK, r#"{"ok":true,"status":"live"}"#.into())
+            }
             (&Method::GET, "/readyz") => {
                 if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
-                    json(StatusCode::SERVICE_UNAVAILABLE, r#"{"ready":false,"reason":"draining"}"#.into())
+                    json(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        r#"{"ready":false,"reason":"draining"}"#.into(),
+                    )
                 } else {
                     json(StatusCode::OK, r#"{"ready":true}"#.into())
                 }
             }
-            _ => text(StatusCode::NOT_FOUND, "not found: loopgate serves Gateway protocol v4 over WebSocket, /healthz and /readyz\n"),
+            _ => {
+                let config = gw.config();
+                let site = Site { gw: &gw };
+                let ui = match &config.gateway.control_ui {
+                    Some(ui) => {
+                        let (method, uri) = (req.method(), req.uri());
+                        crate::control_ui::serve(
+                            ui,
+                            &site,
+                            method,
+                            uri.path(),
+                            uri.query(),
+                            req.headers(),
+                        )
+                        .await
+                    }
+                    None => None,
+                };
+                ui.unwrap_or_else(|| text(StatusCode::NOT_FOUND, "not found: loopgate serves Gateway protocol v4 over WebSocket, /healthz and /readyz (and a Control UI when [gateway.control_ui] is set)\n"))
+            }
         });
     }
     Ok(upgrade(req, peer, gw, slot))
+}
+
+/// What the Control UI's routes need from the gateway.
+struct Site<'a> {
+    gw: &'a Gateway,
+}
+
+impl crate::control_ui::Site for Site<'_> {
+    fn bearer_ok(&self, token: Option<&str>) -> bool {
+        let config = self.gw.config();
+        match (config.gateway.auth_mode, config.gateway.token.as_deref()) {
+            (crate::config::AuthMode::None, _) => true,
+            (_, Some(expected)) => token.is_some_and(|t| crate::auth::token_matches(t, expected)),
+            (_, None) => false,
+        }
+    }
+
+    fn boot_document(&self) -> ipc::gateway::ControlUiConfig {
+        let config = self.gw.config();
+        let base_path = config
+            .gateway
+            .control_ui
+            .as_ref()
+            .map(|u| u.base_path.clone())
+            .unwrap_or_default();
+        let identity = config
+            .agents
+            .first()
+            .map(crate::catalog::identity)
+            .unwrap_or_else(|| ipc::gateway::AgentIdentity {
+                agent_id: "main".into(),
+                name: "Assistant".into(),
+                name_source: "default".into(),
+                avatar: "A".into(),
+            });
+        ipc::gateway::ControlUiConfig {
+            base_path,
+            assistant_name: identity.name,
+            assistant_avatar: identity.avatar,
+            assistant_avatar_source: None,
+            assistant_avatar_status: None,
+            assistant_avatar_reason: None,
+            assistant_agent_id: identity.agent_id,
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            embed_sandbox: "strict".into(),
+            allow_external_embed_urls: false,
+            automatically_fetch_favicons: false,
+            community_invite: false,
+            terminal_enabled: false,
+            cli_agents_enabled: false,
+            plugin_assets_require_auth: true,
+            plugin_frame_grants: Vec::new(),
+        }
+    }
 }
 
 fn upgrade(

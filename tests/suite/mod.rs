@@ -2,6 +2,7 @@ mod bench_smoke;
 mod catalog;
 mod chaos;
 mod compaction;
+mod control_ui;
 mod foundation;
 mod frames;
 mod history;

@@ -79,6 +79,22 @@ impl Client {
         Self::new(Conn::Ws(Box::new(ws)))
     }
 
+    /// Opens a WebSocket to `ws://<addr><path>` as a browser page of `origin` would, without
+    /// any handshake; `Err` carries the refused upgrade.
+    pub async fn ws_raw_from(
+        addr: &str,
+        path: &str,
+        origin: &str,
+    ) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{addr}{path}").into_client_request()?;
+        if let Ok(v) = origin.parse() {
+            req.headers_mut().insert("origin", v);
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(req).await?;
+        Ok(Self::new(Conn::Ws(Box::new(ws))))
+    }
+
     /// Opens a WebSocket, reads the challenge and sends `connect` with `params` (the device
     /// proof, if wanted, is built by `sign` from the challenge nonce). Returns the client and
     /// the connect response (or `None` if the server closed without one).

@@ -388,6 +388,49 @@ impl Gateway {
         (status, body)
     }
 
+    /// Sends one HTTP/1.1 request (`method path`, extra header lines) to the WebSocket
+    /// port; returns the status, the headers (names lowercased) and the body.
+    pub async fn http(&self, method: &str, path: &str, headers: &[&str]) -> HttpAnswer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.ws_addr();
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for h in headers {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = Vec::new();
+        tokio::time::timeout(WAIT, s.read_to_end(&mut buf))
+            .await
+            .expect("response")
+            .expect("read");
+        let split = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(buf.len());
+        let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+        let body = buf.get(split + 4..).unwrap_or_default().to_vec();
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        HttpAnswer {
+            status,
+            headers,
+            body,
+        }
+    }
+
     /// Runs the `loopgate` CLI against this gateway.
     pub async fn cli(&self, args: &[&str]) -> std::process::Output {
         let out = Command::new(bin("loopgate"))
@@ -443,6 +486,28 @@ pub async fn gone_within(pid: u32, within: Duration) -> Option<Duration> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     None
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct HttpAnswer {
+    pub status: u16,
+    /// Names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
 }
 
 /// Runs `loopgate serve` once on `state_dir` (expecting it to refuse to start); returns its

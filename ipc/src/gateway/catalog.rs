@@ -168,3 +168,53 @@ pub struct ResolvedAgent {
     /// `deny`, `allowlist` or `full`.
     pub exec_security: String,
 }
+
+/// The Control UI's boot document (`<base>/control-ui-config.json`), for a gateway with no
+/// plugins, no terminal and no embeds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlUiConfig {
+    /// `""` or `/x`.
+    pub base_path: String,
+    pub assistant_name: String,
+    /// Text (the name's first letter); loopgate serves no avatar images.
+    pub assistant_avatar: String,
+    pub assistant_avatar_source: Option<String>,
+    pub assistant_avatar_status: Option<String>,
+    pub assistant_avatar_reason: Option<String>,
+    pub assistant_agent_id: String,
+    pub server_version: String,
+    pub embed_sandbox: String,
+    pub allow_external_embed_urls: bool,
+    pub automatically_fetch_favicons: bool,
+    pub community_invite: bool,
+    /// Must equal the page's `data-openclaw-terminal-enabled` (else the UI reloads).
+    pub terminal_enabled: bool,
+    pub cli_agents_enabled: bool,
+    pub plugin_assets_require_auth: bool,
+    pub plugin_frame_grants: Vec<serde_json::Value>,
+}
+
+/// The JSON body of a refused HTTP request: `{error: {message, type}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpError {
+    pub error: HttpErrorBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpErrorBody {
+    pub message: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+impl HttpError {
+    pub fn unauthorized() -> Self {
+        HttpError {
+            error: HttpErrorBody {
+                message: "Unauthorized".into(),
+                kind: "unauthorized".into(),
+            },
+        }
+    }
+}

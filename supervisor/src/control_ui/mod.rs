@@ -1,0 +1,486 @@
+//! Serving an operator-installed Control UI (`[gateway.control_ui]`) on the WebSocket port:
+//! the built directory of a web UI (for example an installed `openclaw` package's
+//! `dist/control-ui`), same origin as the Gateway, so the page's WebSocket passes the
+//! origin check. loopgate ships no UI code; it serves files from the configured root.
+//!
+//! What the model can write never reaches this origin: the root may not be inside or
+//! contain an agent's workspace, may not contain the state directory (the gateway token),
+//! and may not be writable by group or others. Paths are decoded once, dot segments and
+//! dotfiles are refused, and the resolved file must stay inside the root's real path.
+//!
+//! Routes under `base_path` (`B`): `B` → 302 `B/`; `B/control-ui-config.json` (and
+//! `B/__openclaw/control-ui-config.json`) → the boot document, behind the gateway token;
+//! existing files → served with their type; a missing file with a static extension → 404;
+//! any other path a browser navigates to → `index.html` (the UI routes it). GET and HEAD
+//! only.
+
+mod page;
+
+use std::path::{Path, PathBuf};
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Response, StatusCode};
+use serde::Deserialize;
+
+type Body = Full<Bytes>;
+
+/// Largest file served (the UI's bundles are a few MiB).
+const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// `[gateway.control_ui]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawControlUi {
+    /// The built UI directory (holding `index.html`). Absolute.
+    pub root: String,
+    /// Where it is served: `/` (default) or a prefix such as `/ui`.
+    pub base_path: Option<String>,
+}
+
+/// A checked `[gateway.control_ui]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlUi {
+    /// The root's real path.
+    pub root: PathBuf,
+    /// `""` (served at `/`) or `/x` (no trailing slash).
+    pub base_path: String,
+}
+
+/// `""` for `/`; otherwise one leading `/`, no trailing `/`, plain URL path characters.
+pub fn normalize_base_path(raw: &str) -> Result<String, String> {
+    let t = raw.trim().trim_end_matches('/');
+    if t.is_empty() {
+        return Ok(String::new());
+    }
+    let t = if t.starts_with('/') {
+        t.to_owned()
+    } else {
+        format!("/{t}")
+    };
+    let plain = t
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b));
+    let bad_segment = t[1..]
+        .split('/')
+        .any(|s| s.is_empty() || s.starts_with('.'));
+    if !plain || bad_segment {
+        return Err(format!(
+            "gateway.control_ui.base_path: {raw:?} must be a path like \"/ui\" (letters, digits, '-', '_', '~', '.'; no empty or dot segments)"
+        ));
+    }
+    Ok(t)
+}
+
+/// Checks `[gateway.control_ui]` against the state directory and the agents' workspaces.
+pub fn resolve(
+    raw: &RawControlUi,
+    state_dir: &Path,
+    workspaces: &[(&str, &Path)],
+) -> Result<ControlUi, String> {
+    let key = "gateway.control_ui.root";
+    let given = Path::new(&raw.root);
+    if !given.is_absolute() {
+        return Err(format!("{key}: {:?} must be an absolute path", raw.root));
+    }
+    let root = std::fs::canonicalize(given)
+        .map_err(|e| format!("{key}: cannot open {}: {e}", given.display()))?;
+    let meta = std::fs::metadata(&root)
+        .map_err(|e| format!("{key}: cannot read {}: {e}", root.display()))?;
+    if !meta.is_dir() || !root.join("index.html").is_file() {
+        return Err(format!(
+            "{key}: {} is not a built UI directory (no index.html); point it at e.g. <node_modules>/openclaw/dist/control-ui",
+            root.display()
+        ));
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o022 != 0 {
+            return Err(format!(
+                "{key}: {} is writable by group or others: whoever can write there could run script on the gateway's origin (chmod go-w)",
+                root.display()
+            ));
+        }
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let state = crate::confine::real(state_dir, &cwd);
+    if state.starts_with(&root) {
+        return Err(format!(
+            "{key}: {} contains the state directory {} (its token and databases would be served)",
+            root.display(),
+            state.display()
+        ));
+    }
+    for (id, ws) in workspaces {
+        let ws = crate::confine::real(ws, &cwd);
+        if ws.starts_with(&root) || root.starts_with(&ws) {
+            return Err(format!(
+                "{key}: {} overlaps agent {id:?}'s workspace {} (the model could write pages served on the gateway's origin)",
+                root.display(),
+                ws.display()
+            ));
+        }
+    }
+    Ok(ControlUi {
+        root,
+        base_path: normalize_base_path(raw.base_path.as_deref().unwrap_or("/"))?,
+    })
+}
+
+/// What a request asks of the UI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Not under the base path: not the UI's.
+    NotMine,
+    /// The base path without its slash: redirect to `B/` (`Location`).
+    Redirect(String),
+    /// The boot document.
+    Config,
+    /// A file below the root (decoded, checked segments), and whether a missing one falls
+    /// back to the page.
+    File { rel: PathBuf, fallback: bool },
+    /// A path no file can have (bad encoding, dot segments): 404.
+    Refused,
+}
+
+/// Extensions of static files: a missing one is a 404, never the page.
+const STATIC_EXTENSIONS: &[&str] = &[
+    "js",
+    "css",
+    "json",
+    "map",
+    "svg",
+    "png",
+    "jpg",
+    "jpeg",
+    "gif",
+    "webp",
+    "ico",
+    "txt",
+    "wasm",
+    "webmanifest",
+    "woff2",
+    "woff",
+    "ttf",
+];
+
+/// Files at the UI's root that the page also asks for under `/__openclaw__/`.
+const ROOT_ASSETS: &[&str] = &[
+    "apple-touch-icon.png",
+    "favicon-32.png",
+    "favicon.ico",
+    "favicon.svg",
+    "manifest.webmanifest",
+    "sw.js",
+];
+
+/// Where `path` (the raw, still percent-encoded request path) goes.
+pub fn route(base: &str, path: &str, query: Option<&str>) -> Route {
+    let rel = if base.is_empty() {
+        path
+    } else if path == base {
+        let q = query.map(|q| format!("?{q}")).unwrap_or_default();
+        return Route::Redirect(format!("{base}/{q}"));
+    } else {
+        match path.strip_prefix(base) {
+            Some(r) if r.starts_with('/') => r,
+            _ => return Route::NotMine,
+        }
+    };
+    let is_config = rel == "/control-ui-config.json"
+        || rel == "/__openclaw/control-ui-config.json"
+        || (base.is_empty() && rel == "/__openclaw__/control-ui-config.json");
+    if is_config {
+        return Route::Config;
+    }
+    let mapped = if let Some(i) = rel.find("/assets/") {
+        // Deep links load `./assets/...` relative to themselves.
+        rel[i + 1..].to_owned()
+    } else if let Some(asset) = rel
+        .strip_prefix("/__openclaw__/")
+        .filter(|a| ROOT_ASSETS.contains(a))
+    {
+        asset.to_owned()
+    } else if rel.ends_with('/') {
+        format!("{}index.html", &rel[1..])
+    } else {
+        rel[1..].to_owned()
+    };
+    let Some(segments) = decode_segments(&mapped) else {
+        return Route::Refused;
+    };
+    let rel: PathBuf = segments.iter().collect();
+    let ext = rel
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let fallback = !ext.is_some_and(|e| STATIC_EXTENSIONS.contains(&e.as_str()));
+    Route::File { rel, fallback }
+}
+
+/// Percent-decodes each `/`-separated segment; `None` if one is empty, `.`/`..`, a dotfile,
+/// not UTF-8, or holds a separator or NUL once decoded.
+fn decode_segments(path: &str) -> Option<Vec<String>> {
+    path.split('/')
+        .map(|s| {
+            let d = percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .ok()?
+                .into_owned();
+            let bad = d.is_empty() || d.starts_with('.') || d.contains(['/', '\\', '\0']);
+            (!bad).then_some(d)
+        })
+        .collect()
+}
+
+/// Whether the request's `Accept` admits an HTML answer (no header counts).
+fn accepts_html(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    if accept.trim().is_empty() {
+        return true;
+    }
+    accept.split(',').any(|part| {
+        let mut it = part.split(';');
+        let media = it.next().unwrap_or("").trim().to_ascii_lowercase();
+        let zero = it.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        !zero
+            && matches!(
+                media.as_str(),
+                "text/html" | "text/*" | "*/*" | "application/xhtml+xml"
+            )
+    })
+}
+
+/// The type a file is served as, by its extension.
+pub fn content_type(rel: &Path) -> &'static str {
+    let ext = rel
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    match ext.as_str() {
+        "html" => "text/html; charset=utf-8",
+        "js" | "mjs" => "application/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "json" | "map" => "application/json; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "ico" => "image/x-icon",
+        "txt" => "text/plain; charset=utf-8",
+        "wasm" => "application/wasm",
+        "webmanifest" => "application/manifest+json; charset=utf-8",
+        "woff2" => "font/woff2",
+        "woff" => "font/woff",
+        "ttf" => "font/ttf",
+        _ => "application/octet-stream",
+    }
+}
+
+/// What serving needs from the gateway: its token check and the boot document.
+pub trait Site {
+    /// `Authorization: Bearer <x>` is accepted (always, when auth is off).
+    fn bearer_ok(&self, token: Option<&str>) -> bool;
+    fn boot_document(&self) -> ipc::gateway::ControlUiConfig;
+}
+
+/// Answers a request for the UI, or `None` when the path is not under the base path.
+pub async fn serve(
+    ui: &ControlUi,
+    site: &impl Site,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Option<Response<Body>> {
+    let route = route(&ui.base_path, path, query);
+    if route == Route::NotMine {
+        return None;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(r);
+    }
+    let head = method == Method::HEAD;
+    let response = match route {
+        Route::NotMine => return None,
+        Route::Refused => plain(StatusCode::NOT_FOUND, "Not Found\n"),
+        Route::Redirect(to) => {
+            let mut r = plain(StatusCode::FOUND, "");
+            if let Ok(v) = HeaderValue::from_str(&to) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
+        Route::Config => config_document(site, headers),
+        Route::File { rel, fallback } => {
+            file_or_page(ui, &rel, fallback && accepts_html(headers), headers).await
+        }
+    };
+    Some(finish(response, head))
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// The security headers every UI answer carries; HEAD answers lose their body.
+fn finish(mut r: Response<Body>, head: bool) -> Response<Body> {
+    let h = r.headers_mut();
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert(
+        "permissions-policy",
+        HeaderValue::from_static("camera=(), microphone=(self), geolocation=()"),
+    );
+    if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
+        if let Ok(v) = HeaderValue::from_str(&page::csp(&[])) {
+            h.insert(header::CONTENT_SECURITY_POLICY, v);
+        }
+    }
+    if head {
+        *r.body_mut() = Full::new(Bytes::new());
+    }
+    r
+}
+
+fn config_document(site: &impl Site, headers: &HeaderMap) -> Response<Body> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if !site.bearer_ok(bearer) {
+        let body = serde_json::to_vec(&ipc::gateway::HttpError::unauthorized()).unwrap_or_default();
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = StatusCode::UNAUTHORIZED;
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return r;
+    }
+    let body = serde_json::to_vec(&site.boot_document()).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// The file at `rel` below the root if it is a regular file inside the root's real path;
+/// else the page (when `fallback`) or 404.
+async fn file_or_page(
+    ui: &ControlUi,
+    rel: &Path,
+    fallback: bool,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let is_index = rel == Path::new("index.html");
+    match open_inside(&ui.root, rel).await {
+        Some((bytes, modified)) if is_index => page::index(ui, &bytes, modified),
+        Some((bytes, modified)) => static_file(rel, bytes, modified, headers),
+        None if fallback || is_index => {
+            match open_inside(&ui.root, Path::new("index.html")).await {
+                Some((bytes, modified)) => page::index(ui, &bytes, modified),
+                None => unavailable(ui),
+            }
+        }
+        None => plain(StatusCode::NOT_FOUND, "Not Found\n"),
+    }
+}
+
+/// The root went away after the config was loaded.
+fn unavailable(ui: &ControlUi) -> Response<Body> {
+    tracing::warn!(root = %ui.root.display(), "The Control UI root has no index.html; answering 503.");
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Control UI files not found at gateway.control_ui.root\n",
+    )
+}
+
+/// Reads `rel` below `root` if it resolves (through any symlinks) to a regular file inside
+/// `root`, at most [`MAX_FILE_BYTES`].
+async fn open_inside(root: &Path, rel: &Path) -> Option<(Vec<u8>, std::time::SystemTime)> {
+    let real = tokio::fs::canonicalize(root.join(rel)).await.ok()?;
+    if !real.starts_with(root) {
+        return None;
+    }
+    let meta = tokio::fs::metadata(&real).await.ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let bytes = tokio::fs::read(&real).await.ok()?;
+    Some((bytes, meta.modified().unwrap_or(std::time::UNIX_EPOCH)))
+}
+
+fn static_file(
+    rel: &Path,
+    bytes: Vec<u8>,
+    modified: std::time::SystemTime,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let last_modified = httpdate::fmt_http_date(modified);
+    let since = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| httpdate::parse_http_date(v).ok());
+    // HTTP dates have whole seconds: compare at that precision.
+    let unchanged = since.is_some_and(|s| {
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        };
+        secs(modified) <= secs(s)
+    });
+    let mut r = if unchanged {
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = Response::new(Full::new(Bytes::from(bytes)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type(rel)),
+        );
+        r
+    };
+    let h = r.headers_mut();
+    // The operator may replace the files at any time (an upgrade): revalidate each use.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(&last_modified) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests;
