@@ -7,7 +7,9 @@
 //!   (base64url, or a PEM SPKI block), `signedAt` within 120 s of now, `nonce` equal to the
 //!   challenge nonce, and the signature valid over the v3 payload, else the v2 payload.
 //!   Local devices are paired silently; remote ones get `PAIRING_REQUIRED` (loopgate has no
-//!   pairing flow yet).
+//!   pairing flow yet). A proven device that connected with the gateway token is issued a
+//!   device token (`crate::devices`), which it may present later instead of the gateway
+//!   token, for at most the scopes it was issued with.
 //! - Scopes: kept when a device proved itself, or for the local `cli`/`cli` and local
 //!   origin-less `gateway-client`/`backend` clients; otherwise cleared.
 
@@ -52,8 +54,31 @@ pub struct Peer {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Granted {
     pub scopes: Vec<String>,
+    /// `token`, `device-token` or `none`.
     pub method: &'static str,
     pub device_id: Option<String>,
+    /// A device proved itself with the gateway token: issue it a device token.
+    pub issue_device_token: bool,
+}
+
+/// The outcome of checking a `connect`'s credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Granted(Granted),
+    /// The connect presents a device token for a proven device: look it up, then
+    /// [`device_token_grant`].
+    CheckDeviceToken(DeviceTokenClaim),
+}
+
+/// A device token presented by a device that proved its identity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceTokenClaim {
+    pub device_id: String,
+    pub role: String,
+    pub token: String,
+    pub requested: Vec<String>,
+    /// It came in `auth.token` (openclaw-node's way), not `auth.deviceToken`.
+    pub in_token_field: bool,
 }
 
 /// Equal in constant time (over SHA-256 digests, so the length does not leak).
@@ -70,84 +95,196 @@ fn device_error(code: &str, message: &str) -> Box<Refusal> {
     )
 }
 
+fn auth_error(
+    code: &str,
+    reason: &str,
+    retry_with_device_token: bool,
+    next: &str,
+    msg: &str,
+) -> Box<Refusal> {
+    Refusal::new(
+        ErrorShape::invalid(msg).with_details(json!({
+            "code": code,
+            "authReason": reason,
+            "canRetryWithDeviceToken": retry_with_device_token,
+            "recommendedNextStep": next,
+        })),
+        msg,
+    )
+}
+
+const TOKEN_MISMATCH: &str = "unauthorized: gateway token mismatch (set gateway.auth.token on the client to the gateway's token)";
+
+/// The verified id of a local device, or why not.
+fn local_device(
+    params: &ConnectParams,
+    role: &str,
+    requested: &[String],
+    challenge_nonce: &str,
+    peer: Peer,
+    now_ms: i64,
+) -> Result<Option<String>, Box<Refusal>> {
+    let Some(device) = &params.device else {
+        return Ok(None);
+    };
+    let id = verify_device(device, params, role, requested, challenge_nonce, now_ms)?;
+    if !peer.local {
+        let msg = "pairing required: this device is not paired with the gateway";
+        return Err(Refusal::new(
+            ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, msg)
+                .with_details(json!({"code": "PAIRING_REQUIRED", "reason": "not-paired"})),
+            msg,
+        ));
+    }
+    Ok(Some(id))
+}
+
 /// Authenticates a `connect` from a network client. `token` is the configured gateway token
 /// (`None`: auth mode `none`, only allowed on loopback binds).
+///
+/// The gateway token (in `auth.token` or `auth.password`) wins; otherwise a device token
+/// (`auth.deviceToken`, or `auth.token` when it is not the gateway token) is accepted from
+/// a device that proves its identity, after the store is asked ([`Verdict::CheckDeviceToken`]).
 pub fn authenticate(
     params: &ConnectParams,
     token: Option<&str>,
     challenge_nonce: &str,
     peer: Peer,
     now_ms: i64,
-) -> Result<Granted, Box<Refusal>> {
+) -> Result<Verdict, Box<Refusal>> {
     let auth = params.auth.clone().unwrap_or_default();
-    let provided = auth
-        .token
-        .as_deref()
-        .filter(|t| !t.is_empty())
-        .or(auth.password.as_deref().filter(|t| !t.is_empty()));
-    let method = match token {
-        None => "none",
-        Some(expected) => match provided {
-            Some(p) if token_matches(p, expected) => "token",
-            Some(_) => {
-                let msg = "unauthorized: gateway token mismatch (set gateway.auth.token on the client to the gateway's token)";
-                return Err(Refusal::new(
-                    ErrorShape::invalid(msg).with_details(json!({
-                        "code": "AUTH_TOKEN_MISMATCH",
-                        "authReason": "token_mismatch",
-                        "canRetryWithDeviceToken": false,
-                        "recommendedNextStep": "update_auth_credentials",
-                    })),
-                    msg,
-                ));
-            }
-            None if params.device.is_none() => {
-                return Err(Refusal::new(
-                    ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
-                        .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
-                    "device identity required",
-                ));
-            }
-            None => {
-                let msg = "unauthorized: gateway token missing (loopgate issues no device tokens; send the gateway token)";
-                return Err(Refusal::new(
-                    ErrorShape::invalid(msg).with_details(json!({
-                        "code": "AUTH_TOKEN_MISSING",
-                        "authReason": "token_missing",
-                        "canRetryWithDeviceToken": false,
-                        "recommendedNextStep": "update_auth_configuration",
-                    })),
-                    msg,
-                ));
-            }
-        },
-    };
+    let non_empty = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
+    let (token_field, password, device_token, bootstrap) = (
+        non_empty(&auth.token),
+        non_empty(&auth.password),
+        non_empty(&auth.device_token),
+        non_empty(&auth.bootstrap_token),
+    );
     let requested = params.scopes.clone().unwrap_or_default();
     let role = params.role.as_deref().unwrap_or("operator");
-    let device_id = match &params.device {
-        Some(device) => {
-            let id = verify_device(device, params, role, &requested, challenge_nonce, now_ms)?;
-            if !peer.local {
-                let msg = "pairing required: this device is not paired with the gateway";
-                return Err(Refusal::new(
-                    ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, msg)
-                        .with_details(json!({"code": "PAIRING_REQUIRED", "reason": "not-paired"})),
-                    msg,
-                ));
-            }
-            Some(id)
-        }
-        None => None,
-    };
     let client = (params.client.id.as_str(), params.client.mode.as_str());
+    let method = match token {
+        None => "none",
+        Some(expected) => {
+            let shared_ok = [&token_field, &password]
+                .into_iter()
+                .flatten()
+                .any(|p| token_matches(p, expected));
+            if shared_ok {
+                "token"
+            } else {
+                let claim = match (&device_token, &token_field) {
+                    (Some(t), _) => Some((t.clone(), false)),
+                    (None, Some(t)) if params.device.is_some() => Some((t.clone(), true)),
+                    _ => None,
+                };
+                if let Some((presented, in_token_field)) = claim {
+                    let Some(device_id) =
+                        local_device(params, role, &requested, challenge_nonce, peer, now_ms)?
+                    else {
+                        return Err(Refusal::new(
+                            ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
+                                .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
+                            "device identity required",
+                        ));
+                    };
+                    return Ok(Verdict::CheckDeviceToken(DeviceTokenClaim {
+                        device_id,
+                        role: role.to_owned(),
+                        token: presented,
+                        requested,
+                        in_token_field,
+                    }));
+                }
+                return Err(if token_field.is_some() || password.is_some() {
+                    auth_error(
+                        "AUTH_TOKEN_MISMATCH",
+                        "token_mismatch",
+                        false,
+                        "update_auth_credentials",
+                        TOKEN_MISMATCH,
+                    )
+                } else if bootstrap.is_some() {
+                    // One-time tokens minted by another gateway's CLI (`openclaw dashboard`)
+                    // mean nothing here: the page falls back to asking for the token.
+                    auth_error(
+                        "AUTH_BOOTSTRAP_TOKEN_INVALID",
+                        "bootstrap_token_invalid",
+                        false,
+                        "update_auth_credentials",
+                        "unauthorized: bootstrap token invalid or expired (loopgate issues none; open the page with #token=<gateway token>)",
+                    )
+                } else if params.device.is_none() {
+                    Refusal::new(
+                        ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
+                            .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
+                        "device identity required",
+                    )
+                } else {
+                    auth_error(
+                        "AUTH_TOKEN_MISSING",
+                        "token_missing",
+                        false,
+                        "update_auth_configuration",
+                        "unauthorized: gateway token missing (send the gateway token, or the device token this gateway issued to this device)",
+                    )
+                });
+            }
+        }
+    };
+    let device_id = local_device(params, role, &requested, challenge_nonce, peer, now_ms)?;
     let keep = device_id.is_some()
         || (peer.local && client == ("cli", "cli"))
         || (peer.local && !peer.has_origin && client == ("gateway-client", "backend"));
-    Ok(Granted {
+    // As OpenClaw: a local backend client (openclaw-node) keeps using the gateway token.
+    let issue_device_token =
+        method == "token" && device_id.is_some() && client != ("gateway-client", "backend");
+    Ok(Verdict::Granted(Granted {
         scopes: if keep { requested } else { Vec::new() },
         method,
         device_id,
-    })
+        issue_device_token,
+    }))
+}
+
+/// Finishes a device-token connect with what the store said of the token.
+pub fn device_token_grant(
+    claim: &DeviceTokenClaim,
+    presented: &crate::devices::Presented,
+) -> Result<Granted, Box<Refusal>> {
+    match presented {
+        crate::devices::Presented::Mismatch if claim.in_token_field => Err(auth_error(
+            "AUTH_TOKEN_MISMATCH",
+            "token_mismatch",
+            true,
+            "retry_with_device_token",
+            TOKEN_MISMATCH,
+        )),
+        crate::devices::Presented::Mismatch => Err(auth_error(
+            "AUTH_DEVICE_TOKEN_MISMATCH",
+            "device_token_mismatch",
+            false,
+            "update_auth_credentials",
+            "unauthorized: device token mismatch (rotate/reissue device token)",
+        )),
+        crate::devices::Presented::Valid(granted)
+            if !crate::devices::covers(granted, &claim.requested) =>
+        {
+            Err(auth_error(
+                "AUTH_SCOPE_MISMATCH",
+                "scope_mismatch",
+                false,
+                "review_auth_configuration",
+                "unauthorized: device token scope mismatch (connect with the gateway token to be issued a wider one)",
+            ))
+        }
+        crate::devices::Presented::Valid(_) => Ok(Granted {
+            scopes: claim.requested.clone(),
+            method: "device-token",
+            device_id: Some(claim.device_id.clone()),
+            issue_device_token: false,
+        }),
+    }
 }
 
 fn decode_b64(s: &str) -> Option<Vec<u8>> {
@@ -282,6 +419,20 @@ mod tests {
     use super::*;
     use ed25519_dalek::{Signer, SigningKey};
     use ipc::gateway::{ClientInfo, ConnectAuth};
+
+    /// The checks without a device-token store: a claim is a test failure here.
+    fn authenticate(
+        params: &ConnectParams,
+        token: Option<&str>,
+        nonce: &str,
+        peer: Peer,
+        now_ms: i64,
+    ) -> Result<Granted, Box<Refusal>> {
+        match super::authenticate(params, token, nonce, peer, now_ms)? {
+            Verdict::Granted(g) => Ok(g),
+            Verdict::CheckDeviceToken(c) => panic!("unexpected device-token claim {c:?}"),
+        }
+    }
 
     fn params(token: Option<&str>, id: &str, mode: &str) -> ConnectParams {
         ConnectParams {
@@ -482,5 +633,115 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(der)
         );
         assert_eq!(raw_public_key(&pem), Some(raw));
+    }
+
+    #[test]
+    fn device_tokens_claims_and_grants() {
+        let key = SigningKey::from_bytes(&[5u8; 32]);
+        let now = 2_000_000;
+        let mut p = params(None, "openclaw-control-ui", "webchat");
+        p.auth = Some(ConnectAuth {
+            device_token: Some("dt".into()),
+            ..Default::default()
+        });
+        // The signature's token slot holds the device token when no gateway token is sent.
+        let raw = key.verifying_key().to_bytes();
+        let id = hex(&Sha256::digest(raw));
+        let scopes = p.scopes.clone().unwrap().join(",");
+        let payload = format!("v2|{id}|openclaw-control-ui|webchat|operator|{scopes}|{now}|dt|n1");
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        p.device = Some(json!({"id": id, "publicKey": b64.encode(raw),
+            "signature": b64.encode(key.sign(payload.as_bytes()).to_bytes()), "signedAt": now, "nonce": "n1"}));
+        let claim = match super::authenticate(&p, Some("shared"), "n1", LOCAL, now).unwrap() {
+            Verdict::CheckDeviceToken(c) => c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((claim.token.as_str(), claim.in_token_field), ("dt", false));
+        let read = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ok = device_token_grant(
+            &claim,
+            &crate::devices::Presented::Valid(read(&["operator.admin"])),
+        )
+        .unwrap();
+        assert_eq!(ok.method, "device-token");
+        assert!(!ok.issue_device_token);
+        let code = |r: Result<Granted, Box<Refusal>>| {
+            r.unwrap_err().error.details.unwrap()["code"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            code(device_token_grant(
+                &claim,
+                &crate::devices::Presented::Valid(read(&["operator.read"]))
+            )),
+            "AUTH_SCOPE_MISMATCH"
+        );
+        assert_eq!(
+            code(device_token_grant(
+                &claim,
+                &crate::devices::Presented::Mismatch
+            )),
+            "AUTH_DEVICE_TOKEN_MISMATCH"
+        );
+        let fallback = DeviceTokenClaim {
+            in_token_field: true,
+            ..claim.clone()
+        };
+        let e = device_token_grant(&fallback, &crate::devices::Presented::Mismatch).unwrap_err();
+        let d = e.error.details.unwrap();
+        assert_eq!(
+            (d["code"].as_str(), d["canRetryWithDeviceToken"].as_bool()),
+            (Some("AUTH_TOKEN_MISMATCH"), Some(true))
+        );
+        // A device token without a device is refused before any lookup.
+        let mut bare = p.clone();
+        bare.device = None;
+        let e = super::authenticate(&bare, Some("shared"), "n1", LOCAL, now).unwrap_err();
+        assert_eq!(e.error.details.unwrap()["code"], "DEVICE_IDENTITY_REQUIRED");
+        // A forged proof never reaches the store.
+        let mut forged = p.clone();
+        forged.device.as_mut().unwrap()["nonce"] = json!("other");
+        assert!(super::authenticate(&forged, Some("shared"), "n1", LOCAL, now).is_err());
+    }
+
+    #[test]
+    fn who_is_issued_a_device_token() {
+        let key = SigningKey::from_bytes(&[6u8; 32]);
+        let now = 3_000_000;
+        let mut ui = params(Some("t"), "test", "test");
+        sign(&mut ui, &key, "n", now, true);
+        let g = authenticate(&ui, Some("t"), "n", LOCAL, now).unwrap();
+        assert!(g.issue_device_token && g.method == "token");
+        let mut backend = params(Some("t"), "gateway-client", "backend");
+        sign(&mut backend, &key, "n", now, true);
+        assert!(
+            !authenticate(&backend, Some("t"), "n", LOCAL, now)
+                .unwrap()
+                .issue_device_token
+        );
+        let plain = params(Some("t"), "cli", "cli");
+        assert!(
+            !authenticate(&plain, Some("t"), "n", LOCAL, now)
+                .unwrap()
+                .issue_device_token
+        );
+        assert!(
+            !authenticate(&ui, None, "n", LOCAL, now)
+                .unwrap()
+                .issue_device_token,
+            "auth mode none"
+        );
+        let mut boot = params(None, "openclaw-control-ui", "webchat");
+        boot.auth = Some(ConnectAuth {
+            bootstrap_token: Some("b".into()),
+            ..Default::default()
+        });
+        let e = authenticate(&boot, Some("t"), "n", LOCAL, now).unwrap_err();
+        assert_eq!(
+            e.error.details.unwrap()["code"],
+            "AUTH_BOOTSTRAP_TOKEN_INVALID"
+        );
     }
 }

@@ -15,15 +15,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipc::gateway::{
-    self as gw, ConnectParams, ErrorShape, EventFrame, FrameError, Method, ResponseFrame,
-    GATEWAY_PROTOCOL, HANDSHAKE_TIMEOUT_MS, MAX_PAYLOAD_BYTES, MAX_PREAUTH_PAYLOAD_BYTES,
-    TICK_INTERVAL_MS,
+    self as gw, ErrorShape, EventFrame, FrameError, ResponseFrame, HANDSHAKE_TIMEOUT_MS,
+    MAX_PAYLOAD_BYTES, MAX_PREAUTH_PAYLOAD_BYTES,
 };
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{AuthMode, Config};
+use crate::config::Config;
 use crate::control::ControlHandle;
 use crate::events::{now_ms, EventHub, HubEvent};
 use crate::gatewaydb::GatewayDb;
@@ -43,6 +42,8 @@ pub mod scopes {
     pub const ADMIN: &str = "operator.admin";
     pub const READ: &str = "operator.read";
     pub const WRITE: &str = "operator.write";
+    /// Device tokens (`device.*`).
+    pub const PAIRING: &str = "operator.pairing";
 }
 
 /// Shared gateway state handed to every connection.
@@ -73,6 +74,9 @@ pub struct Gateway {
     pub env_set: std::collections::HashSet<String>,
     /// Live authenticated connections, by connection id (`system-presence`).
     present: std::sync::Mutex<std::collections::BTreeMap<String, ipc::gateway::PresenceEntry>>,
+    /// Live connections of proven devices, by connection id: the device and its outbox (a
+    /// revoked or rotated token closes them).
+    device_conns: std::sync::Mutex<std::collections::HashMap<String, (String, Out)>>,
 }
 
 impl Gateway {
@@ -100,7 +104,31 @@ impl Gateway {
             drain_requests,
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            device_conns: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Devices with a connection open now.
+    pub fn connected_devices(&self) -> std::collections::HashSet<String> {
+        let conns = self.device_conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.values().map(|(d, _)| d.clone()).collect()
+    }
+
+    /// Closes every connection of `device_id` (4001 `device removed`, as OpenClaw); returns
+    /// how many.
+    pub async fn close_device(&self, device_id: &str) -> usize {
+        let outs: Vec<Out> = {
+            let conns = self.device_conns.lock().unwrap_or_else(|p| p.into_inner());
+            conns
+                .values()
+                .filter(|(d, _)| d == device_id)
+                .map(|(_, o)| o.clone())
+                .collect()
+        };
+        for o in &outs {
+            o.close(4001, "device removed").await;
+        }
+        outs.len()
     }
 
     /// The live connections, oldest first.
@@ -386,6 +414,8 @@ pub struct Session {
     pub scopes: Vec<String>,
     pub caps: Vec<String>,
     pub transport: Transport,
+    /// The device that proved its identity, if any.
+    pub device_id: Option<String>,
     /// How it shows in `system-presence`.
     pub presence: ipc::gateway::PresenceEntry,
 }
@@ -406,6 +436,12 @@ struct PresenceGuard<'a> {
 impl Drop for PresenceGuard<'_> {
     fn drop(&mut self) {
         self.gw.set_presence(self.conn_id, None);
+        let mut conns = self
+            .gw
+            .device_conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        conns.remove(self.conn_id);
     }
 }
 
@@ -465,14 +501,18 @@ pub async fn serve_connection<S: FrameSource>(
         }
         Ok(Inbound::Text(t)) => t,
     };
-    let session = match handshake(&gw, transport, &conn_id, &nonce, &text).await {
-        Ok((id, hello, session)) => {
-            out.ok(&id, hello).await;
+    let session = match crate::handshake::handshake(&gw, transport, &conn_id, &nonce, &text).await {
+        Ok(crate::handshake::Accepted { id, hello, session }) => {
+            out.ok_with(&id, &hello).await;
             gw.set_presence(&conn_id, Some(session.presence.clone()));
+            if let Some(device) = &session.device_id {
+                let mut conns = gw.device_conns.lock().unwrap_or_else(|p| p.into_inner());
+                conns.insert(conn_id.clone(), (device.clone(), out.clone()));
+            }
             session
         }
         Err(refusal) => {
-            let Refused {
+            let crate::handshake::Refused {
                 id,
                 error,
                 code,
@@ -622,192 +662,4 @@ pub async fn serve_connection<S: FrameSource>(
     // connection's writer and socket.
     out.forwarded.send_replace(u64::MAX);
     tracing::debug!(conn = conn_id.as_str(), "Client disconnected.");
-}
-
-/// A refused handshake.
-struct Refused {
-    /// The request id, when the frame was a request.
-    id: Option<String>,
-    error: ErrorShape,
-    code: u16,
-    reason: String,
-    /// Whether a WebSocket client gets a `res` before the close (OpenClaw closes without one
-    /// for frames that are not requests). The unix socket always answers.
-    answer: bool,
-}
-
-type HandshakeError = Box<Refused>;
-
-async fn handshake(
-    gw: &Gateway,
-    transport: Transport,
-    conn_id: &str,
-    nonce: &str,
-    text: &str,
-) -> Result<(String, Value, Session), HandshakeError> {
-    let req = match gw::parse_request(text) {
-        Ok(Some(r)) => r,
-        Ok(None) | Err(FrameError::Invalid { .. }) => {
-            return Err(Box::new(Refused {
-                id: None,
-                error: ErrorShape::invalid(
-                    "invalid handshake: first frame must be a connect request",
-                ),
-                code: 1008,
-                reason: "invalid request frame".into(),
-                answer: false,
-            }));
-        }
-        Err(FrameError::NotJson(e)) => {
-            return Err(Box::new(Refused {
-                id: None,
-                error: ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
-                code: 1000,
-                reason: String::new(),
-                answer: false,
-            }));
-        }
-    };
-    let id = req.id.clone();
-    let fail = |error: ErrorShape, code: u16, reason: &str| {
-        Err(Box::new(Refused {
-            id: Some(id.clone()),
-            error,
-            code,
-            reason: reason.to_owned(),
-            answer: true,
-        }))
-    };
-    if Method::parse(&req.method) != Some(Method::Connect) {
-        let msg = "invalid handshake: first request must be connect";
-        return fail(ErrorShape::invalid(msg), 1008, msg);
-    }
-    let params: ConnectParams =
-        match serde_json::from_value(req.params.clone().unwrap_or(Value::Null)) {
-            Ok(p) => p,
-            Err(e) => {
-                let msg = format!("invalid connect params: {e}");
-                return fail(ErrorShape::invalid(&msg), 1008, &msg);
-            }
-        };
-    if !gw::CLIENT_IDS.contains(&params.client.id.as_str()) {
-        let msg = format!(
-            "invalid connect params: unknown client.id {:?}",
-            params.client.id
-        );
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
-    }
-    if !gw::CLIENT_MODES.contains(&params.client.mode.as_str()) {
-        let msg = format!(
-            "invalid connect params: unknown client.mode {:?}",
-            params.client.mode
-        );
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
-    }
-    if !(params.max_protocol >= GATEWAY_PROTOCOL && params.min_protocol <= GATEWAY_PROTOCOL) {
-        return fail(
-            ErrorShape::invalid("protocol mismatch").with_details(json!({
-                "code": "PROTOCOL_MISMATCH",
-                "clientMinProtocol": params.min_protocol,
-                "clientMaxProtocol": params.max_protocol,
-                "expectedProtocol": GATEWAY_PROTOCOL,
-                "minimumProbeProtocol": 3,
-            })),
-            1002,
-            "protocol mismatch",
-        );
-    }
-    let role = params.role.clone().unwrap_or_else(|| "operator".into());
-    if role != "operator" {
-        let msg = if ["node", "worker"].contains(&role.as_str()) {
-            format!("role {role:?} is not supported by loopgate")
-        } else {
-            "invalid role".to_owned()
-        };
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
-    }
-    if gw.stopping.is_cancelled() {
-        return fail(
-            ErrorShape::unavailable("connect unavailable during gateway restart", Some(1000)),
-            1013,
-            "gateway stopping",
-        );
-    }
-    let (scopes, method) = match transport {
-        // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
-        Transport::Unix => {
-            let requested = params.scopes.clone().unwrap_or_default();
-            let scopes = if requested.is_empty() {
-                vec![
-                    scopes::ADMIN.to_owned(),
-                    scopes::READ.to_owned(),
-                    scopes::WRITE.to_owned(),
-                ]
-            } else {
-                requested
-            };
-            (scopes, "none")
-        }
-        Transport::WebSocket(peer) => {
-            let config = gw.config();
-            let token = match config.gateway.auth_mode {
-                AuthMode::Token => config.gateway.token.as_deref(),
-                AuthMode::None => None,
-            };
-            match crate::auth::authenticate(&params, token, nonce, peer, now_ms() as i64) {
-                Ok(g) => (g.scopes, g.method),
-                Err(r) => {
-                    tracing::info!(
-                        conn = conn_id,
-                        client = params.client.id.as_str(),
-                        reason = r.close_reason.as_str(),
-                        "Refused a connect."
-                    );
-                    // Each guess costs the guesser this much; the connection cap bounds how
-                    // many wait at once.
-                    tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;
-                    return fail(r.error, r.close_code, &r.close_reason);
-                }
-            }
-        }
-    };
-    let now = now_ms();
-    let session = Session {
-        conn_id: conn_id.to_owned(),
-        scopes: scopes.clone(),
-        caps: params.caps.clone(),
-        transport,
-        presence: ipc::gateway::PresenceEntry {
-            ts: now,
-            client_id: params.client.id.clone(),
-            mode: params.client.mode.clone(),
-            version: params.client.version.clone(),
-            platform: params.client.platform.clone(),
-            instance_id: params.client.instance_id.clone(),
-            device_family: params.client.device_family.clone(),
-            roles: vec!["operator".into()],
-            scopes: scopes.clone(),
-            reason: "connect".into(),
-            online_since: now,
-        },
-    };
-    let methods: Vec<&str> = Method::advertised().map(|m| m.as_str()).collect();
-    let hello = json!({
-        "type": "hello-ok",
-        "protocol": GATEWAY_PROTOCOL,
-        "server": {"version": env!("CARGO_PKG_VERSION"), "connId": conn_id},
-        "features": {"methods": methods, "events": gw::events::ADVERTISED},
-        "snapshot": {
-            "presence": gw.presence(),
-            "health": {},
-            "stateVersion": {"presence": 0, "health": 0},
-            "uptimeMs": gw.started.elapsed().as_millis() as u64,
-            "sessionDefaults": {"defaultAgentId": "main", "mainKey": "main", "mainSessionKey": "agent:main:main"},
-            "stateDir": gw.config().state_dir.display().to_string(),
-            "authMode": match gw.config().gateway.auth_mode { AuthMode::Token => "token", AuthMode::None => "none" },
-        },
-        "auth": {"role": "operator", "scopes": scopes, "method": method},
-        "policy": {"maxPayload": MAX_PAYLOAD_BYTES, "maxBufferedBytes": gw.config().gateway.max_buffered_bytes, "tickIntervalMs": TICK_INTERVAL_MS},
-    });
-    Ok((id, hello, session))
 }

@@ -145,6 +145,7 @@ enum Cmd {
         oneshot::Sender<Result<(Vec<SessionRow>, u64), DbError>>,
     ),
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
+    Devices(crate::devices::DeviceCmd),
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -206,6 +207,14 @@ impl GatewayDb {
         self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
     }
 
+    /// A device-token command (see [`crate::devices`]), on this database's writer.
+    pub async fn devices<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> crate::devices::DeviceCmd,
+    ) -> Result<T, DbError> {
+        self.tx.ask(|tx| Cmd::Devices(make(tx))).await
+    }
+
     /// Deletes terminal runs that ended before `before_ms`.
     pub async fn prune(&self, before_ms: u64) -> Result<usize, DbError> {
         self.tx.ask(|tx| Cmd::Prune(before_ms, tx)).await
@@ -214,7 +223,7 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 4 {
+    if version > 5 {
         return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
     }
     if version < 1 {
@@ -276,6 +285,13 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              COMMIT;",
         )?;
     }
+    if version < 5 {
+        // v5: device tokens (their digests), see `devices`.
+        conn.execute_batch(&format!(
+            "BEGIN; {} PRAGMA user_version = 5; COMMIT;",
+            crate::devices::SCHEMA
+        ))?;
+    }
     Ok(())
 }
 
@@ -336,6 +352,7 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                     .map_err(DbError::from)
             }),
         ),
+        Cmd::Devices(d) => crate::devices::apply(conn, d, sp),
         Cmd::Prune(before, tx) => answer(
             tx,
             sp.run(conn, |c| {

@@ -129,6 +129,34 @@ enum Cmd {
         #[command(subcommand)]
         command: WorkerCmd,
     },
+    /// The device tokens this gateway issued (to Control UI tabs, TUIs and other clients
+    /// that proved a device identity): list, revoke or rotate them.
+    Devices {
+        #[command(subcommand)]
+        command: DevicesCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum DevicesCmd {
+    /// Every device with a token: client, role, state, scopes.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a device's token and close its connections; it must connect with the gateway
+    /// token again to get a new one.
+    Revoke {
+        device_id: String,
+        #[arg(long, default_value = "operator")]
+        role: String,
+    },
+    /// Replace a device's token (the old one stops working; its connections are closed).
+    Rotate {
+        device_id: String,
+        #[arg(long, default_value = "operator")]
+        role: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -269,5 +297,16 @@ fn main() -> ExitCode {
         Cmd::Worker {
             command: WorkerCmd::Restart { agent, force },
         } => runtime.block_on(client::worker_restart(&socket, agent, force)),
+        Cmd::Devices { command } => runtime.block_on(async {
+            match command {
+                DevicesCmd::List { json } => client::devices::list(&socket, json).await,
+                DevicesCmd::Revoke { device_id, role } => {
+                    client::devices::revoke(&socket, device_id, role).await
+                }
+                DevicesCmd::Rotate { device_id, role } => {
+                    client::devices::rotate(&socket, device_id, role).await
+                }
+            }
+        }),
     }
 }

@@ -3,6 +3,7 @@ mod catalog;
 mod chaos;
 mod compaction;
 mod control_ui;
+mod devices;
 mod foundation;
 mod frames;
 mod history;

@@ -346,7 +346,11 @@ pub fn device_proof(params: &Value, key: &SigningKey, nonce: &str, signed_at: i6
         s("/client/mode"),
         params["role"].as_str().unwrap_or("operator"),
         scopes.join(","),
-        s("/auth/token"),
+        ["/auth/token", "/auth/deviceToken", "/auth/bootstrapToken"]
+            .iter()
+            .map(|p| s(p))
+            .find(|t| !t.is_empty())
+            .unwrap_or_default(),
         s("/client/platform").to_lowercase(),
         s("/client/deviceFamily").to_lowercase()
     );

@@ -9,12 +9,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod catalog;
+mod devices;
 mod health;
+mod hello;
 mod results;
 mod run;
 mod sessions;
 pub use catalog::*;
+pub use devices::*;
 pub use health::*;
+pub use hello::*;
 pub use results::*;
 pub use run::*;
 pub use sessions::*;
@@ -72,6 +76,9 @@ pub enum Method {
     ConfigGet,
     LogsTail,
     SystemPresence,
+    DevicePairList,
+    DeviceTokenRotate,
+    DeviceTokenRevoke,
     GatewayDrain,
     WorkerRestart,
     /// loopgate's own process view (`status` is OpenClaw's summary).
@@ -109,6 +116,9 @@ impl Method {
         Method::ConfigGet,
         Method::LogsTail,
         Method::SystemPresence,
+        Method::DevicePairList,
+        Method::DeviceTokenRotate,
+        Method::DeviceTokenRevoke,
         Method::GatewayDrain,
         Method::WorkerRestart,
         Method::GatewayStatus,
@@ -149,6 +159,9 @@ impl Method {
             Method::ConfigGet => "config.get",
             Method::LogsTail => "logs.tail",
             Method::SystemPresence => "system-presence",
+            Method::DevicePairList => "device.pair.list",
+            Method::DeviceTokenRotate => "device.token.rotate",
+            Method::DeviceTokenRevoke => "device.token.revoke",
             Method::GatewayDrain => "gateway.drain",
             Method::WorkerRestart => "worker.restart",
             Method::GatewayStatus => "loopgate.status",

@@ -6,6 +6,7 @@
 mod audit;
 mod browse;
 mod conn;
+pub mod devices;
 mod render;
 
 pub use audit::audit;

@@ -35,8 +35,10 @@ use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
 mod chat;
+mod devices;
 mod sessions;
 use chat::*;
+use devices::*;
 use sessions::*;
 
 /// A turn request's place in its connection's order of admission: it is admitted after
@@ -153,6 +155,9 @@ pub async fn handle(
         | Method::SessionsDelete
         | Method::GatewayDrain
         | Method::WorkerRestart => scopes::ADMIN,
+        Method::DevicePairList | Method::DeviceTokenRotate | Method::DeviceTokenRevoke => {
+            scopes::PAIRING
+        }
     };
     if !session.has_scope(needed) {
         tracing::debug!(method = method.as_str(), needed, "Refused: missing scope.");
@@ -229,6 +234,9 @@ pub async fn handle(
         Method::SystemPresence => out.ok_with(&req.id, &gw.presence()).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
+        Method::DevicePairList => device_pair_list(gw, req, out).await,
+        Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
+        Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
         Method::GatewayDrain => gateway_drain(gw, req, out).await,
         Method::WorkerRestart => worker_restart(gw, req, out).await,
     }

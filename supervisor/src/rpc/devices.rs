@@ -1,0 +1,160 @@
+//! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::devices`).
+
+use super::*;
+use crate::devices::DeviceCmd;
+use ipc::gateway::{
+    DevicePairListParams, DevicePairListResult, DeviceTokenRevokeParams, DeviceTokenRevokeResult,
+    DeviceTokenRotateParams, DeviceTokenRotateResult, PairedDevice, TokenSummary,
+};
+
+fn denied(what: &str, reason: &str) -> ErrorShape {
+    ErrorShape::invalid(format!("device token {what} denied"))
+        .with_details(json!({"reason": reason}))
+}
+
+fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
+    ErrorShape::unavailable(e.to_string(), Some(500))
+}
+
+pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    if params::<DevicePairListParams>(&req, out).await.is_none() {
+        return;
+    }
+    let rows = match gw.db.devices(|reply| DeviceCmd::List { reply }).await {
+        Ok(r) => r,
+        Err(e) => return out.err(&req.id, db_error(e)).await,
+    };
+    let connected = gw.connected_devices();
+    let mut paired: Vec<PairedDevice> = Vec::new();
+    for t in rows {
+        let summary = TokenSummary {
+            role: t.role.clone(),
+            scopes: t.scopes.clone(),
+            created_at_ms: t.created_at,
+            rotated_at_ms: t.rotated_at,
+            revoked_at_ms: t.revoked_at,
+            last_used_at_ms: t.last_used_at,
+        };
+        match paired.iter_mut().find(|d| d.device_id == t.device_id) {
+            Some(d) => {
+                d.roles.push(t.role);
+                d.tokens.push(summary);
+            }
+            None => paired.push(PairedDevice {
+                connected: connected.contains(&t.device_id),
+                device_id: t.device_id,
+                client_id: t.client_id,
+                client_mode: t.client_mode,
+                platform: t.platform,
+                roles: vec![t.role],
+                scopes: t.scopes,
+                created_at_ms: t.created_at,
+                approved_via: "silent".into(),
+                tokens: vec![summary],
+            }),
+        }
+    }
+    let result = DevicePairListResult {
+        pending: Vec::new(),
+        paired,
+    };
+    out.ok_with(&req.id, &result).await;
+}
+
+pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<DeviceTokenRevokeParams>(&req, out).await else {
+        return;
+    };
+    let (device_id, role) = (p.device_id.clone(), p.role.clone());
+    let revoked = gw
+        .db
+        .devices(|reply| DeviceCmd::Revoke {
+            device_id,
+            role,
+            now: now_ms(),
+            reply,
+        })
+        .await;
+    match revoked {
+        Ok(Some(at)) => {
+            tracing::info!(
+                device = p.device_id.as_str(),
+                role = p.role.as_str(),
+                "Device token revoked."
+            );
+            let result = DeviceTokenRevokeResult {
+                device_id: p.device_id.clone(),
+                role: p.role,
+                revoked_at_ms: at,
+            };
+            out.ok_with(&req.id, &result).await;
+            // After the answer: the caller may be that device.
+            gw.close_device(&p.device_id).await;
+        }
+        Ok(None) => {
+            out.err(&req.id, denied("revocation", "unknown-device-or-role"))
+                .await
+        }
+        Err(e) => out.err(&req.id, db_error(e)).await,
+    }
+}
+
+pub(super) async fn device_token_rotate(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    req: RequestFrame,
+    out: &Out,
+) {
+    let Some(p) = params::<DeviceTokenRotateParams>(&req, out).await else {
+        return;
+    };
+    // Never wider than what the caller itself holds.
+    if let Some(wanted) = &p.scopes {
+        if !crate::devices::covers(&session.scopes, wanted) {
+            return out
+                .err(&req.id, denied("rotation", "caller-missing-scope"))
+                .await;
+        }
+    }
+    let (device_id, role, scopes) = (p.device_id.clone(), p.role.clone(), p.scopes.clone());
+    let rotated = gw
+        .db
+        .devices(|reply| DeviceCmd::Rotate {
+            device_id,
+            role,
+            scopes,
+            now: now_ms(),
+            reply,
+        })
+        .await;
+    match rotated {
+        Ok(Some((token, scopes, at))) => {
+            tracing::info!(
+                device = p.device_id.as_str(),
+                role = p.role.as_str(),
+                "Device token rotated."
+            );
+            let own = session.device_id.as_deref() == Some(p.device_id.as_str());
+            let result = DeviceTokenRotateResult {
+                device_id: p.device_id.clone(),
+                role: p.role,
+                token: own.then_some(token),
+                scopes,
+                rotated_at_ms: at,
+                token_delivery: if own {
+                    "in-band"
+                } else {
+                    "withheld-cross-device"
+                }
+                .into(),
+            };
+            out.ok_with(&req.id, &result).await;
+            gw.close_device(&p.device_id).await;
+        }
+        Ok(None) => {
+            out.err(&req.id, denied("rotation", "unknown-device-or-role"))
+                .await
+        }
+        Err(e) => out.err(&req.id, db_error(e)).await,
+    }
+}
