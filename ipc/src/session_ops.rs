@@ -84,8 +84,13 @@ pub struct StoredMessage {
     /// The run that wrote it (`None`: not written by a run, e.g. injected).
     #[serde(default)]
     pub run_id: Option<String>,
-    /// The stored message object (pi-style `{role, content, timestamp, ...}`), JSON text.
+    /// The stored message object (pi-style `{role, content, timestamp, ...}`), JSON text;
+    /// `{}` when `omitted_bytes` is set.
     pub message_json: String,
+    /// The message was larger than the whole page's byte cap: it is left out and only its
+    /// place and size are given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omitted_bytes: Option<u64>,
 }
 
 /// A run's user message, recorded in the transcript.

@@ -226,6 +226,7 @@ fn stored(seq: i64, role: &str, run_id: Option<&str>) -> StoredMessage {
         message_json: format!(
             "{{\"role\":\"{role}\",\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}]}}"
         ),
+        omitted_bytes: (seq == 3).then_some(9_000_000),
     }
 }
 

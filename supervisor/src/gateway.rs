@@ -44,6 +44,8 @@ pub mod scopes {
     pub const WRITE: &str = "operator.write";
     /// Device tokens (`device.*`).
     pub const PAIRING: &str = "operator.pairing";
+    /// Approval queues.
+    pub const APPROVALS: &str = "operator.approvals";
 }
 
 /// Shared gateway state handed to every connection.

@@ -131,7 +131,18 @@ pub fn assistant(
 /// (`idempotencyKey`: its run id), which is how a client confirms a send. `None` when the
 /// stored text is not a JSON object (a damaged row is left out, not sent half-made).
 pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
-    let mut message: Value = serde_json::from_str(&m.message_json).ok()?;
+    let mut message: Value = match m.omitted_bytes {
+        Some(bytes) => serde_json::to_value(ChatMessage {
+            role: m.role.clone(),
+            content: vec![ipc::gateway::TextBlock::new(&format!(
+                "[message omitted: {bytes} bytes, more than this history page may carry]"
+            ))],
+            timestamp: 0,
+            recorded: None,
+        })
+        .ok()?,
+        None => serde_json::from_str(&m.message_json).ok()?,
+    };
     let obj = message.as_object_mut()?;
     let place = MessagePlace {
         id: m.entry_id.clone(),
@@ -765,6 +776,7 @@ mod tests {
             role: role.into(),
             run_id: run.map(Into::into),
             message_json: json.into(),
+            omitted_bytes: None,
         };
         let (user, place) = display_message(&stored(
             "user",
@@ -798,6 +810,18 @@ mod tests {
         let ev = to_json(&session_message("agent:main:main", "main", note, &place));
         assert!(ev.get("runId").is_none(), "{ev}");
         assert_eq!(ev["messageId"], "e7");
+        // A message too large for the page is shown by its place and size.
+        let big = StoredMessage {
+            omitted_bytes: Some(9_000_000),
+            message_json: "{}".into(),
+            ..stored("assistant", Some("r1"), "{}")
+        };
+        let (shown, _) = display_message(&big).unwrap();
+        assert!(shown["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("9000000 bytes"));
+        assert_eq!(shown["__openclaw"]["id"], "e7");
         // A damaged row is left out, not sent half-made.
         assert!(display_message(&stored("user", None, "[1,2]")).is_none());
         assert!(display_message(&stored("user", None, "{oops")).is_none());

@@ -75,6 +75,28 @@ async fn history_pages_back_by_offset_and_caps_bytes_r_d3() {
     assert!(!t.is_empty() && t.len() < 6, "{capped}");
     assert_eq!(t, every[6 - t.len()..].to_vec(), "the newest that fit");
     assert_eq!(capped["payload"]["hasMore"], true, "{capped}");
+    // A reply larger than the whole cap is shown by its place, not left out silently.
+    gw.model.push(loopgate_tests::reply(&"w".repeat(4096)));
+    let (_, fin) = c
+        .turn(json!({"message": "big", "idempotencyKey": "pg-big", "sessionKey": "pg"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let tiny = c
+        .call(
+            "chat.history",
+            json!({"sessionKey": "pg", "maxBytes": 1024, "limit": 1}),
+        )
+        .await;
+    let last = &tiny["payload"]["messages"][0];
+    assert!(
+        last["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("[message omitted:"),
+        "{tiny}"
+    );
+    assert_eq!(last["role"], "assistant");
+    assert!(last["__openclaw"]["id"].is_string(), "{tiny}");
     let small = c
         .call("chat.history", json!({"sessionKey": "pg", "maxBytes": 10}))
         .await;

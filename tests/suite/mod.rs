@@ -1,3 +1,4 @@
+mod absent;
 mod bench_smoke;
 mod catalog;
 mod chaos;

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod absent;
 mod catalog;
 mod devices;
 mod health;
@@ -15,6 +16,7 @@ mod hello;
 mod results;
 mod run;
 mod sessions;
+pub use absent::*;
 pub use catalog::*;
 pub use devices::*;
 pub use health::*;
@@ -76,6 +78,25 @@ pub enum Method {
     ConfigGet,
     LogsTail,
     SystemPresence,
+    CronList,
+    CronStatus,
+    TasksList,
+    TalkCatalog,
+    UpdateStatus,
+    ProgressCardGet,
+    SessionsBranchesList,
+    SessionsCompanionState,
+    SessionsObserverVisibility,
+    CommandsList,
+    ChannelsStatus,
+    LastHeartbeat,
+    NodeList,
+    NodePairList,
+    ExecApprovalList,
+    PluginApprovalList,
+    OpenclawApprovalList,
+    ApprovalHistory,
+    SessionsCreate,
     DevicePairList,
     DeviceTokenRotate,
     DeviceTokenRevoke,
@@ -116,6 +137,25 @@ impl Method {
         Method::ConfigGet,
         Method::LogsTail,
         Method::SystemPresence,
+        Method::CronList,
+        Method::CronStatus,
+        Method::TasksList,
+        Method::TalkCatalog,
+        Method::UpdateStatus,
+        Method::ProgressCardGet,
+        Method::SessionsBranchesList,
+        Method::SessionsCompanionState,
+        Method::SessionsObserverVisibility,
+        Method::CommandsList,
+        Method::ChannelsStatus,
+        Method::LastHeartbeat,
+        Method::NodeList,
+        Method::NodePairList,
+        Method::ExecApprovalList,
+        Method::PluginApprovalList,
+        Method::OpenclawApprovalList,
+        Method::ApprovalHistory,
+        Method::SessionsCreate,
         Method::DevicePairList,
         Method::DeviceTokenRotate,
         Method::DeviceTokenRevoke,
@@ -159,6 +199,25 @@ impl Method {
             Method::ConfigGet => "config.get",
             Method::LogsTail => "logs.tail",
             Method::SystemPresence => "system-presence",
+            Method::CronList => "cron.list",
+            Method::CronStatus => "cron.status",
+            Method::TasksList => "tasks.list",
+            Method::TalkCatalog => "talk.catalog",
+            Method::UpdateStatus => "update.status",
+            Method::ProgressCardGet => "progressCard.get",
+            Method::SessionsBranchesList => "sessions.branches.list",
+            Method::SessionsCompanionState => "sessions.companion.state",
+            Method::SessionsObserverVisibility => "sessions.observer.visibility",
+            Method::CommandsList => "commands.list",
+            Method::ChannelsStatus => "channels.status",
+            Method::LastHeartbeat => "last-heartbeat",
+            Method::NodeList => "node.list",
+            Method::NodePairList => "node.pair.list",
+            Method::ExecApprovalList => "exec.approval.list",
+            Method::PluginApprovalList => "plugin.approval.list",
+            Method::OpenclawApprovalList => "openclaw.approval.list",
+            Method::ApprovalHistory => "approval.history",
+            Method::SessionsCreate => "sessions.create",
             Method::DevicePairList => "device.pair.list",
             Method::DeviceTokenRotate => "device.token.rotate",
             Method::DeviceTokenRevoke => "device.token.revoke",

@@ -453,3 +453,68 @@ pub struct ApprovalReplay {
 pub struct QuestionListResult {
     pub questions: Vec<serde_json::Value>,
 }
+
+/// `sessions.create` params: the ones loopgate acts on; any other field OpenClaw knows
+/// (forks, worktrees, incognito, tool overrides, attachments, ...) lands in `unsupported`
+/// and is refused by name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsCreateParams {
+    /// A bare key is scoped to the agent (`agent:<id>:<key>`); absent: a new key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Taken as the label when no label is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_source: Option<String>,
+    /// The session the client came from (TUI `/new`); recorded nowhere, accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeds_parent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emit_command_hooks: Option<bool>,
+    /// A first message: the session's first turn starts at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(flatten)]
+    pub unsupported: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// `sessions.create` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsCreateResult {
+    pub ok: bool,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub entry: SessionRow,
+    pub run_started: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_error: Option<super::ErrorShape>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<CreateResolved>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateResolved {
+    pub model_provider: String,
+    pub model: String,
+}

@@ -7,8 +7,9 @@ use ipc::gateway::{
     InputConsumption, InputReceipt,
 };
 
-/// Most bytes of messages a page carries when the client names no `maxBytes`.
-const DEFAULT_HISTORY_BYTES: u64 = 6 * 1024 * 1024;
+/// Most bytes of messages a page carries when the client names no `maxBytes` (the worker's
+/// cap, under the control link's frame cap).
+const DEFAULT_HISTORY_BYTES: u64 = 8 * 1024 * 1024;
 /// The smallest `maxBytes` accepted (OpenClaw's floor).
 const MIN_HISTORY_BYTES: u64 = 1024;
 

@@ -34,10 +34,14 @@ use crate::gateway::{scopes, Gateway, Out, Session};
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
+mod absent;
 mod chat;
+mod create;
 mod devices;
 mod sessions;
+use absent::*;
 use chat::*;
+use create::*;
 use devices::*;
 use sessions::*;
 
@@ -97,7 +101,7 @@ impl Drop for AdmissionTurn {
 pub fn is_ordered(method: &str) -> bool {
     matches!(
         Method::parse(method),
-        Some(Method::Agent | Method::ChatSend)
+        Some(Method::Agent | Method::ChatSend | Method::SessionsCreate)
     )
 }
 
@@ -143,21 +147,40 @@ pub async fn handle(
         | Method::ConfigGet
         | Method::SystemPresence
         // Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
-        | Method::LogsTail => scopes::READ,
+        | Method::LogsTail
+        | Method::CronList
+        | Method::CronStatus
+        | Method::TasksList
+        | Method::TalkCatalog
+        | Method::ProgressCardGet
+        | Method::SessionsBranchesList
+        | Method::SessionsCompanionState
+        | Method::SessionsObserverVisibility
+        | Method::CommandsList
+        | Method::ChannelsStatus
+        | Method::LastHeartbeat
+        | Method::NodeList => scopes::READ,
+        Method::ExecApprovalList
+        | Method::PluginApprovalList
+        | Method::OpenclawApprovalList
+        | Method::ApprovalHistory => scopes::APPROVALS,
         Method::Agent
         | Method::AgentWait
         | Method::ChatSend
         | Method::ChatAbort
-        | Method::SessionsPatch => scopes::WRITE,
+        | Method::SessionsPatch
+        | Method::SessionsCreate => scopes::WRITE,
         // Admin, as OpenClaw's: the message is recorded as the assistant's.
         Method::ChatInject
         | Method::SessionsReset
         | Method::SessionsDelete
         | Method::GatewayDrain
-        | Method::WorkerRestart => scopes::ADMIN,
-        Method::DevicePairList | Method::DeviceTokenRotate | Method::DeviceTokenRevoke => {
-            scopes::PAIRING
-        }
+        | Method::WorkerRestart
+        | Method::UpdateStatus => scopes::ADMIN,
+        Method::DevicePairList
+        | Method::DeviceTokenRotate
+        | Method::DeviceTokenRevoke
+        | Method::NodePairList => scopes::PAIRING,
     };
     if !session.has_scope(needed) {
         tracing::debug!(method = method.as_str(), needed, "Refused: missing scope.");
@@ -234,6 +257,25 @@ pub async fn handle(
         Method::SystemPresence => out.ok_with(&req.id, &gw.presence()).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
+        Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
+        Method::CronList
+        | Method::CronStatus
+        | Method::TasksList
+        | Method::TalkCatalog
+        | Method::UpdateStatus
+        | Method::ProgressCardGet
+        | Method::SessionsBranchesList
+        | Method::SessionsCompanionState
+        | Method::SessionsObserverVisibility
+        | Method::CommandsList
+        | Method::ChannelsStatus
+        | Method::LastHeartbeat
+        | Method::NodeList
+        | Method::NodePairList
+        | Method::ExecApprovalList
+        | Method::PluginApprovalList
+        | Method::OpenclawApprovalList
+        | Method::ApprovalHistory => absent(gw, req, out, method).await,
         Method::DevicePairList => device_pair_list(gw, req, out).await,
         Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
         Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,

@@ -215,7 +215,7 @@ pub(super) async fn session_messages(
 }
 
 /// Longest session label.
-const MAX_LABEL_CHARS: usize = 200;
+pub(super) const MAX_LABEL_CHARS: usize = 200;
 
 /// `sessions.patch`: a session's label and read mark. A model or thinking level is refused
 /// by name: this gateway cannot honour them per session yet.

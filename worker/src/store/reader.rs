@@ -299,6 +299,9 @@ fn tool_calls_of(message: &Value) -> Vec<crate::tools::ToolCall> {
 /// link's 16 MiB frame cap); older messages past it are left out.
 pub const MAX_DISPLAY_BYTES: usize = 8 * 1024 * 1024;
 
+/// What an omitted message costs of a page's byte cap (its place and size).
+const OMITTED_COST: usize = 256;
+
 /// Whether history shows a stored message: not an assistant message with no visible text
 /// and no tool calls, nor one that is only the silent `NO_REPLY`.
 pub fn visible(role: &str, message: &Value) -> bool {
@@ -323,6 +326,7 @@ pub fn stored_message(
         role: role.to_owned(),
         run_id: run_id.map(str::to_owned),
         message_json: message.to_string(),
+        omitted_bytes: None,
     })
 }
 
@@ -364,18 +368,23 @@ fn display(
     let mut truncated = rows.len() > limit;
     rows.truncate(limit);
     // Newest first: the answer keeps the newest messages that fit the byte cap (it must
-    // cross the control link, whose frames are capped), as OpenClaw's history has one.
-    let mut budget = max_bytes.min(MAX_DISPLAY_BYTES);
+    // cross the control link, whose frames are capped), as OpenClaw's history has one. A
+    // message larger than the whole cap is given as its place only (a client shows it as
+    // omitted), so one huge reply does not hide everything after it.
+    let cap = max_bytes.min(MAX_DISPLAY_BYTES);
+    let mut budget = cap;
     let total = rows.len();
-    let fitting: Vec<Row> = rows
+    let fitting: Vec<(Row, bool)> = rows
         .into_iter()
         .map_while(|row| {
             let size = row.3.len();
-            if size > budget {
+            let omit = size > cap;
+            let cost = if omit { OMITTED_COST } else { size };
+            if cost > budget {
                 return None;
             }
-            budget -= size;
-            Some(row)
+            budget -= cost;
+            Some((row, omit))
         })
         .collect();
     truncated |= fitting.len() < total;
@@ -383,11 +392,16 @@ fn display(
     let read = (fitting.len() as u64).max(u64::from(total > 0));
     let mut messages: Vec<StoredMessage> = fitting
         .into_iter()
-        .filter_map(|(seq, role, _, json, run_id)| {
+        .filter_map(|((seq, role, _, json, run_id), omit)| {
             let entry = parse_entry(&json).ok()?;
             let message = entry.get("message")?;
             let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
-            stored_message(&role, message, id, seq, run_id.as_deref())
+            let mut m = stored_message(&role, message, id, seq, run_id.as_deref())?;
+            if omit {
+                m.message_json = "{}".into();
+                m.omitted_bytes = Some(json.len() as u64);
+            }
+            Some(m)
         })
         .collect();
     messages.reverse();
