@@ -66,8 +66,23 @@ pub enum SessionOp {
     /// Since: protocol v2. Append an assistant message written by an operator (not by the
     /// model) to an existing session, through the writer queue.
     Inject { session_key: String, text: String },
+    /// Since: protocol v2. Compact the session's context now: the older messages are
+    /// summarized by the agent's model and the summary replaces them for the model, through
+    /// the writer fence (refused if a run holds the session or it changed meanwhile).
+    Compact { session_key: String },
     #[serde(other)]
     Unknown,
+}
+
+impl SessionOp {
+    /// Longest the supervisor waits for the answer, in seconds (a compaction calls the
+    /// model).
+    pub fn timeout_secs(&self) -> u64 {
+        match self {
+            SessionOp::Compact { .. } => 600,
+            _ => 60,
+        }
+    }
 }
 
 /// A message as recorded in a transcript: where it is and what was stored.
@@ -136,6 +151,19 @@ pub enum SessionReply {
         /// `None`: recorded, but history hides it (it is only the silent `NO_REPLY`).
         #[serde(default)]
         message: Option<StoredMessage>,
+    },
+    /// `compacted: false` with `reason` when there was nothing to do.
+    Compact {
+        compacted: bool,
+        #[serde(default)]
+        reason: Option<String>,
+        /// Messages the summary replaced.
+        #[serde(default)]
+        messages: u64,
+        #[serde(default)]
+        tokens_before: u64,
+        #[serde(default)]
+        tokens_after: u64,
     },
     Failed {
         error: RpcError,

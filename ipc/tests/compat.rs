@@ -312,6 +312,28 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
             ),
         ),
         (
+            "session_compact",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 12,
+                op: SessionOp::Compact {
+                    session_key: "agent:main:main".into(),
+                },
+            }),
+        ),
+        (
+            "done_compact",
+            done(
+                12,
+                SessionReply::Compact {
+                    compacted: true,
+                    reason: None,
+                    messages: 14,
+                    tokens_before: 90_000,
+                    tokens_after: 12_000,
+                },
+            ),
+        ),
+        (
             "done_failed",
             done(
                 11,

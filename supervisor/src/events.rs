@@ -91,6 +91,18 @@ impl Deferred {
         }
     }
 
+    /// A `session.operation` event, to the session's followers and subscribers.
+    pub fn session_operation(ev: &ipc::gateway::SessionOperation) -> Self {
+        Self {
+            event: ipc::gateway::events::SESSION_OPERATION,
+            payload: serialized(ev),
+            drop_if_slow: false,
+            cap: None,
+            subscribers_only: false,
+            session: Some(Arc::from(ev.session_key.as_str())),
+        }
+    }
+
     /// A `presence` event (skippable for a slow connection: the next one carries the list).
     pub fn presence(ev: &ipc::gateway::PresenceEvent) -> Self {
         Self {

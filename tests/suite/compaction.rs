@@ -261,3 +261,112 @@ async fn a_long_chatty_session_keeps_its_start_until_compaction_r_b7() {
     assert!(contents.iter().any(|m| m == "turn-129"));
     gw.logs.assert_clean(&[]);
 }
+
+/// `sessions.compact` (issue 11): an operator compacts a session now. The model summarizes
+/// the older messages; followers see `session.operation` start and end, subscribers
+/// `sessions.changed {reason: "compact", compacted: true}`; the next turn's model request
+/// starts with the summary and the kept recent messages. A session with a run in progress is
+/// refused, as is `maxLines`; an empty session has nothing to compact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_compacts_a_session_on_request_r_b7() {
+    let gw = Gateway::start_with(
+        "context_window = 100000\n\n\
+         [agents.list.main]\nsystem_prompt = \"Test agent.\"\n\n\
+         [agents.list.main.tools]\nallow = []\n\n\
+         [agents.list.main.compaction]\nkeep_recent_tokens = 150\n\n",
+    )
+    .await;
+    let mut sub = gw.connect().await;
+    sub.call("sessions.subscribe", json!({})).await;
+    sub.call("sessions.messages.subscribe", json!({"key": "main"}))
+        .await;
+    let mut c = gw.connect().await;
+    let empty = c
+        .call("sessions.compact", json!({"key": "nothing-here"}))
+        .await;
+    assert_eq!(empty["payload"]["compacted"], false, "{empty}");
+    let big = |tag: &str| format!("{tag} {}", "lorem ipsum ".repeat(40));
+    for i in 0..3 {
+        gw.model.push(text(&big(&format!("ANSWER-{i}"))));
+        let (_, fin) = c
+            .turn(json!({"message": big(&format!("QUESTION-{i}")), "idempotencyKey": format!("m{i}")}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    let bad = c
+        .call("sessions.compact", json!({"key": "main", "maxLines": 3}))
+        .await;
+    assert_eq!(bad["error"]["code"], "INVALID_REQUEST", "{bad}");
+
+    gw.model
+        .push(text("SUMMARY-NOW: three questions were asked."));
+    let r = c.call("sessions.compact", json!({"key": "main"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let p = &r["payload"];
+    assert_eq!(
+        (&p["ok"], &p["compacted"]),
+        (&json!(true), &json!(true)),
+        "{r}"
+    );
+    assert!(
+        p["result"]["messagesSummarized"].as_u64().unwrap() >= 2,
+        "{r}"
+    );
+    let summarize = gw.model.requests().last().unwrap().body.clone();
+    assert!(
+        contents(&summarize).join("\n").contains("QUESTION-0"),
+        "the older messages went to the model: {summarize}"
+    );
+    let op = |phase: &'static str| {
+        move |f: &Value| {
+            f["event"] == "session.operation"
+                && f["payload"]["phase"] == phase
+                && f["payload"]["sessionKey"] == "agent:main:main"
+        }
+    };
+    sub.wait_for(op("start")).await;
+    let end = sub.wait_for(op("end")).await;
+    assert_eq!(end["payload"]["completed"], true, "{end}");
+    let changed = sub
+        .wait_for(|f| f["event"] == "sessions.changed" && f["payload"]["reason"] == "compact")
+        .await;
+    assert_eq!(changed["payload"]["compacted"], true, "{changed}");
+
+    // The next turn sees the summary, then the kept messages; the oldest are gone.
+    gw.model.push(text("after"));
+    let (_, fin) = c
+        .turn(json!({"message": "next", "idempotencyKey": "m-after"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let seen = contents(&gw.model.requests().last().unwrap().body.clone());
+    assert!(seen.iter().any(|m| m.contains("SUMMARY-NOW")), "{seen:?}");
+    assert!(!seen.iter().any(|m| m.contains("QUESTION-0")), "{seen:?}");
+    assert!(
+        seen.iter().any(|m| m.contains("ANSWER-2")),
+        "recent kept: {seen:?}"
+    );
+    // History still shows everything.
+    let h = c.call("chat.history", json!({"sessionKey": "main"})).await;
+    assert!(h.to_string().contains("QUESTION-0"), "{h}");
+
+    // A run in progress: refused, nothing changed.
+    gw.model.push(Step::Text {
+        text: "slow".into(),
+        chunks: 4,
+        delay_ms: 300,
+        finish_reason: None,
+    });
+    c.start_streaming(json!({"message": "busy", "idempotencyKey": "m-busy"}))
+        .await;
+    let busy = c.call("sessions.compact", json!({"key": "main"})).await;
+    assert_eq!(busy["error"]["code"], "INVALID_REQUEST", "{busy}");
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("active run"),
+        "{busy}"
+    );
+    c.chat_event("m-busy", |p| p["state"] == "final").await;
+    gw.logs.assert_clean(&[]);
+}

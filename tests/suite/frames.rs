@@ -184,6 +184,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "openclaw.approval.list",
             "approval.history",
             "sessions.create",
+            "sessions.compact",
             "device.pair.list",
             "device.token.rotate",
             "device.token.revoke",

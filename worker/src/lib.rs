@@ -454,6 +454,12 @@ impl Worker {
                     })
                 }))
             }
+            SessionOp::Compact { session_key } => {
+                if let Some(e) = refuse_busy(&session_key) {
+                    return self.send(session_done(op_id, Err(e)));
+                }
+                answer(Box::pin(agent::compact_now::compact_now(ctx, session_key)))
+            }
             SessionOp::Unknown => self.send(session_done(
                 op_id,
                 Err(RpcError::new(

@@ -97,6 +97,7 @@ pub enum Method {
     OpenclawApprovalList,
     ApprovalHistory,
     SessionsCreate,
+    SessionsCompact,
     DevicePairList,
     DeviceTokenRotate,
     DeviceTokenRevoke,
@@ -156,6 +157,7 @@ impl Method {
         Method::OpenclawApprovalList,
         Method::ApprovalHistory,
         Method::SessionsCreate,
+        Method::SessionsCompact,
         Method::DevicePairList,
         Method::DeviceTokenRotate,
         Method::DeviceTokenRevoke,
@@ -218,6 +220,7 @@ impl Method {
             Method::OpenclawApprovalList => "openclaw.approval.list",
             Method::ApprovalHistory => "approval.history",
             Method::SessionsCreate => "sessions.create",
+            Method::SessionsCompact => "sessions.compact",
             Method::DevicePairList => "device.pair.list",
             Method::DeviceTokenRotate => "device.token.rotate",
             Method::DeviceTokenRevoke => "device.token.revoke",
@@ -245,6 +248,8 @@ pub mod events {
     pub const PRESENCE: &str = "presence";
     /// A message recorded in a session's transcript.
     pub const SESSION_MESSAGE: &str = "session.message";
+    /// A session-wide operation (a compaction) starts or ends.
+    pub const SESSION_OPERATION: &str = "session.operation";
     /// Events advertised in `hello-ok.features.events`.
     pub const ADVERTISED: &[&str] = &[
         CONNECT_CHALLENGE,
@@ -252,6 +257,7 @@ pub mod events {
         CHAT,
         SESSIONS_CHANGED,
         SESSION_MESSAGE,
+        SESSION_OPERATION,
         PRESENCE,
         TICK,
         SHUTDOWN,

@@ -336,6 +336,9 @@ pub struct SessionsChanged {
     pub last_run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_error: Option<String>,
+    /// For `reason: "compact"`: whether the context was compacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compacted: Option<bool>,
 }
 
 /// `sessions.changed` for a deleted session: `{sessionKey, agentId, reason: "delete", ts}`.
@@ -373,6 +376,7 @@ impl SessionsChanged {
             active_run_ids: row.active_run_ids.clone(),
             last_run_id: row.last_run_id.clone(),
             last_run_error: row.last_run_error.clone(),
+            compacted: None,
             session: row,
         }
     }
@@ -517,4 +521,55 @@ pub struct SessionsCreateResult {
 pub struct CreateResolved {
     pub model_provider: String,
     pub model: String,
+}
+
+/// `sessions.compact` params. Closed.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionsCompactParams {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// Trimming to the last lines instead of summarizing: not supported (refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lines: Option<u64>,
+}
+
+/// `sessions.compact` result: `ok:false` (inside an ok frame) when there was nothing to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsCompactResult {
+    pub ok: bool,
+    pub key: String,
+    pub compacted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CompactionDone>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionDone {
+    pub messages_summarized: u64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+}
+
+/// A `session.operation` event: a session-wide operation (a compaction) starts or ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOperation {
+    pub operation_id: String,
+    /// `compact`.
+    pub operation: String,
+    /// `start` or `end`.
+    pub phase: String,
+    pub session_key: String,
+    pub agent_id: String,
+    pub ts: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

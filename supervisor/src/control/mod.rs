@@ -150,6 +150,7 @@ impl ControlHandle {
     }
 
     pub async fn session_op(&self, agent_id: String, op: SessionOp) -> OpResult {
+        let timeout_secs = op.timeout_secs();
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::SessionOp {
             agent_id,
@@ -159,16 +160,14 @@ impl ControlHandle {
         .map_err(|e| RpcError::new(ErrorCode::Overloaded, e.to_string()))?;
         // A lost answer must not hold the caller (or a pending-op slot) forever: past the
         // timeout the waiter goes, and the actor prunes the op whose reply nobody awaits.
-        match tokio::time::timeout(SESSION_OP_TIMEOUT, rx).await {
+        let wait = std::time::Duration::from_secs(timeout_secs);
+        match tokio::time::timeout(wait, rx).await {
             Ok(r) => {
                 r.map_err(|_| RpcError::new(ErrorCode::Internal, "the gateway is shutting down"))?
             }
             Err(_) => Err(RpcError::new(
                 ErrorCode::Overloaded,
-                format!(
-                    "the agent's worker did not answer within {} s",
-                    SESSION_OP_TIMEOUT.as_secs()
-                ),
+                format!("the agent's worker did not answer within {timeout_secs} s"),
             )),
         }
     }
@@ -297,7 +296,6 @@ pub fn start(
 }
 
 /// How long a session operation (`chat.history`, resets) waits for its worker.
-const SESSION_OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Control {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {

@@ -36,11 +36,13 @@ use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
 mod absent;
 mod chat;
+mod compact;
 mod create;
 mod devices;
 mod sessions;
 use absent::*;
 use chat::*;
+use compact::*;
 use create::*;
 use devices::*;
 use sessions::*;
@@ -172,6 +174,7 @@ pub async fn handle(
         | Method::SessionsCreate => scopes::WRITE,
         // Admin, as OpenClaw's: the message is recorded as the assistant's.
         Method::ChatInject
+        | Method::SessionsCompact
         | Method::SessionsReset
         | Method::SessionsDelete
         | Method::GatewayDrain
@@ -258,6 +261,7 @@ pub async fn handle(
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
         Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
+        Method::SessionsCompact => sessions_compact(gw, req, out).await,
         Method::CronList
         | Method::CronStatus
         | Method::TasksList

@@ -2,6 +2,7 @@
 //! owns everything the model sees (system prompt and history rendering), [`reply`] shapes what
 //! the user gets (silent token, tool-error warning).
 
+pub mod compact_now;
 pub mod compaction;
 pub mod core;
 pub mod driver;

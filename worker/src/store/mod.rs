@@ -30,6 +30,8 @@ pub enum StoreError {
     Overloaded,
     #[error("storage writer has stopped")]
     Closed,
+    #[error("the session changed meanwhile")]
+    Changed,
 }
 
 impl From<dbwriter::QueueError> for StoreError {

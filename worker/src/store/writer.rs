@@ -62,6 +62,11 @@ enum Cmd {
         message: NewMessage,
         reply: oneshot::Sender<Result<Option<(String, Appended)>, StoreError>>,
     },
+    CompactNow {
+        session_key: String,
+        compaction: Compaction,
+        reply: oneshot::Sender<Result<i64, StoreError>>,
+    },
     Audit(AuditRecord),
 }
 
@@ -203,6 +208,23 @@ impl Writer {
             .await
     }
 
+    /// Records a compaction no run made (`sessions.compact`): refused with `Fenced` while a
+    /// run holds the claim, and with [`StoreError::Changed`] if the rows it keeps are no
+    /// longer what the model sees (a reset or a later compaction came first).
+    pub async fn compact_now(
+        &self,
+        session_key: String,
+        compaction: Compaction,
+    ) -> Result<i64, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::CompactNow {
+                session_key,
+                compaction,
+                reply,
+            })
+            .await
+    }
+
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
     /// exist. Refused with `Fenced` while a run holds the claim.
     pub async fn delete(
@@ -257,7 +279,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             reply,
             sp.run(conn, |c| {
                 let sid = check_claim(c, &session_key, &run_id)?;
-                compact(c, &sid, &run_id, &compaction)
+                compact(c, &sid, Some(&run_id), &compaction)
             }),
         ),
         Cmd::Finish(f, reply) => {
@@ -300,6 +322,27 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 };
                 let appended = append(c, &sid, None, &message)?;
                 Ok(Some((sid, appended)))
+            }),
+        ),
+        Cmd::CompactNow {
+            session_key,
+            compaction,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| {
+                let Some(sid) = check_unclaimed(c, &session_key)? else {
+                    return Err(StoreError::Changed);
+                };
+                let (window_start, kept_from): (i64, i64) = c
+                    .prepare_cached(
+                        "SELECT window_start_seq, kept_from_seq FROM sessions WHERE session_id = ?1",
+                    )?
+                    .query_row(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                if compaction.kept_from_seq <= window_start || compaction.kept_from_seq <= kept_from {
+                    return Err(StoreError::Changed);
+                }
+                compact(c, &sid, None, &compaction)
             }),
         ),
         Cmd::Audit(rec) => {
@@ -551,7 +594,7 @@ fn append(
 fn compact(
     c: &Connection,
     session_id: &str,
-    run_id: &str,
+    run_id: Option<&str>,
     k: &Compaction,
 ) -> Result<i64, StoreError> {
     let kept: Option<String> = c

@@ -1,0 +1,157 @@
+//! `sessions.compact`: a compaction asked for by an operator, outside any run. The older
+//! messages of the session's model view go to the agent's model for a summary (the same cut
+//! and prompt as an automatic compaction), and the summary is recorded through the writer
+//! fence: refused if a run holds the session when it is written, or if the rows it keeps
+//! are no longer the model's view (a reset or another compaction came first). A run that
+//! started and ended meanwhile is fine: its messages come after the kept rows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipc::control::SessionReply;
+use ipc::{ErrorCode, RpcError};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::compaction::{self, ContextBudget};
+use super::prompt;
+use crate::llm::LlmEvent;
+use crate::store::{Compaction, StoreError};
+use crate::Ctx;
+
+/// Longest the summary call may take.
+const SUMMARY_DEADLINE: Duration = Duration::from_secs(300);
+
+fn nothing(reason: &str) -> SessionReply {
+    SessionReply::Compact {
+        compacted: false,
+        reason: Some(reason.to_owned()),
+        messages: 0,
+        tokens_before: 0,
+        tokens_after: 0,
+    }
+}
+
+pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionReply, RpcError> {
+    let unavailable = |m: String| RpcError::new(ErrorCode::Internal, m);
+    let history = ctx
+        .reader
+        .history(session_key.clone(), prompt::HISTORY_LIMIT)
+        .await
+        .map_err(|e| unavailable(format!("cannot read the session history: {e}")))?;
+    if history.is_empty() {
+        return Ok(nothing("no transcript"));
+    }
+    let req = prompt::request(String::new(), &history, Vec::new());
+    let budget = ContextBudget::new(ctx.spec.model.context_window, &ctx.spec.compaction);
+    let Some(cut) = compaction::cut(&req.messages, budget.keep_recent) else {
+        return Ok(nothing("nothing to compact"));
+    };
+    let Some(kept_from_seq) = req.messages[cut].seq else {
+        return Ok(nothing("nothing to compact"));
+    };
+    let tokens_before = compaction::estimate(&req);
+    let max_chars = (budget.limit as usize)
+        .saturating_mul(4)
+        .saturating_sub(2_000)
+        .max(4_000);
+    let summarize = prompt::compaction_request(&req.messages[1..cut], max_chars);
+    let hook_ctx = ctx.hook_ctx(&session_key, "");
+    let summarized = cut as u64 - 1;
+    ctx.observe_later(&hook_ctx, "before_compaction", || {
+        vec![json!({"messageCount": summarized, "tokenCount": tokens_before, "reason": "manual"})]
+    });
+    let summary = tokio::time::timeout(SUMMARY_DEADLINE, summary_of(&ctx, &summarize))
+        .await
+        .map_err(|_| unavailable("the model did not summarize within 300 s".into()))??;
+    if summary.trim().is_empty() {
+        return Err(unavailable(
+            "the model's summary was empty; nothing was changed".into(),
+        ));
+    }
+    let mut compacted = req.messages[cut..].to_vec();
+    compacted.insert(0, prompt::summary_message(summary.trim()));
+    let after = crate::llm::ModelRequest {
+        messages: compacted,
+        tools: Vec::new(),
+        choice: None,
+    };
+    let tokens_after = compaction::estimate(&after);
+    let record = Compaction {
+        summary: summary.trim().to_owned(),
+        kept_from_seq,
+        tokens_before,
+        tokens_after,
+        messages: summarized,
+        created_at: crate::now_ms(),
+    };
+    match ctx.writer.compact_now(session_key.clone(), record).await {
+        Ok(_) => {}
+        Err(StoreError::Fenced { .. }) => {
+            return Err(RpcError::new(
+                ErrorCode::SessionBusy,
+                format!("Session {session_key} has an active run; retry after it finishes."),
+            ))
+        }
+        Err(StoreError::Changed) => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("Session {session_key} changed before compaction. Retry."),
+            ))
+        }
+        Err(e) => return Err(RpcError::new(ErrorCode::Storage, e.to_string())),
+    }
+    tracing::info!(
+        session_key = session_key.as_str(),
+        messages = summarized,
+        tokens_before,
+        tokens_after,
+        "Compacted a session on request."
+    );
+    ctx.observe_later(&hook_ctx, "after_compaction", || {
+        vec![json!({
+            "completed": true, "compactedCount": summarized,
+            "tokensBefore": tokens_before, "tokenCount": tokens_after, "reason": "manual",
+        })]
+    });
+    Ok(SessionReply::Compact {
+        compacted: true,
+        reason: None,
+        messages: summarized,
+        tokens_before,
+        tokens_after,
+    })
+}
+
+/// The model's answer to the summary request (text only).
+async fn summary_of(ctx: &Arc<Ctx>, req: &crate::llm::ModelRequest) -> Result<String, RpcError> {
+    let client = ctx.llm.as_ref().map_err(|e| {
+        RpcError::new(
+            ErrorCode::Internal,
+            format!("the agent's model is not usable: {e}"),
+        )
+    })?;
+    let (tx, mut rx) = mpsc::channel(64);
+    let call = async move {
+        client.stream(req, &tx).await;
+    };
+    let collect = async {
+        let mut text = String::new();
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Ok(LlmEvent::Delta(d)) => text.push_str(&d),
+                Ok(LlmEvent::Done { .. }) => return Ok(text),
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(RpcError::new(
+                        ErrorCode::Internal,
+                        format!("the summary call failed: {e}"),
+                    ))
+                }
+            }
+        }
+        Ok(text)
+    };
+    let ((), text) = tokio::join!(call, collect);
+    text
+}
