@@ -295,7 +295,6 @@ pub fn start(
     (ControlHandle { tx }, failed_rx, task)
 }
 
-/// How long a session operation (`chat.history`, resets) waits for its worker.
 
 impl Control {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
