@@ -295,7 +295,6 @@ pub fn start(
     (ControlHandle { tx }, failed_rx, task)
 }
 
-
 impl Control {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let mut tick_every = (self.deps.config.workers.heartbeat_timeout / 4)
