@@ -17,6 +17,7 @@ mod security;
 mod security_door;
 mod security_storage;
 mod sessions;
+mod shapes;
 mod tools;
 mod turn;
 mod websocket;
