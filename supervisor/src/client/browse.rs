@@ -6,8 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use ipc::gateway::{LogsTailResult, Method, SessionsListResult};
-use serde_json::{json, Value};
+use ipc::gateway::{
+    ChatHistoryParams, LogsTailParams, LogsTailResult, Method, SessionsListParams,
+    SessionsListResult,
+};
+use serde_json::Value;
 
 use super::{emit, fail, Client};
 
@@ -19,11 +22,12 @@ pub async fn sessions(socket: &Path, agent: Option<String>, limit: u32, as_json:
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let mut params = json!({ "limit": limit });
-    if let Some(a) = agent {
-        params["agentId"] = json!(a);
-    }
-    let v = match client.call(Method::SessionsList, params).await {
+    let params = SessionsListParams {
+        limit: Some(limit),
+        agent_id: agent,
+        ..Default::default()
+    };
+    let v: Value = match client.ask(Method::SessionsList, &params).await {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
@@ -45,13 +49,12 @@ pub async fn history(socket: &Path, key: String, limit: u32, as_json: bool) -> E
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let v = match client
-        .call(
-            Method::ChatHistory,
-            json!({ "sessionKey": key, "limit": limit }),
-        )
-        .await
-    {
+    let params = ChatHistoryParams {
+        session_key: key,
+        limit: Some(limit),
+        ..Default::default()
+    };
+    let v: Value = match client.ask(Method::ChatHistory, &params).await {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
@@ -70,15 +73,13 @@ pub async fn logs(socket: &Path, limit: u32, follow: bool) -> ExitCode {
     };
     let mut cursor: Option<u64> = None;
     loop {
-        let mut params = json!({ "limit": limit });
-        if let Some(c) = cursor {
-            params["cursor"] = json!(c);
-        }
-        let tail: LogsTailResult = match client.call(Method::LogsTail, params).await {
-            Ok(v) => match serde_json::from_value(v) {
-                Ok(t) => t,
-                Err(e) => return fail(format!("unexpected logs.tail reply: {e}")),
-            },
+        let params = LogsTailParams {
+            cursor,
+            limit: Some(u64::from(limit)),
+            max_bytes: None,
+        };
+        let tail: LogsTailResult = match client.ask(Method::LogsTail, &params).await {
+            Ok(t) => t,
             Err(e) => return fail(e),
         };
         if tail.truncated == Some(true) && cursor.is_some() {

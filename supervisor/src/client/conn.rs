@@ -119,6 +119,19 @@ impl Client {
     }
 
     /// Sends a request and waits for its (first) response, skipping events.
+    /// Calls `method` with typed params and reads the typed result.
+    pub async fn ask<P: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &mut self,
+        method: Method,
+        params: &P,
+    ) -> Result<R, ClientError> {
+        let params =
+            serde_json::to_value(params).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let v = self.call(method, params).await?;
+        serde_json::from_value(v)
+            .map_err(|e| ClientError::Protocol(format!("{} answer: {e}", method.as_str())))
+    }
+
     pub async fn call(&mut self, method: Method, params: Value) -> Result<Value, ClientError> {
         let id = self.send(method, params).await?;
         loop {

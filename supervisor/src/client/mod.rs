@@ -19,7 +19,7 @@ use ipc::gateway::{
     AgentParams, AgentWaitParams, GatewayDrainParams, Method, ServerFrame, StatusResult,
     WorkerRestartParams,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use conn::{Client, ClientError};
 
@@ -196,7 +196,10 @@ pub async fn status(socket: &Path, as_json: bool) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match client.call(Method::GatewayStatus, json!({})).await {
+    match client
+        .ask::<_, Value>(Method::GatewayStatus, &ipc::gateway::NoParams {})
+        .await
+    {
         Ok(v) => {
             if as_json {
                 emit(&format!("{v}\n"));
@@ -284,7 +287,10 @@ pub async fn health(socket: &Path) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match client.call(Method::Health, json!({})).await {
+    match client
+        .ask::<_, Value>(Method::Health, &ipc::gateway::HealthParams::default())
+        .await
+    {
         Ok(v) => {
             emit(&format!("{v}\n"));
             ExitCode::SUCCESS
