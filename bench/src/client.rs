@@ -3,7 +3,8 @@
 
 use anyhow::{anyhow, bail, Context};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use ipc::gateway::{AgentParams, ClientInfo, ConnectAuth, ConnectParams, Method, RequestFrame};
+use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
 type Ws =
@@ -29,15 +30,34 @@ impl Client {
         if challenge.value["event"] != "connect.challenge" {
             bail!("expected connect.challenge, got {}", challenge.value);
         }
-        let mut params = json!({
-            "minProtocol": 4, "maxProtocol": 4,
-            "client": {"id": "cli", "version": "loopgate-bench", "platform": "linux", "mode": "cli"},
-            "role": "operator", "scopes": ["operator.admin", "operator.read", "operator.write"], "caps": []
-        });
-        if let Some(t) = token {
-            params["auth"] = json!({"token": t});
-        }
-        let id = c.send("connect", params).await?;
+        let params = ConnectParams {
+            min_protocol: ipc::gateway::GATEWAY_PROTOCOL,
+            max_protocol: ipc::gateway::GATEWAY_PROTOCOL,
+            client: ClientInfo {
+                id: "cli".into(),
+                version: "loopgate-bench".into(),
+                platform: "linux".into(),
+                mode: "cli".into(),
+                display_name: None,
+                instance_id: None,
+                device_family: None,
+                model_identifier: None,
+                build_id: None,
+            },
+            caps: Vec::new(),
+            role: Some("operator".into()),
+            scopes: Some(
+                ["operator.admin", "operator.read", "operator.write"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+            auth: token.map(|t| ConnectAuth {
+                token: Some(t.to_owned()),
+                ..Default::default()
+            }),
+            device: None,
+        };
+        let id = c.send(Method::Connect, &params).await?;
         let hello = c.response(&id).await?;
         if hello["ok"] != true {
             bail!("connect refused: {}", hello["error"]);
@@ -45,11 +65,17 @@ impl Client {
         Ok(c)
     }
 
-    pub async fn send(&mut self, method: &str, params: Value) -> anyhow::Result<String> {
+    pub async fn send(
+        &mut self,
+        method: Method,
+        params: &impl serde::Serialize,
+    ) -> anyhow::Result<String> {
         self.next += 1;
         let id = format!("b{}", self.next);
-        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
-        self.ws.send(Message::text(frame.to_string())).await?;
+        let frame = RequestFrame::new(id.clone(), method, serde_json::to_value(params)?);
+        self.ws
+            .send(Message::text(serde_json::to_string(&frame)?))
+            .await?;
         Ok(id)
     }
 
@@ -79,11 +105,15 @@ impl Client {
         }
     }
 
-    pub async fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+    pub async fn call(
+        &mut self,
+        method: Method,
+        params: &impl serde::Serialize,
+    ) -> anyhow::Result<Value> {
         let id = self.send(method, params).await?;
         let r = self.response(&id).await?;
         if r["ok"] != true {
-            return Err(anyhow!("{method} failed: {}", r["error"]));
+            return Err(anyhow!("{} failed: {}", method.as_str(), r["error"]));
         }
         Ok(r["payload"].clone())
     }
@@ -91,10 +121,10 @@ impl Client {
     /// Runs one `agent` turn to its final response; calls `on_event` for every event frame.
     pub async fn turn(
         &mut self,
-        params: Value,
+        params: AgentParams,
         mut on_event: impl FnMut(&Frame),
     ) -> anyhow::Result<Value> {
-        let id = self.send("agent", params).await?;
+        let id = self.send(Method::Agent, &params).await?;
         let mut accepted = false;
         loop {
             let f = self.read().await?;

@@ -37,7 +37,11 @@ async fn ws_echo(n: usize) -> anyhow::Result<Vec<f64>> {
         }
     });
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/")).await?;
-    let frame = json!({"type": "req", "id": "1", "method": "health", "params": {}}).to_string();
+    let frame = serde_json::to_string(&ipc::gateway::RequestFrame::new(
+        "1",
+        ipc::gateway::Method::Health,
+        json!({}),
+    ))?;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();

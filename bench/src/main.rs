@@ -237,9 +237,15 @@ fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-fn turn_params(n: usize, session: &str, agent: &str) -> Value {
-    json!({"message": format!("bench turn {n}"), "idempotencyKey": format!("bench-{}-{n}-{}", session, scripted_model::now_micros()),
-           "sessionKey": session, "agentId": agent, "deliver": false})
+fn turn_params(n: usize, session: &str, agent: &str) -> ipc::gateway::AgentParams {
+    ipc::gateway::AgentParams {
+        message: format!("bench turn {n}"),
+        idempotency_key: format!("bench-{}-{n}-{}", session, scripted_model::now_micros()),
+        session_key: Some(session.to_owned()),
+        agent_id: Some(agent.to_owned()),
+        deliver: Some(false),
+        ..Default::default()
+    }
 }
 
 fn cpu_report(
@@ -340,7 +346,7 @@ async fn stream(t: &Target, turns: usize) -> anyhow::Result<Value> {
     for n in 0..turns {
         let session = format!("st-{n}-{}", scripted_model::now_micros());
         let params = turn_params(n, &session, &agent);
-        let run_id = params["idempotencyKey"].clone();
+        let run_id = Value::String(params.idempotency_key.clone());
         let fin = c
             .turn(params, |f| {
                 let p = &f.value["payload"];
@@ -443,7 +449,12 @@ async fn crash_recovery(t: &Target, runs: usize) -> anyhow::Result<Value> {
     for n in 0..runs {
         // Make sure a worker is up, then kill it and time the next turn.
         check_ok(&c.turn(turn_params(n * 2, &session, &agent), |_| {}).await?)?;
-        let status = c.call("loopgate.status", json!({})).await?;
+        let status = c
+            .call(
+                ipc::gateway::Method::GatewayStatus,
+                &ipc::gateway::NoParams {},
+            )
+            .await?;
         let pid = status["workers"]
             .as_array()
             .and_then(|ws| ws.iter().find(|w| w["agentId"] == agent.as_str()))
@@ -468,7 +479,12 @@ async fn crash_recovery(t: &Target, runs: usize) -> anyhow::Result<Value> {
         samples.push(start.elapsed().as_secs_f64() * 1e6);
         // Each sample is an isolated crash: an operator restart clears the crash history, so
         // the next kill is not treated as part of a crash loop (whose backoff grows on purpose).
-        c.call("worker.restart", json!({"agentId": agent})).await?;
+        let restart = ipc::gateway::WorkerRestartParams {
+            agent_id: agent.clone(),
+            force: None,
+        };
+        c.call(ipc::gateway::Method::WorkerRestart, &restart)
+            .await?;
     }
     Ok(
         json!({"scenario": "crash-recovery", "runs": runs, "kill_to_next_turn_ok": summarize(&samples)}),

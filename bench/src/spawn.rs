@@ -139,10 +139,24 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
         if let Ok(addr) = std::fs::read_to_string(&addr_file) {
             if let Ok(mut c) = Client::connect(&format!("ws://{}/", addr.trim()), Some(token)).await
             {
-                if c.call("health", json!({})).await.is_ok() {
+                if c.call(
+                    ipc::gateway::Method::Health,
+                    &ipc::gateway::HealthParams::default(),
+                )
+                .await
+                .is_ok()
+                {
                     let h = start.elapsed();
                     let fin = c
-                        .turn(json!({"message": "first", "idempotencyKey": "first-turn", "deliver": false}), |_| {})
+                        .turn(
+                            ipc::gateway::AgentParams {
+                                message: "first".into(),
+                                idempotency_key: "first-turn".into(),
+                                deliver: Some(false),
+                                ..Default::default()
+                            },
+                            |_| {},
+                        )
                         .await?;
                     crate::check_ok(&fin)?;
                     break (h, start.elapsed());
