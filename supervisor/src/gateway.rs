@@ -79,6 +79,9 @@ pub struct Gateway {
     /// Live connections of proven devices, by connection id: the device and its outbox (a
     /// revoked or rotated token closes them).
     device_conns: std::sync::Mutex<std::collections::HashMap<String, (String, Out)>>,
+    /// Sessions' own models (`<provider>/<model>`, from `sessions.patch`), by session key:
+    /// the gateway db's, loaded at start and kept in step by every change.
+    session_models: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl Gateway {
@@ -107,7 +110,29 @@ impl Gateway {
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             device_conns: std::sync::Mutex::new(std::collections::HashMap::new()),
+            session_models: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// The session's own model, if it has one.
+    pub fn session_model(&self, session_key: &str) -> Option<String> {
+        let models = self
+            .session_models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        models.get(session_key).cloned()
+    }
+
+    /// Sets (`Some`) or clears the session's own model.
+    pub fn set_session_model(&self, session_key: &str, model: Option<String>) {
+        let mut models = self
+            .session_models
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match model {
+            Some(m) => models.insert(session_key.to_owned(), m),
+            None => models.remove(session_key),
+        };
     }
 
     /// Devices with a connection open now.

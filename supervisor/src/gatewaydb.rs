@@ -82,6 +82,8 @@ pub struct SessionRow {
     pub total_tokens: u64,
     pub label: Option<String>,
     pub last_read_at: Option<u64>,
+    /// The session's own model (`"<provider>/<model>"`, set with `sessions.patch`).
+    pub model_override: Option<String>,
 }
 
 /// What `sessions.patch` changes; `None` leaves a field as it is.
@@ -91,6 +93,8 @@ pub struct SessionPatch {
     pub label: Option<Option<String>>,
     /// `Some(None)` marks the session unread again.
     pub last_read_at: Option<Option<u64>>,
+    /// `Some(None)` returns the session to its agent's model.
+    pub model_override: Option<Option<String>>,
 }
 
 /// Filter and page of `sessions.list`.
@@ -145,6 +149,7 @@ enum Cmd {
         oneshot::Sender<Result<(Vec<SessionRow>, u64), DbError>>,
     ),
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
+    SessionModels(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
     Devices(crate::devices::DeviceCmd),
 }
 
@@ -205,6 +210,11 @@ impl GatewayDb {
     /// Removes a session from the index; `true` if it was there.
     pub async fn delete_session(&self, session_key: String) -> Result<bool, DbError> {
         self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
+    }
+
+    /// Every session's own model (`sessions.patch {model}`), by session key.
+    pub async fn session_models(&self) -> Result<Vec<(String, String)>, DbError> {
+        self.tx.ask(Cmd::SessionModels).await
     }
 
     /// A device-token command (see [`crate::devices`]), on this database's writer.
@@ -286,9 +296,10 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
         )?;
     }
     if version < 5 {
-        // v5: device tokens (their digests), see `devices`.
+        // v5: device tokens (their digests), see `devices`; a session's own model.
         conn.execute_batch(&format!(
-            "BEGIN; {} PRAGMA user_version = 5; COMMIT;",
+            "BEGIN; {} ALTER TABLE sessions ADD COLUMN model_override TEXT;
+             PRAGMA user_version = 5; COMMIT;",
             crate::devices::SCHEMA
         ))?;
     }
@@ -353,6 +364,16 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
             }),
         ),
         Cmd::Devices(d) => crate::devices::apply(conn, d, sp),
+        Cmd::SessionModels(tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT session_key, model_override FROM sessions WHERE model_override IS NOT NULL",
+                )?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
+            }),
+        ),
         Cmd::Prune(before, tx) => answer(
             tx,
             sp.run(conn, |c| {
@@ -462,6 +483,10 @@ fn patch_session(
         conn.prepare_cached("UPDATE sessions SET label = ?2 WHERE session_key = ?1")?
             .execute(params![key, label])?;
     }
+    if let Some(model) = &patch.model_override {
+        conn.prepare_cached("UPDATE sessions SET model_override = ?2 WHERE session_key = ?1")?
+            .execute(params![key, model])?;
+    }
     if let Some(read) = &patch.last_read_at {
         conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
             .execute(params![key, read.map(|v| v as i64)])?;
@@ -497,7 +522,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
     )?;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
-                input_tokens, output_tokens, total_tokens, label, last_read_at
+                input_tokens, output_tokens, total_tokens, label, last_read_at, model_override
          FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?5 OFFSET ?6"
     ))?;
     let rows = stmt
@@ -525,6 +550,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     total_tokens: r.get::<_, i64>(10)? as u64,
                     label: r.get(11)?,
                     last_read_at: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+                    model_override: r.get(13)?,
                 })
             },
         )?

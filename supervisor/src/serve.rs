@@ -152,6 +152,17 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         )
         .with_env(&opts.env),
     );
+    // Sessions' own models, before any client can start a run.
+    match db.session_models().await {
+        Ok(models) => {
+            for (key, model) in models {
+                gw.set_session_model(&key, Some(model));
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read the sessions' own models; runs use their agents' models.")
+        }
+    }
 
     let sock = paths::socket(&opts.state_dir);
     let listener = match listen_unix::bind(&sock) {

@@ -328,7 +328,7 @@ async fn sessions_patch_keeps_label_and_read_mark_r_d3() {
     assert_eq!(r["ok"], true, "{r}");
 
     for (params, needle) in [
-        (json!({"key": "p", "model": "scripted/other"}), "model"),
+        (json!({"key": "p", "model": "  "}), "model"),
         (
             json!({"key": "p", "thinkingLevel": "high"}),
             "thinkingLevel",
@@ -485,6 +485,83 @@ async fn followers_get_each_recorded_message_with_its_place_r_d3() {
     assert!(
         !c.seen.iter().any(|f| f["event"] == "session.message"),
         "a connection that follows nothing got session.message"
+    );
+    gw.logs.assert_clean(&[]);
+}
+
+/// `sessions.patch {model}` (the Control UI's model picker): the session's turns run on that
+/// model until it is cleared; its row says so; an unknown provider is refused; the choice
+/// survives a gateway restart; other sessions keep the agent's model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_the_model_picked_for_it_r_d3() {
+    let second = scripted_model::ScriptedModel::start().await.unwrap();
+    let mut gw = Gateway::start_with(&format!(
+        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
+        second.base_url()
+    ))
+    .await;
+    let mut c = gw.connect().await;
+    let bad = c
+        .call(
+            "sessions.patch",
+            json!({"key": "pick", "model": "second/"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "INVALID_REQUEST", "{bad}");
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": "pick", "model": "second/big-2"}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        (
+            &r["payload"]["resolved"]["modelProvider"],
+            &r["payload"]["resolved"]["model"]
+        ),
+        (&json!("second"), &json!("big-2")),
+        "{r}"
+    );
+    second.push(loopgate_tests::reply("from second"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pick-1", "sessionKey": "pick"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(second.requests()[0].body["model"], "big-2");
+    // Another session is untouched.
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "other-1", "sessionKey": "other"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"], "scripted",
+        "{fin}"
+    );
+
+    // After a restart the session still runs there.
+    drop(c);
+    gw.stop(nix::sys::signal::Signal::SIGTERM).await;
+    gw.spawn().await;
+    let mut c = gw.connect().await;
+    let d = c.call("sessions.describe", json!({"key": "pick"})).await;
+    assert_eq!(d["payload"]["session"]["modelProvider"], "second", "{d}");
+    second.push(loopgate_tests::reply("again"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pick-2", "sessionKey": "pick"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["model"], "big-2",
+        "{fin}"
+    );
+    // Cleared: back to the agent's model.
+    c.call("sessions.patch", json!({"key": "pick", "model": null}))
+        .await;
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "pick-3", "sessionKey": "pick"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"], "scripted",
+        "{fin}"
     );
     gw.logs.assert_clean(&[]);
 }

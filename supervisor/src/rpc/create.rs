@@ -70,6 +70,7 @@ pub(super) async fn sessions_create(
     let patch = crate::gatewaydb::SessionPatch {
         label: label.map(Some),
         last_read_at: None,
+        model_override: None,
     };
     // A key that exists is adopted: its row is kept (a new label replaces the old).
     if let Err(e) = gw

@@ -668,6 +668,10 @@ async fn admit<A: serde::Serialize>(
             model.api.as_str()
         )));
     }
+    // A session's own model (`sessions.patch {model}`) unless the request names one.
+    if a.provider.is_none() && a.model.is_none() {
+        a.model = gw.session_model(&a.route.session_key);
+    }
     let run_model = match run_model(agent, model, a.provider, a.model) {
         Ok(m) => m,
         Err(e) => {

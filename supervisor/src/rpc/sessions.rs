@@ -87,7 +87,14 @@ pub(super) fn session_row(
     r: &crate::gatewaydb::SessionRow,
     runs: Vec<String>,
 ) -> SessionRow {
-    let model = config.agent(&r.agent_id).and_then(|a| a.model.as_ref());
+    let agent = config.agent(&r.agent_id);
+    let model = agent.and_then(|a| a.model.as_ref());
+    // The session's own model, if it has one and it is still configured.
+    let own = r.model_override.as_deref().and_then(|o| {
+        let (provider, name) = o.split_once('/')?;
+        let p = agent?.providers.iter().find(|p| p.provider == provider)?;
+        Some((provider.to_owned(), name.to_owned(), p.context_tokens()))
+    });
     let status = if runs.is_empty() {
         crate::projection::session_status(r.last_status.as_deref())
     } else {
@@ -103,9 +110,18 @@ pub(super) fn session_row(
         input_tokens: Some(r.input_tokens),
         output_tokens: Some(r.output_tokens),
         total_tokens: Some(r.total_tokens),
-        model: model.map(|m| m.model.clone()),
-        model_provider: model.map(|m| m.provider.clone()),
-        context_tokens: model.map(|m| m.context_tokens()),
+        model: own
+            .as_ref()
+            .map(|o| o.1.clone())
+            .or(model.map(|m| m.model.clone())),
+        model_provider: own
+            .as_ref()
+            .map(|o| o.0.clone())
+            .or(model.map(|m| m.provider.clone())),
+        context_tokens: own
+            .as_ref()
+            .map(|o| o.2)
+            .or(model.map(|m| m.context_tokens())),
         label: r.label.clone(),
         last_read_at: r.last_read_at,
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
@@ -224,11 +240,6 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
         return;
     };
     let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
-    if matches!(&p.model, Some(Some(_))) {
-        return out
-            .err(&req.id, invalid("model: per-session models are not supported yet; pass `model` with `agent` for one run"))
-            .await;
-    }
     if matches!(&p.thinking_level, Some(Some(l)) if l != "off") {
         return out
             .err(
@@ -252,6 +263,28 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
+    // A model of the session's own: checked as an `agent` run's `model` is, kept as
+    // `<provider>/<model>` (the agent's own model clears it).
+    let model_override = match &p.model {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(m)) => {
+            let config = gw.config();
+            let Some((agent, own)) = config
+                .agent(&route.agent_id)
+                .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+            else {
+                return out
+                    .err(&req.id, invalid("model: the agent has no model configured"))
+                    .await;
+            };
+            match super::run_model(agent, own, None, Some(m.clone())) {
+                Ok(Some(r)) => Some(Some(format!("{}/{}", r.provider, r.model))),
+                Ok(None) => Some(None),
+                Err(e) => return out.err(&req.id, invalid(&format!("model: {e}"))).await,
+            }
+        }
+    };
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: p
@@ -259,6 +292,7 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             .clone()
             .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
         last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
+        model_override: model_override.clone(),
     };
     let row = match gw
         .db
@@ -280,6 +314,9 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                 .await
         }
     };
+    if let Some(m) = model_override {
+        gw.set_session_model(&route.session_key, m);
+    }
     let config = gw.config();
     let active = gw.control.active_runs().await.unwrap_or_default();
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
@@ -525,6 +562,7 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &
                 .await
                 .unwrap_or(false);
             let deleted = in_agent || in_index;
+            gw.set_session_model(&route.session_key, None);
             if deleted {
                 // Subscribers drop the session from their lists.
                 gw.hub
