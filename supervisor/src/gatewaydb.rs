@@ -640,6 +640,7 @@ mod tests {
         let patch = SessionPatch {
             label: Some(Some("L".into())),
             last_read_at: Some(Some(7)),
+            model_override: Some(Some("second/big-2".into())),
         };
         let row = db
             .patch_session("agent:main:main".into(), "main".into(), patch, 9)
@@ -648,6 +649,11 @@ mod tests {
         assert_eq!(
             (row.label.as_deref(), row.last_read_at),
             (Some("L"), Some(7))
+        );
+        assert_eq!(row.model_override.as_deref(), Some("second/big-2"));
+        assert_eq!(
+            db.session_models().await.unwrap(),
+            vec![("agent:main:main".to_owned(), "second/big-2".to_owned())]
         );
         assert_eq!(
             row.last_run_id.as_deref(),
