@@ -619,7 +619,8 @@ mod tests {
         }
     }
 
-    /// A v3 database (before labels) opens as v4 with its sessions intact.
+    /// A v3 database (before labels, device tokens and session models) opens as v5 with
+    /// its sessions intact.
     #[tokio::test]
     async fn a_v3_database_migrates_and_patches() {
         let dir = tempfile::tempdir().unwrap();
@@ -632,6 +633,8 @@ mod tests {
             c.execute_batch(
                 "ALTER TABLE sessions DROP COLUMN label;
                  ALTER TABLE sessions DROP COLUMN last_read_at;
+                 ALTER TABLE sessions DROP COLUMN model_override;
+                 DROP TABLE device_tokens;
                  PRAGMA user_version = 3;",
             )
             .unwrap();
