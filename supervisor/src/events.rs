@@ -38,6 +38,9 @@ pub struct HubEvent {
     /// Only `sessions.subscribe` subscribers and connections following this session
     /// (`sessions.messages.subscribe`) get the event.
     pub session: Option<Arc<str>>,
+    /// The session of a run event (`agent`, `chat`): a connection with the
+    /// `session-scoped-events` capability gets it only if it follows that session.
+    pub run_session: Option<Arc<str>>,
 }
 
 /// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
@@ -49,6 +52,7 @@ pub struct Deferred {
     cap: Option<&'static str>,
     subscribers_only: bool,
     session: Option<Arc<str>>,
+    run_session: Option<Arc<str>>,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -76,6 +80,7 @@ impl Deferred {
             cap: None,
             subscribers_only: false,
             session: None,
+            run_session: Some(Arc::from(ev.session_key.as_str())),
         }
     }
 
@@ -88,6 +93,7 @@ impl Deferred {
             cap: None,
             subscribers_only: false,
             session: Some(Arc::from(ev.session_key.as_str())),
+            run_session: None,
         }
     }
 
@@ -100,6 +106,7 @@ impl Deferred {
             cap: None,
             subscribers_only: false,
             session: Some(Arc::from(ev.session_key.as_str())),
+            run_session: None,
         }
     }
 
@@ -112,6 +119,7 @@ impl Deferred {
             cap: None,
             subscribers_only: false,
             session: None,
+            run_session: None,
         }
     }
 
@@ -134,6 +142,7 @@ impl Deferred {
             cap: None,
             subscribers_only: true,
             session: None,
+            run_session: None,
         }
     }
 
@@ -146,6 +155,7 @@ impl Deferred {
             cap: None,
             subscribers_only: false,
             session: None,
+            run_session: Some(Arc::from(ev.session_key.as_str())),
         }
     }
 
@@ -233,18 +243,20 @@ impl EventHub {
             cap: None,
             subscribers_only: false,
             session: None,
+            run_session: None,
         };
         self.publish_deferred(&d);
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        let (event, payload, drop_if_slow, cap, subscribers_only, session) = (
+        let (event, payload, drop_if_slow, cap, subscribers_only, session, run_session) = (
             d.event,
             d.payload.clone(),
             d.drop_if_slow,
             d.cap,
             d.subscribers_only,
             d.session.clone(),
+            d.run_session.clone(),
         );
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         *last += 1;
@@ -257,6 +269,7 @@ impl EventHub {
             cap,
             subscribers_only,
             session,
+            run_session,
         }));
     }
 }

@@ -567,6 +567,8 @@ pub async fn serve_connection<S: FrameSource>(
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
         let caps = session.caps.clone();
+        // A client with this capability hears run events only of the sessions it follows.
+        let scoped = caps.iter().any(|c| c == gw::SESSION_SCOPED_EVENTS_CAP);
         let cap = gw.config().gateway.max_buffered_bytes;
         tokio::spawn(async move {
             let mut seq = 0u64;
@@ -576,18 +578,20 @@ pub async fn serve_connection<S: FrameSource>(
                         let hub_seq = ev.hub_seq;
                         let needs_read =
                             ev.event == gw::events::AGENT || ev.event == gw::events::CHAT;
+                        let follows = |key: &str| {
+                            out.message_keys
+                                .lock()
+                                .map(|k| k.contains(key))
+                                .unwrap_or(false)
+                        };
                         let wanted = (!needs_read || read)
                             && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c))
                             && (!ev.subscribers_only
                                 || out.sessions_subscribed.load(Ordering::Relaxed))
                             && ev.session.as_deref().is_none_or(|key| {
-                                out.sessions_subscribed.load(Ordering::Relaxed)
-                                    || out
-                                        .message_keys
-                                        .lock()
-                                        .map(|k| k.contains(key))
-                                        .unwrap_or(false)
-                            });
+                                out.sessions_subscribed.load(Ordering::Relaxed) || follows(key)
+                            })
+                            && (!scoped || ev.run_session.as_deref().is_none_or(follows));
                         if wanted && !out.offer_event(ev, &mut seq, cap) {
                             break;
                         }

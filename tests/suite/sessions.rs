@@ -502,10 +502,7 @@ async fn a_session_keeps_the_model_picked_for_it_r_d3() {
     .await;
     let mut c = gw.connect().await;
     let bad = c
-        .call(
-            "sessions.patch",
-            json!({"key": "pick", "model": "second/"}),
-        )
+        .call("sessions.patch", json!({"key": "pick", "model": "second/"}))
         .await;
     assert_eq!(bad["error"]["code"], "INVALID_REQUEST", "{bad}");
     let r = c
@@ -562,6 +559,42 @@ async fn a_session_keeps_the_model_picked_for_it_r_d3() {
     assert_eq!(
         fin["payload"]["result"]["meta"]["agentMeta"]["provider"], "scripted",
         "{fin}"
+    );
+    gw.logs.assert_clean(&[]);
+}
+
+/// A client with the `session-scoped-events` capability hears `agent` and `chat` events only
+/// of the sessions it follows; others hear every session's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_scoped_clients_hear_only_the_sessions_they_follow_r_d1() {
+    let gw = Gateway::start().await;
+    let mut params = loopgate_tests::client::connect_params();
+    params["caps"] = json!(["session-scoped-events"]);
+    let mut scoped = loopgate_tests::Client::connect_with(&gw.socket(), params).await;
+    scoped
+        .call("sessions.messages.subscribe", json!({"key": "mine"}))
+        .await;
+    let mut all = gw.connect().await;
+    let mut c = gw.connect().await;
+    for (key, id) in [("theirs", "sc-theirs"), ("mine", "sc-mine")] {
+        let (_, fin) = c
+            .turn(json!({"message": "hi", "idempotencyKey": id, "sessionKey": key}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    // Both runs' terminal events reach the unscoped client; the scoped one gets "mine"'s.
+    for id in ["sc-theirs", "sc-mine"] {
+        all.chat_event(id, |p| p["state"] == "final").await;
+    }
+    scoped
+        .chat_event("sc-mine", |p| p["state"] == "final")
+        .await;
+    let heard_theirs = scoped.seen.iter().chain(scoped.backlog.iter()).any(|f| {
+        (f["event"] == "agent" || f["event"] == "chat") && f["payload"]["runId"] == "sc-theirs"
+    });
+    assert!(
+        !heard_theirs,
+        "a scoped client heard a session it does not follow"
     );
     gw.logs.assert_clean(&[]);
 }

@@ -235,6 +235,10 @@ impl Method {
     }
 }
 
+/// The client capability that scopes run events (`agent`, `chat`) to the sessions the
+/// connection follows (`sessions.messages.subscribe`).
+pub const SESSION_SCOPED_EVENTS_CAP: &str = "session-scoped-events";
+
 /// Event names loopgate emits.
 pub mod events {
     pub const CONNECT_CHALLENGE: &str = "connect.challenge";
