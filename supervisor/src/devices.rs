@@ -4,24 +4,37 @@
 //! the scopes it was issued with. A Control UI tab opened without `#token=` connects this way.
 //!
 //! Tokens are 32 random bytes (base64url, 43 characters). Only their SHA-256 is stored (the
-//! `device_tokens` table of the gateway db), so a token is shown once, when issued; each
-//! connect that proves itself with the gateway token again gets a fresh one (the old one
-//! stops working). They can be revoked and rotated (`device.token.revoke`/`rotate`,
-//! `loopgate devices`); both close that device's live connections (4001 `device removed`).
+//! `device_token_digests` table of the gateway db, under the device's `device_tokens` row),
+//! so a token is shown once, when issued. Each connect that proves itself with the gateway
+//! token gets a fresh one, each with the scopes it was issued for; the device's
+//! [`LIVE_TOKENS`] newest stay valid, so clients sharing one device identity (OpenClaw's CLI
+//! probe and its TUI) do not void each other's. They can be revoked and rotated
+//! (`device.token.revoke`/`rotate`, `loopgate devices`), which ends all of the device's
+//! tokens for that role and closes its live connections (4001 `device removed`).
 
 use base64::Engine;
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 use tokio::sync::oneshot;
 
 use crate::gatewaydb::DbError;
 
-/// The `device_tokens` table (gateway db schema v5).
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS device_tokens(
+/// Tokens of one device and role that stay valid at once (the newest).
+pub const LIVE_TOKENS: i64 = 8;
+
+/// The `device_tokens` and `device_token_digests` tables (gateway db schema v5).
+pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS device_token_digests(
+    token_sha256 TEXT PRIMARY KEY,
     device_id TEXT NOT NULL,
     role TEXT NOT NULL,
-    token_sha256 TEXT NOT NULL,
+    scopes_json TEXT NOT NULL,
+    generation TEXT NOT NULL,
+    issued_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS device_token_digests_of ON device_token_digests(device_id, role);
+CREATE TABLE IF NOT EXISTS device_tokens(
+    device_id TEXT NOT NULL,
+    role TEXT NOT NULL,
     scopes_json TEXT NOT NULL,
     client_id TEXT NOT NULL,
     client_mode TEXT NOT NULL,
@@ -33,7 +46,16 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS device_tokens(
     PRIMARY KEY(device_id, role)
 ) STRICT;";
 
-/// A new token: 32 bytes from the OS generator, base64url without padding.
+/// Which gateway token a device token was issued under (a digest of it): a device token
+/// is good only while the gateway token it was earned with is, so changing the gateway
+/// token ends every device token.
+pub fn generation(config: &crate::config::Config) -> String {
+    let token = config.gateway.token.as_deref().unwrap_or("");
+    digest(&format!("loopgate-device-generation\0{token}"))[..32].to_owned()
+}
+
+/// A new token: 32 bytes from the OS generator (each UUID v4 carries 122 random bits, so
+/// 244 in all), base64url without padding.
 pub fn mint() -> String {
     let mut bytes = [0u8; 32];
     bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
@@ -91,14 +113,22 @@ pub enum DeviceCmd {
     Issue {
         holder: Holder,
         scopes: Vec<String>,
+        generation: String,
         now: u64,
         reply: oneshot::Sender<Result<(String, u64), DbError>>,
+    },
+    /// Whether `token` is any device's valid token (a bearer on the Control UI's routes).
+    AnyValid {
+        token: String,
+        generation: String,
+        reply: oneshot::Sender<Result<bool, DbError>>,
     },
     /// Checks a presented token (and marks it used when valid).
     Check {
         device_id: String,
         role: String,
         token: String,
+        generation: String,
         now: u64,
         reply: oneshot::Sender<Result<Presented, DbError>>,
     },
@@ -118,6 +148,7 @@ pub enum DeviceCmd {
         device_id: String,
         role: String,
         scopes: Option<Vec<String>>,
+        generation: String,
         now: u64,
         reply: oneshot::Sender<Result<Option<Rotated>, DbError>>,
     },
@@ -135,20 +166,44 @@ pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbw
         DeviceCmd::Issue {
             holder,
             scopes,
-            now,
-            reply,
-        } => answer(reply, sp.run(conn, |c| issue(c, &holder, &scopes, now))),
-        DeviceCmd::Check {
-            device_id,
-            role,
-            token,
+            generation,
             now,
             reply,
         } => answer(
             reply,
-            sp.run(conn, |c| check(c, &device_id, &role, &token, now)),
+            sp.run(conn, |c| issue(c, &holder, &scopes, &generation, now)),
+        ),
+        DeviceCmd::Check {
+            device_id,
+            role,
+            token,
+            generation,
+            now,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| {
+                check(c, &device_id, &role, &token, &generation, now)
+            }),
         ),
         DeviceCmd::List { reply } => answer(reply, sp.run(conn, list)),
+        DeviceCmd::AnyValid {
+            token,
+            generation,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| {
+                Ok(c.prepare_cached(
+                    "SELECT 1 FROM device_token_digests d JOIN device_tokens t
+                       ON t.device_id = d.device_id AND t.role = d.role
+                     WHERE d.token_sha256 = ?1 AND d.generation = ?2 AND t.revoked_at IS NULL",
+                )?
+                .query_row(params![digest(&token), generation], |_| Ok(()))
+                .optional()?
+                .is_some())
+            }),
+        ),
         DeviceCmd::Revoke {
             device_id,
             role,
@@ -163,6 +218,10 @@ pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbw
                          WHERE device_id = ?1 AND role = ?2 AND revoked_at IS NULL",
                     )?
                     .execute(params![device_id, role, now as i64])?;
+                c.prepare_cached(
+                    "DELETE FROM device_token_digests WHERE device_id = ?1 AND role = ?2",
+                )?
+                .execute(params![device_id, role])?;
                 let exists = n > 0 || find(c, &device_id, &role)?.is_some();
                 Ok(exists.then_some(now))
             }),
@@ -171,11 +230,14 @@ pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbw
             device_id,
             role,
             scopes,
+            generation,
             now,
             reply,
         } => answer(
             reply,
-            sp.run(conn, |c| rotate(c, &device_id, &role, scopes, now)),
+            sp.run(conn, |c| {
+                rotate(c, &device_id, &role, scopes, &generation, now)
+            }),
         ),
     }
 }
@@ -184,15 +246,23 @@ fn issue(
     c: &Connection,
     h: &Holder,
     scopes: &[String],
+    generation: &str,
     now: u64,
 ) -> Result<(String, u64), DbError> {
     let token = mint();
     let scopes_json = serde_json::to_string(scopes).unwrap_or_else(|_| "[]".into());
+    // A revoked device starts over: none of its older tokens come back.
     c.prepare_cached(
-        "INSERT INTO device_tokens(device_id, role, token_sha256, scopes_json, client_id,
-                                   client_mode, platform, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT(device_id, role) DO UPDATE SET token_sha256 = excluded.token_sha256,
+        "DELETE FROM device_token_digests WHERE device_id = ?1 AND role = ?2
+           AND EXISTS (SELECT 1 FROM device_tokens
+                       WHERE device_id = ?1 AND role = ?2 AND revoked_at IS NOT NULL)",
+    )?
+    .execute(params![h.device_id, h.role])?;
+    c.prepare_cached(
+        "INSERT INTO device_tokens(device_id, role, scopes_json, client_id, client_mode,
+                                   platform, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(device_id, role) DO UPDATE SET
              scopes_json = excluded.scopes_json, client_id = excluded.client_id,
              client_mode = excluded.client_mode, platform = excluded.platform,
              rotated_at = excluded.created_at, revoked_at = NULL",
@@ -200,31 +270,43 @@ fn issue(
     .execute(params![
         h.device_id,
         h.role,
-        digest(&token),
         scopes_json,
         h.client_id,
         h.client_mode,
         h.platform,
         now as i64
     ])?;
+    c.prepare_cached(
+        "INSERT INTO device_token_digests(token_sha256, device_id, role, scopes_json, generation,
+                                          issued_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        digest(&token),
+        h.device_id,
+        h.role,
+        scopes_json,
+        generation,
+        now as i64
+    ])?;
+    // Only the newest stay valid.
+    c.prepare_cached(
+        "DELETE FROM device_token_digests WHERE device_id = ?1 AND role = ?2 AND token_sha256 NOT IN
+           (SELECT token_sha256 FROM device_token_digests WHERE device_id = ?1 AND role = ?2
+            ORDER BY issued_at DESC, rowid DESC LIMIT ?3)",
+    )?
+    .execute(params![h.device_id, h.role, LIVE_TOKENS])?;
     Ok((token, now))
 }
 
-fn find(
-    c: &Connection,
-    device_id: &str,
-    role: &str,
-) -> Result<Option<(String, DeviceToken)>, DbError> {
+fn find(c: &Connection, device_id: &str, role: &str) -> Result<Option<DeviceToken>, DbError> {
     Ok(c.prepare_cached(
-        "SELECT token_sha256, scopes_json, client_id, client_mode, platform, created_at,
+        "SELECT scopes_json, client_id, client_mode, platform, created_at,
                 rotated_at, revoked_at, last_used_at
          FROM device_tokens WHERE device_id = ?1 AND role = ?2",
     )?
     .query_row(params![device_id, role], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            row(device_id.to_owned(), role.to_owned(), r, 1)?,
-        ))
+        row(device_id.to_owned(), role.to_owned(), r, 0)
     })
     .optional()?)
 }
@@ -260,20 +342,33 @@ fn check(
     device_id: &str,
     role: &str,
     token: &str,
+    generation: &str,
     now: u64,
 ) -> Result<Presented, DbError> {
-    let Some((hash, stored)) = find(c, device_id, role)? else {
+    let Some(stored) = find(c, device_id, role)? else {
         return Ok(Presented::Mismatch);
     };
-    let same: bool = digest(token).as_bytes().ct_eq(hash.as_bytes()).into();
-    if !same || stored.revoked_at.is_some() {
+    // Looked up by digest: what the lookup's timing could tell is about a hash the caller
+    // cannot choose.
+    let scopes: Option<String> = c
+        .prepare_cached(
+            "SELECT scopes_json FROM device_token_digests
+             WHERE token_sha256 = ?1 AND device_id = ?2 AND role = ?3 AND generation = ?4",
+        )?
+        .query_row(params![digest(token), device_id, role, generation], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let (Some(scopes), None) = (scopes, stored.revoked_at) else {
         return Ok(Presented::Mismatch);
-    }
+    };
     c.prepare_cached(
         "UPDATE device_tokens SET last_used_at = ?3 WHERE device_id = ?1 AND role = ?2",
     )?
     .execute(params![device_id, role, now as i64])?;
-    Ok(Presented::Valid(stored.scopes))
+    Ok(Presented::Valid(
+        serde_json::from_str(&scopes).unwrap_or_default(),
+    ))
 }
 
 fn list(c: &Connection) -> Result<Vec<DeviceToken>, DbError> {
@@ -291,11 +386,16 @@ fn rotate(
     device_id: &str,
     role: &str,
     scopes: Option<Vec<String>>,
+    generation: &str,
     now: u64,
 ) -> Result<Option<Rotated>, DbError> {
-    let Some((_, stored)) = find(c, device_id, role)? else {
+    // A revoked token stays revoked: only a gateway-token connect issues a new one.
+    let Some(stored) = find(c, device_id, role)?.filter(|s| s.revoked_at.is_none()) else {
         return Ok(None);
     };
+    // The old tokens end here.
+    c.prepare_cached("DELETE FROM device_token_digests WHERE device_id = ?1 AND role = ?2")?
+        .execute(params![device_id, role])?;
     // A rotation never widens what the device was granted.
     let scopes = match scopes {
         Some(s) => s
@@ -311,7 +411,7 @@ fn rotate(
         client_mode: stored.client_mode,
         platform: stored.platform,
     };
-    let (token, at) = issue(c, &holder, &scopes, now)?;
+    let (token, at) = issue(c, &holder, &scopes, generation, now)?;
     Ok(Some((token, scopes, at)))
 }
 
@@ -354,10 +454,10 @@ mod tests {
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
         let c = db();
-        let (t, _) = issue(&c, &holder(), &["operator.read".into()], 5).unwrap();
+        let (t, _) = issue(&c, &holder(), &["operator.read".into()], "g", 5).unwrap();
         let stored: String = c
             .query_row(
-                "SELECT token_sha256 || scopes_json || client_id FROM device_tokens",
+                "SELECT group_concat(token_sha256 || scopes_json, '') FROM device_token_digests",
                 [],
                 |r| r.get(0),
             )
@@ -366,70 +466,106 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_valid_until_replaced_or_revoked() {
+    fn tokens_stay_valid_until_pushed_out_or_revoked() {
         let c = db();
-        let scopes = vec!["operator.read".to_owned(), "operator.write".to_owned()];
-        let (t1, _) = issue(&c, &holder(), &scopes, 5).unwrap();
+        let rw = vec!["operator.read".to_owned(), "operator.write".to_owned()];
+        let read = vec!["operator.read".to_owned()];
+        let (t1, _) = issue(&c, &holder(), &rw, "g", 5).unwrap();
         assert_eq!(
-            check(&c, "d1", "operator", &t1, 6).unwrap(),
-            Presented::Valid(scopes.clone())
+            check(&c, "d1", "operator", &t1, "g", 6).unwrap(),
+            Presented::Valid(rw.clone())
         );
         assert_eq!(
-            check(&c, "d2", "operator", &t1, 6).unwrap(),
+            check(&c, "d2", "operator", &t1, "g", 6).unwrap(),
             Presented::Mismatch,
             "bound to its device"
         );
         assert_eq!(
-            check(&c, "d1", "node", &t1, 6).unwrap(),
+            check(&c, "d1", "node", &t1, "g", 6).unwrap(),
             Presented::Mismatch,
             "and its role"
         );
         assert_eq!(
-            check(&c, "d1", "operator", "guess", 6).unwrap(),
+            check(&c, "d1", "operator", "guess", "g", 6).unwrap(),
             Presented::Mismatch
         );
-        let (t2, _) = issue(&c, &holder(), &scopes, 7).unwrap();
         assert_eq!(
-            check(&c, "d1", "operator", &t1, 8).unwrap(),
+            check(&c, "d1", "operator", &t1, "another gateway token", 6).unwrap(),
             Presented::Mismatch,
-            "replaced"
+            "a new gateway token ends the old device tokens"
         );
-        assert!(matches!(
-            check(&c, "d1", "operator", &t2, 8).unwrap(),
-            Presented::Valid(_)
-        ));
+        // Another client of the same device (a read-only probe) gets its own token; the
+        // first keeps working with its own scopes.
+        let (t2, _) = issue(&c, &holder(), &read, "g", 7).unwrap();
+        assert_eq!(
+            check(&c, "d1", "operator", &t1, "g", 8).unwrap(),
+            Presented::Valid(rw.clone())
+        );
+        assert_eq!(
+            check(&c, "d1", "operator", &t2, "g", 8).unwrap(),
+            Presented::Valid(read.clone())
+        );
+        let any = |t: &str| {
+            c.prepare_cached(
+                "SELECT count(*) FROM device_token_digests d JOIN device_tokens t
+                   ON t.device_id = d.device_id AND t.role = d.role
+                 WHERE d.token_sha256 = ?1 AND t.revoked_at IS NULL",
+            )
+            .unwrap()
+            .query_row(params![digest(t)], |r| r.get::<_, i64>(0))
+            .unwrap()
+        };
+        assert_eq!((any(&t1), any("nope")), (1, 0));
+        // The newest LIVE_TOKENS stay: t1 is pushed out.
+        for i in 0..LIVE_TOKENS {
+            issue(&c, &holder(), &read, "g", 10 + i as u64).unwrap();
+        }
+        assert_eq!(
+            check(&c, "d1", "operator", &t1, "g", 30).unwrap(),
+            Presented::Mismatch,
+            "pushed out"
+        );
         let listed = list(&c).unwrap();
         assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].last_used_at, Some(8));
+        // Revoked: every token of the device ends.
+        let (t3, _) = issue(&c, &holder(), &rw, "g", 40).unwrap();
+        c.execute("UPDATE device_tokens SET revoked_at = 41", [])
+            .unwrap();
         assert_eq!(
-            (listed[0].rotated_at, listed[0].last_used_at),
-            (Some(7), Some(8))
-        );
-        let revoke = |c: &Connection| {
-            c.execute("UPDATE device_tokens SET revoked_at = 9", [])
-                .unwrap();
-        };
-        revoke(&c);
-        assert_eq!(
-            check(&c, "d1", "operator", &t2, 10).unwrap(),
+            check(&c, "d1", "operator", &t3, "g", 42).unwrap(),
             Presented::Mismatch,
             "revoked"
         );
-        // A rotation never widens the grant.
-        let (t3, s, _) = rotate(
+        assert!(
+            rotate(&c, "d1", "operator", None, "g", 42)
+                .unwrap()
+                .is_none(),
+            "a rotation does not undo a revocation"
+        );
+        // A rotation never widens the grant and ends the older tokens.
+        c.execute("UPDATE device_tokens SET revoked_at = NULL", [])
+            .unwrap();
+        let (t4, s, _) = rotate(
             &c,
             "d1",
             "operator",
-            Some(vec!["operator.admin".into(), "operator.read".into()]),
-            11,
+            Some(vec!["operator.admin".into(), "operator.write".into()]),
+            "g",
+            43,
         )
         .unwrap()
         .unwrap();
-        assert_eq!(s, vec!["operator.read".to_owned()]);
+        assert_eq!(s, vec!["operator.write".to_owned()]);
         assert_eq!(
-            check(&c, "d1", "operator", &t3, 12).unwrap(),
+            check(&c, "d1", "operator", &t4, "g", 44).unwrap(),
             Presented::Valid(s)
         );
-        assert!(rotate(&c, "nobody", "operator", None, 13)
+        assert_eq!(
+            check(&c, "d1", "operator", &t3, "g", 44).unwrap(),
+            Presented::Mismatch
+        );
+        assert!(rotate(&c, "nobody", "operator", None, "g", 45)
             .unwrap()
             .is_none());
     }

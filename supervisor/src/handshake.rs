@@ -178,11 +178,13 @@ pub(crate) async fn handshake(
                 platform: params.client.platform.clone(),
             };
             let scopes = granted.scopes.clone();
+            let generation = crate::devices::generation(&gw.config());
             match gw
                 .db
                 .devices(|reply| DeviceCmd::Issue {
                     holder,
                     scopes,
+                    generation,
                     now,
                     reply,
                 })
@@ -306,11 +308,13 @@ async fn check_device_token(
         claim.role.clone(),
         claim.token.clone(),
     );
+    let generation = crate::devices::generation(&gw.config());
     gw.db
         .devices(|reply| DeviceCmd::Check {
             device_id,
             role,
             token,
+            generation,
             now: now_ms(),
             reply,
         })

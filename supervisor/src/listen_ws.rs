@@ -185,13 +185,27 @@ struct Site<'a> {
 }
 
 impl crate::control_ui::Site for Site<'_> {
-    fn bearer_ok(&self, token: Option<&str>) -> bool {
+    async fn bearer_ok(&self, token: Option<&str>) -> bool {
         let config = self.gw.config();
-        match (config.gateway.auth_mode, config.gateway.token.as_deref()) {
-            (crate::config::AuthMode::None, _) => true,
+        let shared = match (config.gateway.auth_mode, config.gateway.token.as_deref()) {
+            (crate::config::AuthMode::None, _) => return true,
             (_, Some(expected)) => token.is_some_and(|t| crate::auth::token_matches(t, expected)),
             (_, None) => false,
-        }
+        };
+        let Some(t) = token.filter(|t| !shared && !t.is_empty()) else {
+            return shared;
+        };
+        let generation = crate::devices::generation(&config);
+        let token = t.to_owned();
+        self.gw
+            .db
+            .devices(|reply| crate::devices::DeviceCmd::AnyValid {
+                token,
+                generation,
+                reply,
+            })
+            .await
+            .unwrap_or(false)
     }
 
     fn boot_document(&self) -> ipc::gateway::ControlUiConfig {

@@ -24,6 +24,17 @@ fn ui_tree() -> tempfile::TempDir {
     std::fs::write(d.path().join("secret.txt"), "outside").unwrap();
     std::os::unix::fs::symlink(d.path().join("secret.txt"), root.join("leak.txt")).unwrap();
     std::os::unix::fs::symlink(root.join("favicon.svg"), root.join("inside.svg")).unwrap();
+    // A hard link shares its file with a place outside; a group-writable directory can be
+    // filled by others.
+    std::fs::write(d.path().join("shared.js"), "shared()").unwrap();
+    std::fs::hard_link(d.path().join("shared.js"), root.join("assets/linked.js")).unwrap();
+    std::fs::create_dir(root.join("assets/open")).unwrap();
+    std::fs::write(root.join("assets/open/planted.js"), "planted()").unwrap();
+    std::fs::set_permissions(
+        root.join("assets/open"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
     for p in [d.path().to_path_buf(), root.clone(), root.join("assets")] {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
@@ -112,7 +123,10 @@ async fn the_page_and_its_files_are_served_with_types_and_headers_r_a5() {
         404
     );
     assert_eq!(gw.http("GET", "/ui/missing.js", &[]).await.status, 404);
-    let svg = gw.http("GET", "/ui/inside.svg", &[]).await;
+    // Symlinks are not followed, even inside the root (a link swapped in between a check
+    // and a read could point anywhere); the file itself is served.
+    assert_eq!(gw.http("GET", "/ui/inside.svg", &[]).await.status, 404);
+    let svg = gw.http("GET", "/ui/favicon.svg", &[]).await;
     assert_eq!(
         (svg.status, svg.header("content-type")),
         (200, Some("image/svg+xml"))
@@ -150,6 +164,8 @@ async fn nothing_outside_the_root_or_hidden_is_served_r_a5() {
         "/ui/a%00.js",
         "/ui//etc/passwd",
         "/ui/%ff.js",
+        "/ui/assets/linked.js",
+        "/ui/assets/open/planted.js",
     ] {
         let r = gw.http("GET", path, &["Accept: application/json"]).await;
         assert_eq!(r.status, 404, "{path}: {}", r.text());

@@ -959,6 +959,30 @@ pub struct SessionsListParams {
     pub pinned: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned_by: Option<Value>,
+    /// Boards and people (OpenClaw's dashboards and activity views): loopgate's sessions
+    /// have neither, so a filter on them matches none and the include flags add nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_board: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_face: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_people: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_first: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involving_me: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_relation: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relationship: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involving_profile_id: Option<Value>,
 }
 
 /// `sessions.reset` params. Closed.

@@ -14,6 +14,7 @@
 //! any other path a browser navigates to → `index.html` (the UI routes it). GET and HEAD
 //! only.
 
+mod files;
 mod page;
 
 use std::path::{Path, PathBuf};
@@ -25,9 +26,6 @@ use hyper::{Method, Response, StatusCode};
 use serde::Deserialize;
 
 type Body = Full<Bytes>;
-
-/// Largest file served (the UI's bundles are a few MiB).
-const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// `[gateway.control_ui]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -177,6 +175,10 @@ const ROOT_ASSETS: &[&str] = &[
 
 /// Where `path` (the raw, still percent-encoded request path) goes.
 pub fn route(base: &str, path: &str, query: Option<&str>) -> Route {
+    // An authority-form (`CONNECT a:1`) or empty target names no file.
+    if !path.starts_with('/') {
+        return Route::NotMine;
+    }
     let rel = if base.is_empty() {
         path
     } else if path == base {
@@ -289,8 +291,9 @@ pub fn content_type(rel: &Path) -> &'static str {
 
 /// What serving needs from the gateway: its token check and the boot document.
 pub trait Site {
-    /// `Authorization: Bearer <x>` is accepted (always, when auth is off).
-    fn bearer_ok(&self, token: Option<&str>) -> bool;
+    /// `Authorization: Bearer <x>` is accepted (always, when auth is off): the gateway token,
+    /// or a device token it issued.
+    fn bearer_ok(&self, token: Option<&str>) -> impl std::future::Future<Output = bool> + Send;
     fn boot_document(&self) -> ipc::gateway::ControlUiConfig;
 }
 
@@ -324,7 +327,7 @@ pub async fn serve(
             }
             r
         }
-        Route::Config => config_document(site, headers),
+        Route::Config => config_document(site, headers).await,
         Route::File { rel, fallback } => {
             file_or_page(ui, &rel, fallback && accepts_html(headers), headers).await
         }
@@ -366,13 +369,17 @@ fn finish(mut r: Response<Body>, head: bool) -> Response<Body> {
     r
 }
 
-fn config_document(site: &impl Site, headers: &HeaderMap) -> Response<Body> {
+async fn config_document(site: &impl Site, headers: &HeaderMap) -> Response<Body> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    if !site.bearer_ok(bearer) {
+    if !site.bearer_ok(bearer).await {
+        if bearer.is_some() {
+            // A guess costs the guesser what a refused `connect` does.
+            tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;
+        }
         let body = serde_json::to_vec(&ipc::gateway::HttpError::unauthorized()).unwrap_or_default();
         let mut r = Response::new(Full::new(Bytes::from(body)));
         *r.status_mut() = StatusCode::UNAUTHORIZED;
@@ -405,11 +412,11 @@ async fn file_or_page(
 ) -> Response<Body> {
     let is_index = rel == Path::new("index.html");
     match open_inside(&ui.root, rel).await {
-        Some((bytes, modified)) if is_index => page::index(ui, &bytes, modified),
-        Some((bytes, modified)) => static_file(rel, bytes, modified, headers),
+        Some(f) if is_index => page::index(ui, &f.bytes, f.modified),
+        Some(f) => static_file(rel, f.bytes, f.modified, headers),
         None if fallback || is_index => {
             match open_inside(&ui.root, Path::new("index.html")).await {
-                Some((bytes, modified)) => page::index(ui, &bytes, modified),
+                Some(f) => page::index(ui, &f.bytes, f.modified),
                 None => unavailable(ui),
             }
         }
@@ -426,24 +433,18 @@ fn unavailable(ui: &ControlUi) -> Response<Body> {
     )
 }
 
-/// Reads `rel` below `root` if it resolves (through any symlinks) to a regular file inside
-/// `root`, at most [`MAX_FILE_BYTES`].
-async fn open_inside(root: &Path, rel: &Path) -> Option<(Vec<u8>, std::time::SystemTime)> {
-    let real = tokio::fs::canonicalize(root.join(rel)).await.ok()?;
-    if !real.starts_with(root) {
-        return None;
-    }
-    let meta = tokio::fs::metadata(&real).await.ok()?;
-    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
-        return None;
-    }
-    let bytes = tokio::fs::read(&real).await.ok()?;
-    Some((bytes, meta.modified().unwrap_or(std::time::UNIX_EPOCH)))
+/// Reads `rel` below `root` (see [`files::read_beneath`]), off the async threads.
+async fn open_inside(root: &Path, rel: &Path) -> Option<files::Served> {
+    let (root, rel) = (root.to_owned(), rel.to_owned());
+    tokio::task::spawn_blocking(move || files::read_beneath(&root, &rel))
+        .await
+        .ok()
+        .flatten()
 }
 
 fn static_file(
     rel: &Path,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     modified: std::time::SystemTime,
     headers: &HeaderMap,
 ) -> Response<Body> {
@@ -466,7 +467,7 @@ fn static_file(
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        let mut r = Response::new(Full::new(Bytes::from(bytes)));
+        let mut r = Response::new(Full::new(bytes));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(content_type(rel)),

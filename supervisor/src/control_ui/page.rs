@@ -30,7 +30,8 @@ pub fn csp(script_hashes: &[String]) -> String {
         "media-src 'self' data: blob:".to_owned(),
         "font-src 'self' https://fonts.gstatic.com".to_owned(),
         "worker-src 'self'".to_owned(),
-        "connect-src 'self'".to_owned(),
+        // The UI fetches its built-in icons as `data:` URLs.
+        "connect-src 'self' data: blob:".to_owned(),
     ]
     .join("; ")
 }

@@ -19,6 +19,14 @@ fn base_paths_normalize_or_are_refused() {
 }
 
 #[test]
+fn targets_that_name_no_path_are_not_the_uis() {
+    // `CONNECT a:1` (authority form) and an empty target once panicked the router.
+    assert_eq!(route("", "a:1", None), Route::NotMine);
+    assert_eq!(route("", "", None), Route::NotMine);
+    assert_eq!(route("/ui", "*", None), Route::NotMine);
+}
+
+#[test]
 fn routes_under_a_base_path() {
     assert_eq!(route("/ui", "/other", None), Route::NotMine);
     assert_eq!(route("/ui", "/uix/a.js", None), Route::NotMine);
@@ -159,7 +167,7 @@ fn the_page_is_told_its_base_and_its_inline_scripts_are_hashed() {
         "{policy}"
     );
     assert!(policy.contains("frame-ancestors 'none'"));
-    assert!(policy.contains("connect-src 'self'"));
+    assert!(policy.contains("connect-src 'self' data: blob:"));
     // A base path cannot break out of its attribute.
     assert!(page::rewrite("<html>", "/a\"b").contains("/a&quot;b"));
 }

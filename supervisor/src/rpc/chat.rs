@@ -49,7 +49,8 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out
     let op = SessionOp::History {
         session_key: route.session_key.clone(),
         limit,
-        offset: p.offset.unwrap_or(0),
+        // Past `i64::MAX` rows nothing is older.
+        offset: p.offset.unwrap_or(0).min(i64::MAX as u64 / 2),
         max_bytes: Some(p.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES)),
         input_run_ids: input_run_ids.clone(),
     };
@@ -148,6 +149,14 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: RequestFrame, out: &Out)
                 ErrorShape::invalid("invalid chat.inject params: message must not be empty"),
             )
             .await;
+    }
+    if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
+        let msg = format!(
+            "invalid chat.inject params: message is {} bytes; the limit is {} bytes",
+            p.message.len(),
+            ipc::gateway::MAX_MESSAGE_BYTES
+        );
+        return out.err(&req.id, ErrorShape::invalid(msg)).await;
     }
     let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
     if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {

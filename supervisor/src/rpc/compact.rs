@@ -82,7 +82,8 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
             }
             let result = SessionsCompactResult {
                 // OpenClaw's no-op answer is `ok: false` inside an ok frame.
-                ok: compacted || reason.as_deref() == Some("no transcript"),
+                ok: compacted
+                    || matches!(reason.as_deref(), Some("no transcript" | "no sessionId")),
                 key: route.session_key,
                 compacted,
                 reason,

@@ -117,12 +117,14 @@ pub(super) async fn device_token_rotate(
         }
     }
     let (device_id, role, scopes) = (p.device_id.clone(), p.role.clone(), p.scopes.clone());
+    let generation = crate::devices::generation(&gw.config());
     let rotated = gw
         .db
         .devices(|reply| DeviceCmd::Rotate {
             device_id,
             role,
             scopes,
+            generation,
             now: now_ms(),
             reply,
         })

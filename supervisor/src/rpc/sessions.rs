@@ -34,6 +34,17 @@ pub(super) async fn session_page(
         },
         None => None,
     };
+    // No session has a board or a person attached: such a filter matches none.
+    let set = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null());
+    let none_match = p.has_board == Some(Value::Bool(true))
+        || [
+            &p.creator_id,
+            &p.owner_id,
+            &p.profile_id,
+            &p.involving_profile_id,
+        ]
+        .into_iter()
+        .any(set);
     let q = SessionQuery {
         agent_id,
         updated_since: p
@@ -44,10 +55,14 @@ pub(super) async fn session_page(
         limit,
         offset,
     };
-    let (rows, total) =
-        gw.db.sessions(q).await.map_err(|e| {
-            ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500))
-        })?;
+    let (rows, total) = if none_match {
+        (Vec::new(), 0)
+    } else {
+        gw.db
+            .sessions(q)
+            .await
+            .map_err(|e| ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500)))?
+    };
     let active = gw.control.active_runs().await.map_err(control_error)?;
     let config = gw.config();
     let sessions: Vec<SessionRow> = rows

@@ -34,6 +34,16 @@ fn nothing(reason: &str) -> SessionReply {
 
 pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionReply, RpcError> {
     let unavailable = |m: String| RpcError::new(ErrorCode::Internal, m);
+    // The conversation this compaction is about (checked again when it is recorded).
+    let Some(session_id) = ctx
+        .reader
+        .display(session_key.clone(), 1, 0, 1024, Vec::new())
+        .await
+        .map_err(|e| unavailable(format!("cannot read the session: {e}")))?
+        .session_id
+    else {
+        return Ok(nothing("no sessionId"));
+    };
     let history = ctx
         .reader
         .history(session_key.clone(), prompt::HISTORY_LIMIT)
@@ -85,7 +95,11 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
         messages: summarized,
         created_at: crate::now_ms(),
     };
-    match ctx.writer.compact_now(session_key.clone(), record).await {
+    match ctx
+        .writer
+        .compact_now(session_key.clone(), session_id, record)
+        .await
+    {
         Ok(_) => {}
         Err(StoreError::Fenced { .. }) => {
             return Err(RpcError::new(

@@ -408,7 +408,7 @@ fn display(
     Ok(DisplayHistory {
         session_id,
         messages,
-        next_offset: truncated.then_some(offset + read),
+        next_offset: truncated.then_some(offset.saturating_add(read)),
         consumed,
     })
 }

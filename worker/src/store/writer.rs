@@ -64,6 +64,7 @@ enum Cmd {
     },
     CompactNow {
         session_key: String,
+        session_id: String,
         compaction: Compaction,
         reply: oneshot::Sender<Result<i64, StoreError>>,
     },
@@ -214,11 +215,13 @@ impl Writer {
     pub async fn compact_now(
         &self,
         session_key: String,
+        session_id: String,
         compaction: Compaction,
     ) -> Result<i64, StoreError> {
         self.tx
             .ask(|reply| Cmd::CompactNow {
                 session_key,
+                session_id,
                 compaction,
                 reply,
             })
@@ -326,12 +329,15 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
         ),
         Cmd::CompactNow {
             session_key,
+            session_id,
             compaction,
             reply,
         } => answer(
             reply,
             sp.run(conn, |c| {
-                let Some(sid) = check_unclaimed(c, &session_key)? else {
+                // Deleted and made again under the same key: another conversation.
+                let Some(sid) = check_unclaimed(c, &session_key)?.filter(|s| *s == session_id)
+                else {
                     return Err(StoreError::Changed);
                 };
                 let (window_start, kept_from): (i64, i64) = c
