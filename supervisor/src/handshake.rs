@@ -218,6 +218,7 @@ pub(crate) async fn handshake(
             scopes: scopes.clone(),
             reason: "connect".into(),
             online_since: now,
+            device_id: granted.device_id.clone(),
         },
     };
     let config = gw.config();

@@ -61,6 +61,14 @@ async fn a_second_tab_connects_with_its_device_token_r_d3() {
         auth.get("deviceToken").is_none(),
         "the tab already holds it: {auth}"
     );
+    // The first tab shows in presence with its device (the UI matches it with its pairing).
+    let presence = hello["payload"]["snapshot"]["presence"].clone();
+    assert!(
+        presence
+            .as_array()
+            .is_some_and(|p| p.iter().any(|e| e["deviceId"].is_string())),
+        "{presence}"
+    );
     let (_, fin) = tab2
         .turn(json!({"message": "from tab two", "idempotencyKey": "dt-1"}))
         .await;

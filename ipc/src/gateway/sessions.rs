@@ -423,6 +423,9 @@ pub struct PresenceEntry {
     pub scopes: Vec<String>,
     pub reason: String,
     pub online_since: u64,
+    /// The device the connection proved (a client matches it with `device.pair.list`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
 }
 
 /// A `presence` event: every live connection.
