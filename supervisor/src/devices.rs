@@ -378,7 +378,27 @@ fn list(c: &Connection) -> Result<Vec<DeviceToken>, DbError> {
          FROM device_tokens ORDER BY created_at, device_id, role",
     )?;
     let rows = stmt.query_map([], |r| row(r.get(0)?, r.get(1)?, r, 2))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut tokens: Vec<DeviceToken> = rows.collect::<Result<_, _>>()?;
+    // What the device can do: every scope one of its live tokens grants.
+    let mut live = c.prepare_cached(
+        "SELECT scopes_json FROM device_token_digests WHERE device_id = ?1 AND role = ?2",
+    )?;
+    for t in &mut tokens {
+        let grants = live.query_map(params![t.device_id, t.role], |r| r.get::<_, String>(0))?;
+        let mut all: Vec<String> = Vec::new();
+        for g in grants {
+            for s in serde_json::from_str::<Vec<String>>(&g?).unwrap_or_default() {
+                if !all.contains(&s) {
+                    all.push(s);
+                }
+            }
+        }
+        if t.revoked_at.is_none() {
+            all.sort();
+            t.scopes = all;
+        }
+    }
+    Ok(tokens)
 }
 
 fn rotate(
@@ -504,6 +524,11 @@ mod tests {
         assert_eq!(
             check(&c, "d1", "operator", &t2, "g", 8).unwrap(),
             Presented::Valid(read.clone())
+        );
+        assert_eq!(
+            list(&c).unwrap()[0].scopes,
+            rw,
+            "the list shows what any live token grants"
         );
         let any = |t: &str| {
             c.prepare_cached(

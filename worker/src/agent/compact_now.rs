@@ -87,6 +87,10 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
         choice: None,
     };
     let tokens_after = compaction::estimate(&after);
+    if tokens_after >= tokens_before {
+        // A summary as long as what it replaces helps nothing: nothing is recorded.
+        return Ok(nothing("the summary would not shrink the context"));
+    }
     let record = Compaction {
         summary: summary.trim().to_owned(),
         kept_from_seq,
