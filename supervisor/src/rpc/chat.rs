@@ -195,9 +195,6 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: RequestFrame, out: &Out)
             }
         },
         Ok(other) => return out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) if e.code == ErrorCode::InvalidRequest => {
-            return out.err(&req.id, ErrorShape::invalid(e.message)).await
-        }
         Err(e) => return out.err(&req.id, session_error(e)).await,
     };
     if let Some((message, place)) = place {

@@ -96,12 +96,6 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
             out.ok_with(&req.id, &result).await
         }
         Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) if e.code == ErrorCode::InvalidRequest => {
-            out.err(&req.id, ErrorShape::invalid(e.message)).await
-        }
-        Err(e) if e.code == ErrorCode::SessionBusy => {
-            out.err(&req.id, ErrorShape::invalid(e.message)).await
-        }
         Err(e) => out.err(&req.id, session_error(e)).await,
     }
 }

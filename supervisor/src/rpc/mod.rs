@@ -1015,6 +1015,8 @@ fn session_error(e: RpcError) -> ErrorShape {
         ErrorCode::SessionBusy => {
             ErrorShape::invalid(e.message).with_details(json!({"code": "SESSION_BUSY"}))
         }
+        // The worker found the request wrong (no such session, changed meanwhile).
+        ErrorCode::InvalidRequest => ErrorShape::invalid(e.message),
         ErrorCode::Overloaded | ErrorCode::Draining => {
             ErrorShape::unavailable(e.message, Some(500))
         }
