@@ -156,12 +156,7 @@ pub enum DeviceCmd {
 
 /// Carries out one device command on the gateway db's writer thread.
 pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
-    fn answer<T: Send + 'static>(
-        tx: oneshot::Sender<Result<T, DbError>>,
-        result: Result<T, DbError>,
-    ) -> dbwriter::Held {
-        dbwriter::Held::to(tx, result, |e| DbError::Commit(e.to_string()))
-    }
+    use crate::gatewaydb::answer;
     match cmd {
         DeviceCmd::Issue {
             holder,

@@ -337,14 +337,16 @@ fn recover(conn: &Connection, now_ms: u64) -> Result<usize, DbError> {
     Ok(open.len())
 }
 
+/// `result`, delivered to `tx` once the batch commits (a failed commit instead).
+pub(crate) fn answer<T: Send + 'static>(
+    tx: oneshot::Sender<Result<T, DbError>>,
+    result: Result<T, DbError>,
+) -> dbwriter::Held {
+    dbwriter::Held::to(tx, result, |e| DbError::Commit(e.to_string()))
+}
+
 /// Carries out one command, its writes in its own savepoint.
 fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
-    fn answer<T: Send + 'static>(
-        tx: oneshot::Sender<Result<T, DbError>>,
-        result: Result<T, DbError>,
-    ) -> dbwriter::Held {
-        dbwriter::Held::to(tx, result, |e| DbError::Commit(e.to_string()))
-    }
     match cmd {
         Cmd::Accept(run, tx) => answer(tx, sp.run(conn, |c| accept(c, &run))),
         Cmd::Finish(id, t, tx) => answer(tx, sp.run(conn, |c| finish(c, &id, &t))),
