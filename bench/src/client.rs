@@ -33,17 +33,7 @@ impl Client {
         let params = ConnectParams {
             min_protocol: ipc::gateway::GATEWAY_PROTOCOL,
             max_protocol: ipc::gateway::GATEWAY_PROTOCOL,
-            client: ClientInfo {
-                id: "cli".into(),
-                version: "loopgate-bench".into(),
-                platform: "linux".into(),
-                mode: "cli".into(),
-                display_name: None,
-                instance_id: None,
-                device_family: None,
-                model_identifier: None,
-                build_id: None,
-            },
+            client: ClientInfo::new("cli", "loopgate-bench", "linux", "cli"),
             caps: Vec::new(),
             role: Some("operator".into()),
             scopes: Some(

@@ -438,17 +438,7 @@ mod tests {
         ConnectParams {
             min_protocol: 4,
             max_protocol: 4,
-            client: ClientInfo {
-                id: id.into(),
-                version: "1".into(),
-                platform: "Linux".into(),
-                mode: mode.into(),
-                display_name: None,
-                instance_id: None,
-                device_family: None,
-                model_identifier: None,
-                build_id: None,
-            },
+            client: ClientInfo::new(id, "1", "Linux", mode),
             caps: vec![],
             role: Some("operator".into()),
             scopes: Some(vec!["operator.read".into(), "operator.write".into()]),

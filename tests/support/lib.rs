@@ -364,28 +364,8 @@ impl Gateway {
 
     /// A plain HTTP GET on the WebSocket port; returns (status, body).
     pub async fn http_get(&self, path: &str) -> (u16, String) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let addr = self.ws_addr();
-        let mut s = tokio::net::TcpStream::connect(&addr)
-            .await
-            .expect("connect");
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.expect("write");
-        let mut buf = String::new();
-        tokio::time::timeout(WAIT, s.read_to_string(&mut buf))
-            .await
-            .expect("response")
-            .expect("read");
-        let status = buf
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = buf
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        let r = self.http("GET", path, &[]).await;
+        (r.status, r.text())
     }
 
     /// Sends one HTTP/1.1 request (`method path`, extra header lines) to the WebSocket

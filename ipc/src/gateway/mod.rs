@@ -549,6 +549,23 @@ pub struct ClientInfo {
     pub build_id: Option<String>,
 }
 
+impl ClientInfo {
+    /// A client named by its id, version, platform and mode, nothing else.
+    pub fn new(id: &str, version: &str, platform: &str, mode: &str) -> Self {
+        ClientInfo {
+            id: id.to_owned(),
+            version: version.to_owned(),
+            platform: platform.to_owned(),
+            mode: mode.to_owned(),
+            display_name: None,
+            instance_id: None,
+            device_family: None,
+            model_identifier: None,
+            build_id: None,
+        }
+    }
+}
+
 /// `connect.auth`. Secrets are redacted from `Debug`.
 #[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -64,15 +64,13 @@ impl Client {
             min_protocol: GATEWAY_PROTOCOL,
             max_protocol: GATEWAY_PROTOCOL,
             client: ClientInfo {
-                id: "cli".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                platform: std::env::consts::OS.into(),
-                mode: "cli".into(),
                 display_name: Some("loopgate".into()),
-                instance_id: None,
-                device_family: None,
-                model_identifier: None,
-                build_id: None,
+                ..ClientInfo::new(
+                    "cli",
+                    env!("CARGO_PKG_VERSION"),
+                    std::env::consts::OS,
+                    "cli",
+                )
             },
             caps: vec![],
             role: Some("operator".into()),
