@@ -697,6 +697,12 @@ fn publish(
             }
         }
         EventBody::Message(stored) => {
+            let watched = hub.sessions_watched();
+            // Unwatched, only an assistant message matters (the reply's place for the chat
+            // `final`): the user's and tool results are not parsed for nobody.
+            if !watched && stored.role != "assistant" {
+                return;
+            }
             let Some((message, place)) = p::display_message(stored) else {
                 tracing::warn!(
                     run_id = ev.run_id.as_str(),
@@ -707,7 +713,7 @@ fn publish(
             if p::is_reply(&message) {
                 st.reply_place = Some(place.clone());
             }
-            if hub.sessions_watched() {
+            if watched {
                 hub.publish_deferred(&Deferred::session_message(&p::session_message(
                     &st.session_key,
                     agent_id,
