@@ -6,14 +6,15 @@ use std::path::Path;
 
 use ed25519_dalek::{Signer, SigningKey};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use ipc::gateway::{ClientInfo, ConnectAuth, ConnectParams, DeviceProof, RequestFrame};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::WAIT;
+use crate::{typed, WAIT};
 
 type WsStream =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -45,7 +46,7 @@ impl Client {
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
         let hello = c.call("connect", connect_params()).await;
         assert_eq!(hello["ok"], true, "{hello}");
-        assert_eq!(hello["payload"]["type"], "hello-ok");
+        assert_eq!(typed::hello(&hello).kind, "hello-ok");
         c
     }
 
@@ -56,6 +57,7 @@ impl Client {
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
         let hello = c.call("connect", params).await;
         assert_eq!(hello["ok"], true, "{hello}");
+        typed::hello(&hello);
         c
     }
 
@@ -164,8 +166,16 @@ impl Client {
     pub async fn send(&mut self, method: &str, params: Value) -> String {
         self.next += 1;
         let id = format!("t{}", self.next);
-        let frame = json!({"type": "req", "id": id, "method": method, "params": params});
-        self.send_line(&frame.to_string()).await;
+        let frame = RequestFrame {
+            kind: "req".into(),
+            id: id.clone(),
+            method: method.to_owned(),
+            params: Some(params),
+            traceparent: None,
+            expected_profile_id: None,
+        };
+        let line = serde_json::to_string(&frame).expect("a request frame serializes");
+        self.send_line(&line).await;
         id
     }
 
@@ -199,7 +209,7 @@ impl Client {
                 }
             },
         };
-        let v: Value = serde_json::from_str(&text).expect("server frames are JSON");
+        let v = typed::check_frame(&text);
         self.seen.push(v.clone());
         Some(v)
     }
@@ -277,6 +287,7 @@ impl Client {
         assert_eq!(accepted["ok"], true, "{accepted}");
         assert_eq!(accepted["payload"]["status"], "accepted", "{accepted}");
         let fin = self.res(&id).await;
+        typed::agent_result(&fin);
         (accepted, fin)
     }
 
@@ -296,25 +307,41 @@ impl Client {
     }
 }
 
+/// Admin `connect` params of a `test` client, as JSON so tests can alter them.
 pub fn connect_params() -> Value {
-    json!({
-        "minProtocol": 4, "maxProtocol": 4,
-        "client": {"id": "test", "version": "1", "platform": "linux", "mode": "test"},
-        "role": "operator", "scopes": ["operator.admin"], "caps": []
-    })
+    to_json(operator(
+        ClientInfo::new("test", "1", "linux", "test"),
+        None,
+    ))
 }
 
 /// Connect params as OpenClaw's CLI sends them (`cli`/`cli`), with a token.
 pub fn cli_params(token: Option<&str>) -> Value {
-    let mut p = json!({
-        "minProtocol": 4, "maxProtocol": 4,
-        "client": {"id": "cli", "version": "2026.9.6", "platform": "linux", "mode": "cli"},
-        "role": "operator", "scopes": ["operator.admin"], "caps": []
+    let auth = token.map(|t| ConnectAuth {
+        token: Some(t.to_owned()),
+        ..ConnectAuth::default()
     });
-    if let Some(t) = token {
-        p["auth"] = json!({"token": t});
+    to_json(operator(
+        ClientInfo::new("cli", "2026.9.6", "linux", "cli"),
+        auth,
+    ))
+}
+
+fn operator(client: ClientInfo, auth: Option<ConnectAuth>) -> ConnectParams {
+    ConnectParams {
+        min_protocol: 4,
+        max_protocol: 4,
+        client,
+        caps: Vec::new(),
+        role: Some("operator".into()),
+        scopes: Some(vec!["operator.admin".into()]),
+        auth,
+        device: None,
     }
-    p
+}
+
+fn to_json(params: ConnectParams) -> Value {
+    serde_json::to_value(params).expect("connect params serialize")
 }
 
 /// A v3 device proof over `params` for the challenge `nonce`.
@@ -355,11 +382,12 @@ pub fn device_proof(params: &Value, key: &SigningKey, nonce: &str, signed_at: i6
         s("/client/deviceFamily").to_lowercase()
     );
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    json!({
-        "id": id,
-        "publicKey": b64.encode(raw),
-        "signature": b64.encode(key.sign(payload.as_bytes()).to_bytes()),
-        "signedAt": signed_at,
-        "nonce": nonce,
-    })
+    let proof = DeviceProof {
+        id,
+        public_key: b64.encode(raw),
+        signature: b64.encode(key.sign(payload.as_bytes()).to_bytes()),
+        signed_at,
+        nonce: nonce.to_owned(),
+    };
+    serde_json::to_value(proof).expect("a device proof serializes")
 }

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod client;
+pub mod typed;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -566,6 +566,23 @@ impl ClientInfo {
     }
 }
 
+/// `connect.device`: a device identity and its signature over the connect. The server reads
+/// it field by field (each malformed field has its own refusal); clients build it with this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceProof {
+    /// Hex SHA-256 of the raw Ed25519 public key.
+    pub id: String,
+    /// The raw public key, base64url without padding (or an SPKI PEM).
+    pub public_key: String,
+    /// Over the `v3|...` (or `v2|...`) payload, base64url without padding.
+    pub signature: String,
+    /// Milliseconds since the epoch.
+    pub signed_at: i64,
+    /// The `connect.challenge` nonce.
+    pub nonce: String,
+}
+
 /// `connect.auth`. Secrets are redacted from `Debug`.
 #[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
