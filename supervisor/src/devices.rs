@@ -22,6 +22,11 @@ use crate::gatewaydb::DbError;
 /// Tokens of one device and role that stay valid at once (the newest).
 pub const LIVE_TOKENS: i64 = 8;
 
+/// Device rows (device and role) kept at most. Every gateway-token connect with a new device
+/// key adds one (a browser that loses its key store comes back as a new device), so past this
+/// the revoked rows go first, then the longest unused, with their tokens.
+pub const DEVICE_ROWS_MAX: i64 = 1000;
+
 /// The `device_tokens` and `device_token_digests` tables (gateway db schema v5).
 pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS device_token_digests(
     token_sha256 TEXT PRIMARY KEY,
@@ -291,7 +296,42 @@ fn issue(
             ORDER BY issued_at DESC, rowid DESC LIMIT ?3)",
     )?
     .execute(params![h.device_id, h.role, LIVE_TOKENS])?;
+    evict_beyond_cap(c, h, DEVICE_ROWS_MAX)?;
     Ok((token, now))
+}
+
+/// Keeps at most `cap` device rows, sparing the one just issued: revoked rows first, then
+/// those unused longest. An evicted device's tokens end with it.
+fn evict_beyond_cap(c: &Connection, kept: &Holder, cap: i64) -> Result<(), DbError> {
+    let rows: i64 = c
+        .prepare_cached("SELECT COUNT(*) FROM device_tokens")?
+        .query_row([], |r| r.get(0))?;
+    if rows <= cap {
+        return Ok(());
+    }
+    let victims: Vec<(String, String)> = c
+        .prepare_cached(
+            "SELECT device_id, role FROM device_tokens
+             WHERE NOT (device_id = ?1 AND role = ?2)
+             ORDER BY revoked_at IS NULL, COALESCE(last_used_at, rotated_at, created_at), rowid
+             LIMIT ?3",
+        )?
+        .query_map(params![kept.device_id, kept.role, rows - cap], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (device_id, role) in &victims {
+        c.prepare_cached("DELETE FROM device_token_digests WHERE device_id = ?1 AND role = ?2")?
+            .execute(params![device_id, role])?;
+        c.prepare_cached("DELETE FROM device_tokens WHERE device_id = ?1 AND role = ?2")?
+            .execute(params![device_id, role])?;
+    }
+    tracing::info!(
+        evicted = victims.len(),
+        cap,
+        "Device rows over the cap: removed the revoked and longest-unused ones."
+    );
+    Ok(())
 }
 
 fn find(c: &Connection, device_id: &str, role: &str) -> Result<Option<DeviceToken>, DbError> {
@@ -478,6 +518,51 @@ mod tests {
             )
             .unwrap();
         assert!(!stored.contains(&t), "the token itself is never stored");
+    }
+
+    #[test]
+    fn rows_beyond_the_cap_go_revoked_first_then_longest_unused() {
+        let c = db();
+        let h = |id: &str| Holder {
+            device_id: id.into(),
+            ..holder()
+        };
+        let read = vec!["operator.read".to_owned()];
+        let mut tokens = Vec::new();
+        for (i, id) in ["d1", "d2", "d3", "d4"].iter().enumerate() {
+            tokens.push(issue(&c, &h(id), &read, "g", i as u64 + 1).unwrap().0);
+        }
+        c.execute(
+            "UPDATE device_tokens SET revoked_at = 9 WHERE device_id = 'd2'",
+            [],
+        )
+        .unwrap();
+        // d1 is the oldest but was used last.
+        assert!(matches!(
+            check(&c, "d1", "operator", &tokens[0], "g", 10).unwrap(),
+            Presented::Valid(_)
+        ));
+        evict_beyond_cap(&c, &h("d4"), 2).unwrap();
+        let left: Vec<String> = c
+            .prepare("SELECT device_id FROM device_tokens ORDER BY device_id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(left, ["d1", "d4"]);
+        // The evicted device's token ends with its row; a kept one still works.
+        assert!(matches!(
+            check(&c, "d3", "operator", &tokens[2], "g", 11).unwrap(),
+            Presented::Mismatch
+        ));
+        assert!(matches!(
+            check(&c, "d4", "operator", &tokens[3], "g", 11).unwrap(),
+            Presented::Valid(_)
+        ));
+        // Under the cap, nothing goes.
+        evict_beyond_cap(&c, &h("d4"), 2).unwrap();
+        assert_eq!(list(&c).unwrap().len(), 2);
     }
 
     #[test]

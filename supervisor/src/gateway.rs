@@ -76,9 +76,8 @@ pub struct Gateway {
     pub env_set: std::collections::HashSet<String>,
     /// Live authenticated connections, by connection id (`system-presence`).
     present: std::sync::Mutex<std::collections::BTreeMap<String, ipc::gateway::PresenceEntry>>,
-    /// Live connections of proven devices, by connection id: the device and its outbox (a
-    /// revoked or rotated token closes them).
-    device_conns: std::sync::Mutex<std::collections::HashMap<String, (String, Out)>>,
+    /// Live connections of proven devices (a revoked or rotated token closes them).
+    pub(crate) device_conns: crate::device_conns::DeviceConns,
     /// Sessions' own models (`<provider>/<model>`, from `sessions.patch`), by session key:
     /// the gateway db's, loaded at start and kept in step by every change.
     session_models: std::sync::Mutex<std::collections::HashMap<String, String>>,
@@ -109,7 +108,7 @@ impl Gateway {
             drain_requests,
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-            device_conns: std::sync::Mutex::new(std::collections::HashMap::new()),
+            device_conns: crate::device_conns::DeviceConns::default(),
             session_models: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -137,21 +136,13 @@ impl Gateway {
 
     /// Devices with a connection open now.
     pub fn connected_devices(&self) -> std::collections::HashSet<String> {
-        let conns = self.device_conns.lock().unwrap_or_else(|p| p.into_inner());
-        conns.values().map(|(d, _)| d.clone()).collect()
+        self.device_conns.devices()
     }
 
     /// Closes every connection of `device_id` (4001 `device removed`, as OpenClaw); returns
     /// how many.
     pub async fn close_device(&self, device_id: &str) -> usize {
-        let outs: Vec<Out> = {
-            let conns = self.device_conns.lock().unwrap_or_else(|p| p.into_inner());
-            conns
-                .values()
-                .filter(|(d, _)| d == device_id)
-                .map(|(_, o)| o.clone())
-                .collect()
-        };
+        let outs = self.device_conns.sweep(device_id);
         for o in &outs {
             o.close(4001, "device removed").await;
         }
@@ -463,12 +454,7 @@ struct PresenceGuard<'a> {
 impl Drop for PresenceGuard<'_> {
     fn drop(&mut self) {
         self.gw.set_presence(self.conn_id, None);
-        let mut conns = self
-            .gw
-            .device_conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        conns.remove(self.conn_id);
+        self.gw.device_conns.remove(self.conn_id);
     }
 }
 
@@ -529,13 +515,36 @@ pub async fn serve_connection<S: FrameSource>(
         Ok(Inbound::Text(t)) => t,
     };
     let session = match crate::handshake::handshake(&gw, transport, &conn_id, &nonce, &text).await {
-        Ok(crate::handshake::Accepted { id, hello, session }) => {
+        Ok(crate::handshake::Accepted {
+            id,
+            hello,
+            session,
+            token_checked_at,
+        }) => {
+            // Registered before `hello-ok` goes out, so a revoke's sweep from now on sees it.
+            if let Some(device) = &session.device_id {
+                if !gw
+                    .device_conns
+                    .register(&conn_id, device, &out, token_checked_at)
+                {
+                    tracing::info!(
+                        conn = conn_id.as_str(),
+                        "Refused a connect: its device's tokens changed during the handshake."
+                    );
+                    out.err(
+                        &id,
+                        ErrorShape::unavailable(
+                            "device tokens changed during connect; connect again",
+                            Some(0),
+                        ),
+                    )
+                    .await;
+                    out.close(1013, "device tokens changed").await;
+                    return;
+                }
+            }
             out.ok_with(&id, &hello).await;
             gw.set_presence(&conn_id, Some(session.presence.clone()));
-            if let Some(device) = &session.device_id {
-                let mut conns = gw.device_conns.lock().unwrap_or_else(|p| p.into_inner());
-                conns.insert(conn_id.clone(), (device.clone(), out.clone()));
-            }
             session
         }
         Err(refusal) => {

@@ -33,6 +33,9 @@ pub(crate) struct Accepted {
     pub id: String,
     pub hello: HelloOk,
     pub session: Session,
+    /// For a device-token connect: the device registry's epoch read before the token was
+    /// checked (registration refuses the connect if a revoke swept in between).
+    pub token_checked_at: Option<u64>,
 }
 
 pub(crate) async fn handshake(
@@ -130,6 +133,8 @@ pub(crate) async fn handshake(
             "gateway stopping",
         );
     }
+    // Read before any device token is checked: see `crate::device_conns`.
+    let epoch = gw.device_conns.epoch();
     let granted = match transport {
         // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
         Transport::Unix => {
@@ -166,6 +171,7 @@ pub(crate) async fn handshake(
             }
         },
     };
+    let token_checked_at = (granted.method == "device-token").then_some(epoch);
     let now = now_ms();
     // A failure to issue costs the client only the token (it keeps the gateway token).
     let issued = match (&granted.device_id, granted.issue_device_token) {
@@ -276,7 +282,12 @@ pub(crate) async fn handshake(
             tick_interval_ms: TICK_INTERVAL_MS,
         },
     };
-    Ok(Accepted { id, hello, session })
+    Ok(Accepted {
+        id,
+        hello,
+        session,
+        token_checked_at,
+    })
 }
 
 /// A network client's credentials: the gateway token, or a device token the store knows.

@@ -27,6 +27,7 @@ mod config_lines;
 pub mod confine;
 pub mod control;
 pub mod control_ui;
+pub mod device_conns;
 pub mod devices;
 pub mod door;
 pub mod events;

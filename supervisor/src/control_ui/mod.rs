@@ -4,7 +4,8 @@
 //! origin check. loopgate ships no UI code; it serves files from the configured root.
 //!
 //! What the model can write never reaches this origin: the root may not be inside or
-//! contain an agent's workspace, may not contain the state directory (the gateway token),
+//! contain an agent's workspace, may not be inside or contain the state directory (the
+//! gateway token, the databases),
 //! and may not be writable by group or others. Paths are decoded once, dot segments and
 //! dotfiles are refused, and the resolved file must stay inside the root's real path.
 //!
@@ -106,6 +107,13 @@ pub fn resolve(
     if state.starts_with(&root) {
         return Err(format!(
             "{key}: {} contains the state directory {} (its token and databases would be served)",
+            root.display(),
+            state.display()
+        ));
+    }
+    if root.starts_with(&state) {
+        return Err(format!(
+            "{key}: {} is inside the state directory {} (its databases and agents' files would be served)",
             root.display(),
             state.display()
         ));

@@ -210,6 +210,13 @@ fn roots_the_model_could_write_or_that_hold_secrets_are_refused() {
     std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let e = resolve(&raw(state.path()), state.path(), &[]).unwrap_err();
     assert!(e.contains("state directory"), "{e}");
+    // Inside the state directory (e.g. `<state>/agents`, with its databases).
+    let inner = state.path().join("agents");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(inner.join("index.html"), "<html>").unwrap();
+    let e = resolve(&raw(&inner), state.path(), &[]).unwrap_err();
+    assert!(e.contains("inside the state directory"), "{e}");
     // Inside a workspace, or holding one.
     let ws = ui.path().join("ws");
     std::fs::create_dir(&ws).unwrap();

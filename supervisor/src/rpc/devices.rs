@@ -26,6 +26,8 @@ pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: 
     };
     let connected = gw.connected_devices();
     let mut paired: Vec<PairedDevice> = Vec::new();
+    // Where each device's entry is (rows come grouped by nothing but creation time).
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for t in rows {
         let summary = TokenSummary {
             role: t.role.clone(),
@@ -35,23 +37,26 @@ pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: 
             revoked_at_ms: t.revoked_at,
             last_used_at_ms: t.last_used_at,
         };
-        match paired.iter_mut().find(|d| d.device_id == t.device_id) {
+        match at.get(&t.device_id).and_then(|&i| paired.get_mut(i)) {
             Some(d) => {
                 d.roles.push(t.role);
                 d.tokens.push(summary);
             }
-            None => paired.push(PairedDevice {
-                connected: connected.contains(&t.device_id),
-                device_id: t.device_id,
-                client_id: t.client_id,
-                client_mode: t.client_mode,
-                platform: t.platform,
-                roles: vec![t.role],
-                scopes: t.scopes,
-                created_at_ms: t.created_at,
-                approved_via: "silent".into(),
-                tokens: vec![summary],
-            }),
+            None => {
+                at.insert(t.device_id.clone(), paired.len());
+                paired.push(PairedDevice {
+                    connected: connected.contains(&t.device_id),
+                    device_id: t.device_id,
+                    client_id: t.client_id,
+                    client_mode: t.client_mode,
+                    platform: t.platform,
+                    roles: vec![t.role],
+                    scopes: t.scopes,
+                    created_at_ms: t.created_at,
+                    approved_via: "silent".into(),
+                    tokens: vec![summary],
+                })
+            }
         }
     }
     let result = DevicePairListResult {
