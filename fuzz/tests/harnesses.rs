@@ -117,7 +117,8 @@ fn openai_stream() {
         rt.block_on(async move {
             let (tx, mut rx) = tokio::sync::mpsc::channel(64);
             let pumped = async move {
-                let r = worker::llm::openai::pump(futures_util::stream::iter(chunks), &tx).await;
+                let r =
+                    worker::llm::completions::pump(futures_util::stream::iter(chunks), &tx).await;
                 drop(tx);
                 r
             };

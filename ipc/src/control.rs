@@ -323,7 +323,7 @@ impl ProviderApi {
 
     /// Whether this build's worker can call this API.
     pub fn implemented(self) -> bool {
-        matches!(self, ProviderApi::OpenAiCompletions)
+        !matches!(self, ProviderApi::Unknown)
     }
 }
 

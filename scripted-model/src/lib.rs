@@ -1,15 +1,16 @@
-//! A scripted model server that speaks the OpenAI Chat Completions API as the real one does:
-//! `POST /v1/chat/completions` with `stream: true` answers `text/event-stream` chunks
-//! (`chat.completion.chunk` objects, a `finish_reason` chunk, a usage chunk when
-//! `stream_options.include_usage` is set, then `data: [DONE]`); without `stream` it answers one
-//! `chat.completion` object.
+//! A scripted model server that speaks four model APIs as the real providers stream them
+//! ([`wire`]): OpenAI Chat Completions (`POST /v1/chat/completions`: `chat.completion.chunk`
+//! SSE, a usage chunk when `stream_options.include_usage` is set, `data: [DONE]`; without
+//! `stream`, one `chat.completion` object), OpenAI Responses (`POST /v1/responses`), Anthropic
+//! Messages (`POST /v1/messages`) and Ollama (`POST /api/chat`, NDJSON).
 //!
 //! What it answers is scripted: [`Step`]s are queued (in-process through
 //! [`ScriptedModel::push`], or over HTTP with `POST /_script`) and each request takes the next
-//! one; with the queue empty it answers the default reply (an echo of the last user message,
-//! or a fixed text). Steps can stream slowly, stall, hold until released, fail with an HTTP
-//! error or drop the connection mid-stream. Every request body is recorded for assertions
-//! (`GET /_requests`).
+//! one, whichever API it came in on; with the queue empty it answers the default reply (an
+//! echo of the last user message, or a fixed text). Steps can stream slowly, reason first,
+//! send only keep-alives for a while, stall, hold until released, fail with an HTTP error
+//! (with `Retry-After`), stop at an output limit (inside a tool call, too) or drop the
+//! connection mid-stream. Every request body is recorded for assertions (`GET /_requests`).
 //!
 //! Tests run it in-process on `127.0.0.1:0`; the quickstart and benchmarks run the
 //! `loopgate-scripted-model` binary.
@@ -31,6 +32,9 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 
+pub mod wire;
+use wire::{Api, Encoder, Out};
+
 /// Most recorded requests kept (oldest dropped first).
 const MAX_RECORDED: usize = 1000;
 
@@ -45,9 +49,18 @@ pub enum Step {
         chunks: usize,
         #[serde(default)]
         delay_ms: u64,
-        /// `finish_reason` of the last chunk (default `stop`).
+        /// `finish_reason` of the last chunk (default `stop`; `length` is an output limit).
         #[serde(default)]
         finish_reason: Option<String>,
+        /// Reasoning streamed before the text, in `chunks` pieces `delay_ms` apart.
+        #[serde(default)]
+        reasoning: String,
+        /// Before anything else, only keep-alives for this long (every 50 ms).
+        #[serde(default)]
+        keepalive_ms: u64,
+        /// Responses: the terminal's `end_turn`, sent as given (e.g. `false`, or `"yes"`).
+        #[serde(default)]
+        end_turn: Option<Value>,
     },
     /// Stream the first `after_chunks` of `chunks` pieces of `text`, then send nothing more
     /// (the connection stays open until the client gives up).
@@ -65,14 +78,22 @@ pub enum Step {
         chunks: usize,
         after_chunks: usize,
     },
-    /// Answer with an HTTP error status and an OpenAI-style error body.
-    HttpError { status: u16, message: String },
-    /// Optional `text`, then tool calls streamed the way OpenAI does: the id and name first,
-    /// the arguments in pieces, keyed by index; `finish_reason` is `tool_calls`.
+    /// Answer with an HTTP error status and the API's error body (`Retry-After` when set).
+    HttpError {
+        status: u16,
+        message: String,
+        #[serde(default)]
+        retry_after_s: Option<u64>,
+    },
+    /// Optional `text`, then tool calls streamed the way the API does: the id and name first,
+    /// the arguments in pieces, keyed by index; `finish_reason` is `tool_calls`. With `cut`,
+    /// the output limit strikes halfway through the last call's arguments (`length`).
     ToolCalls {
         #[serde(default)]
         text: String,
         calls: Vec<ScriptedCall>,
+        #[serde(default)]
+        cut: bool,
     },
     /// `chunks` chunks stamped with their send time (`⟦µs⟧`), `delay_ms` apart.
     Stamped {
@@ -229,8 +250,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn router(shared: Arc<Shared>) -> Router {
+    let on = |api: Api| {
+        move |state: State<Arc<Shared>>, headers: HeaderMap, body: Bytes| {
+            answer(api, state, headers, body)
+        }
+    };
     Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/chat/completions", post(on(Api::Completions)))
+        .route("/v1/responses", post(on(Api::Responses)))
+        .route("/v1/messages", post(on(Api::Anthropic)))
+        .route("/api/chat", post(on(Api::Ollama)))
         .route("/v1/models", get(models))
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/_script", post(push_script))
@@ -262,54 +291,47 @@ async fn requests(State(s): State<Arc<Shared>>) -> Json<Vec<Recorded>> {
     Json(lock(&s.requests).iter().cloned().collect())
 }
 
-fn openai_error(status: StatusCode, message: &str) -> Response {
-    let body = json!({"error": {"code": status.as_u16(), "message": message, "type": "invalid_request_error"}});
-    (status, Json(body)).into_response()
+fn api_error(api: Api, status: StatusCode, message: &str, retry_after_s: Option<u64>) -> Response {
+    let mut resp = (status, Json(api.error_body(status.as_u16(), message))).into_response();
+    if let Some(s) = retry_after_s {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+    }
+    resp
 }
 
-async fn chat_completions(
+async fn answer(
+    api: Api,
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let bad = |m: &str| api_error(api, StatusCode::BAD_REQUEST, m, None);
     let body: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => return openai_error(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+        Err(e) => return bad(&format!("invalid JSON: {e}")),
     };
-    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
-        return openai_error(
-            StatusCode::BAD_REQUEST,
-            "Expected 'messages' to be an array",
-        );
+    let asked = match api.asked(&body) {
+        Ok(a) => a,
+        Err(e) => return bad(&e),
     };
-    let prompt_tokens = messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_str))
-        .map(count_tokens)
-        .sum::<usize>() as u64;
-    let last_user = messages
-        .iter()
-        .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        .and_then(|m| m.get("content").and_then(Value::as_str))
-        .unwrap_or("")
-        .to_owned();
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let include_usage = body
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    if !asked.stream && api != Api::Completions {
+        return bad("the scripted model answers this API streamed only");
+    }
+    let last_user = asked.last_user.clone();
     {
         let mut rec = lock(&s.requests);
         if rec.len() >= MAX_RECORDED {
             rec.pop_front();
         }
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .or_else(|| headers.get("x-api-key"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         rec.push_back(Recorded {
             body,
-            authorization: headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
+            authorization,
         });
     }
     let step = lock(&s.queue)
@@ -324,6 +346,9 @@ async fn chat_completions(
                 chunks,
                 delay_ms,
                 finish_reason: None,
+                reasoning: String::new(),
+                keepalive_ms: 0,
+                end_turn: None,
             },
             DefaultReply::Fixed {
                 text,
@@ -334,12 +359,20 @@ async fn chat_completions(
                 chunks,
                 delay_ms,
                 finish_reason: None,
+                reasoning: String::new(),
+                keepalive_ms: 0,
+                end_turn: None,
             },
             DefaultReply::Stamped { chunks, delay_ms } => Step::Stamped { chunks, delay_ms },
         });
-    if let Step::HttpError { status, message } = &step {
+    if let Step::HttpError {
+        status,
+        message,
+        retry_after_s,
+    } = &step
+    {
         let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return openai_error(status, message);
+        return api_error(api, status, message, *retry_after_s);
     }
     if let Step::Flood { bytes } = step {
         let piece = Bytes::from(vec![b'x'; 64 * 1024]);
@@ -357,22 +390,19 @@ async fn chat_completions(
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
     }
     let reply = Reply::from_step(step);
-    if !stream {
-        return Json(reply.completion(&s.model, prompt_tokens)).into_response();
+    if !asked.stream {
+        return Json(reply.completion(&s.model, asked.prompt_tokens)).into_response();
     }
     let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
-    tokio::spawn(reply.stream(s.clone(), tx, prompt_tokens, include_usage));
+    let encoder = Encoder::new(api, &s.model, now_secs(), &asked);
+    tokio::spawn(reply.stream(s.clone(), tx, encoder));
     let body = Body::from_stream(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CONTENT_TYPE, api.content_type())
         .header(header::CACHE_CONTROL, "no-cache")
         .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-fn count_tokens(text: &str) -> usize {
-    text.split_whitespace().count().max(1)
 }
 
 /// What happens after the first `stop_after` chunks.
@@ -392,6 +422,11 @@ struct Reply {
     tail: Tail,
     finish_reason: String,
     tool_calls: Vec<ScriptedCall>,
+    reasoning: Vec<String>,
+    keepalive: Duration,
+    end_turn: Option<Value>,
+    /// The output limit strikes inside the last tool call.
+    cut: bool,
 }
 
 /// Splits `text` into `n` pieces on char boundaries (at least one piece).
@@ -416,6 +451,10 @@ impl Reply {
             tail,
             finish_reason: "stop".into(),
             tool_calls: vec![],
+            reasoning: vec![],
+            keepalive: Duration::ZERO,
+            end_turn: None,
+            cut: false,
         }
     }
 
@@ -427,8 +466,15 @@ impl Reply {
                 chunks,
                 delay_ms,
                 finish_reason,
+                reasoning,
+                keepalive_ms,
+                end_turn,
             } => {
-                let pieces = make(&text, chunks);
+                let pieces = if text.is_empty() {
+                    vec![]
+                } else {
+                    make(&text, chunks)
+                };
                 Reply {
                     stamped: false,
                     stop_after: pieces.len(),
@@ -437,6 +483,14 @@ impl Reply {
                     tail: Tail::Finish,
                     finish_reason: finish_reason.unwrap_or_else(|| "stop".into()),
                     tool_calls: vec![],
+                    reasoning: if reasoning.is_empty() {
+                        vec![]
+                    } else {
+                        make(&reasoning, chunks)
+                    },
+                    keepalive: Duration::from_millis(keepalive_ms),
+                    end_turn,
+                    cut: false,
                 }
             }
             // A response cut short after `after_chunks`: it stalls, holds until released,
@@ -464,8 +518,12 @@ impl Reply {
                 tail: Tail::Finish,
                 finish_reason: "stop".into(),
                 tool_calls: vec![],
+                reasoning: vec![],
+                keepalive: Duration::ZERO,
+                end_turn: None,
+                cut: false,
             },
-            Step::ToolCalls { text, calls } => {
+            Step::ToolCalls { text, calls, cut } => {
                 let pieces = if text.is_empty() {
                     vec![]
                 } else {
@@ -477,8 +535,12 @@ impl Reply {
                     pieces,
                     delay: Duration::ZERO,
                     tail: Tail::Finish,
-                    finish_reason: "tool_calls".into(),
+                    finish_reason: if cut { "length" } else { "tool_calls" }.into(),
                     tool_calls: calls,
+                    reasoning: vec![],
+                    keepalive: Duration::ZERO,
+                    end_turn: None,
+                    cut,
                 }
             }
             Step::HttpError { .. } | Step::Flood { .. } => Reply {
@@ -489,6 +551,10 @@ impl Reply {
                 tail: Tail::Disconnect,
                 finish_reason: "stop".into(),
                 tool_calls: vec![],
+                reasoning: vec![],
+                keepalive: Duration::ZERO,
+                end_turn: None,
+                cut: false,
             },
         }
     }
@@ -564,31 +630,38 @@ impl Reply {
         self,
         shared: Arc<Shared>,
         tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-        prompt_tokens: u64,
-        include_usage: bool,
+        mut enc: Encoder,
     ) {
-        let model = shared.model.clone();
-        let created = now_secs();
-        let chunk = |delta: Value, finish: Option<&str>| {
-            let v = json!({
-                "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
-            });
-            Ok(Bytes::from(format!("data: {v}\n\n")))
+        let send = |enc: &mut Encoder, out: Out| {
+            let bytes = enc.encode(out);
+            let tx = tx.clone();
+            async move { bytes.is_empty() || tx.send(Ok(Bytes::from(bytes))).await.is_ok() }
         };
-        if tx
-            .send(chunk(json!({"role": "assistant", "content": ""}), None))
-            .await
-            .is_err()
-        {
+        if !send(&mut enc, Out::Start).await {
             return;
         }
-        let mut sent = 0usize;
+        // Only keep-alives for a while: the connection is open, nothing advances.
+        let quiet_until = tokio::time::Instant::now() + self.keepalive;
+        while tokio::time::Instant::now() < quiet_until {
+            tokio::time::sleep(KEEPALIVE_EVERY.min(self.keepalive)).await;
+            if !send(&mut enc, Out::KeepAlive).await {
+                return;
+            }
+        }
+        for (i, piece) in self.reasoning.iter().enumerate() {
+            if i > 0 && !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            if !send(&mut enc, Out::Reasoning(piece.clone())).await {
+                return;
+            }
+        }
+        let mut sent = self.reasoning.len();
         for (i, piece) in self.pieces.iter().enumerate() {
             if i == self.stop_after && !self.tail(&shared, &tx).await {
                 return;
             }
-            if i > 0 && !self.delay.is_zero() {
+            if (i > 0 || !self.reasoning.is_empty()) && !self.delay.is_zero() {
                 tokio::time::sleep(self.delay).await;
             }
             let content = if self.stamped {
@@ -596,11 +669,7 @@ impl Reply {
             } else {
                 piece.clone()
             };
-            if tx
-                .send(chunk(json!({"content": content}), None))
-                .await
-                .is_err()
-            {
+            if !send(&mut enc, Out::Text(content)).await {
                 return;
             }
             sent += 1;
@@ -608,37 +677,39 @@ impl Reply {
         if self.stop_after >= self.pieces.len() && !self.tail(&shared, &tx).await {
             return;
         }
+        let last = self.tool_calls.len().saturating_sub(1);
         for (index, call) in self.tool_calls.iter().enumerate() {
-            let head = json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                                              "function": {"name": call.name, "arguments": ""}}]});
-            if tx.send(chunk(head, None)).await.is_err() {
+            let head = Out::CallStart {
+                index,
+                id: call.id.clone(),
+                name: call.name.clone(),
+            };
+            if !send(&mut enc, head).await {
                 return;
             }
-            for piece in split_chunks(&call.arguments, 3) {
-                let more =
-                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]});
-                if tx.send(chunk(more, None)).await.is_err() {
+            let mut pieces = split_chunks(&call.arguments, 3);
+            if self.cut && index == last {
+                // The output limit strikes halfway through this call's arguments.
+                pieces.truncate((pieces.len() / 2).max(1));
+            }
+            for piece in pieces {
+                if !send(&mut enc, Out::CallArgs { index, piece }).await {
                     return;
                 }
             }
             sent += 1;
         }
-        let _ = tx
-            .send(chunk(json!({}), Some(self.finish_reason.as_str())))
-            .await;
-        if include_usage {
-            let completion = sent as u64;
-            let v = json!({
-                "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-                          "total_tokens": prompt_tokens + completion}
-            });
-            let _ = tx.send(Ok(Bytes::from(format!("data: {v}\n\n")))).await;
-        }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+        let finish = Out::Finish {
+            reason: self.finish_reason.clone(),
+            completion_tokens: sent as u64,
+            end_turn: self.end_turn.clone(),
+        };
+        send(&mut enc, finish).await;
     }
 }
+
+/// How often a keep-alive-only stretch sends one.
+const KEEPALIVE_EVERY: Duration = Duration::from_millis(50);
 
 /// Microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {

@@ -13,6 +13,9 @@ fn text(t: &str) -> Step {
         chunks: 2,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     }
 }
 
@@ -127,6 +130,7 @@ async fn long_sessions_are_compacted_and_overflow_retries_r_b7_r_g6() {
         status: 400,
         message: "This model's maximum context length is 1024 tokens (context_length_exceeded)"
             .into(),
+        retry_after_s: None,
     });
     gw.model.push(text("SUMMARY-TWO: questions one to three."));
     gw.model.push(text("four"));
@@ -213,11 +217,13 @@ async fn failed_compaction_after_overflow_is_a_clear_error_r_g6() {
         status: 400,
         message: "the request exceeds the available context size (exceed_context_size_error)"
             .into(),
+        retry_after_s: None,
     };
     gw.model.push(overflow());
     gw.model.push(Step::HttpError {
         status: 500,
         message: "summarizer down".into(),
+        retry_after_s: None,
     });
     let (_, fin) = c
         .turn(json!({"message": "second", "idempotencyKey": "f2"}))
@@ -355,6 +361,9 @@ async fn an_operator_compacts_a_session_on_request_r_b7() {
         chunks: 4,
         delay_ms: 300,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     c.start_streaming(json!({"message": "busy", "idempotencyKey": "m-busy"}))
         .await;

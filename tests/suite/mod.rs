@@ -12,6 +12,7 @@ mod idempotency;
 mod lanes;
 mod operations;
 mod ordering;
+mod providers;
 mod real_llm;
 mod security;
 mod security_door;

@@ -39,6 +39,9 @@ async fn sigkill_mid_stream_spares_other_agents_r_j2() {
         chunks: 10,
         delay_ms: 30,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     c.res(&ops).await;
     c.agent_event("ops-slow", |p| p["stream"] == "assistant")
@@ -257,6 +260,9 @@ async fn drain_finishes_in_flight_refuses_new_and_exits_zero_r_j4() {
         chunks: 10,
         delay_ms: 40,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = gw.connect().await;
     let id = c
@@ -344,6 +350,9 @@ async fn graceful_worker_restart_keeps_in_flight_runs() {
         chunks: 8,
         delay_ms: 30,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = gw.connect().await;
     let id = c

@@ -16,6 +16,7 @@ fn call(id: &str, name: &str, arguments: Value) -> Step {
             name: name.into(),
             arguments: arguments.to_string(),
         }],
+        cut: false,
     }
 }
 

@@ -235,6 +235,9 @@ async fn a_long_reply_costs_its_length_not_its_square_r_d1() {
         chunks: 6_000,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = gw.connect().await;
     let (_, fin) = c
@@ -292,6 +295,9 @@ async fn a_history_larger_than_the_link_still_gets_an_answer_r_a5() {
             chunks: 8,
             delay_ms: 0,
             finish_reason: None,
+            reasoning: String::new(),
+            keepalive_ms: 0,
+            end_turn: None,
         });
         let (_, fin) = c
             .turn(json!({"message": format!("q{i}"), "idempotencyKey": format!("h{i}")}))

@@ -104,6 +104,7 @@ async fn a_failed_run_settles_as_failed_r_d1() {
     gw.model.push(scripted_model::Step::HttpError {
         status: 400,
         message: "bad request".into(),
+        retry_after_s: None,
     });
     let mut sub = gw.connect().await;
     sub.call("sessions.subscribe", json!({})).await;

@@ -14,6 +14,7 @@ fn call(id: &str, name: &str, arguments: &str) -> Step {
             name: name.into(),
             arguments: arguments.into(),
         }],
+        cut: false,
     }
 }
 
@@ -23,6 +24,9 @@ fn text(t: &str) -> Step {
         chunks: 2,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     }
 }
 
@@ -62,6 +66,7 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
             name: "read".into(),
             arguments: r#"{"path": "notes.txt"}"#.into(),
         }],
+        cut: false,
     });
     gw.model.push(text("The word is plum."));
 
@@ -181,6 +186,7 @@ async fn refused_and_invalid_calls_become_error_results_r_e1() {
                 arguments: (*args).into(),
             })
             .collect(),
+        cut: false,
     });
     gw.model.push(text("I could not do that."));
     let mut c = tool_client(&gw).await;
@@ -288,6 +294,9 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
         chunks: 4,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     };
     // A direct request needs an answer: the silent reply is empty output, so the model is
     // asked again, and only its real answer is delivered.
@@ -297,6 +306,9 @@ async fn silent_reply_has_no_payload_and_no_stream_r_f1() {
         chunks: 6,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = gw.connect().await;
     let (_, fin) = c
@@ -368,6 +380,9 @@ async fn fallback_warning_only_when_nothing_else_was_said_r_f2_r_f4() {
             chunks: 1,
             delay_ms: 0,
             finish_reason: None,
+            reasoning: String::new(),
+            keepalive_ms: 0,
+            end_turn: None,
         });
     }
     gw.model.push(call("y", "exec", r#"{"command": "make"}"#));
@@ -441,6 +456,7 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
                 arguments: r#"{"path": "pw.txt"}"#.into(),
             },
         ],
+        cut: false,
     });
     gw.model.push(text("ok"));
     let mut c = gw.connect().await;
@@ -494,6 +510,7 @@ async fn audit_ledger_holds_metadata_only_r_d6() {
                 arguments: r#"{"command": "echo args-secret-55"}"#.into(),
             },
         ],
+        cut: false,
     });
     gw.model.push(text("reply-secret-33"));
     let mut c = gw.connect().await;
@@ -607,6 +624,9 @@ async fn serialized_xml_tool_calls_are_hidden_r_d4() {
         chunks: 37,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = gw.connect().await;
     let (_, fin) = c
@@ -721,6 +741,9 @@ async fn empty_replies_are_retried_then_reported_r_f3() {
         chunks: 1,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     };
     gw.model.push(empty("  "));
     gw.model.push(text("Second time lucky."));
@@ -956,6 +979,7 @@ async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
                 arguments: r#"{"text": "The build is green."}"#.into(),
             },
         ],
+        cut: false,
     });
     gw.model.push(text("the build is green"));
     let mut c = gw.connect().await;

@@ -10,6 +10,9 @@ fn text(t: &str, chunks: usize) -> Step {
         chunks,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     }
 }
 
@@ -220,6 +223,7 @@ async fn provider_http_error_then_next_turn_works_r_b4() {
     gw.model.push(Step::HttpError {
         status: 500,
         message: "upstream exploded".into(),
+        retry_after_s: None,
     });
     let mut c = gw.connect().await;
     let (_, fin) = c
@@ -261,6 +265,7 @@ async fn provider_http_error_then_next_turn_works_r_b4() {
     gw.model.push(Step::HttpError {
         status: 503,
         message: "overloaded".into(),
+        retry_after_s: None,
     });
     let out = gw.cli(&["agent", "--message", "x"]).await;
     assert_eq!(out.status.code(), Some(1));

@@ -160,6 +160,9 @@ async fn websocket_agent_turn_with_events_and_chat_projection() {
         chunks: 4,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let mut c = ws(&gw).await;
     let (acc, fin) = c.turn(json!({"message": "hi", "agentId": "main", "idempotencyKey": "ws-1", "deliver": false, "timeout": 600})).await;
@@ -222,6 +225,9 @@ async fn chat_send_history_abort_and_sessions_r_a5() {
         chunks: 2,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let r = c
         .call(
@@ -360,6 +366,9 @@ async fn chat_send_history_abort_and_sessions_r_a5() {
         chunks: 1,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let (_, fin) = c
         .turn(json!({"message": "after reset", "idempotencyKey": "cs-3"}))
@@ -417,6 +426,9 @@ async fn slow_consumer_is_dropped_without_stalling_others() {
         chunks: 2000,
         delay_ms: 5,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     });
     let (_, fin) = fast
         .turn(json!({"message": "go", "idempotencyKey": "big"}))

@@ -147,6 +147,8 @@ pub struct Gateway {
     gateway_keys: String,
     /// `(base_url, model)` of a real provider instead of the scripted model.
     provider: Option<(String, String)>,
+    /// The wire API the agent's provider speaks to the scripted model.
+    api: scripted_model::wire::Api,
 }
 
 impl Gateway {
@@ -184,6 +186,7 @@ impl Gateway {
             idle_timeout_seconds: 120.0,
             gateway_keys: String::new(),
             provider: Some((base_url.to_owned(), model.to_owned())),
+            api: scripted_model::wire::Api::Completions,
         };
         gw.write_config();
         gw.spawn().await;
@@ -196,6 +199,22 @@ impl Gateway {
     }
 
     async fn start_full(gateway_keys: &str, extra: &str, idle_timeout_seconds: f64) -> Gateway {
+        Self::start_api(
+            scripted_model::wire::Api::Completions,
+            gateway_keys,
+            extra,
+            idle_timeout_seconds,
+        )
+        .await
+    }
+
+    /// A gateway whose `main` agent talks to the scripted model in `api`'s wire format.
+    pub async fn start_api(
+        api: scripted_model::wire::Api,
+        gateway_keys: &str,
+        extra: &str,
+        idle_timeout_seconds: f64,
+    ) -> Gateway {
         let model = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
         let mut gw = Gateway {
@@ -207,6 +226,7 @@ impl Gateway {
             idle_timeout_seconds,
             gateway_keys: gateway_keys.to_owned(),
             provider: None,
+            api,
         };
         gw.write_config();
         gw.spawn().await;
@@ -224,10 +244,11 @@ impl Gateway {
         }
         format!(
             "[gateway]\nport = 0\n{}\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
-             [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{}\"\n\
+             [models.providers.scripted]\napi = \"{}\"\nbase_url = \"{}\"\n\
              idle_timeout_seconds = {}\n{}\n",
             self.gateway_keys,
-            self.model.base_url(),
+            self.api.config_name(),
+            self.api.base_url(self.model.addr()),
             self.idle_timeout_seconds,
             self.extra_config
         )
@@ -443,6 +464,9 @@ pub fn reply(text: &str) -> scripted_model::Step {
         chunks: 1,
         delay_ms: 0,
         finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn: None,
     }
 }
 

@@ -33,7 +33,7 @@ use ipc::control::{
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
 
-use crate::llm::openai::OpenAiClient;
+use crate::llm::client::LlmClient;
 use crate::llm::LlmError;
 use crate::store::{FinishRun, Reader, Writer};
 
@@ -77,9 +77,9 @@ pub struct Ctx {
     pub spec: AgentSpec,
     pub writer: Writer,
     pub reader: Reader,
-    pub llm: Result<OpenAiClient, LlmError>,
+    pub llm: Result<LlmClient, LlmError>,
     /// Clients of other providers, made on first use (`before_model_resolve` overrides).
-    pub other_llms: std::sync::Mutex<HashMap<String, OpenAiClient>>,
+    pub other_llms: std::sync::Mutex<HashMap<String, LlmClient>>,
     /// The environment API keys are read from.
     pub env: HashMap<String, String>,
     /// What `exec` commands get instead: [`tools::exec_environment`] of `env`.
@@ -218,10 +218,7 @@ async fn checkpoint_at_exit(db_path: PathBuf) {
     }
 }
 
-fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<OpenAiClient, LlmError> {
-    if spec.api != ipc::control::ProviderApi::OpenAiCompletions {
-        return Err(LlmError::Unsupported(spec.api.as_str().to_owned()));
-    }
+fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<LlmClient, LlmError> {
     let key = match &spec.api_key_env {
         Some(var) => match env.get(var).filter(|v| !v.is_empty()) {
             Some(v) => Some(v.clone()),
@@ -234,7 +231,7 @@ fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<OpenAiCl
         },
         None => None,
     };
-    OpenAiClient::new(spec.clone(), key)
+    LlmClient::new(spec.clone(), key)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -668,7 +665,7 @@ fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
 impl Ctx {
     /// Hook context for a run (`run_id` empty for a session operation).
     /// The client for `provider` when a run picked another provider than the agent's.
-    pub fn other_llm(&self, provider: &str) -> Result<OpenAiClient, LlmError> {
+    pub fn other_llm(&self, provider: &str) -> Result<LlmClient, LlmError> {
         let mut cache = self
             .other_llms
             .lock()

@@ -617,7 +617,7 @@ fn run_model(
     };
     if !p.api.implemented() {
         return Err(format!(
-            "provider {provider:?} uses api {:?}, which this loopgate build cannot call yet (supported: openai-completions)",
+            "provider {provider:?} uses api {:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)",
             p.api.as_str()
         ));
     }
@@ -663,7 +663,7 @@ async fn admit<A: serde::Serialize>(
     };
     if !model.api.implemented() {
         return Admitted::Refused(ErrorShape::invalid(format!(
-            "provider {:?} uses api {:?}, which this loopgate build cannot call yet (supported: openai-completions)",
+            "provider {:?} uses api {:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)",
             model.provider,
             model.api.as_str()
         )));

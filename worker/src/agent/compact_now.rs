@@ -158,7 +158,7 @@ async fn summary_of(ctx: &Arc<Ctx>, req: &crate::llm::ModelRequest) -> Result<St
         while let Some(ev) = rx.recv().await {
             match ev {
                 Ok(LlmEvent::Delta(d)) => text.push_str(&d),
-                Ok(LlmEvent::Done { .. }) => return Ok(text),
+                Ok(LlmEvent::Done(_)) => return Ok(text),
                 Ok(_) => {}
                 Err(e) => {
                     return Err(RpcError::new(

@@ -28,7 +28,7 @@ use super::compaction::{self, ContextBudget, MAX_COMPACTIONS_PER_RUN};
 use super::prompt;
 use super::reply;
 use super::xml::XmlFilter;
-use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest};
+use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest, Terminal};
 use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
 
@@ -164,6 +164,10 @@ pub struct Turn {
     session_id: Option<String>,
     /// Text of the current model response.
     text: String,
+    /// Reasoning of the current model response (saved with it, never shown as reply).
+    reasoning: String,
+    /// The current response's provider diagnostic (Responses' terminal, R-G2).
+    diagnostic: Option<serde_json::Value>,
     usage: Option<Usage>,
     /// The conversation sent to the model, extended by each tool round.
     request: Option<ModelRequest>,
@@ -200,6 +204,8 @@ impl Turn {
             started: now,
             session_id: None,
             text: String::new(),
+            reasoning: String::new(),
+            diagnostic: None,
             usage: None,
             request: None,
             prior_usage: None,
@@ -399,6 +405,25 @@ impl Turn {
                         vec![],
                     )
                 }
+                // Reasoning and a tool call's arguments streaming are output too: they keep
+                // the attempt alive (R-B4, R-G5), though nothing of them is shown as reply.
+                LlmEvent::Reasoning(r) => {
+                    self.reasoning.push_str(&r);
+                    (
+                        Phase::Streaming {
+                            run_deadline,
+                            idle_deadline: now + self.spec.idle_timeout,
+                        },
+                        vec![],
+                    )
+                }
+                LlmEvent::ToolCallStart { .. } | LlmEvent::ToolCallDelta { .. } => (
+                    Phase::Streaming {
+                        run_deadline,
+                        idle_deadline: now + self.spec.idle_timeout,
+                    },
+                    vec![],
+                ),
                 LlmEvent::ToolCalls(calls) => {
                     self.calls.extend(calls);
                     (
@@ -409,7 +434,11 @@ impl Turn {
                         vec![],
                     )
                 }
-                LlmEvent::Done { finish_reason } => {
+                LlmEvent::Done(Terminal {
+                    finish_reason,
+                    responses,
+                }) => {
+                    self.diagnostic = responses.map(|r| r.diagnostic(finish_reason.as_deref()));
                     let tail = self.xml.finish();
                     let mut held = self.accept_text(tail);
                     held.extend(self.flush_held());
@@ -694,10 +723,11 @@ impl Turn {
                 match ev {
                     LlmEvent::Delta(d) => job.summary.push_str(&d),
                     LlmEvent::Usage(u) => job.usage = Some(u),
-                    LlmEvent::ToolCalls(_) => {}
-                    LlmEvent::Done { .. } => {
-                        return self.summarized(job, run_deadline, now, wall_ms)
-                    }
+                    LlmEvent::ToolCalls(_)
+                    | LlmEvent::Reasoning(_)
+                    | LlmEvent::ToolCallStart { .. }
+                    | LlmEvent::ToolCallDelta { .. } => {}
+                    LlmEvent::Done(_) => return self.summarized(job, run_deadline, now, wall_ms),
                 }
                 let idle_deadline = now + self.spec.idle_timeout;
                 (
@@ -823,6 +853,8 @@ impl Turn {
         self.released = false;
         self.xml = XmlFilter::default();
         self.text.clear();
+        self.reasoning.clear();
+        self.diagnostic = None;
         self.calls.clear();
         self.request = Some(req.clone());
         let phase = Phase::Streaming {
@@ -1123,6 +1155,8 @@ impl Turn {
             usage: self.usage,
             stop_reason: Some("toolUse".into()),
             tool_calls: calls.clone(),
+            reasoning: (!self.reasoning.is_empty()).then(|| std::mem::take(&mut self.reasoning)),
+            diagnostics: self.diagnostic.take().into_iter().collect(),
             ..NewMessage::text(Role::Assistant, text, wall_ms)
         };
         (
@@ -1202,6 +1236,8 @@ impl Turn {
             usage: self.total_usage(),
             stop_reason: stop_reason.clone(),
             error: error.clone(),
+            reasoning: (!self.reasoning.is_empty()).then(|| self.reasoning.clone()),
+            diagnostics: self.diagnostic.clone().into_iter().collect(),
             ..NewMessage::text(Role::Assistant, self.text.clone(), wall_ms)
         });
         let finish = FinishRun {
@@ -1304,9 +1340,7 @@ mod tests {
             1003,
         );
         let a = t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: Some("stop".into()),
-            }),
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
             t0,
             1004,
         );
@@ -1358,6 +1392,51 @@ mod tests {
         assert!(f.error.as_ref().unwrap().contains("idle timeout"));
         let a = t.handle(Input::Persisted(Ok(())), t0, 20);
         assert_eq!(lifecycle_phase(&a[0]), Some(LPhase::Error));
+    }
+
+    #[test]
+    fn reasoning_and_tool_arguments_are_progress_and_reasoning_is_saved_not_shown_r_b4() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        // Reasoning for longer than the idle window keeps the attempt alive.
+        for s in [8, 16, 24] {
+            let a = t.handle(Input::Model(LlmEvent::Reasoning("hmm ".into())), at(s), s);
+            assert!(a.is_empty(), "reasoning is never reply text: {a:?}");
+        }
+        assert_eq!(t.next_deadline(), Some(at(34)));
+        // So does a tool call whose arguments are still streaming.
+        t.handle(
+            Input::Model(LlmEvent::ToolCallStart {
+                index: 0,
+                name: "read".into(),
+            }),
+            at(30),
+            30,
+        );
+        t.handle(
+            Input::Model(LlmEvent::ToolCallDelta { index: 0, bytes: 3 }),
+            at(38),
+            38,
+        );
+        assert_eq!(t.next_deadline(), Some(at(48)));
+        t.handle(Input::Model(LlmEvent::Delta("Answer".into())), at(40), 40);
+        let mut done = Terminal::reason("stop");
+        done.responses = Some(crate::llm::ResponsesTerminal {
+            event_type: "response.completed".into(),
+            end_turn: crate::llm::EndTurn::Absent,
+        });
+        let a = t.handle(Input::Model(LlmEvent::Done(done)), at(41), 41);
+        let persist = a.iter().find_map(|a| match a {
+            Action::Persist(f) => Some(f),
+            _ => None,
+        });
+        let m = persist.unwrap().assistant.as_ref().unwrap();
+        assert_eq!(m.text, "Answer");
+        assert_eq!(m.reasoning.as_deref(), Some("hmm hmm hmm "));
+        assert_eq!(m.diagnostics[0]["type"], "openai_responses_terminal");
+        assert_eq!(m.diagnostics[0]["details"]["endTurn"], "absent");
     }
 
     #[test]
@@ -1470,9 +1549,7 @@ mod tests {
     fn ask_for(t: &mut Turn, calls: Vec<ToolCall>, now: Instant) -> Vec<Action> {
         t.handle(Input::Model(LlmEvent::ToolCalls(calls)), now, 1);
         t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: Some("tool_calls".into()),
-            }),
+            Input::Model(LlmEvent::Done(Terminal::reason("tool_calls"))),
             now,
             2,
         )
@@ -1537,13 +1614,7 @@ mod tests {
         assert_eq!(req.messages[3].content, "out-b");
         t.handle(Input::Model(LlmEvent::Delta("Done.".into())), t0, 6);
         t.handle(Input::Model(LlmEvent::Usage(usage(2))), t0, 6);
-        let a = t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: None,
-            }),
-            t0,
-            7,
-        );
+        let a = t.handle(Input::Model(LlmEvent::Done(Terminal::default())), t0, 7);
         let Action::Persist(f) = &a[0] else { panic!() };
         assert_eq!(f.assistant.as_ref().unwrap().text, "Done.");
         assert_eq!(f.usage.unwrap().total, 6);
@@ -1627,13 +1698,7 @@ mod tests {
             t0,
             5,
         );
-        let a = t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: None,
-            }),
-            t0,
-            6,
-        );
+        let a = t.handle(Input::Model(LlmEvent::Done(Terminal::default())), t0, 6);
         let [Action::Compact(record)] = a.as_slice() else {
             panic!("{a:?}")
         };
@@ -1658,13 +1723,7 @@ mod tests {
         let mut t = Turn::new(small(), t0, 0);
         start(&mut t);
         t.handle(Input::Model(LlmEvent::Delta("sum".into())), t0, 5);
-        t.handle(
-            Input::Model(LlmEvent::Done {
-                finish_reason: None,
-            }),
-            t0,
-            6,
-        );
+        t.handle(Input::Model(LlmEvent::Done(Terminal::default())), t0, 6);
         let a = t.handle(
             Input::Appended(Err(StoreError::Fenced {
                 expected: "r".into(),

@@ -1,12 +1,20 @@
 //! Model providers. A provider turns a [`ModelRequest`] into a stream of [`LlmEvent`]s or a
-//! typed [`LlmError`]. Only `openai-completions` is implemented in this build; the others are
-//! accepted in config and refused with a clear error until they land.
+//! typed [`LlmError`], whichever of the four wire APIs it speaks ([`client::LlmClient`]
+//! dispatches): OpenAI Chat Completions, OpenAI Responses, Anthropic Messages and Ollama's
+//! native chat. Each API's module builds its request body and parses its stream; what they
+//! share (tool call assembly, bounds, SSE and NDJSON framing) lives beside them.
 
+pub mod anthropic;
+pub mod calls;
+pub mod client;
+pub mod completions;
 pub mod limits;
-pub mod openai;
+pub mod ollama;
+pub mod responses;
 pub mod sse;
 
 use ipc::control::Usage;
+use tokio::sync::mpsc;
 
 use crate::tools::{ToolCall, ToolDef};
 
@@ -80,17 +88,103 @@ pub struct ModelChoice {
     pub context_window: Option<u64>,
 }
 
-/// What a streaming response yields.
+/// What a streaming response yields, whichever API it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmEvent {
     /// Text appended to the assistant message.
     Delta(String),
+    /// Reasoning (thinking) appended: never part of the reply.
+    Reasoning(String),
+    /// A tool call began streaming (its arguments follow). Progress only.
+    ToolCallStart { index: usize, name: String },
+    /// Bytes of a tool call's arguments arrived. Progress only: nothing runs before
+    /// `ToolCalls`, and a response cut short runs none of its calls.
+    ToolCallDelta { index: usize, bytes: usize },
     /// Token usage so far (the last one wins).
     Usage(Usage),
     /// The complete tool calls of this response (sent before `Done`).
     ToolCalls(Vec<ToolCall>),
     /// The response is complete.
-    Done { finish_reason: Option<String> },
+    Done(Terminal),
+}
+
+/// How a response ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Terminal {
+    /// In Chat Completions' words, whatever the API: `stop`, `length` (an output limit),
+    /// `tool_calls`, `content_filter` (a refusal), or the provider's own word.
+    pub finish_reason: Option<String>,
+    /// OpenAI Responses: the terminal event and its `end_turn` signal (R-G2).
+    pub responses: Option<ResponsesTerminal>,
+}
+
+impl Terminal {
+    pub fn reason(finish_reason: &str) -> Self {
+        Self {
+            finish_reason: Some(finish_reason.to_owned()),
+            responses: None,
+        }
+    }
+}
+
+/// A Responses response's terminal facts, saved as the `openai_responses_terminal`
+/// diagnostic of its assistant message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponsesTerminal {
+    /// `response.completed` or `response.incomplete`.
+    pub event_type: String,
+    pub end_turn: EndTurn,
+}
+
+impl ResponsesTerminal {
+    /// The `openai_responses_terminal` diagnostic saved on the response's assistant message.
+    pub fn diagnostic(&self, stop_reason: Option<&str>) -> serde_json::Value {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Details<'a> {
+            event_type: &'a str,
+            end_turn: serde_json::Value,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            stop_reason: Option<&'a str>,
+        }
+        #[derive(serde::Serialize)]
+        struct Diagnostic<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            details: Details<'a>,
+        }
+        let end_turn = match self.end_turn {
+            EndTurn::Yes => serde_json::Value::Bool(true),
+            EndTurn::No => serde_json::Value::Bool(false),
+            EndTurn::Absent => "absent".into(),
+            EndTurn::Invalid => "invalid".into(),
+        };
+        let stop_reason = stop_reason.map(|r| match r {
+            "length" => "length",
+            "tool_calls" => "toolUse",
+            _ => "stop",
+        });
+        serde_json::to_value(Diagnostic {
+            kind: "openai_responses_terminal",
+            details: Details {
+                event_type: &self.event_type,
+                end_turn,
+                stop_reason,
+            },
+        })
+        .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// The provider's `end_turn` signal as it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndTurn {
+    Yes,
+    No,
+    /// Not sent.
+    Absent,
+    /// Sent, but not a boolean (the value itself is not kept).
+    Invalid,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -110,6 +204,24 @@ pub enum LlmError {
     Protocol(String),
     #[error("provider did not answer within {0} ms")]
     Timeout(u64),
-    #[error("provider api {0:?} is not supported by this build (supported: openai-completions)")]
+    #[error("provider api {0:?} is not supported by this build (supported: openai-completions, openai-responses, anthropic-messages, ollama)")]
     Unsupported(String),
+}
+
+/// Sends one event; `false` once nobody listens (the call was dropped).
+pub(crate) async fn send(tx: &mpsc::Sender<Result<LlmEvent, LlmError>>, ev: LlmEvent) -> bool {
+    tx.send(Ok(ev)).await.is_ok()
+}
+
+/// The response is complete: its tool calls, then `Done`.
+pub(crate) async fn finish(
+    tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+    calls: calls::Calls,
+    terminal: Terminal,
+) {
+    let calls = calls.finish();
+    if !calls.is_empty() {
+        let _ = tx.send(Ok(LlmEvent::ToolCalls(calls))).await;
+    }
+    let _ = tx.send(Ok(LlmEvent::Done(terminal))).await;
 }

@@ -107,6 +107,10 @@ pub struct NewMessage {
     pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Tool result: `(call id, tool name, is_error)`.
     pub tool_result: Option<(String, String, bool)>,
+    /// Assistant: the response's reasoning (a `thinking` block; never part of the reply).
+    pub reasoning: Option<String>,
+    /// Assistant: provider diagnostics (`{type, details}`), as OpenClaw saves them.
+    pub diagnostics: Vec<serde_json::Value>,
 }
 
 impl NewMessage {
@@ -123,6 +127,8 @@ impl NewMessage {
             error: None,
             tool_calls: Vec::new(),
             tool_result: None,
+            reasoning: None,
+            diagnostics: Vec::new(),
         }
     }
 }

@@ -534,6 +534,9 @@ fn append(
 ) -> Result<Appended, StoreError> {
     let (seq, parent, entry_id) = next_entry(c, session_id)?;
     let mut content: Vec<serde_json::Value> = Vec::new();
+    if let Some(r) = &m.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r}));
+    }
     if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
         content.push(json!({"type": "text", "text": m.text}));
     }
@@ -574,6 +577,9 @@ fn append(
         }
         if let Some(e) = &m.error {
             obj.insert("errorMessage".into(), json!(e));
+        }
+        if !m.diagnostics.is_empty() {
+            obj.insert("diagnostics".into(), json!(m.diagnostics));
         }
     }
     let display = super::reader::stored_message(m.role.as_str(), &message, &entry_id, seq, run_id);

@@ -1,0 +1,536 @@
+//! The four wire APIs the scripted model speaks. A scripted reply is a sequence of abstract
+//! [`Out`] events (text and reasoning pieces, tool call heads and argument pieces, the finish);
+//! an [`Encoder`] writes each in one API's streaming format, as that provider sends it:
+//! Chat Completions and Responses SSE, Anthropic Messages SSE, Ollama NDJSON.
+
+use serde_json::{json, Value};
+
+/// A wire API, by the path it is served on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST /v1/chat/completions`.
+    Completions,
+    /// `POST /v1/responses`.
+    Responses,
+    /// `POST /v1/messages`.
+    Anthropic,
+    /// `POST /api/chat`.
+    Ollama,
+}
+
+/// What a request asked, as far as a scripted answer cares.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    /// The last user message's text (echoed by the default reply).
+    pub last_user: String,
+    /// A rough prompt size (whitespace-separated words of every message).
+    pub prompt_tokens: u64,
+    pub stream: bool,
+    /// Chat Completions `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count().max(1) as u64
+}
+
+/// The text of a message `content`: a string, or the text of its blocks.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+impl Api {
+    pub const ALL: [Api; 4] = [
+        Api::Completions,
+        Api::Responses,
+        Api::Anthropic,
+        Api::Ollama,
+    ];
+
+    /// The name a loopgate config gives it (`models.providers.<id>.api`).
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Api::Completions => "openai-completions",
+            Api::Responses => "openai-responses",
+            Api::Anthropic => "anthropic-messages",
+            Api::Ollama => "ollama",
+        }
+    }
+
+    /// The `base_url` a client of this API is configured with for a server at `addr`: the
+    /// OpenAI APIs under `/v1`, Anthropic and Ollama at the host root (their clients add
+    /// `/v1/messages` and `/api/chat`).
+    pub fn base_url(self, addr: std::net::SocketAddr) -> String {
+        match self {
+            Api::Completions | Api::Responses => format!("http://{addr}/v1"),
+            Api::Anthropic | Api::Ollama => format!("http://{addr}"),
+        }
+    }
+
+    /// Reads `body` as this API's request; `Err` is the provider's complaint.
+    pub fn asked(self, body: &Value) -> Result<Asked, String> {
+        let list = match self {
+            Api::Responses => "input",
+            _ => "messages",
+        };
+        let Some(messages) = body.get(list).and_then(Value::as_array) else {
+            return Err(format!("Expected '{list}' to be an array"));
+        };
+        let is_user = |m: &&Value| {
+            m.get("role").and_then(Value::as_str) == Some("user")
+                && m.get("content").is_some_and(|c| {
+                    // An Anthropic tool result round is a user message too: not what was said.
+                    !content_text(c).is_empty() || c.is_string()
+                })
+        };
+        // Of blocks, the last text one (Anthropic merges consecutive user messages).
+        let last_user = messages
+            .iter()
+            .rev()
+            .find(is_user)
+            .map(|m| match &m["content"] {
+                Value::Array(blocks) => blocks
+                    .iter()
+                    .rev()
+                    .find_map(|b| b.get("text").and_then(Value::as_str))
+                    .unwrap_or_default()
+                    .to_owned(),
+                other => content_text(other),
+            })
+            .unwrap_or_default();
+        let mut prompt_tokens: u64 = messages
+            .iter()
+            .filter_map(|m| m.get("content"))
+            .map(|c| words(&content_text(c)))
+            .sum();
+        for k in ["system", "instructions"] {
+            if let Some(s) = body.get(k) {
+                prompt_tokens += words(&content_text(s));
+            }
+        }
+        // Ollama streams unless told not to; the others only when asked.
+        let stream = body
+            .get("stream")
+            .and_then(Value::as_bool)
+            .unwrap_or(self == Api::Ollama);
+        Ok(Asked {
+            last_user,
+            prompt_tokens,
+            stream,
+            include_usage: body
+                .pointer("/stream_options/include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    /// The error body this API's provider sends with an HTTP error.
+    pub fn error_body(self, status: u16, message: &str) -> Value {
+        match self {
+            Api::Anthropic => {
+                let kind = match status {
+                    429 => "rate_limit_error",
+                    529 => "overloaded_error",
+                    400 => "invalid_request_error",
+                    _ => "api_error",
+                };
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+            Api::Ollama => json!({"error": message}),
+            Api::Completions | Api::Responses => {
+                json!({"error": {"code": status, "message": message, "type": "invalid_request_error"}})
+            }
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Api::Ollama => "application/x-ndjson",
+            _ => "text/event-stream",
+        }
+    }
+}
+
+/// One abstract piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    Start,
+    Text(String),
+    Reasoning(String),
+    CallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    CallArgs {
+        index: usize,
+        piece: String,
+    },
+    /// Nothing but a keep-alive (an SSE comment, an Anthropic `ping`, a blank NDJSON line).
+    KeepAlive,
+    /// The end: `reason` in Chat Completions' words (`stop`, `length`, `tool_calls`);
+    /// `end_turn` is put on a Responses terminal as given.
+    Finish {
+        reason: String,
+        completion_tokens: u64,
+        end_turn: Option<Value>,
+    },
+}
+
+/// Which Anthropic content block is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    Thinking,
+    Tool,
+}
+
+/// Writes [`Out`]s in one API's stream format.
+pub struct Encoder {
+    api: Api,
+    model: String,
+    created: u64,
+    prompt_tokens: u64,
+    include_usage: bool,
+    /// Anthropic: the open block and its index; Responses: the open item's output index.
+    open: Option<(Block, usize)>,
+    next_index: usize,
+    /// Tool calls so far: (output index or block index, id, name, arguments).
+    calls: Vec<(usize, String, String, String)>,
+}
+
+fn sse(event: Option<&str>, data: &Value) -> String {
+    match event {
+        Some(e) => format!("event: {e}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+impl Encoder {
+    pub fn new(api: Api, model: &str, created: u64, asked: &Asked) -> Self {
+        Self {
+            api,
+            model: model.to_owned(),
+            created,
+            prompt_tokens: asked.prompt_tokens,
+            include_usage: asked.include_usage,
+            open: None,
+            next_index: 0,
+            calls: Vec::new(),
+        }
+    }
+
+    /// The bytes for `out`, in this API's format.
+    pub fn encode(&mut self, out: Out) -> String {
+        match self.api {
+            Api::Completions => self.completions(out),
+            Api::Responses => self.responses(out),
+            Api::Anthropic => self.anthropic(out),
+            Api::Ollama => self.ollama(out),
+        }
+    }
+
+    fn completions(&mut self, out: Out) -> String {
+        let chunk = |delta: Value, finish: Option<&str>| {
+            sse(
+                None,
+                &json!({
+                    "id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                    "created": self.created, "model": self.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                }),
+            )
+        };
+        match out {
+            Out::Start => chunk(json!({"role": "assistant", "content": ""}), None),
+            Out::Text(t) => chunk(json!({"content": t}), None),
+            Out::Reasoning(t) => chunk(json!({"reasoning_content": t}), None),
+            Out::CallStart { index, id, name } => chunk(
+                json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                                        "function": {"name": name, "arguments": ""}}]}),
+                None,
+            ),
+            Out::CallArgs { index, piece } => chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                None,
+            ),
+            Out::KeepAlive => ": keep-alive\n\n".into(),
+            Out::Finish {
+                reason,
+                completion_tokens,
+                ..
+            } => {
+                let mut s = chunk(json!({}), Some(&reason));
+                if self.include_usage {
+                    let total = self.prompt_tokens + completion_tokens;
+                    s.push_str(&sse(
+                        None,
+                        &json!({
+                            "id": "chatcmpl-scripted", "object": "chat.completion.chunk",
+                            "created": self.created, "model": self.model, "choices": [],
+                            "usage": {"prompt_tokens": self.prompt_tokens,
+                                      "completion_tokens": completion_tokens, "total_tokens": total}
+                        }),
+                    ));
+                }
+                s.push_str("data: [DONE]\n\n");
+                s
+            }
+        }
+    }
+
+    fn responses(&mut self, out: Out) -> String {
+        let ev = |data: Value| sse(data["type"].as_str(), &data);
+        // Opens an output item of `kind` unless one is open; its output index.
+        let item = |enc: &mut Self, kind: Block, s: &mut String| -> usize {
+            if let Some((open, i)) = enc.open {
+                if open == kind {
+                    return i;
+                }
+            }
+            let i = enc.next_index;
+            enc.next_index += 1;
+            enc.open = Some((kind, i));
+            let item = match kind {
+                Block::Text => json!({"type": "message", "id": format!("msg_{i}"),
+                                      "role": "assistant", "content": []}),
+                _ => json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": []}),
+            };
+            s.push_str(&ev(json!({"type": "response.output_item.added",
+                                   "output_index": i, "item": item})));
+            i
+        };
+        let mut s = String::new();
+        match out {
+            Out::Start => s.push_str(&ev(json!({"type": "response.created",
+                "response": {"id": "resp_scripted", "object": "response", "status": "in_progress",
+                             "model": self.model}}))),
+            Out::Text(t) => {
+                let i = item(self, Block::Text, &mut s);
+                s.push_str(&ev(
+                    json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"),
+                                      "output_index": i, "content_index": 0, "delta": t}),
+                ));
+            }
+            Out::Reasoning(t) => {
+                let i = item(self, Block::Thinking, &mut s);
+                s.push_str(&ev(json!({"type": "response.reasoning_summary_text.delta",
+                                      "item_id": format!("rs_{i}"), "output_index": i,
+                                      "summary_index": 0, "delta": t})));
+            }
+            Out::CallStart { id, name, .. } => {
+                let i = self.next_index;
+                self.next_index += 1;
+                self.open = Some((Block::Tool, i));
+                self.calls
+                    .push((i, id.clone(), name.clone(), String::new()));
+                s.push_str(&ev(
+                    json!({"type": "response.output_item.added", "output_index": i,
+                    "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id,
+                             "name": name, "arguments": "", "status": "in_progress"}}),
+                ));
+            }
+            Out::CallArgs { piece, .. } => {
+                if let Some(c) = self.calls.last_mut() {
+                    c.3.push_str(&piece);
+                    s.push_str(&ev(
+                        json!({"type": "response.function_call_arguments.delta",
+                        "item_id": format!("fc_{}", c.0), "output_index": c.0, "delta": piece}),
+                    ));
+                }
+            }
+            Out::KeepAlive => s.push_str(": keep-alive\n\n"),
+            Out::Finish {
+                reason,
+                completion_tokens,
+                end_turn,
+            } => {
+                let cut = reason == "length";
+                let n = self.calls.len();
+                for (k, (i, id, name, args)) in self.calls.iter().enumerate() {
+                    // A call cut by the output limit never completes.
+                    if cut && k + 1 == n {
+                        break;
+                    }
+                    s.push_str(&ev(json!({"type": "response.function_call_arguments.done",
+                        "item_id": format!("fc_{i}"), "output_index": i, "arguments": args})));
+                    s.push_str(&ev(
+                        json!({"type": "response.output_item.done", "output_index": i,
+                        "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id,
+                                 "name": name, "arguments": args, "status": "completed"}}),
+                    ));
+                }
+                let mut response = json!({
+                    "id": "resp_scripted", "object": "response", "model": self.model,
+                    "status": if cut { "incomplete" } else { "completed" },
+                    "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens,
+                              "total_tokens": self.prompt_tokens + completion_tokens}
+                });
+                if cut {
+                    response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+                }
+                if let Some(e) = end_turn {
+                    response["end_turn"] = e;
+                }
+                let kind = if cut {
+                    "response.incomplete"
+                } else {
+                    "response.completed"
+                };
+                s.push_str(&ev(json!({"type": kind, "response": response})));
+            }
+        }
+        s
+    }
+
+    fn anthropic(&mut self, out: Out) -> String {
+        let ev = |data: Value| sse(data["type"].as_str(), &data);
+        let mut s = String::new();
+        let close = |enc: &mut Self, s: &mut String| {
+            if let Some((_, i)) = enc.open.take() {
+                s.push_str(&ev(json!({"type": "content_block_stop", "index": i})));
+            }
+        };
+        let open = |enc: &mut Self, kind: Block, block: Value, s: &mut String| -> usize {
+            if let Some((k, i)) = enc.open {
+                if k == kind && kind != Block::Tool {
+                    return i;
+                }
+            }
+            close(enc, s);
+            let i = enc.next_index;
+            enc.next_index += 1;
+            enc.open = Some((kind, i));
+            s.push_str(&ev(
+                json!({"type": "content_block_start", "index": i, "content_block": block}),
+            ));
+            i
+        };
+        match out {
+            Out::Start => s.push_str(&ev(json!({"type": "message_start", "message": {
+                "id": "msg_scripted", "type": "message", "role": "assistant", "model": self.model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 1}}}))),
+            Out::Text(t) => {
+                let i = open(
+                    self,
+                    Block::Text,
+                    json!({"type": "text", "text": ""}),
+                    &mut s,
+                );
+                s.push_str(&ev(json!({"type": "content_block_delta", "index": i,
+                                      "delta": {"type": "text_delta", "text": t}})));
+            }
+            Out::Reasoning(t) => {
+                let i = open(
+                    self,
+                    Block::Thinking,
+                    json!({"type": "thinking", "thinking": ""}),
+                    &mut s,
+                );
+                s.push_str(&ev(json!({"type": "content_block_delta", "index": i,
+                                      "delta": {"type": "thinking_delta", "thinking": t}})));
+            }
+            Out::CallStart { id, name, .. } => {
+                open(
+                    self,
+                    Block::Tool,
+                    json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                    &mut s,
+                );
+            }
+            Out::CallArgs { piece, .. } => {
+                if let Some((Block::Tool, i)) = self.open {
+                    s.push_str(&ev(json!({"type": "content_block_delta", "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": piece}})));
+                }
+            }
+            Out::KeepAlive => s.push_str(&ev(json!({"type": "ping"}))),
+            Out::Finish {
+                reason,
+                completion_tokens,
+                ..
+            } => {
+                close(self, &mut s);
+                let stop = match reason.as_str() {
+                    "length" => "max_tokens",
+                    "tool_calls" => "tool_use",
+                    _ => "end_turn",
+                };
+                s.push_str(&ev(json!({"type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": null},
+                    "usage": {"output_tokens": completion_tokens}})));
+                s.push_str(&ev(json!({"type": "message_stop"})));
+            }
+        }
+        s
+    }
+
+    fn ollama(&mut self, out: Out) -> String {
+        let line = |message: Value| {
+            format!(
+                "{}\n",
+                json!({"model": self.model, "created_at": "2026-12-01T00:00:00Z",
+                       "message": message, "done": false})
+            )
+        };
+        match out {
+            Out::Start => String::new(),
+            Out::Text(t) => line(json!({"role": "assistant", "content": t})),
+            Out::Reasoning(t) => line(json!({"role": "assistant", "content": "", "thinking": t})),
+            // Ollama sends each call whole, once it is complete.
+            Out::CallStart { index, id, name } => {
+                self.calls.push((index, id, name, String::new()));
+                String::new()
+            }
+            Out::CallArgs { piece, .. } => {
+                if let Some(c) = self.calls.last_mut() {
+                    c.3.push_str(&piece);
+                }
+                String::new()
+            }
+            Out::KeepAlive => "\n".into(),
+            Out::Finish {
+                reason,
+                completion_tokens,
+                ..
+            } => {
+                let mut calls = std::mem::take(&mut self.calls);
+                if reason == "length" {
+                    calls.pop();
+                }
+                let mut s = String::new();
+                if !calls.is_empty() {
+                    let list: Vec<Value> = calls
+                        .iter()
+                        .map(|(_, _, name, args)| {
+                            let args: Value = serde_json::from_str(args)
+                                .unwrap_or_else(|_| Value::String(args.clone()));
+                            json!({"function": {"name": name, "arguments": args}})
+                        })
+                        .collect();
+                    s.push_str(&line(
+                        json!({"role": "assistant", "content": "", "tool_calls": list}),
+                    ));
+                }
+                let done_reason = if reason == "length" { "length" } else { "stop" };
+                s.push_str(&format!(
+                    "{}\n",
+                    json!({"model": self.model, "created_at": "2026-12-01T00:00:00Z",
+                           "message": {"role": "assistant", "content": ""}, "done": true,
+                           "done_reason": done_reason, "prompt_eval_count": self.prompt_tokens,
+                           "eval_count": completion_tokens})
+                ));
+                s
+            }
+        }
+    }
+}

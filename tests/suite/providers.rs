@@ -1,0 +1,270 @@
+//! The four model APIs end to end (R-G1): the worker speaks each one's wire format to the
+//! scripted model, which answers as that provider streams. Per API: a text turn, a tool round
+//! trip whose result goes back in that API's own shape, reasoning saved and never in the
+//! reply, and the idle timer that reasoning resets and keep-alives do not (R-B4, R-G5).
+
+use loopgate_tests::Gateway;
+use scripted_model::wire::Api;
+use scripted_model::{ScriptedCall, Step};
+use serde_json::{json, Value};
+
+async fn gateway(api: Api, idle_seconds: f64) -> Gateway {
+    Gateway::start_api(api, "", "", idle_seconds).await
+}
+
+fn reply_text(fin: &Value) -> &str {
+    fin["payload"]["result"]["payloads"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The tool result the second request carried, found in that API's shape.
+fn tool_result_in(api: Api, body: &Value) -> (String, String) {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    match api {
+        Api::Completions | Api::Ollama => {
+            let m = body["messages"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+                .unwrap_or_else(|| panic!("no tool message: {body}"));
+            // Ollama has no call ids: the result follows its call.
+            (s(&m["tool_call_id"]), s(&m["content"]))
+        }
+        Api::Responses => {
+            let item = body["input"]
+                .as_array()
+                .and_then(|i| i.iter().find(|i| i["type"] == "function_call_output"))
+                .unwrap_or_else(|| panic!("no function_call_output: {body}"));
+            (s(&item["call_id"]), s(&item["output"]))
+        }
+        Api::Anthropic => {
+            let block = body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["role"] == "user")
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .find(|b| b["type"] == "tool_result")
+                .unwrap_or_else(|| panic!("no tool_result block: {body}"));
+            (s(&block["tool_use_id"]), s(&block["content"]))
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_api_answers_a_turn_and_a_tool_round_trip_r_g1() {
+    for api in Api::ALL {
+        let gw = gateway(api, 30.0).await;
+        let mut c = gw.connect().await;
+        let (_, fin) = c
+            .turn(json!({"message": "hello there", "idempotencyKey": "t1"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        assert_eq!(reply_text(&fin), "Echo: hello there", "{api:?}");
+        let first = &gw.model.requests()[0].body;
+        match api {
+            Api::Responses => {
+                assert_eq!(first["store"], false, "{first}");
+                assert!(first["instructions"].is_string(), "{first}");
+            }
+            Api::Anthropic => {
+                assert!(first["max_tokens"].as_u64().is_some(), "{first}");
+                assert!(first["system"].is_string(), "{first}");
+            }
+            _ => {}
+        }
+
+        std::fs::write(gw.workspace("main").join("notes.txt"), "the word is plum\n").unwrap();
+        gw.model.push(Step::ToolCalls {
+            text: "Looking.".into(),
+            calls: vec![ScriptedCall {
+                id: "call_7".into(),
+                name: "read".into(),
+                arguments: r#"{"path": "notes.txt"}"#.into(),
+            }],
+            cut: false,
+        });
+        gw.model.push(Step::Text {
+            text: "It is plum.".into(),
+            chunks: 2,
+            delay_ms: 0,
+            finish_reason: None,
+            reasoning: String::new(),
+            keepalive_ms: 0,
+            end_turn: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "what word?", "idempotencyKey": "t2"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        assert_eq!(reply_text(&fin), "It is plum.", "{api:?}");
+        let reqs = gw.model.requests();
+        assert_eq!(reqs.len(), 3, "{api:?}");
+        let (id, content) = tool_result_in(api, &reqs[2].body);
+        assert!(content.contains("plum"), "{api:?}: {content}");
+        if api != Api::Ollama {
+            assert_eq!(id, "call_7", "{api:?}");
+        }
+        let hist = c
+            .call(
+                "chat.history",
+                json!({"sessionKey": "agent:main:main", "limit": 20}),
+            )
+            .await;
+        let msgs = hist["payload"]["messages"].as_array().unwrap();
+        // Ollama's calls carry no id: loopgate names them by position.
+        let want = if api == Api::Ollama {
+            "call_0"
+        } else {
+            "call_7"
+        };
+        assert!(
+            msgs.iter()
+                .any(|m| m["role"] == "toolResult" && m["toolCallId"] == want),
+            "{api:?}: {hist}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reasoning_is_saved_and_never_the_reply_r_d5_r_f3() {
+    for api in Api::ALL {
+        let gw = gateway(api, 30.0).await;
+        let mut c = gw.connect().await;
+        gw.model.push(Step::Text {
+            text: "Forty-two.".into(),
+            chunks: 2,
+            delay_ms: 0,
+            finish_reason: None,
+            reasoning: "Let me think about the question.".into(),
+            keepalive_ms: 0,
+            end_turn: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "the answer?", "idempotencyKey": "r1"}))
+            .await;
+        assert_eq!(reply_text(&fin), "Forty-two.", "{api:?}: {fin}");
+        assert!(
+            !c.assistant_text("r1").contains("think"),
+            "{api:?}: reasoning leaked into the reply stream"
+        );
+        let hist = c
+            .call("chat.history", json!({"sessionKey": "agent:main:main"}))
+            .await;
+        let last = hist["payload"]["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned()
+            .unwrap_or_default();
+        let blocks = last["content"].as_array().cloned().unwrap_or_default();
+        assert!(
+            blocks
+                .iter()
+                .any(|b| b["type"] == "thinking"
+                    && b["thinking"] == "Let me think about the question."),
+            "{api:?}: {last}"
+        );
+        assert!(
+            blocks
+                .iter()
+                .any(|b| b["type"] == "text" && b["text"] == "Forty-two."),
+            "{api:?}: {last}"
+        );
+
+        // Reasoning and nothing else is an empty reply: retried, then reported (R-F3).
+        for _ in 0..2 {
+            gw.model.push(Step::Text {
+                text: String::new(),
+                chunks: 1,
+                delay_ms: 0,
+                finish_reason: None,
+                reasoning: "only thoughts".into(),
+                keepalive_ms: 0,
+                end_turn: None,
+            });
+        }
+        let (_, fin) = c
+            .turn(json!({"message": "again?", "idempotencyKey": "r2"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "error", "{api:?}: {fin}");
+        assert!(
+            fin["payload"]["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no visible reply"),
+            "{api:?}: {fin}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reasoning_keeps_an_attempt_alive_and_keepalives_do_not_r_b4_r_g5() {
+    for api in [Api::Anthropic, Api::Responses, Api::Ollama] {
+        // An idle window of 0.4 s; reasoning arrives for 1.2 s, 0.2 s apart.
+        let gw = gateway(api, 0.4).await;
+        let mut c = gw.connect().await;
+        gw.model.push(Step::Text {
+            text: "Done thinking.".into(),
+            chunks: 6,
+            delay_ms: 200,
+            finish_reason: None,
+            reasoning: "step one, step two, step three".into(),
+            keepalive_ms: 0,
+            end_turn: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "think long", "idempotencyKey": "k1"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        assert_eq!(reply_text(&fin), "Done thinking.", "{api:?}");
+
+        // Keep-alives alone for as long are no progress: the attempt ends at the idle window.
+        gw.model.push(Step::Text {
+            text: "too late".into(),
+            chunks: 1,
+            delay_ms: 0,
+            finish_reason: None,
+            reasoning: String::new(),
+            keepalive_ms: 1500,
+            end_turn: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "ping only", "idempotencyKey": "k2"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "error", "{api:?}: {fin}");
+        assert!(
+            fin["payload"]["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("idle timeout"),
+            "{api:?}: {fin}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn provider_errors_arrive_typed_in_each_apis_shape_r_b4() {
+    for api in [Api::Responses, Api::Anthropic, Api::Ollama] {
+        let gw = gateway(api, 30.0).await;
+        let mut c = gw.connect().await;
+        gw.model.push(Step::HttpError {
+            status: 400,
+            message: "the scripted provider refuses".into(),
+            retry_after_s: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "x", "idempotencyKey": "e1"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "error", "{api:?}: {fin}");
+        let err = fin["payload"]["error"].as_str().unwrap_or_default();
+        assert!(
+            err.contains("HTTP 400") && err.contains("the scripted provider refuses"),
+            "{api:?}: {err}"
+        );
+        // The next turn works.
+        let (_, fin) = c
+            .turn(json!({"message": "y", "idempotencyKey": "e2"}))
+            .await;
+        assert_eq!(reply_text(&fin), "Echo: y", "{api:?}: {fin}");
+    }
+}

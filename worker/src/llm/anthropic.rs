@@ -1,0 +1,388 @@
+//! Anthropic Messages (`api = "anthropic-messages"`), streamed over SSE.
+//!
+//! `POST {base_url}/v1/messages` (`base_url` is the host root, as OpenClaw's
+//! `https://api.anthropic.com`) with `x-api-key` and `anthropic-version`. System messages go
+//! in the top-level `system`; the conversation alternates `user` and `assistant` messages of
+//! content blocks: text, `tool_use` (the model's calls) and, in the next user message,
+//! `tool_result`s. `max_tokens` is required. The stream: `message_start` (input usage),
+//! `content_block_start` / `content_block_delta` / `content_block_stop` per block (text,
+//! `thinking`, `tool_use` with `input_json_delta` pieces), `message_delta` (the stop reason
+//! and output usage), `message_stop`; `ping`s keep the connection open and are not progress.
+
+use futures_util::StreamExt;
+use ipc::control::{ModelSpec, Usage};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::calls::Calls;
+use super::limits::{capped, Limits};
+use super::{finish, send, LlmError, LlmEvent, ModelRequest, Terminal};
+
+/// The `anthropic-version` header.
+pub const VERSION: &str = "2023-06-01";
+
+/// `max_tokens` of every request (the API requires one).
+pub const MAX_TOKENS: u64 = 8192;
+
+/// `POST /v1/messages` body.
+#[derive(Serialize)]
+pub struct Body<'a> {
+    model: &'a str,
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Msg<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct Msg<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct ToolOut<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// The body for `req`: consecutive messages of one role are merged (tool results of one
+/// round become one user message), empty text blocks are left out (the API refuses them).
+pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
+    let system: Vec<&str> = req
+        .messages
+        .iter()
+        .filter(|m| m.role == "system")
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut messages: Vec<Msg<'a>> = Vec::with_capacity(req.messages.len());
+    for m in req.messages.iter().filter(|m| m.role != "system") {
+        let (role, mut blocks) = match m.role {
+            "tool" => (
+                "user",
+                vec![Block::ToolResult {
+                    tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
+                    content: &m.content,
+                }],
+            ),
+            "assistant" => {
+                let mut blocks = Vec::with_capacity(1 + m.tool_calls.len());
+                if !m.content.is_empty() {
+                    blocks.push(Block::Text { text: &m.content });
+                }
+                for c in &m.tool_calls {
+                    // The API wants an object; arguments that are not one are sent empty.
+                    let input = serde_json::from_str::<Value>(&c.arguments)
+                        .ok()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| Value::Object(Default::default()));
+                    blocks.push(Block::ToolUse {
+                        id: &c.id,
+                        name: &c.name,
+                        input,
+                    });
+                }
+                ("assistant", blocks)
+            }
+            _ if m.content.is_empty() => continue,
+            _ => ("user", vec![Block::Text { text: &m.content }]),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.append(&mut blocks),
+            _ => messages.push(Msg {
+                role,
+                content: blocks,
+            }),
+        }
+    }
+    Body {
+        model,
+        max_tokens: MAX_TOKENS,
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        stream: true,
+        temperature: spec.temperature,
+        tools: req
+            .tools
+            .iter()
+            .map(|t| ToolOut {
+                name: t.name,
+                description: t.description,
+                input_schema: &t.parameters,
+            })
+            .collect(),
+    }
+}
+
+/// Reads a Messages SSE body and sends what it says to `tx`. Any byte sequence is handled:
+/// what is not the protocol is an [`LlmError`], never a panic.
+pub async fn pump<S, B, E>(
+    bytes: S,
+    tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
+    limits: Limits,
+) -> Result<(), LlmError>
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let mut events = super::sse::events(capped(bytes, limits.body_bytes), limits.line_bytes);
+    let mut calls = Calls::new(limits.tool_args_bytes);
+    let mut usage = Usage::default();
+    let mut stop: Option<String> = None;
+    while let Some(ev) = events.next().await {
+        let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+        let data = ev.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| LlmError::Protocol(format!("event is not JSON: {e}")))?;
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(ev.event.as_str());
+        let key = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let str_at = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let out = match kind {
+            "message_start" => {
+                let n = |k: &str| {
+                    v.pointer(&format!("/message/usage/{k}"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                usage.input = n("input_tokens") + n("cache_read_input_tokens");
+                usage.cache_read = n("cache_read_input_tokens");
+                usage.cache_write = n("cache_creation_input_tokens");
+                usage.input += usage.cache_write;
+                usage.output = n("output_tokens");
+                usage.total = usage.input + usage.output;
+                Some(LlmEvent::Usage(usage))
+            }
+            "content_block_start" => match str_at("/content_block/type") {
+                "tool_use" => Some(calls.start(
+                    key,
+                    str_at("/content_block/id"),
+                    str_at("/content_block/name"),
+                )?),
+                "text" => Some(LlmEvent::Delta(str_at("/content_block/text").to_owned())),
+                "thinking" => Some(LlmEvent::Reasoning(
+                    str_at("/content_block/thinking").to_owned(),
+                )),
+                _ => None,
+            },
+            "content_block_delta" => match str_at("/delta/type") {
+                "text_delta" => Some(LlmEvent::Delta(str_at("/delta/text").to_owned())),
+                "thinking_delta" => Some(LlmEvent::Reasoning(str_at("/delta/thinking").to_owned())),
+                "input_json_delta" => Some(calls.push_args(key, str_at("/delta/partial_json"))?),
+                _ => None,
+            },
+            "message_delta" => {
+                if let Some(s) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    stop = Some(s.to_owned());
+                }
+                match v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    Some(out) => {
+                        usage.output = out;
+                        usage.total = usage.input + out;
+                        Some(LlmEvent::Usage(usage))
+                    }
+                    None => None,
+                }
+            }
+            "message_stop" => {
+                let reason = match stop.as_deref() {
+                    Some("end_turn") | Some("stop_sequence") | Some("pause_turn") | None => "stop",
+                    Some("max_tokens") | Some("model_context_window_exceeded") => "length",
+                    Some("tool_use") => "tool_calls",
+                    Some("refusal") => "content_filter",
+                    Some(other) => other,
+                };
+                finish(tx, calls, Terminal::reason(reason)).await;
+                return Ok(());
+            }
+            "error" => {
+                let msg = str_at("/error/message");
+                let msg = if msg.is_empty() { "unknown error" } else { msg };
+                if str_at("/error/type") == "overloaded_error" {
+                    return Err(LlmError::Http {
+                        status: 529,
+                        message: msg.to_owned(),
+                    });
+                }
+                return Err(LlmError::Protocol(format!(
+                    "provider reported an error mid-stream: {msg}"
+                )));
+            }
+            // `ping`, `content_block_stop`, signatures: nothing to pass on.
+            _ => None,
+        };
+        let empty =
+            matches!(&out, Some(LlmEvent::Delta(t) | LlmEvent::Reasoning(t)) if t.is_empty());
+        if let Some(ev) = out.filter(|_| !empty) {
+            if !send(tx, ev).await {
+                return Ok(());
+            }
+        }
+    }
+    Err(LlmError::Transport(
+        "the provider closed the stream before the response was complete".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ChatMessage;
+    use crate::tools::ToolCall;
+
+    async fn pump_str(body: &str) -> (Result<(), LlmError>, Vec<LlmEvent>) {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let chunks: Vec<Result<Vec<u8>, String>> =
+            body.as_bytes().chunks(5).map(|c| Ok(c.to_vec())).collect();
+        let r = pump(futures_util::stream::iter(chunks), &tx, Limits::DEFAULT).await;
+        drop(tx);
+        let mut out = Vec::new();
+        while let Some(e) = rx.recv().await {
+            out.extend(e.ok());
+        }
+        (r, out)
+    }
+
+    fn sse(events: &[Value]) -> String {
+        events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn thinking_text_and_tool_use_then_the_stop_r_g1() {
+        use serde_json::json;
+        let body = sse(&[
+            json!({"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}),
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me see"}}),
+            json!({"type":"ping"}),
+            json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Reading."}}),
+            json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"tu1","name":"read","input":{}}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":"}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"a\"}"}}),
+            json!({"type":"content_block_stop","index":2}),
+            json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":20}}),
+            json!({"type":"message_stop"}),
+        ]);
+        let (r, ev) = pump_str(&body).await;
+        r.unwrap();
+        assert!(ev.contains(&LlmEvent::Reasoning("let me see".into())));
+        assert!(ev.contains(&LlmEvent::Delta("Reading.".into())));
+        let calls = ev.iter().find_map(|e| match e {
+            LlmEvent::ToolCalls(c) => Some(c.clone()),
+            _ => None,
+        });
+        let calls = calls.unwrap();
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].arguments.as_str()),
+            ("tu1", "{\"path\":\"a\"}")
+        );
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, LlmEvent::Usage(u) if u.output == 20 && u.total == 30)));
+        assert_eq!(
+            ev.last(),
+            Some(&LlmEvent::Done(Terminal::reason("tool_calls")))
+        );
+    }
+
+    #[tokio::test]
+    async fn max_tokens_is_a_length_stop_and_overload_is_transient() {
+        use serde_json::json;
+        let body = sse(&[
+            json!({"type":"message_delta","delta":{"stop_reason":"max_tokens"}}),
+            json!({"type":"message_stop"}),
+        ]);
+        let (r, ev) = pump_str(&body).await;
+        r.unwrap();
+        assert_eq!(ev.last(), Some(&LlmEvent::Done(Terminal::reason("length"))));
+        let body =
+            sse(&[json!({"type":"error","error":{"type":"overloaded_error","message":"busy"}})]);
+        assert!(matches!(
+            pump_str(&body).await.0,
+            Err(LlmError::Http { status: 529, .. })
+        ));
+        let body = sse(&[json!({"type":"ping"})]);
+        assert!(
+            pump_str(&body).await.0.is_err(),
+            "a stream cut before message_stop"
+        );
+    }
+
+    #[test]
+    fn tool_results_of_a_round_are_one_user_message() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        };
+        let result = |id: &str| ChatMessage {
+            tool_call_id: Some(id.into()),
+            ..ChatMessage::text("tool", "x")
+        };
+        let req = ModelRequest {
+            messages: vec![
+                ChatMessage::text("system", "sys"),
+                ChatMessage::text("user", "hi"),
+                ChatMessage {
+                    tool_calls: vec![call("a"), call("b")],
+                    ..ChatMessage::text("assistant", "")
+                },
+                result("a"),
+                result("b"),
+            ],
+            tools: vec![],
+            choice: None,
+        };
+        let spec: ModelSpec = serde_json::from_value(serde_json::json!({
+            "provider":"p","api":"anthropic-messages","base_url":"http://x","model":"m",
+            "request_timeout_ms":1,"idle_timeout_ms":1}))
+        .unwrap();
+        let v = serde_json::to_value(body("m", &spec, &req)).unwrap();
+        assert_eq!(v["system"], "sys");
+        assert_eq!(v["max_tokens"], MAX_TOKENS);
+        let msgs = v["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[1]["content"][0]["type"], "tool_use");
+        assert_eq!(msgs[1]["content"][0]["input"]["path"], "a");
+        assert_eq!(msgs[2]["role"], "user");
+        assert_eq!(msgs[2]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(msgs[2]["content"][1]["tool_use_id"], "b");
+    }
+}
