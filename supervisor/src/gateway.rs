@@ -78,6 +78,8 @@ pub struct Gateway {
     present: std::sync::Mutex<std::collections::BTreeMap<String, ipc::gateway::PresenceEntry>>,
     /// Live connections of proven devices (a revoked or rotated token closes them).
     pub(crate) device_conns: crate::device_conns::DeviceConns,
+    /// The gateway's own presence entry (first in every presence list).
+    self_presence: ipc::gateway::PresenceEntry,
     /// Sessions' own models (`<provider>/<model>`, from `sessions.patch`), by session key:
     /// the gateway db's, loaded at start and kept in step by every change.
     session_models: std::sync::Mutex<std::collections::HashMap<String, String>>,
@@ -109,6 +111,7 @@ impl Gateway {
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             device_conns: crate::device_conns::DeviceConns::default(),
+            self_presence: self_presence(),
             session_models: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
@@ -149,11 +152,14 @@ impl Gateway {
         outs.len()
     }
 
-    /// The live connections, oldest first.
+    /// The gateway's own entry, then the live connections, oldest first.
     pub fn presence(&self) -> Vec<ipc::gateway::PresenceEntry> {
         let present = self.present.lock().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<_> = present.values().cloned().collect();
-        list.sort_by_key(|e| e.online_since);
+        let mut list: Vec<_> = Vec::with_capacity(present.len() + 1);
+        list.push(self.self_presence.clone());
+        let mut clients: Vec<_> = present.values().cloned().collect();
+        clients.sort_by_key(|e| e.online_since);
+        list.extend(clients);
         list
     }
 
@@ -171,8 +177,9 @@ impl Gateway {
         // connect would otherwise queue the whole list on each of them (`system-presence`
         // still answers all of it).
         let mut presence = self.presence();
+        // The gateway's own entry stays first; the oldest clients go.
         let excess = presence.len().saturating_sub(PRESENCE_EVENT_MAX);
-        presence.drain(..excess);
+        presence.drain(1..1 + excess);
         let ev = ipc::gateway::PresenceEvent { presence };
         self.hub
             .publish_deferred(&crate::events::Deferred::presence(&ev));
@@ -235,6 +242,35 @@ pub enum Outbound {
         code: u16,
         reason: String,
     },
+}
+
+/// The gateway's presence entry, as OpenClaw's: host, version, platform, `mode: "gateway"`,
+/// `reason: "self"` and a per-process instance id.
+fn self_presence() -> ipc::gateway::PresenceEntry {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let version = env!("CARGO_PKG_VERSION");
+    ipc::gateway::PresenceEntry {
+        ts: now_ms(),
+        text: Some(format!(
+            "Gateway: {host} · app {version} · mode gateway · reason self"
+        )),
+        host: Some(host),
+        client_id: None,
+        mode: "gateway".into(),
+        version: version.into(),
+        platform: std::env::consts::OS.into(),
+        instance_id: Some(uuid::Uuid::new_v4().to_string()),
+        device_family: None,
+        roles: Vec::new(),
+        scopes: Vec::new(),
+        reason: "self".into(),
+        online_since: None,
+        device_id: None,
+    }
 }
 
 /// Writes frames for one connection; counts queued bytes for the slow-consumer cap.

@@ -214,7 +214,8 @@ pub(crate) async fn handshake(
         device_id: granted.device_id.clone(),
         presence: ipc::gateway::PresenceEntry {
             ts: now,
-            client_id: params.client.id.clone(),
+            host: None,
+            client_id: Some(params.client.id.clone()),
             mode: params.client.mode.clone(),
             version: params.client.version.clone(),
             platform: params.client.platform.clone(),
@@ -223,11 +224,13 @@ pub(crate) async fn handshake(
             roles: vec!["operator".into()],
             scopes: scopes.clone(),
             reason: "connect".into(),
-            online_since: now,
+            online_since: Some(now),
+            text: None,
             device_id: granted.device_id.clone(),
         },
     };
     let config = gw.config();
+    let admin = scopes.iter().any(|s| s == crate::gateway::scopes::ADMIN);
     let hello = HelloOk {
         kind: "hello-ok".into(),
         protocol: GATEWAY_PROTOCOL,
@@ -262,12 +265,15 @@ pub(crate) async fn handshake(
                 main_key: "main".into(),
                 main_session_key: "agent:main:main".into(),
             },
-            state_dir: config.state_dir.display().to_string(),
-            auth_mode: match config.gateway.auth_mode {
-                AuthMode::Token => "token",
-                AuthMode::None => "none",
-            }
-            .into(),
+            config_path: admin.then(|| config.path.display().to_string()),
+            state_dir: admin.then(|| config.state_dir.display().to_string()),
+            auth_mode: admin.then(|| {
+                match config.gateway.auth_mode {
+                    AuthMode::Token => "token",
+                    AuthMode::None => "none",
+                }
+                .into()
+            }),
         },
         auth: HelloAuth {
             role,

@@ -43,6 +43,25 @@ async fn garbage_and_malformed_frames_get_errors_and_the_connection_survives() {
     let r = c.call("connect", connect_params()).await;
     assert_eq!(r["ok"], false, "connect is only valid first");
 
+    // A client without admin hears the missing scope first, as OpenClaw answers methods no
+    // scope is listed for.
+    let mut params = connect_params();
+    params["scopes"] = json!(["operator.read", "operator.write"]);
+    let mut narrow = Client::connect_with(&gw.socket(), params).await;
+    // Nor does it learn where the state and config live (admin only, as OpenClaw).
+    let snapshot = &narrow.seen[1]["payload"]["snapshot"];
+    assert!(snapshot["sessionDefaults"].is_object(), "{snapshot}");
+    for k in ["stateDir", "configPath", "authMode"] {
+        assert!(snapshot.get(k).is_none(), "{k}: {snapshot}");
+    }
+    assert!(c
+        .seen
+        .iter()
+        .any(|f| f["payload"]["snapshot"]["stateDir"].is_string()));
+    let r = narrow.call("no.such.method", json!({})).await;
+    assert_eq!(r["error"]["code"], "FORBIDDEN", "{r}");
+    assert_eq!(r["error"]["message"], "missing scope: operator.admin");
+
     // Still serving on the same connection.
     let r = c.call("health", json!({})).await;
     assert_eq!(r["ok"], true);

@@ -216,10 +216,31 @@ async fn presence_lists_the_live_connections_r_j4() {
     );
     let p = a.call("system-presence", json!({})).await;
     let list = p["payload"].as_array().expect("a bare array").clone();
-    assert_eq!(list.len(), 2, "{p}");
+    assert_eq!(list.len(), 3, "{p}");
+    // The gateway's own entry first, as OpenClaw's (`openclaw status` reads it as
+    // `gateway.self`): host, version, platform, instance id, mode gateway, reason self.
+    let me = &list[0];
+    assert_eq!(
+        (&me["mode"], &me["reason"]),
+        (&json!("gateway"), &json!("self")),
+        "{me}"
+    );
     assert!(
-        list.iter()
-            .all(|e| e["ts"].is_u64() && e["clientId"].is_string()),
+        me["host"].is_string() && me["instanceId"].is_string(),
+        "{me}"
+    );
+    assert!(
+        me["text"].as_str().unwrap().starts_with("Gateway: "),
+        "{me}"
+    );
+    assert!(
+        me.get("clientId").is_none() && me.get("scopes").is_none(),
+        "{me}"
+    );
+    assert!(
+        list[1..]
+            .iter()
+            .all(|e| e["ts"].is_u64() && e["clientId"].is_string() && e["reason"] == "connect"),
         "{p}"
     );
     drop(b);
@@ -227,7 +248,7 @@ async fn presence_lists_the_live_connections_r_j4() {
         f["event"] == "presence"
             && f["payload"]["presence"]
                 .as_array()
-                .is_some_and(|l| l.len() == 1)
+                .is_some_and(|l| l.len() == 2)
     })
     .await;
     gw.logs.assert_clean(&[]);

@@ -45,9 +45,14 @@ pub struct Snapshot {
     pub state_version: StateVersion,
     pub uptime_ms: u64,
     pub session_defaults: SessionDefaults,
-    pub state_dir: String,
-    /// `token` or `none`.
-    pub auth_mode: String,
+    /// Admin connections only, as OpenClaw: where the gateway keeps its state and config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<String>,
+    /// `token` or `none` (admin connections only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -405,13 +405,20 @@ mod tests {
     }
 }
 
-/// One live client connection, as `system-presence` and `presence` events list it.
+/// One presence entry, as `system-presence` and `presence` events list them: the gateway
+/// itself first (`mode: "gateway"`, `reason: "self"`, OpenClaw's shape, which
+/// `openclaw status` reads as `gateway.self`), then each live client connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PresenceEntry {
-    /// When it connected (ms since the epoch).
+    /// When it connected, or the gateway started (ms since the epoch).
     pub ts: u64,
-    pub client_id: String,
+    /// The gateway's host name (its own entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// A client's id (absent on the gateway's own entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
     pub mode: String,
     pub version: String,
     pub platform: String,
@@ -419,10 +426,18 @@ pub struct PresenceEntry {
     pub instance_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_family: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// `connect` for a client, `self` for the gateway.
     pub reason: String,
-    pub online_since: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online_since: Option<u64>,
+    /// A one-line summary (the gateway's: `Gateway: <host> · app <version> · mode gateway ·
+    /// reason self`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// The device the connection proved (a client matches it with `device.pair.list`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_id: Option<String>,

@@ -107,6 +107,17 @@ pub fn is_ordered(method: &str) -> bool {
     )
 }
 
+/// `FORBIDDEN missing scope: <needed>`, with OpenClaw's details.
+fn missing_scope(needed: &str) -> ErrorShape {
+    ErrorShape::new(
+        ipc::gateway::codes::FORBIDDEN,
+        format!("missing scope: {needed}"),
+    )
+    .with_details(
+        json!({"code": "MISSING_SCOPE", "missingScope": needed, "requiredScopes": [needed]}),
+    )
+}
+
 pub async fn handle(
     gw: &Arc<Gateway>,
     session: &Session,
@@ -120,11 +131,14 @@ pub async fn handle(
             method = req.method.chars().take(64).collect::<String>(),
             "Unknown method."
         );
-        out.err(
-            &req.id,
-            ErrorShape::invalid(format!("unknown method: {}", req.method)),
-        )
-        .await;
+        // As OpenClaw: a method no scope is listed for needs admin, so a narrower client
+        // hears the missing scope first.
+        let error = if session.has_scope(scopes::ADMIN) {
+            ErrorShape::invalid(format!("unknown method: {}", req.method))
+        } else {
+            missing_scope(scopes::ADMIN)
+        };
+        out.err(&req.id, error).await;
         return;
     };
     let needed = match method {
@@ -187,12 +201,7 @@ pub async fn handle(
     };
     if !session.has_scope(needed) {
         tracing::debug!(method = method.as_str(), needed, "Refused: missing scope.");
-        out.err(
-            &req.id,
-            ErrorShape::new(ipc::gateway::codes::FORBIDDEN, format!("missing scope: {needed}"))
-                .with_details(json!({"code": "MISSING_SCOPE", "missingScope": needed, "requiredScopes": [needed]})),
-        )
-        .await;
+        out.err(&req.id, missing_scope(needed)).await;
         return;
     }
     match method {
