@@ -405,6 +405,12 @@ pub struct ModelSpec {
     /// default).
     #[serde(default)]
     pub context_window: Option<u64>,
+    /// Since: protocol v2 (additive). First retry delay of a transient model failure, in ms
+    /// (`None`: 1000); it doubles per retry up to `retry_max_ms` (`None`: 30 000).
+    #[serde(default)]
+    pub retry_base_ms: Option<u64>,
+    #[serde(default)]
+    pub retry_max_ms: Option<u64>,
 }
 
 impl fmt::Debug for ModelSpec {
@@ -419,6 +425,8 @@ impl fmt::Debug for ModelSpec {
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("temperature", &self.temperature)
             .field("context_window", &self.context_window)
+            .field("retry_base_ms", &self.retry_base_ms)
+            .field("retry_max_ms", &self.retry_max_ms)
             .finish()
     }
 }
@@ -608,6 +616,17 @@ pub enum EventBody {
     /// transcript. Its `seq` repeats the run's last event's (it is not a run event of its
     /// own).
     Message(StoredMessage),
+    /// Since: protocol v2 (additive). The run is still going but waiting: a model attempt
+    /// failed in a way worth retrying (`phase: "retrying"`), and the next starts after a
+    /// backoff. Not a terminal.
+    RunStatus {
+        phase: String,
+        /// The attempt about to run (the first retry is attempt 2).
+        attempt: u32,
+        max_attempts: u32,
+        /// `rate_limit`, `server_error`, `overloaded`, `network`, `timeout`.
+        reason: String,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -645,6 +664,18 @@ impl fmt::Debug for EventBody {
                 .field("seq", &m.seq)
                 .field("role", &m.role)
                 .field("len", &m.message_json.len())
+                .finish(),
+            EventBody::RunStatus {
+                phase,
+                attempt,
+                max_attempts,
+                reason,
+            } => f
+                .debug_struct("RunStatus")
+                .field("phase", phase)
+                .field("attempt", attempt)
+                .field("max_attempts", max_attempts)
+                .field("reason", reason)
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

@@ -27,6 +27,8 @@ fn spec() -> AgentSpec {
             idle_timeout_ms: 120_000,
             temperature: None,
             context_window: None,
+            retry_base_ms: None,
+            retry_max_ms: None,
         },
         max_concurrent: 8,
         bootstrap_max_chars: 20_000,
@@ -544,6 +546,8 @@ fn additive_agent_spec_fields_round_trip() {
             provider: "other".into(),
             model: String::new(),
             context_window: Some(32_768),
+            retry_base_ms: None,
+            retry_max_ms: None,
             ..spec().model
         }],
         compaction: CompactionSpec {

@@ -218,6 +218,10 @@ pub struct RawProvider {
     pub temperature: Option<f64>,
     /// Context window of this provider's models, in tokens (default 128 000).
     pub context_window: Option<u64>,
+    /// First retry delay after a transient failure (429, 5xx, a dropped connection), seconds
+    /// (default 1); it doubles per retry up to `retry_max_seconds` (default 30).
+    pub retry_base_seconds: Option<f64>,
+    pub retry_max_seconds: Option<f64>,
 }
 
 /// A validated agent id: `^[a-z0-9][a-z0-9_-]{0,63}$`, normalized to lowercase.
@@ -411,6 +415,8 @@ pub struct ResolvedModel {
     pub idle_timeout_ms: u64,
     pub temperature: Option<f64>,
     pub context_window: Option<u64>,
+    pub retry_base_ms: Option<u64>,
+    pub retry_max_ms: Option<u64>,
 }
 
 impl ResolvedModel {
@@ -551,6 +557,8 @@ impl Config {
             for (name, v) in [
                 ("timeout_seconds", p.timeout_seconds),
                 ("idle_timeout_seconds", p.idle_timeout_seconds),
+                ("retry_base_seconds", p.retry_base_seconds),
+                ("retry_max_seconds", p.retry_max_seconds),
             ] {
                 if let Some(v) = v {
                     if !(v.is_finite() && v > 0.0) {
@@ -848,6 +856,8 @@ fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
         idle_timeout_ms: secs_to_ms(idle),
         temperature: p.temperature,
         context_window: p.context_window,
+        retry_base_ms: p.retry_base_seconds.map(secs_to_ms),
+        retry_max_ms: p.retry_max_seconds.map(secs_to_ms),
     }
 }
 

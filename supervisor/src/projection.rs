@@ -6,8 +6,9 @@ use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal, StoredMessage};
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, MessagePlace, ReplyPayload, ResultError, ResultMeta, RunResult, SessionMessage,
-    SessionRow, SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
+    LifecyclePhase, MessagePlace, ReplyPayload, ResultError, ResultMeta, RetryInfo, RunResult,
+    RunStatusData, SessionMessage, SessionRow, SessionsChanged, TerminalReceipt, TerminalReply,
+    ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -120,6 +121,41 @@ pub fn assistant(
         ChatState::Delta {
             delta_text: delta.to_owned(),
             message: ChatMessage::assistant(text, ts),
+        },
+    );
+    (agent, chat)
+}
+
+/// A retry of a model attempt: the `agent` `run_status` event and the chat `status` with
+/// its `retry` (the run stays open; no terminal).
+pub fn run_status(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    phase: &str,
+    attempt: u32,
+    max_attempts: u32,
+    reason: &str,
+) -> (AgentEvent, ChatEvent) {
+    let agent = run.agent(
+        seq,
+        ts,
+        AgentData::RunStatus(RunStatusData {
+            phase: phase.to_owned(),
+            attempt,
+            max_attempts,
+            reason: reason.to_owned(),
+        }),
+    );
+    let chat = run.chat(
+        seq,
+        ChatState::Status {
+            phase: "starting_model".into(),
+            retry: Some(RetryInfo {
+                attempt,
+                max_attempts,
+                reason: reason.to_owned(),
+            }),
         },
     );
     (agent, chat)

@@ -132,6 +132,8 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         idle_timeout_ms: m.idle_timeout_ms,
         temperature: m.temperature,
         context_window: m.context_window,
+        retry_base_ms: m.retry_base_ms,
+        retry_max_ms: m.retry_max_ms,
     };
     Ok(AgentSpec {
         agent_id: agent.id.as_str().to_owned(),
@@ -695,6 +697,17 @@ fn publish(
             if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
                 hub.publish_deferred(&Deferred::agent(&agent));
             }
+        }
+        EventBody::RunStatus {
+            phase,
+            attempt,
+            max_attempts,
+            reason,
+        } => {
+            let (agent, chat) =
+                p::run_status(&run, ev.seq, ev.ts, phase, *attempt, *max_attempts, reason);
+            hub.publish_deferred(&Deferred::agent(&agent));
+            hub.publish_deferred(&Deferred::chat(&chat));
         }
         EventBody::Message(stored) => {
             let watched = hub.sessions_watched();

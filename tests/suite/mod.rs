@@ -14,6 +14,7 @@ mod operations;
 mod ordering;
 mod providers;
 mod real_llm;
+mod retries;
 mod security;
 mod security_door;
 mod security_storage;

@@ -216,12 +216,14 @@ async fn history_bootstrap_and_transcript_r_b6_r_b7() {
     gw.logs.assert_clean(&[]);
 }
 
-/// A provider HTTP error ends the run with a clear error; the next turn on the session works.
+/// A provider HTTP error that is not worth a retry (4xx other than 429) ends the run with a
+/// clear error; the next turn on the session works. (Transient ones are retried:
+/// `suite::retries`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_http_error_then_next_turn_works_r_b4() {
     let gw = Gateway::start().await;
     gw.model.push(Step::HttpError {
-        status: 500,
+        status: 400,
         message: "upstream exploded".into(),
         retry_after_s: None,
     });
@@ -233,7 +235,7 @@ async fn provider_http_error_then_next_turn_works_r_b4() {
     assert_eq!(p["status"], "error", "{fin}");
     let err = p["error"].as_str().unwrap();
     assert!(
-        err.contains("HTTP 500") && err.contains("upstream exploded"),
+        err.contains("HTTP 400") && err.contains("upstream exploded"),
         "{err}"
     );
     let ev = c
@@ -244,7 +246,7 @@ async fn provider_http_error_then_next_turn_works_r_b4() {
     assert!(ev["payload"]["data"]["error"]
         .as_str()
         .unwrap()
-        .contains("HTTP 500"));
+        .contains("HTTP 400"));
     let wait = c.call("agent.wait", json!({"runId": "e1"})).await;
     assert_eq!(wait["payload"]["status"], "error");
     assert!(wait["payload"]["error"]
@@ -263,15 +265,15 @@ async fn provider_http_error_then_next_turn_works_r_b4() {
 
     // The CLI exits 1 on an error with one clear line on stderr.
     gw.model.push(Step::HttpError {
-        status: 503,
-        message: "overloaded".into(),
+        status: 401,
+        message: "bad key".into(),
         retry_after_s: None,
     });
     let out = gw.cli(&["agent", "--message", "x"]).await;
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("HTTP 503") && stderr.lines().count() == 1,
+        stderr.contains("HTTP 401") && stderr.lines().count() == 1,
         "{stderr}"
     );
     gw.logs.assert_clean(&[]);

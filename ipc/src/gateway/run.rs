@@ -27,6 +27,27 @@ pub enum AgentData {
     Assistant(AssistantData),
     Tool(ToolData),
     Compaction(CompactionData),
+    /// A model attempt is being retried: `{phase: "retrying", attempt, maxAttempts, reason}`.
+    #[serde(rename = "run_status")]
+    RunStatus(RunStatusData),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatusData {
+    pub phase: String,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub reason: String,
+}
+
+/// A chat `status`'s `retry`: the attempt coming up and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryInfo {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +176,12 @@ pub enum ChatState {
     Aborted {
         stop_reason: Option<String>,
         error_message: Option<String>,
+    },
+    /// Still running: `phase` (`starting_model` while a retry waits) and the retry, if any.
+    Status {
+        phase: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry: Option<RetryInfo>,
     },
 }
 

@@ -27,6 +27,7 @@ use std::collections::VecDeque;
 use super::compaction::{self, ContextBudget, MAX_COMPACTIONS_PER_RUN};
 use super::prompt;
 use super::reply;
+use super::retry::Retries;
 use super::xml::XmlFilter;
 use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest, Terminal};
 use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
@@ -55,6 +56,9 @@ pub struct TurnSpec {
     /// window with `compaction`).
     pub context: ContextBudget,
     pub compaction: ipc::control::CompactionSpec,
+    /// First and largest delay between retries of a transient model failure.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
 }
 
 #[derive(Debug)]
@@ -126,6 +130,12 @@ enum Phase {
         run_deadline: Option<Instant>,
         job: Box<CompactJob>,
     },
+    /// A model attempt failed in a way worth retrying: the same request goes again at
+    /// `until` (the run stays open; clients were told `run_status retrying`).
+    Backoff {
+        run_deadline: Option<Instant>,
+        until: Instant,
+    },
     /// Running a response's tool calls; `queue` holds those not started yet.
     Tools {
         run_deadline: Option<Instant>,
@@ -193,10 +203,13 @@ pub struct Turn {
     sent: Vec<String>,
     /// Compactions done in this run.
     compactions: u32,
+    /// Retries of the current model call (R-B4).
+    retries: Retries,
 }
 
 impl Turn {
     pub fn new(spec: TurnSpec, now: Instant, wall_ms: u64) -> Self {
+        let retries = Retries::new(spec.retry_base, spec.retry_max, seed_of(&spec.run_id));
         Self {
             spec,
             phase: Phase::Starting { cancel: None },
@@ -206,6 +219,7 @@ impl Turn {
             text: String::new(),
             reasoning: String::new(),
             diagnostic: None,
+            retries,
             usage: None,
             request: None,
             prior_usage: None,
@@ -242,6 +256,10 @@ impl Turn {
             Phase::Tools { run_deadline, .. } | Phase::CompactSaving { run_deadline, .. } => {
                 *run_deadline
             }
+            Phase::Backoff {
+                run_deadline,
+                until,
+            } => Some(run_deadline.map_or(*until, |r| r.min(*until))),
             Phase::Starting { .. } | Phase::Persisting { .. } | Phase::Done => None,
         }
     }
@@ -438,6 +456,7 @@ impl Turn {
                     finish_reason,
                     responses,
                 }) => {
+                    self.retries.succeeded();
                     self.diagnostic = responses.map(|r| r.diagnostic(finish_reason.as_deref()));
                     let tail = self.xml.finish();
                     let mut held = self.accept_text(tail);
@@ -493,6 +512,29 @@ impl Turn {
                 }
             },
             (Phase::Streaming { run_deadline, .. }, Input::ModelFailed(e)) => {
+                // A rate limit or a transient failure before any visible output: the same
+                // request again after a backoff, the lifecycle left open (R-B4).
+                let produced = !self.text.is_empty() || !self.calls.is_empty();
+                if let Some(r) = self.retries.next(&e, produced, now) {
+                    let until = now + r.delay;
+                    if run_deadline.is_none_or(|d| until < d) {
+                        self.reasoning.clear();
+                        self.xml = XmlFilter::default();
+                        let status = EventBody::RunStatus {
+                            phase: "retrying".into(),
+                            attempt: r.attempt,
+                            max_attempts: r.max_attempts,
+                            reason: r.reason.into(),
+                        };
+                        return (
+                            Phase::Backoff {
+                                run_deadline,
+                                until,
+                            },
+                            vec![Action::AbortModel, Action::Emit(status)],
+                        );
+                    }
+                }
                 // The prompt did not fit the model's context: compact, then retry (R-G6).
                 if e.is_context_overflow() && self.text.is_empty() && self.calls.is_empty() {
                     if let Some(req) = self.request.take() {
@@ -527,6 +569,36 @@ impl Turn {
                 self.time_out(Action::AbortModel, wall_ms)
             }
             (Phase::Streaming { .. } | Phase::Compacting { .. }, Input::Cancel(reason)) => {
+                self.abort(Action::AbortModel, reason, wall_ms)
+            }
+            (Phase::Backoff { run_deadline, .. }, Input::Tick)
+                if run_deadline.is_some_and(|d| now >= d) =>
+            {
+                self.time_out(Action::AbortModel, wall_ms)
+            }
+            (
+                Phase::Backoff {
+                    run_deadline,
+                    until,
+                },
+                Input::Tick,
+            ) if now >= until => match self.request.take() {
+                Some(req) => {
+                    // The same call again: not one more of the run's model calls.
+                    self.model_calls = self.model_calls.saturating_sub(1);
+                    let after_tools = self.after_tools;
+                    let (phase, call) = self.call_model(req, run_deadline, now);
+                    self.after_tools = after_tools;
+                    (phase, vec![call])
+                }
+                None => self.end(
+                    RunStatus::Error,
+                    Some("the model request to retry was lost".into()),
+                    Some("error".into()),
+                    wall_ms,
+                ),
+            },
+            (Phase::Backoff { .. }, Input::Cancel(reason)) => {
                 self.abort(Action::AbortModel, reason, wall_ms)
             }
             (Phase::Streaming { idle_deadline, .. }, Input::Tick) if now >= idle_deadline => {
@@ -1261,6 +1333,13 @@ impl Turn {
     }
 }
 
+/// A per-run seed for retry jitter.
+fn seed_of(run_id: &str) -> u64 {
+    run_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Caps event JSON text on a char boundary.
 fn clip(s: &str) -> String {
     match s.char_indices().nth(EVENT_JSON_MAX) {
@@ -1284,6 +1363,8 @@ mod tests {
             idle_timeout: Duration::from_secs(10),
             context: ContextBudget::new(None, &Default::default()),
             compaction: Default::default(),
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(30),
         }
     }
 
@@ -1440,6 +1521,62 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_limit_waits_retrying_then_the_same_request_goes_again_r_b4() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        let limited = LlmError::RateLimited {
+            retry_after_ms: Some(2000),
+            message: "slow down".into(),
+        };
+        let a = t.handle(Input::ModelFailed(limited), at(100), 1);
+        assert_eq!(a[0], Action::AbortModel);
+        assert_eq!(
+            a[1],
+            Action::Emit(EventBody::RunStatus {
+                phase: "retrying".into(),
+                attempt: 2,
+                max_attempts: 10,
+                reason: "rate_limit".into(),
+            })
+        );
+        assert!(
+            !a.iter().any(|a| lifecycle_phase(a).is_some()),
+            "no terminal while retrying: {a:?}"
+        );
+        assert_eq!(t.next_deadline(), Some(at(2100)));
+        assert!(t.handle(Input::Tick, at(2000), 2).is_empty());
+        let a = t.handle(Input::Tick, at(2100), 3);
+        assert_eq!(a, vec![Action::CallModel(req())]);
+        t.handle(Input::Model(LlmEvent::Delta("ok".into())), at(2200), 4);
+        let a = t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+            at(2300),
+            5,
+        );
+        assert!(a.iter().any(|a| matches!(a, Action::Persist(_))), "{a:?}");
+
+        // A cancel during the wait ends the run at once, with no further request.
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(
+            Input::ModelFailed(LlmError::Http {
+                status: 503,
+                message: "down".into(),
+            }),
+            at(10),
+            1,
+        );
+        let a = t.handle(Input::Cancel(StopReason::Rpc), at(20), 2);
+        assert!(
+            !a.iter().any(|a| matches!(a, Action::CallModel(_))),
+            "{a:?}"
+        );
+        assert!(a.iter().any(|a| matches!(a, Action::Persist(_))), "{a:?}");
+    }
+
+    #[test]
     fn repeated_usage_is_not_progress_r_g5() {
         let t0 = Instant::now();
         let mut t = Turn::new(spec(None), t0, 0);
@@ -1499,14 +1636,14 @@ mod tests {
         begun(&mut t, t0);
         let a = t.handle(
             Input::ModelFailed(LlmError::Http {
-                status: 500,
+                status: 400,
                 message: "boom".into(),
             }),
             t0,
             1,
         );
         let Action::Persist(f) = &a[1] else { panic!() };
-        assert!(f.error.as_ref().unwrap().contains("HTTP 500: boom"));
+        assert!(f.error.as_ref().unwrap().contains("HTTP 400: boom"));
         let a = t.handle(
             Input::Persisted(Err(StoreError::Fenced {
                 expected: "r".into(),

@@ -56,6 +56,8 @@ pub async fn drive(
         idle_timeout: std::time::Duration::from_millis(model.idle_timeout_ms),
         context: ContextBudget::new(model.context_window, &ctx.spec.compaction),
         compaction: ctx.spec.compaction.clone(),
+        retry_base: std::time::Duration::from_millis(model.retry_base_ms.unwrap_or(1000)),
+        retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
     };
     let mut turn = Turn::new(spec, Instant::now(), now_ms());
     let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);

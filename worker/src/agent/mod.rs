@@ -8,5 +8,6 @@ pub mod core;
 pub mod driver;
 pub mod prompt;
 pub mod reply;
+pub mod retry;
 pub mod skills;
 pub mod xml;
