@@ -136,6 +136,10 @@ pub struct AgentSpec {
     /// `<state>/agents/<id>/hooks`, outside every workspace (`None`: none).
     #[serde(default)]
     pub hooks_dir: Option<String>,
+    /// Since: protocol v2 (additive). Models tried in order when the agent's model fails
+    /// for good (its retries spent, or an attempt past its deadline); each is in `providers`.
+    #[serde(default)]
+    pub fallbacks: Vec<RunModel>,
 }
 
 /// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).
@@ -477,6 +481,10 @@ pub struct SubmitRun {
     /// `provider` / `model`), already checked against the config; `None`: the agent's.
     #[serde(default)]
     pub model: Option<RunModel>,
+    /// Since: protocol v2 (additive). The request named `model` itself: it is strict (no
+    /// fallback), as in OpenClaw.
+    #[serde(default)]
+    pub strict_model: bool,
 }
 
 /// A provider and model picked for one run.
@@ -820,6 +828,10 @@ pub struct RunTerminal {
     /// `message` tool (`terminalReceipt.sourceReplyDelivered`).
     #[serde(default)]
     pub source_reply_delivered: bool,
+    /// Since: protocol v2 (additive). Fallback models that ran after the first model failed
+    /// (`provider`/`model` name the one that answered).
+    #[serde(default)]
+    pub fallbacks: u32,
 }
 
 impl RunTerminal {
@@ -846,6 +858,7 @@ impl RunTerminal {
             usage: None,
             duration_ms: 0,
             source_reply_delivered: false,
+            fallbacks: 0,
         }
     }
 }

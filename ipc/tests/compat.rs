@@ -43,6 +43,7 @@ fn spec() -> AgentSpec {
         providers: vec![],
         compaction: CompactionSpec::default(),
         hooks_dir: None,
+        fallbacks: Vec::new(),
     }
 }
 
@@ -87,6 +88,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 accepted_at: 1_764_480_000_000,
                 // Added after the v1 fixtures: its default keeps the fixture's bytes.
                 model: None,
+                strict_model: false,
             })),
         ),
         (
@@ -199,6 +201,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 }),
                 duration_ms: 99,
                 source_reply_delivered: false,
+                fallbacks: 0,
             })),
         ),
         (
@@ -503,6 +506,7 @@ fn additive_run_fields_and_events_round_trip() {
         extra_system_prompt: None,
         timeout_ms: None,
         accepted_at: 1,
+        strict_model: false,
         model: Some(RunModel {
             provider: "second".into(),
             model: "big-2".into(),
@@ -555,6 +559,7 @@ fn additive_agent_spec_fields_round_trip() {
             keep_recent_tokens: None,
         },
         hooks_dir: Some("/state/agents/main/hooks".into()),
+        fallbacks: Vec::new(),
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();
@@ -644,6 +649,7 @@ fn debug_output_redacts_secrets_and_content() {
         timeout_ms: None,
         accepted_at: 0,
         model: None,
+        strict_model: false,
     };
     assert!(!format!("{submit:?}").contains("private"));
 }

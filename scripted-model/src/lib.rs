@@ -106,11 +106,15 @@ pub enum Step {
     /// as fast as the client reads, then the connection closes.
     Flood { bytes: u64 },
     /// Stream the first `after_chunks` pieces, then drop the connection without `[DONE]`.
+    /// With `after_release`, the drop waits for [`ScriptedModel::release`]: a test can see
+    /// the pieces arrive first (a reset may otherwise overtake data still in flight).
     Disconnect {
         text: String,
         #[serde(default = "default_chunks")]
         chunks: usize,
         after_chunks: usize,
+        #[serde(default)]
+        after_release: bool,
     },
 }
 
@@ -411,6 +415,7 @@ enum Tail {
     Stall,
     Hold,
     Disconnect,
+    DisconnectAfterRelease,
 }
 
 struct Reply {
@@ -509,7 +514,17 @@ impl Reply {
                 text,
                 chunks,
                 after_chunks,
-            } => Reply::cut(&text, chunks, after_chunks, Tail::Disconnect),
+                after_release,
+            } => Reply::cut(
+                &text,
+                chunks,
+                after_chunks,
+                if after_release {
+                    Tail::DisconnectAfterRelease
+                } else {
+                    Tail::Disconnect
+                },
+            ),
             Step::Stamped { chunks, delay_ms } => Reply {
                 stamped: true,
                 stop_after: chunks.max(1),
@@ -614,7 +629,13 @@ impl Reply {
                 },
                 _ = tx.closed() => false,
             },
-            Tail::Disconnect => {
+            Tail::Disconnect | Tail::DisconnectAfterRelease => {
+                if matches!(self.tail, Tail::DisconnectAfterRelease) {
+                    tokio::select! {
+                        permit = shared.gate.acquire() => if let Ok(p) = permit { p.forget() },
+                        _ = tx.closed() => return false,
+                    }
+                }
                 let _ = tx
                     .send(Err(std::io::Error::new(
                         std::io::ErrorKind::ConnectionReset,

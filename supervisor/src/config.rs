@@ -150,7 +150,7 @@ pub struct RawAgents {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgentSettings {
-    pub model: Option<ModelRef>,
+    pub model: Option<ModelSetting>,
     pub timeout_seconds: Option<u64>,
     pub workspace: Option<PathBuf>,
     pub max_concurrent: Option<u32>,
@@ -294,6 +294,47 @@ impl<'de> Deserialize<'de> for ModelRef {
     }
 }
 
+/// `model`: `"<provider>/<model>"`, or `{ primary = "p/m", fallbacks = ["q/n", ...] }`
+/// (OpenClaw's two spellings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSetting {
+    pub primary: ModelRef,
+    /// Tried in order when the primary fails for good.
+    pub fallbacks: Vec<ModelRef>,
+}
+
+impl<'de> Deserialize<'de> for ModelSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            primary: ModelRef,
+            #[serde(default)]
+            fallbacks: Vec<ModelRef>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            One(ModelRef),
+            Table(Table),
+        }
+        match Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "expected \"<provider>/<model>\" or { primary = \"<provider>/<model>\", fallbacks = [\"<provider>/<model>\", ...] }",
+            )
+        })? {
+            Either::One(primary) => Ok(ModelSetting {
+                primary,
+                fallbacks: Vec::new(),
+            }),
+            Either::Table(t) => Ok(ModelSetting {
+                primary: t.primary,
+                fallbacks: t.fallbacks,
+            }),
+        }
+    }
+}
+
 /// Overrides from the command line and environment (applied over the file).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -384,6 +425,9 @@ pub struct AgentConfig {
     pub id: AgentId,
     pub name: Option<String>,
     pub model: Option<ResolvedModel>,
+    /// Tried in order when `model` fails for good (its retries spent, or an attempt past
+    /// its deadline).
+    pub fallbacks: Vec<ResolvedModel>,
     /// `None`: no execution timer.
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
@@ -610,17 +654,24 @@ impl Config {
             } else {
                 "agents.defaults".into()
             };
-            let model_ref = own.model.clone().or(defaults.model.clone());
-            let model = match model_ref {
-                None => None,
-                Some(m) => {
-                    let p = providers.get(&m.provider).ok_or_else(|| {
-                        err(format!(
-                            "{key}.model: provider {:?} is not defined under [models.providers.{}]",
-                            m.provider, m.provider
-                        ))
-                    })?;
-                    Some(resolve_model(&m.provider, p, &m.model))
+            let setting = own.model.clone().or(defaults.model.clone());
+            let resolve = |m: &ModelRef, what: &str| {
+                let p = providers.get(&m.provider).ok_or_else(|| {
+                    err(format!(
+                        "{key}.{what}: provider {:?} is not defined under [models.providers.{}]",
+                        m.provider, m.provider
+                    ))
+                })?;
+                Ok::<_, ConfigError>(resolve_model(&m.provider, p, &m.model))
+            };
+            let (model, fallbacks) = match &setting {
+                None => (None, Vec::new()),
+                Some(s) => {
+                    let mut fallbacks = Vec::with_capacity(s.fallbacks.len());
+                    for (i, f) in s.fallbacks.iter().enumerate() {
+                        fallbacks.push(resolve(f, &format!("model.fallbacks[{i}]"))?);
+                    }
+                    (Some(resolve(&s.primary, "model")?), fallbacks)
                 }
             };
             let timeout_s = own
@@ -743,6 +794,7 @@ impl Config {
                     .unwrap_or(DEFAULT_BOOTSTRAP_TOTAL_MAX_CHARS),
                 system_prompt: own.system_prompt.clone().or(defaults.system_prompt.clone()),
                 model,
+                fallbacks,
                 id,
             });
         }

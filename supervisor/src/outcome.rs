@@ -140,6 +140,9 @@ pub fn stored_wait_result(run_id: &str, t: &StoredTerminal) -> AgentWaitResult {
             stop_reason: t.stop_reason.clone(),
             terminal_receipt: None,
             terminal_reply: None,
+            provider: None,
+            model: None,
+            fallbacks: None,
         },
     }
 }
@@ -174,6 +177,7 @@ mod tests {
             }),
             duration_ms: 4,
             source_reply_delivered: false,
+            fallbacks: 0,
         };
         let o = Outcome::from_terminal(&t, "agent:main:main", "main");
         let stored = StoredFinal::parse(&o.final_json).unwrap();

@@ -472,6 +472,7 @@ pub fn agent_result(t: &RunTerminal, session_key: &str, agent_id: &str) -> Agent
                 }),
                 terminal_reply,
                 error,
+                fallbacks: (t.fallbacks > 0).then_some(t.fallbacks),
             },
         },
     }
@@ -489,6 +490,9 @@ pub fn wait_result(r: &AgentResult, started_at: Option<u64>, ended_at: u64) -> A
         stop_reason: r.stop_reason.clone(),
         terminal_receipt: r.result.meta.terminal_receipt,
         terminal_reply: r.result.meta.terminal_reply.clone(),
+        provider: r.result.meta.provider.clone(),
+        model: r.result.meta.model.clone(),
+        fallbacks: r.result.meta.fallbacks,
     }
 }
 
@@ -714,6 +718,7 @@ mod tests {
             }),
             duration_ms: 4,
             source_reply_delivered: true,
+            fallbacks: 0,
         }
     }
 

@@ -151,6 +151,14 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         tools_allow: agent.tools_allow.clone(),
         compaction: agent.compaction.clone(),
         hooks_dir: Some(agent.hooks_dir.display().to_string()),
+        fallbacks: agent
+            .fallbacks
+            .iter()
+            .map(|m| ipc::control::RunModel {
+                provider: m.provider.clone(),
+                model: m.model.clone(),
+            })
+            .collect(),
     })
 }
 

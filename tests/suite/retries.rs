@@ -136,3 +136,135 @@ async fn an_abort_while_waiting_to_retry_stops_the_run_r_b4_r_a5() {
     assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
     assert_eq!(gw.model.requests().len(), 1, "no request after the abort");
 }
+
+/// A gateway whose `main` agent has the scripted model as primary and `backup` (a second
+/// scripted model) as its fallback.
+async fn with_fallback(idle_seconds: f64) -> (Gateway, scripted_model::ScriptedModel) {
+    let backup = scripted_model::ScriptedModel::start().await.unwrap();
+    let extra = format!(
+        "{FAST}\n[models.providers.backup]\napi = \"openai-completions\"\nbase_url = \"{}\"\n{FAST}\n\
+         [agents.list.main]\nmodel = {{ primary = \"scripted/scripted-1\", fallbacks = [\"backup/backup-1\"] }}\n",
+        backup.base_url()
+    );
+    (Gateway::start_opts(&extra, idle_seconds).await, backup)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fallback_answers_once_the_primary_is_spent_r_b5() {
+    let (gw, backup) = with_fallback(30.0).await;
+    let mut c = gw.connect().await;
+    let agents = c.call("agents.list", json!({})).await;
+    assert_eq!(
+        agents["payload"]["agents"][0]["model"],
+        json!({"primary": "scripted/scripted-1", "fallbacks": ["backup/backup-1"]}),
+        "{agents}"
+    );
+    for _ in 0..9 {
+        gw.model.push(http(503, None));
+    }
+    let (_, fin) = c
+        .turn(json!({"message": "anyone?", "idempotencyKey": "fb-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "Echo: anyone?"
+    );
+    let meta = &fin["payload"]["result"]["meta"];
+    assert_eq!(meta["agentMeta"]["provider"], "backup", "{meta}");
+    assert_eq!(meta["agentMeta"]["model"], "backup-1", "{meta}");
+    assert_eq!(meta["fallbacks"], 1, "{meta}");
+    assert_eq!((gw.model.requests().len(), backup.requests().len()), (9, 1));
+    assert_eq!(backup.requests()[0].body["model"], "backup-1");
+    let status = c
+        .agent_event("fb-1", |p| {
+            p["stream"] == "run_status" && p["data"]["phase"] == "fallback"
+        })
+        .await;
+    assert_eq!(
+        status["payload"]["data"]["reason"], "server_error",
+        "{status}"
+    );
+    let wait = c.call("agent.wait", json!({"runId": "fb-1"})).await;
+    assert_eq!(
+        (
+            &wait["payload"]["provider"],
+            &wait["payload"]["model"],
+            &wait["payload"]["fallbacks"]
+        ),
+        (&json!("backup"), &json!("backup-1"), &json!(1)),
+        "{wait}"
+    );
+
+    // A model the request names is strict: no fallback, as in OpenClaw.
+    for _ in 0..9 {
+        gw.model.push(http(503, None));
+    }
+    let (_, fin) = c
+        .turn(
+            json!({"message": "strict", "idempotencyKey": "fb-2", "model": "scripted/scripted-1"}),
+        )
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    assert_eq!(backup.requests().len(), 1, "the fallback was not asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_stalled_past_its_deadline_hands_over_and_an_abort_stops_all_r_b5() {
+    let (gw, backup) = with_fallback(0.5).await;
+    let mut c = gw.connect().await;
+    // The primary sends nothing at all: past the attempt's idle deadline the fallback runs,
+    // with a fresh budget (its own 503 is retried).
+    gw.model.push(Step::Stall {
+        text: "never".into(),
+        chunks: 1,
+        after_chunks: 0,
+    });
+    backup.push(http(503, None));
+    let (_, fin) = c
+        .turn(json!({"message": "slow", "idempotencyKey": "st-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["agentMeta"]["provider"],
+        "backup"
+    );
+    assert_eq!(backup.requests().len(), 2);
+    let handover = c
+        .agent_event("st-1", |p| p["data"]["phase"] == "fallback")
+        .await;
+    assert_eq!(handover["payload"]["data"]["reason"], "timeout");
+
+    // The user stops the run while the fallback is answering: nothing more is asked.
+    gw.model.push(Step::Stall {
+        text: "never".into(),
+        chunks: 1,
+        after_chunks: 0,
+    });
+    // It streams its first words (so the run is surely on it), then holds.
+    backup.push(Step::Hold {
+        text: "held reply".into(),
+        chunks: 2,
+        after_chunks: 1,
+    });
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "stop me", "idempotencyKey": "st-2", "sessionKey": "main"}),
+        )
+        .await;
+    c.agent_event("st-2", |p| p["data"]["phase"] == "fallback")
+        .await;
+    c.agent_event("st-2", |p| p["stream"] == "assistant").await;
+    let r = c
+        .call("chat.abort", json!({"sessionKey": "main", "runId": "st-2"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let fin = c
+        .wait_for(|f| {
+            f["type"] == "res" && f["id"] == id.as_str() && f["payload"]["summary"].is_string()
+        })
+        .await;
+    assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
+    assert_eq!((gw.model.requests().len(), backup.requests().len()), (2, 3));
+}

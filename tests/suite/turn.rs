@@ -304,13 +304,26 @@ async fn stalled_and_dropped_streams_end_with_errors_r_b4() {
         "{fin}"
     );
 
+    // Dropped after text was shown: an error (it cannot be retried without showing it twice).
     gw.model.push(Step::Disconnect {
         text: "cut off mid sentence".into(),
         chunks: 4,
         after_chunks: 2,
+        after_release: true,
     });
-    let (_, fin) = c
-        .turn(json!({"message": "hi", "idempotencyKey": "drop-1"}))
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "drop-1"}),
+        )
+        .await;
+    c.agent_event("drop-1", |p| p["stream"] == "assistant")
+        .await;
+    gw.model.release();
+    let fin = c
+        .wait_for(|f| {
+            f["type"] == "res" && f["id"] == id.as_str() && f["payload"]["summary"].is_string()
+        })
         .await;
     assert_eq!(fin["payload"]["status"], "error", "{fin}");
     let err = fin["payload"]["error"].as_str().unwrap();
@@ -375,9 +388,13 @@ async fn per_run_provider_and_model_params() {
     );
     assert_eq!(second.requests()[0].body["model"], "big-2");
 
+    // A model id with a slash on the agent's own provider is spelled with that provider;
+    // bare, its first segment is read as the provider (see the refusals below).
     gw.model.push(text("own provider", 2));
     let (_, fin) = c
-        .turn(json!({"message": "hi", "idempotencyKey": "pm-2", "model": "org/other-model"}))
+        .turn(
+            json!({"message": "hi", "idempotencyKey": "pm-2", "model": "scripted/org/other-model"}),
+        )
         .await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     assert_eq!(gw.model.requests()[0].body["model"], "org/other-model");
@@ -392,6 +409,11 @@ async fn per_run_provider_and_model_params() {
             "unknown provider \"nope\"",
         ),
         (json!({"provider": "second"}), "needs a model"),
+        // Issue 12: this used to run on the agent's provider as the model "org/other-model".
+        (
+            json!({"model": "org/other-model"}),
+            "unknown provider \"org\"",
+        ),
         (json!({"model": " "}), "non-empty"),
     ] {
         let mut p = json!({"message": "hi", "idempotencyKey": "pm-bad"});

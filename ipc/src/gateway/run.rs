@@ -317,6 +317,9 @@ pub struct ResultMeta {
     pub terminal_reply: Option<TerminalReply>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ResultError>,
+    /// Fallback models that ran before `provider`/`model` answered (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallbacks: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -386,6 +389,14 @@ pub struct AgentWaitResult {
     pub terminal_receipt: Option<TerminalReceipt>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_reply: Option<TerminalReply>,
+    /// Who answered (a finished run): the provider and model, and how many fallbacks ran
+    /// before them (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallbacks: Option<u32>,
 }
 
 impl AgentWaitResult {
@@ -401,6 +412,9 @@ impl AgentWaitResult {
             stop_reason: None,
             terminal_receipt: None,
             terminal_reply: None,
+            provider: None,
+            model: None,
+            fallbacks: None,
         }
     }
 }

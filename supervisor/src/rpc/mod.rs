@@ -582,7 +582,7 @@ struct Admission {
 }
 
 /// The provider and model a run asked for, checked against the config: `model` may be
-/// `"<provider>/<model>"` (when the prefix is a configured provider) or a model name on
+/// `"<provider>/<model>"` (the provider must be configured) or a bare model name on
 /// `provider` (default: the agent's). `None` when it is the agent's own model.
 fn run_model(
     agent: &crate::config::AgentConfig,
@@ -605,9 +605,11 @@ fn run_model(
                 .unwrap_or(m);
             (p, m)
         }
+        // As OpenClaw reads a model ref: what comes before the first `/` is the provider, so
+        // an unknown one is refused rather than sent to the agent's provider as a model name.
         (None, Some(m)) => match m.split_once('/') {
-            Some((p, rest)) if known(p).is_some() => (p.to_owned(), rest.to_owned()),
-            _ => (own.provider.clone(), m),
+            Some((p, rest)) => (p.to_owned(), rest.to_owned()),
+            None => (own.provider.clone(), m),
         },
     };
     if model.trim().is_empty() {
@@ -677,8 +679,10 @@ async fn admit<A: serde::Serialize>(
             model.api.as_str()
         )));
     }
-    // A session's own model (`sessions.patch {model}`) unless the request names one.
-    if a.provider.is_none() && a.model.is_none() {
+    // A model the request names is strict (no fallback); a session's own model
+    // (`sessions.patch {model}`) applies unless the request names one.
+    let strict_model = a.provider.is_some() || a.model.is_some();
+    if !strict_model {
         a.model = gw.session_model(&a.route.session_key);
     }
     let run_model = match run_model(agent, model, a.provider, a.model) {
@@ -763,6 +767,7 @@ async fn admit<A: serde::Serialize>(
                     timeout_ms,
                     accepted_at,
                     model: run_model,
+                    strict_model,
                 },
             };
             if let Err(e) = gw.control.dispatch(dispatch) {
@@ -1218,7 +1223,11 @@ async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
             // No fallback models yet (issue 12): the list is always empty.
             model: a.model.as_ref().map(|m| AgentModel {
                 primary: format!("{}/{}", m.provider, m.model),
-                fallbacks: Vec::new(),
+                fallbacks: a
+                    .fallbacks
+                    .iter()
+                    .map(|f| format!("{}/{}", f.provider, f.model))
+                    .collect(),
             }),
         })
         .collect();

@@ -59,6 +59,9 @@ pub struct TurnSpec {
     /// First and largest delay between retries of a transient model failure.
     pub retry_base: Duration,
     pub retry_max: Duration,
+    /// Models tried in order when the current one fails for good (empty for a run that
+    /// named its model: strict).
+    pub fallbacks: Vec<crate::llm::ModelChoice>,
 }
 
 #[derive(Debug)]
@@ -205,6 +208,8 @@ pub struct Turn {
     compactions: u32,
     /// Retries of the current model call (R-B4).
     retries: Retries,
+    /// Fallback models run so far (R-B5).
+    fallbacks_used: u32,
 }
 
 impl Turn {
@@ -220,6 +225,7 @@ impl Turn {
             reasoning: String::new(),
             diagnostic: None,
             retries,
+            fallbacks_used: 0,
             usage: None,
             request: None,
             prior_usage: None,
@@ -535,6 +541,12 @@ impl Turn {
                         );
                     }
                 }
+                // Retries spent on a failure worth them: the next model, if there is one.
+                if let Some(why) = super::retry::reason(&e, produced) {
+                    if let Some(next) = self.fall_back(run_deadline, now, why) {
+                        return next;
+                    }
+                }
                 // The prompt did not fit the model's context: compact, then retry (R-G6).
                 if e.is_context_overflow() && self.text.is_empty() && self.calls.is_empty() {
                     if let Some(req) = self.request.take() {
@@ -601,7 +613,17 @@ impl Turn {
             (Phase::Backoff { .. }, Input::Cancel(reason)) => {
                 self.abort(Action::AbortModel, reason, wall_ms)
             }
-            (Phase::Streaming { idle_deadline, .. }, Input::Tick) if now >= idle_deadline => {
+            (
+                Phase::Streaming {
+                    idle_deadline,
+                    run_deadline,
+                },
+                Input::Tick,
+            ) if now >= idle_deadline => {
+                // The attempt passed its deadline: the next model, with a fresh budget.
+                if let Some(next) = self.fall_back(run_deadline, now, "timeout") {
+                    return next;
+                }
                 let ms = self.spec.idle_timeout.as_millis();
                 self.end_stopping(
                     Action::AbortModel,
@@ -908,6 +930,47 @@ impl Turn {
     fn abort(&mut self, stop: Action, reason: StopReason, wall_ms: u64) -> (Phase, Vec<Action>) {
         let error = format!("run aborted ({})", reason.as_str());
         self.end_stopping(stop, RunStatus::Aborted, error, reason.as_str(), wall_ms)
+    }
+
+    /// The current model failed for good: runs the same request on the next fallback model
+    /// (R-B5) with a fresh retry budget, once the failed attempt is dropped. `None` when
+    /// there is none left, or the attempt already showed output (it cannot be taken back).
+    fn fall_back(
+        &mut self,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        why: &str,
+    ) -> Option<(Phase, Vec<Action>)> {
+        if !self.text.is_empty() || !self.calls.is_empty() {
+            return None;
+        }
+        let next = self
+            .spec
+            .fallbacks
+            .get(self.fallbacks_used as usize)?
+            .clone();
+        let mut req = self.request.take()?;
+        self.fallbacks_used += 1;
+        self.spec.provider.clone_from(&next.provider);
+        self.spec.model.clone_from(&next.model);
+        self.spec.context = ContextBudget::new(next.context_window, &self.spec.compaction);
+        req.choice = Some(next);
+        self.retries = Retries::new(
+            self.spec.retry_base,
+            self.spec.retry_max,
+            seed_of(&self.spec.run_id) ^ u64::from(self.fallbacks_used),
+        );
+        self.model_calls = self.model_calls.saturating_sub(1);
+        let after_tools = self.after_tools;
+        let (phase, call) = self.call_model(req, run_deadline, now);
+        self.after_tools = after_tools;
+        let status = EventBody::RunStatus {
+            phase: "fallback".into(),
+            attempt: self.fallbacks_used + 1,
+            max_attempts: self.spec.fallbacks.len() as u32 + 1,
+            reason: why.into(),
+        };
+        Some((phase, vec![Action::AbortModel, Action::Emit(status), call]))
     }
 
     /// Starts a model call on `req`.
@@ -1290,6 +1353,7 @@ impl Turn {
             usage: self.total_usage(),
             duration_ms: wall_ms.saturating_sub(self.started_at),
             source_reply_delivered: !self.sent.is_empty(),
+            fallbacks: self.fallbacks_used,
         }
     }
 
@@ -1365,6 +1429,7 @@ mod tests {
             compaction: Default::default(),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(30),
+            fallbacks: Vec::new(),
         }
     }
 

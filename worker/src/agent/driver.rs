@@ -58,6 +58,25 @@ pub async fn drive(
         compaction: ctx.spec.compaction.clone(),
         retry_base: std::time::Duration::from_millis(model.retry_base_ms.unwrap_or(1000)),
         retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
+        // A model the request named is strict: no fallback, as in OpenClaw.
+        fallbacks: if run.strict_model {
+            Vec::new()
+        } else {
+            ctx.spec
+                .fallbacks
+                .iter()
+                .map(|f| ModelChoice {
+                    provider: f.provider.clone(),
+                    model: f.model.clone(),
+                    context_window: ctx
+                        .spec
+                        .providers
+                        .iter()
+                        .find(|p| p.provider == f.provider)
+                        .and_then(|p| p.context_window),
+                })
+                .collect()
+        },
     };
     let mut turn = Turn::new(spec, Instant::now(), now_ms());
     let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);

@@ -158,7 +158,7 @@ where
     let mut usage = Usage::default();
     let mut stop: Option<String> = None;
     while let Some(ev) = events.next().await {
-        let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+        let ev = ev.map_err(super::stream_error)?;
         let data = ev.data.trim();
         if data.is_empty() {
             continue;

@@ -27,6 +27,8 @@ impl Limits {
     };
 }
 
+pub(crate) const TOO_LARGE: &str = "the provider's response is larger than";
+
 /// `bytes` as they arrive, ending with an error once the body grows past `max_body`;
 /// transport errors become their description.
 pub fn capped<S, B, E>(bytes: S, max_body: u64) -> impl Stream<Item = Result<B, String>> + Unpin
@@ -40,9 +42,7 @@ where
         let chunk = chunk.map_err(|e| e.to_string())?;
         total = total.saturating_add(chunk.as_ref().len() as u64);
         if total > max_body {
-            return Err(format!(
-                "the provider's response is larger than {max_body} bytes"
-            ));
+            return Err(format!("{TOO_LARGE} {max_body} bytes"));
         }
         Ok(chunk)
     })

@@ -208,6 +208,20 @@ pub enum LlmError {
     Unsupported(String),
 }
 
+/// What broke a response stream: a bound the provider overstepped or bytes that are not
+/// text is the provider's fault (`Protocol`, not retried); anything else is the connection
+/// (`Transport`, retried while nothing was shown).
+pub(crate) fn stream_error(e: String) -> LlmError {
+    let provider_fault = [sse::LONG_LINE, sse::NOT_UTF8, limits::TOO_LARGE]
+        .iter()
+        .any(|m| e.starts_with(m));
+    if provider_fault {
+        LlmError::Protocol(e)
+    } else {
+        LlmError::Transport(format!("stream broke: {e}"))
+    }
+}
+
 /// Sends one event; `false` once nobody listens (the call was dropped).
 pub(crate) async fn send(tx: &mpsc::Sender<Result<LlmEvent, LlmError>>, ev: LlmEvent) -> bool {
     tx.send(Ok(ev)).await.is_ok()

@@ -124,7 +124,7 @@ where
     let mut calls = Calls::new(limits.tool_args_bytes);
     let mut next_key = 0u64;
     while let Some(line) = lines.next().await {
-        let line = line.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+        let line = line.map_err(super::stream_error)?;
         let Some(line) = line else { break };
         let line = line.trim();
         if line.is_empty() {

@@ -137,7 +137,7 @@ where
     let mut events = super::sse::events(capped(bytes, limits.body_bytes), limits.line_bytes);
     let mut calls = Calls::new(limits.tool_args_bytes);
     while let Some(ev) = events.next().await {
-        let ev = ev.map_err(|e| LlmError::Transport(format!("stream broke: {e}")))?;
+        let ev = ev.map_err(super::stream_error)?;
         let data = ev.data.trim();
         if data.is_empty() || data == "[DONE]" {
             continue;

@@ -22,8 +22,8 @@ pub struct Lines {
     max: usize,
 }
 
-const LONG_LINE: &str = "the provider sent a line longer than";
-const NOT_UTF8: &str = "the provider's stream is not UTF-8";
+pub(crate) const LONG_LINE: &str = "the provider sent a line longer than";
+pub(crate) const NOT_UTF8: &str = "the provider's stream is not UTF-8";
 
 impl Lines {
     pub fn new(max: usize) -> Self {
