@@ -268,3 +268,98 @@ async fn provider_errors_arrive_typed_in_each_apis_shape_r_b4() {
         assert_eq!(reply_text(&fin), "Echo: y", "{api:?}: {fin}");
     }
 }
+
+fn text_step(text: &str, end_turn: Option<Value>) -> Step {
+    Step::Text {
+        text: text.into(),
+        chunks: 2,
+        delay_ms: 0,
+        finish_reason: None,
+        reasoning: String::new(),
+        keepalive_ms: 0,
+        end_turn,
+    }
+}
+
+/// The `openai_responses_terminal` diagnostic of each assistant message in history.
+fn terminals(hist: &Value) -> Vec<(String, Value)> {
+    hist["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| {
+            let text = m["content"]
+                .as_array()
+                .and_then(|b| b.iter().find(|b| b["type"] == "text"))
+                .map(|b| b["text"].as_str().unwrap_or_default().to_owned())
+                .unwrap_or_default();
+            let d = m["diagnostics"]
+                .as_array()
+                .and_then(|d| d.iter().find(|d| d["type"] == "openai_responses_terminal"))
+                .map(|d| d["details"].clone())
+                .unwrap_or(Value::Null);
+            (text, d)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn responses_end_turn_false_asks_for_the_next_response_r_g2() {
+    let gw = gateway(Api::Responses, 30.0).await;
+    let mut c = gw.connect().await;
+    gw.model.push(text_step("Part one.", Some(json!(false))));
+    gw.model.push(text_step("Part two.", Some(json!(true))));
+    let (_, fin) = c
+        .turn(json!({"message": "go on", "idempotencyKey": "g2-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let payloads: Vec<&str> = fin["payload"]["result"]["payloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(payloads, ["Part one.", "Part two."]);
+    let reqs = gw.model.requests();
+    assert_eq!(
+        reqs.len(),
+        2,
+        "a text-only response with end_turn false was continued"
+    );
+    let input = reqs[1].body["input"].as_array().unwrap();
+    assert_eq!(
+        input.last().unwrap(),
+        &json!({"role": "assistant", "content": "Part one."}),
+        "the continued response is in the next request"
+    );
+
+    // Absent and malformed signals end the turn; each response keeps its own diagnostic.
+    gw.model.push(text_step("Plain.", None));
+    c.turn(json!({"message": "a", "idempotencyKey": "g2-2"}))
+        .await;
+    gw.model.push(text_step("Odd.", Some(json!("yes"))));
+    c.turn(json!({"message": "b", "idempotencyKey": "g2-3"}))
+        .await;
+    assert_eq!(gw.model.requests().len(), 4);
+    let hist = c
+        .call("chat.history", json!({"sessionKey": "agent:main:main"}))
+        .await;
+    let d = terminals(&hist);
+    let want = |text: &str, end: Value| {
+        (
+            text.to_owned(),
+            json!({"eventType": "response.completed", "endTurn": end, "stopReason": "stop"}),
+        )
+    };
+    assert_eq!(
+        d,
+        vec![
+            want("Part one.", json!(false)),
+            want("Part two.", json!(true)),
+            want("Plain.", json!("absent")),
+            want("Odd.", json!("invalid")),
+        ],
+        "{hist}"
+    );
+}

@@ -210,6 +210,11 @@ pub struct Turn {
     retries: Retries,
     /// Fallback models run so far (R-B5).
     fallbacks_used: u32,
+    /// Visible texts of earlier responses continued after `end_turn: false` (R-G2): part
+    /// of the reply.
+    continued: Vec<String>,
+    /// The recording of such a response is pending; the model is asked again after it.
+    continuing: bool,
 }
 
 impl Turn {
@@ -226,6 +231,8 @@ impl Turn {
             diagnostic: None,
             retries,
             fallbacks_used: 0,
+            continued: Vec::new(),
+            continuing: false,
             usage: None,
             request: None,
             prior_usage: None,
@@ -463,15 +470,30 @@ impl Turn {
                     responses,
                 }) => {
                     self.retries.succeeded();
+                    // Responses `end_turn: false`: the provider wants another response, even
+                    // after one of text only (R-G2). Not after an output limit or a refusal.
+                    let more = responses
+                        .as_ref()
+                        .is_some_and(|r| r.end_turn == crate::llm::EndTurn::No)
+                        && !matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
                     self.diagnostic = responses.map(|r| r.diagnostic(finish_reason.as_deref()));
                     let tail = self.xml.finish();
                     let mut held = self.accept_text(tail);
                     held.extend(self.flush_held());
                     if self.calls.is_empty() {
+                        if more && self.model_calls < MAX_MODEL_CALLS {
+                            let (p, mut a) = self.continue_response(run_deadline, wall_ms);
+                            a.splice(0..0, held);
+                            return (p, a);
+                        }
                         if let Some(again) = self.retry_for_reply(run_deadline, now) {
                             return again;
                         }
-                        if !self.visible() && self.tool_error.is_none() && self.sent.is_empty() {
+                        if !self.visible()
+                            && self.tool_error.is_none()
+                            && self.sent.is_empty()
+                            && self.continued.is_empty()
+                        {
                             // Retries exhausted: report it, and leave a notice in history (R-F3).
                             self.text = reply::TRY_AGAIN_NOTICE.into();
                             return self.end(
@@ -674,7 +696,9 @@ impl Turn {
                                 wall_ms,
                             );
                         };
-                        self.next_call(req, run_deadline, now, true)
+                        // After a continued response, not a tool batch: no finalization pass.
+                        let after_tools = !std::mem::take(&mut self.continuing);
+                        self.next_call(req, run_deadline, now, after_tools)
                     }
                 }
             }
@@ -1228,7 +1252,11 @@ impl Turn {
         run_deadline: Option<Instant>,
         now: Instant,
     ) -> Option<(Phase, Vec<Action>)> {
-        if self.visible() || !self.sent.is_empty() || self.model_calls >= MAX_MODEL_CALLS {
+        if self.visible()
+            || !self.sent.is_empty()
+            || !self.continued.is_empty()
+            || self.model_calls >= MAX_MODEL_CALLS
+        {
             return None;
         }
         let mut req = self.request.take()?;
@@ -1270,6 +1298,41 @@ impl Turn {
             }),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The response ended with `end_turn: false` (R-G2): record it (with its diagnostic),
+    /// then ask the model for the next response of the same turn.
+    fn continue_response(
+        &mut self,
+        run_deadline: Option<Instant>,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let text = std::mem::take(&mut self.text);
+        if let Some(req) = self.request.as_mut() {
+            req.messages
+                .push(ChatMessage::text("assistant", text.clone()));
+        }
+        if reply::has_visible_text(&text) && !reply::is_silent(&text) {
+            self.continued.push(text.clone());
+        }
+        self.continuing = true;
+        let message = NewMessage {
+            provider: Some(self.spec.provider.clone()),
+            model: Some(self.spec.model.clone()),
+            usage: self.usage,
+            stop_reason: Some("stop".into()),
+            reasoning: (!self.reasoning.is_empty()).then(|| std::mem::take(&mut self.reasoning)),
+            diagnostics: self.diagnostic.take().into_iter().collect(),
+            ..NewMessage::text(Role::Assistant, text, wall_ms)
+        };
+        (
+            Phase::Tools {
+                run_deadline,
+                queue: VecDeque::new(),
+                running: None,
+            },
+            vec![Action::Append(Box::new(message))],
+        )
     }
 
     /// The response asked for tools: record it, then run the calls in order.
@@ -1317,6 +1380,7 @@ impl Turn {
         let mut payloads: Vec<Payload> = if status == RunStatus::Ok {
             self.sent
                 .iter()
+                .chain(&self.continued)
                 .map(|t| Payload {
                     text: t.clone(),
                     is_error: false,
