@@ -363,3 +363,73 @@ async fn responses_end_turn_false_asks_for_the_next_response_r_g2() {
         "{hist}"
     );
 }
+
+#[tokio::test]
+async fn an_output_limit_inside_a_tool_call_runs_only_the_whole_calls_r_g3_r_g4() {
+    for api in Api::ALL {
+        let gw = gateway(api, 30.0).await;
+        std::fs::write(gw.workspace("main").join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(gw.workspace("main").join("b.txt"), "beta\n").unwrap();
+        let mut c = gw.connect().await;
+        let call = |id: &str, path: &str| ScriptedCall {
+            id: id.into(),
+            name: "read".into(),
+            arguments: format!(r#"{{"path": "{path}"}}"#),
+        };
+        // The limit strikes halfway through the second call's arguments.
+        gw.model.push(Step::ToolCalls {
+            text: String::new(),
+            calls: vec![call("c_a", "a.txt"), call("c_b", "b.txt")],
+            cut: true,
+        });
+        gw.model.push(text_step("Read a.", None));
+        let (_, fin) = c
+            .turn(json!({"message": "read both", "idempotencyKey": "g3"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        assert_eq!(reply_text(&fin), "Read a.", "{api:?}");
+        let reqs = gw.model.requests();
+        assert_eq!(reqs.len(), 2, "{api:?}");
+        let (_, content) = tool_result_in(api, &reqs[1].body);
+        assert!(content.contains("alpha"), "{api:?}: {content}");
+        let second = reqs[1].body.to_string();
+        assert!(
+            !second.contains("beta"),
+            "{api:?}: the cut call ran: {second}"
+        );
+        let hist = c
+            .call("chat.history", json!({"sessionKey": "agent:main:main"}))
+            .await;
+        let results = hist["payload"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "toolResult")
+            .count();
+        assert_eq!(results, 1, "{api:?}: {hist}");
+
+        // An empty response cut by the limit: the transcript goes again, tools and all (G4).
+        gw.model.push(Step::Text {
+            text: String::new(),
+            chunks: 1,
+            delay_ms: 0,
+            finish_reason: Some("length".into()),
+            reasoning: String::new(),
+            keepalive_ms: 0,
+            end_turn: None,
+        });
+        let (_, fin) = c
+            .turn(json!({"message": "again", "idempotencyKey": "g4"}))
+            .await;
+        assert_eq!(reply_text(&fin), "Echo: again", "{api:?}: {fin}");
+        let reqs = gw.model.requests();
+        assert_eq!(reqs.len(), 4, "{api:?}");
+        assert_eq!(
+            reqs[2].body["tools"], reqs[3].body["tools"],
+            "{api:?}: the retry offers the same tools"
+        );
+        assert!(reqs[3].body["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()));
+    }
+}

@@ -39,6 +39,8 @@ pub const MAX_MODEL_CALLS: u32 = 16;
 pub const MAX_TOOL_CALLS: usize = 64;
 /// Extra model calls for a reply that came back empty (R-F3).
 pub const MAX_EMPTY_RETRIES: u32 = 1;
+/// Recoveries of a run from responses cut by the model's output limit (R-G3, R-G4).
+pub const MAX_LENGTH_RECOVERIES: u32 = 2;
 /// Tool arguments and results carried in events are capped to this many characters.
 const EVENT_JSON_MAX: usize = 4096;
 
@@ -215,6 +217,8 @@ pub struct Turn {
     continued: Vec<String>,
     /// The recording of such a response is pending; the model is asked again after it.
     continuing: bool,
+    /// Responses cut by the output limit recovered from so far (R-G3, R-G4).
+    length_recoveries: u32,
 }
 
 impl Turn {
@@ -233,6 +237,7 @@ impl Turn {
             fallbacks_used: 0,
             continued: Vec::new(),
             continuing: false,
+            length_recoveries: 0,
             usage: None,
             request: None,
             prior_usage: None,
@@ -480,6 +485,13 @@ impl Turn {
                     let tail = self.xml.finish();
                     let mut held = self.accept_text(tail);
                     held.extend(self.flush_held());
+                    if finish_reason.as_deref() == Some("length") {
+                        if let Some(next) = self.after_length_cut(run_deadline, now, wall_ms) {
+                            let (p, mut a) = next;
+                            a.splice(0..0, held);
+                            return (p, a);
+                        }
+                    }
                     if self.calls.is_empty() {
                         if more && self.model_calls < MAX_MODEL_CALLS {
                             let (p, mut a) = self.continue_response(run_deadline, wall_ms);
@@ -1298,6 +1310,52 @@ impl Turn {
             }),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The response hit the model's output limit. Inside a tool call (R-G3): the calls that
+    /// were complete run, and the model goes on from their recorded results; the call that
+    /// was cut (its arguments not whole JSON) never runs. With nothing at all (R-G4): the
+    /// same transcript goes again, tools and all. Both within [`MAX_LENGTH_RECOVERIES`] per
+    /// run; `None` leaves the response to end as it is (a cut but visible reply).
+    fn after_length_cut(
+        &mut self,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        wall_ms: u64,
+    ) -> Option<(Phase, Vec<Action>)> {
+        let whole = |c: &ToolCall| {
+            serde_json::from_str::<serde_json::Value>(&c.arguments).is_ok_and(|v| v.is_object())
+        };
+        let cut = self.calls.iter().any(|c| !whole(c));
+        let empty = self.calls.is_empty() && !self.visible() && self.sent.is_empty();
+        if !cut && !empty {
+            return None;
+        }
+        if self.length_recoveries >= MAX_LENGTH_RECOVERIES || self.model_calls >= MAX_MODEL_CALLS {
+            return Some(self.end(
+                RunStatus::Error,
+                Some(format!(
+                    "the model kept hitting its output limit ({} recoveries)",
+                    self.length_recoveries
+                )),
+                Some("length".into()),
+                wall_ms,
+            ));
+        }
+        self.length_recoveries += 1;
+        self.calls.retain(whole);
+        if !self.calls.is_empty() {
+            return Some(self.start_tools(run_deadline, wall_ms));
+        }
+        // Text before the cut call was shown: it is recorded, and the model goes on after it.
+        if self.visible() {
+            return Some(self.continue_response(run_deadline, wall_ms));
+        }
+        let req = self.request.take()?;
+        let after_tools = self.after_tools;
+        let (phase, call) = self.call_model(req, run_deadline, now);
+        self.after_tools = after_tools;
+        Some((phase, vec![call]))
     }
 
     /// The response ended with `end_turn: false` (R-G2): record it (with its diagnostic),
