@@ -485,6 +485,14 @@ pub struct SubmitRun {
     /// fallback), as in OpenClaw.
     #[serde(default)]
     pub strict_model: bool,
+    /// Since: protocol v2 (additive). The run's thinking level (a [`crate::thinking::Thinking`]
+    /// name), already checked against the model; `None`: the provider's default.
+    #[serde(default)]
+    pub thinking: Option<String>,
+    /// Since: protocol v2 (additive). Whether clients hear the run's reasoning: `on` (once
+    /// a response is complete) or `stream`; `None`: not at all.
+    #[serde(default)]
+    pub reasoning: Option<String>,
 }
 
 /// A provider and model picked for one run.
@@ -624,6 +632,9 @@ pub enum EventBody {
     /// transcript. Its `seq` repeats the run's last event's (it is not a run event of its
     /// own).
     Message(StoredMessage),
+    /// Since: protocol v2 (additive). Reasoning of the current response, for clients that
+    /// asked to see it (the run's `reasoning` is `on` or `stream`); never reply text.
+    Thinking { delta: String },
     /// Since: protocol v2 (additive). The run is still going but waiting: a model attempt
     /// failed in a way worth retrying (`phase: "retrying"`), and the next starts after a
     /// backoff. Not a terminal.
@@ -684,6 +695,10 @@ impl fmt::Debug for EventBody {
                 .field("attempt", attempt)
                 .field("max_attempts", max_attempts)
                 .field("reason", reason)
+                .finish(),
+            EventBody::Thinking { delta } => f
+                .debug_struct("Thinking")
+                .field("delta_len", &delta.len())
                 .finish(),
             EventBody::Unknown => f.write_str("Unknown"),
         }

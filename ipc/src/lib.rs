@@ -19,6 +19,7 @@ pub mod error;
 pub mod frame;
 pub mod gateway;
 pub mod session_ops;
+pub mod thinking;
 pub mod version;
 
 pub use error::{Error, ErrorCode, RpcError};

@@ -89,6 +89,8 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 // Added after the v1 fixtures: its default keeps the fixture's bytes.
                 model: None,
                 strict_model: false,
+                thinking: None,
+                reasoning: None,
             })),
         ),
         (
@@ -507,6 +509,8 @@ fn additive_run_fields_and_events_round_trip() {
         timeout_ms: None,
         accepted_at: 1,
         strict_model: false,
+        thinking: None,
+        reasoning: None,
         model: Some(RunModel {
             provider: "second".into(),
             model: "big-2".into(),
@@ -650,6 +654,8 @@ fn debug_output_redacts_secrets_and_content() {
         accepted_at: 0,
         model: None,
         strict_model: false,
+        thinking: None,
+        reasoning: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
 }

@@ -30,9 +30,17 @@ fn choice(m: &ResolvedModel, env_set: &HashSet<String>) -> ModelChoice {
         name: m.model.clone(),
         provider: m.provider.clone(),
         context_window: m.context_window,
-        reasoning: false,
-        thinking_levels: vec![ThinkingLevel::off()],
-        thinking_default: "off".into(),
+        reasoning: m.reasoning,
+        // A reasoning model takes every level (each API maps them onto its own knob).
+        thinking_levels: if m.reasoning {
+            ipc::thinking::Thinking::ALL
+                .iter()
+                .map(|t| ThinkingLevel::of(*t))
+                .collect()
+        } else {
+            vec![ThinkingLevel::off()]
+        },
+        thinking_default: if m.reasoning { "medium" } else { "off" }.into(),
         available,
         unavailable_reason: reason,
     }

@@ -163,6 +163,11 @@ pub struct RawAgentSettings {
     #[serde(default)]
     pub tools: Option<RawTools>,
     pub compaction: Option<RawCompaction>,
+    /// Thinking level of runs that name none (`off`, `minimal`, `low`, `medium`, `high`,
+    /// `xhigh`, `adaptive`, `max`, `ultra`; default: the provider's own).
+    pub thinking_default: Option<String>,
+    /// Whether clients hear reasoning: `off` (default), `on` or `stream`.
+    pub reasoning_default: Option<String>,
 }
 
 /// `compaction`: when a session's older context is summarized (R-B7).
@@ -222,6 +227,27 @@ pub struct RawProvider {
     /// (default 1); it doubles per retry up to `retry_max_seconds` (default 30).
     pub retry_base_seconds: Option<f64>,
     pub retry_max_seconds: Option<f64>,
+    /// Per-model facts: `models.providers.<id>.models.<name> = { reasoning = true,
+    /// context_window = N }`.
+    #[serde(default)]
+    pub models: BTreeMap<String, RawModelEntry>,
+}
+
+/// What the config says of one model of a provider.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModelEntry {
+    /// The model can think (takes a thinking level other than `off`).
+    pub reasoning: Option<bool>,
+    /// Its own context window, in tokens (default: the provider's).
+    pub context_window: Option<u64>,
+}
+
+/// One model's capabilities, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelCaps {
+    pub reasoning: bool,
+    pub context_window: Option<u64>,
 }
 
 /// A validated agent id: `^[a-z0-9][a-z0-9_-]{0,63}$`, normalized to lowercase.
@@ -428,6 +454,9 @@ pub struct AgentConfig {
     /// Tried in order when `model` fails for good (its retries spent, or an attempt past
     /// its deadline).
     pub fallbacks: Vec<ResolvedModel>,
+    /// Thinking level of runs and sessions that name none (`None`: the provider's default).
+    pub thinking_default: Option<ipc::thinking::Thinking>,
+    pub reasoning_default: ipc::thinking::ReasoningMode,
     /// `None`: no execution timer.
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
@@ -461,9 +490,22 @@ pub struct ResolvedModel {
     pub context_window: Option<u64>,
     pub retry_base_ms: Option<u64>,
     pub retry_max_ms: Option<u64>,
+    /// Whether `model` can think.
+    pub reasoning: bool,
+    /// Every model the provider's config describes, by name (for a per-run choice).
+    pub models: BTreeMap<String, ModelCaps>,
 }
 
 impl ResolvedModel {
+    /// What the provider's config says of `model` (nothing: not reasoning, the provider's
+    /// window).
+    pub fn caps(&self, model: &str) -> ModelCaps {
+        self.models.get(model).copied().unwrap_or(ModelCaps {
+            reasoning: false,
+            context_window: self.context_window,
+        })
+    }
+
     /// The model's context window: the provider's `context_window`, else the default.
     pub fn context_tokens(&self) -> u64 {
         self.context_window
@@ -674,6 +716,38 @@ impl Config {
                     (Some(resolve(&s.primary, "model")?), fallbacks)
                 }
             };
+            let thinking_default = match own
+                .thinking_default
+                .as_deref()
+                .or(defaults.thinking_default.as_deref())
+            {
+                None => None,
+                Some(t) => Some(ipc::thinking::Thinking::parse(t).ok_or_else(|| {
+                    err(format!(
+                        "{key}.thinking_default: {t:?} is not a thinking level (off, minimal, low, medium, high, xhigh, adaptive, max, ultra)"
+                    ))
+                })?),
+            };
+            if let (Some(t), Some(m)) = (thinking_default, &model) {
+                if t != ipc::thinking::Thinking::Off && !m.reasoning {
+                    return Err(err(format!(
+                        "{key}.thinking_default: {:?} needs a reasoning model, and {}/{} is not marked one (models.providers.{}.models.{:?}.reasoning = true)",
+                        t.as_str(), m.provider, m.model, m.provider, m.model
+                    )));
+                }
+            }
+            let reasoning_default = match own
+                .reasoning_default
+                .as_deref()
+                .or(defaults.reasoning_default.as_deref())
+            {
+                None => ipc::thinking::ReasoningMode::Off,
+                Some(r) => ipc::thinking::ReasoningMode::parse(r).ok_or_else(|| {
+                    err(format!(
+                        "{key}.reasoning_default: {r:?} must be off, on or stream"
+                    ))
+                })?,
+            };
             let timeout_s = own
                 .timeout_seconds
                 .or(defaults.timeout_seconds)
@@ -795,6 +869,8 @@ impl Config {
                 system_prompt: own.system_prompt.clone().or(defaults.system_prompt.clone()),
                 model,
                 fallbacks,
+                thinking_default,
+                reasoning_default,
                 id,
             });
         }
@@ -907,9 +983,29 @@ fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
         ),
         idle_timeout_ms: secs_to_ms(idle),
         temperature: p.temperature,
-        context_window: p.context_window,
+        context_window: p
+            .models
+            .get(model)
+            .and_then(|m| m.context_window)
+            .or(p.context_window),
         retry_base_ms: p.retry_base_seconds.map(secs_to_ms),
         retry_max_ms: p.retry_max_seconds.map(secs_to_ms),
+        reasoning: p
+            .models
+            .get(model)
+            .and_then(|m| m.reasoning)
+            .unwrap_or(false),
+        models: p
+            .models
+            .iter()
+            .map(|(name, m)| {
+                let caps = ModelCaps {
+                    reasoning: m.reasoning.unwrap_or(false),
+                    context_window: m.context_window.or(p.context_window),
+                };
+                (name.clone(), caps)
+            })
+            .collect(),
     }
 }
 

@@ -80,9 +80,9 @@ pub struct Gateway {
     pub(crate) device_conns: crate::device_conns::DeviceConns,
     /// The gateway's own presence entry (first in every presence list).
     self_presence: ipc::gateway::PresenceEntry,
-    /// Sessions' own models (`<provider>/<model>`, from `sessions.patch`), by session key:
-    /// the gateway db's, loaded at start and kept in step by every change.
-    session_models: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Sessions' own settings (from `sessions.patch`), by session key: the gateway db's,
+    /// loaded at start and kept in step by every change.
+    session_overrides: std::sync::Mutex<std::collections::HashMap<String, SessionOverrides>>,
 }
 
 impl Gateway {
@@ -112,29 +112,49 @@ impl Gateway {
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             device_conns: crate::device_conns::DeviceConns::default(),
             self_presence: self_presence(),
-            session_models: std::sync::Mutex::new(std::collections::HashMap::new()),
+            session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// The session's own settings (all `None`: it has none).
+    pub fn session_overrides(&self, session_key: &str) -> SessionOverrides {
+        let all = self
+            .session_overrides
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        all.get(session_key).cloned().unwrap_or_default()
     }
 
     /// The session's own model, if it has one.
     pub fn session_model(&self, session_key: &str) -> Option<String> {
-        let models = self
-            .session_models
+        self.session_overrides(session_key).model
+    }
+
+    /// Changes the session's own settings with `f` (an entry left empty is dropped).
+    pub fn update_session_overrides(
+        &self,
+        session_key: &str,
+        f: impl FnOnce(&mut SessionOverrides),
+    ) {
+        let mut all = self
+            .session_overrides
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        models.get(session_key).cloned()
+        let entry = all.entry(session_key.to_owned()).or_default();
+        f(entry);
+        if *entry == SessionOverrides::default() {
+            all.remove(session_key);
+        }
     }
 
     /// Sets (`Some`) or clears the session's own model.
     pub fn set_session_model(&self, session_key: &str, model: Option<String>) {
-        let mut models = self
-            .session_models
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        match model {
-            Some(m) => models.insert(session_key.to_owned(), m),
-            None => models.remove(session_key),
-        };
+        self.update_session_overrides(session_key, |o| o.model = model);
+    }
+
+    /// Forgets every setting of a deleted session.
+    pub fn clear_session_overrides(&self, session_key: &str) {
+        self.update_session_overrides(session_key, |o| *o = SessionOverrides::default());
     }
 
     /// Devices with a connection open now.
@@ -242,6 +262,15 @@ pub enum Outbound {
         code: u16,
         reason: String,
     },
+}
+
+/// A session's own settings from `sessions.patch`: its model (`<provider>/<model>`),
+/// thinking level and reasoning visibility (canonical names). `None`: the agent's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionOverrides {
+    pub model: Option<String>,
+    pub thinking: Option<String>,
+    pub reasoning: Option<String>,
 }
 
 /// The gateway's presence entry, as OpenClaw's: host, version, platform, `mode: "gateway"`,

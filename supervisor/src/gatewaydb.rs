@@ -84,6 +84,9 @@ pub struct SessionRow {
     pub last_read_at: Option<u64>,
     /// The session's own model (`"<provider>/<model>"`, set with `sessions.patch`).
     pub model_override: Option<String>,
+    /// The session's own thinking level and reasoning visibility (`sessions.patch`).
+    pub thinking_level: Option<String>,
+    pub reasoning_level: Option<String>,
 }
 
 /// What `sessions.patch` changes; `None` leaves a field as it is.
@@ -95,7 +98,13 @@ pub struct SessionPatch {
     pub last_read_at: Option<Option<u64>>,
     /// `Some(None)` returns the session to its agent's model.
     pub model_override: Option<Option<String>>,
+    /// `Some(None)` returns the session to its agent's defaults.
+    pub thinking_level: Option<Option<String>>,
+    pub reasoning_level: Option<Option<String>>,
 }
+
+/// A session's own settings, as stored: `(session key, model, thinking level, reasoning)`.
+pub type StoredOverrides = (String, Option<String>, Option<String>, Option<String>);
 
 /// Filter and page of `sessions.list`.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +158,7 @@ enum Cmd {
         oneshot::Sender<Result<(Vec<SessionRow>, u64), DbError>>,
     ),
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
-    SessionModels(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
+    SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
     Devices(crate::devices::DeviceCmd),
 }
 
@@ -212,9 +221,9 @@ impl GatewayDb {
         self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
     }
 
-    /// Every session's own model (`sessions.patch {model}`), by session key.
-    pub async fn session_models(&self) -> Result<Vec<(String, String)>, DbError> {
-        self.tx.ask(Cmd::SessionModels).await
+    /// Every session's own settings (`sessions.patch` model, thinking, reasoning).
+    pub async fn session_overrides(&self) -> Result<Vec<StoredOverrides>, DbError> {
+        self.tx.ask(Cmd::SessionOverrides).await
     }
 
     /// A device-token command (see [`crate::devices`]), on this database's writer.
@@ -233,7 +242,7 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 5 {
+    if version > 6 {
         return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
     }
     if version < 1 {
@@ -303,6 +312,16 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
             crate::devices::SCHEMA
         ))?;
     }
+    if version < 6 {
+        // v6: a session's own thinking level and reasoning visibility.
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN thinking_level TEXT;
+             ALTER TABLE sessions ADD COLUMN reasoning_level TEXT;
+             PRAGMA user_version = 6;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -366,13 +385,16 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
             }),
         ),
         Cmd::Devices(d) => crate::devices::apply(conn, d, sp),
-        Cmd::SessionModels(tx) => answer(
+        Cmd::SessionOverrides(tx) => answer(
             tx,
             sp.run(conn, |c| {
                 let mut stmt = c.prepare_cached(
-                    "SELECT session_key, model_override FROM sessions WHERE model_override IS NOT NULL",
+                    "SELECT session_key, model_override, thinking_level, reasoning_level FROM sessions
+                     WHERE model_override IS NOT NULL OR thinking_level IS NOT NULL
+                        OR reasoning_level IS NOT NULL",
                 )?;
-                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                let rows =
+                    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
             }),
         ),
@@ -489,6 +511,14 @@ fn patch_session(
         conn.prepare_cached("UPDATE sessions SET model_override = ?2 WHERE session_key = ?1")?
             .execute(params![key, model])?;
     }
+    if let Some(t) = &patch.thinking_level {
+        conn.prepare_cached("UPDATE sessions SET thinking_level = ?2 WHERE session_key = ?1")?
+            .execute(params![key, t])?;
+    }
+    if let Some(r) = &patch.reasoning_level {
+        conn.prepare_cached("UPDATE sessions SET reasoning_level = ?2 WHERE session_key = ?1")?
+            .execute(params![key, r])?;
+    }
     if let Some(read) = &patch.last_read_at {
         conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
             .execute(params![key, read.map(|v| v as i64)])?;
@@ -524,7 +554,8 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
     )?;
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
-                input_tokens, output_tokens, total_tokens, label, last_read_at, model_override
+                input_tokens, output_tokens, total_tokens, label, last_read_at, model_override,
+                thinking_level, reasoning_level
          FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?5 OFFSET ?6"
     ))?;
     let rows = stmt
@@ -553,6 +584,8 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     label: r.get(11)?,
                     last_read_at: r.get::<_, Option<i64>>(12)?.map(|v| v as u64),
                     model_override: r.get(13)?,
+                    thinking_level: r.get(14)?,
+                    reasoning_level: r.get(15)?,
                 })
             },
         )?
@@ -621,7 +654,7 @@ mod tests {
         }
     }
 
-    /// A v3 database (before labels, device tokens and session models) opens as v5 with
+    /// A v3 database (before labels, device tokens and session settings) opens as v6 with
     /// its sessions intact.
     #[tokio::test]
     async fn a_v3_database_migrates_and_patches() {
@@ -636,6 +669,8 @@ mod tests {
                 "ALTER TABLE sessions DROP COLUMN label;
                  ALTER TABLE sessions DROP COLUMN last_read_at;
                  ALTER TABLE sessions DROP COLUMN model_override;
+                 ALTER TABLE sessions DROP COLUMN thinking_level;
+                 ALTER TABLE sessions DROP COLUMN reasoning_level;
                  DROP TABLE device_tokens;
                  PRAGMA user_version = 3;",
             )
@@ -646,6 +681,8 @@ mod tests {
             label: Some(Some("L".into())),
             last_read_at: Some(Some(7)),
             model_override: Some(Some("second/big-2".into())),
+            thinking_level: Some(Some("high".into())),
+            reasoning_level: None,
         };
         let row = db
             .patch_session("agent:main:main".into(), "main".into(), patch, 9)
@@ -657,8 +694,13 @@ mod tests {
         );
         assert_eq!(row.model_override.as_deref(), Some("second/big-2"));
         assert_eq!(
-            db.session_models().await.unwrap(),
-            vec![("agent:main:main".to_owned(), "second/big-2".to_owned())]
+            db.session_overrides().await.unwrap(),
+            vec![(
+                "agent:main:main".to_owned(),
+                Some("second/big-2".to_owned()),
+                Some("high".to_owned()),
+                None
+            )]
         );
         assert_eq!(
             row.last_run_id.as_deref(),

@@ -126,6 +126,19 @@ pub fn assistant(
     (agent, chat)
 }
 
+/// Reasoning a run shows (`thinking` stream: the cumulative `text` and the `delta`); no chat
+/// event: it is never the reply.
+pub fn thinking(run: &RunRef<'_>, seq: u64, ts: u64, text: &str, delta: &str) -> AgentEvent {
+    run.agent(
+        seq,
+        ts,
+        AgentData::Thinking(AssistantData {
+            text: text.to_owned(),
+            delta: delta.to_owned(),
+        }),
+    )
+}
+
 /// A retry of a model attempt: the `agent` `run_status` event and the chat `status` with
 /// its `retry` (the run stays open; no terminal).
 pub fn run_status(
@@ -805,7 +818,8 @@ mod tests {
             w,
             json!({"runId": "r1", "status": "timeout", "startedAt": 1, "endedAt": 5,
                    "error": "aborted", "stopReason": "user",
-                   "terminalReceipt": {"sourceReplyDelivered": true}})
+                   "terminalReceipt": {"sourceReplyDelivered": true},
+                   "provider": "p", "model": "m"})
         );
     }
 

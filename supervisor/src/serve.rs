@@ -152,15 +152,21 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         )
         .with_env(&opts.env),
     );
-    // Sessions' own models, before any client can start a run.
-    match db.session_models().await {
-        Ok(models) => {
-            for (key, model) in models {
-                gw.set_session_model(&key, Some(model));
+    // Sessions' own settings, before any client can start a run.
+    match db.session_overrides().await {
+        Ok(rows) => {
+            for (key, model, thinking, reasoning) in rows {
+                gw.update_session_overrides(&key, |o| {
+                    *o = crate::gateway::SessionOverrides {
+                        model,
+                        thinking,
+                        reasoning,
+                    }
+                });
             }
         }
         Err(e) => {
-            tracing::warn!(error = %e, "Cannot read the sessions' own models; runs use their agents' models.")
+            tracing::warn!(error = %e, "Cannot read the sessions' own settings; runs use their agents' models and defaults.")
         }
     }
 

@@ -343,6 +343,8 @@ fn set_private(dir: &std::path::Path) {
 struct Streaming {
     session_key: String,
     text: String,
+    /// The run's reasoning told so far (only runs that asked to show it send any).
+    thinking: String,
     last_seq: u64,
     started_at: Option<u64>,
     /// Terminal events held until the outcome is durable.
@@ -621,6 +623,7 @@ fn publish(
                 Streaming {
                     session_key: l.session_key.clone().unwrap_or_default(),
                     text: String::new(),
+                    thinking: String::new(),
                     last_seq: ev.seq,
                     started_at: l.started_at,
                     deferred: Vec::new(),
@@ -705,6 +708,11 @@ fn publish(
             if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
                 hub.publish_deferred(&Deferred::agent(&agent));
             }
+        }
+        EventBody::Thinking { delta } => {
+            st.thinking.push_str(delta);
+            let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
+            hub.publish_deferred(&Deferred::agent(&agent));
         }
         EventBody::RunStatus {
             phase,

@@ -433,3 +433,180 @@ async fn an_output_limit_inside_a_tool_call_runs_only_the_whole_calls_r_g3_r_g4(
             .is_some_and(|t| !t.is_empty()));
     }
 }
+
+const REASONING_MODEL: &str =
+    "[models.providers.scripted.models.\"scripted-1\"]\nreasoning = true\n";
+
+/// Where each API carries the thinking level in its request.
+fn level_in(api: Api, body: &Value) -> Value {
+    match api {
+        Api::Completions => body["reasoning_effort"].clone(),
+        Api::Responses => body["reasoning"].clone(),
+        Api::Anthropic => json!({"thinking": body["thinking"], "max_tokens": body["max_tokens"]}),
+        Api::Ollama => body["think"].clone(),
+    }
+}
+
+#[tokio::test]
+async fn a_thinking_level_maps_onto_each_apis_knob_r_d5() {
+    for api in Api::ALL {
+        let gw = Gateway::start_api(api, "", REASONING_MODEL, 30.0).await;
+        let mut c = gw.connect().await;
+        let (_, fin) = c
+            .turn(json!({"message": "think", "idempotencyKey": "th-1", "thinking": "high"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        let want = match api {
+            Api::Completions => json!("high"),
+            Api::Responses => json!({"effort": "high", "summary": "auto"}),
+            Api::Anthropic => json!({
+                "thinking": {"type": "enabled", "budget_tokens": 16384},
+                "max_tokens": 8192 + 16384
+            }),
+            Api::Ollama => json!("high"),
+        };
+        assert_eq!(level_in(api, &gw.model.requests()[0].body), want, "{api:?}");
+
+        // A session's own level applies to its runs; the request's wins over it.
+        let r = c
+            .call(
+                "sessions.patch",
+                json!({"key": "agent:main:main", "thinkingLevel": "minimal"}),
+            )
+            .await;
+        assert_eq!(r["ok"], true, "{api:?}: {r}");
+        c.turn(json!({"message": "a", "idempotencyKey": "th-2"}))
+            .await;
+        c.turn(json!({"message": "b", "idempotencyKey": "th-3", "thinking": "off"}))
+            .await;
+        let reqs = gw.model.requests();
+        let minimal = match api {
+            Api::Completions => json!("minimal"),
+            Api::Responses => json!({"effort": "minimal", "summary": "auto"}),
+            Api::Anthropic => json!({
+                "thinking": {"type": "enabled", "budget_tokens": 1024},
+                "max_tokens": 8192 + 1024
+            }),
+            Api::Ollama => json!(true),
+        };
+        assert_eq!(level_in(api, &reqs[1].body), minimal, "{api:?}");
+        let off = match api {
+            Api::Anthropic => json!({"thinking": null, "max_tokens": 8192}),
+            Api::Ollama => json!(false),
+            _ => Value::Null,
+        };
+        assert_eq!(level_in(api, &reqs[2].body), off, "{api:?}");
+        let list = c.call("sessions.list", json!({})).await;
+        assert_eq!(
+            list["payload"]["sessions"][0]["thinkingLevel"], "minimal",
+            "{list}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_level_on_a_model_that_cannot_think_is_refused_r_d5() {
+    let gw = gateway(Api::Completions, 30.0).await;
+    let mut c = gw.connect().await;
+    let r = c
+        .call(
+            "agent",
+            json!({"message": "x", "idempotencyKey": "no-1", "thinking": "high"}),
+        )
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("not a reasoning model") && msg.contains("scripted/scripted-1"),
+        "{msg}"
+    );
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": "agent:main:main", "thinkingLevel": "high"}),
+        )
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+    let r = c
+        .call(
+            "agent",
+            json!({"message": "x", "idempotencyKey": "no-2", "thinking": "loud"}),
+        )
+        .await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not one of"),
+        "{r}"
+    );
+    // `off` is always fine, and nothing is sent for it.
+    let (_, fin) = c
+        .turn(json!({"message": "x", "idempotencyKey": "no-3", "thinking": "off"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert!(gw.model.requests()[0]
+        .body
+        .get("reasoning_effort")
+        .is_none());
+    assert_eq!(gw.model.requests().len(), 1, "refused runs asked nothing");
+}
+
+#[tokio::test]
+async fn reasoning_reaches_clients_only_when_the_session_shows_it_r_d5() {
+    let gw = gateway(Api::Anthropic, 30.0).await;
+    let mut c = gw.connect().await;
+    let thinker = || Step::Text {
+        text: "Answer.".into(),
+        chunks: 2,
+        delay_ms: 0,
+        finish_reason: None,
+        reasoning: "first this, then that".into(),
+        keepalive_ms: 0,
+        end_turn: None,
+    };
+    let thinking_events = |c: &loopgate_tests::Client, run: &str| -> Vec<Value> {
+        c.seen
+            .iter()
+            .filter(|f| f["payload"]["runId"] == run && f["payload"]["stream"] == "thinking")
+            .map(|f| f["payload"]["data"].clone())
+            .collect()
+    };
+    // Default (off): saved, never told.
+    gw.model.push(thinker());
+    c.turn(json!({"message": "q", "idempotencyKey": "rs-off"}))
+        .await;
+    c.agent_event("rs-off", |p| p["data"]["phase"] == "end")
+        .await;
+    assert!(thinking_events(&c, "rs-off").is_empty());
+
+    for (mode, run) in [("stream", "rs-stream"), ("on", "rs-on")] {
+        let r = c
+            .call(
+                "sessions.patch",
+                json!({"key": "agent:main:main", "reasoningLevel": mode}),
+            )
+            .await;
+        assert_eq!(r["ok"], true, "{r}");
+        gw.model.push(thinker());
+        let (_, fin) = c.turn(json!({"message": "q", "idempotencyKey": run})).await;
+        assert_eq!(reply_text(&fin), "Answer.", "{fin}");
+        c.agent_event(run, |p| p["data"]["phase"] == "end").await;
+        let events = thinking_events(&c, run);
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(last["text"], "first this, then that", "{mode}: {events:?}");
+        if mode == "stream" {
+            assert!(events.len() > 1, "streamed in pieces: {events:?}");
+        } else {
+            assert_eq!(events.len(), 1, "once, whole: {events:?}");
+        }
+        assert!(!c.assistant_text(run).contains("first this"));
+    }
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": "agent:main:main", "reasoningLevel": "loud"}),
+        )
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+}

@@ -29,11 +29,15 @@ pub struct ThinkingLevel {
 }
 
 impl ThinkingLevel {
-    /// The only level loopgate has: no reasoning control yet.
+    /// `off`: what a model that cannot think offers.
     pub fn off() -> Self {
+        Self::of(crate::thinking::Thinking::Off)
+    }
+
+    pub fn of(t: crate::thinking::Thinking) -> Self {
         Self {
-            id: "off".into(),
-            label: "off".into(),
+            id: t.as_str().into(),
+            label: t.as_str().into(),
         }
     }
 }

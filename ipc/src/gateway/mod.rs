@@ -857,9 +857,8 @@ pub struct SessionsDescribeParams {
     pub include_last_message: Option<bool>,
 }
 
-/// `sessions.patch` params: what this gateway can change (`label`, `unread`), and the
-/// fields it answers with a clear refusal rather than pretend (`model`, `thinkingLevel`
-/// other than `off`). `null` clears. Unknown fields are refused.
+/// `sessions.patch` params: `label`, `unread`, `model`, `thinkingLevel`, `reasoningLevel`.
+/// `null` clears (back to the agent's). Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionsPatchParams {
@@ -880,6 +879,13 @@ pub struct SessionsPatchParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub thinking_level: Option<Option<String>>,
+    /// `off`, `on` or `stream`: whether clients hear the session's reasoning.
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reasoning_level: Option<Option<String>>,
     #[serde(
         default,
         with = "double_option",

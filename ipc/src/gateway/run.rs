@@ -27,6 +27,8 @@ pub enum AgentData {
     Assistant(AssistantData),
     Tool(ToolData),
     Compaction(CompactionData),
+    /// Reasoning, for runs that show it: cumulative `text` and the `delta`.
+    Thinking(AssistantData),
     /// A model attempt is being retried: `{phase: "retrying", attempt, maxAttempts, reason}`.
     #[serde(rename = "run_status")]
     RunStatus(RunStatusData),

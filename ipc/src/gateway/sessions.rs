@@ -64,6 +64,11 @@ pub struct SessionRow {
     /// When a client last marked the session read (`sessions.patch {unread: false}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_read_at: Option<u64>,
+    /// The session's own thinking level and reasoning visibility (`sessions.patch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_level: Option<String>,
 }
 
 impl SessionRow {
@@ -97,6 +102,8 @@ impl SessionRow {
             context_tokens: None,
             label: None,
             last_read_at: None,
+            thinking_level: None,
+            reasoning_level: None,
         }
     }
 }

@@ -71,6 +71,8 @@ pub(super) async fn sessions_create(
         label: label.map(Some),
         last_read_at: None,
         model_override: None,
+        thinking_level: None,
+        reasoning_level: None,
     };
     // A key that exists is adopted: its row is kept (a new label replaces the old).
     if let Err(e) = gw
@@ -127,6 +129,7 @@ pub(super) async fn sessions_create(
         timeout_ms: p.timeout_ms,
         provider: None,
         model: None,
+        thinking: None,
     };
     let started = SessionsCreateResult {
         run_started: true,

@@ -40,6 +40,7 @@ mod compact;
 mod create;
 mod devices;
 mod sessions;
+mod thinking;
 use absent::*;
 use chat::*;
 use compact::*;
@@ -579,6 +580,8 @@ struct Admission {
     /// `agent` params `provider` / `model`, as sent.
     provider: Option<String>,
     model: Option<String>,
+    /// `thinking` (a level name), as sent.
+    thinking: Option<String>,
 }
 
 /// The provider and model a run asked for, checked against the config: `model` may be
@@ -682,11 +685,24 @@ async fn admit<A: serde::Serialize>(
     // A model the request names is strict (no fallback); a session's own model
     // (`sessions.patch {model}`) applies unless the request names one.
     let strict_model = a.provider.is_some() || a.model.is_some();
+    let session = gw.session_overrides(&a.route.session_key);
     if !strict_model {
-        a.model = gw.session_model(&a.route.session_key);
+        a.model = session.model.clone();
     }
     let run_model = match run_model(agent, model, a.provider, a.model) {
         Ok(m) => m,
+        Err(e) => {
+            return Admitted::Refused(ErrorShape::invalid(format!("invalid agent params: {e}")))
+        }
+    };
+    let levels = match thinking::resolve(
+        agent,
+        model,
+        run_model.as_ref(),
+        a.thinking.as_deref(),
+        &session,
+    ) {
+        Ok(t) => t,
         Err(e) => {
             return Admitted::Refused(ErrorShape::invalid(format!("invalid agent params: {e}")))
         }
@@ -768,6 +784,8 @@ async fn admit<A: serde::Serialize>(
                     accepted_at,
                     model: run_model,
                     strict_model,
+                    thinking: levels.thinking,
+                    reasoning: levels.reasoning,
                 },
             };
             if let Err(e) = gw.control.dispatch(dispatch) {
@@ -847,6 +865,7 @@ async fn agent(
         timeout_ms: p.timeout.map(|s| s.saturating_mul(1000)),
         provider: p.provider,
         model: p.model,
+        thinking: p.thinking,
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -1001,6 +1020,7 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option
         timeout_ms: p.timeout_ms,
         provider: None,
         model: None,
+        thinking: p.thinking,
     };
     let ack = |status: &str| ChatSendAck {
         run_id: run_id.clone(),

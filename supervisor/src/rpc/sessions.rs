@@ -139,6 +139,8 @@ pub(super) fn session_row(
             .or(model.map(|m| m.context_tokens())),
         label: r.label.clone(),
         last_read_at: r.last_read_at,
+        thinking_level: r.thinking_level.clone(),
+        reasoning_level: r.reasoning_level.clone(),
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
     }
 }
@@ -248,21 +250,13 @@ pub(super) async fn session_messages(
 /// Longest session label.
 pub(super) const MAX_LABEL_CHARS: usize = 200;
 
-/// `sessions.patch`: a session's label and read mark. A model or thinking level is refused
-/// by name: this gateway cannot honour them per session yet.
+/// `sessions.patch`: a session's label, read mark, own model, thinking level and reasoning
+/// visibility. A model and a level are checked as an `agent` run's are.
 pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<SessionsPatchParams>(&req, out).await else {
         return;
     };
     let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
-    if matches!(&p.thinking_level, Some(Some(l)) if l != "off") {
-        return out
-            .err(
-                &req.id,
-                invalid("thinkingLevel: this gateway has no reasoning control yet (only \"off\")"),
-            )
-            .await;
-    }
     if let Some(Some(l)) = &p.label {
         if l.chars().count() > MAX_LABEL_CHARS {
             return out
@@ -300,6 +294,58 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             }
         }
     };
+    // A level of the session's own, checked against the model its runs will use.
+    let thinking_level = match &p.thinking_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(l)) => {
+            let level = match super::thinking::parse_level(l) {
+                Ok(level) => level,
+                Err(e) => {
+                    return out
+                        .err(&req.id, invalid(&format!("thinkingLevel: {e}")))
+                        .await
+                }
+            };
+            let config = gw.config();
+            let model = match &model_override {
+                Some(m) => m.clone(),
+                None => gw.session_model(&route.session_key),
+            };
+            if let Some((agent, own)) = config
+                .agent(&route.agent_id)
+                .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+            {
+                let run_model = model.as_deref().and_then(|m| {
+                    let (provider, model) = m.split_once('/')?;
+                    Some(ipc::control::RunModel {
+                        provider: provider.to_owned(),
+                        model: model.to_owned(),
+                    })
+                });
+                let (reasons, name) =
+                    super::thinking::model_reasons(agent, own, run_model.as_ref());
+                if let Err(e) = super::thinking::check_level(level, reasons, &name) {
+                    return out
+                        .err(&req.id, invalid(&format!("thinkingLevel: {e}")))
+                        .await;
+                }
+            }
+            Some(Some(level.as_str().to_owned()))
+        }
+    };
+    let reasoning_level = match &p.reasoning_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(r)) => match super::thinking::parse_reasoning(r) {
+            Ok(mode) => Some(Some(mode.as_str().to_owned())),
+            Err(e) => {
+                return out
+                    .err(&req.id, invalid(&format!("reasoningLevel: {e}")))
+                    .await
+            }
+        },
+    };
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: p
@@ -308,6 +354,8 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
         last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
         model_override: model_override.clone(),
+        thinking_level: thinking_level.clone(),
+        reasoning_level: reasoning_level.clone(),
     };
     let row = match gw
         .db
@@ -329,9 +377,17 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                 .await
         }
     };
-    if let Some(m) = model_override {
-        gw.set_session_model(&route.session_key, m);
-    }
+    gw.update_session_overrides(&route.session_key, |o| {
+        if let Some(m) = model_override {
+            o.model = m;
+        }
+        if let Some(t) = thinking_level {
+            o.thinking = t;
+        }
+        if let Some(r) = reasoning_level {
+            o.reasoning = r;
+        }
+    });
     let config = gw.config();
     let active = gw.control.active_runs().await.unwrap_or_default();
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
@@ -577,7 +633,7 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &
                 .await
                 .unwrap_or(false);
             let deleted = in_agent || in_index;
-            gw.set_session_model(&route.session_key, None);
+            gw.clear_session_overrides(&route.session_key);
             if deleted {
                 // Subscribers drop the session from their lists.
                 gw.hub

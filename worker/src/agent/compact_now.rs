@@ -85,6 +85,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
         messages: compacted,
         tools: Vec::new(),
         choice: None,
+        thinking: None,
     };
     let tokens_after = compaction::estimate(&after);
     if tokens_after >= tokens_before {

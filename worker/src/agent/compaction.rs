@@ -227,6 +227,7 @@ mod tests {
             messages: vec![ChatMessage::text("user", "x".repeat(400))],
             tools: crate::tools::offered(Some(&["read".to_owned()])),
             choice: None,
+            thinking: None,
         };
         let e = estimate(&req);
         assert!(e > 104, "{e}");

@@ -32,6 +32,7 @@ use super::xml::XmlFilter;
 use crate::llm::{ChatMessage, LlmError, LlmEvent, ModelRequest, Terminal};
 use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
+use ipc::thinking::ReasoningMode;
 
 /// Most model calls in one run (each tool round costs one).
 pub const MAX_MODEL_CALLS: u32 = 16;
@@ -64,6 +65,8 @@ pub struct TurnSpec {
     /// Models tried in order when the current one fails for good (empty for a run that
     /// named its model: strict).
     pub fallbacks: Vec<crate::llm::ModelChoice>,
+    /// Whether clients hear the run's reasoning (as it streams, or once per response).
+    pub reasoning: ipc::thinking::ReasoningMode,
 }
 
 #[derive(Debug)]
@@ -445,12 +448,14 @@ impl Turn {
                 // the attempt alive (R-B4, R-G5), though nothing of them is shown as reply.
                 LlmEvent::Reasoning(r) => {
                     self.reasoning.push_str(&r);
+                    let shown = (self.spec.reasoning == ReasoningMode::Stream && !r.is_empty())
+                        .then_some(Action::Emit(EventBody::Thinking { delta: r }));
                     (
                         Phase::Streaming {
                             run_deadline,
                             idle_deadline: now + self.spec.idle_timeout,
                         },
-                        vec![],
+                        shown.into_iter().collect(),
                     )
                 }
                 LlmEvent::ToolCallStart { .. } | LlmEvent::ToolCallDelta { .. } => (
@@ -483,7 +488,15 @@ impl Turn {
                         && !matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
                     self.diagnostic = responses.map(|r| r.diagnostic(finish_reason.as_deref()));
                     let tail = self.xml.finish();
-                    let mut held = self.accept_text(tail);
+                    // `reasoning: on`: the response's reasoning, whole, once it is complete.
+                    let mut shown = Vec::new();
+                    if self.spec.reasoning == ReasoningMode::On && !self.reasoning.is_empty() {
+                        shown.push(Action::Emit(EventBody::Thinking {
+                            delta: self.reasoning.clone(),
+                        }));
+                    }
+                    let mut held = shown;
+                    held.extend(self.accept_text(tail));
                     held.extend(self.flush_held());
                     if finish_reason.as_deref() == Some("length") {
                         if let Some(next) = self.after_length_cut(run_deadline, now, wall_ms) {
@@ -1184,6 +1197,7 @@ impl Turn {
             messages,
             tools: job.pending.tools.clone(),
             choice: job.pending.choice.clone(),
+            thinking: job.pending.thinking,
         };
         let record = Compaction {
             summary,
@@ -1552,6 +1566,7 @@ mod tests {
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(30),
             fallbacks: Vec::new(),
+            reasoning: ReasoningMode::Off,
         }
     }
 
@@ -1560,6 +1575,7 @@ mod tests {
             messages: vec![ChatMessage::text("user", "hi")],
             tools: vec![],
             choice: None,
+            thinking: None,
         }
     }
 
@@ -1975,6 +1991,7 @@ mod tests {
                         ],
                         tools: vec![],
                         choice: None,
+                        thinking: None,
                     })),
                 },
                 t0,

@@ -58,6 +58,11 @@ pub async fn drive(
         compaction: ctx.spec.compaction.clone(),
         retry_base: std::time::Duration::from_millis(model.retry_base_ms.unwrap_or(1000)),
         retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
+        reasoning: run
+            .reasoning
+            .as_deref()
+            .and_then(ipc::thinking::ReasoningMode::parse)
+            .unwrap_or_default(),
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()
@@ -659,5 +664,9 @@ async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun, hook_ctx: &HookCtx) -> Result<
         crate::tools::offered(ctx.spec.tools_allow.as_deref()),
     );
     req.choice = choice;
+    req.thinking = run
+        .thinking
+        .as_deref()
+        .and_then(ipc::thinking::Thinking::parse);
     Ok(Prepared::Call(req))
 }

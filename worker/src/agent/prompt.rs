@@ -227,6 +227,7 @@ pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelReque
         ],
         tools: Vec::new(),
         choice: None,
+        thinking: None,
     }
 }
 
@@ -285,6 +286,7 @@ pub fn request(
         messages,
         tools,
         choice: None,
+        thinking: None,
     }
 }
 

@@ -38,6 +38,16 @@ pub struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingOut>,
+}
+
+/// Extended thinking: `{type: "enabled", budget_tokens}`.
+#[derive(Serialize)]
+struct ThinkingOut {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u64,
 }
 
 #[derive(Serialize)]
@@ -122,13 +132,20 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
             }),
         }
     }
+    let budget = req.thinking.and_then(|t| t.anthropic_budget());
     Body {
         model,
-        max_tokens: MAX_TOKENS,
+        // The thinking budget is part of `max_tokens`: the reply keeps its own room.
+        max_tokens: MAX_TOKENS + budget.unwrap_or(0),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
         stream: true,
-        temperature: spec.temperature,
+        // Thinking requires the default temperature.
+        temperature: spec.temperature.filter(|_| budget.is_none()),
+        thinking: budget.map(|budget_tokens| ThinkingOut {
+            kind: "enabled",
+            budget_tokens,
+        }),
         tools: req
             .tools
             .iter()
@@ -369,6 +386,7 @@ mod tests {
             ],
             tools: vec![],
             choice: None,
+            thinking: None,
         };
         let spec: ModelSpec = serde_json::from_value(serde_json::json!({
             "provider":"p","api":"anthropic-messages","base_url":"http://x","model":"m",

@@ -27,6 +27,9 @@ pub struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolOut<'a>>,
+    /// The thinking level (`minimal`, `low`, `medium`, `high`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -102,6 +105,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
             include_usage: true,
         },
         temperature: spec.temperature,
+        reasoning_effort: req.thinking.and_then(|t| t.openai_effort()),
         tools: req
             .tools
             .iter()

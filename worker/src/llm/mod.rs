@@ -77,6 +77,10 @@ pub struct ModelRequest {
     pub tools: Vec<&'static ToolDef>,
     /// Another provider or model for this run (`before_model_resolve`); `None`: the agent's.
     pub choice: Option<ModelChoice>,
+    /// How hard the model thinks (R-D5); `None`: the provider's default. Each API maps it
+    /// onto its own knob (OpenAI `reasoning_effort`, Anthropic's thinking budget, Ollama's
+    /// `think`).
+    pub thinking: Option<ipc::thinking::Thinking>,
 }
 
 /// A provider and model picked for one run.

@@ -26,6 +26,9 @@ pub struct Body<'a> {
     tools: Vec<ToolOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     options: Option<Options>,
+    /// `false` for `off`; `"low"`/`"medium"`/`"high"` for those levels; `true` for others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    think: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -105,6 +108,14 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
             })
             .collect(),
         options: spec.temperature.map(|temperature| Options { temperature }),
+        think: req.thinking.map(|t| {
+            use ipc::thinking::Thinking as T;
+            match t {
+                T::Off => Value::Bool(false),
+                T::Low | T::Medium | T::High => Value::String(t.as_str().to_owned()),
+                _ => Value::Bool(true),
+            }
+        }),
     }
 }
 

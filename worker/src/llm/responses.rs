@@ -34,6 +34,15 @@ pub struct Body<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<Reasoning>,
+}
+
+/// `reasoning`: the effort, and a summary so the reasoning streams back as text.
+#[derive(Serialize)]
+struct Reasoning {
+    effort: &'static str,
+    summary: &'static str,
 }
 
 #[derive(Serialize)]
@@ -109,6 +118,13 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         stream: true,
         store: false,
         temperature: spec.temperature,
+        reasoning: req
+            .thinking
+            .and_then(|t| t.openai_effort())
+            .map(|effort| Reasoning {
+                effort,
+                summary: "auto",
+            }),
         tools: req
             .tools
             .iter()
@@ -375,6 +391,7 @@ mod tests {
             ],
             tools: vec![],
             choice: None,
+            thinking: None,
         };
         let spec: ModelSpec = serde_json::from_value(serde_json::json!({
             "provider":"p","api":"openai-responses","base_url":"http://x","model":"m",

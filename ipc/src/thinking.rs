@@ -1,0 +1,136 @@
+//! Thinking levels and reasoning visibility, as OpenClaw names them
+//! (`../shared/spec/openclaw-protocol.md` 6.3). A level crosses the control link as its
+//! canonical name; each wire API maps it onto its own knob in the worker.
+
+/// How hard a reasoning model thinks before it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Thinking {
+    Off,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    XHigh,
+    Adaptive,
+    Max,
+    Ultra,
+}
+
+impl Thinking {
+    pub const ALL: [Thinking; 9] = [
+        Thinking::Off,
+        Thinking::Minimal,
+        Thinking::Low,
+        Thinking::Medium,
+        Thinking::High,
+        Thinking::XHigh,
+        Thinking::Adaptive,
+        Thinking::Max,
+        Thinking::Ultra,
+    ];
+
+    /// A level by name, OpenClaw's aliases included (`x-high` → `xhigh`, `highest` →
+    /// `high`); case and surrounding space do not matter.
+    pub fn parse(s: &str) -> Option<Thinking> {
+        let s = s.trim().to_ascii_lowercase();
+        Some(match s.as_str() {
+            "off" | "none" => Thinking::Off,
+            "minimal" => Thinking::Minimal,
+            "low" => Thinking::Low,
+            "medium" => Thinking::Medium,
+            "high" | "highest" => Thinking::High,
+            "xhigh" | "x-high" | "x_high" => Thinking::XHigh,
+            "adaptive" => Thinking::Adaptive,
+            "max" => Thinking::Max,
+            "ultra" => Thinking::Ultra,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Thinking::Off => "off",
+            Thinking::Minimal => "minimal",
+            Thinking::Low => "low",
+            Thinking::Medium => "medium",
+            Thinking::High => "high",
+            Thinking::XHigh => "xhigh",
+            Thinking::Adaptive => "adaptive",
+            Thinking::Max => "max",
+            Thinking::Ultra => "ultra",
+        }
+    }
+
+    /// OpenAI's `reasoning_effort` / `reasoning.effort` (`minimal`, `low`, `medium`, `high`).
+    pub fn openai_effort(self) -> Option<&'static str> {
+        match self {
+            Thinking::Off => None,
+            Thinking::Minimal => Some("minimal"),
+            Thinking::Low => Some("low"),
+            Thinking::Medium | Thinking::Adaptive => Some("medium"),
+            Thinking::High | Thinking::XHigh | Thinking::Max | Thinking::Ultra => Some("high"),
+        }
+    }
+
+    /// Anthropic's extended thinking `budget_tokens` (the API's minimum is 1024).
+    pub fn anthropic_budget(self) -> Option<u64> {
+        match self {
+            Thinking::Off => None,
+            Thinking::Minimal => Some(1024),
+            Thinking::Low => Some(2048),
+            Thinking::Medium | Thinking::Adaptive => Some(8192),
+            Thinking::High => Some(16_384),
+            Thinking::XHigh => Some(24_576),
+            Thinking::Max | Thinking::Ultra => Some(32_000),
+        }
+    }
+}
+
+/// Whether a run's reasoning reaches clients (OpenClaw's `reasoning` / `reasoningLevel`):
+/// never (`off`), once the response is complete (`on`), or as it streams (`stream`). It is
+/// saved with the assistant message either way, and never part of the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ReasoningMode {
+    #[default]
+    Off,
+    On,
+    Stream,
+}
+
+impl ReasoningMode {
+    pub fn parse(s: &str) -> Option<ReasoningMode> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "off" => ReasoningMode::Off,
+            "on" => ReasoningMode::On,
+            "stream" => ReasoningMode::Stream,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningMode::Off => "off",
+            ReasoningMode::On => "on",
+            ReasoningMode::Stream => "stream",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_round_trip_and_aliases_resolve() {
+        for t in Thinking::ALL {
+            assert_eq!(Thinking::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(Thinking::parse(" X-High "), Some(Thinking::XHigh));
+        assert_eq!(Thinking::parse("highest"), Some(Thinking::High));
+        assert_eq!(Thinking::parse("extreme"), None);
+        assert_eq!(Thinking::Off.openai_effort(), None);
+        assert_eq!(Thinking::Ultra.anthropic_budget(), Some(32_000));
+        assert_eq!(ReasoningMode::parse("Stream"), Some(ReasoningMode::Stream));
+        assert_eq!(ReasoningMode::parse("full"), None);
+    }
+}

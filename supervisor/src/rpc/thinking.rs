@@ -1,0 +1,105 @@
+//! A run's thinking level and reasoning visibility (R-D5, OpenClaw's resolution order in
+//! `openclaw-protocol.md` 6.3): the request's `thinking` > the session's `thinkingLevel` >
+//! the agent's `thinking_default` > the provider's own default (nothing sent). A level other
+//! than `off` needs a model the config marks as reasoning; otherwise it is refused, naming
+//! the model and the key that would mark it.
+
+use ipc::control::RunModel;
+use ipc::thinking::{ReasoningMode, Thinking};
+
+use crate::config::{AgentConfig, ResolvedModel};
+use crate::gateway::SessionOverrides;
+
+/// What a run gets: canonical names, `None` for the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RunThinking {
+    pub thinking: Option<String>,
+    pub reasoning: Option<String>,
+}
+
+/// A level by name, or why not.
+pub(super) fn parse_level(s: &str) -> Result<Thinking, String> {
+    Thinking::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Thinking::ALL.iter().map(|t| t.as_str()).collect();
+        format!("thinking level {s:?} is not one of {}", names.join(", "))
+    })
+}
+
+pub(super) fn parse_reasoning(s: &str) -> Result<ReasoningMode, String> {
+    ReasoningMode::parse(s)
+        .ok_or_else(|| format!("reasoning level {s:?} must be off, on or stream"))
+}
+
+/// Whether the model a run uses (its own pick, else the agent's) can think, and its name.
+pub(super) fn model_reasons(
+    agent: &AgentConfig,
+    own: &ResolvedModel,
+    run_model: Option<&RunModel>,
+) -> (bool, String) {
+    match run_model {
+        None => (own.reasoning, format!("{}/{}", own.provider, own.model)),
+        Some(m) => {
+            let reasons = agent
+                .providers
+                .iter()
+                .find(|p| p.provider == m.provider)
+                .is_some_and(|p| p.caps(&m.model).reasoning);
+            (reasons, format!("{}/{}", m.provider, m.model))
+        }
+    }
+}
+
+/// Checks `level` against the model: only a reasoning model thinks.
+pub(super) fn check_level(level: Thinking, reasons: bool, model: &str) -> Result<(), String> {
+    if level == Thinking::Off || reasons {
+        return Ok(());
+    }
+    let (provider, name) = model.split_once('/').unwrap_or((model, ""));
+    Err(format!(
+        "thinking level {:?} is not supported by {model}: it is not a reasoning model (mark it with models.providers.{provider}.models.{name:?}.reasoning = true)",
+        level.as_str()
+    ))
+}
+
+/// The run's thinking and reasoning, resolved and checked.
+pub(super) fn resolve(
+    agent: &AgentConfig,
+    own: &ResolvedModel,
+    run_model: Option<&RunModel>,
+    requested: Option<&str>,
+    session: &SessionOverrides,
+) -> Result<RunThinking, String> {
+    let level = match requested.or(session.thinking.as_deref()) {
+        Some(s) => Some(parse_level(s)?),
+        None => agent.thinking_default,
+    };
+    if let Some(level) = level {
+        let (reasons, model) = model_reasons(agent, own, run_model);
+        check_level(level, reasons, &model)?;
+    }
+    let reasoning = match session.reasoning.as_deref() {
+        Some(s) => parse_reasoning(s)?,
+        None => agent.reasoning_default,
+    };
+    Ok(RunThinking {
+        thinking: level.map(|l| l.as_str().to_owned()),
+        reasoning: (reasoning != ReasoningMode::Off).then(|| reasoning.as_str().to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reasoning_models_take_a_level() {
+        assert!(check_level(Thinking::Off, false, "p/m").is_ok());
+        assert!(check_level(Thinking::High, true, "p/m").is_ok());
+        let e = check_level(Thinking::High, false, "p/m").unwrap_err();
+        assert!(
+            e.contains("\"high\"") && e.contains("models.providers.p.models.\"m\".reasoning"),
+            "{e}"
+        );
+        assert!(parse_level("loud").unwrap_err().contains("xhigh"));
+    }
+}
