@@ -227,3 +227,60 @@ async fn real_llm_tool_call_turn_through_loopgate() {
     assert!(results >= 1, "tool results recorded");
     gw.logs.assert_clean(&[]);
 }
+
+/// Issue 12: the installed llama.cpp also serves OpenAI Responses (`/v1/responses`) and
+/// Anthropic Messages (`/v1/messages`); a real streamed turn through loopgate on each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_llm_turns_over_responses_and_anthropic_messages() {
+    use scripted_model::wire::Api;
+    let Some((_server, base_url)) = start_llm().await else {
+        return;
+    };
+    let root = base_url.trim_end_matches("/v1").to_owned();
+    for (api, url) in [(Api::Responses, base_url.clone()), (Api::Anthropic, root)] {
+        let gw = Gateway::start_with_provider_api(
+            api,
+            &url,
+            "smollm2",
+            "[agents.defaults.tools]\nallow = []\n",
+        )
+        .await;
+        let mut c = gw.connect().await;
+        let id = c
+            .send(
+                "agent",
+                json!({"message": "Name three colors.", "idempotencyKey": "llm-api", "timeout": 300}),
+            )
+            .await;
+        let fin = tokio::time::timeout(WAIT * 8, async {
+            c.res(&id).await;
+            c.res(&id).await
+        })
+        .await
+        .expect("the model answers");
+        assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+        let reply = fin["payload"]["result"]["payloads"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        assert!(
+            !reply.trim().is_empty(),
+            "{api:?}: a non-empty reply: {fin}"
+        );
+        c.agent_event("llm-api", |p| p["data"]["phase"] == "end")
+            .await;
+        let deltas = c
+            .seen
+            .iter()
+            .filter(|f| f["payload"]["runId"] == "llm-api" && f["payload"]["stream"] == "assistant")
+            .count();
+        assert!(
+            deltas >= 2,
+            "{api:?}: streamed in several deltas, got {deltas}"
+        );
+        assert_eq!(c.assistant_text("llm-api"), reply, "{api:?}");
+        let usage = &fin["payload"]["result"]["meta"]["agentMeta"]["usage"];
+        assert!(usage["total"].as_u64().unwrap_or(0) > 0, "{api:?}: {fin}");
+        gw.logs.assert_clean(&[]);
+    }
+}

@@ -175,6 +175,22 @@ impl Gateway {
     /// Like [`Gateway::start_with_provider`], appending `extra` TOML to the config (right
     /// after the `[models.providers.local]` table, so leading keys extend it).
     pub async fn start_with_provider_config(base_url: &str, model: &str, extra: &str) -> Gateway {
+        Self::start_with_provider_api(
+            scripted_model::wire::Api::Completions,
+            base_url,
+            model,
+            extra,
+        )
+        .await
+    }
+
+    /// A gateway whose agents use a real server speaking `api` at `base_url`.
+    pub async fn start_with_provider_api(
+        api: scripted_model::wire::Api,
+        base_url: &str,
+        model: &str,
+        extra: &str,
+    ) -> Gateway {
         let scripted = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
         let mut gw = Gateway {
@@ -186,7 +202,7 @@ impl Gateway {
             idle_timeout_seconds: 120.0,
             gateway_keys: String::new(),
             provider: Some((base_url.to_owned(), model.to_owned())),
-            api: scripted_model::wire::Api::Completions,
+            api,
         };
         gw.write_config();
         gw.spawn().await;
@@ -237,9 +253,11 @@ impl Gateway {
         if let Some((url, model)) = &self.provider {
             return format!(
                 "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"local/{model}\"\n\n\
-                 [models.providers.local]\napi = \"openai-completions\"\nbase_url = \"{url}\"\n\
+                 [models.providers.local]\napi = \"{}\"\nbase_url = \"{url}\"\n\
                  idle_timeout_seconds = {}\n{}\n",
-                self.idle_timeout_seconds, self.extra_config
+                self.api.config_name(),
+                self.idle_timeout_seconds,
+                self.extra_config
             );
         }
         format!(
