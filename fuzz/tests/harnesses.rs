@@ -128,6 +128,95 @@ fn openai_stream() {
     });
 }
 
+/// Feeds `input` to a provider stream parser, cut into network chunks at a step its first
+/// byte picks, draining what it sends.
+fn pump_chunks<F, Fut>(rt: &tokio::runtime::Runtime, input: &[u8], pump: F)
+where
+    F: FnOnce(
+        futures_util::stream::Iter<std::vec::IntoIter<Result<Vec<u8>, std::io::Error>>>,
+        tokio::sync::mpsc::Sender<Result<worker::llm::LlmEvent, worker::llm::LlmError>>,
+    ) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let step = 1 + input.first().copied().unwrap_or(7) as usize;
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        input.chunks(step).map(|c| Ok(c.to_vec())).collect();
+    rt.block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let pumped = pump(futures_util::stream::iter(chunks), tx);
+        let drained = async { while rx.recv().await.is_some() {} };
+        tokio::join!(pumped, drained);
+    });
+}
+
+/// The other three wire APIs' stream parsers: OpenAI Responses and Anthropic Messages SSE,
+/// Ollama NDJSON.
+#[test]
+fn responses_anthropic_and_ollama_streams() {
+    use worker::llm::limits::Limits;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let responses: Vec<Vec<u8>> = [
+        concat!(
+            "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"read\",\"arguments\":\"\"}}\n\n",
+            "data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{}\"}\n\n",
+            "data: {\"type\":\"response.reasoning_summary_text.delta\",\"delta\":\"hm\"}\n\n",
+            "data: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n",
+            "data: {\"type\":\"response.completed\",\"response\":{\"end_turn\":false,\"usage\":{\"input_tokens\":1,\"output_tokens\":2}}}\n\n",
+        ),
+        "data: {\"type\":\"response.incomplete\",\"response\":{\"incomplete_details\":{\"reason\":\"max_output_tokens\"}}}\n\n",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run(
+        "responses_stream",
+        &responses,
+        Budget::from_env(),
+        |input| {
+            pump_chunks(&rt, input, |body, tx| async move {
+                let _ = worker::llm::responses::pump(body, &tx, Limits::DEFAULT).await;
+            })
+        },
+    );
+    let anthropic: Vec<Vec<u8>> = [concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"ls\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"x\"}}\n\n",
+        "data: {\"type\":\"ping\"}\n\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    )]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run(
+        "anthropic_stream",
+        &anthropic,
+        Budget::from_env(),
+        |input| {
+            pump_chunks(&rt, input, |body, tx| async move {
+                let _ = worker::llm::anthropic::pump(body, &tx, Limits::DEFAULT).await;
+            })
+        },
+    );
+    let ollama: Vec<Vec<u8>> = [concat!(
+        "{\"message\":{\"content\":\"a\",\"thinking\":\"b\"},\"done\":false}\n",
+        "{\"message\":{\"tool_calls\":[{\"function\":{\"name\":\"ls\",\"arguments\":{\"p\":1}}}]},\"done\":false}\n",
+        "{\"done\":true,\"done_reason\":\"length\",\"prompt_eval_count\":1,\"eval_count\":2}\n",
+    )]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run("ollama_stream", &ollama, Budget::from_env(), |input| {
+        pump_chunks(&rt, input, |body, tx| async move {
+            let _ = worker::llm::ollama::pump(body, &tx, Limits::DEFAULT).await;
+        })
+    });
+}
+
 /// The config loader: TOML parsing, then every semantic check.
 #[test]
 fn config_loader() {
