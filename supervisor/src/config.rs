@@ -1086,6 +1086,38 @@ mod tests {
     }
 
     #[test]
+    fn fallbacks_models_and_thinking_defaults_are_read_and_checked_r_b5_r_d5() {
+        let providers = "[models.providers.a]\napi = \"openai-responses\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+             [models.providers.a.models.think]\nreasoning = true\ncontext_window = 4096\n\
+             [models.providers.b]\napi = \"ollama\"\nbase_url = \"http://127.0.0.1:2\"\n";
+        let c = load(&format!(
+            "[agents.defaults]\nmodel = {{ primary = \"a/think\", fallbacks = [\"b/small\"] }}\n\
+             thinking_default = \"x-high\"\nreasoning_default = \"stream\"\n{providers}"
+        ))
+        .unwrap();
+        let a = &c.agents[0];
+        let m = a.model.as_ref().unwrap();
+        assert!(m.reasoning);
+        assert_eq!(m.context_window, Some(4096), "the model's own window");
+        assert_eq!(a.fallbacks.len(), 1);
+        assert_eq!((a.fallbacks[0].provider.as_str(), a.fallbacks[0].model.as_str()), ("b", "small"));
+        assert_eq!(a.thinking_default, Some(ipc::thinking::Thinking::XHigh));
+        assert_eq!(a.reasoning_default, ipc::thinking::ReasoningMode::Stream);
+        // A level on a model that cannot think, an unknown level, an unknown fallback.
+        for (model, extra, needle) in [
+            ("\"b/small\"", "thinking_default = \"high\"\n", "needs a reasoning model"),
+            ("\"a/think\"", "thinking_default = \"loud\"\n", "not a thinking level"),
+            ("{ primary = \"a/think\", fallbacks = [\"c/x\"] }", "", "fallbacks[0]"),
+            ("{ primary = \"a/think\", other = 1 }", "", "primary"),
+        ] {
+            let e = load(&format!("[agents.defaults]\nmodel = {model}\n{extra}{providers}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{model} {extra}: {e}");
+        }
+    }
+
+    #[test]
     fn compaction_and_context_window_are_checked() {
         let base = "[models.providers.x]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
         let e = load(&format!("{base}context_window = 10\n")).unwrap_err();
