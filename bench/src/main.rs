@@ -52,6 +52,10 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// With --spawn: the wire API the agent speaks to the scripted model
+    /// (`openai-completions`, `openai-responses`, `anthropic-messages`, `ollama`).
+    #[arg(long, default_value = "openai-completions", value_parser = parse_api)]
+    api: scripted_model::wire::Api,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -149,6 +153,13 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+fn parse_api(s: &str) -> Result<scripted_model::wire::Api, String> {
+    scripted_model::wire::Api::ALL
+        .into_iter()
+        .find(|a| a.config_name() == s)
+        .ok_or_else(|| format!("unknown api {s:?}"))
+}
+
 fn loopgate_bin(args: &Args) -> PathBuf {
     args.loopgate.clone().unwrap_or_else(|| {
         std::env::current_exe()
@@ -160,7 +171,7 @@ fn loopgate_bin(args: &Args) -> PathBuf {
 
 async fn target(args: &Args, stamped: Option<(usize, u64)>) -> anyhow::Result<Target> {
     if args.spawn {
-        let s = spawn::Spawned::start(&loopgate_bin(args), &args.agents, stamped).await?;
+        let s = spawn::Spawned::start(&loopgate_bin(args), &args.agents, stamped, args.api).await?;
         Ok(Target::spawned(s, &args.agents))
     } else {
         Ok(Target {
@@ -519,21 +530,27 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
     let mut out = serde_json::Map::new();
     out.insert("scenario".into(), json!("smoke"));
     {
-        let t = Target::spawned(spawn::Spawned::start(&bin, &agents, None).await?, &agents);
+        let t = Target::spawned(
+            spawn::Spawned::start(&bin, &agents, None, args.api).await?,
+            &agents,
+        );
         out.insert("latency".into(), latency(&t, 20, 2).await?);
         out.insert("throughput".into(), throughput(&t, 4, 10).await?);
         out.insert("soak".into(), soak(&t, 200, 4).await?);
     }
     {
         let t = Target::spawned(
-            spawn::Spawned::start(&bin, &agents, Some((50, 0))).await?,
+            spawn::Spawned::start(&bin, &agents, Some((50, 0)), args.api).await?,
             &agents,
         );
         out.insert("stream".into(), stream(&t, 2).await?);
     }
     out.insert("startup".into(), startup(&bin, 2).await?);
     {
-        let t = Target::spawned(spawn::Spawned::start(&bin, &agents, None).await?, &agents);
+        let t = Target::spawned(
+            spawn::Spawned::start(&bin, &agents, None, args.api).await?,
+            &agents,
+        );
         out.insert("crash_recovery".into(), crash_recovery(&t, 2).await?);
     }
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);

@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use scripted_model::wire::Api;
 use scripted_model::{DefaultReply, ScriptedModel};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -25,10 +26,11 @@ pub struct Spawned {
     _dir: tempfile::TempDir,
 }
 
-fn config(model_url: &str, agents: &[String], token: &str) -> String {
+fn config(model: &ScriptedModel, api: Api, agents: &[String], token: &str) -> String {
+    let (api_name, model_url) = (api.config_name(), api.base_url(model.addr()));
     let mut c = format!(
         "[gateway]\nport = 0\n\n[gateway.auth]\ntoken = \"{token}\"\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
-         [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{model_url}\"\n\n\
+         [models.providers.scripted]\napi = \"{api_name}\"\nbase_url = \"{model_url}\"\n\n\
          # The crash-recovery scenario kills workers on purpose.\n[workers]\ncrash_loop_max = 1000\n"
     );
     for a in agents.iter().filter(|a| a.as_str() != "main") {
@@ -43,6 +45,7 @@ impl Spawned {
         loopgate: &Path,
         agents: &[String],
         stamped: Option<(usize, u64)>,
+        api: Api,
     ) -> anyhow::Result<Spawned> {
         let model = ScriptedModel::start().await?;
         model.set_default(match stamped {
@@ -57,7 +60,7 @@ impl Spawned {
         let token = format!("bench-{}", scripted_model::now_micros());
         std::fs::write(
             dir.path().join("loopgate.toml"),
-            config(&model.base_url(), agents, &token),
+            config(&model, api, agents, &token),
         )?;
         let (child, _) = start_serve(loopgate, dir.path()).await?;
         let pid = child.id().context("gateway pid")?;
@@ -117,7 +120,7 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
     let token = "startup";
     std::fs::write(
         dir.path().join("loopgate.toml"),
-        config(&model.base_url(), &["main".into()], token),
+        config(&model, Api::Completions, &["main".into()], token),
     )?;
     let start = Instant::now();
     let mut child = Command::new(loopgate)

@@ -1100,19 +1100,39 @@ mod tests {
         assert!(m.reasoning);
         assert_eq!(m.context_window, Some(4096), "the model's own window");
         assert_eq!(a.fallbacks.len(), 1);
-        assert_eq!((a.fallbacks[0].provider.as_str(), a.fallbacks[0].model.as_str()), ("b", "small"));
+        assert_eq!(
+            (
+                a.fallbacks[0].provider.as_str(),
+                a.fallbacks[0].model.as_str()
+            ),
+            ("b", "small")
+        );
         assert_eq!(a.thinking_default, Some(ipc::thinking::Thinking::XHigh));
         assert_eq!(a.reasoning_default, ipc::thinking::ReasoningMode::Stream);
         // A level on a model that cannot think, an unknown level, an unknown fallback.
         for (model, extra, needle) in [
-            ("\"b/small\"", "thinking_default = \"high\"\n", "needs a reasoning model"),
-            ("\"a/think\"", "thinking_default = \"loud\"\n", "not a thinking level"),
-            ("{ primary = \"a/think\", fallbacks = [\"c/x\"] }", "", "fallbacks[0]"),
+            (
+                "\"b/small\"",
+                "thinking_default = \"high\"\n",
+                "needs a reasoning model",
+            ),
+            (
+                "\"a/think\"",
+                "thinking_default = \"loud\"\n",
+                "not a thinking level",
+            ),
+            (
+                "{ primary = \"a/think\", fallbacks = [\"c/x\"] }",
+                "",
+                "fallbacks[0]",
+            ),
             ("{ primary = \"a/think\", other = 1 }", "", "primary"),
         ] {
-            let e = load(&format!("[agents.defaults]\nmodel = {model}\n{extra}{providers}"))
-                .unwrap_err()
-                .to_string();
+            let e = load(&format!(
+                "[agents.defaults]\nmodel = {model}\n{extra}{providers}"
+            ))
+            .unwrap_err()
+            .to_string();
             assert!(e.contains(needle), "{model} {extra}: {e}");
         }
     }
