@@ -88,12 +88,15 @@ pub enum Step {
     /// Optional `text`, then tool calls streamed the way the API does: the id and name first,
     /// the arguments in pieces, keyed by index; `finish_reason` is `tool_calls`. With `cut`,
     /// the output limit strikes halfway through the last call's arguments (`length`).
+    /// `delay_ms` apart, the argument pieces arrive slowly (a long streamed call).
     ToolCalls {
         #[serde(default)]
         text: String,
         calls: Vec<ScriptedCall>,
         #[serde(default)]
         cut: bool,
+        #[serde(default)]
+        delay_ms: u64,
     },
     /// `chunks` chunks stamped with their send time (`⟦µs⟧`), `delay_ms` apart.
     Stamped {
@@ -538,7 +541,12 @@ impl Reply {
                 end_turn: None,
                 cut: false,
             },
-            Step::ToolCalls { text, calls, cut } => {
+            Step::ToolCalls {
+                text,
+                calls,
+                cut,
+                delay_ms,
+            } => {
                 let pieces = if text.is_empty() {
                     vec![]
                 } else {
@@ -548,7 +556,7 @@ impl Reply {
                     stamped: false,
                     stop_after: pieces.len(),
                     pieces,
-                    delay: Duration::ZERO,
+                    delay: Duration::from_millis(delay_ms),
                     tail: Tail::Finish,
                     finish_reason: if cut { "length" } else { "tool_calls" }.into(),
                     tool_calls: calls,
@@ -714,6 +722,9 @@ impl Reply {
                 pieces.truncate((pieces.len() / 2).max(1));
             }
             for piece in pieces {
+                if !self.delay.is_zero() {
+                    tokio::time::sleep(self.delay).await;
+                }
                 if !send(&mut enc, Out::CallArgs { index, piece }).await {
                     return;
                 }

@@ -83,6 +83,7 @@ async fn every_api_answers_a_turn_and_a_tool_round_trip_r_g1() {
                 arguments: r#"{"path": "notes.txt"}"#.into(),
             }],
             cut: false,
+            delay_ms: 0,
         });
         gw.model.push(Step::Text {
             text: "It is plum.".into(),
@@ -199,7 +200,7 @@ async fn reasoning_is_saved_and_never_the_reply_r_d5_r_f3() {
 
 #[tokio::test]
 async fn reasoning_keeps_an_attempt_alive_and_keepalives_do_not_r_b4_r_g5() {
-    for api in [Api::Anthropic, Api::Responses, Api::Ollama] {
+    for api in Api::ALL {
         // An idle window of 0.4 s; reasoning arrives for 1.2 s, 0.2 s apart.
         let gw = gateway(api, 0.4).await;
         let mut c = gw.connect().await;
@@ -217,6 +218,28 @@ async fn reasoning_keeps_an_attempt_alive_and_keepalives_do_not_r_b4_r_g5() {
             .await;
         assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
         assert_eq!(reply_text(&fin), "Done thinking.", "{api:?}");
+
+        // So does a tool call whose arguments stream for longer than the window (Ollama
+        // sends each call whole, so it has no such stream).
+        if api != Api::Ollama {
+            std::fs::write(gw.workspace("main").join("slow.txt"), "slowly\n").unwrap();
+            gw.model.push(Step::ToolCalls {
+                text: String::new(),
+                calls: vec![ScriptedCall {
+                    id: "slow_1".into(),
+                    name: "read".into(),
+                    arguments: r#"{"path": "slow.txt"}"#.into(),
+                }],
+                cut: false,
+                delay_ms: 250,
+            });
+            gw.model.push(text_step("Read slowly.", None));
+            let (_, fin) = c
+                .turn(json!({"message": "long call", "idempotencyKey": "k-args"}))
+                .await;
+            assert_eq!(fin["payload"]["status"], "ok", "{api:?}: {fin}");
+            assert_eq!(reply_text(&fin), "Read slowly.", "{api:?}");
+        }
 
         // Keep-alives alone for as long are no progress: the attempt ends at the idle window.
         gw.model.push(Step::Text {
@@ -381,6 +404,7 @@ async fn an_output_limit_inside_a_tool_call_runs_only_the_whole_calls_r_g3_r_g4(
             text: String::new(),
             calls: vec![call("c_a", "a.txt"), call("c_b", "b.txt")],
             cut: true,
+            delay_ms: 0,
         });
         gw.model.push(text_step("Read a.", None));
         let (_, fin) = c
@@ -554,7 +578,13 @@ async fn a_level_on_a_model_that_cannot_think_is_refused_r_d5() {
 
 #[tokio::test]
 async fn reasoning_reaches_clients_only_when_the_session_shows_it_r_d5() {
-    let gw = gateway(Api::Anthropic, 30.0).await;
+    for api in Api::ALL {
+        reasoning_shown_on(api).await;
+    }
+}
+
+async fn reasoning_shown_on(api: Api) {
+    let gw = gateway(api, 30.0).await;
     let mut c = gw.connect().await;
     let thinker = || Step::Text {
         text: "Answer.".into(),
@@ -594,7 +624,10 @@ async fn reasoning_reaches_clients_only_when_the_session_shows_it_r_d5() {
         c.agent_event(run, |p| p["data"]["phase"] == "end").await;
         let events = thinking_events(&c, run);
         let last = events.last().cloned().unwrap_or_default();
-        assert_eq!(last["text"], "first this, then that", "{mode}: {events:?}");
+        assert_eq!(
+            last["text"], "first this, then that",
+            "{api:?} {mode}: {events:?}"
+        );
         if mode == "stream" {
             assert!(events.len() > 1, "streamed in pieces: {events:?}");
         } else {

@@ -17,6 +17,7 @@ fn call(id: &str, name: &str, arguments: Value) -> Step {
             arguments: arguments.to_string(),
         }],
         cut: false,
+        delay_ms: 0,
     }
 }
 

@@ -15,6 +15,7 @@ fn call(id: &str, name: &str, arguments: &str) -> Step {
             arguments: arguments.into(),
         }],
         cut: false,
+        delay_ms: 0,
     }
 }
 
@@ -67,6 +68,7 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
             arguments: r#"{"path": "notes.txt"}"#.into(),
         }],
         cut: false,
+        delay_ms: 0,
     });
     gw.model.push(text("The word is plum."));
 
@@ -187,6 +189,7 @@ async fn refused_and_invalid_calls_become_error_results_r_e1() {
             })
             .collect(),
         cut: false,
+        delay_ms: 0,
     });
     gw.model.push(text("I could not do that."));
     let mut c = tool_client(&gw).await;
@@ -457,6 +460,7 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
             },
         ],
         cut: false,
+        delay_ms: 0,
     });
     gw.model.push(text("ok"));
     let mut c = gw.connect().await;
@@ -511,6 +515,7 @@ async fn audit_ledger_holds_metadata_only_r_d6() {
             },
         ],
         cut: false,
+        delay_ms: 0,
     });
     gw.model.push(text("reply-secret-33"));
     let mut c = gw.connect().await;
@@ -980,6 +985,7 @@ async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
             },
         ],
         cut: false,
+        delay_ms: 0,
     });
     gw.model.push(text("the build is green"));
     let mut c = gw.connect().await;
