@@ -5,9 +5,9 @@
 use std::collections::{BTreeSet, HashSet};
 
 use ipc::gateway::{
-    AccountSelection, AgentIdentity, ChatMetadataResult, ConfigGetResult, KeySource, ModelChoice,
-    ModelsAuthStatusResult, ModelsListResult, ProviderAuth, ResolvedAgent, ResolvedConfig,
-    ResolvedGateway, ThinkingLevel,
+    AccountSelection, AgentIdentity, AgentModel, ChatMetadataResult, ConfigGetResult, KeySource,
+    ModelChoice, ModelsAuthStatusResult, ModelsListResult, ProviderAuth, ResolvedAgent,
+    ResolvedAgents, ResolvedConfig, ResolvedDefaults, ResolvedGateway, ThinkingLevel,
 };
 
 use crate::config::{AgentConfig, AuthMode, Config, ResolvedModel};
@@ -124,15 +124,19 @@ pub fn identity(agent: &AgentConfig) -> AgentIdentity {
 /// text (it may hold the gateway token) nor any key.
 pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult {
     let empty = serde_json::Value::Object(serde_json::Map::new());
-    let agents = config
+    let agents: Vec<ResolvedAgent> = config
         .agents
         .iter()
         .map(|a| ResolvedAgent {
             id: a.id.as_str().to_owned(),
-            model: a
-                .model
-                .as_ref()
-                .map(|m| format!("{}/{}", m.provider, m.model)),
+            model: a.model.as_ref().map(|m| AgentModel {
+                primary: format!("{}/{}", m.provider, m.model),
+                fallbacks: a
+                    .fallbacks
+                    .iter()
+                    .map(|f| format!("{}/{}", f.provider, f.model))
+                    .collect(),
+            }),
             api: a.model.as_ref().map(|m| m.api.as_str().to_owned()),
             workspace: a.workspace.display().to_string(),
             exec_security: a.exec.security.as_str().to_owned(),
@@ -158,7 +162,15 @@ pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult
                 .into(),
                 max_connections: config.gateway.max_connections,
             },
-            agents,
+            agents: ResolvedAgents {
+                defaults: ResolvedDefaults {
+                    model: config
+                        .default_model
+                        .clone()
+                        .map(|(primary, fallbacks)| AgentModel { primary, fallbacks }),
+                },
+                entries: agents.into_iter().map(|a| (a.id.clone(), a)).collect(),
+            },
         },
         hash: file_hash,
         issues: Vec::new(),

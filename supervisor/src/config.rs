@@ -388,6 +388,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Configured agents, `main` always first.
     pub agents: Vec<AgentConfig>,
+    /// `agents.defaults.model` as written: `("<provider>/<model>", fallbacks)`.
+    pub default_model: Option<(String, Vec<String>)>,
     pub workers: WorkersConfig,
     /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
     pub gateway_hooks: Vec<ipc::control::HookSpec>,
@@ -677,6 +679,10 @@ impl Config {
         }
 
         let defaults = raw.agents.defaults;
+        let default_model = defaults.model.as_ref().map(|m| {
+            let name = |r: &ModelRef| format!("{}/{}", r.provider, r.model);
+            (name(&m.primary), m.fallbacks.iter().map(name).collect())
+        });
         let main = AgentId("main".into());
         let mut ids: Vec<AgentId> = vec![main.clone()];
         ids.extend(raw.agents.list.keys().filter(|id| **id != main).cloned());
@@ -918,6 +924,7 @@ impl Config {
             state_dir: state_dir.to_owned(),
             gateway,
             agents,
+            default_model,
             workers,
             gateway_hooks,
             warnings,

@@ -64,6 +64,16 @@ async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
     assert_eq!(p["exists"], true, "{conf}");
     assert!(p["runtimeConfig"]["gateway"].is_object(), "{conf}");
     assert_eq!(p["resolved"]["gateway"]["authMode"], "token", "{conf}");
+    // `resolved.agents` in OpenClaw's shape: defaults and entries by id.
+    let agents = &p["resolved"]["agents"];
+    assert_eq!(
+        agents["defaults"]["model"]["primary"], "scripted/scripted-1",
+        "{agents}"
+    );
+    assert_eq!(
+        agents["entries"]["main"]["model"]["primary"], "scripted/scripted-1",
+        "{agents}"
+    );
     assert!(p["hash"].as_str().is_some_and(|h| h.len() == 64), "{conf}");
 
     let all = serde_json::to_string(&c.seen).unwrap();

@@ -147,7 +147,23 @@ pub struct ConfigGetResult {
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedConfig {
     pub gateway: ResolvedGateway,
-    pub agents: Vec<ResolvedAgent>,
+    pub agents: ResolvedAgents,
+}
+
+/// `resolved.agents` in OpenClaw's shape: `{defaults: {model: {primary, fallbacks}},
+/// entries: {<id>: {...}}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedAgents {
+    pub defaults: ResolvedDefaults,
+    pub entries: std::collections::BTreeMap<String, ResolvedAgent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<super::AgentModel>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +181,7 @@ pub struct ResolvedGateway {
 pub struct ResolvedAgent {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<super::AgentModel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     pub workspace: String,
