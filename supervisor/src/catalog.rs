@@ -281,7 +281,7 @@ model = "local/small"
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("s3cret"), "{text}");
         assert_eq!(r.resolved.gateway.auth_mode, "token");
-        assert_eq!(r.resolved.agents.len(), 2);
+        assert_eq!(r.resolved.agents.entries.len(), 2);
         assert!(r.runtime_config["gateway"].is_object());
         assert!(r.raw.is_none());
     }
