@@ -720,6 +720,8 @@ fn publish(
             max_attempts,
             reason,
         } => {
+            // The attempt is given up before any reply text: its reasoning starts over.
+            st.thinking.clear();
             let (agent, chat) =
                 p::run_status(&run, ev.seq, ev.ts, phase, *attempt, *max_attempts, reason);
             hub.publish_deferred(&Deferred::agent(&agent));
