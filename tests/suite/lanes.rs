@@ -125,6 +125,13 @@ async fn api_key_is_read_from_the_configured_env_var() {
             .contains("SCRIPTED_TEST_KEY"),
         "{fin}"
     );
+    // A configuration fault is not retried (it would wait out the whole retry budget).
+    assert!(
+        !c.seen
+            .iter()
+            .any(|f| f["payload"]["runId"] == "key-2" && f["payload"]["stream"] == "run_status"),
+        "a missing key was retried"
+    );
     gw.logs.assert_clean(&[]);
 }
 

@@ -222,8 +222,9 @@ fn build_llm(spec: &ModelSpec, env: &HashMap<String, String>) -> Result<LlmClien
     let key = match &spec.api_key_env {
         Some(var) => match env.get(var).filter(|v| !v.is_empty()) {
             Some(v) => Some(v.clone()),
+            // A configuration fault: retrying cannot help.
             None => {
-                return Err(LlmError::Transport(format!(
+                return Err(LlmError::Config(format!(
                     "the API key variable {var} (models.providers.{}.api_key_env) is not set in the gateway's environment",
                     spec.provider
                 )))

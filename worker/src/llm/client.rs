@@ -33,7 +33,7 @@ impl LlmClient {
             .tcp_nodelay(true)
             .user_agent(concat!("loopgate/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| LlmError::Transport(e.to_string()))?;
+            .map_err(|e| LlmError::Config(format!("cannot set up the HTTP client: {e}")))?;
         Ok(Self {
             http,
             spec,
