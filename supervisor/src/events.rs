@@ -180,6 +180,9 @@ pub struct EventHub {
     /// Connections that watch sessions (`sessions.subscribe`, `sessions.messages.subscribe`):
     /// with none, session events are not built at all.
     session_watchers: Arc<std::sync::atomic::AtomicUsize>,
+    /// Runs whose lifecycle `start` was published and that have not ended: a wait on any
+    /// other run still in flight is waiting on the queue.
+    started: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// A connection's interest in session events; counted while it lives.
@@ -205,7 +208,27 @@ impl EventHub {
             tx,
             last: Arc::new(std::sync::Mutex::new(0)),
             session_watchers: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            started: Arc::default(),
         }
+    }
+
+    fn started_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.started.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A run's lifecycle `start` went out: its model work has begun.
+    pub fn run_started(&self, run_id: &str) {
+        self.started_runs().insert(run_id.to_owned());
+    }
+
+    /// A run ended (or its worker went away).
+    pub fn run_settled(&self, run_id: &str) {
+        self.started_runs().remove(run_id);
+    }
+
+    /// Whether a run in flight has started (else it is still queued).
+    pub fn has_started(&self, run_id: &str) -> bool {
+        self.started_runs().contains(run_id)
     }
 
     /// Counts a connection as watching sessions until the returned value is dropped.

@@ -66,7 +66,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Wait for a run's outcome and print it as JSON (exit 0 ok, 1 error, 2 timeout).
+    /// Wait for a run's outcome and print it as JSON (exit 0 ok, 1 error, 2 timeout or still queued).
     Wait {
         run_id: String,
         #[arg(long)]

@@ -143,6 +143,7 @@ pub fn stored_wait_result(run_id: &str, t: &StoredTerminal) -> AgentWaitResult {
             provider: None,
             model: None,
             fallbacks: None,
+            provider_started: None,
         },
     }
 }

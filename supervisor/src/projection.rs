@@ -506,6 +506,7 @@ pub fn wait_result(r: &AgentResult, started_at: Option<u64>, ended_at: u64) -> A
         provider: r.result.meta.provider.clone(),
         model: r.result.meta.model.clone(),
         fallbacks: r.result.meta.fallbacks,
+        provider_started: None,
     }
 }
 

@@ -468,7 +468,7 @@ async fn relay(
     for msg in relay.gates.drain() {
         relay.handle(msg).await;
     }
-    let Relay { runs, .. } = relay;
+    let Relay { runs, hub, .. } = relay;
     let _ = stop_writer.send(());
     let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
@@ -505,6 +505,7 @@ async fn relay(
     let now = now_ms();
     let mut failures = Vec::with_capacity(runs.len());
     for (run_id, st) in runs {
+        hub.run_settled(&run_id);
         let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
         let run = RunRef {
             run_id: &run_id,
@@ -584,6 +585,7 @@ impl Relay {
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
+                self.hub.run_settled(&t.run_id);
                 let events = self
                     .runs
                     .remove(&t.run_id)
@@ -618,6 +620,7 @@ fn publish(
     use crate::projection::{self as p, CompactionEvent, ToolEvent};
     if let EventBody::Lifecycle(l) = &ev.body {
         if l.phase == Phase::Start {
+            hub.run_started(&ev.run_id);
             runs.insert(
                 ev.run_id.clone(),
                 Streaming {

@@ -15,6 +15,7 @@ mod ordering;
 mod providers;
 mod real_llm;
 mod retries;
+mod run_control;
 mod security;
 mod security_door;
 mod security_storage;

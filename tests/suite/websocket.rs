@@ -192,7 +192,9 @@ async fn websocket_agent_turn_with_events_and_chat_projection() {
         .collect();
     assert_eq!(kinds.first().unwrap(), "lifecycle:start");
     assert_eq!(kinds.last().unwrap(), "lifecycle:end");
-    assert!(kinds[1..kinds.len() - 1].iter().all(|k| k == "assistant:"));
+    // Model work over, outcome being recorded: `finishing` right before the end (R-D1).
+    assert_eq!(kinds[kinds.len() - 2], "lifecycle:finishing", "{kinds:?}");
+    assert!(kinds[1..kinds.len() - 2].iter().all(|k| k == "assistant:"));
     let deltas: String = c
         .seen
         .iter()

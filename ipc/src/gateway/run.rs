@@ -399,9 +399,23 @@ pub struct AgentWaitResult {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallbacks: Option<u32>,
+    /// For a wait that ended first: whether the run had reached its model yet (`false`: it
+    /// is still queued behind its session's earlier runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_started: Option<bool>,
 }
 
 impl AgentWaitResult {
+    /// The wait ended while the run was still queued: `{status: "pending", timeoutPhase:
+    /// "queue", providerStarted: false}`.
+    pub fn queued(run_id: &str) -> Self {
+        Self {
+            status: "pending".into(),
+            provider_started: Some(false),
+            ..Self::pending(run_id, Some("queue"))
+        }
+    }
+
     /// The wait ended before the run did.
     pub fn pending(run_id: &str, timeout_phase: Option<&str>) -> Self {
         Self {
@@ -417,6 +431,7 @@ impl AgentWaitResult {
             provider: None,
             model: None,
             fallbacks: None,
+            provider_started: None,
         }
     }
 }

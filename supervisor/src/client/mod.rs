@@ -52,7 +52,8 @@ fn emit(text: &str) {
 fn exit_for_status(status: &str) -> ExitCode {
     match status {
         "ok" => ExitCode::SUCCESS,
-        "timeout" => ExitCode::from(2),
+        // The wait ended first (the run goes on, queued or running): wait again.
+        "timeout" | "pending" => ExitCode::from(2),
         _ => ExitCode::from(1),
     }
 }

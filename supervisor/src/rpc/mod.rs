@@ -1308,6 +1308,8 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             r = tokio::time::timeout(window, rx) => match r {
                 Ok(Ok(o)) => o.wait_result(),
                 Ok(Err(_)) => draining,
+                // Still behind its session's earlier runs: say so (R-A2).
+                Err(_) if !gw.hub.has_started(&p.run_id) => AgentWaitResult::queued(&p.run_id),
                 Err(_) => timed_out,
             },
             _ = gw.stopping.cancelled() => draining,

@@ -187,6 +187,25 @@ pub async fn drive(
                     Action::RunTool(c) => tool = Some(start_tool(&ctx, &tool_ctx, &hook_ctx, c)),
                     Action::AbortTool => tool = None,
                     Action::Persist(f) => {
+                        // Model work is over: clients hear `finishing` while the outcome is
+                        // recorded (the terminal event follows the write).
+                        seq += 1;
+                        let finishing = RunEvent {
+                            run_id: run.run_id.clone(),
+                            seq,
+                            ts: now_ms(),
+                            body: EventBody::Lifecycle(ipc::control::Lifecycle {
+                                phase: LPhase::Finishing,
+                                started_at: Some(turn.started_at()),
+                                ended_at: None,
+                                error: None,
+                                stop_reason: None,
+                                aborted: None,
+                                session_id: None,
+                                session_key: None,
+                            }),
+                        };
+                        let _ = ctx.out.send(WorkerToControl::Event(finishing)).await;
                         let res = ctx.writer.finish(*f).await;
                         // The reply is told before the lifecycle end that follows it.
                         if let Ok(Some(a)) = &res {

@@ -1,0 +1,61 @@
+//! Run control as clients see it (issue 13): what a wait on a queued run says, and the
+//! lifecycle's `finishing` between model work and the recorded outcome.
+
+use loopgate_tests::Gateway;
+use scripted_model::Step;
+use serde_json::json;
+
+fn hold(text: &str) -> Step {
+    Step::Hold {
+        text: text.into(),
+        chunks: 2,
+        after_chunks: 1,
+    }
+}
+
+/// R-A2: a wait on a run still queued behind its session's earlier run ends as `pending` in
+/// the `queue` phase, with the provider not started; once it runs, the wait gets its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_a_queued_run_says_pending_in_the_queue_r_a2() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("first reply"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "q-1", "sessionKey": "s"}))
+        .await;
+    let second = c
+        .send(
+            "agent",
+            json!({"message": "two", "idempotencyKey": "q-2", "sessionKey": "s"}),
+        )
+        .await;
+    let acc = c.res(&second).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    let w = c
+        .call("agent.wait", json!({"runId": "q-2", "timeoutMs": 200}))
+        .await;
+    assert_eq!(
+        w["payload"],
+        json!({"runId": "q-2", "status": "pending", "timeoutPhase": "queue", "providerStarted": false}),
+        "{w}"
+    );
+    // The running one is not queued: its wait just times out.
+    let w = c
+        .call("agent.wait", json!({"runId": "q-1", "timeoutMs": 100}))
+        .await;
+    assert_eq!(
+        w["payload"],
+        json!({"runId": "q-1", "status": "timeout"}),
+        "{w}"
+    );
+    // The CLI says to wait again (exit 2), as for a timeout.
+    let out = gw.cli(&["wait", "q-2", "--timeout-ms", "100"]).await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    gw.model.release();
+    c.res(&first).await;
+    let w = c
+        .call("agent.wait", json!({"runId": "q-2", "timeoutMs": 10000}))
+        .await;
+    assert_eq!(w["payload"]["status"], "ok", "{w}");
+    gw.logs.assert_clean(&[]);
+}
