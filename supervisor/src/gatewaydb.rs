@@ -87,6 +87,9 @@ pub struct SessionRow {
     /// The session's own thinking level and reasoning visibility (`sessions.patch`).
     pub thinking_level: Option<String>,
     pub reasoning_level: Option<String>,
+    /// When the last run started and ended (while its outcome is kept).
+    pub last_run_started_at: Option<u64>,
+    pub last_run_ended_at: Option<u64>,
 }
 
 /// What `sessions.patch` changes; `None` leaves a field as it is.
@@ -544,19 +547,21 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                 .replace('_', "\\_")
         )
     });
-    let filter = "WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR updated_at >= ?2)
-                    AND (?3 IS NULL OR session_key LIKE ?3 ESCAPE '\\')
-                    AND (?4 IS NULL OR session_key = ?4)";
+    let filter = "WHERE (?1 IS NULL OR s.agent_id = ?1) AND (?2 IS NULL OR s.updated_at >= ?2)
+                    AND (?3 IS NULL OR s.session_key LIKE ?3 ESCAPE '\\')
+                    AND (?4 IS NULL OR s.session_key = ?4)";
     let total: i64 = conn.query_row(
-        &format!("SELECT count(*) FROM sessions {filter}"),
+        &format!("SELECT count(*) FROM sessions s {filter}"),
         params![q.agent_id, q.updated_since.map(|v| v as i64), search, q.key],
         |r| r.get(0),
     )?;
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT session_key, agent_id, session_id, created_at, updated_at, last_run_id, last_status, last_error,
-                input_tokens, output_tokens, total_tokens, label, last_read_at, model_override,
-                thinking_level, reasoning_level
-         FROM sessions {filter} ORDER BY updated_at DESC, session_key LIMIT ?5 OFFSET ?6"
+        "SELECT s.session_key, s.agent_id, s.session_id, s.created_at, s.updated_at, s.last_run_id,
+                s.last_status, s.last_error, s.input_tokens, s.output_tokens, s.total_tokens, s.label,
+                s.last_read_at, s.model_override, s.thinking_level, s.reasoning_level,
+                r.started_at, r.ended_at
+         FROM sessions s LEFT JOIN runs r ON r.run_id = s.last_run_id
+         {filter} ORDER BY s.updated_at DESC, s.session_key LIMIT ?5 OFFSET ?6"
     ))?;
     let rows = stmt
         .query_map(
@@ -586,6 +591,8 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     model_override: r.get(13)?,
                     thinking_level: r.get(14)?,
                     reasoning_level: r.get(15)?,
+                    last_run_started_at: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
+                    last_run_ended_at: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
                 })
             },
         )?

@@ -59,3 +59,25 @@ async fn a_wait_on_a_queued_run_says_pending_in_the_queue_r_a2() {
     assert_eq!(w["payload"]["status"], "ok", "{w}");
     gw.logs.assert_clean(&[]);
 }
+
+/// R-C6: a session's row shows its last run's start, end and duration (OpenClaw's
+/// `startedAt`, `endedAt`, `runtimeMs`), in `sessions.list` and in `chat.history`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_row_shows_its_last_runs_duration_r_c6() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "time me", "idempotencyKey": "d-1", "sessionKey": "dur"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let list = c.call("sessions.list", json!({})).await;
+    let row = &list["payload"]["sessions"][0];
+    let (started, ended) = (
+        row["startedAt"].as_u64().unwrap(),
+        row["endedAt"].as_u64().unwrap(),
+    );
+    assert!(ended >= started, "{row}");
+    assert_eq!(row["runtimeMs"].as_u64(), Some(ended - started), "{row}");
+    let hist = c.call("chat.history", json!({"sessionKey": "dur"})).await;
+    assert_eq!(hist["payload"]["sessionInfo"]["endedAt"], ended, "{hist}");
+}

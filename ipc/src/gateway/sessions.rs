@@ -69,6 +69,14 @@ pub struct SessionRow {
     pub thinking_level: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_level: Option<String>,
+    /// The last run's start and end, and how long it ran (OpenClaw's `startedAt`,
+    /// `endedAt`, `runtimeMs`); a running session has only its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_ms: Option<u64>,
 }
 
 impl SessionRow {
@@ -104,6 +112,9 @@ impl SessionRow {
             last_read_at: None,
             thinking_level: None,
             reasoning_level: None,
+            started_at: None,
+            ended_at: None,
+            runtime_ms: None,
         }
     }
 }

@@ -110,10 +110,11 @@ pub(super) fn session_row(
         let p = agent?.providers.iter().find(|p| p.provider == provider)?;
         Some((provider.to_owned(), name.to_owned(), p.context_tokens()))
     });
-    let status = if runs.is_empty() {
-        crate::projection::session_status(r.last_status.as_deref())
-    } else {
+    let running = !runs.is_empty();
+    let status = if running {
         "running"
+    } else {
+        crate::projection::session_status(r.last_status.as_deref())
     };
     SessionRow {
         session_id: r.session_id.clone(),
@@ -141,6 +142,14 @@ pub(super) fn session_row(
         last_read_at: r.last_read_at,
         thinking_level: r.thinking_level.clone(),
         reasoning_level: r.reasoning_level.clone(),
+        // A session running now shows no previous run's end.
+        started_at: r.last_run_started_at.filter(|_| !running),
+        ended_at: r.last_run_ended_at.filter(|_| !running),
+        runtime_ms: r
+            .last_run_started_at
+            .zip(r.last_run_ended_at)
+            .filter(|_| !running)
+            .map(|(s, e)| e.saturating_sub(s)),
         ..SessionRow::for_run(&r.session_key, &r.agent_id, status, Some(runs))
     }
 }
