@@ -71,6 +71,12 @@ impl TerminalEvents {
 }
 
 impl Deferred {
+    /// The payload as sent (tests look into what a relay built).
+    #[cfg(test)]
+    pub fn json_for_tests(&self) -> String {
+        self.payload.to_string()
+    }
+
     /// An `agent` event, serialized now.
     pub fn agent(ev: &AgentEvent) -> Self {
         Self {

@@ -586,11 +586,35 @@ impl Relay {
             }
             WorkerToControl::Finished(ref t) => {
                 self.hub.run_settled(&t.run_id);
-                let events = self
-                    .runs
-                    .remove(&t.run_id)
-                    .map(|st| st.deferred)
-                    .unwrap_or_default();
+                let events = match self.runs.remove(&t.run_id) {
+                    // Started but ended with no terminal event (the worker's loop task
+                    // failed): the fallback terminal, numbered after what clients saw.
+                    Some(st) if st.deferred.is_empty() => {
+                        let run = RunRef {
+                            run_id: &t.run_id,
+                            session_key: &st.session_key,
+                            agent_id: &self.agent_id,
+                        };
+                        let error = t
+                            .error
+                            .as_deref()
+                            .unwrap_or("the run ended without a result");
+                        let aborted = (t.status == ipc::control::RunStatus::Aborted)
+                            .then(|| t.stop_reason.as_deref().unwrap_or("rpc"));
+                        Deferred::terminal(crate::projection::ended_by_gateway(
+                            &run,
+                            st.last_seq + 1,
+                            t.ended_at,
+                            st.started_at,
+                            error,
+                            aborted,
+                        ))
+                    }
+                    Some(st) => st.deferred,
+                    // Never started (aborted while queued, refused): the control actor
+                    // builds its terminal events.
+                    None => Vec::new(),
+                };
                 let gate = match &session {
                     Some((key, _)) if !events.is_empty() => Some(self.gates.close(key)),
                     _ => None,
@@ -929,5 +953,49 @@ mod tests {
         }
         assert_eq!(done, ["k1", "k2"]);
         drop(gates);
+    }
+
+    /// A run that started and then ended with no terminal event (its loop task failed in
+    /// the worker) still gets one: lifecycle `error`, numbered after what clients saw.
+    #[tokio::test]
+    async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut relay = Relay {
+            hub: EventHub::new(),
+            agent_id: "main".into(),
+            generation: 1,
+            events: tx,
+            runs: HashMap::new(),
+            gates: SessionGates::new(),
+            closing: false,
+        };
+        assert!(relay.handle(lifecycle("p", 1, Phase::Start)).await);
+        let mut t = RunTerminal::without_work(
+            "p",
+            RunStatus::Error,
+            9,
+            "the agent loop failed: boom".into(),
+            None,
+        );
+        t.started_at = Some(1);
+        assert!(relay.handle(WorkerToControl::Finished(t)).await);
+        let mut terminal = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            if let LinkEvent::Message { deferred, .. } = ev {
+                terminal.extend(deferred.events);
+            }
+        }
+        let texts: Vec<String> = terminal.iter().map(|d| d.json_for_tests()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(
+            texts[0].contains("\"phase\":\"error\"") && texts[0].contains("\"seq\":2"),
+            "{texts:?}"
+        );
+        assert!(
+            texts[0].contains("the agent loop failed: boom"),
+            "{texts:?}"
+        );
+        assert!(texts[1].contains("\"state\":\"error\""), "{texts:?}");
+        assert!(!relay.hub.has_started("p"));
     }
 }

@@ -81,3 +81,41 @@ async fn a_session_row_shows_its_last_runs_duration_r_c6() {
     let hist = c.call("chat.history", json!({"sessionKey": "dur"})).await;
     assert_eq!(hist["payload"]["sessionInfo"]["endedAt"], ended, "{hist}");
 }
+
+/// R-A5: a run aborted while still queued behind its session's running one tells its
+/// clients at once: chat `aborted` with the stop reason and a lifecycle terminal; the
+/// running one goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_a_queued_run_publishes_its_terminal_r_a5() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("first reply"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "qa-1", "sessionKey": "qa"}))
+        .await;
+    let second = c
+        .send(
+            "agent",
+            json!({"message": "two", "idempotencyKey": "qa-2", "sessionKey": "qa"}),
+        )
+        .await;
+    c.res(&second).await;
+    let r = c
+        .call("chat.abort", json!({"sessionKey": "qa", "runId": "qa-2"}))
+        .await;
+    assert_eq!(r["payload"]["aborted"], true, "{r}");
+    let aborted = c.chat_event("qa-2", |p| p["state"] == "aborted").await;
+    assert_eq!(aborted["payload"]["stopReason"], "rpc", "{aborted}");
+    let end = c.agent_event("qa-2", |p| p["stream"] == "lifecycle").await;
+    assert_eq!(end["payload"]["data"]["phase"], "error", "{end}");
+    assert_eq!(end["payload"]["data"]["aborted"], true, "{end}");
+    let fin = c.res(&second).await;
+    assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
+    gw.model.release();
+    let fin = c.res(&first).await;
+    assert_eq!(
+        fin["payload"]["status"], "ok",
+        "the running run went on: {fin}"
+    );
+    gw.logs.assert_clean(&[]);
+}

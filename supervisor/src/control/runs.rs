@@ -191,6 +191,31 @@ impl Control {
             &entry.session_key,
             &entry.agent_id,
         ));
+        // A run that ended before it started (aborted while queued in its lane, refused by
+        // its worker) published nothing: its clients still get the terminal events (R-A5).
+        let deferred = if deferred.events.is_empty() && deferred.gate.is_none() {
+            let run = RunRef {
+                run_id: &t.run_id,
+                session_key: &entry.session_key,
+                agent_id: &entry.agent_id,
+            };
+            let aborted =
+                (t.status == RunStatus::Aborted).then(|| t.stop_reason.as_deref().unwrap_or("rpc"));
+            let error = t
+                .error
+                .as_deref()
+                .unwrap_or("the run ended before it started");
+            TerminalEvents::ungated(Deferred::terminal(crate::projection::ended_by_gateway(
+                &run,
+                1,
+                t.ended_at,
+                t.started_at,
+                error,
+                aborted,
+            )))
+        } else {
+            deferred
+        };
         self.persist(t.run_id, outcome, deferred);
     }
 
