@@ -176,7 +176,11 @@ impl Gateway {
     pub fn presence(&self) -> Vec<ipc::gateway::PresenceEntry> {
         let present = self.present.lock().unwrap_or_else(|p| p.into_inner());
         let mut list: Vec<_> = Vec::with_capacity(present.len() + 1);
-        list.push(self.self_presence.clone());
+        // The gateway's own entry is as of now, as OpenClaw's (clients show its age).
+        list.push(ipc::gateway::PresenceEntry {
+            ts: now_ms(),
+            ..self.self_presence.clone()
+        });
         let mut clients: Vec<_> = present.values().cloned().collect();
         clients.sort_by_key(|e| e.online_since);
         list.extend(clients);

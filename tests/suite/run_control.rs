@@ -119,3 +119,60 @@ async fn aborting_a_queued_run_publishes_its_terminal_r_a5() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// R-B1: a run that fails with no text leaves its failure in history, written before its
+/// chat `error` goes out, so a `chat.history` right after the error shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_leaves_its_notice_in_history_before_the_error_r_b1() {
+    let gw = Gateway::start().await;
+    gw.model.push(Step::HttpError {
+        status: 400,
+        message: "the provider refuses this".into(),
+        retry_after_s: None,
+    });
+    let mut c = gw.connect().await;
+    let id = c
+        .send(
+            "agent",
+            json!({"message": "fail please", "idempotencyKey": "fn-1", "sessionKey": "fn"}),
+        )
+        .await;
+    c.chat_event("fn-1", |p| p["state"] == "error").await;
+    // Asked as soon as the error is seen, before the final response.
+    let hist = c.call("chat.history", json!({"sessionKey": "fn"})).await;
+    let last = hist["payload"]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["role"], "assistant", "{hist}");
+    assert_eq!(last["stopReason"], "error", "{last}");
+    assert!(
+        last["errorMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the provider refuses this"),
+        "{last}"
+    );
+    let fin = c
+        .wait_for(|f| {
+            f["type"] == "res" && f["id"] == id.as_str() && f["payload"]["summary"].is_string()
+        })
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    // The next turn's model view does not carry the empty failed message.
+    let (_, fin) = c
+        .turn(json!({"message": "again", "idempotencyKey": "fn-2", "sessionKey": "fn"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let msgs = gw.model.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        !msgs
+            .iter()
+            .any(|m| m["role"] == "assistant" && m["content"] == ""),
+        "{msgs:?}"
+    );
+}

@@ -1502,7 +1502,10 @@ impl Turn {
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
         let terminal = self.terminal(status, error.clone(), stop_reason.clone(), wall_ms);
-        let assistant = (!self.text.is_empty()).then(|| NewMessage {
+        // A failed run leaves its failure in history even with no text (R-B1): an assistant
+        // message with the error, written before the terminal is published.
+        let failed = status == RunStatus::Error && error.is_some();
+        let assistant = (!self.text.is_empty() || failed).then(|| NewMessage {
             provider: Some(self.spec.provider.clone()),
             model: Some(self.spec.model.clone()),
             usage: self.total_usage(),

@@ -306,6 +306,10 @@ const OMITTED_COST: usize = 256;
 /// and no tool calls, nor one that is only the silent `NO_REPLY`.
 pub fn visible(role: &str, message: &Value) -> bool {
     if role == "assistant" && tool_calls_of(message).is_empty() {
+        // A failed run's notice shows even without text.
+        if message.get("errorMessage").is_some_and(|e| e.is_string()) {
+            return true;
+        }
         let text = text_of(message);
         return !(text.trim().is_empty() || text.trim() == "NO_REPLY");
     }
