@@ -97,6 +97,9 @@ pub enum Step {
         cut: bool,
         #[serde(default)]
         delay_ms: u64,
+        /// Reasoning streamed first (Anthropic signs it).
+        #[serde(default)]
+        reasoning: String,
     },
     /// `chunks` chunks stamped with their send time (`⟦µs⟧`), `delay_ms` apart.
     Stamped {
@@ -546,6 +549,7 @@ impl Reply {
                 calls,
                 cut,
                 delay_ms,
+                reasoning,
             } => {
                 let pieces = if text.is_empty() {
                     vec![]
@@ -560,7 +564,11 @@ impl Reply {
                     tail: Tail::Finish,
                     finish_reason: if cut { "length" } else { "tool_calls" }.into(),
                     tool_calls: calls,
-                    reasoning: vec![],
+                    reasoning: if reasoning.is_empty() {
+                        vec![]
+                    } else {
+                        make(&reasoning, 2)
+                    },
                     keepalive: Duration::ZERO,
                     end_turn: None,
                     cut,

@@ -395,7 +395,12 @@ impl Encoder {
         let ev = |data: Value| sse(data["type"].as_str(), &data);
         let mut s = String::new();
         let close = |enc: &mut Self, s: &mut String| {
-            if let Some((_, i)) = enc.open.take() {
+            if let Some((kind, i)) = enc.open.take() {
+                // A thinking block is signed at its end, as Anthropic does.
+                if kind == Block::Thinking {
+                    s.push_str(&ev(json!({"type": "content_block_delta", "index": i,
+                        "delta": {"type": "signature_delta", "signature": format!("scripted-sig-{i}")}})));
+                }
                 s.push_str(&ev(json!({"type": "content_block_stop", "index": i})));
             }
         };

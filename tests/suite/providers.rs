@@ -84,6 +84,7 @@ async fn every_api_answers_a_turn_and_a_tool_round_trip_r_g1() {
             }],
             cut: false,
             delay_ms: 0,
+            reasoning: String::new(),
         });
         gw.model.push(Step::Text {
             text: "It is plum.".into(),
@@ -232,6 +233,7 @@ async fn reasoning_keeps_an_attempt_alive_and_keepalives_do_not_r_b4_r_g5() {
                 }],
                 cut: false,
                 delay_ms: 250,
+                reasoning: String::new(),
             });
             gw.model.push(text_step("Read slowly.", None));
             let (_, fin) = c
@@ -405,6 +407,7 @@ async fn an_output_limit_inside_a_tool_call_runs_only_the_whole_calls_r_g3_r_g4(
             calls: vec![call("c_a", "a.txt"), call("c_b", "b.txt")],
             cut: true,
             delay_ms: 0,
+            reasoning: String::new(),
         });
         gw.model.push(text_step("Read a.", None));
         let (_, fin) = c
@@ -642,4 +645,43 @@ async fn reasoning_shown_on(api: Api) {
         )
         .await;
     assert_eq!(r["ok"], false, "{r}");
+}
+
+/// Anthropic: a turn that called tools while thinking sends its signed thinking back first
+/// on that assistant turn, as the API requires (it refuses the tool result otherwise).
+#[tokio::test]
+async fn anthropic_gets_its_signed_thinking_back_with_the_tool_round_r_g1() {
+    let gw = Gateway::start_api(Api::Anthropic, "", REASONING_MODEL, 30.0).await;
+    std::fs::write(gw.workspace("main").join("n.txt"), "nine\n").unwrap();
+    let mut c = gw.connect().await;
+    gw.model.push(Step::ToolCalls {
+        text: String::new(),
+        calls: vec![ScriptedCall {
+            id: "tu_1".into(),
+            name: "read".into(),
+            arguments: r#"{"path": "n.txt"}"#.into(),
+        }],
+        cut: false,
+        delay_ms: 0,
+        reasoning: "I should read the file.".into(),
+    });
+    gw.model.push(text_step("Nine.", None));
+    let (_, fin) = c
+        .turn(json!({"message": "read n", "idempotencyKey": "sig-1", "thinking": "low"}))
+        .await;
+    assert_eq!(reply_text(&fin), "Nine.", "{fin}");
+    let second = &gw.model.requests()[1].body;
+    let turn = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        turn["content"][0],
+        json!({"type": "thinking", "thinking": "I should read the file.", "signature": "scripted-sig-0"}),
+        "{turn}"
+    );
+    assert_eq!(turn["content"][1]["type"], "tool_use", "{turn}");
 }

@@ -18,6 +18,7 @@ fn call(id: &str, name: &str, arguments: Value) -> Step {
         }],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     }
 }
 

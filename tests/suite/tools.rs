@@ -16,6 +16,7 @@ fn call(id: &str, name: &str, arguments: &str) -> Step {
         }],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     }
 }
 
@@ -69,6 +70,7 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
         }],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     });
     gw.model.push(text("The word is plum."));
 
@@ -190,6 +192,7 @@ async fn refused_and_invalid_calls_become_error_results_r_e1() {
             .collect(),
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     });
     gw.model.push(text("I could not do that."));
     let mut c = tool_client(&gw).await;
@@ -461,6 +464,7 @@ async fn hooks_block_rewrite_and_add_context_r_h2() {
         ],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     });
     gw.model.push(text("ok"));
     let mut c = gw.connect().await;
@@ -516,6 +520,7 @@ async fn audit_ledger_holds_metadata_only_r_d6() {
         ],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     });
     gw.model.push(text("reply-secret-33"));
     let mut c = gw.connect().await;
@@ -986,6 +991,7 @@ async fn message_tool_delivers_dedups_and_records_a_receipt_r_e3() {
         ],
         cut: false,
         delay_ms: 0,
+        reasoning: String::new(),
     });
     gw.model.push(text("the build is green"));
     let mut c = gw.connect().await;

@@ -184,6 +184,8 @@ pub struct Turn {
     text: String,
     /// Reasoning of the current model response (saved with it, never shown as reply).
     reasoning: String,
+    /// The provider's signature over it (Anthropic), sent back with a tool round.
+    reasoning_signature: String,
     /// The current response's provider diagnostic (Responses' terminal, R-G2).
     diagnostic: Option<serde_json::Value>,
     usage: Option<Usage>,
@@ -235,6 +237,7 @@ impl Turn {
             session_id: None,
             text: String::new(),
             reasoning: String::new(),
+            reasoning_signature: String::new(),
             diagnostic: None,
             retries,
             fallbacks_used: 0,
@@ -456,6 +459,16 @@ impl Turn {
                             idle_deadline: now + self.spec.idle_timeout,
                         },
                         shown.into_iter().collect(),
+                    )
+                }
+                LlmEvent::ReasoningSignature(sig) => {
+                    self.reasoning_signature.push_str(&sig);
+                    (
+                        Phase::Streaming {
+                            run_deadline,
+                            idle_deadline,
+                        },
+                        vec![],
                     )
                 }
                 LlmEvent::ToolCallStart { .. } | LlmEvent::ToolCallDelta { .. } => (
@@ -868,6 +881,7 @@ impl Turn {
                     LlmEvent::Usage(u) => job.usage = Some(u),
                     LlmEvent::ToolCalls(_)
                     | LlmEvent::Reasoning(_)
+                    | LlmEvent::ReasoningSignature(_)
                     | LlmEvent::ToolCallStart { .. }
                     | LlmEvent::ToolCallDelta { .. } => {}
                     LlmEvent::Done(_) => return self.summarized(job, run_deadline, now, wall_ms),
@@ -1038,6 +1052,7 @@ impl Turn {
         self.xml = XmlFilter::default();
         self.text.clear();
         self.reasoning.clear();
+        self.reasoning_signature.clear();
         self.diagnostic = None;
         self.calls.clear();
         self.request = Some(req.clone());
@@ -1413,9 +1428,14 @@ impl Turn {
         let text = std::mem::take(&mut self.text);
         self.tool_calls += calls.len();
         self.tool_error = None;
+        let signed = (!self.reasoning_signature.is_empty()).then(|| crate::llm::SignedThinking {
+            text: self.reasoning.clone(),
+            signature: std::mem::take(&mut self.reasoning_signature),
+        });
         if let Some(req) = self.request.as_mut() {
             req.messages.push(ChatMessage {
                 tool_calls: calls.clone(),
+                thinking: signed,
                 ..ChatMessage::text("assistant", text.clone())
             });
         }

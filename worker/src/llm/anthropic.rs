@@ -59,6 +59,10 @@ struct Msg<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
     Text {
         text: &'a str,
     },
@@ -100,7 +104,15 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 }],
             ),
             "assistant" => {
-                let mut blocks = Vec::with_capacity(1 + m.tool_calls.len());
+                let mut blocks = Vec::with_capacity(2 + m.tool_calls.len());
+                // Signed reasoning goes back first, as the API requires when the turn
+                // called tools while thinking.
+                if let Some(t) = m.thinking.as_ref().filter(|t| !t.signature.is_empty()) {
+                    blocks.push(Block::Thinking {
+                        thinking: &t.text,
+                        signature: &t.signature,
+                    });
+                }
                 if !m.content.is_empty() {
                     blocks.push(Block::Text { text: &m.content });
                 }
@@ -219,6 +231,9 @@ where
                 "text_delta" => Some(LlmEvent::Delta(str_at("/delta/text").to_owned())),
                 "thinking_delta" => Some(LlmEvent::Reasoning(str_at("/delta/thinking").to_owned())),
                 "input_json_delta" => Some(calls.push_args(key, str_at("/delta/partial_json"))?),
+                "signature_delta" => Some(LlmEvent::ReasoningSignature(
+                    str_at("/delta/signature").to_owned(),
+                )),
                 _ => None,
             },
             "message_delta" => {
@@ -261,8 +276,11 @@ where
             // `ping`, `content_block_stop`, signatures: nothing to pass on.
             _ => None,
         };
-        let empty =
-            matches!(&out, Some(LlmEvent::Delta(t) | LlmEvent::Reasoning(t)) if t.is_empty());
+        let empty = matches!(
+            &out,
+            Some(LlmEvent::Delta(t) | LlmEvent::Reasoning(t) | LlmEvent::ReasoningSignature(t))
+                if t.is_empty()
+        );
         if let Some(ev) = out.filter(|_| !empty) {
             if !send(tx, ev).await {
                 return Ok(());

@@ -29,6 +29,16 @@ pub struct ChatMessage {
     pub tool_call_id: Option<String>,
     /// The transcript position it came from (not sent; compaction cuts on it).
     pub seq: Option<i64>,
+    /// Assistant: the response's signed reasoning (Anthropic wants it back, first, on the
+    /// assistant turn that called tools while thinking).
+    pub thinking: Option<SignedThinking>,
+}
+
+/// Reasoning with the provider's signature over it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignedThinking {
+    pub text: String,
+    pub signature: String,
 }
 
 impl LlmError {
@@ -65,6 +75,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             seq: None,
+            thinking: None,
         }
     }
 }
@@ -99,6 +110,8 @@ pub enum LlmEvent {
     Delta(String),
     /// Reasoning (thinking) appended: never part of the reply.
     Reasoning(String),
+    /// The provider's signature over the response's reasoning (Anthropic).
+    ReasoningSignature(String),
     /// A tool call began streaming (its arguments follow). Progress only.
     ToolCallStart { index: usize, name: String },
     /// Bytes of a tool call's arguments arrived. Progress only: nothing runs before
