@@ -49,6 +49,15 @@ impl RunEntry {
     pub fn is_active(&self) -> bool {
         matches!(self.state, RunState::Active { .. })
     }
+
+    /// Not settled yet: running, queued, or its outcome still being written (a session
+    /// shows it as active until its terminal is durable, R-C6).
+    pub fn is_unsettled(&self) -> bool {
+        matches!(
+            self.state,
+            RunState::Active { .. } | RunState::Persisting { .. }
+        )
+    }
 }
 
 pub(super) struct PendingOp {
@@ -108,7 +117,7 @@ impl Control {
     pub(super) fn active_runs(&self) -> HashMap<String, Vec<String>> {
         let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
         for (id, e) in &self.runs {
-            if e.is_active() {
+            if e.is_unsettled() {
                 by_session
                     .entry(e.session_key.clone())
                     .or_default()
@@ -143,7 +152,7 @@ impl Control {
                 .runs
                 .iter()
                 .filter(|(id, e)| {
-                    **id != run_id && e.session_key == entry.session_key && e.is_active()
+                    **id != run_id && e.session_key == entry.session_key && e.is_unsettled()
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -434,5 +443,29 @@ impl Control {
         for id in ids {
             self.answer_op(id, Err(RpcError::new(ErrorCode::Internal, why)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_whose_outcome_is_being_written_is_still_unsettled_r_c6() {
+        let entry = |state| RunEntry {
+            agent_id: "main".into(),
+            session_key: "agent:main:s".into(),
+            state,
+        };
+        let active = entry(RunState::Active {
+            waiters: Vec::new(),
+        });
+        let writing = entry(RunState::Persisting {
+            waiters: Vec::new(),
+            deferred: TerminalEvents::default(),
+        });
+        assert!(active.is_active() && active.is_unsettled());
+        assert!(!writing.is_active(), "no second terminal may start");
+        assert!(writing.is_unsettled(), "the session still shows it");
     }
 }
