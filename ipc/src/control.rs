@@ -415,6 +415,10 @@ pub struct ModelSpec {
     pub retry_base_ms: Option<u64>,
     #[serde(default)]
     pub retry_max_ms: Option<u64>,
+    /// Since: protocol v2 (additive). Most tokens one response may generate (`None`: the
+    /// provider's default; Anthropic's, which requires one, 8192).
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
 }
 
 impl fmt::Debug for ModelSpec {
@@ -431,6 +435,7 @@ impl fmt::Debug for ModelSpec {
             .field("context_window", &self.context_window)
             .field("retry_base_ms", &self.retry_base_ms)
             .field("retry_max_ms", &self.retry_max_ms)
+            .field("max_output_tokens", &self.max_output_tokens)
             .finish()
     }
 }

@@ -29,6 +29,7 @@ fn spec() -> AgentSpec {
             context_window: None,
             retry_base_ms: None,
             retry_max_ms: None,
+            max_output_tokens: None,
         },
         max_concurrent: 8,
         bootstrap_max_chars: 20_000,
@@ -556,6 +557,7 @@ fn additive_agent_spec_fields_round_trip() {
             context_window: Some(32_768),
             retry_base_ms: None,
             retry_max_ms: None,
+            max_output_tokens: None,
             ..spec().model
         }],
         compaction: CompactionSpec {

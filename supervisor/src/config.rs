@@ -227,6 +227,9 @@ pub struct RawProvider {
     /// (default 1); it doubles per retry up to `retry_max_seconds` (default 30).
     pub retry_base_seconds: Option<f64>,
     pub retry_max_seconds: Option<f64>,
+    /// Most tokens one response may generate (default: the provider's; 8192 for Anthropic,
+    /// which requires one).
+    pub max_output_tokens: Option<u64>,
     /// Per-model facts: `models.providers.<id>.models.<name> = { reasoning = true,
     /// context_window = N }`.
     #[serde(default)]
@@ -492,6 +495,7 @@ pub struct ResolvedModel {
     pub context_window: Option<u64>,
     pub retry_base_ms: Option<u64>,
     pub retry_max_ms: Option<u64>,
+    pub max_output_tokens: Option<u64>,
     /// Whether `model` can think.
     pub reasoning: bool,
     /// Every model the provider's config describes, by name (for a per-run choice).
@@ -655,6 +659,9 @@ impl Config {
                         )));
                     }
                 }
+            }
+            if p.max_output_tokens == Some(0) {
+                return Err(err(format!("{key}.max_output_tokens: must be at least 1")));
             }
             if let Some(t) = p.temperature {
                 if !(t.is_finite() && (0.0..=2.0).contains(&t)) {
@@ -997,6 +1004,7 @@ fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedModel {
             .or(p.context_window),
         retry_base_ms: p.retry_base_seconds.map(secs_to_ms),
         retry_max_ms: p.retry_max_seconds.map(secs_to_ms),
+        max_output_tokens: p.max_output_tokens,
         reasoning: p
             .models
             .get(model)

@@ -134,6 +134,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         context_window: m.context_window,
         retry_base_ms: m.retry_base_ms,
         retry_max_ms: m.retry_max_ms,
+        max_output_tokens: m.max_output_tokens,
     };
     Ok(AgentSpec {
         agent_id: agent.id.as_str().to_owned(),

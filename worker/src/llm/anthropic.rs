@@ -148,7 +148,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
     Body {
         model,
         // The thinking budget is part of `max_tokens`: the reply keeps its own room.
-        max_tokens: MAX_TOKENS + budget.unwrap_or(0),
+        max_tokens: spec.max_output_tokens.unwrap_or(MAX_TOKENS) + budget.unwrap_or(0),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         messages,
         stream: true,

@@ -30,6 +30,8 @@ pub struct Body<'a> {
     /// The thinking level (`minimal`, `low`, `medium`, `high`).
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -106,6 +108,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         },
         temperature: spec.temperature,
         reasoning_effort: req.thinking.and_then(|t| t.openai_effort()),
+        max_tokens: spec.max_output_tokens,
         tools: req
             .tools
             .iter()

@@ -33,7 +33,10 @@ pub struct Body<'a> {
 
 #[derive(Serialize)]
 struct Options {
-    temperature: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_predict: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -107,7 +110,12 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 },
             })
             .collect(),
-        options: spec.temperature.map(|temperature| Options { temperature }),
+        options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then(|| {
+            Options {
+                temperature: spec.temperature,
+                num_predict: spec.max_output_tokens,
+            }
+        }),
         think: req.thinking.map(|t| {
             use ipc::thinking::Thinking as T;
             match t {

@@ -36,6 +36,8 @@ pub struct Body<'a> {
     tools: Vec<ToolOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<Reasoning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u64>,
 }
 
 /// `reasoning`: the effort, and a summary so the reasoning streams back as text.
@@ -118,6 +120,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         stream: true,
         store: false,
         temperature: spec.temperature,
+        max_output_tokens: spec.max_output_tokens,
         reasoning: req
             .thinking
             .and_then(|t| t.openai_effort())
