@@ -110,12 +110,12 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 },
             })
             .collect(),
-        options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then(|| {
+        options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then_some(
             Options {
                 temperature: spec.temperature,
                 num_predict: spec.max_output_tokens,
-            }
-        }),
+            },
+        ),
         think: req.thinking.map(|t| {
             use ipc::thinking::Thinking as T;
             match t {
