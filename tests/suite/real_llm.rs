@@ -88,11 +88,12 @@ async fn real_llm_streamed_turn_through_loopgate() {
     let Some((_server, base_url)) = start_llm().await else {
         return;
     };
-    // A plain streamed answer: no tools offered (a 135M model offered tools calls them).
+    // A plain streamed answer: no tools offered (a 135M model offered tools calls them),
+    // bounded so a rambling list cannot outlast the wait on busy cores.
     let gw = Gateway::start_with_provider_config(
         &base_url,
         "smollm2",
-        "[agents.defaults.tools]\nallow = []\n",
+        "max_output_tokens = 64\n\n[agents.defaults.tools]\nallow = []\n",
     )
     .await;
     let mut c = gw.connect().await;
