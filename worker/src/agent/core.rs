@@ -288,6 +288,11 @@ impl Turn {
         }
     }
 
+    /// The lifecycle `finishing` event: model work is over, the outcome is being recorded.
+    pub fn finishing(&self) -> EventBody {
+        EventBody::Lifecycle(self.lifecycle(LPhase::Finishing))
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done)
     }

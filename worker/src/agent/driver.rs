@@ -194,16 +194,7 @@ pub async fn drive(
                             run_id: run.run_id.clone(),
                             seq,
                             ts: now_ms(),
-                            body: EventBody::Lifecycle(ipc::control::Lifecycle {
-                                phase: LPhase::Finishing,
-                                started_at: Some(turn.started_at()),
-                                ended_at: None,
-                                error: None,
-                                stop_reason: None,
-                                aborted: None,
-                                session_id: None,
-                                session_key: None,
-                            }),
+                            body: turn.finishing(),
                         };
                         let _ = ctx.out.send(WorkerToControl::Event(finishing)).await;
                         let res = ctx.writer.finish(*f).await;

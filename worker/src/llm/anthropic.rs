@@ -118,14 +118,10 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 }
                 for c in &m.tool_calls {
                     // The API wants an object; arguments that are not one are sent empty.
-                    let input = serde_json::from_str::<Value>(&c.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| Value::Object(Default::default()));
                     blocks.push(Block::ToolUse {
                         id: &c.id,
                         name: &c.name,
-                        input,
+                        input: super::args_object(&c.arguments),
                     });
                 }
                 ("assistant", blocks)

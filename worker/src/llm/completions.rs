@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{finish, send, LlmError, LlmEvent, ModelRequest, Terminal};
+use super::{finish, send, FunctionTool, LlmError, LlmEvent, ModelRequest, Terminal};
 
 /// `POST /chat/completions` body.
 #[derive(Serialize)]
@@ -26,7 +26,7 @@ pub struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolOut<'a>>,
+    tools: Vec<FunctionTool<'a>>,
     /// The thinking level (`minimal`, `low`, `medium`, `high`).
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
@@ -63,20 +63,6 @@ struct FnCall<'a> {
     arguments: &'a str,
 }
 
-#[derive(Serialize)]
-struct ToolOut<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: ToolFn<'a>,
-}
-
-#[derive(Serialize)]
-struct ToolFn<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
-}
-
 /// The `POST {base_url}/chat/completions` body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
@@ -109,18 +95,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         temperature: spec.temperature,
         reasoning_effort: req.thinking.and_then(|t| t.openai_effort()),
         max_tokens: spec.max_output_tokens,
-        tools: req
-            .tools
-            .iter()
-            .map(|t| ToolOut {
-                kind: "function",
-                function: ToolFn {
-                    name: t.name,
-                    description: t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
+        tools: req.tools.iter().map(|t| FunctionTool::of(t)).collect(),
     }
 }
 

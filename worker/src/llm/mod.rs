@@ -225,6 +225,44 @@ pub enum LlmError {
     Unsupported(String),
 }
 
+/// A tool as the OpenAI-style APIs (Chat Completions, Ollama) offer it:
+/// `{type: "function", function: {name, description, parameters}}`.
+#[derive(serde::Serialize)]
+pub(crate) struct FunctionTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDef<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct FunctionDef<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+impl<'a> FunctionTool<'a> {
+    pub(crate) fn of(t: &'a ToolDef) -> Self {
+        Self {
+            kind: "function",
+            function: FunctionDef {
+                name: t.name,
+                description: t.description,
+                parameters: &t.parameters,
+            },
+        }
+    }
+}
+
+/// A call's arguments as a JSON object, for the APIs that take them parsed (Anthropic,
+/// Ollama); arguments that are not one are sent empty.
+pub(crate) fn args_object(arguments: &str) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .ok()
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+}
+
 /// What broke a response stream: a bound the provider overstepped or bytes that are not
 /// text is the provider's fault (`Protocol`, not retried); anything else is the connection
 /// (`Transport`, retried while nothing was shown).

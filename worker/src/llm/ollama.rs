@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::{finish, send, LlmError, LlmEvent, ModelRequest, Terminal};
+use super::{args_object, finish, send, FunctionTool, LlmError, LlmEvent, ModelRequest, Terminal};
 
 /// `POST /api/chat` body.
 #[derive(Serialize)]
@@ -23,7 +23,7 @@ pub struct Body<'a> {
     messages: Vec<Msg<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolOut<'a>>,
+    tools: Vec<FunctionTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     options: Option<Options>,
     /// `false` for `off`; `"low"`/`"medium"`/`"high"` for those levels; `true` for others.
@@ -58,20 +58,6 @@ struct FnCall<'a> {
     arguments: Value,
 }
 
-#[derive(Serialize)]
-struct ToolOut<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: ToolFn<'a>,
-}
-
-#[derive(Serialize)]
-struct ToolFn<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
-}
-
 /// The body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
@@ -88,28 +74,14 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                     .map(|c| CallOut {
                         function: FnCall {
                             name: &c.name,
-                            arguments: serde_json::from_str::<Value>(&c.arguments)
-                                .ok()
-                                .filter(Value::is_object)
-                                .unwrap_or_else(|| Value::Object(Default::default())),
+                            arguments: args_object(&c.arguments),
                         },
                     })
                     .collect(),
             })
             .collect(),
         stream: true,
-        tools: req
-            .tools
-            .iter()
-            .map(|t| ToolOut {
-                kind: "function",
-                function: ToolFn {
-                    name: t.name,
-                    description: t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
+        tools: req.tools.iter().map(|t| FunctionTool::of(t)).collect(),
         options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then_some(
             Options {
                 temperature: spec.temperature,
