@@ -452,6 +452,8 @@ pub enum StopReason {
     Restart,
     /// The run's own deadline passed.
     Timeout,
+    /// Since: protocol v2 (additive). A message sent in `interrupt` mode replaced the run.
+    Interrupt,
     #[serde(other)]
     Unknown,
 }
@@ -462,6 +464,7 @@ impl StopReason {
             StopReason::Rpc => "rpc",
             StopReason::Restart => "restart",
             StopReason::Timeout => "timeout",
+            StopReason::Interrupt => "interrupt",
             StopReason::Unknown => "unknown",
         }
     }
@@ -498,6 +501,10 @@ pub struct SubmitRun {
     /// a response is complete) or `stream`; `None`: not at all.
     #[serde(default)]
     pub reasoning: Option<String>,
+    /// Since: protocol v2 (additive). What the run does if its session is busy when it
+    /// arrives; `None`: it waits as a followup (no cap).
+    #[serde(default)]
+    pub queue: Option<crate::queue::QueuePolicy>,
 }
 
 /// A provider and model picked for one run.
@@ -852,6 +859,11 @@ pub struct RunTerminal {
     /// (`provider`/`model` name the one that answered).
     #[serde(default)]
     pub fallbacks: u32,
+    /// Since: protocol v2 (additive). The run's message was carried by this other run's
+    /// turn (steered into it, collected with it, or folded into its summary line); the
+    /// outcome is that turn's.
+    #[serde(default)]
+    pub carried_by: Option<String>,
 }
 
 impl RunTerminal {
@@ -879,6 +891,7 @@ impl RunTerminal {
             duration_ms: 0,
             source_reply_delivered: false,
             fallbacks: 0,
+            carried_by: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //!   `WorkerToControl`) and the frozen version handshake (`Hello` / `HelloReply`).
 //! - [`gateway`]: OpenClaw Gateway protocol v4 JSON frames spoken to clients (CLI, WebSocket
 //!   clients) over the supervisor's listeners.
+//! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
@@ -18,6 +19,7 @@ pub mod control;
 pub mod error;
 pub mod frame;
 pub mod gateway;
+pub mod queue;
 pub mod session_ops;
 pub mod thinking;
 pub mod version;

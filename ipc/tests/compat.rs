@@ -92,6 +92,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 strict_model: false,
                 thinking: None,
                 reasoning: None,
+                queue: None,
             })),
         ),
         (
@@ -205,6 +206,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 duration_ms: 99,
                 source_reply_delivered: false,
                 fallbacks: 0,
+                carried_by: None,
             })),
         ),
         (
@@ -512,6 +514,7 @@ fn additive_run_fields_and_events_round_trip() {
         strict_model: false,
         thinking: None,
         reasoning: None,
+        queue: None,
         model: Some(RunModel {
             provider: "second".into(),
             model: "big-2".into(),
@@ -658,6 +661,7 @@ fn debug_output_redacts_secrets_and_content() {
         strict_model: false,
         thinking: None,
         reasoning: None,
+        queue: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
 }

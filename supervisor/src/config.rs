@@ -63,6 +63,9 @@ pub struct RawConfig {
     pub models: RawModels,
     #[serde(default)]
     pub workers: RawWorkers,
+    /// `[messages.queue]`: what a message does while its session is busy (R-B3).
+    #[serde(default)]
+    pub messages: RawMessages,
     /// `[[hooks.<event>]]`: plugin hooks, for every agent.
     #[serde(default)]
     pub hooks: std::collections::BTreeMap<String, Vec<RawHook>>,
@@ -83,6 +86,63 @@ pub struct RawHook {
 const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
 /// Default timeout of a `gateway_stop` hook: shutdown must not wait long.
 const GATEWAY_STOP_HOOK_TIMEOUT_SECONDS: f64 = 5.0;
+
+/// `[messages]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMessages {
+    #[serde(default)]
+    pub queue: RawQueue,
+}
+
+/// `[messages.queue]`: OpenClaw's `messages.queue` (defaults `steer`, 500 ms, 20,
+/// `summarize`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub mode: Option<String>,
+    pub debounce_ms: Option<u64>,
+    pub cap: Option<u32>,
+    pub drop: Option<String>,
+}
+
+/// Longest `collect` quiet window accepted.
+const MAX_DEBOUNCE_MS: u64 = 60_000;
+/// Largest `messages.queue.cap` accepted (a session's waiting messages are held in memory).
+const MAX_QUEUE_CAP: u32 = 1000;
+
+fn resolve_queue(q: &RawQueue) -> Result<ipc::queue::QueuePolicy, String> {
+    use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};
+    let d = QueuePolicy::default();
+    let mode = match &q.mode {
+        None => d.mode,
+        Some(m) => QueueMode::parse(m).ok_or_else(|| {
+            format!("messages.queue.mode: {m:?} is not one of steer, followup, collect, interrupt")
+        })?,
+    };
+    let drop = match &q.drop {
+        None => d.drop,
+        Some(x) => QueueDrop::parse(x).ok_or_else(|| {
+            format!("messages.queue.drop: {x:?} is not one of old, new, summarize")
+        })?,
+    };
+    let debounce_ms = q.debounce_ms.unwrap_or(d.debounce_ms);
+    if debounce_ms > MAX_DEBOUNCE_MS {
+        return Err(format!(
+            "messages.queue.debounce_ms: at most {MAX_DEBOUNCE_MS}"
+        ));
+    }
+    let cap = q.cap.unwrap_or(d.cap);
+    if !(1..=MAX_QUEUE_CAP).contains(&cap) {
+        return Err(format!("messages.queue.cap: between 1 and {MAX_QUEUE_CAP}"));
+    }
+    Ok(QueuePolicy {
+        mode,
+        debounce_ms,
+        cap,
+        drop,
+    })
+}
 
 /// Worker supervision settings (`[workers]`).
 #[derive(Debug, Default, Deserialize)]
@@ -394,6 +454,8 @@ pub struct Config {
     /// `agents.defaults.model` as written: `("<provider>/<model>", fallbacks)`.
     pub default_model: Option<(String, Vec<String>)>,
     pub workers: WorkersConfig,
+    /// `[messages.queue]`: the queue policy of runs that name no mode (R-B3).
+    pub queue: ipc::queue::QueuePolicy,
     /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
     pub gateway_hooks: Vec<ipc::control::HookSpec>,
     /// Settings that load but weaken the sandbox (logged at start and reload).
@@ -418,6 +480,7 @@ impl fmt::Debug for Config {
             .field("gateway", &self.gateway)
             .field("agents", &self.agents)
             .field("workers", &self.workers)
+            .field("queue", &self.queue)
             .field("gateway_hooks", &self.gateway_hooks)
             .finish()
     }
@@ -926,6 +989,7 @@ impl Config {
                 w.crash_loop_window_seconds.unwrap_or(60),
             ),
         };
+        let queue = resolve_queue(&raw.messages.queue).map_err(err)?;
         Ok(Config {
             path: path.to_owned(),
             state_dir: state_dir.to_owned(),
@@ -933,6 +997,7 @@ impl Config {
             agents,
             default_model,
             workers,
+            queue,
             gateway_hooks,
             warnings,
         })
@@ -1098,6 +1163,34 @@ mod tests {
         let c = load(&hooks).unwrap();
         assert_eq!(c.gateway_hooks.len(), 1);
         assert_eq!(c.agents[0].hooks.len(), 1);
+    }
+
+    #[test]
+    fn the_queue_policy_defaults_to_openclaws_and_is_checked_r_b3() {
+        use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};
+        assert_eq!(load("").unwrap().queue, QueuePolicy::default());
+        let c = load(
+            "[messages.queue]\nmode = \"collect\"\ndebounce_ms = 50\ncap = 3\ndrop = \"new\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.queue,
+            QueuePolicy {
+                mode: QueueMode::Collect,
+                debounce_ms: 50,
+                cap: 3,
+                drop: QueueDrop::New
+            }
+        );
+        for (bad, why) in [
+            ("mode = \"later\"", "messages.queue.mode"),
+            ("drop = \"all\"", "messages.queue.drop"),
+            ("cap = 0", "messages.queue.cap"),
+            ("debounce_ms = 600000", "messages.queue.debounce_ms"),
+        ] {
+            let e = load(&format!("[messages.queue]\n{bad}\n")).unwrap_err();
+            assert!(e.message.contains(why), "{bad}: {e:?}");
+        }
     }
 
     #[test]

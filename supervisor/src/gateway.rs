@@ -269,12 +269,15 @@ pub enum Outbound {
 }
 
 /// A session's own settings from `sessions.patch`: its model (`<provider>/<model>`),
-/// thinking level and reasoning visibility (canonical names). `None`: the agent's.
+/// thinking level, reasoning visibility (canonical names) and queue mode. `None`: the
+/// agent's (the config's queue mode).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionOverrides {
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub reasoning: Option<String>,
+    /// What the session's messages do while it is busy (R-B3).
+    pub queue_mode: Option<ipc::queue::QueueMode>,
 }
 
 /// The gateway's presence entry, as OpenClaw's: host, version, platform, `mode: "gateway"`,

@@ -27,7 +27,12 @@ pub enum DbError {
     Closed,
     #[error("gateway database commit failed: {0}")]
     Commit(String),
+    #[error("gateway database schema v{0} is newer than this build's v{SCHEMA_VERSION}: run the loopgate that wrote it, or a newer one")]
+    TooNew(i64),
 }
+
+/// The schema version [`migrate`] brings a database to.
+const SCHEMA_VERSION: i64 = 7;
 
 impl From<dbwriter::QueueError> for DbError {
     fn from(e: dbwriter::QueueError) -> Self {
@@ -87,6 +92,8 @@ pub struct SessionRow {
     /// The session's own thinking level and reasoning visibility (`sessions.patch`).
     pub thinking_level: Option<String>,
     pub reasoning_level: Option<String>,
+    /// The session's own queue mode (`sessions.patch queueMode`).
+    pub queue_mode: Option<String>,
     /// When the last run started and ended (while its outcome is kept).
     pub last_run_started_at: Option<u64>,
     pub last_run_ended_at: Option<u64>,
@@ -104,10 +111,19 @@ pub struct SessionPatch {
     /// `Some(None)` returns the session to its agent's defaults.
     pub thinking_level: Option<Option<String>>,
     pub reasoning_level: Option<Option<String>>,
+    /// `Some(None)` returns the session to `messages.queue.mode`.
+    pub queue_mode: Option<Option<String>>,
 }
 
-/// A session's own settings, as stored: `(session key, model, thinking level, reasoning)`.
-pub type StoredOverrides = (String, Option<String>, Option<String>, Option<String>);
+/// A session's own settings, as stored (canonical names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOverrides {
+    pub session_key: String,
+    pub model: Option<String>,
+    pub thinking: Option<String>,
+    pub reasoning: Option<String>,
+    pub queue_mode: Option<String>,
+}
 
 /// Filter and page of `sessions.list`.
 #[derive(Debug, Clone, Default)]
@@ -245,8 +261,8 @@ impl GatewayDb {
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > 6 {
-        return Err(DbError::Sqlite(rusqlite::Error::InvalidQuery));
+    if version > SCHEMA_VERSION {
+        return Err(DbError::TooNew(version));
     }
     if version < 1 {
         conn.execute_batch(
@@ -325,6 +341,15 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              COMMIT;",
         )?;
     }
+    if version < 7 {
+        // v7: a session's own queue mode.
+        conn.execute_batch(
+            "BEGIN;
+             ALTER TABLE sessions ADD COLUMN queue_mode TEXT;
+             PRAGMA user_version = 7;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -392,12 +417,20 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
             tx,
             sp.run(conn, |c| {
                 let mut stmt = c.prepare_cached(
-                    "SELECT session_key, model_override, thinking_level, reasoning_level FROM sessions
+                    "SELECT session_key, model_override, thinking_level, reasoning_level, queue_mode
+                     FROM sessions
                      WHERE model_override IS NOT NULL OR thinking_level IS NOT NULL
-                        OR reasoning_level IS NOT NULL",
+                        OR reasoning_level IS NOT NULL OR queue_mode IS NOT NULL",
                 )?;
-                let rows =
-                    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+                let rows = stmt.query_map([], |r| {
+                    Ok(StoredOverrides {
+                        session_key: r.get(0)?,
+                        model: r.get(1)?,
+                        thinking: r.get(2)?,
+                        reasoning: r.get(3)?,
+                        queue_mode: r.get(4)?,
+                    })
+                })?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
             }),
         ),
@@ -522,6 +555,10 @@ fn patch_session(
         conn.prepare_cached("UPDATE sessions SET reasoning_level = ?2 WHERE session_key = ?1")?
             .execute(params![key, r])?;
     }
+    if let Some(q) = &patch.queue_mode {
+        conn.prepare_cached("UPDATE sessions SET queue_mode = ?2 WHERE session_key = ?1")?
+            .execute(params![key, q])?;
+    }
     if let Some(read) = &patch.last_read_at {
         conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
             .execute(params![key, read.map(|v| v as i64)])?;
@@ -559,7 +596,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
         "SELECT s.session_key, s.agent_id, s.session_id, s.created_at, s.updated_at, s.last_run_id,
                 s.last_status, s.last_error, s.input_tokens, s.output_tokens, s.total_tokens, s.label,
                 s.last_read_at, s.model_override, s.thinking_level, s.reasoning_level,
-                r.started_at, r.ended_at
+                r.started_at, r.ended_at, s.queue_mode
          FROM sessions s LEFT JOIN runs r ON r.run_id = s.last_run_id
          {filter} ORDER BY s.updated_at DESC, s.session_key LIMIT ?5 OFFSET ?6"
     ))?;
@@ -593,6 +630,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     reasoning_level: r.get(15)?,
                     last_run_started_at: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
                     last_run_ended_at: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
+                    queue_mode: r.get(18)?,
                 })
             },
         )?
@@ -661,7 +699,25 @@ mod tests {
         }
     }
 
-    /// A v3 database (before labels, device tokens and session settings) opens as v6 with
+    /// A database a newer build wrote is refused with a message saying so (the check used to
+    /// name the wrong failure, and a schema bump forgot to move it).
+    #[tokio::test]
+    async fn a_newer_database_is_refused_by_name_and_the_current_one_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.sqlite");
+        drop(GatewayDb::open(&path, 10).unwrap());
+        drop(GatewayDb::open(&path, 11).expect("this build's own schema reopens"));
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!("PRAGMA user_version = {};", SCHEMA_VERSION + 1))
+            .unwrap();
+        let Err(e) = GatewayDb::open(&path, 12) else {
+            panic!("a newer schema opened")
+        };
+        assert!(e.to_string().contains("newer than this build"), "{e}");
+    }
+
+    /// A v3 database (before labels, device tokens and session settings) opens as v7 with
     /// its sessions intact.
     #[tokio::test]
     async fn a_v3_database_migrates_and_patches() {
@@ -678,6 +734,7 @@ mod tests {
                  ALTER TABLE sessions DROP COLUMN model_override;
                  ALTER TABLE sessions DROP COLUMN thinking_level;
                  ALTER TABLE sessions DROP COLUMN reasoning_level;
+                 ALTER TABLE sessions DROP COLUMN queue_mode;
                  DROP TABLE device_tokens;
                  PRAGMA user_version = 3;",
             )
@@ -690,6 +747,7 @@ mod tests {
             model_override: Some(Some("second/big-2".into())),
             thinking_level: Some(Some("high".into())),
             reasoning_level: None,
+            queue_mode: Some(Some("collect".into())),
         };
         let row = db
             .patch_session("agent:main:main".into(), "main".into(), patch, 9)
@@ -702,12 +760,13 @@ mod tests {
         assert_eq!(row.model_override.as_deref(), Some("second/big-2"));
         assert_eq!(
             db.session_overrides().await.unwrap(),
-            vec![(
-                "agent:main:main".to_owned(),
-                Some("second/big-2".to_owned()),
-                Some("high".to_owned()),
-                None
-            )]
+            vec![StoredOverrides {
+                session_key: "agent:main:main".to_owned(),
+                model: Some("second/big-2".to_owned()),
+                thinking: Some("high".to_owned()),
+                reasoning: None,
+                queue_mode: Some("collect".to_owned()),
+            }]
         );
         assert_eq!(
             row.last_run_id.as_deref(),

@@ -144,6 +144,7 @@ pub fn stored_wait_result(run_id: &str, t: &StoredTerminal) -> AgentWaitResult {
             model: None,
             fallbacks: None,
             provider_started: None,
+            carried_by: None,
         },
     }
 }
@@ -179,6 +180,7 @@ mod tests {
             duration_ms: 4,
             source_reply_delivered: false,
             fallbacks: 0,
+            carried_by: None,
         };
         let o = Outcome::from_terminal(&t, "agent:main:main", "main");
         let stored = StoredFinal::parse(&o.final_json).unwrap();

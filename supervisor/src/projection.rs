@@ -356,6 +356,40 @@ pub fn ended_by_gateway(
     (agent, run.chat(seq, state))
 }
 
+/// The terminal events of a run whose message another run's turn carried (steered,
+/// collected or summarized, R-B3): its outcome is that turn's, the reply text included.
+pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEvent, ChatEvent) {
+    let ok = t.status == RunStatus::Ok;
+    let l = Lifecycle {
+        phase: if ok { Phase::End } else { Phase::Error },
+        started_at: t.started_at,
+        ended_at: Some(t.ended_at),
+        error: t.error.clone(),
+        stop_reason: t.stop_reason.clone(),
+        aborted: (t.status == RunStatus::Aborted).then_some(true),
+        session_id: None,
+        session_key: None,
+    };
+    let text = t
+        .payloads
+        .iter()
+        .map(|p| p.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    match lifecycle(run, seq, t.ended_at, &l, &text, None) {
+        Some((agent, Some(chat))) => (agent, chat),
+        // A terminal phase always has its chat event; this is only the type's other case.
+        _ => ended_by_gateway(
+            run,
+            seq,
+            t.ended_at,
+            t.started_at,
+            t.error.as_deref().unwrap_or("the run ended"),
+            None,
+        ),
+    }
+}
+
 /// A session row's `status` after a run that ended with stored status `last` (`None`: no
 /// run yet).
 pub fn session_status(last: Option<&str>) -> &'static str {
@@ -486,6 +520,7 @@ pub fn agent_result(t: &RunTerminal, session_key: &str, agent_id: &str) -> Agent
                 terminal_reply,
                 error,
                 fallbacks: (t.fallbacks > 0).then_some(t.fallbacks),
+                carried_by: t.carried_by.clone(),
             },
         },
     }
@@ -507,6 +542,7 @@ pub fn wait_result(r: &AgentResult, started_at: Option<u64>, ended_at: u64) -> A
         model: r.result.meta.model.clone(),
         fallbacks: r.result.meta.fallbacks,
         provider_started: None,
+        carried_by: r.result.meta.carried_by.clone(),
     }
 }
 
@@ -733,6 +769,7 @@ mod tests {
             duration_ms: 4,
             source_reply_delivered: true,
             fallbacks: 0,
+            carried_by: None,
         }
     }
 

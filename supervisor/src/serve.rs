@@ -155,12 +155,16 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     // Sessions' own settings, before any client can start a run.
     match db.session_overrides().await {
         Ok(rows) => {
-            for (key, model, thinking, reasoning) in rows {
-                gw.update_session_overrides(&key, |o| {
+            for row in rows {
+                gw.update_session_overrides(&row.session_key, |o| {
                     *o = crate::gateway::SessionOverrides {
-                        model,
-                        thinking,
-                        reasoning,
+                        model: row.model,
+                        thinking: row.thinking,
+                        reasoning: row.reasoning,
+                        queue_mode: row
+                            .queue_mode
+                            .as_deref()
+                            .and_then(ipc::queue::QueueMode::parse),
                     }
                 });
             }

@@ -588,6 +588,19 @@ impl Relay {
             WorkerToControl::Finished(ref t) => {
                 self.hub.run_settled(&t.run_id);
                 let events = match self.runs.remove(&t.run_id) {
+                    // Steered into another turn (its `start` was told): that turn's outcome.
+                    Some(st) if t.carried_by.is_some() => {
+                        let run = RunRef {
+                            run_id: &t.run_id,
+                            session_key: &st.session_key,
+                            agent_id: &self.agent_id,
+                        };
+                        Deferred::terminal(crate::projection::carried_terminal(
+                            &run,
+                            st.last_seq + 1,
+                            t,
+                        ))
+                    }
                     // Started but ended with no terminal event (the worker's loop task
                     // failed): the fallback terminal, numbered after what clients saw.
                     Some(st) if st.deferred.is_empty() => {

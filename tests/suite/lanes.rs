@@ -28,7 +28,7 @@ async fn runs_are_serialized_per_session_r_b2() {
     let b = c
         .send(
             "agent",
-            json!({"message": "two", "idempotencyKey": "lane-b", "sessionKey": "s1"}),
+            json!({"message": "two", "idempotencyKey": "lane-b", "sessionKey": "s1", "queueMode": "followup"}),
         )
         .await;
     assert_eq!(c.res(&b).await["payload"]["status"], "accepted");
@@ -229,7 +229,7 @@ async fn runs_that_never_reached_a_dead_worker_run_on_the_next_r_j2() {
         let id = c
             .send(
                 "agent",
-                json!({"message": key, "idempotencyKey": key, "sessionKey": "s2"}),
+                json!({"message": key, "idempotencyKey": key, "sessionKey": "s2", "queueMode": "followup"}),
             )
             .await;
         later.push(id);

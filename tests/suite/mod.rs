@@ -13,6 +13,7 @@ mod lanes;
 mod operations;
 mod ordering;
 mod providers;
+mod queue_modes;
 mod real_llm;
 mod retries;
 mod run_control;

@@ -114,8 +114,9 @@ async fn a_burst_on_one_session_runs_and_is_recorded_in_send_order_r_b2() {
         for i in 0..10 {
             let run = format!("burst-{burst}-{i}");
             let method = if i % 2 == 0 { "agent" } else { "chat.send" };
-            // `agent` and `chat.send` take the same three fields here.
-            let params = json!({"message": run, "idempotencyKey": run, "sessionKey": "burst"});
+            // `agent` and `chat.send` take the same fields here; each message is its own
+            // turn (R-B2), not steered into the one running.
+            let params = json!({"message": run, "idempotencyKey": run, "sessionKey": "burst", "queueMode": "followup"});
             ids.push((method, c.send(method, params).await));
             runs.push(run.clone());
             sent.push(run);

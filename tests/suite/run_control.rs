@@ -26,7 +26,7 @@ async fn a_wait_on_a_queued_run_says_pending_in_the_queue_r_a2() {
     let second = c
         .send(
             "agent",
-            json!({"message": "two", "idempotencyKey": "q-2", "sessionKey": "s"}),
+            json!({"message": "two", "idempotencyKey": "q-2", "sessionKey": "s", "queueMode": "followup"}),
         )
         .await;
     let acc = c.res(&second).await;
@@ -96,7 +96,7 @@ async fn aborting_a_queued_run_publishes_its_terminal_r_a5() {
     let second = c
         .send(
             "agent",
-            json!({"message": "two", "idempotencyKey": "qa-2", "sessionKey": "qa"}),
+            json!({"message": "two", "idempotencyKey": "qa-2", "sessionKey": "qa", "queueMode": "followup"}),
         )
         .await;
     c.res(&second).await;

@@ -3,7 +3,8 @@
 //! Layout:
 //! - [`link`]: the control link to the supervisor (handshake, frames).
 //! - `run` / `Worker`: the main loop: session lanes (runs of one session key execute one at
-//!   a time, R-B2), a global cap on concurrent runs, cancel, drain.
+//!   a time, R-B2, with their queue modes in [`lanes`], R-B3), a global cap on concurrent
+//!   runs, cancel, drain.
 //! - [`agent`]: the turn (sans-IO core, driver, prompt rendering).
 //! - [`llm`]: model providers.
 //! - [`store`]: the agent database (one writer thread, one read-only reader thread).
@@ -15,6 +16,7 @@
 
 pub mod agent;
 pub mod hooks;
+pub mod lanes;
 pub mod link;
 pub mod llm;
 pub mod store;
@@ -33,6 +35,7 @@ use ipc::control::{
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
 
+use crate::lanes::Lane;
 use crate::llm::client::LlmClient;
 use crate::llm::LlmError;
 use crate::store::{FinishRun, Reader, Writer};
@@ -179,6 +182,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 None => w.orphaned(),
             },
             Some(done) = done_rx.recv() => w.on_done(done),
+            _ = sleep_until(w.wake_at), if w.wake_at.is_some() => w.wake(),
             _ = sleep_until(w.drain_deadline), if w.drain_deadline.is_some() && !w.drain_expired => w.drain_expired(),
             _ = sleep_until(w.orphan_deadline), if w.orphan_deadline.is_some() => break,
         }
@@ -245,13 +249,8 @@ async fn sleep_until(deadline: Option<Instant>) {
 struct Done {
     session_key: String,
     terminal: RunTerminal,
-}
-
-/// Runs of one session key, one at a time.
-#[derive(Default)]
-struct Lane {
-    queue: VecDeque<SubmitRun>,
-    running: Option<String>,
+    /// Steered runs the turn took.
+    steered: Vec<String>,
 }
 
 struct Worker {
@@ -262,7 +261,8 @@ struct Worker {
     ready: VecDeque<String>,
     ready_set: HashSet<String>,
     active: usize,
-    queued: usize,
+    /// When a collected batch's quiet window ends (R-B3).
+    wake_at: Option<Instant>,
     cancels: HashMap<String, watch::Sender<Option<StopReason>>>,
     drain_deadline: Option<Instant>,
     drain_expired: bool,
@@ -280,7 +280,7 @@ impl Worker {
             ready: VecDeque::new(),
             ready_set: HashSet::new(),
             active: 0,
-            queued: 0,
+            wake_at: None,
             cancels: HashMap::new(),
             drain_deadline: None,
             drain_expired: false,
@@ -314,9 +314,12 @@ impl Worker {
 
     /// True while the session has a run running or queued.
     fn busy(&self, session_key: &str) -> bool {
-        self.lanes
-            .get(session_key)
-            .is_some_and(|l| l.running.is_some() || !l.queue.is_empty())
+        self.lanes.get(session_key).is_some_and(Lane::busy)
+    }
+
+    /// Messages waiting in all lanes.
+    fn queued(&self) -> usize {
+        self.lanes.values().map(Lane::waiting).sum()
     }
 
     fn session_op(&mut self, op_id: u64, op: SessionOp) {
@@ -471,7 +474,7 @@ impl Worker {
     fn submit(&mut self, run: SubmitRun) {
         let refuse = if self.drain_deadline.is_some() || self.orphan_deadline.is_some() {
             Some(RpcError::new(ErrorCode::Draining, "worker is draining"))
-        } else if self.queued >= self.ctx.spec.max_queued as usize {
+        } else if self.queued() >= self.ctx.spec.max_queued as usize {
             Some(RpcError::new(ErrorCode::Overloaded, "worker queue is full"))
         } else {
             None
@@ -484,28 +487,43 @@ impl Worker {
             return;
         }
         let key = run.session_key.clone();
-        self.lanes
+        let effects = self
+            .lanes
             .entry(key.clone())
             .or_default()
-            .queue
-            .push_back(run);
-        self.queued += 1;
+            .arrive(run, Instant::now());
+        for effect in effects {
+            match effect {
+                lanes::Effect::Dropped { run_id, error } => {
+                    self.completed += 1;
+                    let t =
+                        RunTerminal::without_work(&run_id, RunStatus::Error, now_ms(), error, None);
+                    self.send(WorkerToControl::Finished(t));
+                }
+                lanes::Effect::Interrupt { run_id } => {
+                    if let Some(tx) = self.cancels.get(&run_id) {
+                        let _ = tx.send(Some(StopReason::Interrupt));
+                    }
+                }
+            }
+        }
         self.mark_ready(key);
         self.schedule();
     }
 
     fn mark_ready(&mut self, key: String) {
-        let lane_idle = self
+        let ready = self
             .lanes
             .get(&key)
-            .is_some_and(|l| l.running.is_none() && !l.queue.is_empty());
-        if lane_idle && self.ready_set.insert(key.clone()) {
+            .is_some_and(|l| !l.is_running() && l.waiting() > 0);
+        if ready && self.ready_set.insert(key.clone()) {
             self.ready.push_back(key);
         }
     }
 
     fn schedule(&mut self) {
         let cap = self.ctx.spec.max_concurrent.max(1) as usize;
+        let now = Instant::now();
         while self.active < cap {
             let Some(key) = self.ready.pop_front() else {
                 break;
@@ -514,20 +532,30 @@ impl Worker {
             let Some(lane) = self.lanes.get_mut(&key) else {
                 continue;
             };
-            if lane.running.is_some() {
-                continue;
+            match lane.next(now) {
+                Ok(Some(start)) => {
+                    self.active += 1;
+                    self.start(start);
+                }
+                Ok(None) => {}
+                // A collected batch waits for its quiet window.
+                Err(at) => self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at))),
             }
-            let Some(run) = lane.queue.pop_front() else {
-                continue;
-            };
-            self.queued -= 1;
-            lane.running = Some(run.run_id.clone());
-            self.active += 1;
-            self.start(run);
         }
     }
 
-    fn start(&mut self, run: SubmitRun) {
+    /// A quiet window ended: lanes waiting for one are ready again.
+    fn wake(&mut self) {
+        self.wake_at = None;
+        let keys: Vec<String> = self.lanes.keys().cloned().collect();
+        for key in keys {
+            self.mark_ready(key);
+        }
+        self.schedule();
+    }
+
+    fn start(&mut self, start: lanes::Start) {
+        let lanes::Start { run, steer } = start;
         let (cancel_tx, cancel_rx) = watch::channel(None);
         if self.drain_expired || self.orphan_deadline.is_some() {
             let _ = cancel_tx.send(Some(StopReason::Restart));
@@ -538,9 +566,9 @@ impl Worker {
         let session_key = run.session_key.clone();
         let run_id = run.run_id.clone();
         tokio::spawn(async move {
-            let inner = tokio::spawn(agent::driver::drive(ctx.clone(), run, cancel_rx));
-            let terminal = match inner.await {
-                Ok(t) => t,
+            let inner = tokio::spawn(agent::driver::drive(ctx.clone(), run, cancel_rx, steer));
+            let driven = match inner.await {
+                Ok(d) => d,
                 Err(e) => {
                     // A bug in the loop must not leave the run open (invariant 1).
                     let error = format!("the agent loop failed: {e}");
@@ -565,13 +593,23 @@ impl Worker {
                             assistant: None,
                         })
                         .await;
-                    RunTerminal::without_work(&run_id, RunStatus::Error, ended_at, error, None)
+                    agent::driver::Driven {
+                        terminal: RunTerminal::without_work(
+                            &run_id,
+                            RunStatus::Error,
+                            ended_at,
+                            error,
+                            None,
+                        ),
+                        steered: Vec::new(),
+                    }
                 }
             };
             let _ = done
                 .send(Done {
                     session_key,
-                    terminal,
+                    terminal: driven.terminal,
+                    steered: driven.steered,
                 })
                 .await;
         });
@@ -584,14 +622,40 @@ impl Worker {
             RunStatus::Aborted => self.aborted += 1,
             _ => self.completed += 1,
         }
-        self.send(WorkerToControl::Finished(done.terminal));
+        let stopping = self.drain_expired || self.orphan_deadline.is_some();
+        let mut carried = Vec::new();
+        let mut aborted = Vec::new();
         if let Some(lane) = self.lanes.get_mut(&done.session_key) {
-            lane.running = None;
-            if lane.queue.is_empty() {
-                self.lanes.remove(&done.session_key);
-            } else {
-                self.mark_ready(done.session_key);
+            carried = lane.finished(&done.steered, Instant::now());
+            if stopping {
+                // Steered messages the turn did not take have no turn left to run in.
+                aborted = lane.take_waiting();
             }
+        }
+        // The carrier's terminal first; the carried runs end with its outcome (R-B3).
+        let carried: Vec<RunTerminal> = carried
+            .into_iter()
+            .map(|run_id| RunTerminal {
+                run_id,
+                carried_by: Some(done.terminal.run_id.clone()),
+                ..done.terminal.clone()
+            })
+            .collect();
+        self.send(WorkerToControl::Finished(done.terminal));
+        for t in carried {
+            self.send(WorkerToControl::Finished(t));
+        }
+        for run_id in aborted {
+            self.aborted += 1;
+            self.send(WorkerToControl::Finished(queued_abort(
+                &run_id,
+                StopReason::Restart,
+            )));
+        }
+        if self.lanes.get(&done.session_key).is_some_and(Lane::is_idle) {
+            self.lanes.remove(&done.session_key);
+        } else {
+            self.mark_ready(done.session_key);
         }
         self.schedule();
     }
@@ -601,17 +665,25 @@ impl Worker {
             let _ = tx.send(Some(reason));
             return;
         }
-        let mut removed = None;
+        let mut found = lanes::Found::NotHere;
         for lane in self.lanes.values_mut() {
-            if let Some(pos) = lane.queue.iter().position(|r| r.run_id == run_id) {
-                removed = lane.queue.remove(pos);
+            found = lane.cancel(run_id);
+            if found != lanes::Found::NotHere {
                 break;
             }
         }
-        if let Some(run) = removed {
-            self.queued -= 1;
-            self.aborted += 1;
-            self.send(WorkerToControl::Finished(queued_abort(&run, reason)));
+        match found {
+            lanes::Found::Removed => {
+                self.aborted += 1;
+                self.send(WorkerToControl::Finished(queued_abort(run_id, reason)));
+            }
+            // Its message is part of a running turn: stopping it stops that turn.
+            lanes::Found::In(carrier) => {
+                if let Some(tx) = self.cancels.get(&carrier) {
+                    let _ = tx.send(Some(reason));
+                }
+            }
+            lanes::Found::NotHere => {}
         }
     }
 
@@ -625,15 +697,14 @@ impl Worker {
         for tx in self.cancels.values() {
             let _ = tx.send(Some(reason));
         }
-        let queued: Vec<SubmitRun> = self
+        let queued: Vec<String> = self
             .lanes
             .values_mut()
-            .flat_map(|l| l.queue.drain(..))
+            .flat_map(Lane::take_waiting)
             .collect();
-        for run in queued {
-            self.queued -= 1;
+        for run_id in queued {
             self.aborted += 1;
-            self.send(WorkerToControl::Finished(queued_abort(&run, reason)));
+            self.send(WorkerToControl::Finished(queued_abort(&run_id, reason)));
         }
     }
 
@@ -649,13 +720,13 @@ impl Worker {
     fn finished(&self) -> bool {
         (self.drain_deadline.is_some() || self.orphan_deadline.is_some())
             && self.active == 0
-            && self.queued == 0
+            && self.queued() == 0
     }
 }
 
-fn queued_abort(run: &SubmitRun, reason: StopReason) -> RunTerminal {
+fn queued_abort(run_id: &str, reason: StopReason) -> RunTerminal {
     RunTerminal::without_work(
-        &run.run_id,
+        run_id,
         RunStatus::Aborted,
         now_ms(),
         format!("run aborted while queued ({})", reason.as_str()),

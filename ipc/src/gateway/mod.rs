@@ -642,6 +642,10 @@ pub const CLIENT_MODES: &[&str] = &[
 pub struct AgentParams {
     pub message: String,
     pub idempotency_key: String,
+    /// What the message does if its session is busy: `steer`, `followup`, `collect` or
+    /// `interrupt` (default: the session's, else `messages.queue.mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -857,7 +861,8 @@ pub struct SessionsDescribeParams {
     pub include_last_message: Option<bool>,
 }
 
-/// `sessions.patch` params: `label`, `unread`, `model`, `thinkingLevel`, `reasoningLevel`.
+/// `sessions.patch` params: `label`, `unread`, `model`, `thinkingLevel`, `reasoningLevel`,
+/// `queueMode`.
 /// `null` clears (back to the agent's). Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -892,6 +897,14 @@ pub struct SessionsPatchParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub model: Option<Option<String>>,
+    /// `steer`, `followup`, `collect` or `interrupt`: what the session's messages do while
+    /// it is busy (`null`: `messages.queue.mode`).
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_mode: Option<Option<String>>,
     /// Guards, accepted and not checked (as for `sessions.reset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_session_id: Option<String>,

@@ -322,6 +322,10 @@ pub struct ResultMeta {
     /// Fallback models that ran before `provider`/`model` answered (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallbacks: Option<u32>,
+    /// loopgate extension: the run whose turn carried this run's message (steered into
+    /// it, collected with it or summarized by it); the outcome is that turn's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_by: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -403,6 +407,9 @@ pub struct AgentWaitResult {
     /// is still queued behind its session's earlier runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_started: Option<bool>,
+    /// loopgate extension: the run whose turn carried this run's message (R-B3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_by: Option<String>,
 }
 
 impl AgentWaitResult {
@@ -432,6 +439,7 @@ impl AgentWaitResult {
             model: None,
             fallbacks: None,
             provider_started: None,
+            carried_by: None,
         }
     }
 }

@@ -23,8 +23,8 @@ pub struct SessionRow {
     /// other visibilities as read-only).
     pub visibility: String,
     pub sharing_role: String,
-    /// What a message sent while a run is active does: it waits and runs after (loopgate's
-    /// only queue mode so far).
+    /// What a message sent while a run is active does: the session's own queue mode, else
+    /// `messages.queue.mode` (R-B3).
     pub effective_queue_mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
@@ -69,6 +69,9 @@ pub struct SessionRow {
     pub thinking_level: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_level: Option<String>,
+    /// The session's own queue mode (`sessions.patch queueMode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_mode: Option<String>,
     /// The last run's start and end, and how long it ran (OpenClaw's `startedAt`,
     /// `endedAt`, `runtimeMs`); a running session has only its start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,6 +115,7 @@ impl SessionRow {
             last_read_at: None,
             thinking_level: None,
             reasoning_level: None,
+            queue_mode: None,
             started_at: None,
             ended_at: None,
             runtime_ms: None,

@@ -202,12 +202,23 @@ impl Control {
         ));
         // A run that ended before it started (aborted while queued in its lane, refused by
         // its worker) published nothing: its clients still get the terminal events (R-A5).
+        // One another turn carried ends with that turn's outcome (R-B3).
         let deferred = if deferred.events.is_empty() && deferred.gate.is_none() {
             let run = RunRef {
                 run_id: &t.run_id,
                 session_key: &entry.session_key,
                 agent_id: &entry.agent_id,
             };
+            if t.carried_by.is_some() {
+                let events = crate::projection::carried_terminal(&run, 1, &t);
+                let outcome = outcome.clone();
+                self.persist(
+                    t.run_id,
+                    outcome,
+                    TerminalEvents::ungated(Deferred::terminal(events)),
+                );
+                return;
+            }
             let aborted =
                 (t.status == RunStatus::Aborted).then(|| t.stop_reason.as_deref().unwrap_or("rpc"));
             let error = t

@@ -73,6 +73,7 @@ pub(super) async fn sessions_create(
         model_override: None,
         thinking_level: None,
         reasoning_level: None,
+        queue_mode: None,
     };
     // A key that exists is adopted: its row is kept (a new label replaces the old).
     if let Err(e) = gw
@@ -130,6 +131,7 @@ pub(super) async fn sessions_create(
         provider: None,
         model: None,
         thinking: None,
+        queue_mode: None,
     };
     let started = SessionsCreateResult {
         run_started: true,

@@ -582,6 +582,8 @@ struct Admission {
     model: Option<String>,
     /// `thinking` (a level name), as sent.
     thinking: Option<String>,
+    /// `queueMode`, as sent.
+    queue_mode: Option<String>,
 }
 
 /// The provider and model a run asked for, checked against the config: `model` may be
@@ -707,6 +709,25 @@ async fn admit<A: serde::Serialize>(
             return Admitted::Refused(ErrorShape::invalid(format!("invalid agent params: {e}")))
         }
     };
+    // Request > session > config (R-B3).
+    let mut queue = config.queue;
+    match a
+        .queue_mode
+        .as_deref()
+        .map(|m| (m, ipc::queue::QueueMode::parse(m)))
+    {
+        Some((_, Some(mode))) => queue.mode = mode,
+        Some((m, None)) => {
+            return Admitted::Refused(ErrorShape::invalid(format!(
+                "invalid queueMode {m:?}: use steer, followup, collect or interrupt"
+            )))
+        }
+        None => {
+            if let Some(mode) = session.queue_mode {
+                queue.mode = mode;
+            }
+        }
+    }
     if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
         return Admitted::Refused(
             ErrorShape::unavailable(
@@ -786,6 +807,7 @@ async fn admit<A: serde::Serialize>(
                     strict_model,
                     thinking: levels.thinking,
                     reasoning: levels.reasoning,
+                    queue: Some(queue),
                 },
             };
             if let Err(e) = gw.control.dispatch(dispatch) {
@@ -866,6 +888,7 @@ async fn agent(
         provider: p.provider,
         model: p.model,
         thinking: p.thinking,
+        queue_mode: p.queue_mode,
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -1021,6 +1044,7 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option
         provider: None,
         model: None,
         thinking: p.thinking,
+        queue_mode: p.queue_mode,
     };
     let ack = |status: &str| ChatSendAck {
         run_id: run_id.clone(),

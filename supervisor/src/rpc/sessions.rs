@@ -142,6 +142,11 @@ pub(super) fn session_row(
         last_read_at: r.last_read_at,
         thinking_level: r.thinking_level.clone(),
         reasoning_level: r.reasoning_level.clone(),
+        queue_mode: r.queue_mode.clone(),
+        effective_queue_mode: r
+            .queue_mode
+            .clone()
+            .unwrap_or_else(|| config.queue.mode.as_str().to_owned()),
         // A session running now shows no previous run's end.
         started_at: r.last_run_started_at.filter(|_| !running),
         ended_at: r.last_run_ended_at.filter(|_| !running),
@@ -259,8 +264,8 @@ pub(super) async fn session_messages(
 /// Longest session label.
 pub(super) const MAX_LABEL_CHARS: usize = 200;
 
-/// `sessions.patch`: a session's label, read mark, own model, thinking level and reasoning
-/// visibility. A model and a level are checked as an `agent` run's are.
+/// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
+/// visibility and queue mode. A model and a level are checked as an `agent` run's are.
 pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let Some(p) = params::<SessionsPatchParams>(&req, out).await else {
         return;
@@ -355,6 +360,23 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             }
         },
     };
+    let queue_mode = match &p.queue_mode {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(m)) => match ipc::queue::QueueMode::parse(m) {
+            Some(mode) => Some(Some(mode)),
+            None => {
+                return out
+                    .err(
+                        &req.id,
+                        invalid(&format!(
+                            "queueMode: {m:?} is not one of steer, followup, collect, interrupt"
+                        )),
+                    )
+                    .await
+            }
+        },
+    };
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: p
@@ -365,6 +387,7 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
         model_override: model_override.clone(),
         thinking_level: thinking_level.clone(),
         reasoning_level: reasoning_level.clone(),
+        queue_mode: queue_mode.map(|m| m.map(|m| m.as_str().to_owned())),
     };
     let row = match gw
         .db
@@ -395,6 +418,9 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
         }
         if let Some(r) = reasoning_level {
             o.reasoning = r;
+        }
+        if let Some(q) = queue_mode {
+            o.queue_mode = q;
         }
     });
     let config = gw.config();

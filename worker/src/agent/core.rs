@@ -34,6 +34,9 @@ use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
 use ipc::thinking::ReasoningMode;
 
+mod steer;
+pub use steer::{Steered, SKIPPED};
+
 /// Most model calls in one run (each tool round costs one).
 pub const MAX_MODEL_CALLS: u32 = 16;
 /// Most tool calls in one run.
@@ -91,6 +94,8 @@ pub enum Input {
     /// The tool from `Action::RunTool` finished.
     ToolDone(ToolOutcome),
     Persisted(Result<(), StoreError>),
+    /// A message steered into the turn (R-B3): recorded and sent before the next model call.
+    Steer(Steered),
 }
 
 /// How a prepared run begins.
@@ -149,6 +154,10 @@ enum Phase {
         run_deadline: Option<Instant>,
         queue: VecDeque<ToolCall>,
         running: Option<ToolCall>,
+    },
+    /// Recording a steered message; then the next one, then the model call.
+    Steering {
+        run_deadline: Option<Instant>,
     },
     Persisting {
         terminal: Box<RunTerminal>,
@@ -224,6 +233,9 @@ pub struct Turn {
     continuing: bool,
     /// Responses cut by the output limit recovered from so far (R-G3, R-G4).
     length_recoveries: u32,
+    /// Steered messages not recorded yet, and all those taken (R-B3).
+    steering: VecDeque<Steered>,
+    steered: Vec<String>,
 }
 
 impl Turn {
@@ -258,6 +270,8 @@ impl Turn {
             empty_retries: 0,
             sent: Vec::new(),
             compactions: 0,
+            steering: VecDeque::new(),
+            steered: Vec::new(),
         }
     }
 
@@ -277,9 +291,9 @@ impl Turn {
                 idle_deadline,
                 ..
             } => Some(run_deadline.map_or(*idle_deadline, |r| r.min(*idle_deadline))),
-            Phase::Tools { run_deadline, .. } | Phase::CompactSaving { run_deadline, .. } => {
-                *run_deadline
-            }
+            Phase::Tools { run_deadline, .. }
+            | Phase::CompactSaving { run_deadline, .. }
+            | Phase::Steering { run_deadline, .. } => *run_deadline,
             Phase::Backoff {
                 run_deadline,
                 until,
@@ -319,6 +333,11 @@ impl Turn {
     }
 
     pub fn handle(&mut self, input: Input, now: Instant, wall_ms: u64) -> Vec<Action> {
+        if let Input::Steer(s) = input {
+            // Recorded at the next boundary (R-B3).
+            self.take_steered(s);
+            return Vec::new();
+        }
         let phase = std::mem::replace(&mut self.phase, Phase::Done);
         let (next, actions) = self.step(phase, input, now, wall_ms);
         self.phase = next;
@@ -524,7 +543,9 @@ impl Turn {
                         }
                     }
                     if self.calls.is_empty() {
-                        if more && self.model_calls < MAX_MODEL_CALLS {
+                        // A steered message waits: this response is recorded and the model
+                        // answers the message in the same run (R-B3).
+                        if (more || self.is_steered()) && self.model_calls < MAX_MODEL_CALLS {
                             let (p, mut a) = self.continue_response(run_deadline, wall_ms);
                             a.splice(0..0, held);
                             return (p, a);
@@ -711,6 +732,9 @@ impl Turn {
                     m.seq.get_or_insert(seq);
                 }
                 match queue.pop_front() {
+                    Some(call) if self.is_steered() => {
+                        self.skip_call(call, queue, run_deadline, wall_ms)
+                    }
                     Some(call) => {
                         let start = Action::Emit(EventBody::Tool {
                             phase: ipc::control::ToolPhase::Start,
@@ -741,6 +765,10 @@ impl Turn {
                         };
                         // After a continued response, not a tool batch: no finalization pass.
                         let after_tools = !std::mem::take(&mut self.continuing);
+                        if self.is_steered() {
+                            self.request = Some(req);
+                            return self.steer_next(run_deadline, now, wall_ms);
+                        }
                         self.next_call(req, run_deadline, now, after_tools)
                     }
                 }
@@ -968,6 +996,27 @@ impl Turn {
             }
             (Phase::CompactSaving { .. }, Input::Cancel(reason)) => {
                 self.abort(Action::AbortModel, reason, wall_ms)
+            }
+            (Phase::Steering { run_deadline }, Input::Appended(Ok(seq))) => {
+                if let Some(m) = self.request.as_mut().and_then(|r| r.messages.last_mut()) {
+                    m.seq.get_or_insert(seq);
+                }
+                self.steer_next(run_deadline, now, wall_ms)
+            }
+            (Phase::Steering { .. }, Input::Appended(Err(e))) => {
+                let error = match e {
+                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
+                    other => format!("cannot record the steered message: {other}"),
+                };
+                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
+            }
+            (Phase::Steering { run_deadline, .. }, Input::Tick)
+                if run_deadline.is_some_and(|d| now >= d) =>
+            {
+                self.time_out(Action::AbortTool, wall_ms)
+            }
+            (Phase::Steering { .. }, Input::Cancel(reason)) => {
+                self.abort(Action::AbortTool, reason, wall_ms)
             }
             (phase, _) => (phase, vec![]),
         }
@@ -1515,6 +1564,7 @@ impl Turn {
             duration_ms: wall_ms.saturating_sub(self.started_at),
             source_reply_delivered: !self.sent.is_empty(),
             fallbacks: self.fallbacks_used,
+            carried_by: None,
         }
     }
 
@@ -1931,6 +1981,123 @@ mod tests {
             cache_write: 0,
             total: 2 * n,
         }
+    }
+
+    fn steer(id: &str, text: &str) -> Input {
+        Input::Steer(Steered {
+            run_id: id.into(),
+            text: text.into(),
+        })
+    }
+
+    fn appended(a: &[Action]) -> Vec<&NewMessage> {
+        a.iter()
+            .filter_map(|a| match a {
+                Action::Append(m) => Some(&**m),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// R-B3 steer: the running tool finishes, the unstarted call of the batch is skipped
+    /// with an error result, the message is recorded under its own run id and is the last
+    /// message of the next model request, in the same run.
+    #[test]
+    fn a_steered_message_skips_unstarted_calls_and_joins_the_next_request_r_b3() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        ask_for(&mut t, vec![tool_call("a"), tool_call("b")], t0);
+        let a = t.handle(Input::Appended(Ok(2)), t0, 3);
+        assert!(a
+            .iter()
+            .any(|a| matches!(a, Action::RunTool(c) if c.id == "a")));
+        assert!(t.handle(steer("r2", "stop, do X"), t0, 4).is_empty());
+        let a = t.handle(
+            Input::ToolDone(ToolOutcome {
+                content: "listing".into(),
+                is_error: false,
+            }),
+            t0,
+            5,
+        );
+        assert_eq!(appended(&a)[0].text, "listing", "the running tool finished");
+        let a = t.handle(Input::Appended(Ok(3)), t0, 6);
+        assert!(!a.iter().any(|a| matches!(a, Action::RunTool(_))), "{a:?}");
+        let skipped = appended(&a);
+        assert_eq!(skipped[0].text, SKIPPED);
+        assert_eq!(
+            skipped[0].tool_result,
+            Some(("b".into(), "ls".into(), true))
+        );
+        let a = t.handle(Input::Appended(Ok(4)), t0, 7);
+        let user = appended(&a);
+        assert_eq!(user[0].role, Role::User);
+        assert_eq!(user[0].text, "stop, do X");
+        assert_eq!(user[0].input_run_id.as_deref(), Some("r2"));
+        let a = t.handle(Input::Appended(Ok(5)), t0, 8);
+        let Some(Action::CallModel(next)) = a.last() else {
+            panic!("{a:?}")
+        };
+        let last = next.messages.last().unwrap();
+        assert_eq!((last.role, last.content.as_str()), ("user", "stop, do X"));
+        assert_eq!(t.steered(), ["r2".to_owned()]);
+    }
+
+    /// R-B3 steer: a message that arrives while the final answer streams is answered in the
+    /// same run; the first answer stays part of the reply.
+    #[test]
+    fn a_message_steered_during_the_final_answer_gets_its_own_answer_r_b3() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(Input::Model(LlmEvent::Delta("First.".into())), t0, 1);
+        t.handle(steer("r2", "and then?"), t0, 2);
+        let a = t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+            t0,
+            3,
+        );
+        assert!(!a.iter().any(|a| matches!(a, Action::Persist(_))), "{a:?}");
+        assert_eq!(appended(&a)[0].text, "First.");
+        let a = t.handle(Input::Appended(Ok(2)), t0, 4);
+        assert_eq!(appended(&a)[0].text, "and then?");
+        let a = t.handle(Input::Appended(Ok(3)), t0, 5);
+        assert!(matches!(a.last(), Some(Action::CallModel(_))), "{a:?}");
+        t.handle(Input::Model(LlmEvent::Delta("Then Y.".into())), t0, 6);
+        t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+            t0,
+            7,
+        );
+        let a = t.handle(Input::Persisted(Ok(())), t0, 8);
+        let Some(Action::Finish(term)) = a.last() else {
+            panic!("{a:?}")
+        };
+        assert_eq!(term.status, RunStatus::Ok);
+        let texts: Vec<&str> = term.payloads.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(texts, ["First.", "Then Y."]);
+        assert_eq!(t.steered(), ["r2".to_owned()]);
+    }
+
+    /// A turn recording its outcome takes no steered message: the driver hands it back to
+    /// run after (R-B3).
+    #[test]
+    fn a_message_steered_too_late_is_not_recorded_r_b3() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(Input::Model(LlmEvent::Delta("Done.".into())), t0, 1);
+        t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+            t0,
+            2,
+        );
+        assert!(!t.accepts_steering());
+        assert!(t.handle(steer("r2", "late"), t0, 3).is_empty());
+        let a = t.handle(Input::Persisted(Ok(())), t0, 4);
+        assert!(matches!(a.last(), Some(Action::Finish(_))));
+        assert!(t.steered().is_empty());
     }
 
     /// R-E4: a tool round appends the call, runs each tool with start/result events, appends

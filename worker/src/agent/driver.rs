@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::compaction::ContextBudget;
-use super::core::{Action, Input, Prepared, Turn, TurnSpec};
+use super::core::{Action, Input, Prepared, Steered, Turn, TurnSpec};
 use super::prompt;
 use crate::hooks::{self, HookCtx};
 use crate::llm::{LlmError, LlmEvent, ModelChoice, ModelRequest};
@@ -39,13 +39,23 @@ impl Drop for ModelCall {
     }
 }
 
+/// How a turn ended.
+pub struct Driven {
+    pub terminal: RunTerminal,
+    /// Runs whose steered messages the turn took (they end with its outcome); the other
+    /// messages steered into it were declined and run after it.
+    pub steered: Vec<String>,
+}
+
 /// Runs one turn to its terminal outcome (already persisted when this returns, unless
-/// persistence itself failed, which the outcome then says).
+/// persistence itself failed, which the outcome then says). `steer` brings messages sent
+/// to the session meanwhile (queue mode `steer`, R-B3).
 pub async fn drive(
     ctx: Arc<Ctx>,
     run: SubmitRun,
     mut cancel: watch::Receiver<Option<StopReason>>,
-) -> RunTerminal {
+    mut steer: mpsc::Receiver<Steered>,
+) -> Driven {
     let model = &ctx.spec.model;
     let spec = TurnSpec {
         run_id: run.run_id.clone(),
@@ -132,6 +142,7 @@ pub async fn drive(
     let mut paced = Paced::default();
     let mut seq = 0u64;
     let mut cancel_open = true;
+    let mut steer_open = true;
     loop {
         while let Some(input) = pending.pop_front() {
             for action in turn.handle(input, Instant::now(), now_ms()) {
@@ -230,7 +241,10 @@ pub async fn drive(
                                 "durationMs": t.duration_ms, "stopReason": t.stop_reason,
                             })]
                         });
-                        return *t;
+                        return Driven {
+                            terminal: *t,
+                            steered: turn.steered().to_vec(),
+                        };
                     }
                 }
             }
@@ -268,6 +282,19 @@ pub async fn drive(
                 },
                 Err(_) => {
                     cancel_open = false;
+                    continue;
+                }
+            },
+            s = steer.recv(), if steer_open => match s {
+                // Taken: its run has started, in this turn (R-B3). Declined ones (the outcome
+                // is being recorded) are handed back to run after.
+                Some(s) if turn.accepts_steering() => {
+                    steered_start(&ctx, &run.session_key, s.run_id.clone()).await;
+                    Input::Steer(s)
+                }
+                Some(_) => continue,
+                None => {
+                    steer_open = false;
                     continue;
                 }
             },
@@ -333,6 +360,28 @@ fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: Too
 
 /// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
 /// a run event of its own).
+/// The lifecycle `start` of a run whose message was steered into another run's turn; its
+/// terminal follows that turn's.
+async fn steered_start(ctx: &Arc<Ctx>, session_key: &str, run_id: String) {
+    let at = now_ms();
+    let ev = RunEvent {
+        run_id,
+        seq: 1,
+        ts: at,
+        body: EventBody::Lifecycle(ipc::control::Lifecycle {
+            phase: LPhase::Start,
+            started_at: Some(at),
+            ended_at: None,
+            error: None,
+            stop_reason: None,
+            aborted: None,
+            session_id: None,
+            session_key: Some(session_key.to_owned()),
+        }),
+    };
+    let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
+}
+
 async fn told(ctx: &Arc<Ctx>, run_id: &str, seq: u64, message: ipc::control::StoredMessage) {
     let ev = RunEvent {
         run_id: run_id.to_owned(),

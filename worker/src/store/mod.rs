@@ -111,6 +111,9 @@ pub struct NewMessage {
     pub reasoning: Option<String>,
     /// Assistant: provider diagnostics (`{type, details}`), as OpenClaw saves them.
     pub diagnostics: Vec<serde_json::Value>,
+    /// User: the run whose message this is when it is not the writing run's own (a message
+    /// steered into a running turn keeps its own run id, so `inputRunIds` finds it).
+    pub input_run_id: Option<String>,
 }
 
 impl NewMessage {
@@ -129,6 +132,7 @@ impl NewMessage {
             tool_result: None,
             reasoning: None,
             diagnostics: Vec::new(),
+            input_run_id: None,
         }
     }
 }

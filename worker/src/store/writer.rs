@@ -130,7 +130,10 @@ impl Writer {
         self.tx
             .ask(|reply| Cmd::Append {
                 session_key,
-                run_id: expected_writer_run_id.clone(),
+                run_id: message
+                    .input_run_id
+                    .clone()
+                    .unwrap_or_else(|| expected_writer_run_id.clone()),
                 expected_writer_run_id,
                 message,
                 reply,

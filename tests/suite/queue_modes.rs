@@ -1,0 +1,332 @@
+//! Queue modes (R-B3): what a message does when its session is busy: steered into the
+//! running turn, queued as a followup, collected into one turn, or run next after
+//! interrupting the turn; a full queue's drop policies; request > session > config.
+
+use loopgate_tests::{reply, Client, Gateway};
+use scripted_model::Step;
+use serde_json::{json, Value};
+
+fn hold(text: &str) -> Step {
+    Step::Hold {
+        text: text.into(),
+        chunks: 2,
+        after_chunks: 1,
+    }
+}
+
+/// Sends an `agent` request in `session` and returns its request id once accepted.
+async fn queue(c: &mut Client, id: &str, session: &str, mode: Option<&str>) -> String {
+    let mut p =
+        json!({"message": format!("message {id}"), "idempotencyKey": id, "sessionKey": session});
+    if let Some(m) = mode {
+        p["queueMode"] = json!(m);
+    }
+    let req = c.send("agent", p).await;
+    let acc = c.res(&req).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    req
+}
+
+/// The texts of the user messages of a recorded model request.
+fn user_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn texts(fin: &Value) -> Vec<&str> {
+    fin["payload"]["result"]["payloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+/// `steer` (the default): the second message joins the running turn. It is the last user
+/// message of that run's next model request, its run starts in the turn, and it ends with
+/// the turn's outcome, the record naming the carrier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steered_message_joins_the_running_turn_and_ends_with_it_r_b3() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("First answer."));
+    gw.model.push(reply("Second answer."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "st-1", "sessionKey": "st"}))
+        .await;
+    let second = queue(&mut c, "st-2", "st", None).await;
+    // Recorded in the running turn: its run has started there.
+    c.agent_event("st-2", |p| p["data"]["phase"] == "start")
+        .await;
+    gw.model.release();
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    assert_eq!(texts(&f1), ["First answer.", "Second answer."], "{f1}");
+    let f2 = c.res(&second).await;
+    assert_eq!(f2["payload"]["status"], "ok", "{f2}");
+    assert_eq!(f2["payload"]["result"]["meta"]["carriedBy"], "st-1", "{f2}");
+    assert_eq!(texts(&f2), texts(&f1), "the carrier's outcome");
+    let requests = gw.model.requests();
+    assert_eq!(requests.len(), 2, "one run, two model calls");
+    assert_eq!(
+        user_texts(&requests[1].body).last().map(String::as_str),
+        Some("message st-2"),
+        "{}",
+        requests[1].body
+    );
+    // Its chat terminal names its own run; a wait says who carried it.
+    c.chat_event("st-2", |p| p["state"] == "final").await;
+    let w = c
+        .call("agent.wait", json!({"runId": "st-2", "timeoutMs": 1000}))
+        .await;
+    assert_eq!(w["payload"]["status"], "ok", "{w}");
+    assert_eq!(w["payload"]["carriedBy"], "st-1", "{w}");
+    // History has the steered message, under its own run id (inputRunIds finds it).
+    let h = c
+        .call(
+            "chat.history",
+            json!({"sessionKey": "st", "inputRunIds": ["st-2"]}),
+        )
+        .await;
+    let consumed = &h["payload"]["inputConsumptions"];
+    assert_eq!(consumed[0]["runId"], "st-2", "{h}");
+    gw.logs.assert_clean(&[]);
+}
+
+/// `followup`: each message waits and runs as its own turn, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followups_run_as_their_own_turns_in_order_r_b3() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("one"));
+    gw.model.push(reply("two"));
+    gw.model.push(reply("three"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "fu-1", "sessionKey": "fu"}))
+        .await;
+    let b = queue(&mut c, "fu-2", "fu", Some("followup")).await;
+    let d = queue(&mut c, "fu-3", "fu", Some("followup")).await;
+    gw.model.release();
+    for (req, text) in [(&first, "one"), (&b, "two"), (&d, "three")] {
+        let f = c.res(req).await;
+        assert_eq!(f["payload"]["status"], "ok", "{f}");
+        assert_eq!(texts(&f), [text], "{f}");
+        assert!(f["payload"]["result"]["meta"].get("carriedBy").is_none());
+    }
+    let last: Vec<String> = gw
+        .model
+        .requests()
+        .iter()
+        .filter_map(|r| user_texts(&r.body).last().cloned())
+        .collect();
+    assert_eq!(last, ["one", "message fu-2", "message fu-3"]);
+}
+
+/// `collect`: three quick messages run as one turn whose request carries all three; each
+/// ends with that turn's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collected_messages_run_as_one_turn_r_b3() {
+    let gw =
+        Gateway::start_with("[messages.queue]\nmode = \"collect\"\ndebounce_ms = 1000\n").await;
+    gw.model.push(hold("busy"));
+    gw.model.push(reply("All three read."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "co-1", "sessionKey": "co"}))
+        .await;
+    let mut queued = Vec::new();
+    for id in ["co-2", "co-3", "co-4"] {
+        queued.push(queue(&mut c, id, "co", None).await);
+    }
+    gw.model.release();
+    assert_eq!(c.res(&first).await["payload"]["status"], "ok");
+    for (req, carrier) in queued.iter().zip([None, Some("co-2"), Some("co-2")]) {
+        let f = c.res(req).await;
+        assert_eq!(f["payload"]["status"], "ok", "{f}");
+        assert_eq!(texts(&f), ["All three read."], "{f}");
+        assert_eq!(
+            f["payload"]["result"]["meta"]["carriedBy"].as_str(),
+            carrier,
+            "{f}"
+        );
+    }
+    let requests = gw.model.requests();
+    assert_eq!(requests.len(), 2, "one turn for the three");
+    let last = user_texts(&requests[1].body).pop().unwrap_or_default();
+    for id in ["co-2", "co-3", "co-4"] {
+        assert!(last.contains(&format!("message {id}")), "{last}");
+    }
+}
+
+/// `interrupt`: the running turn ends aborted with stop reason `interrupt`, the newest
+/// message runs next, before a followup queued earlier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupting_message_aborts_the_turn_and_runs_next_r_b3() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("half an ans"));
+    gw.model.push(reply("new topic"));
+    gw.model.push(reply("the old followup"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "in-1", "sessionKey": "in"}))
+        .await;
+    let waiting = queue(&mut c, "in-2", "in", Some("followup")).await;
+    let newest = queue(&mut c, "in-3", "in", Some("interrupt")).await;
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["summary"], "aborted", "{f1}");
+    assert_eq!(f1["payload"]["stopReason"], "interrupt", "{f1}");
+    let aborted = c.chat_event("in-1", |p| p["state"] == "aborted").await;
+    assert_eq!(aborted["payload"]["stopReason"], "interrupt", "{aborted}");
+    let f3 = c.res(&newest).await;
+    assert_eq!(texts(&f3), ["new topic"], "{f3}");
+    let f2 = c.res(&waiting).await;
+    assert_eq!(texts(&f2), ["the old followup"], "{f2}");
+}
+
+/// A full queue (`cap`) gives way by `drop` policy: `new` ends the arriving message, `old`
+/// the oldest waiting one, each as an error naming the policy; `summarize` folds the oldest
+/// into a summary line the next turn carries, and it ends with that turn's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_drops_by_policy_r_b3() {
+    for drop in ["new", "old", "summarize"] {
+        let gw = Gateway::start_with(&format!(
+            "[messages.queue]\nmode = \"followup\"\ncap = 1\ndrop = \"{drop}\"\n"
+        ))
+        .await;
+        gw.model.push(hold("busy"));
+        let mut c = gw.connect().await;
+        let first = c
+            .start_streaming(
+                json!({"message": "one", "idempotencyKey": "cap-1", "sessionKey": "cap"}),
+            )
+            .await;
+        let two = queue(&mut c, "cap-2", "cap", None).await;
+        let three = queue(&mut c, "cap-3", "cap", None).await;
+        let (dropped, kept) = match drop {
+            "new" => (Some(&three), &two),
+            "old" => (Some(&two), &three),
+            _ => (None, &three),
+        };
+        if let Some(d) = dropped {
+            // Ends at once, while the turn still runs.
+            let f = c.res(d).await;
+            assert_eq!(f["payload"]["status"], "error", "{drop}: {f}");
+            let error = f["payload"]["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains(&format!("drop policy \"{drop}\"")),
+                "{drop}: {error}"
+            );
+        }
+        gw.model.release();
+        assert_eq!(c.res(&first).await["payload"]["status"], "ok");
+        let f = c.res(kept).await;
+        assert_eq!(f["payload"]["status"], "ok", "{drop}: {f}");
+        let requests = gw.model.requests();
+        let last = user_texts(&requests[1].body).pop().unwrap_or_default();
+        if drop == "summarize" {
+            assert!(
+                last.contains("dropped because the session's queue was full"),
+                "{last}"
+            );
+            assert!(
+                last.contains("- message cap-2") && last.ends_with("message cap-3"),
+                "{last}"
+            );
+            let folded = c.res(&two).await;
+            assert_eq!(folded["payload"]["status"], "ok", "{folded}");
+            assert_eq!(folded["payload"]["result"]["meta"]["carriedBy"], "cap-3");
+        } else {
+            assert!(!last.contains("dropped"), "{last}");
+        }
+        assert_eq!(requests.len(), 2, "{drop}: the dropped message never ran");
+    }
+}
+
+/// Precedence request > session > config: a session set to `interrupt` interrupts with a
+/// message that names no mode, not with one that asks for `followup`; other sessions keep
+/// the config's mode. Rows show the effective mode; a bad mode is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_mode_precedence_is_request_then_session_then_config_r_b3() {
+    let gw = Gateway::start_with("[messages.queue]\nmode = \"followup\"\n").await;
+    let mut c = gw.connect().await;
+    let bad = c
+        .call(
+            "sessions.patch",
+            json!({"key": "pr", "queueMode": "sometimes"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "INVALID_REQUEST", "{bad}");
+    let ok = c
+        .call(
+            "sessions.patch",
+            json!({"key": "pr", "queueMode": "interrupt"}),
+        )
+        .await;
+    assert_eq!(ok["ok"], true, "{ok}");
+    let list = c.call("sessions.list", json!({})).await;
+    let row = |key: &str| {
+        list["payload"]["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["key"] == key)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        row("agent:main:pr")["effectiveQueueMode"],
+        "interrupt",
+        "{list}"
+    );
+    assert_eq!(row("agent:main:pr")["queueMode"], "interrupt", "{list}");
+
+    gw.model.push(hold("first"));
+    gw.model.push(reply("newest"));
+    gw.model.push(reply("asked to wait"));
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "pr-1", "sessionKey": "pr"}))
+        .await;
+    // The request's own mode wins over the session's.
+    let waits = queue(&mut c, "pr-2", "pr", Some("followup")).await;
+    let w = c
+        .call("agent.wait", json!({"runId": "pr-2", "timeoutMs": 100}))
+        .await;
+    assert_eq!(w["payload"]["timeoutPhase"], "queue", "{w}");
+    // No mode named: the session's `interrupt`.
+    let newest = queue(&mut c, "pr-3", "pr", None).await;
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["stopReason"], "interrupt", "{f1}");
+    assert_eq!(texts(&c.res(&newest).await), ["newest"]);
+    assert_eq!(texts(&c.res(&waits).await), ["asked to wait"]);
+
+    // Another session has no mode of its own: the config's `followup`.
+    c.turn(json!({"message": "x", "idempotencyKey": "other-1", "sessionKey": "other"}))
+        .await;
+    let list = c.call("sessions.list", json!({})).await;
+    let other = list["payload"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["key"] == "agent:main:other")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(other["effectiveQueueMode"], "followup", "{list}");
+    // Cleared: back to the config's.
+    c.call("sessions.patch", json!({"key": "pr", "queueMode": null}))
+        .await;
+    let list = c.call("sessions.list", json!({})).await;
+    let pr = list["payload"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["key"] == "agent:main:pr")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(pr["effectiveQueueMode"], "followup", "{list}");
+    assert!(pr.get("queueMode").is_none(), "{pr}");
+}

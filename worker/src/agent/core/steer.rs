@@ -1,0 +1,118 @@
+//! Steering (R-B3 `steer`): a message sent while the turn runs joins it. Running tools
+//! finish; calls of the batch not started yet are skipped with a synthetic error result; the
+//! message is recorded (under its own run id) and is in the next model request. A turn
+//! already recording its outcome takes no more messages: the driver hands them back and they
+//! run after. A message the turn took stays with it (agent-loop.md: steering remains
+//! associated with its target run), and its run ends with the turn's outcome.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use ipc::control::{EventBody, RunStatus, ToolPhase};
+
+use super::{clip, Action, Phase, Turn};
+use crate::llm::ChatMessage;
+use crate::store::{NewMessage, Role};
+use crate::tools::ToolCall;
+
+/// The result a skipped call gets; the model sees it in place of the tool's.
+pub const SKIPPED: &str =
+    "Skipped: the user sent a new message before this tool call started. Read it first.";
+
+/// A message steered into a running turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steered {
+    pub run_id: String,
+    pub text: String,
+}
+
+impl Turn {
+    /// Steered messages this turn took, in order: their runs end with its outcome.
+    pub fn steered(&self) -> &[String] {
+        &self.steered
+    }
+
+    /// Whether a message steered now would reach the model in this turn: not once the
+    /// outcome is being recorded.
+    pub fn accepts_steering(&self) -> bool {
+        !matches!(self.phase, Phase::Persisting { .. } | Phase::Done)
+    }
+
+    pub(super) fn take_steered(&mut self, s: Steered) {
+        if self.accepts_steering() {
+            self.steered.push(s.run_id.clone());
+            self.steering.push_back(s);
+        }
+    }
+
+    pub(super) fn is_steered(&self) -> bool {
+        !self.steering.is_empty()
+    }
+
+    /// A call of the current batch that has not started: skipped, with an error result.
+    pub(super) fn skip_call(
+        &mut self,
+        call: ToolCall,
+        queue: VecDeque<ToolCall>,
+        run_deadline: Option<Instant>,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let result = Action::Emit(EventBody::Tool {
+            phase: ToolPhase::Result,
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            args_json: Some(clip(&call.arguments)),
+            result_json: Some(serde_json::Value::String(SKIPPED.into()).to_string()),
+            is_error: Some(true),
+        });
+        if let Some(req) = self.request.as_mut() {
+            req.messages.push(ChatMessage {
+                tool_call_id: Some(call.id.clone()),
+                ..ChatMessage::text("tool", SKIPPED)
+            });
+        }
+        let message = NewMessage {
+            tool_result: Some((call.id, call.name, true)),
+            ..NewMessage::text(Role::ToolResult, SKIPPED, wall_ms)
+        };
+        (
+            Phase::Tools {
+                run_deadline,
+                queue,
+                running: None,
+            },
+            vec![result, Action::Append(Box::new(message))],
+        )
+    }
+
+    /// Records the next steered message; the model is called once all are in.
+    pub(super) fn steer_next(
+        &mut self,
+        run_deadline: Option<Instant>,
+        now: Instant,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let Some(s) = self.steering.pop_front() else {
+            let Some(req) = self.request.take() else {
+                return self.end(
+                    RunStatus::Error,
+                    Some("internal error: steering lost the request".into()),
+                    Some("error".into()),
+                    wall_ms,
+                );
+            };
+            return self.next_call(req, run_deadline, now, false);
+        };
+        if let Some(req) = self.request.as_mut() {
+            req.messages.push(ChatMessage::text("user", s.text.clone()));
+        }
+        let message = NewMessage {
+            input_run_id: Some(s.run_id.clone()),
+            ..NewMessage::text(Role::User, s.text, wall_ms)
+        };
+        (
+            Phase::Steering { run_deadline },
+            vec![Action::Append(Box::new(message))],
+        )
+    }
+}

@@ -1,0 +1,350 @@
+//! Session lanes and their queue policy (R-B2, R-B3). Runs of one session key execute one
+//! at a time; what a message does when its session is busy is its run's [`QueuePolicy`]:
+//! steered into the running turn, queued as a followup, collected with the other waiting
+//! messages into one turn after a quiet window, or run next after interrupting the turn.
+//! A full queue drops by policy: the oldest or the newest message ends as an error, or the
+//! oldest is folded into a summary line the next turn carries.
+//!
+//! No I/O here: the worker carries out the [`Effect`]s and starts the turns [`Lane::next`]
+//! hands out.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use ipc::control::SubmitRun;
+use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};
+use tokio::sync::mpsc;
+
+use crate::agent::core::Steered;
+
+/// Messages steered into one turn and not yet read by it.
+const STEER_QUEUE: usize = 32;
+/// Messages folded into one summary line at most; beyond it the oldest ends as an error.
+const MAX_SUMMARIZED: usize = 200;
+/// Characters of a dropped message kept for its summary line.
+const SUMMARY_CHARS: usize = 160;
+
+/// What an arriving message waits with when its run names no policy (an older supervisor).
+const UNBOUNDED_FOLLOWUP: QueuePolicy = QueuePolicy {
+    mode: QueueMode::Followup,
+    debounce_ms: 0,
+    cap: u32::MAX,
+    drop: QueueDrop::Old,
+};
+
+/// Something the worker must do for a lane.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    /// `run_id` ended without running, as an error.
+    Dropped { run_id: String, error: String },
+    /// Abort the running turn: a message in `interrupt` mode replaces it.
+    Interrupt { run_id: String },
+}
+
+/// A turn to start: its run (the message possibly combined from several) and the runs it
+/// carries, which end with its outcome.
+pub struct Start {
+    pub run: SubmitRun,
+    pub steer: mpsc::Receiver<Steered>,
+}
+
+/// Where a run to cancel is.
+#[derive(Debug, PartialEq)]
+pub enum Found {
+    /// Waiting: removed; it ends aborted.
+    Removed,
+    /// Its message is part of this running turn: cancelling means cancelling that turn.
+    In(String),
+    NotHere,
+}
+
+struct Waiting {
+    run: SubmitRun,
+    collect: bool,
+    arrived: Instant,
+}
+
+struct Running {
+    run_id: String,
+    steer: mpsc::Sender<Steered>,
+    /// Runs steered into the turn (whether it took them is known when it ends).
+    steered: Vec<SubmitRun>,
+    /// Runs collected into it or folded into its summary line.
+    carried: Vec<String>,
+}
+
+/// One session's runs.
+#[derive(Default)]
+pub struct Lane {
+    queue: VecDeque<Waiting>,
+    running: Option<Running>,
+    /// `(run id, preview)` of messages dropped by `summarize`, for the next turn.
+    summarized: Vec<(String, String)>,
+}
+
+impl Lane {
+    /// Messages waiting for a turn.
+    pub fn waiting(&self) -> usize {
+        self.queue.len() + self.summarized.len()
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.running.is_none() && self.queue.is_empty() && self.summarized.is_empty()
+    }
+
+    /// True while a run is running or waiting.
+    pub fn busy(&self) -> bool {
+        !self.is_idle()
+    }
+
+    /// A message arrives (R-B3).
+    pub fn arrive(&mut self, run: SubmitRun, now: Instant) -> Vec<Effect> {
+        let policy = run.queue.unwrap_or(UNBOUNDED_FOLLOWUP);
+        if self.is_idle() {
+            self.queue.push_back(Waiting {
+                run,
+                collect: false,
+                arrived: now,
+            });
+            return Vec::new();
+        }
+        let mut effects = Vec::new();
+        let run = match policy.mode {
+            QueueMode::Steer => match self.steer(run) {
+                None => return effects,
+                // The turn cannot take it (it is not running, or its queue is full): it
+                // runs after.
+                Some(run) => run,
+            },
+            QueueMode::Interrupt => {
+                if let Some(r) = &self.running {
+                    effects.push(Effect::Interrupt {
+                        run_id: r.run_id.clone(),
+                    });
+                }
+                run
+            }
+            QueueMode::Followup | QueueMode::Collect => run,
+        };
+        let cap = policy.cap.max(1) as usize;
+        if self.queue.len() >= cap {
+            let why = |which: &str| {
+                format!(
+                    "dropped: the session's queue was full ({cap} messages waiting; drop policy \"{which}\")"
+                )
+            };
+            match policy.drop {
+                QueueDrop::New => {
+                    effects.push(Effect::Dropped {
+                        run_id: run.run_id,
+                        error: why("new"),
+                    });
+                    return effects;
+                }
+                QueueDrop::Old => {
+                    if let Some(old) = self.queue.pop_front() {
+                        effects.push(Effect::Dropped {
+                            run_id: old.run.run_id,
+                            error: why("old"),
+                        });
+                    }
+                }
+                QueueDrop::Summarize => {
+                    if let Some(old) = self.queue.pop_front() {
+                        if self.summarized.len() >= MAX_SUMMARIZED {
+                            let (id, _) = self.summarized.remove(0);
+                            effects.push(Effect::Dropped {
+                                run_id: id,
+                                error: why("summarize"),
+                            });
+                        }
+                        let preview = preview(&old.run.message);
+                        self.summarized.push((old.run.run_id, preview));
+                    }
+                }
+            }
+        }
+        let waiting = Waiting {
+            collect: policy.mode == QueueMode::Collect,
+            run,
+            arrived: now,
+        };
+        if policy.mode == QueueMode::Interrupt {
+            self.queue.push_front(waiting);
+        } else {
+            self.queue.push_back(waiting);
+        }
+        effects
+    }
+
+    /// Hands `run`'s message to the running turn; gives it back if there is none to take it.
+    fn steer(&mut self, run: SubmitRun) -> Option<SubmitRun> {
+        let Some(r) = self.running.as_mut() else {
+            return Some(run);
+        };
+        let s = Steered {
+            run_id: run.run_id.clone(),
+            text: run.message.clone(),
+        };
+        match r.steer.try_send(s) {
+            Ok(()) => {
+                r.steered.push(run);
+                None
+            }
+            Err(_) => Some(run),
+        }
+    }
+
+    /// The next turn to start, if the lane is free and its front is ready; `Err(at)`: a
+    /// collected batch waits for its quiet window until `at`.
+    pub fn next(&mut self, now: Instant) -> Result<Option<Start>, Instant> {
+        if self.running.is_some() {
+            return Ok(None);
+        }
+        let Some(front) = self.queue.front() else {
+            return Ok(None);
+        };
+        let mut carried = Vec::new();
+        let mut run = if front.collect {
+            let batch = self.queue.iter().take_while(|w| w.collect);
+            let (mut newest, mut quiet) = (front.arrived, Duration::ZERO);
+            for w in batch {
+                newest = newest.max(w.arrived);
+                let debounce = w.run.queue.map_or(0, |q| q.debounce_ms);
+                quiet = quiet.max(Duration::from_millis(debounce));
+            }
+            if now < newest + quiet {
+                return Err(newest + quiet);
+            }
+            let mut batch = Vec::new();
+            while self.queue.front().is_some_and(|w| w.collect) {
+                if let Some(w) = self.queue.pop_front() {
+                    batch.push(w.run);
+                }
+            }
+            let mut batch = batch.into_iter();
+            let Some(mut first) = batch.next() else {
+                return Ok(None);
+            };
+            let rest: Vec<SubmitRun> = batch.collect();
+            if !rest.is_empty() {
+                let mut texts = vec![first.message.as_str()];
+                texts.extend(rest.iter().map(|r| r.message.as_str()));
+                first.message = collected(&texts);
+                carried.extend(rest.into_iter().map(|r| r.run_id));
+            }
+            first
+        } else {
+            match self.queue.pop_front() {
+                Some(w) => w.run,
+                None => return Ok(None),
+            }
+        };
+        if !self.summarized.is_empty() {
+            let dropped = std::mem::take(&mut self.summarized);
+            let cap = run.queue.map_or(0, |q| q.cap);
+            run.message = format!("{}{}", summary_line(&dropped, cap), run.message);
+            carried.extend(dropped.into_iter().map(|(id, _)| id));
+        }
+        let (tx, rx) = mpsc::channel(STEER_QUEUE);
+        self.running = Some(Running {
+            run_id: run.run_id.clone(),
+            steer: tx,
+            steered: Vec::new(),
+            carried,
+        });
+        Ok(Some(Start { run, steer: rx }))
+    }
+
+    /// The running turn ended; `taken`: the steered runs it took. Returns the runs that end
+    /// with its outcome. Steered messages it did not take wait at the front, in order.
+    pub fn finished(&mut self, taken: &[String], now: Instant) -> Vec<String> {
+        let Some(r) = self.running.take() else {
+            return Vec::new();
+        };
+        let mut carried = Vec::new();
+        let mut back = Vec::new();
+        for s in r.steered {
+            if taken.contains(&s.run_id) {
+                carried.push(s.run_id);
+            } else {
+                back.push(s);
+            }
+        }
+        for run in back.into_iter().rev() {
+            self.queue.push_front(Waiting {
+                run,
+                collect: false,
+                arrived: now,
+            });
+        }
+        carried.extend(r.carried);
+        carried
+    }
+
+    /// Finds a run to cancel; a waiting one is removed.
+    pub fn cancel(&mut self, run_id: &str) -> Found {
+        if let Some(pos) = self.queue.iter().position(|w| w.run.run_id == run_id) {
+            self.queue.remove(pos);
+            return Found::Removed;
+        }
+        if let Some(pos) = self.summarized.iter().position(|(id, _)| id == run_id) {
+            self.summarized.remove(pos);
+            return Found::Removed;
+        }
+        match &self.running {
+            Some(r)
+                if r.steered.iter().any(|s| s.run_id == run_id)
+                    || r.carried.iter().any(|c| c == run_id) =>
+            {
+                Found::In(r.run_id.clone())
+            }
+            _ => Found::NotHere,
+        }
+    }
+
+    /// Empties the lane's waiting messages (abort everything): their run ids.
+    pub fn take_waiting(&mut self) -> Vec<String> {
+        let mut ids: Vec<String> = self.queue.drain(..).map(|w| w.run.run_id).collect();
+        ids.extend(self.summarized.drain(..).map(|(id, _)| id));
+        ids
+    }
+}
+
+/// The one message a collected batch runs as.
+fn collected(texts: &[&str]) -> String {
+    let mut out = String::from("[Queued messages while the agent was busy]");
+    for (i, t) in texts.iter().enumerate() {
+        out.push_str(&format!("\n\n---\nQueued #{}\n{t}", i + 1));
+    }
+    out
+}
+
+/// The line the next turn carries for messages a full queue dropped (`summarize`).
+fn summary_line(dropped: &[(String, String)], cap: u32) -> String {
+    let n = dropped.len();
+    let mut out = format!(
+        "[{n} earlier message{} dropped because the session's queue was full (cap {cap}); what they said:]\n",
+        if n == 1 { " was" } else { "s were" }
+    );
+    for (_, p) in dropped {
+        out.push_str(&format!("- {p}\n"));
+    }
+    out.push('\n');
+    out
+}
+
+fn preview(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(SUMMARY_CHARS) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests;
