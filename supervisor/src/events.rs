@@ -180,15 +180,24 @@ impl Deferred {
 #[derive(Clone)]
 pub struct EventHub {
     tx: broadcast::Sender<Arc<HubEvent>>,
-    /// The `hub_seq` of the last event published; held while publishing, so numbers follow
-    /// the broadcast order.
-    last: Arc<std::sync::Mutex<u64>>,
+    /// The `hub_seq` of the last event published and the runs in flight; held while
+    /// publishing, so numbers follow the broadcast order and a run ended at once gets nothing
+    /// after its terminal.
+    state: Arc<std::sync::Mutex<HubState>>,
     /// Connections that watch sessions (`sessions.subscribe`, `sessions.messages.subscribe`):
     /// with none, session events are not built at all.
     session_watchers: Arc<std::sync::atomic::AtomicUsize>,
-    /// Runs whose lifecycle `start` was published and that have not ended: a wait on any
-    /// other run still in flight is waiting on the queue.
-    started: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+#[derive(Default)]
+struct HubState {
+    last: u64,
+    /// Runs whose lifecycle `start` was published and that have not ended, with the last
+    /// `seq` clients got: a wait on any other run still in flight is waiting on the queue.
+    started: std::collections::HashMap<String, u64>,
+    /// Runs the gateway ended at once (`chat.abort`) while their worker still cleans up:
+    /// what the worker sends for them afterwards is not published (R-A5, R-D3).
+    ended: std::collections::HashSet<String>,
 }
 
 /// A connection's interest in session events; counted while it lives.
@@ -212,29 +221,66 @@ impl EventHub {
         let (tx, _) = broadcast::channel(HUB_CAPACITY);
         Self {
             tx,
-            last: Arc::new(std::sync::Mutex::new(0)),
+            state: Arc::default(),
             session_watchers: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-            started: Arc::default(),
         }
     }
 
-    fn started_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.started.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A run's lifecycle `start` went out: its model work has begun.
+    /// A run's lifecycle `start` is going out: its model work has begun.
     pub fn run_started(&self, run_id: &str) {
-        self.started_runs().insert(run_id.to_owned());
+        let mut st = self.state();
+        if !st.ended.contains(run_id) {
+            st.started.insert(run_id.to_owned(), 0);
+        }
     }
 
-    /// A run ended (or its worker went away).
+    /// A run's worker is done with it (its terminal arrived, or the worker went away).
     pub fn run_settled(&self, run_id: &str) {
-        self.started_runs().remove(run_id);
+        let mut st = self.state();
+        st.started.remove(run_id);
+        st.ended.remove(run_id);
     }
 
     /// Whether a run in flight has started (else it is still queued).
     pub fn has_started(&self, run_id: &str) -> bool {
-        self.started_runs().contains(run_id)
+        self.state().started.contains_key(run_id)
+    }
+
+    /// Whether the gateway ended the run at once while its worker cleans up.
+    pub fn is_ended(&self, run_id: &str) -> bool {
+        self.state().ended.contains(run_id)
+    }
+
+    /// Publishes a run's events (`seq`: the worker's), unless the gateway already ended the
+    /// run: then they are dropped, atomically with [`EventHub::end_run`].
+    pub fn publish_run(&self, run_id: &str, seq: u64, events: &[Deferred]) {
+        let mut st = self.state();
+        if st.ended.contains(run_id) {
+            return;
+        }
+        if let Some(last) = st.started.get_mut(run_id) {
+            *last = (*last).max(seq);
+        }
+        for d in events {
+            Self::send_locked(&self.tx, &mut st, d);
+        }
+    }
+
+    /// Ends a run now: its terminal events, numbered after the last `seq` clients got, go
+    /// out at once, and nothing its worker sends for it is published afterwards.
+    pub fn end_run(&self, run_id: &str, terminal: impl FnOnce(u64) -> Vec<Deferred>) {
+        let mut st = self.state();
+        if !st.ended.insert(run_id.to_owned()) {
+            return;
+        }
+        let seq = st.started.remove(run_id).map_or(1, |last| last + 1);
+        for d in &terminal(seq) {
+            Self::send_locked(&self.tx, &mut st, d);
+        }
     }
 
     /// Counts a connection as watching sessions until the returned value is dropped.
@@ -254,14 +300,14 @@ impl EventHub {
     /// A receiver of every event published from now on, and the `hub_seq` of the last one
     /// it will not see.
     pub fn subscribe(&self) -> (broadcast::Receiver<Arc<HubEvent>>, u64) {
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        (self.tx.subscribe(), *last)
+        let st = self.state();
+        (self.tx.subscribe(), st.last)
     }
 
     /// The `hub_seq` of the last event published. A response sent after a connection has
     /// handled this far follows every event published before this call.
     pub fn published(&self) -> u64 {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner())
+        self.state().last
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
@@ -278,27 +324,22 @@ impl EventHub {
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {
-        let (event, payload, drop_if_slow, cap, subscribers_only, session, run_session) = (
-            d.event,
-            d.payload.clone(),
-            d.drop_if_slow,
-            d.cap,
-            d.subscribers_only,
-            d.session.clone(),
-            d.run_session.clone(),
-        );
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        *last += 1;
+        let mut st = self.state();
+        Self::send_locked(&self.tx, &mut st, d);
+    }
+
+    fn send_locked(tx: &broadcast::Sender<Arc<HubEvent>>, st: &mut HubState, d: &Deferred) {
+        st.last += 1;
         // No receivers is fine: nobody is listening.
-        let _ = self.tx.send(Arc::new(HubEvent {
-            hub_seq: *last,
-            event,
-            payload,
-            drop_if_slow,
-            cap,
-            subscribers_only,
-            session,
-            run_session,
+        let _ = tx.send(Arc::new(HubEvent {
+            hub_seq: st.last,
+            event: d.event,
+            payload: d.payload.clone(),
+            drop_if_slow: d.drop_if_slow,
+            cap: d.cap,
+            subscribers_only: d.subscribers_only,
+            session: d.session.clone(),
+            run_session: d.run_session.clone(),
         }));
     }
 }
@@ -314,4 +355,44 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(n: u64) -> Deferred {
+        Deferred::sessions_changed(&SessionsChanged::changed(
+            "patch",
+            n,
+            ipc::gateway::SessionRow::for_run("agent:main:s", "main", "done", None),
+        ))
+    }
+
+    /// A run the gateway ended at once (an abort) gets its terminal numbered after the
+    /// events clients got, and nothing its worker sends afterwards (R-A5, R-D3).
+    #[test]
+    fn a_run_ended_at_once_is_numbered_after_what_was_seen_and_gets_nothing_after() {
+        let hub = EventHub::new();
+        let (mut rx, _) = hub.subscribe();
+        hub.run_started("r");
+        hub.publish_run("r", 1, &[event(1)]);
+        hub.publish_run("r", 4, &[event(4)]);
+        let mut numbered = None;
+        hub.end_run("r", |seq| {
+            numbered = Some(seq);
+            vec![event(99)]
+        });
+        assert_eq!(numbered, Some(5));
+        assert!(hub.is_ended("r") && !hub.has_started("r"));
+        hub.publish_run("r", 5, &[event(5)]);
+        hub.end_run("r", |_| vec![event(100)]);
+        let got: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|e| e.hub_seq)
+            .collect();
+        assert_eq!(got, [1, 2, 3], "two events and one terminal, once");
+        // Its worker's terminal settles it; the id may be used again after.
+        hub.run_settled("r");
+        assert!(!hub.is_ended("r"));
+    }
 }

@@ -586,8 +586,11 @@ impl Relay {
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
+                // Ended by the gateway already (an abort): its terminal went out then.
+                let ended = self.hub.is_ended(&t.run_id);
                 self.hub.run_settled(&t.run_id);
                 let events = match self.runs.remove(&t.run_id) {
+                    _ if ended => Vec::new(),
                     // Steered into another turn (its `start` was told): that turn's outcome.
                     Some(st) if t.carried_by.is_some() => {
                         let run = RunRef {
@@ -655,6 +658,23 @@ fn publish(
     runs: &mut HashMap<String, Streaming>,
     ev: ipc::control::RunEvent,
 ) {
+    let mut out = Vec::new();
+    project(hub, agent_id, runs, &ev, &mut out);
+    // Dropped if the gateway already ended the run (an abort is terminal at once, R-A5).
+    if !out.is_empty() {
+        hub.publish_run(&ev.run_id, ev.seq, &out);
+    }
+}
+
+/// What clients get for one run event (`out`); the run's terminal events are kept in its
+/// state until its outcome is recorded.
+fn project(
+    hub: &EventHub,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    ev: &ipc::control::RunEvent,
+    out: &mut Vec<Deferred>,
+) {
     use crate::projection::{self as p, CompactionEvent, ToolEvent};
     if let EventBody::Lifecycle(l) = &ev.body {
         if l.phase == Phase::Start {
@@ -690,10 +710,10 @@ fn publish(
                     .deferred
                     .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
                 Some((agent, None)) => {
-                    hub.publish_deferred(&Deferred::agent(&agent));
+                    out.push(Deferred::agent(&agent));
                     if l.phase == Phase::Start && hub.sessions_watched() {
                         let changed = p::session_run_started(&run, ev.ts);
-                        hub.publish_deferred(&Deferred::sessions_changed(&changed));
+                        out.push(Deferred::sessions_changed(&changed));
                     }
                 }
                 None => {}
@@ -707,8 +727,8 @@ fn publish(
                 agent_id,
             };
             let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta);
-            hub.publish_deferred(&Deferred::agent(&agent));
-            hub.publish_deferred(&Deferred::chat(&chat));
+            out.push(Deferred::agent(&agent));
+            out.push(Deferred::chat(&chat));
         }
         EventBody::Tool {
             phase,
@@ -728,7 +748,7 @@ fn publish(
             };
             // Tool events go only to clients that asked for them (`caps: ["tool-events"]`).
             if let Some(agent) = p::tool(&run, ev.seq, ev.ts, &t) {
-                hub.publish_deferred(&Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
+                out.push(Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
             }
         }
         EventBody::Compaction {
@@ -747,13 +767,13 @@ fn publish(
                 messages: *messages,
             };
             if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
-                hub.publish_deferred(&Deferred::agent(&agent));
+                out.push(Deferred::agent(&agent));
             }
         }
         EventBody::Thinking { delta } => {
             st.thinking.push_str(delta);
             let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
-            hub.publish_deferred(&Deferred::agent(&agent));
+            out.push(Deferred::agent(&agent));
         }
         EventBody::RunStatus {
             phase,
@@ -765,8 +785,8 @@ fn publish(
             st.thinking.clear();
             let (agent, chat) =
                 p::run_status(&run, ev.seq, ev.ts, phase, *attempt, *max_attempts, reason);
-            hub.publish_deferred(&Deferred::agent(&agent));
-            hub.publish_deferred(&Deferred::chat(&chat));
+            out.push(Deferred::agent(&agent));
+            out.push(Deferred::chat(&chat));
         }
         EventBody::Message(stored) => {
             let watched = hub.sessions_watched();
@@ -786,7 +806,7 @@ fn publish(
                 st.reply_place = Some(place.clone());
             }
             if watched {
-                hub.publish_deferred(&Deferred::session_message(&p::session_message(
+                out.push(Deferred::session_message(&p::session_message(
                     &st.session_key,
                     agent_id,
                     message,

@@ -176,3 +176,126 @@ async fn a_failed_run_leaves_its_notice_in_history_before_the_error_r_b1() {
         "{msgs:?}"
     );
 }
+
+fn frames_of<'a>(c: &'a loopgate_tests::Client, run_id: &'a str) -> Vec<&'a serde_json::Value> {
+    c.seen
+        .iter()
+        .filter(|f| f["type"] == "event" && f["payload"]["runId"] == run_id)
+        .collect()
+}
+
+/// R-A5: `chat.abort` is terminal at once, even while the run's worker cannot act (it is
+/// stopped here): chat `aborted` with the caller's stop reason and the lifecycle terminal,
+/// numbered after what clients saw, and the outcome for waiters. The worker cleans up
+/// behind it once it runs again; nothing of the run reaches clients after its terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_is_terminal_at_once_while_the_worker_cleans_up_r_a5() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let gw = Gateway::start().await;
+    gw.model.push(hold("partial answ"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "ab-1", "sessionKey": "ab"}))
+        .await;
+    let pid = gw.worker_pid("main").await.unwrap();
+    kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
+    let r = c.call("chat.abort", json!({"sessionKey": "ab"})).await;
+    assert_eq!(r["payload"]["aborted"], true, "{r}");
+    assert_eq!(r["payload"]["runIds"], json!(["ab-1"]), "{r}");
+    let aborted = c.chat_event("ab-1", |p| p["state"] == "aborted").await;
+    assert_eq!(aborted["payload"]["stopReason"], "rpc", "{aborted}");
+    let end = c
+        .agent_event("ab-1", |p| p["data"]["phase"] == "error")
+        .await;
+    assert_eq!(end["payload"]["data"]["aborted"], true, "{end}");
+    let last_before = frames_of(&c, "ab-1")
+        .iter()
+        .filter(|f| f["event"] == "agent" && f["payload"]["stream"] != "lifecycle")
+        .filter_map(|f| f["payload"]["seq"].as_u64())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        end["payload"]["seq"].as_u64() > Some(last_before),
+        "numbered after the deltas: {end}"
+    );
+    let fin = c.res(&first).await;
+    assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
+    assert_eq!(fin["payload"]["stopReason"], "rpc", "{fin}");
+    // The worker runs again: it ends its run (recorded in its transcript), and the
+    // session's next turn runs after it.
+    kill(Pid::from_raw(pid as i32), Signal::SIGCONT).unwrap();
+    gw.model.push(loopgate_tests::reply("next one"));
+    let (_, next) = c
+        .turn(json!({"message": "two", "idempotencyKey": "ab-2", "sessionKey": "ab"}))
+        .await;
+    assert_eq!(next["payload"]["status"], "ok", "{next}");
+    let terminals: Vec<_> = frames_of(&c, "ab-1")
+        .into_iter()
+        .filter(|f| {
+            f["payload"]["state"] == "aborted"
+                || f["payload"]["state"] == "error"
+                || f["payload"]["data"]["phase"] == "error"
+                || f["payload"]["data"]["phase"] == "end"
+        })
+        .collect();
+    assert_eq!(
+        terminals.len(),
+        2,
+        "one lifecycle and one chat terminal: {terminals:?}"
+    );
+    let after_terminal = c
+        .seen
+        .iter()
+        .skip_while(|f| !(f["event"] == "chat" && f["payload"]["state"] == "aborted"))
+        .skip(1)
+        .filter(|f| f["type"] == "event" && f["payload"]["runId"] == "ab-1")
+        .count();
+    assert_eq!(after_terminal, 0, "nothing of the run after its terminal");
+    gw.logs.assert_clean(&[]);
+}
+
+/// R-A5: an abort while the run's worker restarts gracefully (it is draining, finishing its
+/// runs) is honoured: the run ends aborted at once, the draining worker gets the cancel, so
+/// the restart completes without waiting out the drain deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_during_a_graceful_worker_restart_is_honoured_r_a5() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("long answ"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "rs-1", "sessionKey": "rs"}))
+        .await;
+    let restart = gw.cli(&["worker", "restart", "main"]);
+    let abort = async {
+        gw.logs.wait_for("Restarting worker (operator).").await;
+        let r = c.call("chat.abort", json!({"sessionKey": "rs"})).await;
+        assert_eq!(r["payload"]["aborted"], true, "{r}");
+        let aborted = c.chat_event("rs-1", |p| p["state"] == "aborted").await;
+        assert_eq!(aborted["payload"]["stopReason"], "rpc", "{aborted}");
+        c.res(&first).await
+    };
+    let (out, fin) = tokio::join!(restart, abort);
+    assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the drain ended with the aborted run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The draining worker itself stopped the run (not its idle timeout, 30 s later).
+    let (status, stop): (String, Option<String>) = gw
+        .agent_db("main")
+        .query_row(
+            "SELECT status, stop_reason FROM runs WHERE run_id = 'rs-1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((status.as_str(), stop.as_deref()), ("aborted", Some("rpc")));
+    gw.model.push(loopgate_tests::reply("after the restart"));
+    let (_, next) = c
+        .turn(json!({"message": "two", "idempotencyKey": "rs-2", "sessionKey": "rs"}))
+        .await;
+    assert_eq!(next["payload"]["status"], "ok", "{next}");
+}

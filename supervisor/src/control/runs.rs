@@ -263,11 +263,13 @@ impl Control {
         let Some(entry) = self.runs.get(run_id) else {
             return;
         };
-        if !entry.is_active() {
-            return;
-        }
         if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
             slot.in_flight.retain(|id| id != run_id);
+        }
+        // No worker will send more for it (the run may have been ended at once before).
+        self.deps.hub.run_settled(run_id);
+        if !entry.is_active() {
+            return;
         }
         let ended_at = now_ms();
         let t = RunTerminal::without_work(
@@ -301,6 +303,46 @@ impl Control {
             outcome,
             TerminalEvents::ungated(deferred),
         );
+    }
+
+    /// Ends a run handed to its worker now, as aborted with `reason`: clients get its
+    /// terminal events at once (numbered after what they saw, and nothing of the run after
+    /// them), waiters the outcome once it is recorded. The worker's own terminal, when its
+    /// cleanup is done, changes nothing (the first terminal wins).
+    fn end_now(&mut self, run_id: &str, reason: StopReason) {
+        let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
+            return;
+        };
+        let ended_at = now_ms();
+        let error = format!("run aborted ({})", reason.as_str());
+        let t = RunTerminal::without_work(
+            run_id,
+            RunStatus::Aborted,
+            ended_at,
+            error.clone(),
+            Some(reason.as_str().to_owned()),
+        );
+        let outcome = Arc::new(Outcome::from_terminal(
+            &t,
+            &entry.session_key,
+            &entry.agent_id,
+        ));
+        let run = RunRef {
+            run_id,
+            session_key: &entry.session_key,
+            agent_id: &entry.agent_id,
+        };
+        self.deps.hub.end_run(run_id, |seq| {
+            Deferred::terminal(crate::projection::ended_by_gateway(
+                &run,
+                seq,
+                ended_at,
+                None,
+                &error,
+                Some(reason.as_str()),
+            ))
+        });
+        self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
     }
 
     fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: TerminalEvents) {
@@ -388,6 +430,9 @@ impl Control {
                 let msg = format!("run aborted while queued ({})", reason.as_str());
                 self.fail_run(id, RunStatus::Aborted, &msg, Some(reason));
             } else {
+                // Terminal at once (R-A5); the worker cleans up behind it, on a worker that is
+                // draining too.
+                self.end_now(id, reason);
                 self.send_if_ready(
                     agent_id,
                     ControlToWorker::Cancel {

@@ -74,6 +74,8 @@ pub(super) enum WorkerState {
         since: Instant,
         then: AfterExit,
         queued: VecDeque<ControlToWorker>,
+        /// The draining worker's link: cancels still reach the runs it finishes.
+        link: Option<LinkHandle>,
     },
     /// Crashed; restarts at `until`.
     Backoff {
@@ -292,14 +294,24 @@ impl Control {
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return;
         };
-        if let WorkerState::Ready { link, .. } = &slot.state {
-            // A closed link may still hold the run this is about, unsent: the frame follows
-            // it to the next worker (a Cancel must not be lost while its Submit carries over).
-            if let Err(crate::worker_link::LinkSendError::Closed(msg)) = link.try_send(msg) {
-                if slot.held.len() < MAX_QUEUED {
-                    slot.held.push_back(*msg);
+        match &slot.state {
+            WorkerState::Ready { link, .. } => {
+                // A closed link may still hold the run this is about, unsent: the frame
+                // follows it to the next worker (a Cancel must not be lost while its Submit
+                // carries over).
+                if let Err(crate::worker_link::LinkSendError::Closed(msg)) = link.try_send(msg) {
+                    if slot.held.len() < MAX_QUEUED {
+                        slot.held.push_back(*msg);
+                    }
                 }
             }
+            // A draining worker still finishes its runs: a cancel must reach them.
+            WorkerState::Draining {
+                link: Some(link), ..
+            } => {
+                let _ = link.try_send(msg);
+            }
+            _ => {}
         }
     }
 
@@ -506,6 +518,7 @@ impl Control {
                     since: now,
                     then: AfterExit::Stop,
                     queued: VecDeque::new(),
+                    link: Some(link),
                 }
             }
             None => WorkerState::Ready {
@@ -838,11 +851,13 @@ impl Control {
                     force,
                     "Restarting worker (operator)."
                 );
+                let link = Some(link.clone());
                 slot.state = WorkerState::Draining {
                     pid,
                     since: Instant::now(),
                     then: AfterExit::Restart,
                     queued: VecDeque::new(),
+                    link,
                 };
             }
             WorkerState::Draining { then, pid, .. } => {
@@ -911,6 +926,7 @@ impl Control {
                             since: Instant::now(),
                             then: AfterExit::Restart,
                             queued: VecDeque::new(),
+                            link: Some(link.clone()),
                         };
                     }
                 }
@@ -941,16 +957,18 @@ impl Control {
                         since: Instant::now(),
                         then: AfterExit::Remove,
                         queued: VecDeque::new(),
+                        link: Some(link.clone()),
                     };
                 }
-                WorkerState::Draining { pid, .. } => {
-                    let pid = *pid;
+                WorkerState::Draining { pid, link, .. } => {
+                    let (pid, link) = (*pid, link.clone());
                     let queued = slot.take_queued();
                     slot.state = WorkerState::Draining {
                         pid,
                         since: Instant::now(),
                         then: AfterExit::Remove,
                         queued: VecDeque::new(),
+                        link,
                     };
                     self.fail_frames(&id, queued, "agent removed from config");
                 }
@@ -1000,10 +1018,15 @@ impl Control {
                         since: Instant::now(),
                         then: AfterExit::Stop,
                         queued: VecDeque::new(),
+                        link: Some(link),
                     };
                 }
                 WorkerState::Draining {
-                    pid, since, queued, ..
+                    pid,
+                    since,
+                    queued,
+                    link,
+                    ..
                 } => {
                     to_fail.push((id.clone(), queued));
                     slot.state = WorkerState::Draining {
@@ -1011,6 +1034,7 @@ impl Control {
                         since,
                         then: AfterExit::Stop,
                         queued: VecDeque::new(),
+                        link,
                     };
                 }
                 WorkerState::Backoff { queued, .. } => to_fail.push((id.clone(), queued)),
