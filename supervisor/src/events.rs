@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use ipc::gateway::{AgentEvent, ChatEvent, ChatState, SessionsChanged};
+use ipc::gateway::{AgentData, AgentEvent, ChatEvent, ChatState, LifecyclePhase, SessionsChanged};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -53,6 +53,8 @@ pub struct Deferred {
     subscribers_only: bool,
     session: Option<Arc<str>>,
     run_session: Option<Arc<str>>,
+    /// A run's event: kept for `agent.events` replays.
+    run: Option<crate::run_log::RunTag>,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -87,6 +89,15 @@ impl Deferred {
             subscribers_only: false,
             session: None,
             run_session: Some(Arc::from(ev.session_key.as_str())),
+            run: Some(crate::run_log::RunTag {
+                run_id: Arc::from(ev.run_id.as_str()),
+                seq: ev.seq,
+                terminal: matches!(
+                    &ev.data,
+                    AgentData::Lifecycle(l)
+                        if matches!(l.phase, LifecyclePhase::End | LifecyclePhase::Error)
+                ),
+            }),
         }
     }
 
@@ -100,6 +111,7 @@ impl Deferred {
             subscribers_only: false,
             session: Some(Arc::from(ev.session_key.as_str())),
             run_session: None,
+            run: None,
         }
     }
 
@@ -113,6 +125,7 @@ impl Deferred {
             subscribers_only: false,
             session: Some(Arc::from(ev.session_key.as_str())),
             run_session: None,
+            run: None,
         }
     }
 
@@ -126,6 +139,7 @@ impl Deferred {
             subscribers_only: false,
             session: None,
             run_session: None,
+            run: None,
         }
     }
 
@@ -149,6 +163,7 @@ impl Deferred {
             subscribers_only: true,
             session: None,
             run_session: None,
+            run: None,
         }
     }
 
@@ -162,6 +177,14 @@ impl Deferred {
             subscribers_only: false,
             session: None,
             run_session: Some(Arc::from(ev.session_key.as_str())),
+            run: Some(crate::run_log::RunTag {
+                run_id: Arc::from(ev.run_id.as_str()),
+                seq: ev.seq,
+                terminal: matches!(
+                    ev.state,
+                    ChatState::Final { .. } | ChatState::Error { .. } | ChatState::Aborted { .. }
+                ),
+            }),
         }
     }
 
@@ -198,6 +221,8 @@ struct HubState {
     /// Runs the gateway ended at once (`chat.abort`) while their worker still cleans up:
     /// what the worker sends for them afterwards is not published (R-A5, R-D3).
     ended: std::collections::HashSet<String>,
+    /// Run events kept for `agent.events` (bounded, see [`crate::run_log`]).
+    log: crate::run_log::RunLog,
 }
 
 /// A connection's interest in session events; counted while it lives.
@@ -319,6 +344,7 @@ impl EventHub {
             subscribers_only: false,
             session: None,
             run_session: None,
+            run: None,
         };
         self.publish_deferred(&d);
     }
@@ -328,10 +354,15 @@ impl EventHub {
         Self::send_locked(&self.tx, &mut st, d);
     }
 
+    /// A run's events after `after_seq` published up to `upto` (a connection's start: it
+    /// got the later ones live).
+    pub fn replay(&self, run_id: &str, after_seq: u64, upto: u64) -> crate::run_log::Replay {
+        self.state().log.replay(run_id, after_seq, upto)
+    }
+
     fn send_locked(tx: &broadcast::Sender<Arc<HubEvent>>, st: &mut HubState, d: &Deferred) {
         st.last += 1;
-        // No receivers is fine: nobody is listening.
-        let _ = tx.send(Arc::new(HubEvent {
+        let ev = Arc::new(HubEvent {
             hub_seq: st.last,
             event: d.event,
             payload: d.payload.clone(),
@@ -340,7 +371,12 @@ impl EventHub {
             subscribers_only: d.subscribers_only,
             session: d.session.clone(),
             run_session: d.run_session.clone(),
-        }));
+        });
+        if let Some(tag) = &d.run {
+            st.log.record(tag, &ev, std::time::Instant::now());
+        }
+        // No receivers is fine: nobody is listening.
+        let _ = tx.send(ev);
     }
 }
 

@@ -327,6 +327,9 @@ pub struct Out {
     /// The `hub_seq` of the last hub event this connection's forwarder has handled (queued
     /// or skipped); `u64::MAX` once it has stopped.
     forwarded: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The `hub_seq` before this connection's first event: it gets every later one live
+    /// (what `agent.events` replays ends here).
+    pub hub_start: Arc<std::sync::atomic::AtomicU64>,
     /// Set by `sessions.subscribe`: this connection gets `sessions.changed` events (until it
     /// closes, as OpenClaw's subscriptions).
     pub sessions_subscribed: Arc<AtomicBool>,
@@ -349,6 +352,7 @@ impl Out {
             closed: CancellationToken::new(),
             kill: CancellationToken::new(),
             forwarded: Arc::new(tokio::sync::watch::Sender::new(0)),
+            hub_start: Arc::default(),
             sessions_subscribed: Arc::new(AtomicBool::new(false)),
             message_keys: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             session_watch: Arc::new(std::sync::Mutex::new(None)),
@@ -645,6 +649,7 @@ pub async fn serve_connection<S: FrameSource>(
     let forwarder = {
         let (mut events, start) = gw.hub.subscribe();
         out.forwarded.send_replace(start);
+        out.hub_start.store(start, Ordering::Relaxed);
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
         let caps = session.caps.clone();

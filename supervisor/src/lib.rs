@@ -44,6 +44,7 @@ pub mod outcome;
 pub mod paths;
 pub mod projection;
 pub mod rpc;
+pub mod run_log;
 pub mod secrets;
 pub mod serve;
 mod sys;

@@ -161,6 +161,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "status",
             "agent",
             "agent.wait",
+            "agent.events",
             "chat.send",
             "chat.history",
             "chat.startup",

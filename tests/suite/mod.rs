@@ -15,6 +15,7 @@ mod ordering;
 mod providers;
 mod queue_modes;
 mod real_llm;
+mod resume;
 mod retries;
 mod run_control;
 mod security;

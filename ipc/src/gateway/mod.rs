@@ -14,6 +14,7 @@ mod devices;
 mod health;
 mod hello;
 mod results;
+mod resume;
 mod run;
 mod sessions;
 pub use absent::*;
@@ -22,6 +23,7 @@ pub use devices::*;
 pub use health::*;
 pub use hello::*;
 pub use results::*;
+pub use resume::*;
 pub use run::*;
 pub use sessions::*;
 
@@ -55,6 +57,8 @@ pub enum Method {
     Status,
     Agent,
     AgentWait,
+    /// loopgate extension: a run's events after a `seq`, to resume after a disconnect.
+    AgentEvents,
     ChatSend,
     ChatHistory,
     ChatStartup,
@@ -115,6 +119,7 @@ impl Method {
         Method::Status,
         Method::Agent,
         Method::AgentWait,
+        Method::AgentEvents,
         Method::ChatSend,
         Method::ChatHistory,
         Method::ChatStartup,
@@ -178,6 +183,7 @@ impl Method {
             Method::Status => "status",
             Method::Agent => "agent",
             Method::AgentWait => "agent.wait",
+            Method::AgentEvents => "agent.events",
             Method::ChatSend => "chat.send",
             Method::ChatHistory => "chat.history",
             Method::ChatStartup => "chat.startup",

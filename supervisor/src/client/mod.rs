@@ -3,12 +3,14 @@
 //! Architecture Invariant: this module depends on `ipc` (and std/tokio) only, never on the
 //! supervisor's internals; it is just another client of the protocol.
 
+mod agent;
 mod audit;
 mod browse;
 mod conn;
 pub mod devices;
 mod render;
 
+pub use agent::agent;
 pub use audit::audit;
 pub use browse::{history, logs, sessions};
 use std::io::Write;
@@ -16,8 +18,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use ipc::gateway::{
-    AgentParams, AgentWaitParams, GatewayDrainParams, Method, ServerFrame, StatusResult,
-    WorkerRestartParams,
+    AgentWaitParams, GatewayDrainParams, Method, StatusResult, WorkerRestartParams,
 };
 use serde_json::Value;
 
@@ -55,119 +56,6 @@ fn exit_for_status(status: &str) -> ExitCode {
         // The wait ended first (the run goes on, queued or running): wait again.
         "timeout" | "pending" => ExitCode::from(2),
         _ => ExitCode::from(1),
-    }
-}
-
-pub async fn agent(socket: &Path, args: AgentArgs) -> ExitCode {
-    let mut client = match Client::connect(socket).await {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let run_id = uuid::Uuid::new_v4().to_string();
-    let params = AgentParams {
-        message: args.message,
-        idempotency_key: run_id.clone(),
-        agent_id: args.agent,
-        session_key: args.session_key,
-        timeout: args.timeout,
-        model: args.model,
-        ..Default::default()
-    };
-    let req_id = match client
-        .send(
-            Method::Agent,
-            serde_json::to_value(&params).unwrap_or_default(),
-        )
-        .await
-    {
-        Ok(id) => id,
-        Err(e) => return fail(e),
-    };
-    let mut streamed = false;
-    loop {
-        let frame = match client.next_frame().await {
-            Ok(f) => f,
-            Err(e) => {
-                return fail(format!(
-                    "lost the gateway while waiting for run {run_id}: {e}"
-                ))
-            }
-        };
-        match frame {
-            ServerFrame::Event(ev) if ev.event == "agent" => {
-                let Some(p) = ev.payload else { continue };
-                if p.get("runId").and_then(Value::as_str) != Some(run_id.as_str()) {
-                    continue;
-                }
-                if !args.json && p.get("stream").and_then(Value::as_str) == Some("assistant") {
-                    if let Some(d) = p.pointer("/data/delta").and_then(Value::as_str) {
-                        emit(d);
-                        streamed |= !d.is_empty();
-                    }
-                }
-            }
-            ServerFrame::Event(_) => {}
-            ServerFrame::Res(res) if res.id == req_id => {
-                if !res.ok {
-                    let msg = res
-                        .error
-                        .map(|e| e.message)
-                        .unwrap_or_else(|| "request failed".into());
-                    return fail(msg);
-                }
-                let payload = res.payload.unwrap_or(Value::Null);
-                let status = payload
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_owned();
-                match status.as_str() {
-                    "accepted" => continue,
-                    "in_flight" => return fail(format!("run {run_id} is already in flight")),
-                    _ => {}
-                }
-                if args.json {
-                    emit(&format!("{payload}\n"));
-                    return exit_for_status(&status);
-                }
-                if !streamed {
-                    if let Some(ps) = payload
-                        .pointer("/result/payloads")
-                        .and_then(Value::as_array)
-                    {
-                        for p in ps
-                            .iter()
-                            .filter(|p| p.get("isError").and_then(Value::as_bool) != Some(true))
-                        {
-                            if let Some(t) = p.get("text").and_then(Value::as_str) {
-                                emit(t);
-                                streamed |= !t.is_empty();
-                            }
-                        }
-                    }
-                }
-                if streamed {
-                    emit("\n");
-                }
-                if status != "ok" {
-                    let err = payload
-                        .get("error")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| format!("run ended with status {status}"));
-                    eprintln!(
-                        "loopgate: run {run_id} {}: {err}",
-                        if status == "timeout" {
-                            "timed out"
-                        } else {
-                            "failed"
-                        }
-                    );
-                }
-                return exit_for_status(&status);
-            }
-            ServerFrame::Res(_) => {}
-        }
     }
 }
 

@@ -39,6 +39,7 @@ mod chat;
 mod compact;
 mod create;
 mod devices;
+mod resume;
 mod sessions;
 mod thinking;
 use absent::*;
@@ -181,6 +182,7 @@ pub async fn handle(
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory => scopes::APPROVALS,
+        Method::AgentEvents => scopes::READ,
         Method::Agent
         | Method::AgentWait
         | Method::ChatSend
@@ -218,6 +220,7 @@ pub async fn handle(
         Method::GatewayStatus => status(gw, req, out).await,
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
+        Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
         Method::ChatSend => chat_send(gw, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).

@@ -1,0 +1,275 @@
+//! `loopgate agent`: sends a message, streams the reply live and exits on the outcome. If
+//! the socket drops mid-run it reconnects and resumes the run's stream with `agent.events`
+//! after the last `seq` it printed (nothing printed twice, nothing skipped), then takes the
+//! outcome from `agent.wait`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use ipc::gateway::{
+    AgentEventsParams, AgentEventsResult, AgentParams, AgentWaitParams, Method, ServerFrame,
+};
+use serde_json::Value;
+
+use super::{emit, exit_for_status, fail, AgentArgs, Client};
+
+/// Reconnect attempts after a dropped socket, and the first delay (doubling to 2 s).
+const RECONNECTS: u32 = 8;
+const FIRST_DELAY: Duration = Duration::from_millis(100);
+
+/// What was shown of the run so far.
+struct Shown {
+    run_id: String,
+    json: bool,
+    /// The last per-run `seq` handled.
+    seq: u64,
+    streamed: bool,
+    /// Its terminal lifecycle event arrived.
+    ended: bool,
+}
+
+impl Shown {
+    /// Handles one `agent` event of the run (older or repeated `seq`s are skipped).
+    fn agent_event(&mut self, p: &Value) {
+        if p.get("runId").and_then(Value::as_str) != Some(self.run_id.as_str()) {
+            return;
+        }
+        let seq = p.get("seq").and_then(Value::as_u64).unwrap_or(0);
+        if seq <= self.seq {
+            return;
+        }
+        self.seq = seq;
+        match p.get("stream").and_then(Value::as_str) {
+            Some("assistant") if !self.json => {
+                if let Some(d) = p.pointer("/data/delta").and_then(Value::as_str) {
+                    emit(d);
+                    self.streamed |= !d.is_empty();
+                }
+            }
+            Some("lifecycle") => {
+                let phase = p.pointer("/data/phase").and_then(Value::as_str);
+                self.ended |= matches!(phase, Some("end" | "error"));
+            }
+            _ => {}
+        }
+    }
+}
+
+pub async fn agent(socket: &Path, args: AgentArgs) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let params = AgentParams {
+        message: args.message,
+        idempotency_key: run_id.clone(),
+        agent_id: args.agent,
+        session_key: args.session_key,
+        timeout: args.timeout,
+        model: args.model,
+        ..Default::default()
+    };
+    let req_id = match client
+        .send(
+            Method::Agent,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(id) => id,
+        Err(e) => return fail(e),
+    };
+    let mut shown = Shown {
+        run_id: run_id.clone(),
+        json: args.json,
+        seq: 0,
+        streamed: false,
+        ended: false,
+    };
+    loop {
+        let frame = match client.next_frame().await {
+            Ok(f) => f,
+            // The socket dropped: the run goes on in the gateway; follow it again.
+            Err(_) => return resume(socket, &mut shown).await,
+        };
+        match frame {
+            ServerFrame::Event(ev) if ev.event == "agent" => {
+                if let Some(p) = ev.payload {
+                    shown.agent_event(&p);
+                }
+            }
+            ServerFrame::Event(_) => {}
+            ServerFrame::Res(res) if res.id == req_id => {
+                if !res.ok {
+                    let msg = res
+                        .error
+                        .map(|e| e.message)
+                        .unwrap_or_else(|| "request failed".into());
+                    return fail(msg);
+                }
+                let payload = res.payload.unwrap_or(Value::Null);
+                let status = payload
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_owned();
+                match status.as_str() {
+                    "accepted" => continue,
+                    "in_flight" => return fail(format!("run {run_id} is already in flight")),
+                    _ => {}
+                }
+                if args.json {
+                    emit(&format!("{payload}\n"));
+                    return exit_for_status(&status);
+                }
+                let texts: Vec<String> = payload
+                    .pointer("/result/payloads")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p.get("isError").and_then(Value::as_bool) != Some(true))
+                    .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_owned))
+                    .collect();
+                let error = payload.get("error").and_then(Value::as_str);
+                return finish(&mut shown, &status, &texts, error);
+            }
+            ServerFrame::Res(_) => {}
+        }
+    }
+}
+
+/// Prints the end of a run and picks the exit code.
+fn finish(shown: &mut Shown, status: &str, texts: &[String], error: Option<&str>) -> ExitCode {
+    if !shown.streamed {
+        for t in texts {
+            emit(t);
+            shown.streamed |= !t.is_empty();
+        }
+    }
+    if shown.streamed {
+        emit("\n");
+    }
+    if status != "ok" {
+        let err = error
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("run ended with status {status}"));
+        let how = if status == "timeout" {
+            "timed out"
+        } else {
+            "failed"
+        };
+        eprintln!("loopgate: run {} {how}: {err}", shown.run_id);
+    }
+    exit_for_status(status)
+}
+
+/// Reconnects, replays what was missed, follows the run live to its end and reports its
+/// outcome.
+async fn resume(socket: &Path, shown: &mut Shown) -> ExitCode {
+    let mut delay = FIRST_DELAY;
+    let mut last_error = String::new();
+    for _ in 0..RECONNECTS {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+        match follow(socket, shown).await {
+            Ok(code) => return code,
+            Err(e) => last_error = e,
+        }
+    }
+    fail(format!(
+        "lost the gateway while following run {}: {last_error}",
+        shown.run_id
+    ))
+}
+
+/// One reconnection: `agent.events` after the last `seq` shown (live events that arrive
+/// before its answer are newer: handled after the replay), then live events to the
+/// terminal, then `agent.wait` for the outcome.
+async fn follow(socket: &Path, shown: &mut Shown) -> Result<ExitCode, String> {
+    let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
+    let params = AgentEventsParams {
+        run_id: shown.run_id.clone(),
+        after_seq: Some(shown.seq),
+    };
+    let id = client
+        .send(
+            Method::AgentEvents,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut early = Vec::new();
+    let replay: AgentEventsResult = loop {
+        match client.next_frame().await.map_err(|e| e.to_string())? {
+            ServerFrame::Event(ev) if ev.event == "agent" => early.extend(ev.payload),
+            ServerFrame::Event(_) => {}
+            ServerFrame::Res(res) if res.id == id => {
+                if !res.ok {
+                    let why = res.error.map(|e| e.message).unwrap_or_default();
+                    // Not a connection problem: say so and stop.
+                    return Ok(fail(format!("cannot resume run {}: {why}", shown.run_id)));
+                }
+                break serde_json::from_value(res.payload.unwrap_or(Value::Null))
+                    .map_err(|e| format!("unexpected agent.events answer: {e}"))?;
+            }
+            ServerFrame::Res(_) => {}
+        }
+    };
+    if replay.truncated {
+        eprintln!(
+            "loopgate: part of run {}'s stream is no longer buffered; `loopgate history` has the reply",
+            shown.run_id
+        );
+    }
+    for ev in replay.events.iter().filter(|e| e.event == "agent") {
+        if let Ok(p) = serde_json::from_str::<Value>(ev.payload.get()) {
+            shown.agent_event(&p);
+        }
+    }
+    for p in &early {
+        shown.agent_event(p);
+    }
+    shown.ended |= replay.ended;
+    while !shown.ended {
+        match client.next_frame().await.map_err(|e| e.to_string())? {
+            ServerFrame::Event(ev) if ev.event == "agent" => {
+                if let Some(p) = ev.payload {
+                    shown.agent_event(&p);
+                }
+            }
+            _ => {}
+        }
+    }
+    let wait = AgentWaitParams {
+        run_id: shown.run_id.clone(),
+        timeout_ms: Some(60_000),
+    };
+    let v = client
+        .call(
+            Method::AgentWait,
+            serde_json::to_value(&wait).unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if shown.json {
+        emit(&format!("{v}\n"));
+        return Ok(exit_for_status(
+            v.get("status").and_then(Value::as_str).unwrap_or("error"),
+        ));
+    }
+    let status = v
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("error")
+        .to_owned();
+    let texts: Vec<String> = v
+        .pointer("/terminalReply/text")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    let error = v.get("error").and_then(Value::as_str);
+    Ok(finish(shown, &status, &texts, error))
+}

@@ -1,0 +1,211 @@
+//! The per-run event buffer behind `agent.events` (resume after a disconnect): every
+//! `agent` and `chat` event of a run, as published, kept so a client that lost its
+//! connection can get what it missed. Bounded: a run keeps its newest [`RUN_BYTES`] of
+//! events (older ones go first, and a replay from before them says `truncated`); a run's
+//! events stay [`KEEP_AFTER_END`] after its terminal; all runs together hold at most
+//! [`TOTAL_BYTES`] (runs that ended first go first).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::events::HubEvent;
+
+/// Event bytes kept per run.
+pub const RUN_BYTES: usize = 1 << 20;
+/// How long a finished run's events are kept.
+pub const KEEP_AFTER_END: Duration = Duration::from_secs(300);
+/// Event bytes kept for all runs.
+pub const TOTAL_BYTES: usize = 32 << 20;
+
+/// Which run an event belongs to, and whether it ends the run.
+#[derive(Debug, Clone)]
+pub struct RunTag {
+    pub run_id: Arc<str>,
+    pub seq: u64,
+    pub terminal: bool,
+}
+
+#[derive(Default)]
+struct RunEvents {
+    events: VecDeque<(u64, Arc<HubEvent>)>,
+    bytes: usize,
+    /// Events were dropped from the front (the buffer's `seq` starts later than 1).
+    cut: bool,
+    ended: Option<Instant>,
+}
+
+/// What a replay found.
+pub struct Replay {
+    pub events: Vec<Arc<HubEvent>>,
+    pub truncated: bool,
+    pub first_seq: Option<u64>,
+    pub ended: bool,
+    /// The buffer knows the run (it published something).
+    pub known: bool,
+}
+
+#[derive(Default)]
+pub struct RunLog {
+    runs: HashMap<Arc<str>, RunEvents>,
+    /// Runs in the order they ended (for expiry and for the total cap).
+    ended: VecDeque<(Instant, Arc<str>)>,
+    bytes: usize,
+}
+
+impl RunLog {
+    pub fn record(&mut self, tag: &RunTag, ev: &Arc<HubEvent>, now: Instant) {
+        let size = ev.payload.len() + 64;
+        let run = self.runs.entry(tag.run_id.clone()).or_default();
+        run.events.push_back((tag.seq, ev.clone()));
+        run.bytes += size;
+        self.bytes += size;
+        while run.bytes > RUN_BYTES && run.events.len() > 1 {
+            if let Some((_, old)) = run.events.pop_front() {
+                let n = old.payload.len() + 64;
+                run.bytes -= n;
+                self.bytes -= n;
+                run.cut = true;
+            }
+        }
+        if tag.terminal && run.ended.is_none() {
+            run.ended = Some(now);
+            self.ended.push_back((now, tag.run_id.clone()));
+        }
+        self.expire(now);
+    }
+
+    /// Drops runs that ended more than [`KEEP_AFTER_END`] ago, then, past [`TOTAL_BYTES`],
+    /// the runs that ended first (and, if none has ended, the largest).
+    fn expire(&mut self, now: Instant) {
+        while let Some((at, _)) = self.ended.front() {
+            let old = now.duration_since(*at) > KEEP_AFTER_END;
+            if !old && self.bytes <= TOTAL_BYTES {
+                break;
+            }
+            if let Some((_, id)) = self.ended.pop_front() {
+                self.forget(&id);
+            }
+        }
+        if self.bytes > TOTAL_BYTES {
+            if let Some(id) = self
+                .runs
+                .iter()
+                .max_by_key(|(_, r)| r.bytes)
+                .map(|(id, _)| id.clone())
+            {
+                self.forget(&id);
+            }
+        }
+    }
+
+    fn forget(&mut self, run_id: &str) {
+        if let Some(r) = self.runs.remove(run_id) {
+            self.bytes -= r.bytes;
+        }
+    }
+
+    /// The run's events after `after_seq` published no later than `upto` (`hub_seq`).
+    pub fn replay(&self, run_id: &str, after_seq: u64, upto: u64) -> Replay {
+        let Some(run) = self.runs.get(run_id) else {
+            return Replay {
+                events: Vec::new(),
+                truncated: false,
+                first_seq: None,
+                ended: false,
+                known: false,
+            };
+        };
+        let first_seq = run.events.front().map(|(s, _)| *s);
+        let events = run
+            .events
+            .iter()
+            .filter(|(seq, ev)| *seq > after_seq && ev.hub_seq <= upto)
+            .map(|(_, ev)| ev.clone())
+            .collect();
+        Replay {
+            events,
+            // Something after `after_seq` is gone when the buffer was cut past it.
+            truncated: run.cut && first_seq.is_some_and(|f| f > after_seq + 1),
+            first_seq,
+            ended: run.ended.is_some(),
+            known: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(hub_seq: u64, bytes: usize) -> Arc<HubEvent> {
+        Arc::new(HubEvent {
+            hub_seq,
+            event: "agent",
+            payload: Arc::from("x".repeat(bytes)),
+            drop_if_slow: false,
+            cap: None,
+            subscribers_only: false,
+            session: None,
+            run_session: None,
+        })
+    }
+
+    fn tag(seq: u64, terminal: bool) -> RunTag {
+        RunTag {
+            run_id: Arc::from("r"),
+            seq,
+            terminal,
+        }
+    }
+
+    #[test]
+    fn a_replay_gives_what_follows_the_seq_up_to_the_connections_start() {
+        let now = Instant::now();
+        let mut log = RunLog::default();
+        for s in 1..=5 {
+            log.record(&tag(s, s == 5), &ev(10 + s, 10), now);
+        }
+        let r = log.replay("r", 2, 14);
+        let got: Vec<u64> = r.events.iter().map(|e| e.hub_seq).collect();
+        assert_eq!(got, [13, 14], "seq 3 and 4; 5 came live");
+        assert!(!r.truncated && r.ended && r.known);
+        assert!(!log.replay("other", 0, 99).known);
+    }
+
+    #[test]
+    fn a_run_keeps_its_newest_mebibyte_and_says_when_a_replay_starts_before_it() {
+        let now = Instant::now();
+        let mut log = RunLog::default();
+        for s in 1..=5 {
+            log.record(&tag(s, false), &ev(s, RUN_BYTES / 3), now);
+        }
+        let r = log.replay("r", 0, 99);
+        assert!(r.truncated, "seq 1 is gone");
+        assert_eq!(r.first_seq, Some(4));
+        assert!(
+            !log.replay("r", 3, 99).truncated,
+            "nothing after 3 is missing"
+        );
+    }
+
+    #[test]
+    fn finished_runs_expire_after_five_minutes() {
+        let now = Instant::now();
+        let mut log = RunLog::default();
+        log.record(&tag(1, true), &ev(1, 10), now);
+        assert!(log.replay("r", 0, 9).known);
+        let later = RunTag {
+            run_id: Arc::from("s"),
+            seq: 1,
+            terminal: false,
+        };
+        log.record(
+            &later,
+            &ev(2, 10),
+            now + KEEP_AFTER_END + Duration::from_secs(1),
+        );
+        assert!(!log.replay("r", 0, 9).known);
+        assert!(log.replay("s", 0, 9).known, "a running one stays");
+    }
+}
