@@ -166,6 +166,35 @@ fn words(text: &str, allow_star: bool) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The allowlist pattern that allows exactly `argv` (each word literal), if there is one: a
+/// word with `*` has none (it would be a wildcard), nor a program that is a relative path.
+pub fn exact_pattern(argv: &[String]) -> Option<String> {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    };
+    let mut words = Vec::with_capacity(argv.len());
+    for w in argv {
+        if w.contains('*') {
+            return None;
+        }
+        words.push(if plain(w) {
+            w.clone()
+        } else if !w.contains('\'') {
+            format!("'{w}'")
+        } else if !w.contains(['"', '$', '`', '\\']) {
+            format!("\"{w}\"")
+        } else {
+            return None;
+        });
+    }
+    let pattern = words.join(" ");
+    // Only a pattern that parses back to this very command.
+    let parsed = parse_pattern(&pattern).ok()?;
+    (parsed == argv && matches(&parsed, argv)).then_some(pattern)
+}
+
 /// Whether the parsed `pattern` allows `argv`.
 pub fn matches(pattern: &[String], argv: &[String]) -> bool {
     let (Some(prog), Some(arg0)) = (pattern.first(), argv.first()) else {
@@ -288,5 +317,33 @@ mod tests {
     fn unsafe_programs() {
         assert!(is_unsafe_program("git") && is_unsafe_program("/usr/bin/python3.11"));
         assert!(!is_unsafe_program("ls") && !is_unsafe_program("echo"));
+    }
+}
+
+#[cfg(test)]
+mod exact_tests {
+    use super::*;
+
+    fn v(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn an_exact_pattern_allows_that_command_and_no_other() {
+        for argv in [
+            v(&["ls", "-la"]),
+            v(&["echo", "two words", "it's"]),
+            v(&["/bin/cat", "a;b"]),
+        ] {
+            let p = exact_pattern(&argv).unwrap();
+            let parsed = parse_pattern(&p).unwrap();
+            assert!(matches(&parsed, &argv), "{p}");
+            let mut other = argv.clone();
+            other.push("more".into());
+            assert!(!matches(&parsed, &other), "{p}");
+        }
+        assert_eq!(exact_pattern(&v(&["rm", "*"])), None, "a wildcard");
+        assert_eq!(exact_pattern(&v(&["./run.sh"])), None, "a relative program");
+        assert_eq!(exact_pattern(&v(&["echo", "it's \"$x\""])), None);
     }
 }

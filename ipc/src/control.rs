@@ -273,6 +273,9 @@ pub enum ExecSecurity {
     Deny,
     Allowlist,
     Full,
+    /// Since: protocol v2 (additive). Allowlisted commands run; others wait for an
+    /// operator's approval.
+    Ask,
     #[serde(other)]
     Unknown,
 }
@@ -283,6 +286,7 @@ impl ExecSecurity {
             ExecSecurity::Deny => "deny",
             ExecSecurity::Allowlist => "allowlist",
             ExecSecurity::Full => "full",
+            ExecSecurity::Ask => "ask",
             ExecSecurity::Unknown => "unknown",
         }
     }
@@ -361,7 +365,7 @@ pub enum CompactionPhase {
 /// Since: protocol v1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecPolicy {
-    /// `deny` (default), `allowlist` or `full`.
+    /// `deny` (default), `allowlist`, `ask` or `full`.
     #[serde(default)]
     pub security: ExecSecurity,
     /// Command patterns for `allowlist` (`*` matches any run of characters).
@@ -370,6 +374,10 @@ pub struct ExecPolicy {
     /// Per-command timeout.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Since: protocol v2 (additive). `ask`: how long a command waits for an operator
+    /// before it is denied.
+    #[serde(default)]
+    pub approval_timeout_ms: Option<u64>,
 }
 
 impl Default for ExecPolicy {
@@ -378,6 +386,7 @@ impl Default for ExecPolicy {
             security: ExecSecurity::Deny,
             allowlist: Vec::new(),
             timeout_ms: None,
+            approval_timeout_ms: None,
         }
     }
 }
@@ -547,6 +556,15 @@ pub enum ControlToWorker {
     /// Since: protocol v1. Read or change a session; answered by `SessionResult` with the
     /// same `op_id`.
     Session { op_id: u64, op: SessionOp },
+    /// Since: protocol v2 (additive). An operator decided approval `id` of run `run_id`;
+    /// `pattern` (with `allow-always`) joins the agent's allowlist from now on.
+    ApprovalResolved {
+        run_id: String,
+        id: String,
+        decision: crate::approval::ApprovalDecision,
+        #[serde(default)]
+        pattern: Option<String>,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -569,6 +587,13 @@ pub enum WorkerToControl {
     Drained { completed: u32, aborted: u32 },
     /// Since: protocol v2. Answer to `Session`, typed.
     SessionDone { op_id: u64, reply: SessionReply },
+    /// Since: protocol v2 (additive). A run's `exec` waits for an operator's decision.
+    ApprovalRequested(crate::approval::ApprovalRequest),
+    /// Since: protocol v2 (additive). A pending approval ended without a decision.
+    ApprovalClosed {
+        id: String,
+        why: crate::approval::ApprovalClosed,
+    },
     /// Since: protocol v1; v1 only (a v2 worker answers with `SessionDone`). Answer to
     /// `Session`: the result as JSON text, or a typed error.
     SessionResult {

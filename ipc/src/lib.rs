@@ -8,6 +8,7 @@
 //!   `WorkerToControl`) and the frozen version handshake (`Hello` / `HelloReply`).
 //! - [`gateway`]: OpenClaw Gateway protocol v4 JSON frames spoken to clients (CLI, WebSocket
 //!   clients) over the supervisor's listeners.
+//! - [`approval`]: exec approval requests and decisions across the control link.
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
@@ -15,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod control;
 pub mod error;
 pub mod frame;

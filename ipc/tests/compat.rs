@@ -547,6 +547,7 @@ fn additive_agent_spec_fields_round_trip() {
             security: ExecSecurity::Allowlist,
             allowlist: vec!["git *".into()],
             timeout_ms: Some(5_000),
+            approval_timeout_ms: Some(60_000),
         },
         hooks: vec![HookSpec {
             event: HookEvent::BeforeToolCall,

@@ -255,6 +255,8 @@ pub struct RawExec {
     pub security: Option<ExecSecurity>,
     pub allowlist: Option<Vec<String>>,
     pub timeout_seconds: Option<u64>,
+    /// `ask`: how long a command waits for an operator before it is denied.
+    pub approval_timeout_seconds: Option<u64>,
 }
 
 /// `tools.exec.security` and a provider's `api`: the link's own enums (a name they do not
@@ -869,7 +871,7 @@ impl Config {
             ] {
                 if s == Some(ExecSecurity::Unknown) {
                     return Err(err(format!(
-                        "{at}.tools.exec.security: must be \"deny\", \"allowlist\" or \"full\""
+                        "{at}.tools.exec.security: must be \"deny\", \"allowlist\", \"ask\" or \"full\""
                     )));
                 }
             }
@@ -887,7 +889,16 @@ impl Config {
                     .timeout_seconds
                     .or(def_exec.timeout_seconds)
                     .map(|s| s.saturating_mul(1000)),
+                approval_timeout_ms: own_exec
+                    .approval_timeout_seconds
+                    .or(def_exec.approval_timeout_seconds)
+                    .map(|s| s.saturating_mul(1000)),
             };
+            if exec.approval_timeout_ms == Some(0) {
+                return Err(err(format!(
+                    "{key}.tools.exec.approval_timeout_seconds: must be at least 1"
+                )));
+            }
             warnings.extend(crate::confine::check_exec(&key, &exec).map_err(err)?);
             let tools_allow = own
                 .tools

@@ -90,7 +90,10 @@ pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
     for (i, pattern) in exec.allowlist.iter().enumerate() {
         let words = hookcmd::argv::parse_pattern(pattern)
             .map_err(|e| format!("{key}.tools.exec.allowlist[{i}]: {e}"))?;
-        if exec.security == ipc::control::ExecSecurity::Allowlist {
+        if matches!(
+            exec.security,
+            ipc::control::ExecSecurity::Allowlist | ipc::control::ExecSecurity::Ask
+        ) {
             if let Some(program) = words
                 .first()
                 .filter(|p| hookcmd::argv::is_unsafe_program(p))
@@ -137,7 +140,7 @@ mod tests {
         let exec = ExecPolicy {
             security: ipc::control::ExecSecurity::Allowlist,
             allowlist: vec!["git status".into(), "ls *".into()],
-            timeout_ms: None,
+            ..ExecPolicy::default()
         };
         let w = check_exec("agents.main", &exec).unwrap();
         assert_eq!(w.len(), 1);

@@ -33,6 +33,8 @@ pub struct HubEvent {
     pub drop_if_slow: bool,
     /// Only connections that advertised this client capability get the event.
     pub cap: Option<&'static str>,
+    /// Only connections with this scope (or admin) get the event.
+    pub scope: Option<&'static str>,
     /// Only connections that called `sessions.subscribe` get the event.
     pub subscribers_only: bool,
     /// Only `sessions.subscribe` subscribers and connections following this session
@@ -55,6 +57,8 @@ pub struct Deferred {
     run_session: Option<Arc<str>>,
     /// A run's event: kept for `agent.events` replays.
     run: Option<crate::run_log::RunTag>,
+    /// Only connections with this scope (or admin) get the event.
+    scope: Option<&'static str>,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -98,6 +102,7 @@ impl Deferred {
                         if matches!(l.phase, LifecyclePhase::End | LifecyclePhase::Error)
                 ),
             }),
+            scope: None,
         }
     }
 
@@ -112,6 +117,7 @@ impl Deferred {
             session: Some(Arc::from(ev.session_key.as_str())),
             run_session: None,
             run: None,
+            scope: None,
         }
     }
 
@@ -126,6 +132,7 @@ impl Deferred {
             session: Some(Arc::from(ev.session_key.as_str())),
             run_session: None,
             run: None,
+            scope: None,
         }
     }
 
@@ -140,6 +147,7 @@ impl Deferred {
             session: None,
             run_session: None,
             run: None,
+            scope: None,
         }
     }
 
@@ -164,6 +172,7 @@ impl Deferred {
             session: None,
             run_session: None,
             run: None,
+            scope: None,
         }
     }
 
@@ -185,12 +194,34 @@ impl Deferred {
                     ChatState::Final { .. } | ChatState::Error { .. } | ChatState::Aborted { .. }
                 ),
             }),
+            scope: None,
         }
     }
 
     /// A run's terminal pair: lifecycle, then chat.
     pub fn terminal((agent, chat): (AgentEvent, ChatEvent)) -> Vec<Self> {
         vec![Self::agent(&agent), Self::chat(&chat)]
+    }
+
+    /// Any other event, `payload` serialized now, for every connection.
+    pub fn event<T: serde::Serialize>(event: &'static str, payload: &T) -> Self {
+        Self {
+            event,
+            payload: serialized(payload),
+            drop_if_slow: false,
+            cap: None,
+            subscribers_only: false,
+            session: None,
+            run_session: None,
+            run: None,
+            scope: None,
+        }
+    }
+
+    /// Restricts the event to connections with `scope` (admins have every scope).
+    pub fn for_scope(mut self, scope: &'static str) -> Self {
+        self.scope = Some(scope);
+        self
     }
 
     /// Restricts the event to connections with client capability `cap`.
@@ -345,6 +376,7 @@ impl EventHub {
             session: None,
             run_session: None,
             run: None,
+            scope: None,
         };
         self.publish_deferred(&d);
     }
@@ -368,6 +400,7 @@ impl EventHub {
             payload: d.payload.clone(),
             drop_if_slow: d.drop_if_slow,
             cap: d.cap,
+            scope: d.scope,
             subscribers_only: d.subscribers_only,
             session: d.session.clone(),
             run_session: d.run_session.clone(),

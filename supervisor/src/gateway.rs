@@ -516,9 +516,22 @@ pub struct Session {
 
 impl Session {
     pub fn has_scope(&self, needed: &str) -> bool {
-        self.scopes.iter().any(|s| {
+        ScopeSet::holds(&self.scopes, needed)
+    }
+}
+
+/// A connection's scopes, for the event forwarder.
+struct ScopeSet(Vec<String>);
+
+impl ScopeSet {
+    fn holds(scopes: &[String], needed: &str) -> bool {
+        scopes.iter().any(|s| {
             s == scopes::ADMIN || s == needed || (s == scopes::WRITE && needed == scopes::READ)
         })
+    }
+
+    fn has_scope(&self, needed: &str) -> bool {
+        Self::holds(&self.0, needed)
     }
 }
 
@@ -653,6 +666,7 @@ pub async fn serve_connection<S: FrameSource>(
         let out = out.clone();
         let read = session.has_scope(scopes::READ);
         let caps = session.caps.clone();
+        let scope_of = ScopeSet(session.scopes.clone());
         // A client with this capability hears run events only of the sessions it follows.
         let scoped = caps.iter().any(|c| c == gw::SESSION_SCOPED_EVENTS_CAP);
         let cap = gw.config().gateway.max_buffered_bytes;
@@ -672,6 +686,7 @@ pub async fn serve_connection<S: FrameSource>(
                         };
                         let wanted = (!needs_read || read)
                             && ev.cap.is_none_or(|c| caps.iter().any(|have| have == c))
+                            && ev.scope.is_none_or(|s| scope_of.has_scope(s))
                             && (!ev.subscribers_only
                                 || out.sessions_subscribed.load(Ordering::Relaxed))
                             && ev.session.as_deref().is_none_or(|key| {

@@ -32,7 +32,9 @@ pub enum DbError {
 }
 
 /// The schema version [`migrate`] brings a database to.
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
+/// `allow-always` exec patterns kept per agent at most.
+const MAX_ALLOWED_PER_AGENT: i64 = 1000;
 
 impl From<dbwriter::QueueError> for DbError {
     fn from(e: dbwriter::QueueError) -> Self {
@@ -179,6 +181,8 @@ enum Cmd {
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
     SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
     Devices(crate::devices::DeviceCmd),
+    AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
+    ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -251,6 +255,23 @@ impl GatewayDb {
         make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> crate::devices::DeviceCmd,
     ) -> Result<T, DbError> {
         self.tx.ask(|tx| Cmd::Devices(make(tx))).await
+    }
+
+    /// Keeps `pattern` in `agent_id`'s exec allowlist (`allow-always`).
+    pub async fn allow_exec(
+        &self,
+        agent_id: String,
+        pattern: String,
+        at_ms: u64,
+    ) -> Result<(), DbError> {
+        self.tx
+            .ask(|tx| Cmd::AllowExec(agent_id, pattern, at_ms, tx))
+            .await
+    }
+
+    /// Every kept `(agent id, pattern)`, oldest first.
+    pub async fn exec_allowlist(&self) -> Result<Vec<(String, String)>, DbError> {
+        self.tx.ask(Cmd::ExecAllowlist).await
     }
 
     /// Deletes terminal runs that ended before `before_ms`.
@@ -350,6 +371,20 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
              COMMIT;",
         )?;
     }
+    if version < 8 {
+        // v8: exec commands operators allowed for good (`allow-always`).
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE exec_allowlist(
+                agent_id TEXT NOT NULL,
+                pattern TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                PRIMARY KEY (agent_id, pattern)
+             ) STRICT;
+             PRAGMA user_version = 8;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 
@@ -431,6 +466,34 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                         queue_mode: r.get(4)?,
                     })
                 })?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
+            }),
+        ),
+        Cmd::AllowExec(agent, pattern, at, tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                let have: i64 = c
+                    .prepare_cached("SELECT count(*) FROM exec_allowlist WHERE agent_id = ?1")?
+                    .query_row(params![agent], |r| r.get(0))?;
+                if have >= MAX_ALLOWED_PER_AGENT {
+                    return Err(DbError::Commit(format!(
+                        "agent {agent:?} already has {MAX_ALLOWED_PER_AGENT} allow-always patterns"
+                    )));
+                }
+                c.prepare_cached(
+                    "INSERT OR IGNORE INTO exec_allowlist(agent_id, pattern, created_at) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![agent, pattern, at as i64])?;
+                Ok(())
+            }),
+        ),
+        Cmd::ExecAllowlist(tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT agent_id, pattern FROM exec_allowlist ORDER BY created_at, pattern",
+                )?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
             }),
         ),

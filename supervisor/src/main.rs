@@ -135,6 +135,30 @@ enum Cmd {
         #[command(subcommand)]
         command: DevicesCmd,
     },
+    /// Commands waiting for an operator (`tools.exec.security = "ask"`): list them, allow
+    /// one (once, or `--always`: its exact command joins the agent's allowlist), or deny it.
+    Approvals {
+        #[command(subcommand)]
+        command: Option<ApprovalsCmd>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ApprovalsCmd {
+    /// Pending approvals (the default).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let the command run (an id prefix is enough when it is unique).
+    Allow {
+        id: String,
+        /// Also allow this exact command from now on (kept across restarts).
+        #[arg(long)]
+        always: bool,
+    },
+    /// Refuse the command: the model gets an error result.
+    Deny { id: String },
 }
 
 #[derive(Subcommand)]
@@ -297,6 +321,16 @@ fn main() -> ExitCode {
         Cmd::Worker {
             command: WorkerCmd::Restart { agent, force },
         } => runtime.block_on(client::worker_restart(&socket, agent, force)),
+        Cmd::Approvals { command } => runtime.block_on(async {
+            match command.unwrap_or(ApprovalsCmd::List { json: false }) {
+                ApprovalsCmd::List { json } => client::approvals::list(&socket, json).await,
+                ApprovalsCmd::Allow { id, always } => {
+                    let decision = if always { "allow-always" } else { "allow-once" };
+                    client::approvals::resolve(&socket, id, decision).await
+                }
+                ApprovalsCmd::Deny { id } => client::approvals::resolve(&socket, id, "deny").await,
+            }
+        }),
         Cmd::Devices { command } => runtime.block_on(async {
             match command {
                 DevicesCmd::List { json } => client::devices::list(&socket, json).await,

@@ -145,6 +145,7 @@ mod tests {
             payload: Arc::from("x".repeat(bytes)),
             drop_if_slow: false,
             cap: None,
+            scope: None,
             subscribers_only: false,
             session: None,
             run_session: None,

@@ -130,6 +130,14 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
     }
     let hub = EventHub::new();
     let notifier = opts.notifier.clone();
+    // Commands operators allowed for good, before any worker starts.
+    let allowed_exec = match db.exec_allowlist().await {
+        Ok(rows) => control::approvals::by_agent(rows),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read the allow-always exec patterns; workers start with their config's allowlists.");
+            Default::default()
+        }
+    };
     let (control, failed, control_task) = control::start(ControlDeps {
         config: config.clone(),
         db: db.clone(),
@@ -138,6 +146,7 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         env: opts.env.clone(),
         started,
         notifier: notifier.clone(),
+        allowed_exec,
     });
     let (drain_tx, mut drain_rx) = mpsc::channel::<Duration>(4);
     let gw = Arc::new(

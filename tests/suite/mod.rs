@@ -1,4 +1,5 @@
 mod absent;
+mod approvals;
 mod bench_smoke;
 mod catalog;
 mod chaos;

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
+use ipc::approval::ApprovalDecision;
 use ipc::control::{
     AgentSpec, ControlToWorker, ModelSpec, ResetReason, RunStatus, RunTerminal, SessionOp,
     SessionReply, StopReason, SubmitRun, WorkerToControl,
@@ -42,6 +43,10 @@ use crate::store::{FinishRun, Reader, Writer};
 
 /// Frames queued towards the supervisor.
 const OUT_QUEUE: usize = 4096;
+/// Approval decisions queued for one run.
+const DECISION_QUEUE: usize = 8;
+/// `allow-always` patterns a worker takes on while it runs.
+const MAX_ALLOWED_SINCE: usize = 1000;
 /// How long in-flight runs get to persist their outcome when the supervisor disappears.
 const ORPHAN_GRACE: Duration = Duration::from_millis(700);
 
@@ -90,6 +95,9 @@ pub struct Ctx {
     pub out: mpsc::Sender<WorkerToControl>,
     pub hooks: hooks::Hooks,
     pub skills: agent::skills::SkillsCache,
+    /// Allowlist patterns an operator added with `allow-always` since the worker started
+    /// (the supervisor keeps them; the next worker gets them in its spec).
+    pub allowed_since: std::sync::RwLock<Vec<String>>,
 }
 
 /// Options from the command line and environment (read once in `main`).
@@ -168,6 +176,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         exec_env: Arc::new(tools::exec_environment(&opts.env)),
         env: opts.env,
         out: out_tx.clone(),
+        allowed_since: Default::default(),
     });
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(OUT_QUEUE);
     let mut w = Worker::new(ctx, done_tx);
@@ -264,6 +273,8 @@ struct Worker {
     /// When a collected batch's quiet window ends (R-B3).
     wake_at: Option<Instant>,
     cancels: HashMap<String, watch::Sender<Option<StopReason>>>,
+    /// Where each running run hears operators' approval decisions.
+    decisions: HashMap<String, mpsc::Sender<agent::driver::Decided>>,
     drain_deadline: Option<Instant>,
     drain_expired: bool,
     orphan_deadline: Option<Instant>,
@@ -282,6 +293,7 @@ impl Worker {
             active: 0,
             wake_at: None,
             cancels: HashMap::new(),
+            decisions: HashMap::new(),
             drain_deadline: None,
             drain_expired: false,
             orphan_deadline: None,
@@ -306,6 +318,26 @@ impl Worker {
             }
             ControlToWorker::Ping { nonce } => self.send(WorkerToControl::Pong { nonce }),
             ControlToWorker::Session { op_id, op } => self.session_op(op_id, op),
+            ControlToWorker::ApprovalResolved {
+                run_id,
+                id,
+                decision,
+                pattern,
+            } => {
+                if let Some(p) = pattern.filter(|_| decision == ApprovalDecision::AllowAlways) {
+                    let mut added = self
+                        .ctx
+                        .allowed_since
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if !added.contains(&p) && added.len() < MAX_ALLOWED_SINCE {
+                        added.push(p);
+                    }
+                }
+                if let Some(tx) = self.decisions.get(&run_id) {
+                    let _ = tx.try_send(agent::driver::Decided { id, decision });
+                }
+            }
             ControlToWorker::Unknown => {
                 tracing::warn!("Ignoring an unknown frame from a newer supervisor.")
             }
@@ -561,12 +593,20 @@ impl Worker {
             let _ = cancel_tx.send(Some(StopReason::Restart));
         }
         self.cancels.insert(run.run_id.clone(), cancel_tx);
+        let (decide_tx, decide_rx) = mpsc::channel(DECISION_QUEUE);
+        self.decisions.insert(run.run_id.clone(), decide_tx);
         let ctx = self.ctx.clone();
         let done = self.done_tx.clone();
         let session_key = run.session_key.clone();
         let run_id = run.run_id.clone();
         tokio::spawn(async move {
-            let inner = tokio::spawn(agent::driver::drive(ctx.clone(), run, cancel_rx, steer));
+            let inner = tokio::spawn(agent::driver::drive(
+                ctx.clone(),
+                run,
+                cancel_rx,
+                steer,
+                decide_rx,
+            ));
             let driven = match inner.await {
                 Ok(d) => d,
                 Err(e) => {
@@ -618,6 +658,7 @@ impl Worker {
     fn on_done(&mut self, done: Done) {
         self.active = self.active.saturating_sub(1);
         self.cancels.remove(&done.terminal.run_id);
+        self.decisions.remove(&done.terminal.run_id);
         match done.terminal.status {
             RunStatus::Aborted => self.aborted += 1,
             _ => self.completed += 1,
@@ -735,6 +776,17 @@ fn queued_abort(run_id: &str, reason: StopReason) -> RunTerminal {
 }
 
 impl Ctx {
+    /// The agent's exec policy with the patterns operators allowed since the start.
+    pub fn exec_policy(&self) -> ipc::control::ExecPolicy {
+        let mut policy = self.spec.exec.clone();
+        let added = self
+            .allowed_since
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        policy.allowlist.extend(added.iter().cloned());
+        policy
+    }
+
     /// Hook context for a run (`run_id` empty for a session operation).
     /// The client for `provider` when a run picked another provider than the agent's.
     pub fn other_llm(&self, provider: &str) -> Result<LlmClient, LlmError> {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod absent;
+mod approvals;
 mod catalog;
 mod devices;
 mod health;
@@ -18,6 +19,7 @@ mod resume;
 mod run;
 mod sessions;
 pub use absent::*;
+pub use approvals::*;
 pub use catalog::*;
 pub use devices::*;
 pub use health::*;
@@ -97,6 +99,7 @@ pub enum Method {
     NodeList,
     NodePairList,
     ExecApprovalList,
+    ExecApprovalResolve,
     PluginApprovalList,
     OpenclawApprovalList,
     ApprovalHistory,
@@ -158,6 +161,7 @@ impl Method {
         Method::NodeList,
         Method::NodePairList,
         Method::ExecApprovalList,
+        Method::ExecApprovalResolve,
         Method::PluginApprovalList,
         Method::OpenclawApprovalList,
         Method::ApprovalHistory,
@@ -222,6 +226,7 @@ impl Method {
             Method::NodeList => "node.list",
             Method::NodePairList => "node.pair.list",
             Method::ExecApprovalList => "exec.approval.list",
+            Method::ExecApprovalResolve => "exec.approval.resolve",
             Method::PluginApprovalList => "plugin.approval.list",
             Method::OpenclawApprovalList => "openclaw.approval.list",
             Method::ApprovalHistory => "approval.history",
@@ -260,6 +265,9 @@ pub mod events {
     pub const SESSION_MESSAGE: &str = "session.message";
     /// A session-wide operation (a compaction) starts or ends.
     pub const SESSION_OPERATION: &str = "session.operation";
+    /// An `exec` waits for an operator, and was decided (to `operator.approvals`).
+    pub const EXEC_APPROVAL_REQUESTED: &str = "exec.approval.requested";
+    pub const EXEC_APPROVAL_RESOLVED: &str = "exec.approval.resolved";
     /// Events advertised in `hello-ok.features.events`.
     pub const ADVERTISED: &[&str] = &[
         CONNECT_CHALLENGE,
@@ -268,6 +276,8 @@ pub mod events {
         SESSIONS_CHANGED,
         SESSION_MESSAGE,
         SESSION_OPERATION,
+        EXEC_APPROVAL_REQUESTED,
+        EXEC_APPROVAL_RESOLVED,
         PRESENCE,
         TICK,
         SHUTDOWN,

@@ -4,6 +4,7 @@
 //! supervisor's internals; it is just another client of the protocol.
 
 mod agent;
+pub mod approvals;
 mod audit;
 mod browse;
 mod conn;

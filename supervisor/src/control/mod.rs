@@ -12,6 +12,7 @@
 //! worker's terminal report, or by the control actor when the worker dies, is refused or the
 //! gateway stops. Start, restart and config reload share one path (`reconcile`).
 
+pub mod approvals;
 mod runs;
 mod workers;
 
@@ -109,6 +110,17 @@ pub enum Command {
         outcome: Arc<Outcome>,
     },
     Tick,
+    /// `exec.approval.list`.
+    ApprovalList {
+        reply: oneshot::Sender<Vec<ipc::gateway::ExecApproval>>,
+    },
+    /// `exec.approval.resolve`.
+    ApprovalResolve {
+        id: String,
+        decision: ipc::approval::ApprovalDecision,
+        by: Option<String>,
+        reply: oneshot::Sender<approvals::ResolveResult>,
+    },
 }
 
 /// Cheap handle to the control actor.
@@ -188,6 +200,28 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Closed)
     }
 
+    pub async fn approval_list(&self) -> Result<Vec<ipc::gateway::ExecApproval>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::ApprovalList { reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    pub async fn approval_resolve(
+        &self,
+        id: String,
+        decision: ipc::approval::ApprovalDecision,
+        by: Option<String>,
+    ) -> Result<approvals::ResolveResult, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::ApprovalResolve {
+            id,
+            decision,
+            by,
+            reply,
+        })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
     pub async fn active_runs(&self) -> Result<HashMap<String, Vec<String>>, ControlError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::ActiveRuns { reply })?;
@@ -236,6 +270,8 @@ pub struct ControlDeps {
     pub env: HashMap<String, String>,
     pub started: Instant,
     pub notifier: Notifier,
+    /// `allow-always` exec patterns by agent, from the gateway db.
+    pub allowed_exec: HashMap<String, Vec<String>>,
 }
 
 pub struct Control {
@@ -252,6 +288,10 @@ pub struct Control {
     next_nonce: u64,
     failed_tx: watch::Sender<FailedAgents>,
     last_status: String,
+    /// Exec approvals waiting for operators.
+    approvals: approvals::Approvals,
+    /// `allow-always` exec patterns by agent (kept in the gateway db).
+    allowed: HashMap<String, Vec<String>>,
 }
 
 /// Starts the control actor; returns its handle, a view of failed agents and the task.
@@ -276,6 +316,7 @@ pub fn start(
     });
     let (failed_tx, failed_rx) = watch::channel(FailedAgents::default());
     let config = deps.config.clone();
+    let allowed = deps.allowed_exec.clone();
     let mut control = Control {
         deps,
         tx: tx.clone(),
@@ -289,6 +330,8 @@ pub fn start(
         next_nonce: 1,
         failed_tx,
         last_status: String::new(),
+        approvals: approvals::Approvals::default(),
+        allowed,
     };
     control.reconcile(config);
     let task = tokio::spawn(control.run(rx));
@@ -355,8 +398,20 @@ impl Control {
             Command::Reload(config) => self.reconcile(config),
             Command::Link(ev) => self.link_event(ev),
             Command::Persisted { run_id, outcome } => self.persisted(run_id, outcome),
+            Command::ApprovalList { reply } => {
+                let _ = reply.send(self.approval_list());
+            }
+            Command::ApprovalResolve {
+                id,
+                decision,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.approval_resolve(&id, decision, by));
+            }
             Command::Tick => {
                 self.prune();
+                self.prune_approvals();
                 self.heartbeats();
                 self.restart_due();
                 self.report_status();

@@ -334,9 +334,17 @@ impl Control {
             generation = slot.generation,
             "Starting worker."
         );
+        // The patterns operators allowed with `allow-always` join the config's.
+        let mut agent = slot.agent.clone();
+        let allowed = self.allowed.get(agent_id).map_or(&[][..], Vec::as_slice);
+        for p in allowed {
+            if !agent.exec.allowlist.contains(p) {
+                agent.exec.allowlist.push(p.clone());
+            }
+        }
         worker_link::spawn(
             SpawnSpec {
-                agent: slot.agent.clone(),
+                agent,
                 generation: slot.generation,
                 worker_bin: self.deps.worker_bin.clone(),
                 run_dir: crate::paths::run_dir(&self.deps.config.state_dir),
@@ -436,6 +444,10 @@ impl Control {
                         "Worker drained."
                     );
                 }
+                WorkerToControl::ApprovalRequested(request) => {
+                    self.approval_requested(&agent_id, request)
+                }
+                WorkerToControl::ApprovalClosed { id, why } => self.approval_closed(&id, why),
                 WorkerToControl::Event(_) | WorkerToControl::Unknown => {}
             },
             LinkEvent::Exited {

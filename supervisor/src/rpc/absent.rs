@@ -141,8 +141,9 @@ pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, meth
                 out.ok_with(&req.id, &NodePairListResult::default()).await
             }
         }
-        // Bare arrays, as OpenClaw answers them: nothing waits for a decision.
-        Method::ExecApprovalList | Method::PluginApprovalList | Method::OpenclawApprovalList => {
+        // Bare arrays, as OpenClaw answers them: nothing waits for a decision (plugins and
+        // OpenClaw's own agents do not exist here; exec approvals are `rpc::approvals`).
+        Method::PluginApprovalList | Method::OpenclawApprovalList => {
             if params::<AnyParams>(&req, out).await.is_some() {
                 out.ok_with(&req.id, &Vec::<Value>::new()).await
             }

@@ -35,6 +35,7 @@ use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
 mod absent;
+mod approvals;
 mod chat;
 mod compact;
 mod create;
@@ -179,6 +180,7 @@ pub async fn handle(
         | Method::LastHeartbeat
         | Method::NodeList => scopes::READ,
         Method::ExecApprovalList
+        | Method::ExecApprovalResolve
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory => scopes::APPROVALS,
@@ -289,10 +291,13 @@ pub async fn handle(
         | Method::LastHeartbeat
         | Method::NodeList
         | Method::NodePairList
-        | Method::ExecApprovalList
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory => absent(gw, req, out, method).await,
+        Method::ExecApprovalList => approvals::exec_approval_list(gw, req, out).await,
+        Method::ExecApprovalResolve => {
+            approvals::exec_approval_resolve(gw, session, req, out).await
+        }
         Method::DevicePairList => device_pair_list(gw, req, out).await,
         Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
         Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,

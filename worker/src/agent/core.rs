@@ -34,7 +34,9 @@ use crate::store::{Compaction, FinishRun, NewMessage, Role, StoreError};
 use crate::tools::{ToolCall, ToolOutcome};
 use ipc::thinking::ReasoningMode;
 
+mod approval;
 mod steer;
+pub use approval::denied;
 pub use steer::{Steered, SKIPPED};
 
 /// Most model calls in one run (each tool round costs one).
@@ -70,6 +72,8 @@ pub struct TurnSpec {
     pub fallbacks: Vec<crate::llm::ModelChoice>,
     /// Whether clients hear the run's reasoning (as it streams, or once per response).
     pub reasoning: ipc::thinking::ReasoningMode,
+    /// How long an `exec` waits for an operator's approval before it is denied.
+    pub approval_timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -96,6 +100,15 @@ pub enum Input {
     Persisted(Result<(), StoreError>),
     /// A message steered into the turn (R-B3): recorded and sent before the next model call.
     Steer(Steered),
+    /// The running call (`exec`) needs an operator's approval `id` first.
+    ApprovalPending {
+        id: String,
+    },
+    /// Approval `id` was decided.
+    ApprovalDecided {
+        id: String,
+        allow: bool,
+    },
 }
 
 /// How a prepared run begins.
@@ -115,6 +128,12 @@ pub enum Action {
     /// Append a message to the run's session (fenced by the run's writer claim).
     Append(Box<NewMessage>),
     RunTool(ToolCall),
+    /// Run the call an operator approved (its command may run though no pattern allows it).
+    RunApproved(ToolCall),
+    /// Approval `id` was not decided in time: the call was denied.
+    ApprovalExpired {
+        id: String,
+    },
     /// Stop the running tool, if any.
     AbortTool,
     /// Record a compaction (fenced); answered with `Input::Appended`.
@@ -158,6 +177,15 @@ enum Phase {
     /// Recording a steered message; then the next one, then the model call.
     Steering {
         run_deadline: Option<Instant>,
+    },
+    /// `call` waits for an operator (approval `id`) until `until`; the run's deadline is
+    /// paused with `run_left` to go.
+    Approval {
+        run_left: Option<Duration>,
+        until: Instant,
+        id: String,
+        queue: VecDeque<ToolCall>,
+        call: ToolCall,
     },
     Persisting {
         terminal: Box<RunTerminal>,
@@ -236,6 +264,8 @@ pub struct Turn {
     /// Steered messages not recorded yet, and all those taken (R-B3).
     steering: VecDeque<Steered>,
     steered: Vec<String>,
+    /// An `exec` of this run was denied (R-F4): the reply says so.
+    denied: Option<String>,
 }
 
 impl Turn {
@@ -272,6 +302,7 @@ impl Turn {
             compactions: 0,
             steering: VecDeque::new(),
             steered: Vec::new(),
+            denied: None,
         }
     }
 
@@ -294,6 +325,8 @@ impl Turn {
             Phase::Tools { run_deadline, .. }
             | Phase::CompactSaving { run_deadline, .. }
             | Phase::Steering { run_deadline, .. } => *run_deadline,
+            // The run's deadline is paused while an operator decides.
+            Phase::Approval { until, .. } => Some(*until),
             Phase::Backoff {
                 run_deadline,
                 until,
@@ -571,7 +604,13 @@ impl Turn {
                             );
                         }
                         if let Some(warning) = self.warning() {
-                            held.push(Action::Emit(EventBody::Assistant { delta: warning }));
+                            // After a visible answer (a denied exec, R-F4), on its own line.
+                            let delta = if self.visible() {
+                                format!("\n\n{warning}")
+                            } else {
+                                warning
+                            };
+                            held.push(Action::Emit(EventBody::Assistant { delta }));
                         }
                         let stop = finish_reason.unwrap_or_else(|| "stop".into());
                         let (p, mut a) = self.end(RunStatus::Ok, None, Some(stop), wall_ms);
@@ -1018,6 +1057,45 @@ impl Turn {
             (Phase::Steering { .. }, Input::Cancel(reason)) => {
                 self.abort(Action::AbortTool, reason, wall_ms)
             }
+            (
+                Phase::Tools {
+                    run_deadline,
+                    queue,
+                    running: Some(call),
+                },
+                Input::ApprovalPending { id },
+            ) => self.await_approval(run_deadline, queue, call, id, now),
+            (
+                Phase::Approval {
+                    run_left,
+                    id,
+                    queue,
+                    call,
+                    ..
+                },
+                Input::ApprovalDecided { id: decided, allow },
+            ) if decided == id => {
+                let verdict = (id.as_str(), allow, "user-denied");
+                self.decided(run_left, queue, call, verdict, now, wall_ms)
+            }
+            (
+                Phase::Approval {
+                    run_left,
+                    until,
+                    id,
+                    queue,
+                    call,
+                },
+                Input::Tick,
+            ) if now >= until => {
+                let verdict = (id.as_str(), false, "approval-timeout");
+                let (p, mut a) = self.decided(run_left, queue, call, verdict, now, wall_ms);
+                a.insert(0, Action::ApprovalExpired { id });
+                (p, a)
+            }
+            (Phase::Approval { .. }, Input::Cancel(reason)) => {
+                self.abort(Action::AbortTool, reason, wall_ms)
+            }
             (phase, _) => (phase, vec![]),
         }
     }
@@ -1375,6 +1453,10 @@ impl Turn {
             // A reply was delivered by the `message` tool.
             return None;
         }
+        // A denied exec fails the automation even when the model then answers (R-F4).
+        if let Some(why) = &self.denied {
+            return Some(reply::tool_error_warning("exec", why));
+        }
         match &self.tool_error {
             Some((tool, error)) if !self.visible() => Some(reply::tool_error_warning(tool, error)),
             _ => None,
@@ -1536,11 +1618,21 @@ impl Turn {
             vec![]
         };
         match (self.warning(), status) {
-            (_, RunStatus::Ok) if visible && !reply::duplicates_sent(&self.text, &self.sent) => {
+            (warning, RunStatus::Ok)
+                if visible && !reply::duplicates_sent(&self.text, &self.sent) =>
+            {
                 payloads.push(Payload {
                     text: self.text.clone(),
                     is_error: false,
-                })
+                });
+                // A denied exec stays a failure of the run's work, whatever the model then
+                // said (R-F4).
+                if let Some(text) = warning.filter(|_| self.denied.is_some()) {
+                    payloads.push(Payload {
+                        text,
+                        is_error: true,
+                    });
+                }
             }
             // A failed tool and nothing else to say: tell the user (R-F2).
             (Some(text), RunStatus::Ok) => payloads.push(Payload {
@@ -1645,6 +1737,7 @@ mod tests {
             retry_max: Duration::from_secs(30),
             fallbacks: Vec::new(),
             reasoning: ReasoningMode::Off,
+            approval_timeout: Duration::from_secs(30),
         }
     }
 
@@ -2098,6 +2191,113 @@ mod tests {
         let a = t.handle(Input::Persisted(Ok(())), t0, 4);
         assert!(matches!(a.last(), Some(Action::Finish(_))));
         assert!(t.steered().is_empty());
+    }
+
+    fn exec_call(command: &str) -> ToolCall {
+        ToolCall {
+            id: "x1".into(),
+            name: "exec".into(),
+            arguments: serde_json::json!({ "command": command }).to_string(),
+        }
+    }
+
+    /// R-B5: an approval wait does not consume the run's budget: a 2 s run that waits 5 s
+    /// for an operator still has its 1 s left after the decision.
+    #[test]
+    fn an_approval_wait_pauses_the_run_budget_r_b5() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut t = Turn::new(spec(Some(2)), t0, 0);
+        begun(&mut t, t0);
+        ask_for(&mut t, vec![exec_call("rm x")], at(500));
+        let a = t.handle(Input::Appended(Ok(2)), at(1000), 3);
+        assert!(a.iter().any(|a| matches!(a, Action::RunTool(_))), "{a:?}");
+        let a = t.handle(Input::ApprovalPending { id: "a1".into() }, at(1000), 4);
+        assert!(a.is_empty());
+        assert_eq!(
+            t.next_deadline(),
+            Some(at(31_000)),
+            "the approval's deadline only"
+        );
+        assert!(
+            t.handle(Input::Tick, at(6000), 5).is_empty(),
+            "no run timeout"
+        );
+        let a = t.handle(
+            Input::ApprovalDecided {
+                id: "a1".into(),
+                allow: true,
+            },
+            at(6000),
+            6,
+        );
+        assert!(
+            matches!(&a[..], [Action::RunApproved(c)] if c.id == "x1"),
+            "{a:?}"
+        );
+        assert_eq!(t.next_deadline(), Some(at(7000)), "the 1 s it had left");
+    }
+
+    /// A denial, and an approval nobody gives in time, are tool errors the model sees; the
+    /// reply then carries the failure though the model answers (R-F4).
+    #[test]
+    fn a_denied_or_expired_exec_is_an_error_the_reply_keeps_r_f4() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        for expire in [false, true] {
+            let mut t = Turn::new(spec(None), t0, 0);
+            begun(&mut t, t0);
+            ask_for(&mut t, vec![exec_call("rm x")], t0);
+            t.handle(Input::Appended(Ok(2)), t0, 3);
+            t.handle(Input::ApprovalPending { id: "a1".into() }, t0, 4);
+            let a = if expire {
+                t.handle(Input::Tick, at(30_000), 5)
+            } else {
+                t.handle(
+                    Input::ApprovalDecided {
+                        id: "a1".into(),
+                        allow: false,
+                    },
+                    at(10),
+                    5,
+                )
+            };
+            assert_eq!(
+                matches!(a.first(), Some(Action::ApprovalExpired { id }) if id == "a1"),
+                expire
+            );
+            let result = appended(&a)[0].text.clone();
+            let reason = if expire {
+                "approval-timeout"
+            } else {
+                "user-denied"
+            };
+            assert_eq!(
+                result,
+                format!("Exec denied (gateway id=a1, {reason}): rm x")
+            );
+            t.handle(Input::Appended(Ok(3)), at(30_001), 6);
+            t.handle(
+                Input::Model(LlmEvent::Delta("I could not.".into())),
+                at(30_002),
+                7,
+            );
+            t.handle(
+                Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+                at(30_003),
+                8,
+            );
+            let a = t.handle(Input::Persisted(Ok(())), at(30_004), 9);
+            let Some(Action::Finish(term)) = a.last() else {
+                panic!("{a:?}")
+            };
+            let texts: Vec<&str> = term.payloads.iter().map(|p| p.text.as_str()).collect();
+            assert_eq!(texts.len(), 2, "{texts:?}");
+            assert!(
+                texts[1].contains("The exec tool failed: Exec denied"),
+                "{texts:?}"
+            );
+        }
     }
 
     /// R-E4: a tool round appends the call, runs each tool with start/result events, appends

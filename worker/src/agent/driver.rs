@@ -39,6 +39,17 @@ impl Drop for ModelCall {
     }
 }
 
+/// How long an `exec` waits for an operator by default (`tools.exec.approval_timeout_seconds`;
+/// OpenClaw's 30 minutes).
+pub const DEFAULT_APPROVAL_TIMEOUT_MS: u64 = 1_800_000;
+
+/// An operator's decision on one of the run's approvals.
+#[derive(Debug)]
+pub struct Decided {
+    pub id: String,
+    pub decision: ipc::approval::ApprovalDecision,
+}
+
 /// How a turn ended.
 pub struct Driven {
     pub terminal: RunTerminal,
@@ -55,7 +66,13 @@ pub async fn drive(
     run: SubmitRun,
     mut cancel: watch::Receiver<Option<StopReason>>,
     mut steer: mpsc::Receiver<Steered>,
+    mut decisions: mpsc::Receiver<Decided>,
 ) -> Driven {
+    let approval_ms = ctx
+        .spec
+        .exec
+        .approval_timeout_ms
+        .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_MS);
     let model = &ctx.spec.model;
     let spec = TurnSpec {
         run_id: run.run_id.clone(),
@@ -68,6 +85,7 @@ pub async fn drive(
         compaction: ctx.spec.compaction.clone(),
         retry_base: std::time::Duration::from_millis(model.retry_base_ms.unwrap_or(1000)),
         retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
+        approval_timeout: std::time::Duration::from_millis(approval_ms),
         reasoning: run
             .reasoning
             .as_deref()
@@ -137,7 +155,11 @@ pub async fn drive(
         // This very binary, in reaper mode (`hookcmd::reaper`).
         reaper: std::path::PathBuf::from("/proc/self/exe"),
         exec_env: ctx.exec_env.clone(),
+        approved: None,
     };
+    // The approval this run waits for, if any (closed if the run ends first).
+    let mut pending_approval: Option<String> = None;
+    let mut decisions_open = true;
     let mut held: Option<ModelItem> = None;
     let mut paced = Paced::default();
     let mut seq = 0u64;
@@ -195,7 +217,52 @@ pub async fn drive(
                             .await;
                         pending.push_back(Input::Appended(res));
                     }
-                    Action::RunTool(c) => tool = Some(start_tool(&ctx, &tool_ctx, &hook_ctx, c)),
+                    Action::RunTool(c) => {
+                        let tc = ToolCtx {
+                            exec: ctx.exec_policy(),
+                            ..tool_ctx.clone()
+                        };
+                        let ask = (c.name == "exec")
+                            .then(|| tools::exec::needs_approval(&tc.exec, &c.arguments))
+                            .flatten();
+                        match ask {
+                            // An operator decides first (`tools.exec.security = "ask"`).
+                            Some((command, argv)) => {
+                                let id = uuid::Uuid::new_v4().to_string();
+                                let at = now_ms();
+                                let req = ipc::approval::ApprovalRequest {
+                                    id: id.clone(),
+                                    run_id: run.run_id.clone(),
+                                    session_key: run.session_key.clone(),
+                                    command,
+                                    argv,
+                                    cwd: ctx.spec.workspace.clone(),
+                                    created_at_ms: at,
+                                    expires_at_ms: at + approval_ms,
+                                };
+                                let _ = ctx.out.send(WorkerToControl::ApprovalRequested(req)).await;
+                                pending_approval = Some(id.clone());
+                                pending.push_back(Input::ApprovalPending { id });
+                            }
+                            None => tool = Some(start_tool(&ctx, &tc, &hook_ctx, c)),
+                        }
+                    }
+                    Action::RunApproved(c) => {
+                        let tc = ToolCtx {
+                            exec: ctx.exec_policy(),
+                            approved: tools::exec::command_of(&c.arguments),
+                            ..tool_ctx.clone()
+                        };
+                        tool = Some(start_tool(&ctx, &tc, &hook_ctx, c));
+                    }
+                    Action::ApprovalExpired { id } => {
+                        pending_approval = None;
+                        let why = ipc::approval::ApprovalClosed::Expired;
+                        let _ = ctx
+                            .out
+                            .send(WorkerToControl::ApprovalClosed { id, why })
+                            .await;
+                    }
                     Action::AbortTool => tool = None,
                     Action::Persist(f) => {
                         // Model work is over: clients hear `finishing` while the outcome is
@@ -241,6 +308,13 @@ pub async fn drive(
                                 "durationMs": t.duration_ms, "stopReason": t.stop_reason,
                             })]
                         });
+                        if let Some(id) = pending_approval.take() {
+                            let why = ipc::approval::ApprovalClosed::RunEnded;
+                            let _ = ctx
+                                .out
+                                .send(WorkerToControl::ApprovalClosed { id, why })
+                                .await;
+                        }
                         return Driven {
                             terminal: *t,
                             steered: turn.steered().to_vec(),
@@ -295,6 +369,21 @@ pub async fn drive(
                 Some(_) => continue,
                 None => {
                     steer_open = false;
+                    continue;
+                }
+            },
+            d = decisions.recv(), if decisions_open => match d {
+                Some(d) => {
+                    if pending_approval.as_deref() == Some(d.id.as_str()) {
+                        pending_approval = None;
+                    }
+                    Input::ApprovalDecided {
+                        id: d.id,
+                        allow: d.decision.allows(),
+                    }
+                }
+                None => {
+                    decisions_open = false;
                     continue;
                 }
             },

@@ -42,26 +42,30 @@ impl Invocation {
     }
 }
 
-/// Whether `command` may run under `policy`, and how; `Err` says why not.
-pub fn plan(policy: &ExecPolicy, command: &str) -> Result<Invocation, String> {
+/// Whether `command` may run under `policy`, and how; `Err` says why not. `approved`: the
+/// command an operator approved for this call (`ask`).
+pub fn plan(
+    policy: &ExecPolicy,
+    command: &str,
+    approved: Option<&str>,
+) -> Result<Invocation, String> {
     use ipc::control::ExecSecurity;
     match policy.security {
         ExecSecurity::Full => Ok(Invocation::Shell(command.to_owned())),
-        ExecSecurity::Allowlist => {
+        ExecSecurity::Allowlist | ExecSecurity::Ask => {
             let argv = hookcmd::argv::split(command).map_err(|e| format!("exec refused: {e}"))?;
             if argv.is_empty() {
                 return Err("exec refused: empty command".into());
             }
-            let allowed = policy.allowlist.iter().any(|p| {
-                hookcmd::argv::parse_pattern(p).is_ok_and(|p| hookcmd::argv::matches(&p, &argv))
-            });
-            if allowed {
-                Ok(Invocation::Argv(argv))
-            } else {
-                Err(format!(
-                    "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
-                ))
+            if allowlisted(policy, &argv) {
+                return Ok(Invocation::Argv(argv));
             }
+            if policy.security == ExecSecurity::Ask && approved == Some(command) {
+                return Ok(Invocation::Argv(argv));
+            }
+            Err(format!(
+                "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
+            ))
         }
         ExecSecurity::Deny => {
             Err("exec refused: tools.exec.security is \"deny\" for this agent".into())
@@ -71,6 +75,32 @@ pub fn plan(policy: &ExecPolicy, command: &str) -> Result<Invocation, String> {
             Err("exec refused: this worker does not know the agent's tools.exec.security".into())
         }
     }
+}
+
+fn allowlisted(policy: &ExecPolicy, argv: &[String]) -> bool {
+    policy
+        .allowlist
+        .iter()
+        .any(|p| hookcmd::argv::parse_pattern(p).is_ok_and(|p| hookcmd::argv::matches(&p, argv)))
+}
+
+/// Under `ask`: the words of a call's command when it must wait for an operator (it runs
+/// without a shell and no pattern allows it). `None`: no approval needed, or the command
+/// is refused anyway (the tool says why).
+pub fn needs_approval(policy: &ExecPolicy, arguments: &str) -> Option<(String, Vec<String>)> {
+    if policy.security != ipc::control::ExecSecurity::Ask {
+        return None;
+    }
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    let command = args.get("command")?.as_str()?.to_owned();
+    let argv = hookcmd::argv::split(&command).ok()?;
+    (!argv.is_empty() && !allowlisted(policy, &argv)).then_some((command, argv))
+}
+
+/// The `command` argument of an `exec` call.
+pub fn command_of(arguments: &str) -> Option<String> {
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    args.get("command")?.as_str().map(str::to_owned)
 }
 
 /// The environment a command gets: `PATH` (absolute entries only), `HOME`, locale and
@@ -174,7 +204,7 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    let invocation = match plan(&ctx.exec, &command) {
+    let invocation = match plan(&ctx.exec, &command, ctx.approved.as_deref()) {
         Ok(i) => i,
         Err(why) => return ToolOutcome::err(why),
     };
@@ -256,28 +286,65 @@ mod tests {
     #[test]
     fn exec_policy_runs_allowlisted_argv_without_a_shell_r_e2() {
         let deny = ExecPolicy::default();
-        assert!(plan(&deny, "ls").is_err());
+        assert!(plan(&deny, "ls", None).is_err());
         let allow = ExecPolicy {
             security: ipc::control::ExecSecurity::Allowlist,
             allowlist: vec!["echo *".into(), "ls".into()],
-            timeout_ms: None,
+            ..ExecPolicy::default()
         };
         assert_eq!(
-            plan(&allow, "echo hi").unwrap(),
+            plan(&allow, "echo hi", None).unwrap(),
             Invocation::Argv(vec!["echo".into(), "hi".into()])
         );
-        assert!(plan(&allow, "ls").is_ok());
-        assert!(plan(&allow, "rm -rf /").is_err());
-        let e = plan(&allow, "echo hi; id > f").unwrap_err();
+        assert!(plan(&allow, "ls", None).is_ok());
+        assert!(plan(&allow, "rm -rf /", None).is_err());
+        let e = plan(&allow, "echo hi; id > f", None).unwrap_err();
         assert!(e.contains("shell syntax"), "{e}");
-        assert!(plan(&allow, "echo $(id)").is_err());
+        assert!(plan(&allow, "echo $(id)", None).is_err());
         let full = ExecPolicy {
             security: ipc::control::ExecSecurity::Full,
             ..ExecPolicy::default()
         };
         assert_eq!(
-            plan(&full, "a; b").unwrap(),
+            plan(&full, "a; b", None).unwrap(),
             Invocation::Shell("a; b".into())
+        );
+    }
+
+    /// `ask`: allowlisted commands run; others need an operator, and run (without a shell)
+    /// only as the very command approved.
+    #[test]
+    fn ask_runs_allowlisted_and_approved_commands_only() {
+        let ask = ExecPolicy {
+            security: ipc::control::ExecSecurity::Ask,
+            allowlist: vec!["ls".into()],
+            ..ExecPolicy::default()
+        };
+        let args = |c: &str| serde_json::json!({ "command": c }).to_string();
+        assert_eq!(needs_approval(&ask, &args("ls")), None);
+        assert_eq!(
+            needs_approval(&ask, &args("rm x")),
+            Some(("rm x".into(), vec!["rm".into(), "x".into()]))
+        );
+        assert_eq!(
+            needs_approval(&ask, &args("rm x; id")),
+            None,
+            "refused anyway"
+        );
+        assert!(plan(&ask, "rm x", None).is_err());
+        assert!(plan(&ask, "rm y", Some("rm x")).is_err(), "another command");
+        assert_eq!(
+            plan(&ask, "rm x", Some("rm x")).unwrap(),
+            Invocation::Argv(vec!["rm".into(), "x".into()])
+        );
+        let allow = ExecPolicy {
+            security: ipc::control::ExecSecurity::Allowlist,
+            ..ask.clone()
+        };
+        assert_eq!(needs_approval(&allow, &args("rm x")), None);
+        assert!(
+            plan(&allow, "rm x", Some("rm x")).is_err(),
+            "allowlist never asks"
         );
     }
 

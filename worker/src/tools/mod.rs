@@ -1,7 +1,7 @@
 //! Built-in tools: definitions (JSON Schema), argument validation with recovery (R-E1),
 //! workspace confinement, the exec policy, and execution with capped results (R-E2).
 
-mod exec;
+pub mod exec;
 mod fs;
 mod validate;
 
@@ -114,6 +114,8 @@ pub struct ToolCtx {
     pub reaper: PathBuf,
     /// The whole environment of an `exec` command ([`exec_environment`]).
     pub exec_env: Arc<Vec<(String, String)>>,
+    /// `ask`: the command an operator approved for this call.
+    pub approved: Option<String>,
 }
 
 /// Whether `name` is in the allow list (`None`: everything is).

@@ -1,0 +1,74 @@
+//! `loopgate approvals [list | allow ID [--always] | deny ID]`: commands waiting for an
+//! operator (`tools.exec.security = "ask"`), over `exec.approval.list` and
+//! `exec.approval.resolve`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use ipc::gateway::{ExecApproval, ExecApprovalResolveParams, Method};
+
+use super::{emit, fail, Client};
+
+pub async fn list(socket: &Path, as_json: bool) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let raw = match client
+        .call(Method::ExecApprovalList, serde_json::json!({}))
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    if as_json {
+        emit(&format!("{raw}\n"));
+        return ExitCode::SUCCESS;
+    }
+    let pending: Vec<ExecApproval> = match serde_json::from_value(raw) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("unexpected exec.approval.list reply: {e}")),
+    };
+    if pending.is_empty() {
+        emit("No exec approvals are pending.\n");
+        return ExitCode::SUCCESS;
+    }
+    let mut out = format!(
+        "{:<36} {:<10} {:<28} {:<14} {}\n",
+        "ID", "AGENT", "SESSION", "EXPIRES_MS", "COMMAND"
+    );
+    for a in &pending {
+        out.push_str(&format!(
+            "{:<36} {:<10} {:<28} {:<14} {}\n",
+            a.id, a.request.agent_id, a.request.session_key, a.expires_at_ms, a.request.command
+        ));
+    }
+    emit(&out);
+    ExitCode::SUCCESS
+}
+
+pub async fn resolve(socket: &Path, id: String, decision: &str) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let params = ExecApprovalResolveParams {
+        id: id.clone(),
+        decision: decision.to_owned(),
+        reviewer: None,
+        grant_expires_in_days: None,
+    };
+    match client
+        .call(
+            Method::ExecApprovalResolve,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(_) => {
+            emit(&format!("{id}: {decision}\n"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
