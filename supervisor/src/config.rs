@@ -106,6 +106,8 @@ pub struct RawQueue {
     pub drop: Option<String>,
 }
 
+/// Longest exec approval wait accepted (7 days).
+const MAX_APPROVAL_TIMEOUT_MS: u64 = 7 * 24 * 3600 * 1000;
 /// Longest `collect` quiet window accepted.
 const MAX_DEBOUNCE_MS: u64 = 60_000;
 /// Largest `messages.queue.cap` accepted (a session's waiting messages are held in memory).
@@ -894,9 +896,13 @@ impl Config {
                     .or(def_exec.approval_timeout_seconds)
                     .map(|s| s.saturating_mul(1000)),
             };
-            if exec.approval_timeout_ms == Some(0) {
+            if exec
+                .approval_timeout_ms
+                .is_some_and(|ms| !(1000..=MAX_APPROVAL_TIMEOUT_MS).contains(&ms))
+            {
                 return Err(err(format!(
-                    "{key}.tools.exec.approval_timeout_seconds: must be at least 1"
+                    "{key}.tools.exec.approval_timeout_seconds: between 1 and {} (7 days)",
+                    MAX_APPROVAL_TIMEOUT_MS / 1000
                 )));
             }
             warnings.extend(crate::confine::check_exec(&key, &exec).map_err(err)?);

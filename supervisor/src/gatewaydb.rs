@@ -780,7 +780,7 @@ mod tests {
         assert!(e.to_string().contains("newer than this build"), "{e}");
     }
 
-    /// A v3 database (before labels, device tokens and session settings) opens as v7 with
+    /// A v3 database (before labels, device tokens and session settings) opens as v8 with
     /// its sessions intact.
     #[tokio::test]
     async fn a_v3_database_migrates_and_patches() {
@@ -799,6 +799,7 @@ mod tests {
                  ALTER TABLE sessions DROP COLUMN reasoning_level;
                  ALTER TABLE sessions DROP COLUMN queue_mode;
                  DROP TABLE device_tokens;
+                 DROP TABLE exec_allowlist;
                  PRAGMA user_version = 3;",
             )
             .unwrap();

@@ -16,7 +16,7 @@ pub const RUN_BYTES: usize = 1 << 20;
 /// How long a finished run's events are kept.
 pub const KEEP_AFTER_END: Duration = Duration::from_secs(300);
 /// Event bytes kept for all runs.
-pub const TOTAL_BYTES: usize = 32 << 20;
+pub const TOTAL_BYTES: usize = 16 << 20;
 
 /// Which run an event belongs to, and whether it ends the run.
 #[derive(Debug, Clone)]
@@ -30,8 +30,8 @@ pub struct RunTag {
 struct RunEvents {
     events: VecDeque<(u64, Arc<HubEvent>)>,
     bytes: usize,
-    /// Events were dropped from the front (the buffer's `seq` starts later than 1).
-    cut: bool,
+    /// The highest `seq` no longer kept (0: none was dropped).
+    dropped_upto: u64,
     ended: Option<Instant>,
 }
 
@@ -61,11 +61,11 @@ impl RunLog {
         run.bytes += size;
         self.bytes += size;
         while run.bytes > RUN_BYTES && run.events.len() > 1 {
-            if let Some((_, old)) = run.events.pop_front() {
+            if let Some((seq, old)) = run.events.pop_front() {
                 let n = old.payload.len() + 64;
                 run.bytes -= n;
                 self.bytes -= n;
-                run.cut = true;
+                run.dropped_upto = run.dropped_upto.max(seq);
             }
         }
         if tag.terminal && run.ended.is_none() {
@@ -76,7 +76,8 @@ impl RunLog {
     }
 
     /// Drops runs that ended more than [`KEEP_AFTER_END`] ago, then, past [`TOTAL_BYTES`],
-    /// the runs that ended first (and, if none has ended, the largest).
+    /// the runs that ended first (and, if none has ended, the events of the largest running
+    /// one, which remembers what it lost).
     fn expire(&mut self, now: Instant) {
         while let Some((at, _)) = self.ended.front() {
             let old = now.duration_since(*at) > KEEP_AFTER_END;
@@ -88,13 +89,13 @@ impl RunLog {
             }
         }
         if self.bytes > TOTAL_BYTES {
-            if let Some(id) = self
-                .runs
-                .iter()
-                .max_by_key(|(_, r)| r.bytes)
-                .map(|(id, _)| id.clone())
-            {
-                self.forget(&id);
+            if let Some(run) = self.runs.values_mut().max_by_key(|r| r.bytes) {
+                if let Some((last, _)) = run.events.back() {
+                    run.dropped_upto = run.dropped_upto.max(*last);
+                }
+                run.events.clear();
+                self.bytes -= run.bytes;
+                run.bytes = 0;
             }
         }
     }
@@ -125,8 +126,8 @@ impl RunLog {
             .collect();
         Replay {
             events,
-            // Something after `after_seq` is gone when the buffer was cut past it.
-            truncated: run.cut && first_seq.is_some_and(|f| f > after_seq + 1),
+            // Something after `after_seq` is gone when the buffer dropped past it.
+            truncated: run.dropped_upto > after_seq,
             first_seq,
             ended: run.ended.is_some(),
             known: true,
@@ -188,6 +189,30 @@ mod tests {
             !log.replay("r", 3, 99).truncated,
             "nothing after 3 is missing"
         );
+    }
+
+    /// Past the total, a running run loses its events but not the fact: a replay from
+    /// before them says `truncated`.
+    #[test]
+    fn an_evicted_running_run_still_says_truncated() {
+        let now = Instant::now();
+        let mut log = RunLog::default();
+        let runs = TOTAL_BYTES / (RUN_BYTES - 1024) + 1;
+        for i in 0..runs {
+            let t = RunTag {
+                run_id: Arc::from(format!("r{i}")),
+                seq: 1,
+                terminal: false,
+            };
+            log.record(&t, &ev(i as u64 + 1, RUN_BYTES - 1024), now);
+        }
+        assert!(log.bytes <= TOTAL_BYTES);
+        let lost = (0..runs)
+            .map(|i| log.replay(&format!("r{i}"), 0, u64::MAX))
+            .filter(|r| r.known && r.events.is_empty())
+            .collect::<Vec<_>>();
+        assert_eq!(lost.len(), 1);
+        assert!(lost[0].truncated);
     }
 
     #[test]

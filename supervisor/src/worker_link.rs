@@ -469,7 +469,7 @@ async fn relay(
     for msg in relay.gates.drain() {
         relay.handle(msg).await;
     }
-    let Relay { runs, hub, .. } = relay;
+    let Relay { runs, .. } = relay;
     let _ = stop_writer.send(());
     let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
@@ -506,7 +506,7 @@ async fn relay(
     let now = now_ms();
     let mut failures = Vec::with_capacity(runs.len());
     for (run_id, st) in runs {
-        hub.run_settled(&run_id);
+        // Settled by the control actor when it ends these runs.
         let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
         let run = RunRef {
             run_id: &run_id,
@@ -586,9 +586,10 @@ impl Relay {
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
-                // Ended by the gateway already (an abort): its terminal went out then.
+                // Ended by the gateway already (an abort): its terminal went out then. The
+                // control actor settles the run in the hub once it has handled this terminal
+                // (an abort it handles first still numbers its terminal after what was seen).
                 let ended = self.hub.is_ended(&t.run_id);
-                self.hub.run_settled(&t.run_id);
                 let events = match self.runs.remove(&t.run_id) {
                     _ if ended => Vec::new(),
                     // Steered into another turn (its `start` was told): that turn's outcome.
@@ -1030,6 +1031,7 @@ mod tests {
             "{texts:?}"
         );
         assert!(texts[1].contains("\"state\":\"error\""), "{texts:?}");
-        assert!(!relay.hub.has_started("p"));
+        // The control actor settles it once it has handled the terminal.
+        assert!(relay.hub.has_started("p"));
     }
 }

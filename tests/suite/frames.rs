@@ -200,6 +200,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "node.list",
             "node.pair.list",
             "exec.approval.list",
+            "exec.approval.resolve",
             "plugin.approval.list",
             "openclaw.approval.list",
             "approval.history",

@@ -330,3 +330,37 @@ async fn queue_mode_precedence_is_request_then_session_then_config_r_b3() {
     assert_eq!(pr["effectiveQueueMode"], "followup", "{list}");
     assert!(pr.get("queueMode").is_none(), "{pr}");
 }
+
+/// Aborting a steered message stops only that message: the turn it was steered into goes on
+/// and ends `ok`, and the aborted message is never run (or recorded) afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_a_steered_message_leaves_its_turn_alone_r_b3() {
+    let gw = Gateway::start().await;
+    gw.model.push(hold("Only the first."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "sa-1", "sessionKey": "sa"}))
+        .await;
+    let second = queue(&mut c, "sa-2", "sa", None).await;
+    c.agent_event("sa-2", |p| p["data"]["phase"] == "start")
+        .await;
+    let r = c
+        .call("chat.abort", json!({"sessionKey": "sa", "runId": "sa-2"}))
+        .await;
+    assert_eq!(r["payload"]["runIds"], json!(["sa-2"]), "{r}");
+    assert_eq!(c.res(&second).await["payload"]["summary"], "aborted");
+    gw.model.release();
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["status"], "ok", "the turn went on: {f1}");
+    assert_eq!(texts(&f1), ["Only the first."]);
+    // Nothing ran for the aborted message: one model call, and no user message of its run.
+    c.turn(json!({"message": "three", "idempotencyKey": "sa-3", "sessionKey": "sa"}))
+        .await;
+    let requests = gw.model.requests();
+    assert_eq!(requests.len(), 2, "sa-1 and sa-3 only");
+    assert!(
+        !user_texts(&requests[1].body).contains(&"message sa-2".to_owned()),
+        "{}",
+        requests[1].body
+    );
+}

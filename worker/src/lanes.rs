@@ -15,7 +15,7 @@ use ipc::control::SubmitRun;
 use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};
 use tokio::sync::mpsc;
 
-use crate::agent::core::Steered;
+use crate::agent::core::{SteerMsg, Steered};
 
 /// Messages steered into one turn and not yet read by it.
 const STEER_QUEUE: usize = 32;
@@ -45,16 +45,15 @@ pub enum Effect {
 /// carries, which end with its outcome.
 pub struct Start {
     pub run: SubmitRun,
-    pub steer: mpsc::Receiver<Steered>,
+    pub steer: mpsc::Receiver<SteerMsg>,
 }
 
-/// Where a run to cancel is.
+/// Where a run to cancel was.
 #[derive(Debug, PartialEq)]
 pub enum Found {
-    /// Waiting: removed; it ends aborted.
+    /// Waiting, or carried by the running turn: taken out; it ends aborted (the turn goes on
+    /// for the others' messages).
     Removed,
-    /// Its message is part of this running turn: cancelling means cancelling that turn.
-    In(String),
     NotHere,
 }
 
@@ -66,7 +65,7 @@ struct Waiting {
 
 struct Running {
     run_id: String,
-    steer: mpsc::Sender<Steered>,
+    steer: mpsc::Sender<SteerMsg>,
     /// Runs steered into the turn (whether it took them is known when it ends).
     steered: Vec<SubmitRun>,
     /// Runs collected into it or folded into its summary line.
@@ -78,8 +77,8 @@ struct Running {
 pub struct Lane {
     queue: VecDeque<Waiting>,
     running: Option<Running>,
-    /// `(run id, preview)` of messages dropped by `summarize`, for the next turn.
-    summarized: Vec<(String, String)>,
+    /// Messages dropped by `summarize` (their text cut to a preview), for the next turn.
+    summarized: Vec<SubmitRun>,
 }
 
 impl Lane {
@@ -120,15 +119,7 @@ impl Lane {
                 // runs after.
                 Some(run) => run,
             },
-            QueueMode::Interrupt => {
-                if let Some(r) = &self.running {
-                    effects.push(Effect::Interrupt {
-                        run_id: r.run_id.clone(),
-                    });
-                }
-                run
-            }
-            QueueMode::Followup | QueueMode::Collect => run,
+            QueueMode::Interrupt | QueueMode::Followup | QueueMode::Collect => run,
         };
         let cap = policy.cap.max(1) as usize;
         if self.queue.len() >= cap {
@@ -154,16 +145,16 @@ impl Lane {
                     }
                 }
                 QueueDrop::Summarize => {
-                    if let Some(old) = self.queue.pop_front() {
+                    if let Some(mut old) = self.queue.pop_front() {
                         if self.summarized.len() >= MAX_SUMMARIZED {
-                            let (id, _) = self.summarized.remove(0);
+                            let first = self.summarized.remove(0);
                             effects.push(Effect::Dropped {
-                                run_id: id,
+                                run_id: first.run_id,
                                 error: why("summarize"),
                             });
                         }
-                        let preview = preview(&old.run.message);
-                        self.summarized.push((old.run.run_id, preview));
+                        old.run.message = preview(&old.run.message);
+                        self.summarized.push(old.run);
                     }
                 }
             }
@@ -174,6 +165,12 @@ impl Lane {
             arrived: now,
         };
         if policy.mode == QueueMode::Interrupt {
+            // Only a message that is kept interrupts the turn.
+            if let Some(r) = &self.running {
+                effects.push(Effect::Interrupt {
+                    run_id: r.run_id.clone(),
+                });
+            }
             self.queue.push_front(waiting);
         } else {
             self.queue.push_back(waiting);
@@ -186,11 +183,16 @@ impl Lane {
         let Some(r) = self.running.as_mut() else {
             return Some(run);
         };
+        // A turn takes a bounded number of messages; the rest wait (and meet the cap).
+        let cap = run.queue.map_or(usize::MAX, |q| q.cap.max(1) as usize);
+        if r.steered.len() >= cap {
+            return Some(run);
+        }
         let s = Steered {
             run_id: run.run_id.clone(),
             text: run.message.clone(),
         };
-        match r.steer.try_send(s) {
+        match r.steer.try_send(SteerMsg::Add(s)) {
             Ok(()) => {
                 r.steered.push(run);
                 None
@@ -205,10 +207,24 @@ impl Lane {
         if self.running.is_some() {
             return Ok(None);
         }
-        let Some(front) = self.queue.front() else {
-            return Ok(None);
-        };
         let mut carried = Vec::new();
+        let Some(front) = self.queue.front() else {
+            // Only summarized messages are left (their followers were cancelled): the summary
+            // runs as a turn of its own.
+            if self.summarized.is_empty() {
+                return Ok(None);
+            }
+            let all = std::mem::take(&mut self.summarized);
+            let cap = all[0].queue.map_or(0, |q| q.cap);
+            let line = summary_line(&all, cap);
+            let mut all = all.into_iter();
+            let Some(mut first) = all.next() else {
+                return Ok(None);
+            };
+            first.message = line.trim_end().to_owned();
+            carried.extend(all.map(|r| r.run_id));
+            return Ok(Some(self.begin(first, carried)));
+        };
         let mut run = if front.collect {
             let batch = self.queue.iter().take_while(|w| w.collect);
             let (mut newest, mut quiet) = (front.arrived, Duration::ZERO);
@@ -248,8 +264,12 @@ impl Lane {
             let dropped = std::mem::take(&mut self.summarized);
             let cap = run.queue.map_or(0, |q| q.cap);
             run.message = format!("{}{}", summary_line(&dropped, cap), run.message);
-            carried.extend(dropped.into_iter().map(|(id, _)| id));
+            carried.extend(dropped.into_iter().map(|r| r.run_id));
         }
+        Ok(Some(self.begin(run, carried)))
+    }
+
+    fn begin(&mut self, run: SubmitRun, carried: Vec<String>) -> Start {
         let (tx, rx) = mpsc::channel(STEER_QUEUE);
         self.running = Some(Running {
             run_id: run.run_id.clone(),
@@ -257,7 +277,7 @@ impl Lane {
             steered: Vec::new(),
             carried,
         });
-        Ok(Some(Start { run, steer: rx }))
+        Start { run, steer: rx }
     }
 
     /// The running turn ended; `taken`: the steered runs it took. Returns the runs that end
@@ -292,25 +312,31 @@ impl Lane {
             self.queue.remove(pos);
             return Found::Removed;
         }
-        if let Some(pos) = self.summarized.iter().position(|(id, _)| id == run_id) {
+        if let Some(pos) = self.summarized.iter().position(|r| r.run_id == run_id) {
             self.summarized.remove(pos);
             return Found::Removed;
         }
-        match &self.running {
-            Some(r)
-                if r.steered.iter().any(|s| s.run_id == run_id)
-                    || r.carried.iter().any(|c| c == run_id) =>
-            {
-                Found::In(r.run_id.clone())
-            }
-            _ => Found::NotHere,
+        let Some(r) = self.running.as_mut() else {
+            return Found::NotHere;
+        };
+        // Part of the running turn: only this message leaves it (the turn goes on for the
+        // others). A steered one the turn has not recorded yet is taken back from it.
+        if let Some(pos) = r.steered.iter().position(|s| s.run_id == run_id) {
+            r.steered.remove(pos);
+            let _ = r.steer.try_send(SteerMsg::Drop(run_id.to_owned()));
+            return Found::Removed;
         }
+        if let Some(pos) = r.carried.iter().position(|c| c == run_id) {
+            r.carried.remove(pos);
+            return Found::Removed;
+        }
+        Found::NotHere
     }
 
     /// Empties the lane's waiting messages (abort everything): their run ids.
     pub fn take_waiting(&mut self) -> Vec<String> {
         let mut ids: Vec<String> = self.queue.drain(..).map(|w| w.run.run_id).collect();
-        ids.extend(self.summarized.drain(..).map(|(id, _)| id));
+        ids.extend(self.summarized.drain(..).map(|r| r.run_id));
         ids
     }
 }
@@ -325,14 +351,14 @@ fn collected(texts: &[&str]) -> String {
 }
 
 /// The line the next turn carries for messages a full queue dropped (`summarize`).
-fn summary_line(dropped: &[(String, String)], cap: u32) -> String {
+fn summary_line(dropped: &[SubmitRun], cap: u32) -> String {
     let n = dropped.len();
     let mut out = format!(
         "[{n} earlier message{} dropped because the session's queue was full (cap {cap}); what they said:]\n",
         if n == 1 { " was" } else { "s were" }
     );
-    for (_, p) in dropped {
-        out.push_str(&format!("- {p}\n"));
+    for r in dropped {
+        out.push_str(&format!("- {}\n", r.message));
     }
     out.push('\n');
     out

@@ -679,6 +679,8 @@ impl Worker {
             .map(|run_id| RunTerminal {
                 run_id,
                 carried_by: Some(done.terminal.run_id.clone()),
+                // The turn's tokens are the carrier's (counted once in the session's totals).
+                usage: None,
                 ..done.terminal.clone()
             })
             .collect();
@@ -717,12 +719,6 @@ impl Worker {
             lanes::Found::Removed => {
                 self.aborted += 1;
                 self.send(WorkerToControl::Finished(queued_abort(run_id, reason)));
-            }
-            // Its message is part of a running turn: stopping it stops that turn.
-            lanes::Found::In(carrier) => {
-                if let Some(tx) = self.cancels.get(&carrier) {
-                    let _ = tx.send(Some(reason));
-                }
             }
             lanes::Found::NotHere => {}
         }

@@ -17,6 +17,8 @@ use crate::events::{now_ms, Deferred};
 
 /// Pending approvals at most; a request beyond it is denied at once.
 const MAX_PENDING: usize = 1000;
+/// The shortest id prefix `exec.approval.resolve` takes for a whole id.
+const MIN_PREFIX: usize = 8;
 /// A decision repeated this soon after is answered `ok` again (as OpenClaw).
 const REPEAT_GRACE: Duration = Duration::from_secs(15);
 
@@ -86,7 +88,14 @@ impl Control {
             self.send_decision(agent_id, &request, ApprovalDecision::Deny, None);
             return;
         }
-        let pattern = hookcmd::argv::exact_pattern(&request.argv);
+        // No allow-always for a program that takes instructions from files or arguments the
+        // model controls (allowing it for good would let the model run anything).
+        let pattern = hookcmd::argv::exact_pattern(&request.argv).filter(|_| {
+            !request
+                .argv
+                .first()
+                .is_some_and(|p| hookcmd::argv::is_unsafe_program(p))
+        });
         let pending = Pending {
             agent_id: agent_id.to_owned(),
             request,
@@ -137,11 +146,12 @@ impl Control {
         self.approvals
             .decided
             .retain(|(_, _, at)| now.duration_since(*at) < REPEAT_GRACE);
+        // A prefix must be long enough not to hit a request the operator never saw.
         let matching: Vec<String> = self
             .approvals
             .pending
             .keys()
-            .filter(|k| k.as_str() == id || (!id.is_empty() && k.starts_with(id)))
+            .filter(|k| k.as_str() == id || (id.len() >= MIN_PREFIX && k.starts_with(id)))
             .cloned()
             .collect();
         let full = match matching.as_slice() {

@@ -188,6 +188,8 @@ impl Control {
         if let Some(slot) = self.workers.get_mut(agent_id) {
             slot.in_flight.retain(|id| *id != t.run_id);
         }
+        // The worker is done with it: nothing more of it will be relayed.
+        self.deps.hub.run_settled(&t.run_id);
         let Some(entry) = self.runs.get(&t.run_id) else {
             tracing::warn!(
                 run_id = t.run_id.as_str(),

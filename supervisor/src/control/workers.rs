@@ -334,9 +334,14 @@ impl Control {
             generation = slot.generation,
             "Starting worker."
         );
-        // The patterns operators allowed with `allow-always` join the config's.
+        // The patterns operators allowed with `allow-always` join the config's, while the
+        // agent is still under `ask` (moving it to `allowlist` leaves only the config's).
         let mut agent = slot.agent.clone();
-        let allowed = self.allowed.get(agent_id).map_or(&[][..], Vec::as_slice);
+        let allowed = self
+            .allowed
+            .get(agent_id)
+            .filter(|_| agent.exec.security == ipc::control::ExecSecurity::Ask)
+            .map_or(&[][..], Vec::as_slice);
         for p in allowed {
             if !agent.exec.allowlist.contains(p) {
                 agent.exec.allowlist.push(p.clone());

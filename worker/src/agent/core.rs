@@ -37,7 +37,7 @@ use ipc::thinking::ReasoningMode;
 mod approval;
 mod steer;
 pub use approval::denied;
-pub use steer::{Steered, SKIPPED};
+pub use steer::{SteerMsg, Steered, SKIPPED};
 
 /// Most model calls in one run (each tool round costs one).
 pub const MAX_MODEL_CALLS: u32 = 16;
@@ -2135,6 +2135,30 @@ mod tests {
         let last = next.messages.last().unwrap();
         assert_eq!((last.role, last.content.as_str()), ("user", "stop, do X"));
         assert_eq!(t.steered(), ["r2".to_owned()]);
+    }
+
+    /// A cancelled steered message leaves the turn before it is recorded; a taken one the
+    /// turn could not record (its model calls used up) is not reported as carried.
+    #[test]
+    fn an_unrecorded_steered_message_is_dropped_or_given_back_r_b3() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 0);
+        begun(&mut t, t0);
+        t.handle(steer("r2", "two"), t0, 1);
+        t.handle(steer("r3", "three"), t0, 2);
+        t.unsteer("r2");
+        assert_eq!(t.steered(), Vec::<String>::new(), "none recorded yet");
+        t.handle(Input::Model(LlmEvent::Delta("A.".into())), t0, 3);
+        let a = t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+            t0,
+            4,
+        );
+        assert_eq!(appended(&a)[0].text, "A.");
+        let a = t.handle(Input::Appended(Ok(2)), t0, 5);
+        assert_eq!(appended(&a)[0].text, "three", "r2 was dropped");
+        t.handle(Input::Appended(Ok(3)), t0, 6);
+        assert_eq!(t.steered(), ["r3".to_owned()]);
     }
 
     /// R-B3 steer: a message that arrives while the final answer streams is answered in the

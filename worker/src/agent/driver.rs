@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::compaction::ContextBudget;
-use super::core::{Action, Input, Prepared, Steered, Turn, TurnSpec};
+use super::core::{Action, Input, Prepared, SteerMsg, Turn, TurnSpec};
 use super::prompt;
 use crate::hooks::{self, HookCtx};
 use crate::llm::{LlmError, LlmEvent, ModelChoice, ModelRequest};
@@ -65,7 +65,7 @@ pub async fn drive(
     ctx: Arc<Ctx>,
     run: SubmitRun,
     mut cancel: watch::Receiver<Option<StopReason>>,
-    mut steer: mpsc::Receiver<Steered>,
+    mut steer: mpsc::Receiver<SteerMsg>,
     mut decisions: mpsc::Receiver<Decided>,
 ) -> Driven {
     let approval_ms = ctx
@@ -317,7 +317,7 @@ pub async fn drive(
                         }
                         return Driven {
                             terminal: *t,
-                            steered: turn.steered().to_vec(),
+                            steered: turn.steered(),
                         };
                     }
                 }
@@ -362,11 +362,15 @@ pub async fn drive(
             s = steer.recv(), if steer_open => match s {
                 // Taken: its run has started, in this turn (R-B3). Declined ones (the outcome
                 // is being recorded) are handed back to run after.
-                Some(s) if turn.accepts_steering() => {
+                Some(SteerMsg::Add(s)) if turn.accepts_steering() => {
                     steered_start(&ctx, &run.session_key, s.run_id.clone()).await;
                     Input::Steer(s)
                 }
-                Some(_) => continue,
+                Some(SteerMsg::Add(_)) => continue,
+                Some(SteerMsg::Drop(id)) => {
+                    turn.unsteer(&id);
+                    continue;
+                }
                 None => {
                     steer_open = false;
                     continue;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::agent::core::SteerMsg;
 
 fn run(id: &str, mode: QueueMode, cap: u32, drop: QueueDrop) -> SubmitRun {
     SubmitRun {
@@ -70,8 +71,10 @@ fn steer_hands_the_message_to_the_running_turn_and_takes_back_what_it_did_not_re
     lane.arrive(run("b", QueueMode::Steer, 20, QueueDrop::Old), t0);
     lane.arrive(run("c", QueueMode::Steer, 20, QueueDrop::Old), t0);
     assert_eq!(lane.waiting(), 0, "steered, not queued");
-    assert_eq!(a.steer.try_recv().unwrap().text, "message b");
-    assert_eq!(lane.cancel("b"), Found::In("a".into()));
+    let Ok(SteerMsg::Add(b)) = a.steer.try_recv() else {
+        panic!("b was not handed over")
+    };
+    assert_eq!(b.text, "message b");
     // The turn recorded b only: b ends with its outcome, c runs after it.
     assert_eq!(lane.finished(&["b".into()], t0), vec!["b".to_owned()]);
     assert_eq!(start(&mut lane, t0).run.run_id, "c");
@@ -177,6 +180,56 @@ fn a_full_queue_drops_by_policy_r_b3() {
     assert!(s.run.message.contains("- message b\n"));
     assert!(s.run.message.ends_with("message c"));
     assert_eq!(lane.finished(&[], t0), vec!["b".to_owned()]);
+}
+
+/// A cancelled steered or collected message leaves the turn alone: the turn goes on for
+/// the others, and the cancelled one is neither carried nor run again.
+#[test]
+fn cancelling_a_carried_message_leaves_the_turn_to_the_others_r_b3() {
+    let t0 = Instant::now();
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let mut a = start(&mut lane, t0);
+    lane.arrive(run("b", QueueMode::Steer, 20, QueueDrop::Old), t0);
+    assert_eq!(lane.cancel("b"), Found::Removed);
+    assert!(matches!(a.steer.try_recv(), Ok(SteerMsg::Add(_))));
+    assert!(matches!(a.steer.try_recv(), Ok(SteerMsg::Drop(id)) if id == "b"));
+    assert!(lane.finished(&[], t0).is_empty(), "not carried");
+    assert!(lane.is_idle(), "and not run again");
+}
+
+/// A summary left alone (the messages after it were cancelled) still runs as a turn: its
+/// runs end (R-B3).
+#[test]
+fn a_summary_whose_followers_were_cancelled_still_runs() {
+    let t0 = Instant::now();
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let _a = start(&mut lane, t0);
+    lane.arrive(run("b", QueueMode::Followup, 1, QueueDrop::Summarize), t0);
+    lane.arrive(run("c", QueueMode::Followup, 1, QueueDrop::Summarize), t0);
+    assert_eq!(lane.cancel("c"), Found::Removed);
+    lane.finished(&[], t0);
+    let s = start(&mut lane, t0);
+    assert_eq!(s.run.run_id, "b");
+    assert!(s.run.message.contains("- message b"), "{}", s.run.message);
+    assert!(lane.finished(&[], t0).is_empty());
+    assert!(lane.is_idle());
+}
+
+/// An interrupting message the full queue refuses (`drop = "new"`) interrupts nothing.
+#[test]
+fn a_refused_interrupt_leaves_the_turn_alone() {
+    let t0 = Instant::now();
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let _a = start(&mut lane, t0);
+    lane.arrive(run("b", QueueMode::Followup, 1, QueueDrop::New), t0);
+    let e = lane.arrive(run("c", QueueMode::Interrupt, 1, QueueDrop::New), t0);
+    assert!(
+        matches!(&e[..], [Effect::Dropped { run_id, .. }] if run_id == "c"),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -63,6 +63,11 @@ pub fn plan(
             if policy.security == ExecSecurity::Ask && approved == Some(command) {
                 return Ok(Invocation::Argv(argv));
             }
+            if policy.security == ExecSecurity::Ask && unshowable(command) {
+                return Err(
+                    "exec refused: the command has control or bidirectional-text characters, so an operator could not review it as it would run".into(),
+                );
+            }
             Err(format!(
                 "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
             ))
@@ -75,6 +80,15 @@ pub fn plan(
             Err("exec refused: this worker does not know the agent's tools.exec.security".into())
         }
     }
+}
+
+/// Characters that would make a command look different to the operator asked to approve it
+/// (terminal escapes, line breaks, bidirectional overrides).
+fn unshowable(command: &str) -> bool {
+    command.chars().any(|c| {
+        c.is_control()
+            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    })
 }
 
 fn allowlisted(policy: &ExecPolicy, argv: &[String]) -> bool {
@@ -93,6 +107,9 @@ pub fn needs_approval(policy: &ExecPolicy, arguments: &str) -> Option<(String, V
     }
     let args: Value = serde_json::from_str(arguments).ok()?;
     let command = args.get("command")?.as_str()?.to_owned();
+    if unshowable(&command) {
+        return None;
+    }
     let argv = hookcmd::argv::split(&command).ok()?;
     (!argv.is_empty() && !allowlisted(policy, &argv)).then_some((command, argv))
 }
@@ -331,6 +348,15 @@ mod tests {
             None,
             "refused anyway"
         );
+        for spoof in [
+            "rm -rf / '\u{1b}[2K' ls",
+            "rm 'a\nls'",
+            "echo \u{202e}txt.exe",
+        ] {
+            assert_eq!(needs_approval(&ask, &args(spoof)), None, "{spoof:?}");
+            let e = plan(&ask, spoof, None).unwrap_err();
+            assert!(e.contains("control or bidirectional"), "{spoof:?}: {e}");
+        }
         assert!(plan(&ask, "rm x", None).is_err());
         assert!(plan(&ask, "rm y", Some("rm x")).is_err(), "another command");
         assert_eq!(

@@ -26,10 +26,33 @@ pub struct Steered {
     pub text: String,
 }
 
+/// What the lane tells a running turn.
+#[derive(Debug)]
+pub enum SteerMsg {
+    /// A message to take.
+    Add(Steered),
+    /// The run was cancelled: drop its message if it is not recorded yet.
+    Drop(String),
+}
+
 impl Turn {
-    /// Steered messages this turn took, in order: their runs end with its outcome.
-    pub fn steered(&self) -> &[String] {
-        &self.steered
+    /// Steered messages this turn took and recorded, in order: their runs end with its
+    /// outcome. One it took but never recorded (the turn ended first, e.g. at its model-call
+    /// cap) is not among them: it runs after.
+    pub fn steered(&self) -> Vec<String> {
+        self.steered
+            .iter()
+            .filter(|id| !self.steering.iter().any(|s| &s.run_id == *id))
+            .cloned()
+            .collect()
+    }
+
+    /// A cancelled run's message leaves the turn, unless it is recorded already.
+    pub fn unsteer(&mut self, run_id: &str) {
+        if let Some(pos) = self.steering.iter().position(|s| s.run_id == run_id) {
+            self.steering.remove(pos);
+            self.steered.retain(|id| id != run_id);
+        }
     }
 
     /// Whether a message steered now would reach the model in this turn: not once the
