@@ -201,14 +201,17 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }
     let drained = w.drain_deadline.is_some() && w.orphan_deadline.is_none();
     if drained {
-        let _ = out_tx
-            .send(WorkerToControl::Drained {
-                completed: w.completed,
-                aborted: w.aborted,
-            })
-            .await;
+        // After every outcome (they go out in order on the same path).
+        w.send_outcome(WorkerToControl::Drained {
+            completed: w.completed,
+            aborted: w.aborted,
+        });
     }
+    let outcomes = w.outcomes_task.take();
     drop(w);
+    if let Some(task) = outcomes {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
     checkpoint_at_exit(db_path).await;
@@ -280,11 +283,27 @@ struct Worker {
     orphan_deadline: Option<Instant>,
     completed: u32,
     aborted: u32,
+    /// Outcomes (terminals, refusals, session answers) go out in order and are never
+    /// dropped: a full link makes them wait, not vanish (a lost terminal would leave its run
+    /// open until the worker exits).
+    outcomes: mpsc::UnboundedSender<WorkerToControl>,
+    outcomes_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Worker {
     fn new(ctx: Arc<Ctx>, done_tx: mpsc::Sender<Done>) -> Self {
+        let (outcomes, mut rx) = mpsc::unbounded_channel::<WorkerToControl>();
+        let out = ctx.out.clone();
+        let outcomes_task = tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                if out.send(msg).await.is_err() {
+                    break;
+                }
+            }
+        });
         Self {
+            outcomes,
+            outcomes_task: Some(outcomes_task),
             ctx,
             done_tx,
             lanes: HashMap::new(),
@@ -306,6 +325,11 @@ impl Worker {
         if self.ctx.out.try_send(msg).is_err() {
             tracing::warn!("Link to the supervisor is full or closed; a frame was dropped.");
         }
+    }
+
+    /// Sends an outcome in order, waiting for room on the link if need be.
+    fn send_outcome(&self, msg: WorkerToControl) {
+        let _ = self.outcomes.send(msg);
     }
 
     fn on_frame(&mut self, msg: ControlToWorker) {
@@ -406,7 +430,7 @@ impl Worker {
                 reason,
             } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_done(op_id, Err(e)));
+                    return self.send_outcome(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(async move {
                     let event = if reason == ResetReason::New {
@@ -442,7 +466,7 @@ impl Worker {
                 delete_transcript,
             } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_done(op_id, Err(e)));
+                    return self.send_outcome(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(async move {
                     let deleted = ctx
@@ -461,7 +485,7 @@ impl Worker {
             }
             SessionOp::Inject { session_key, text } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_done(op_id, Err(e)));
+                    return self.send_outcome(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(async move {
                     let message = store::NewMessage {
@@ -489,11 +513,11 @@ impl Worker {
             }
             SessionOp::Compact { session_key } => {
                 if let Some(e) = refuse_busy(&session_key) {
-                    return self.send(session_done(op_id, Err(e)));
+                    return self.send_outcome(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(agent::compact_now::compact_now(ctx, session_key)))
             }
-            SessionOp::Unknown => self.send(session_done(
+            SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
                 Err(RpcError::new(
                     ErrorCode::InvalidRequest,
@@ -512,7 +536,7 @@ impl Worker {
             None
         };
         if let Some(error) = refuse {
-            self.send(WorkerToControl::Rejected {
+            self.send_outcome(WorkerToControl::Rejected {
                 run_id: run.run_id,
                 error,
             });
@@ -530,7 +554,7 @@ impl Worker {
                     self.completed += 1;
                     let t =
                         RunTerminal::without_work(&run_id, RunStatus::Error, now_ms(), error, None);
-                    self.send(WorkerToControl::Finished(t));
+                    self.send_outcome(WorkerToControl::Finished(t));
                 }
                 lanes::Effect::Interrupt { run_id } => {
                     if let Some(tx) = self.cancels.get(&run_id) {
@@ -684,13 +708,13 @@ impl Worker {
                 ..done.terminal.clone()
             })
             .collect();
-        self.send(WorkerToControl::Finished(done.terminal));
+        self.send_outcome(WorkerToControl::Finished(done.terminal));
         for t in carried {
-            self.send(WorkerToControl::Finished(t));
+            self.send_outcome(WorkerToControl::Finished(t));
         }
         for run_id in aborted {
             self.aborted += 1;
-            self.send(WorkerToControl::Finished(queued_abort(
+            self.send_outcome(WorkerToControl::Finished(queued_abort(
                 &run_id,
                 StopReason::Restart,
             )));
@@ -718,7 +742,7 @@ impl Worker {
         match found {
             lanes::Found::Removed => {
                 self.aborted += 1;
-                self.send(WorkerToControl::Finished(queued_abort(run_id, reason)));
+                self.send_outcome(WorkerToControl::Finished(queued_abort(run_id, reason)));
             }
             lanes::Found::NotHere => {}
         }
@@ -741,7 +765,7 @@ impl Worker {
             .collect();
         for run_id in queued {
             self.aborted += 1;
-            self.send(WorkerToControl::Finished(queued_abort(&run_id, reason)));
+            self.send_outcome(WorkerToControl::Finished(queued_abort(&run_id, reason)));
         }
     }
 

@@ -412,6 +412,7 @@ impl Control {
             Command::Tick => {
                 self.prune();
                 self.prune_approvals();
+                self.retry_sends();
                 self.heartbeats();
                 self.restart_due();
                 self.report_status();

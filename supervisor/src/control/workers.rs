@@ -100,6 +100,9 @@ pub(super) struct WorkerSlot {
     /// Frames that found the link closed while the worker's exit was not yet reported;
     /// [`Control::worker_gone`] carries them over like queued frames.
     held: VecDeque<ControlToWorker>,
+    /// Cancels and approval decisions the worker's full link could not take yet: sent again
+    /// on every tick (an abort was already told to clients; it must reach the run).
+    retry: VecDeque<ControlToWorker>,
     /// Recent crash times (within the crash-loop window).
     crashes: VecDeque<Instant>,
     /// Consecutive crashes, for the backoff exponent.
@@ -120,6 +123,7 @@ impl WorkerSlot {
             last_exit: None,
             in_flight: Vec::new(),
             held: VecDeque::new(),
+            retry: VecDeque::new(),
             crashes: VecDeque::new(),
             attempt: 0,
             kill_reason: None,
@@ -295,23 +299,62 @@ impl Control {
             return;
         };
         match &slot.state {
-            WorkerState::Ready { link, .. } => {
+            WorkerState::Ready { link, .. } => match link.try_send(msg) {
+                Ok(()) => {}
                 // A closed link may still hold the run this is about, unsent: the frame
                 // follows it to the next worker (a Cancel must not be lost while its Submit
                 // carries over).
-                if let Err(crate::worker_link::LinkSendError::Closed(msg)) = link.try_send(msg) {
+                Err(crate::worker_link::LinkSendError::Closed(msg)) => {
                     if slot.held.len() < MAX_QUEUED {
                         slot.held.push_back(*msg);
                     }
                 }
-            }
+                Err(crate::worker_link::LinkSendError::Full(msg)) => {
+                    if slot.retry.len() < MAX_QUEUED {
+                        slot.retry.push_back(*msg);
+                    }
+                }
+            },
             // A draining worker still finishes its runs: a cancel must reach them.
             WorkerState::Draining {
                 link: Some(link), ..
             } => {
-                let _ = link.try_send(msg);
+                if let Err(crate::worker_link::LinkSendError::Full(msg)) = link.try_send(msg) {
+                    if slot.retry.len() < MAX_QUEUED {
+                        slot.retry.push_back(*msg);
+                    }
+                }
             }
             _ => {}
+        }
+    }
+
+    /// Sends again what a full link could not take (see `WorkerSlot::retry`), in order.
+    pub(super) fn retry_sends(&mut self) {
+        for slot in self.workers.values_mut() {
+            let link = match &slot.state {
+                WorkerState::Ready { link, .. }
+                | WorkerState::Draining {
+                    link: Some(link), ..
+                } => link.clone(),
+                _ => {
+                    slot.retry.clear();
+                    continue;
+                }
+            };
+            while let Some(msg) = slot.retry.pop_front() {
+                match link.try_send(msg) {
+                    Ok(()) => {}
+                    Err(crate::worker_link::LinkSendError::Full(msg)) => {
+                        slot.retry.push_front(*msg);
+                        break;
+                    }
+                    Err(crate::worker_link::LinkSendError::Closed(_)) => {
+                        slot.retry.clear();
+                        break;
+                    }
+                }
+            }
         }
     }
 
