@@ -71,6 +71,10 @@ pub struct Gateway {
     pub failed: tokio::sync::watch::Receiver<crate::control::FailedAgents>,
     /// Operator drain requests (`gateway.drain`), handled by the serve loop.
     pub drain_requests: tokio::sync::mpsc::Sender<Duration>,
+    /// `loopgate.reload`: to the serve loop, which reloads as on SIGHUP and answers.
+    pub reload_requests: std::sync::OnceLock<
+        tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>,
+    >,
     /// Names of the environment variables that are set and not empty (never their values):
     /// whether a provider's key is present.
     pub env_set: std::collections::HashSet<String>,
@@ -108,6 +112,7 @@ impl Gateway {
             connection_tasks: tokio_util::task::TaskTracker::new(),
             failed,
             drain_requests,
+            reload_requests: std::sync::OnceLock::new(),
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             device_conns: crate::device_conns::DeviceConns::default(),

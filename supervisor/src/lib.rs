@@ -23,6 +23,8 @@ pub mod auth;
 pub mod catalog;
 pub mod client;
 pub mod config;
+pub mod config_check;
+pub mod config_diff;
 mod config_lines;
 pub mod confine;
 pub mod control;

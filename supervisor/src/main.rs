@@ -124,6 +124,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Read the config file again (as SIGHUP) and print what changed; a broken file keeps
+    /// the running config and prints the error (exit 78).
+    Reload,
+    /// Config files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCmd,
+    },
     /// Operator commands for agent workers.
     Worker {
         #[command(subcommand)]
@@ -141,6 +149,13 @@ enum Cmd {
         #[command(subcommand)]
         command: Option<ApprovalsCmd>,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Validate a config file without starting anything (default: the one `serve` would
+    /// read): the same messages and exit code (78) as `serve`.
+    Check { file: Option<PathBuf> },
 }
 
 #[derive(Subcommand)]
@@ -321,6 +336,22 @@ fn main() -> ExitCode {
         Cmd::Worker {
             command: WorkerCmd::Restart { agent, force },
         } => runtime.block_on(client::worker_restart(&socket, agent, force)),
+        Cmd::Reload => runtime.block_on(client::reload(&socket)),
+        Cmd::Config {
+            command: ConfigCmd::Check { file },
+        } => {
+            let env_config = var("LOOPGATE_CONFIG").map(PathBuf::from);
+            let explicit = file.is_some() || env_config.is_some();
+            let path = file
+                .or(env_config)
+                .unwrap_or_else(|| paths::default_config(&state_dir));
+            supervisor::config_check::check(
+                &path,
+                &state_dir,
+                explicit,
+                var("LOOPGATE_GATEWAY_TOKEN"),
+            )
+        }
         Cmd::Approvals { command } => runtime.block_on(async {
             match command.unwrap_or(ApprovalsCmd::List { json: false }) {
                 ApprovalsCmd::List { json } => client::approvals::list(&socket, json).await,

@@ -161,6 +161,10 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         )
         .with_env(&opts.env),
     );
+    // `loopgate reload` requests, answered by the loop below (one at a time).
+    let (reload_tx, mut reload_rx) =
+        mpsc::channel::<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>(1);
+    let _ = gw.reload_requests.set(reload_tx);
     // Sessions' own settings, before any client can start a run.
     match db.session_overrides().await {
         Ok(rows) => {
@@ -263,7 +267,12 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
                 tracing::info!(deadline_ms = deadline.as_millis() as u64, "Drain requested by an operator.");
                 break Stop::Drain(deadline);
             }
-            _ = hup.recv() => reload(&gw, &load).await,
+            _ = hup.recv() => {
+                reload(&gw, &load).await;
+            }
+            Some(reply) = reload_rx.recv() => {
+                let _ = reply.send(reload(&gw, &load).await);
+            }
         }
     };
     let deadline = match stop {
@@ -363,25 +372,42 @@ fn warn_unsupported(config: &Config) {
     }
 }
 
-/// SIGHUP: load the config again; on success apply it (one reconcile path), on failure keep
-/// the running config.
-async fn reload(gw: &Arc<Gateway>, load: &impl Fn() -> Result<Config, crate::config::ConfigError>) {
+/// SIGHUP and `loopgate reload`: load the config again; on success apply it (one reconcile
+/// path), on failure keep the running config. Says what changed.
+async fn reload(
+    gw: &Arc<Gateway>,
+    load: &impl Fn() -> Result<Config, crate::config::ConfigError>,
+) -> ipc::gateway::ReloadResult {
     match load() {
         Err(e) => {
-            tracing::error!(error = %e, "SIGHUP: config reload failed; keeping the running config.")
+            tracing::error!(error = %e, "The config reload failed; keeping the running config.");
+            ipc::gateway::ReloadResult {
+                ok: false,
+                error: Some(e.to_string()),
+                ..Default::default()
+            }
         }
         Ok(new) => {
             let old = gw.config();
             if (new.gateway.port, new.gateway.bind) != (old.gateway.port, old.gateway.bind) {
-                tracing::warn!(
-                    "SIGHUP: gateway.port / gateway.bind changes apply after a restart."
-                );
+                tracing::warn!("gateway.port / gateway.bind changes apply after a restart.");
+            }
+            let changed = crate::config_diff::describe(&old, &new);
+            for c in &changed {
+                tracing::info!(change = c.as_str(), "Config reload.");
             }
             warn_unsupported(&new);
+            let warnings = new.warnings.clone();
             let new = Arc::new(new);
             gw.set_config(new.clone());
             if gw.control.reload(new.clone()).await.is_ok() {
                 tracing::info!(agents = new.agents.len(), "SIGHUP: config reloaded.");
+            }
+            ipc::gateway::ReloadResult {
+                ok: true,
+                changed,
+                error: None,
+                warnings,
             }
         }
     }

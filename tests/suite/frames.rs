@@ -210,6 +210,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "device.token.rotate",
             "device.token.revoke",
             "gateway.drain",
+            "loopgate.reload",
             "worker.restart",
             "loopgate.status"
         ]

@@ -16,6 +16,7 @@ mod ordering;
 mod providers;
 mod queue_modes;
 mod real_llm;
+mod reload;
 mod resume;
 mod retries;
 mod run_control;

@@ -109,6 +109,8 @@ pub enum Method {
     DeviceTokenRotate,
     DeviceTokenRevoke,
     GatewayDrain,
+    /// loopgate extension: load the config again (as SIGHUP) and say what changed.
+    GatewayReload,
     WorkerRestart,
     /// loopgate's own process view (`status` is OpenClaw's summary).
     GatewayStatus,
@@ -171,6 +173,7 @@ impl Method {
         Method::DeviceTokenRotate,
         Method::DeviceTokenRevoke,
         Method::GatewayDrain,
+        Method::GatewayReload,
         Method::WorkerRestart,
         Method::GatewayStatus,
     ];
@@ -236,6 +239,7 @@ impl Method {
             Method::DeviceTokenRotate => "device.token.rotate",
             Method::DeviceTokenRevoke => "device.token.revoke",
             Method::GatewayDrain => "gateway.drain",
+            Method::GatewayReload => "loopgate.reload",
             Method::WorkerRestart => "worker.restart",
             Method::GatewayStatus => "loopgate.status",
         }
@@ -1096,6 +1100,21 @@ pub struct GatewayDrainParams {
     /// Drain deadline; default `gateway.drain_timeout_seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+/// `loopgate.reload` result: the config file was read again; `ok: false` keeps the running
+/// config and says why (`error`, as `serve` prints it).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadResult {
+    pub ok: bool,
+    /// One line per change; empty: nothing changed.
+    pub changed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Settings that load but weaken the sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `worker.restart` params (loopgate-specific).

@@ -9,7 +9,9 @@ mod audit;
 mod browse;
 mod conn;
 pub mod devices;
+mod reload;
 mod render;
+pub use reload::reload;
 
 pub use agent::agent;
 pub use audit::audit;

@@ -197,6 +197,7 @@ pub async fn handle(
         | Method::SessionsReset
         | Method::SessionsDelete
         | Method::GatewayDrain
+        | Method::GatewayReload
         | Method::WorkerRestart
         | Method::UpdateStatus => scopes::ADMIN,
         Method::DevicePairList
@@ -302,6 +303,7 @@ pub async fn handle(
         Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
         Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
         Method::GatewayDrain => gateway_drain(gw, req, out).await,
+        Method::GatewayReload => gateway_reload(gw, req, out).await,
         Method::WorkerRestart => worker_restart(gw, req, out).await,
     }
 }
@@ -1190,6 +1192,40 @@ async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: M
                 .await
         }
         _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
+    }
+}
+
+/// `loopgate.reload`: the same path as SIGHUP; answers what changed or why nothing did.
+async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    if params::<ipc::gateway::NoParams>(&req, out).await.is_none() {
+        return;
+    }
+    let Some(tx) = gw.reload_requests.get() else {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::unavailable("reload is not available yet", Some(1000)),
+            )
+            .await;
+    };
+    let (reply, rx) = oneshot::channel();
+    if tx.try_send(reply).is_err() {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::unavailable("a reload is already under way; retry", Some(1000)),
+            )
+            .await;
+    }
+    match rx.await {
+        Ok(result) => out.ok_with(&req.id, &result).await,
+        Err(_) => {
+            out.err(
+                &req.id,
+                ErrorShape::unavailable("the gateway is stopping", None),
+            )
+            .await
+        }
     }
 }
 

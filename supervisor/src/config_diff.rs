@@ -1,0 +1,112 @@
+//! What a reload changes (`loopgate reload`, SIGHUP): one line per change, in the words of
+//! the config file. Pure.
+
+use crate::config::Config;
+
+/// The changes from `old` to `new`, each a line an operator reads; empty: nothing changed.
+pub fn describe(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in &new.agents {
+        match old.agent(a.id.as_str()) {
+            None => out.push(format!(
+                "agent {} added: its worker starts on first use",
+                a.id.as_str()
+            )),
+            Some(before) if before != a => out.push(format!(
+                "agent {} changed: its worker restarts gracefully",
+                a.id.as_str()
+            )),
+            Some(_) => {}
+        }
+    }
+    for a in &old.agents {
+        if new.agent(a.id.as_str()).is_none() {
+            out.push(format!(
+                "agent {} removed: its worker drains and stops",
+                a.id.as_str()
+            ));
+        }
+    }
+    let (o, n) = (&old.gateway, &new.gateway);
+    if (o.port, o.bind) != (n.port, n.bind) {
+        out.push(format!(
+            "gateway.port / gateway.bind {}:{} -> {}:{}: applies after a restart",
+            o.bind, o.port, n.bind, n.port
+        ));
+    }
+    if o.drain_timeout_seconds != n.drain_timeout_seconds {
+        out.push(format!(
+            "gateway.drain_timeout_seconds {} -> {}",
+            o.drain_timeout_seconds, n.drain_timeout_seconds
+        ));
+    }
+    if o.max_buffered_bytes != n.max_buffered_bytes {
+        out.push(format!(
+            "gateway.max_buffered_bytes {} -> {}",
+            o.max_buffered_bytes, n.max_buffered_bytes
+        ));
+    }
+    if old.queue != new.queue {
+        out.push(format!(
+            "messages.queue: mode {} -> {}, debounce_ms {} -> {}, cap {} -> {}, drop {} -> {}",
+            old.queue.mode.as_str(),
+            new.queue.mode.as_str(),
+            old.queue.debounce_ms,
+            new.queue.debounce_ms,
+            old.queue.cap,
+            new.queue.cap,
+            old.queue.drop.as_str(),
+            new.queue.drop.as_str()
+        ));
+    }
+    if old.workers != new.workers {
+        out.push("workers: supervision settings changed".into());
+    }
+    if old.gateway_hooks != new.gateway_hooks {
+        out.push("hooks: gateway_start / gateway_stop hooks changed".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Overrides, RawConfig};
+    use std::path::Path;
+
+    fn load(text: &str) -> Config {
+        let raw: RawConfig = toml::from_str(text).unwrap();
+        let o = Overrides {
+            state_token: Some("t".into()),
+            ..Overrides::default()
+        };
+        Config::from_raw(raw, Path::new("t.toml"), Path::new("/state"), &o).unwrap()
+    }
+
+    #[test]
+    fn reload_names_added_changed_and_removed_agents() {
+        let old = load("[agents.list.ops]\n[agents.list.old]\n");
+        let new = load(
+            "[agents.list.ops]\nname = \"Ops\"\n[agents.list.new]\n[messages.queue]\nmode = \"collect\"\n",
+        );
+        let d = describe(&old, &new);
+        assert!(
+            d.contains(&"agent new added: its worker starts on first use".to_owned()),
+            "{d:?}"
+        );
+        assert!(
+            d.contains(&"agent ops changed: its worker restarts gracefully".to_owned()),
+            "{d:?}"
+        );
+        assert!(
+            d.contains(&"agent old removed: its worker drains and stops".to_owned()),
+            "{d:?}"
+        );
+        assert!(
+            d.iter()
+                .any(|l| l.starts_with("messages.queue: mode steer -> collect")),
+            "{d:?}"
+        );
+        assert!(describe(&new, &new).is_empty());
+    }
+}
