@@ -120,6 +120,18 @@ pub fn identity(agent: &AgentConfig) -> AgentIdentity {
     }
 }
 
+/// An agent's model and fallbacks as clients see them (`"<provider>/<model>"`).
+pub fn agent_model(a: &crate::config::AgentConfig) -> Option<AgentModel> {
+    a.model.as_ref().map(|m| AgentModel {
+        primary: format!("{}/{}", m.provider, m.model),
+        fallbacks: a
+            .fallbacks
+            .iter()
+            .map(|f| format!("{}/{}", f.provider, f.model))
+            .collect(),
+    })
+}
+
 /// `config.get`: where the config is and loopgate's effective settings; never the file's
 /// text (it may hold the gateway token) nor any key.
 pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult {
@@ -129,14 +141,7 @@ pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult
         .iter()
         .map(|a| ResolvedAgent {
             id: a.id.as_str().to_owned(),
-            model: a.model.as_ref().map(|m| AgentModel {
-                primary: format!("{}/{}", m.provider, m.model),
-                fallbacks: a
-                    .fallbacks
-                    .iter()
-                    .map(|f| format!("{}/{}", f.provider, f.model))
-                    .collect(),
-            }),
+            model: agent_model(a),
             api: a.model.as_ref().map(|m| m.api.as_str().to_owned()),
             workspace: a.workspace.display().to_string(),
             exec_security: a.exec.security.as_str().to_owned(),

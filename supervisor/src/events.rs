@@ -367,18 +367,7 @@ impl EventHub {
     }
 
     pub fn publish(&self, event: &'static str, payload: &Value) {
-        let d = Deferred {
-            event,
-            payload: Arc::from(payload.to_string()),
-            drop_if_slow: false,
-            cap: None,
-            subscribers_only: false,
-            session: None,
-            run_session: None,
-            run: None,
-            scope: None,
-        };
-        self.publish_deferred(&d);
+        self.publish_deferred(&Deferred::event(event, payload));
     }
 
     pub fn publish_deferred(&self, d: &Deferred) {

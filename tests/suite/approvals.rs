@@ -3,37 +3,16 @@
 //! (kept across restarts) or denies them; unresolved past the timeout they are denied; the
 //! wait does not consume the run's budget.
 
-use loopgate_tests::{reply, Client, Gateway};
+use loopgate_tests::{reply, tool_call, tool_result, Client, Gateway};
 use nix::sys::signal::Signal;
-use scripted_model::{ScriptedCall, Step};
+use scripted_model::Step;
 use serde_json::{json, Value};
 
 const ASK: &str =
     "[agents.defaults.tools.exec]\nsecurity = \"ask\"\nallowlist = [\"echo listed *\"]\n";
 
 fn exec(id: &str, command: &str) -> Step {
-    Step::ToolCalls {
-        text: String::new(),
-        calls: vec![ScriptedCall {
-            id: id.into(),
-            name: "exec".into(),
-            arguments: json!({ "command": command }).to_string(),
-        }],
-        cut: false,
-        delay_ms: 0,
-        reasoning: String::new(),
-    }
-}
-
-/// The result the model got for tool call `id`.
-fn tool_result(gw: &Gateway, id: &str) -> String {
-    gw.model
-        .requests()
-        .iter()
-        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no result for tool call {id}"))
+    tool_call(id, "exec", &json!({ "command": command }).to_string())
 }
 
 /// Starts a run and returns (request id, the approval it waits for).

@@ -1,18 +1,9 @@
 //! Session lanes, provider credentials and worker crash isolation.
 
-use loopgate_tests::{alive, Gateway};
+use loopgate_tests::{alive, hold, Gateway};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use scripted_model::Step;
 use serde_json::json;
-
-fn hold(text: &str) -> Step {
-    Step::Hold {
-        text: text.into(),
-        chunks: 2,
-        after_chunks: 1,
-    }
-}
 
 /// R-B2: runs of one session key never overlap; runs of different sessions do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

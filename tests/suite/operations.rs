@@ -3,19 +3,11 @@
 
 use std::time::Duration;
 
-use loopgate_tests::{alive, bin, gone_within, Gateway, WAIT};
+use loopgate_tests::{alive, bin, gone_within, hold, Gateway, WAIT};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use scripted_model::Step;
 use serde_json::json;
-
-fn hold(text: &str) -> Step {
-    Step::Hold {
-        text: text.into(),
-        chunks: 2,
-        after_chunks: 1,
-    }
-}
 
 fn signal(pid: u32, sig: Signal) {
     kill(Pid::from_raw(pid as i32), sig).expect("signal");

@@ -2,17 +2,8 @@
 //! running turn, queued as a followup, collected into one turn, or run next after
 //! interrupting the turn; a full queue's drop policies; request > session > config.
 
-use loopgate_tests::{reply, Client, Gateway};
-use scripted_model::Step;
+use loopgate_tests::{hold, reply, Client, Gateway};
 use serde_json::{json, Value};
-
-fn hold(text: &str) -> Step {
-    Step::Hold {
-        text: text.into(),
-        chunks: 2,
-        after_chunks: 1,
-    }
-}
 
 /// Sends an `agent` request in `session` and returns its request id once accepted.
 async fn queue(c: &mut Client, id: &str, session: &str, mode: Option<&str>) -> String {
@@ -36,6 +27,17 @@ fn user_texts(body: &Value) -> Vec<String> {
         .filter(|m| m["role"] == "user")
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// The row of session `key` in a `sessions.list` answer (`null` if absent).
+fn session_row(list: &Value, key: &str) -> Value {
+    list["payload"]["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["key"] == key)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn texts(fin: &Value) -> Vec<&str> {
@@ -269,15 +271,7 @@ async fn queue_mode_precedence_is_request_then_session_then_config_r_b3() {
         .await;
     assert_eq!(ok["ok"], true, "{ok}");
     let list = c.call("sessions.list", json!({})).await;
-    let row = |key: &str| {
-        list["payload"]["sessions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["key"] == key)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let row = |key: &str| session_row(&list, key);
     assert_eq!(
         row("agent:main:pr")["effectiveQueueMode"],
         "interrupt",
@@ -308,25 +302,13 @@ async fn queue_mode_precedence_is_request_then_session_then_config_r_b3() {
     c.turn(json!({"message": "x", "idempotencyKey": "other-1", "sessionKey": "other"}))
         .await;
     let list = c.call("sessions.list", json!({})).await;
-    let other = list["payload"]["sessions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["key"] == "agent:main:other")
-        .cloned()
-        .unwrap_or_default();
+    let other = session_row(&list, "agent:main:other");
     assert_eq!(other["effectiveQueueMode"], "followup", "{list}");
     // Cleared: back to the config's.
     c.call("sessions.patch", json!({"key": "pr", "queueMode": null}))
         .await;
     let list = c.call("sessions.list", json!({})).await;
-    let pr = list["payload"]["sessions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["key"] == "agent:main:pr")
-        .cloned()
-        .unwrap_or_default();
+    let pr = session_row(&list, "agent:main:pr");
     assert_eq!(pr["effectiveQueueMode"], "followup", "{list}");
     assert!(pr.get("queueMode").is_none(), "{pr}");
 }

@@ -3,25 +3,12 @@
 //! live; past the buffer the answer says `truncated`; `loopgate agent` survives a dropped
 //! socket.
 
-use loopgate_tests::{bin, Client, Gateway};
-use scripted_model::Step;
+use loopgate_tests::{bin, streamed, Client, Gateway};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-
-fn slow(text: &str, chunks: usize, delay_ms: u64) -> Step {
-    Step::Text {
-        text: text.into(),
-        chunks,
-        delay_ms,
-        finish_reason: None,
-        reasoning: String::new(),
-        keepalive_ms: 0,
-        end_turn: None,
-    }
-}
 
 /// The `agent` events of `run` a client saw, by seq.
 fn agent_events(c: &Client, run: &str) -> Vec<Value> {
@@ -43,7 +30,7 @@ fn is_end(p: &Value) -> bool {
 async fn a_dropped_client_resumes_the_stream_after_its_last_seq() {
     let gw = Gateway::start().await;
     let text: String = (0..40).map(|i| format!("w{i} ")).collect();
-    gw.model.push(slow(&text, 40, 25));
+    gw.model.push(streamed(&text, 40, 25));
     let mut a = gw.connect().await;
     let req = a
         .send(
@@ -111,7 +98,7 @@ async fn a_replay_past_the_buffer_says_truncated() {
     // Each delta event carries the text so far: 20 deltas of 32 KiB add up to megabytes
     // (however many the driver merges).
     let text = "x".repeat(20 * 32 * 1024);
-    gw.model.push(slow(&text, 20, 5));
+    gw.model.push(streamed(&text, 20, 5));
     let mut c = gw.connect().await;
     let (_, fin) = c
         .turn(json!({"message": "big", "idempotencyKey": "big-1", "sessionKey": "big"}))
@@ -196,7 +183,7 @@ async fn flaky_proxy(
 async fn the_cli_survives_a_dropped_socket() {
     let gw = Gateway::start().await;
     let text: String = (0..30).map(|i| format!("p{i} ")).collect();
-    gw.model.push(slow(&text, 30, 30));
+    gw.model.push(streamed(&text, 30, 30));
     let dir = tempfile::tempdir().unwrap();
     let front = UnixListener::bind(dir.path().join("gateway.sock")).unwrap();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

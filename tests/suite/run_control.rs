@@ -1,17 +1,9 @@
 //! Run control as clients see it (issue 13): what a wait on a queued run says, and the
 //! lifecycle's `finishing` between model work and the recorded outcome.
 
-use loopgate_tests::Gateway;
+use loopgate_tests::{hold, Gateway};
 use scripted_model::Step;
 use serde_json::json;
-
-fn hold(text: &str) -> Step {
-    Step::Hold {
-        text: text.into(),
-        chunks: 2,
-        after_chunks: 1,
-    }
-}
 
 /// R-A2: a wait on a run still queued behind its session's earlier run ends as `pending` in
 /// the `queue` phase, with the provider not started; once it runs, the wait gets its outcome.

@@ -4,33 +4,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use loopgate_tests::{reply, Gateway, WAIT};
-use scripted_model::{ScriptedCall, Step};
+use loopgate_tests::{reply, tool_result, Gateway, WAIT};
+use scripted_model::Step;
 use serde_json::{json, Value};
 
 fn call(id: &str, name: &str, arguments: Value) -> Step {
-    Step::ToolCalls {
-        text: String::new(),
-        calls: vec![ScriptedCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.to_string(),
-        }],
-        cut: false,
-        delay_ms: 0,
-        reasoning: String::new(),
-    }
-}
-
-/// The result the model got for tool call `id`, from the request after it.
-fn tool_result(gw: &Gateway, id: &str) -> String {
-    gw.model
-        .requests()
-        .iter()
-        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no result for tool call {id}"))
+    loopgate_tests::tool_call(id, name, &arguments.to_string())
 }
 
 async fn run_turn(gw: &Gateway, key: &str) -> Value {

@@ -7,17 +7,7 @@ use scripted_model::{ScriptedCall, Step};
 use serde_json::{json, Value};
 
 fn call(id: &str, name: &str, arguments: &str) -> Step {
-    Step::ToolCalls {
-        text: String::new(),
-        calls: vec![ScriptedCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }],
-        cut: false,
-        delay_ms: 0,
-        reasoning: String::new(),
-    }
+    loopgate_tests::tool_call(id, name, arguments)
 }
 
 fn text(t: &str) -> Step {

@@ -477,15 +477,56 @@ impl Gateway {
 
 /// A scripted model reply of `text` in one chunk.
 pub fn reply(text: &str) -> scripted_model::Step {
+    streamed(text, 1, 0)
+}
+
+/// A scripted model reply of `text` in `chunks` pieces, `delay_ms` apart.
+pub fn streamed(text: &str, chunks: usize, delay_ms: u64) -> scripted_model::Step {
     scripted_model::Step::Text {
         text: text.into(),
-        chunks: 1,
-        delay_ms: 0,
+        chunks,
+        delay_ms,
         finish_reason: None,
         reasoning: String::new(),
         keepalive_ms: 0,
         end_turn: None,
     }
+}
+
+/// A reply of `text` in two pieces that stops after the first until
+/// `ScriptedModel::release` (a run the test holds streaming).
+pub fn hold(text: &str) -> scripted_model::Step {
+    scripted_model::Step::Hold {
+        text: text.into(),
+        chunks: 2,
+        after_chunks: 1,
+    }
+}
+
+/// A model response that asks for one tool call.
+pub fn tool_call(id: &str, name: &str, arguments: &str) -> scripted_model::Step {
+    scripted_model::Step::ToolCalls {
+        text: String::new(),
+        calls: vec![scripted_model::ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }],
+        cut: false,
+        delay_ms: 0,
+        reasoning: String::new(),
+    }
+}
+
+/// The result the model got for tool call `id`, from the request after it.
+pub fn tool_result(gw: &Gateway, id: &str) -> String {
+    gw.model
+        .requests()
+        .iter()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no result for tool call {id}"))
 }
 
 /// True while a process with `pid` exists (zombies count as gone).

@@ -274,32 +274,9 @@ impl Control {
             return;
         }
         let ended_at = now_ms();
-        let t = RunTerminal::without_work(
-            run_id,
-            status,
-            ended_at,
-            error.to_owned(),
-            stop.map(|s| s.as_str().to_owned()),
-        );
-        let outcome = Arc::new(Outcome::from_terminal(
-            &t,
-            &entry.session_key,
-            &entry.agent_id,
-        ));
-        let run = RunRef {
-            run_id,
-            session_key: &entry.session_key,
-            agent_id: &entry.agent_id,
-        };
-        let deferred = events.unwrap_or_else(|| {
-            let aborted = match (status, stop) {
-                (RunStatus::Aborted, Some(reason)) => Some(reason.as_str()),
-                _ => None,
-            };
-            Deferred::terminal(crate::projection::ended_by_gateway(
-                &run, 1, ended_at, None, error, aborted,
-            ))
-        });
+        let outcome = gateway_outcome(entry, run_id, status, ended_at, error, stop);
+        let deferred = events
+            .unwrap_or_else(|| gateway_events(entry, run_id, 1, status, ended_at, error, stop));
         self.persist(
             run_id.to_owned(),
             outcome,
@@ -315,34 +292,11 @@ impl Control {
         let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
             return;
         };
-        let ended_at = now_ms();
+        let (ended_at, status, stop) = (now_ms(), RunStatus::Aborted, Some(reason));
         let error = format!("run aborted ({})", reason.as_str());
-        let t = RunTerminal::without_work(
-            run_id,
-            RunStatus::Aborted,
-            ended_at,
-            error.clone(),
-            Some(reason.as_str().to_owned()),
-        );
-        let outcome = Arc::new(Outcome::from_terminal(
-            &t,
-            &entry.session_key,
-            &entry.agent_id,
-        ));
-        let run = RunRef {
-            run_id,
-            session_key: &entry.session_key,
-            agent_id: &entry.agent_id,
-        };
+        let outcome = gateway_outcome(entry, run_id, status, ended_at, &error, stop);
         self.deps.hub.end_run(run_id, |seq| {
-            Deferred::terminal(crate::projection::ended_by_gateway(
-                &run,
-                seq,
-                ended_at,
-                None,
-                &error,
-                Some(reason.as_str()),
-            ))
+            gateway_events(entry, run_id, seq, status, ended_at, &error, stop)
         });
         self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
     }
@@ -502,6 +456,54 @@ impl Control {
             self.answer_op(id, Err(RpcError::new(ErrorCode::Internal, why)));
         }
     }
+}
+
+/// The outcome of a run the gateway ends itself (no work of the worker in it).
+fn gateway_outcome(
+    entry: &RunEntry,
+    run_id: &str,
+    status: RunStatus,
+    ended_at: u64,
+    error: &str,
+    stop: Option<StopReason>,
+) -> Arc<Outcome> {
+    let t = RunTerminal::without_work(
+        run_id,
+        status,
+        ended_at,
+        error.to_owned(),
+        stop.map(|s| s.as_str().to_owned()),
+    );
+    Arc::new(Outcome::from_terminal(
+        &t,
+        &entry.session_key,
+        &entry.agent_id,
+    ))
+}
+
+/// Its terminal events, numbered `seq`: lifecycle `error`, and chat `aborted` (with the stop
+/// reason) or `error`.
+fn gateway_events(
+    entry: &RunEntry,
+    run_id: &str,
+    seq: u64,
+    status: RunStatus,
+    ended_at: u64,
+    error: &str,
+    stop: Option<StopReason>,
+) -> Vec<Deferred> {
+    let run = RunRef {
+        run_id,
+        session_key: &entry.session_key,
+        agent_id: &entry.agent_id,
+    };
+    let aborted = match (status, stop) {
+        (RunStatus::Aborted, Some(reason)) => Some(reason.as_str()),
+        _ => None,
+    };
+    Deferred::terminal(crate::projection::ended_by_gateway(
+        &run, seq, ended_at, None, error, aborted,
+    ))
 }
 
 #[cfg(test)]

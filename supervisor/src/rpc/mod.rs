@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{
-    AgentAck, AgentHealth, AgentHeartbeatStatus, AgentModel, AgentParams, AgentScopeParams,
-    AgentSessions, AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams,
-    AgentsListResult, ApprovalReplay, ChatAbortParams, ChatAbortResult, ChatHistoryParams,
-    ChatSendAck, ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
+    AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentScopeParams, AgentSessions,
+    AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams, AgentsListResult,
+    ApprovalReplay, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
+    ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
     GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
     HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry, PendingInputs, PreviewItem,
     QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef, SessionDefaults,
@@ -1308,15 +1308,7 @@ async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
             id: a.id.as_str().to_owned(),
             name: a.name.clone(),
             workspace: a.workspace.display().to_string(),
-            // No fallback models yet (issue 12): the list is always empty.
-            model: a.model.as_ref().map(|m| AgentModel {
-                primary: format!("{}/{}", m.provider, m.model),
-                fallbacks: a
-                    .fallbacks
-                    .iter()
-                    .map(|f| format!("{}/{}", f.provider, f.model))
-                    .collect(),
-            }),
+            model: crate::catalog::agent_model(a),
         })
         .collect();
     let result = AgentsListResult {
