@@ -247,11 +247,25 @@ pub fn start<C: Send + 'static>(
 /// the connection's own setting: the fsync is paid only where a promise needs it.
 pub fn start_with<C: Send + 'static>(
     name: &str,
+    conn: Connection,
+    queue_len: usize,
+    max_batch: usize,
+    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
+    durable: fn(&C) -> bool,
+) -> std::io::Result<Queue<C>> {
+    let stats = std::sync::Arc::new(CommitStats::default());
+    start_timed(name, conn, queue_len, max_batch, apply, durable, stats)
+}
+
+/// Like [`start_with`], timing every `COMMIT` into `stats` (the metrics' commit latency).
+pub fn start_timed<C: Send + 'static>(
+    name: &str,
     mut conn: Connection,
     queue_len: usize,
     max_batch: usize,
     mut apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
     durable: fn(&C) -> bool,
+    stats: std::sync::Arc<CommitStats>,
 ) -> std::io::Result<Queue<C>> {
     let (queue, rx) = channel::<C>(queue_len);
     std::thread::Builder::new()
@@ -269,7 +283,7 @@ pub fn start_with<C: Send + 'static>(
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = FULL");
                 }
-                run_batch(&mut conn, batch, &mut apply);
+                run_batch(&mut conn, batch, &mut apply, &stats);
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = NORMAL");
                 }
@@ -282,6 +296,7 @@ fn run_batch<C>(
     conn: &mut Connection,
     batch: Vec<C>,
     apply: &mut impl FnMut(&Connection, C, &Savepoint) -> Held,
+    stats: &CommitStats,
 ) {
     let mut held = Vec::with_capacity(batch.len());
     let savepoint = Savepoint {
@@ -292,7 +307,10 @@ fn run_batch<C>(
         for cmd in batch {
             held.push(apply(conn, cmd, &savepoint));
         }
-        exec(conn, "COMMIT")
+        let at = std::time::Instant::now();
+        let done = exec(conn, "COMMIT");
+        stats.observe(at.elapsed());
+        done
     })();
     match outcome {
         Ok(()) => held.into_iter().for_each(|h| (h.0)(None)),
@@ -304,9 +322,80 @@ fn run_batch<C>(
     }
 }
 
+/// Upper bounds of the commit latency buckets, in seconds (`+Inf` follows).
+pub const COMMIT_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// How long `COMMIT`s took: a lock-free histogram over [`COMMIT_BUCKETS`].
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    /// Per bucket (not cumulative), the last one `+Inf`.
+    buckets: [std::sync::atomic::AtomicU64; COMMIT_BUCKETS.len() + 1],
+    sum_ns: std::sync::atomic::AtomicU64,
+    count: std::sync::atomic::AtomicU64,
+}
+
+/// A [`CommitStats`] reading: cumulative counts per bucket bound (`+Inf` last), the sum in
+/// seconds and the count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommitSnapshot {
+    pub cumulative: Vec<u64>,
+    pub sum_seconds: f64,
+    pub count: u64,
+}
+
+impl CommitStats {
+    pub fn observe(&self, took: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = took.as_secs_f64();
+        let i = COMMIT_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(COMMIT_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Relaxed);
+        self.sum_ns
+            .fetch_add(took.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    pub fn snapshot(&self) -> CommitSnapshot {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut total = 0;
+        let cumulative = self
+            .buckets
+            .iter()
+            .map(|b| {
+                total += b.load(Relaxed);
+                total
+            })
+            .collect();
+        CommitSnapshot {
+            cumulative,
+            sum_seconds: self.sum_ns.load(Relaxed) as f64 / 1e9,
+            count: self.count.load(Relaxed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commit_stats_are_cumulative_buckets() {
+        let s = CommitStats::default();
+        s.observe(std::time::Duration::from_micros(300));
+        s.observe(std::time::Duration::from_millis(3));
+        s.observe(std::time::Duration::from_secs(9));
+        let snap = s.snapshot();
+        assert_eq!(snap.count, 3);
+        assert_eq!(snap.cumulative[0], 1);
+        assert_eq!(snap.cumulative[3], 2, "<= 5 ms");
+        assert_eq!(snap.cumulative[COMMIT_BUCKETS.len() - 1], 2);
+        assert_eq!(*snap.cumulative.last().unwrap(), 3);
+        assert!((snap.sum_seconds - 9.0033).abs() < 1e-6);
+    }
 
     #[test]
     fn an_empty_file_is_refused_and_a_checkpoint_empties_the_wal() {

@@ -140,6 +140,9 @@ pub struct AgentSpec {
     /// for good (its retries spent, or an attempt past its deadline); each is in `providers`.
     #[serde(default)]
     pub fallbacks: Vec<RunModel>,
+    /// Since: protocol v2 (additive). Stuck-session diagnostics (R-I1..R-I3).
+    #[serde(default)]
+    pub diagnostics: crate::diagnostics::DiagnosticsPolicy,
 }
 
 /// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).
@@ -463,6 +466,9 @@ pub enum StopReason {
     Timeout,
     /// Since: protocol v2 (additive). A message sent in `interrupt` mode replaced the run.
     Interrupt,
+    /// Since: protocol v2 (additive). Stuck-session recovery abort-drained the run: no
+    /// observed progress past the abort threshold (R-I2).
+    Stalled,
     #[serde(other)]
     Unknown,
 }
@@ -474,6 +480,7 @@ impl StopReason {
             StopReason::Restart => "restart",
             StopReason::Timeout => "timeout",
             StopReason::Interrupt => "interrupt",
+            StopReason::Stalled => "stalled",
             StopReason::Unknown => "unknown",
         }
     }
@@ -594,6 +601,13 @@ pub enum WorkerToControl {
         id: String,
         why: crate::approval::ApprovalClosed,
     },
+    /// Since: protocol v2 (additive). A session lane was classified (R-I1).
+    Diagnostic(crate::diagnostics::LaneReport),
+    /// Since: protocol v2 (additive). A stuck-session recovery step (R-I2).
+    Recovery(crate::diagnostics::RecoveryReport),
+    /// Since: protocol v2 (additive). The worker's counters (after each run's end and each
+    /// heartbeat), for `/metrics`.
+    Counters(crate::metrics::WorkerCounters),
     /// Since: protocol v1; v1 only (a v2 worker answers with `SessionDone`). Answer to
     /// `Session`: the result as JSON text, or a typed error.
     SessionResult {

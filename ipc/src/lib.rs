@@ -9,6 +9,7 @@
 //! - [`gateway`]: OpenClaw Gateway protocol v4 JSON frames spoken to clients (CLI, WebSocket
 //!   clients) over the supervisor's listeners.
 //! - [`approval`]: exec approval requests and decisions across the control link.
+//! - [`diagnostics`]: stuck-session policy, lane reports and recoveries (R-I1..R-I3).
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
@@ -18,9 +19,11 @@
 
 pub mod approval;
 pub mod control;
+pub mod diagnostics;
 pub mod error;
 pub mod frame;
 pub mod gateway;
+pub mod metrics;
 pub mod queue;
 pub mod session_ops;
 pub mod thinking;

@@ -70,6 +70,9 @@ pub enum SessionOp {
     /// summarized by the agent's model and the summary replaces them for the model, through
     /// the writer fence (refused if a run holds the session or it changed meanwhile).
     Compact { session_key: String },
+    /// Since: protocol v2 (additive). Every session lane of the worker, with its
+    /// diagnostic classification (`diagnostics.lanes`). `session_key` is unused (empty).
+    Lanes,
     #[serde(other)]
     Unknown,
 }
@@ -80,6 +83,7 @@ impl SessionOp {
     pub fn timeout_secs(&self) -> u64 {
         match self {
             SessionOp::Compact { .. } => 600,
+            SessionOp::Lanes => 10,
             _ => 60,
         }
     }
@@ -164,6 +168,14 @@ pub enum SessionReply {
         tokens_before: u64,
         #[serde(default)]
         tokens_after: u64,
+    },
+    /// Since: protocol v2 (additive).
+    Lanes {
+        lanes: Vec<crate::diagnostics::LaneView>,
+        /// Messages waiting in the worker, all sessions.
+        queued: u32,
+        /// Runs executing now.
+        active: u32,
     },
     Failed {
         error: RpcError,

@@ -45,6 +45,7 @@ fn spec() -> AgentSpec {
         compaction: CompactionSpec::default(),
         hooks_dir: None,
         fallbacks: Vec::new(),
+        diagnostics: Default::default(),
     }
 }
 
@@ -570,6 +571,11 @@ fn additive_agent_spec_fields_round_trip() {
         },
         hooks_dir: Some("/state/agents/main/hooks".into()),
         fallbacks: Vec::new(),
+        diagnostics: ipc::diagnostics::DiagnosticsPolicy {
+            enabled: false,
+            warn_ms: 1_000,
+            abort_min_ms: 3_000,
+        },
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();

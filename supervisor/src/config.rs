@@ -66,6 +66,9 @@ pub struct RawConfig {
     /// `[messages.queue]`: what a message does while its session is busy (R-B3).
     #[serde(default)]
     pub messages: RawMessages,
+    /// `[diagnostics]`: stuck-session diagnostics and recovery (R-I1, R-I2).
+    #[serde(default)]
+    pub diagnostics: RawDiagnostics,
     /// `[[hooks.<event>]]`: plugin hooks, for every agent.
     #[serde(default)]
     pub hooks: std::collections::BTreeMap<String, Vec<RawHook>>,
@@ -86,6 +89,44 @@ pub struct RawHook {
 const DEFAULT_HOOK_TIMEOUT_SECONDS: f64 = 10.0;
 /// Default timeout of a `gateway_stop` hook: shutdown must not wait long.
 const GATEWAY_STOP_HOOK_TIMEOUT_SECONDS: f64 = 5.0;
+
+/// `[diagnostics]`: OpenClaw's `diagnostics.enabled` / `stuckSessionWarnMs`, and the floor of
+/// the abort threshold (5 minutes; lowered by tests).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiagnostics {
+    pub enabled: Option<bool>,
+    pub stuck_session_warn_ms: Option<u64>,
+    pub stuck_session_abort_min_ms: Option<u64>,
+}
+
+/// Bounds of the diagnostics thresholds: 100 ms .. 1 day.
+const DIAG_MIN_MS: u64 = 100;
+const DIAG_MAX_MS: u64 = 86_400_000;
+
+fn resolve_diagnostics(d: &RawDiagnostics) -> Result<ipc::diagnostics::DiagnosticsPolicy, String> {
+    let def = ipc::diagnostics::DiagnosticsPolicy::default();
+    let check = |v: Option<u64>, key: &str, default: u64| match v {
+        None => Ok(default),
+        Some(ms) if (DIAG_MIN_MS..=DIAG_MAX_MS).contains(&ms) => Ok(ms),
+        Some(_) => Err(format!(
+            "diagnostics.{key}: between {DIAG_MIN_MS} and {DIAG_MAX_MS} (milliseconds)"
+        )),
+    };
+    Ok(ipc::diagnostics::DiagnosticsPolicy {
+        enabled: d.enabled.unwrap_or(def.enabled),
+        warn_ms: check(
+            d.stuck_session_warn_ms,
+            "stuck_session_warn_ms",
+            def.warn_ms,
+        )?,
+        abort_min_ms: check(
+            d.stuck_session_abort_min_ms,
+            "stuck_session_abort_min_ms",
+            def.abort_min_ms,
+        )?,
+    })
+}
 
 /// `[messages]`.
 #[derive(Debug, Default, Deserialize)]
@@ -175,6 +216,17 @@ pub struct RawGateway {
     pub max_connections: Option<usize>,
     /// `[gateway.control_ui]`: serve an installed Control UI on the WebSocket port.
     pub control_ui: Option<crate::control_ui::RawControlUi>,
+    /// `[gateway.metrics]`: Prometheus metrics on `GET /metrics` of the WebSocket port.
+    #[serde(default)]
+    pub metrics: RawMetrics,
+}
+
+/// `[gateway.metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    /// Off by default.
+    pub enabled: Option<bool>,
 }
 
 #[derive(Default, Deserialize)]
@@ -504,6 +556,8 @@ pub struct GatewayConfig {
     pub max_buffered_bytes: usize,
     /// The Control UI served on the WebSocket port, if configured.
     pub control_ui: Option<crate::control_ui::ControlUi>,
+    /// `GET /metrics` is served (`gateway.metrics.enabled`).
+    pub metrics: bool,
 }
 
 impl fmt::Debug for GatewayConfig {
@@ -544,6 +598,8 @@ pub struct AgentConfig {
     /// `None`: all tools.
     pub tools_allow: Option<Vec<String>>,
     pub compaction: ipc::control::CompactionSpec,
+    /// `[diagnostics]` (the same for every agent).
+    pub diagnostics: ipc::diagnostics::DiagnosticsPolicy,
     /// Every configured provider (`model` empty), for per-run overrides by
     /// `before_model_resolve` hooks.
     pub providers: Vec<ResolvedModel>,
@@ -669,6 +725,7 @@ impl Config {
             auth_mode,
             token,
             token_from_state,
+            metrics: raw.gateway.metrics.enabled.unwrap_or(false),
             max_connections: match raw
                 .gateway
                 .max_connections
@@ -935,6 +992,7 @@ impl Config {
             }
             agents.push(AgentConfig {
                 compaction,
+                diagnostics: resolve_diagnostics(&raw.diagnostics).map_err(err)?,
                 providers: providers
                     .iter()
                     .map(|(pid, p)| resolve_model(pid, p, ""))

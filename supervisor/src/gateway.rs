@@ -87,6 +87,7 @@ pub struct Gateway {
     /// Sessions' own settings (from `sessions.patch`), by session key: the gateway db's,
     /// loaded at start and kept in step by every change.
     session_overrides: std::sync::Mutex<std::collections::HashMap<String, SessionOverrides>>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Gateway {
@@ -118,6 +119,7 @@ impl Gateway {
             device_conns: crate::device_conns::DeviceConns::default(),
             self_presence: self_presence(),
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
+            metrics: crate::metrics::Metrics::new(),
         }
     }
 
@@ -215,6 +217,11 @@ impl Gateway {
     }
 
     /// Records which environment variables are set (their names only).
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     pub fn with_env(mut self, env: &std::collections::HashMap<String, String>) -> Self {
         self.env_set = env
             .iter()
@@ -449,6 +456,7 @@ impl Out {
     fn drop_slow_consumer(&self) {
         // Logged once per connection, however many answers were still on their way.
         if !self.kill.is_cancelled() {
+            crate::metrics::SLOW_CONSUMERS.fetch_add(1, Ordering::Relaxed);
             tracing::info!(
                 queued_bytes = self.queued.load(Ordering::Relaxed),
                 "Dropping a slow consumer."

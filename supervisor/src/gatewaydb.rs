@@ -189,6 +189,8 @@ enum Cmd {
 #[derive(Clone)]
 pub struct GatewayDb {
     tx: dbwriter::Queue<Cmd>,
+    /// How long the gateway db's commits take (`/metrics`).
+    pub commits: std::sync::Arc<dbwriter::CommitStats>,
 }
 
 impl GatewayDb {
@@ -202,9 +204,18 @@ impl GatewayDb {
         // fsynced before they are answered. Outcomes are not: one lost to a power cut is
         // ended as an error by `recover` on the next start.
         let durable: fn(&Cmd) -> bool = |c| matches!(c, Cmd::Accept(..));
-        let tx = dbwriter::start_with("gateway-db", conn, QUEUE, MAX_BATCH, apply, durable)
-            .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        Ok((GatewayDb { tx }, recovered))
+        let commits = std::sync::Arc::new(dbwriter::CommitStats::default());
+        let tx = dbwriter::start_timed(
+            "gateway-db",
+            conn,
+            QUEUE,
+            MAX_BATCH,
+            apply,
+            durable,
+            commits.clone(),
+        )
+        .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+        Ok((GatewayDb { tx, commits }, recovered))
     }
 
     /// Records an accepted run, or reports what is already recorded under that id.

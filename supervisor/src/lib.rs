@@ -42,6 +42,7 @@ pub mod listen_unix;
 pub mod listen_ws;
 pub mod lock;
 pub mod log_ring;
+pub mod metrics;
 pub mod outcome;
 pub mod paths;
 pub mod projection;

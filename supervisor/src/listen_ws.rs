@@ -144,6 +144,9 @@ async fn handle(
             (&Method::GET, "/healthz") => {
                 json(StatusCode::OK, r#"{"ok":true,"status":"live"}"#.into())
             }
+            (&Method::GET, "/metrics") if gw.config().gateway.metrics => {
+                metrics(&gw, req.headers()).await
+            }
             (&Method::GET, "/readyz") => {
                 if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
                     json(
@@ -177,6 +180,42 @@ async fn handle(
         });
     }
     Ok(upgrade(req, peer, gw, slot))
+}
+
+/// `GET /metrics`: open on a loopback bind; beyond it, only with the gateway token (or a
+/// device token) as `Authorization: Bearer`.
+async fn metrics(gw: &Arc<Gateway>, headers: &hyper::HeaderMap) -> Response<Body> {
+    let config = gw.config();
+    if !config.gateway.bind.is_loopback() {
+        let bearer = headers
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let site = Site { gw };
+        if !crate::control_ui::Site::bearer_ok(&site, bearer).await {
+            if bearer.is_some() {
+                tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;
+            }
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: /metrics on a non-loopback bind needs Authorization: Bearer <gateway token>\n",
+            );
+            r.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
+    }
+    let now = crate::rpc::diagnostics::scrape(gw).await;
+    let body = gw.metrics.encode(&now);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+    );
+    r
 }
 
 /// What the Control UI's routes need from the gateway.

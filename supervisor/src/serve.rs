@@ -138,7 +138,10 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             Default::default()
         }
     };
+    let metrics = crate::metrics::Metrics::new();
+    metrics.gateway_commits(db.commits.clone());
     let (control, failed, control_task) = control::start(ControlDeps {
+        metrics: metrics.clone(),
         config: config.clone(),
         db: db.clone(),
         hub: hub.clone(),
@@ -159,7 +162,8 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             failed,
             drain_tx,
         )
-        .with_env(&opts.env),
+        .with_env(&opts.env)
+        .with_metrics(metrics),
     );
     // `loopgate reload` requests, answered by the loop below (one at a time).
     let (reload_tx, mut reload_rx) =

@@ -46,6 +46,7 @@ pub struct SpawnSpec {
     pub run_dir: PathBuf,
     /// Environment passed to the worker (an allow-list; everything else is cleared).
     pub env: Vec<(String, String)>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// What a link reports to the control actor.
@@ -151,6 +152,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         hooks: agent.hooks.clone(),
         tools_allow: agent.tools_allow.clone(),
         compaction: agent.compaction.clone(),
+        diagnostics: agent.diagnostics,
         hooks_dir: Some(agent.hooks_dir.display().to_string()),
         fallbacks: agent
             .fallbacks
@@ -179,7 +181,10 @@ pub fn spawn(spec: SpawnSpec, hub: EventHub, events: mpsc::Sender<LinkEvent>) {
                     })
                     .await;
             }
-            Ok(started) => relay(started, agent_id, generation, hub, events).await,
+            Ok(started) => {
+                let metrics = spec.metrics.clone();
+                relay(started, agent_id, generation, hub, events, metrics).await
+            }
         }
     });
 }
@@ -360,6 +365,7 @@ async fn relay(
     generation: u64,
     hub: EventHub,
     events: mpsc::Sender<LinkEvent>,
+    metrics: crate::metrics::Metrics,
 ) {
     let Started {
         mut child,
@@ -422,6 +428,7 @@ async fn relay(
     });
 
     let mut relay = Relay {
+        metrics: metrics.clone(),
         hub,
         agent_id: agent_id.clone(),
         generation,
@@ -540,6 +547,7 @@ struct Relay {
     agent_id: String,
     generation: u64,
     events: mpsc::Sender<LinkEvent>,
+    metrics: crate::metrics::Metrics,
     runs: HashMap<String, Streaming>,
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
@@ -582,6 +590,7 @@ impl Relay {
         };
         let deferred = match msg {
             WorkerToControl::Event(ev) => {
+                count(&self.metrics, &self.agent_id, &self.runs, &ev);
                 publish(&self.hub, &self.agent_id, &mut self.runs, ev);
                 return true;
             }
@@ -648,6 +657,37 @@ impl Relay {
             deferred,
         };
         self.events.send(ev).await.is_ok()
+    }
+}
+
+/// What `/metrics` learns from one run event: time to the first reply text, retries,
+/// fallbacks, tool results.
+fn count(
+    metrics: &crate::metrics::Metrics,
+    agent_id: &str,
+    runs: &HashMap<String, Streaming>,
+    ev: &ipc::control::RunEvent,
+) {
+    match &ev.body {
+        EventBody::Assistant { delta } if !delta.is_empty() => {
+            if let Some(st) = runs.get(&ev.run_id).filter(|st| st.text.is_empty()) {
+                if let Some(start) = st.started_at {
+                    metrics.first_token(agent_id, ev.ts.saturating_sub(start));
+                }
+            }
+        }
+        EventBody::RunStatus { phase, reason, .. } => match phase.as_str() {
+            "retrying" => metrics.retry(agent_id, reason),
+            "fallback" => metrics.fallback(agent_id),
+            _ => {}
+        },
+        EventBody::Tool {
+            phase: ipc::control::ToolPhase::Result,
+            name,
+            is_error,
+            ..
+        } => metrics.tool_call(agent_id, name, is_error.unwrap_or(false)),
+        _ => {}
     }
 }
 
@@ -947,6 +987,7 @@ mod tests {
     async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
         let (tx, mut rx) = mpsc::channel(64);
         let mut relay = Relay {
+            metrics: crate::metrics::Metrics::new(),
             hub: EventHub::new(),
             agent_id: "main".into(),
             generation: 1,
@@ -996,6 +1037,7 @@ mod tests {
     async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
         let (tx, mut rx) = mpsc::channel(64);
         let mut relay = Relay {
+            metrics: crate::metrics::Metrics::new(),
             hub: EventHub::new(),
             agent_id: "main".into(),
             generation: 1,

@@ -162,6 +162,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agent",
             "agent.wait",
             "agent.events",
+            "diagnostics.lanes",
             "chat.send",
             "chat.history",
             "chat.startup",

@@ -6,6 +6,7 @@ mod chaos;
 mod compaction;
 mod control_ui;
 mod devices;
+mod diagnostics;
 mod foundation;
 mod frames;
 mod history;

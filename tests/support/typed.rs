@@ -4,8 +4,9 @@
 //! they can also look at what the types do not name.
 
 use ipc::gateway::{
-    events, parse_server_frame, AgentEvent, AgentResult, ChatEvent, EventFrame, HelloOk,
-    PresenceEvent, ServerFrame, SessionDeleted, SessionMessage, SessionOperation, SessionsChanged,
+    events, parse_server_frame, AgentEvent, AgentResult, ChatEvent, DiagnosticEvent, EventFrame,
+    HelloOk, PresenceEvent, ServerFrame, SessionDeleted, SessionMessage, SessionOperation,
+    SessionsChanged,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -36,6 +37,7 @@ fn check_event(ev: &EventFrame, text: &str) {
         events::SESSION_MESSAGE => decode::<SessionMessage>(payload, text),
         events::SESSION_OPERATION => decode::<SessionOperation>(payload, text),
         events::PRESENCE => decode::<PresenceEvent>(payload, text),
+        events::DIAGNOSTIC => decode::<DiagnosticEvent>(payload, text),
         events::SESSIONS_CHANGED if payload["reason"] == "delete" => {
             decode::<SessionDeleted>(payload, text)
         }

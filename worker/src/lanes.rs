@@ -87,6 +87,16 @@ impl Lane {
         self.queue.len() + self.summarized.len()
     }
 
+    /// The running turn's run id.
+    pub fn running(&self) -> Option<&str> {
+        self.running.as_ref().map(|r| r.run_id.as_str())
+    }
+
+    /// When the oldest waiting message arrived.
+    pub fn waiting_since(&self) -> Option<Instant> {
+        self.queue.iter().map(|w| w.arrived).min()
+    }
+
     pub fn is_running(&self) -> bool {
         self.running.is_some()
     }

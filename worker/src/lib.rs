@@ -15,11 +15,13 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod diagnostics;
 pub mod hooks;
 pub mod lanes;
 pub mod link;
 pub mod llm;
 pub mod store;
+mod stuck;
 pub mod tools;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -98,6 +100,8 @@ pub struct Ctx {
     /// Allowlist patterns an operator added with `allow-always` since the worker started
     /// (the supervisor keeps them; the next worker gets them in its spec).
     pub allowed_since: std::sync::RwLock<Vec<String>>,
+    /// Model requests by (provider, API, outcome), for `/metrics`.
+    pub model_requests: std::sync::Mutex<HashMap<(String, &'static str, &'static str), u64>>,
 }
 
 /// Options from the command line and environment (read once in `main`).
@@ -177,9 +181,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         env: opts.env,
         out: out_tx.clone(),
         allowed_since: Default::default(),
+        model_requests: Default::default(),
     });
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(OUT_QUEUE);
-    let mut w = Worker::new(ctx, done_tx);
+    let (diag_tx, mut diag_rx) = mpsc::channel::<stuck::DiagMsg>(stuck::DIAG_QUEUE);
+    let mut w = Worker::new(ctx, done_tx, diag_tx);
+    let mut diag_tick = tokio::time::interval(w.diag.tracker.tick());
+    diag_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             frame = reader.next() => match frame {
@@ -191,6 +199,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
                 None => w.orphaned(),
             },
             Some(done) = done_rx.recv() => w.on_done(done),
+            _ = diag_tick.tick(), if w.diag.running() => w.diagnose(),
+            Some(msg) = diag_rx.recv() => w.on_diag(msg),
             _ = sleep_until(w.wake_at), if w.wake_at.is_some() => w.wake(),
             _ = sleep_until(w.drain_deadline), if w.drain_deadline.is_some() && !w.drain_expired => w.drain_expired(),
             _ = sleep_until(w.orphan_deadline), if w.orphan_deadline.is_some() => break,
@@ -258,7 +268,7 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-struct Done {
+pub(crate) struct Done {
     session_key: String,
     terminal: RunTerminal,
     /// Steered runs the turn took.
@@ -288,10 +298,20 @@ struct Worker {
     /// open until the worker exits).
     outcomes: mpsc::UnboundedSender<WorkerToControl>,
     outcomes_task: Option<tokio::task::JoinHandle<()>>,
+    /// Running runs' driver tasks and probes (R-I1).
+    owners: HashMap<String, stuck::Owner>,
+    /// Each lane's processing generation (bumped when a run starts in it).
+    generations: HashMap<String, u64>,
+    next_generation: u64,
+    diag: stuck::Diag,
 }
 
 impl Worker {
-    fn new(ctx: Arc<Ctx>, done_tx: mpsc::Sender<Done>) -> Self {
+    fn new(
+        ctx: Arc<Ctx>,
+        done_tx: mpsc::Sender<Done>,
+        diag_tx: mpsc::Sender<stuck::DiagMsg>,
+    ) -> Self {
         let (outcomes, mut rx) = mpsc::unbounded_channel::<WorkerToControl>();
         let out = ctx.out.clone();
         let outcomes_task = tokio::spawn(async move {
@@ -302,6 +322,10 @@ impl Worker {
             }
         });
         Self {
+            diag: stuck::Diag::new(ctx.spec.diagnostics, diag_tx),
+            owners: HashMap::new(),
+            generations: HashMap::new(),
+            next_generation: 0,
             outcomes,
             outcomes_task: Some(outcomes_task),
             ctx,
@@ -338,9 +362,13 @@ impl Worker {
             ControlToWorker::Cancel { run_id, reason } => self.cancel(&run_id, reason),
             ControlToWorker::Drain { deadline_ms } => {
                 tracing::info!(deadline_ms, "Draining.");
+                self.diag.stop();
                 self.drain_deadline = Some(Instant::now() + Duration::from_millis(deadline_ms));
             }
-            ControlToWorker::Ping { nonce } => self.send(WorkerToControl::Pong { nonce }),
+            ControlToWorker::Ping { nonce } => {
+                self.send(WorkerToControl::Pong { nonce });
+                self.send(WorkerToControl::Counters(self.ctx.counters()));
+            }
             ControlToWorker::Session { op_id, op } => self.session_op(op_id, op),
             ControlToWorker::ApprovalResolved {
                 run_id,
@@ -432,6 +460,7 @@ impl Worker {
                 if let Some(e) = refuse_busy(&session_key) {
                     return self.send_outcome(session_done(op_id, Err(e)));
                 }
+                self.diag.replaced(&session_key);
                 answer(Box::pin(async move {
                     let event = if reason == ResetReason::New {
                         "command:new"
@@ -468,6 +497,7 @@ impl Worker {
                 if let Some(e) = refuse_busy(&session_key) {
                     return self.send_outcome(session_done(op_id, Err(e)));
                 }
+                self.diag.replaced(&session_key);
                 answer(Box::pin(async move {
                     let deleted = ctx
                         .writer
@@ -516,6 +546,14 @@ impl Worker {
                     return self.send_outcome(session_done(op_id, Err(e)));
                 }
                 answer(Box::pin(agent::compact_now::compact_now(ctx, session_key)))
+            }
+            SessionOp::Lanes => {
+                let reply = SessionReply::Lanes {
+                    lanes: self.lane_views(),
+                    queued: self.queued() as u32,
+                    active: self.active as u32,
+                };
+                self.send_outcome(session_done(op_id, Ok(reply)))
             }
             SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
@@ -623,16 +661,55 @@ impl Worker {
         let done = self.done_tx.clone();
         let session_key = run.session_key.clone();
         let run_id = run.run_id.clone();
-        tokio::spawn(async move {
-            let inner = tokio::spawn(agent::driver::drive(
-                ctx.clone(),
-                run,
-                cancel_rx,
-                steer,
-                decide_rx,
-            ));
+        self.next_generation += 1;
+        self.generations
+            .insert(session_key.clone(), self.next_generation);
+        let probe = Arc::new(diagnostics::Probe::new(Instant::now()));
+        let forced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let inner = tokio::spawn(agent::driver::drive(
+            ctx.clone(),
+            run,
+            cancel_rx,
+            steer,
+            decide_rx,
+            probe.clone(),
+        ));
+        let inner_abort = inner.abort_handle();
+        let was_forced = forced.clone();
+        let owner_run = run_id.clone();
+        let outer = tokio::spawn(async move {
             let driven = match inner.await {
                 Ok(d) => d,
+                // Stuck-session recovery force-cleared a stalled run that ignored its abort.
+                Err(_) if was_forced.load(std::sync::atomic::Ordering::Acquire) => {
+                    let error = "run aborted (stalled): no progress past the abort threshold; force-cleared".to_owned();
+                    let ended_at = now_ms();
+                    let _ = ctx
+                        .writer
+                        .finish(FinishRun {
+                            run_id: run_id.clone(),
+                            session_key: session_key.clone(),
+                            status: RunStatus::Aborted,
+                            ended_at,
+                            error: Some(error.clone()),
+                            stop_reason: Some(StopReason::Stalled.as_str().into()),
+                            provider: None,
+                            model: None,
+                            usage: None,
+                            assistant: None,
+                        })
+                        .await;
+                    agent::driver::Driven {
+                        terminal: RunTerminal::without_work(
+                            &run_id,
+                            RunStatus::Aborted,
+                            ended_at,
+                            error,
+                            Some(StopReason::Stalled.as_str().into()),
+                        ),
+                        steered: Vec::new(),
+                    }
+                }
                 Err(e) => {
                     // A bug in the loop must not leave the run open (invariant 1).
                     let error = format!("the agent loop failed: {e}");
@@ -677,9 +754,27 @@ impl Worker {
                 })
                 .await;
         });
+        self.owners.insert(
+            owner_run,
+            stuck::Owner {
+                probe,
+                outer,
+                inner: inner_abort,
+                forced,
+            },
+        );
     }
 
     fn on_done(&mut self, done: Done) {
+        // A lane stuck-session recovery released has had its end already.
+        if self.owners.remove(&done.terminal.run_id).is_none() {
+            return;
+        }
+        self.finish_run(done);
+    }
+
+    fn finish_run(&mut self, done: Done) {
+        self.drained_run(&done.terminal.run_id);
         self.active = self.active.saturating_sub(1);
         self.cancels.remove(&done.terminal.run_id);
         self.decisions.remove(&done.terminal.run_id);
@@ -708,6 +803,8 @@ impl Worker {
                 ..done.terminal.clone()
             })
             .collect();
+        // The counters first: a client that saw the terminal finds them in `/metrics`.
+        self.send_outcome(WorkerToControl::Counters(self.ctx.counters()));
         self.send_outcome(WorkerToControl::Finished(done.terminal));
         for t in carried {
             self.send_outcome(WorkerToControl::Finished(t));
@@ -721,6 +818,7 @@ impl Worker {
         }
         if self.lanes.get(&done.session_key).is_some_and(Lane::is_idle) {
             self.lanes.remove(&done.session_key);
+            self.generations.remove(&done.session_key);
         } else {
             self.mark_ready(done.session_key);
         }
@@ -773,6 +871,7 @@ impl Worker {
     fn orphaned(&mut self) {
         if self.orphan_deadline.is_none() {
             tracing::warn!("Supervisor link closed; stopping.");
+            self.diag.stop();
             self.orphan_deadline = Some(Instant::now() + ORPHAN_GRACE);
             self.abort_all(StopReason::Restart);
         }
@@ -796,6 +895,53 @@ fn queued_abort(run_id: &str, reason: StopReason) -> RunTerminal {
 }
 
 impl Ctx {
+    /// Counts one model request's outcome (`ok`, `aborted`, or its failure class).
+    pub fn model_request(&self, provider: &str, outcome: &'static str) {
+        let api = if provider == self.spec.model.provider {
+            self.spec.model.api
+        } else {
+            self.spec
+                .providers
+                .iter()
+                .find(|p| p.provider == provider)
+                .map_or(ipc::control::ProviderApi::Unknown, |p| p.api)
+        };
+        let mut m = self
+            .model_requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *m.entry((provider.to_owned(), api.as_str(), outcome))
+            .or_default() += 1;
+    }
+
+    /// Everything this worker counted since it started.
+    pub fn counters(&self) -> ipc::metrics::WorkerCounters {
+        let m = self
+            .model_requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = self.writer.commits.snapshot();
+        ipc::metrics::WorkerCounters {
+            model_requests: m
+                .iter()
+                .map(
+                    |((provider, api, outcome), count)| ipc::metrics::ModelRequests {
+                        provider: provider.clone(),
+                        api: (*api).to_owned(),
+                        outcome: (*outcome).to_owned(),
+                        count: *count,
+                    },
+                )
+                .collect(),
+            commits: ipc::metrics::Histogram {
+                bounds: dbwriter::COMMIT_BUCKETS.to_vec(),
+                cumulative: c.cumulative,
+                sum: c.sum_seconds,
+                count: c.count,
+            },
+        }
+    }
+
     /// The agent's exec policy with the patterns operators allowed since the start.
     pub fn exec_policy(&self) -> ipc::control::ExecPolicy {
         let mut policy = self.spec.exec.clone();

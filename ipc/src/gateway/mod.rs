@@ -12,6 +12,7 @@ mod absent;
 mod approvals;
 mod catalog;
 mod devices;
+mod diagnostics;
 mod health;
 mod hello;
 mod results;
@@ -22,6 +23,7 @@ pub use absent::*;
 pub use approvals::*;
 pub use catalog::*;
 pub use devices::*;
+pub use diagnostics::*;
 pub use health::*;
 pub use hello::*;
 pub use results::*;
@@ -61,6 +63,7 @@ pub enum Method {
     AgentWait,
     /// loopgate extension: a run's events after a `seq`, to resume after a disconnect.
     AgentEvents,
+    DiagnosticsLanes,
     ChatSend,
     ChatHistory,
     ChatStartup,
@@ -125,6 +128,7 @@ impl Method {
         Method::Agent,
         Method::AgentWait,
         Method::AgentEvents,
+        Method::DiagnosticsLanes,
         Method::ChatSend,
         Method::ChatHistory,
         Method::ChatStartup,
@@ -191,6 +195,7 @@ impl Method {
             Method::Agent => "agent",
             Method::AgentWait => "agent.wait",
             Method::AgentEvents => "agent.events",
+            Method::DiagnosticsLanes => "diagnostics.lanes",
             Method::ChatSend => "chat.send",
             Method::ChatHistory => "chat.history",
             Method::ChatStartup => "chat.startup",
@@ -272,6 +277,8 @@ pub mod events {
     /// An `exec` waits for an operator, and was decided (to `operator.approvals`).
     pub const EXEC_APPROVAL_REQUESTED: &str = "exec.approval.requested";
     pub const EXEC_APPROVAL_RESOLVED: &str = "exec.approval.resolved";
+    /// A stuck-session classification or recovery step (to `operator.read`; loopgate's).
+    pub const DIAGNOSTIC: &str = "diagnostic";
     /// Events advertised in `hello-ok.features.events`.
     pub const ADVERTISED: &[&str] = &[
         CONNECT_CHALLENGE,
@@ -282,6 +289,7 @@ pub mod events {
         SESSION_OPERATION,
         EXEC_APPROVAL_REQUESTED,
         EXEC_APPROVAL_RESOLVED,
+        DIAGNOSTIC,
         PRESENCE,
         TICK,
         SHUTDOWN,

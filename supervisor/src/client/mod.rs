@@ -99,7 +99,18 @@ pub async fn status(socket: &Path, as_json: bool) -> ExitCode {
             }
             match serde_json::from_value::<StatusResult>(v) {
                 Ok(s) => {
-                    emit(&render::status(&s));
+                    let mut out = render::status(&s);
+                    // Stuck-session diagnostics; an older gateway without them shows none.
+                    if let Ok(d) = client
+                        .ask::<_, ipc::gateway::DiagnosticsLanes>(
+                            Method::DiagnosticsLanes,
+                            &ipc::gateway::NoParams {},
+                        )
+                        .await
+                    {
+                        out.push_str(&render::flagged_sessions(&d));
+                    }
+                    emit(&out);
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(format!("unexpected status reply: {e}")),

@@ -1,6 +1,6 @@
 //! Human-readable rendering of CLI replies.
 
-use ipc::gateway::StatusResult;
+use ipc::gateway::{DiagnosticsLanes, StatusResult};
 
 fn dur(ms: u64) -> String {
     let s = ms / 1000;
@@ -15,6 +15,35 @@ fn mib(bytes: Option<u64>) -> String {
     bytes
         .map(|b| format!("{:.1} MiB", b as f64 / 1048576.0))
         .unwrap_or_else(|| "-".into())
+}
+
+/// Sessions that are long-running, stalled or stuck (R-I1), one line each.
+pub fn flagged_sessions(d: &DiagnosticsLanes) -> String {
+    let flagged: Vec<_> = d.sessions.iter().filter(|s| s.state.is_some()).collect();
+    if flagged.is_empty() {
+        return format!(
+            "\nsessions    {} busy, none long-running, stalled or stuck\n",
+            d.sessions.len()
+        );
+    }
+    let mut out = format!("\nsessions needing attention ({}):\n", flagged.len());
+    for s in flagged {
+        out.push_str(&format!(
+            "  {}  {}  {}  {} ({}), no progress for {}, {} queued{}\n",
+            s.agent_id,
+            s.session_key,
+            s.state.as_deref().unwrap_or(""),
+            s.reason.as_deref().unwrap_or(""),
+            s.active_work_kind,
+            dur(s.last_progress_age_ms),
+            s.queue_depth,
+            s.run_id
+                .as_deref()
+                .map(|r| format!(", run {r}"))
+                .unwrap_or_default(),
+        ));
+    }
+    out
 }
 
 pub fn status(s: &StatusResult) -> String {

@@ -13,6 +13,7 @@
 //! gateway stops. Start, restart and config reload share one path (`reconcile`).
 
 pub mod approvals;
+mod diagnostics;
 mod runs;
 mod workers;
 
@@ -272,6 +273,7 @@ pub struct ControlDeps {
     pub notifier: Notifier,
     /// `allow-always` exec patterns by agent, from the gateway db.
     pub allowed_exec: HashMap<String, Vec<String>>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 pub struct Control {

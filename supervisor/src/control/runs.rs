@@ -68,6 +68,7 @@ pub(super) struct PendingOp {
 impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
         let run_id = d.run.run_id.clone();
+        self.deps.metrics.run_accepted(&d.agent_id);
         self.runs.insert(
             run_id.clone(),
             RunEntry {
@@ -318,6 +319,12 @@ impl Control {
             }
         };
         entry.state = RunState::Persisting { waiters, deferred };
+        let duration = outcome
+            .started_at
+            .map_or(0, |s| outcome.ended_at.saturating_sub(s));
+        self.deps
+            .metrics
+            .run_ended(&entry.agent_id, outcome.status.as_str(), duration);
         let db = self.deps.db.clone();
         let tx = self.tx.clone();
         tokio::spawn(async move {

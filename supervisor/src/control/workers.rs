@@ -365,6 +365,7 @@ impl Control {
         };
         if slot.generation > 0 {
             slot.restarts += 1;
+            self.deps.metrics.worker_restarted(agent_id);
         }
         slot.generation += 1;
         slot.kill_reason = None;
@@ -397,6 +398,7 @@ impl Control {
                 worker_bin: self.deps.worker_bin.clone(),
                 run_dir: crate::paths::run_dir(&self.deps.config.state_dir),
                 env,
+                metrics: self.deps.metrics.clone(),
             },
             self.deps.hub.clone(),
             self.link_tx.clone(),
@@ -496,6 +498,11 @@ impl Control {
                     self.approval_requested(&agent_id, request)
                 }
                 WorkerToControl::ApprovalClosed { id, why } => self.approval_closed(&id, why),
+                WorkerToControl::Diagnostic(report) => self.diagnostic(&agent_id, report),
+                WorkerToControl::Recovery(report) => self.recovery(&agent_id, report),
+                WorkerToControl::Counters(c) => {
+                    self.deps.metrics.worker_counters(&agent_id, generation, c)
+                }
                 WorkerToControl::Event(_) | WorkerToControl::Unknown => {}
             },
             LinkEvent::Exited {
@@ -641,6 +648,7 @@ impl Control {
             _ => (None, None),
         };
         let expected = after.is_some();
+        self.deps.metrics.worker_exited(agent_id, !expected);
         if expected {
             tracing::info!(agent = agent_id, cause = cause.as_str(), "Worker exited.");
         } else {

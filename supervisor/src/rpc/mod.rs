@@ -40,6 +40,7 @@ mod chat;
 mod compact;
 mod create;
 mod devices;
+pub(crate) mod diagnostics;
 mod resume;
 mod sessions;
 mod thinking;
@@ -184,7 +185,7 @@ pub async fn handle(
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory => scopes::APPROVALS,
-        Method::AgentEvents => scopes::READ,
+        Method::AgentEvents | Method::DiagnosticsLanes => scopes::READ,
         Method::Agent
         | Method::AgentWait
         | Method::ChatSend
@@ -224,6 +225,7 @@ pub async fn handle(
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
+        Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
         Method::ChatSend => chat_send(gw, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).

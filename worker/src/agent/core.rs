@@ -335,6 +335,21 @@ impl Turn {
         }
     }
 
+    /// What the turn is doing, for stuck-session diagnostics (R-I1).
+    pub fn activity(&self) -> ipc::diagnostics::Activity {
+        use ipc::diagnostics::Activity;
+        match &self.phase {
+            Phase::Streaming { .. } | Phase::Compacting { .. } => Activity::ModelCall,
+            Phase::Tools { .. } => Activity::ToolCall,
+            Phase::Approval { .. } => Activity::Approval,
+            Phase::Backoff { .. } => Activity::Backoff,
+            Phase::Persisting { .. } | Phase::Done => Activity::Finishing,
+            Phase::Starting { .. } | Phase::CompactSaving { .. } | Phase::Steering { .. } => {
+                Activity::Run
+            }
+        }
+    }
+
     /// The lifecycle `finishing` event: model work is over, the outcome is being recorded.
     pub fn finishing(&self) -> EventBody {
         EventBody::Lifecycle(self.lifecycle(LPhase::Finishing))
@@ -397,7 +412,7 @@ impl Turn {
                 if let Some(reason) = cancel {
                     let (p, mut a) = self.end(
                         RunStatus::Aborted,
-                        Some(format!("run aborted ({})", reason.as_str())),
+                        Some(abort_text(reason)),
                         Some(reason.as_str().into()),
                         wall_ms,
                     );
@@ -1121,9 +1136,9 @@ impl Turn {
         self.end_stopping(stop, RunStatus::Timeout, error, "timeout", wall_ms)
     }
 
-    /// Cancelled (RPC, drain, restart).
+    /// Cancelled (RPC, drain, restart, stuck-session recovery).
     fn abort(&mut self, stop: Action, reason: StopReason, wall_ms: u64) -> (Phase, Vec<Action>) {
-        let error = format!("run aborted ({})", reason.as_str());
+        let error = abort_text(reason);
         self.end_stopping(stop, RunStatus::Aborted, error, reason.as_str(), wall_ms)
     }
 
@@ -1718,6 +1733,13 @@ fn clip(s: &str) -> String {
     }
 }
 
+/// A cancelled run's error text; a stalled run's says what happened, as OpenClaw's notice.
+fn abort_text(reason: StopReason) -> String {
+    match reason {
+        StopReason::Stalled => "run aborted (stalled): this turn was interrupted because it stopped making progress; please try again".to_owned(),
+        other => format!("run aborted ({})", other.as_str()),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,7 @@ pub async fn drive(
     mut cancel: watch::Receiver<Option<StopReason>>,
     mut steer: mpsc::Receiver<SteerMsg>,
     mut decisions: mpsc::Receiver<Decided>,
+    probe: Arc<crate::diagnostics::Probe>,
 ) -> Driven {
     let approval_ms = ctx
         .spec
@@ -161,15 +162,25 @@ pub async fn drive(
     let mut pending_approval: Option<String> = None;
     let mut decisions_open = true;
     let mut held: Option<ModelItem> = None;
+    // The provider of the model request in flight (counted once it ends, for `/metrics`).
+    let mut calling: Option<String> = None;
     let mut paced = Paced::default();
     let mut seq = 0u64;
     let mut cancel_open = true;
     let mut steer_open = true;
     loop {
         while let Some(input) = pending.pop_front() {
-            for action in turn.handle(input, Instant::now(), now_ms()) {
+            let progressed = matches!(input, Input::Model(_) | Input::ToolUpdate(_));
+            let actions = turn.handle(input, Instant::now(), now_ms());
+            probe.set_activity(turn.activity());
+            if progressed {
+                probe.progressed();
+            }
+            for action in actions {
                 match action {
                     Action::Emit(body) => {
+                        // Observed progress: a reply delta, a tool step, a status (R-I1).
+                        probe.progressed();
                         if let Some(rec) = audit_record(&run, &body, &mut tool_started) {
                             ctx.writer.audit(rec);
                         }
@@ -192,8 +203,18 @@ pub async fn drive(
                             }
                         }
                     }
-                    Action::CallModel(req) => call = Some(start_model(&ctx, req)),
+                    Action::CallModel(req) => {
+                        calling = Some(
+                            req.choice
+                                .as_ref()
+                                .map_or(ctx.spec.model.provider.clone(), |c| c.provider.clone()),
+                        );
+                        call = Some(start_model(&ctx, req));
+                    }
                     Action::AbortModel => {
+                        if let Some(p) = calling.take() {
+                            ctx.model_request(&p, "aborted");
+                        }
                         call = None;
                         held = None;
                         paced.text.clear();
@@ -326,9 +347,24 @@ pub async fn drive(
         let deadline = turn.next_deadline();
         let input = tokio::select! {
             item = next_model(&mut call, &mut held, &mut paced), if call.is_some() || held.is_some() || !paced.text.is_empty() => match item {
-                Some(Ok(ev)) => Input::Model(ev),
-                Some(Err(e)) => Input::ModelFailed(e),
+                Some(Ok(ev)) => {
+                    if matches!(ev, LlmEvent::Done(_)) {
+                        if let Some(p) = calling.take() {
+                            ctx.model_request(&p, "ok");
+                        }
+                    }
+                    Input::Model(ev)
+                }
+                Some(Err(e)) => {
+                    if let Some(p) = calling.take() {
+                        ctx.model_request(&p, failure_class(&e));
+                    }
+                    Input::ModelFailed(e)
+                }
                 None => {
+                    if let Some(p) = calling.take() {
+                        ctx.model_request(&p, "network");
+                    }
                     call = None;
                     Input::ModelFailed(LlmError::Transport("the model stream ended without a result".into()))
                 }
@@ -666,6 +702,19 @@ async fn next_model(
             None if !paced.text.is_empty() => return Some(paced.emit()),
             other => return other,
         }
+    }
+}
+
+/// A failed model request's class in `/metrics` (bounded: never the provider's words).
+fn failure_class(e: &LlmError) -> &'static str {
+    match e {
+        LlmError::RateLimited { .. } => "rate_limit",
+        LlmError::Http { status, .. } if *status >= 500 => "http_5xx",
+        LlmError::Http { .. } => "http_4xx",
+        LlmError::Transport(_) => "network",
+        LlmError::Timeout(_) => "timeout",
+        LlmError::Protocol(_) => "protocol",
+        LlmError::Config(_) | LlmError::Unsupported(_) => "config",
     }
 }
 

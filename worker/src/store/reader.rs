@@ -57,7 +57,24 @@ enum Cmd {
         input_run_ids: Vec<String>,
         reply: oneshot::Sender<Result<DisplayHistory, StoreError>>,
     },
+    Claims {
+        reply: oneshot::Sender<Result<Vec<Claim>, StoreError>>,
+    },
+    LastAssistant {
+        session_key: String,
+        reply: oneshot::Sender<Result<Option<String>, StoreError>>,
+    },
 }
+
+/// A session's writer claim as stored (`sessions.active_writer_run_id`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub session_key: String,
+    pub run_id: String,
+}
+
+/// Most claims one diagnostic read returns (a worker runs few sessions at once).
+const MAX_CLAIMS: usize = 4096;
 
 #[derive(Clone)]
 pub struct Reader {
@@ -106,6 +123,12 @@ impl Reader {
                                 &input_run_ids,
                             ));
                         }
+                        Cmd::Claims { reply } => {
+                            let _ = reply.send(claims(&conn));
+                        }
+                        Cmd::LastAssistant { session_key, reply } => {
+                            let _ = reply.send(last_assistant(&conn, &session_key));
+                        }
                     }
                 }
             })
@@ -152,6 +175,47 @@ impl Reader {
             })
             .await
     }
+}
+
+impl Reader {
+    /// Every session's writer claim (for stuck-session diagnostics, R-I1).
+    pub async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
+        self.tx.ask(|reply| Cmd::Claims { reply }).await
+    }
+
+    /// The text of the latest assistant message of the session's current window, for a
+    /// diagnostic report's excerpt (R-I3).
+    pub async fn last_assistant(&self, session_key: String) -> Result<Option<String>, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::LastAssistant { session_key, reply })
+            .await
+    }
+}
+
+fn claims(conn: &Connection) -> Result<Vec<Claim>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT session_key, active_writer_run_id FROM sessions
+         WHERE active_writer_run_id IS NOT NULL LIMIT ?1",
+    )?;
+    let rows = stmt.query_map(params![MAX_CLAIMS as i64], |r| {
+        Ok(Claim {
+            session_key: r.get(0)?,
+            run_id: r.get(1)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+fn last_assistant(conn: &Connection, session_key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT t.text FROM sessions s JOIN transcript t ON t.session_id = s.session_id
+             WHERE s.session_key = ?1 AND t.seq > s.window_start_seq AND t.role = 'assistant'
+               AND t.text IS NOT NULL AND t.text NOT IN ('', 'NO_REPLY')
+             ORDER BY t.seq DESC LIMIT 1",
+        )?
+        .query_row(params![session_key], |r| r.get::<_, String>(0))
+        .optional()?)
 }
 
 /// One transcript row: `seq`, role, text column, entry JSON, the run that wrote it.

@@ -68,8 +68,17 @@ enum Cmd {
         compaction: Compaction,
         reply: oneshot::Sender<Result<i64, StoreError>>,
     },
+    ReleaseClaim {
+        session_key: String,
+        run_id: String,
+        now: u64,
+        reply: oneshot::Sender<Result<bool, StoreError>>,
+    },
     Audit(AuditRecord),
 }
+
+/// The error recorded on a run whose stale claim stuck-session recovery released.
+pub const RELEASED: &str = "released by stuck-session recovery: no live run held its writer claim";
 
 /// A session's identity after a change.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +91,8 @@ pub struct SessionInfo {
 #[derive(Clone)]
 pub struct Writer {
     tx: dbwriter::Queue<Cmd>,
+    /// How long this database's commits take (reported to the supervisor's metrics).
+    pub commits: std::sync::Arc<dbwriter::CommitStats>,
 }
 
 impl Writer {
@@ -102,9 +113,18 @@ impl Writer {
         let mut conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
         schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
         let recovered = recover(&mut conn, now_ms)?;
-        let tx = dbwriter::start("agent-db-writer", conn, QUEUE, MAX_BATCH, apply_one)
-            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
-        Ok((Writer { tx }, recovered))
+        let commits = std::sync::Arc::new(dbwriter::CommitStats::default());
+        let tx = dbwriter::start_timed(
+            "agent-db-writer",
+            conn,
+            QUEUE,
+            MAX_BATCH,
+            apply_one,
+            |_| false,
+            commits.clone(),
+        )
+        .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+        Ok((Writer { tx, commits }, recovered))
     }
 
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
@@ -231,6 +251,25 @@ impl Writer {
             .await
     }
 
+    /// Releases the session's writer claim if `run_id` still holds it (stuck-session
+    /// recovery, R-I2: the caller knows no live run of this worker is `run_id`); a run row
+    /// left `running` by it is ended as an error. `Ok(false)`: the claim had changed.
+    pub async fn release_claim(
+        &self,
+        session_key: String,
+        run_id: String,
+        now: u64,
+    ) -> Result<bool, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::ReleaseClaim {
+                session_key,
+                run_id,
+                now,
+                reply,
+            })
+            .await
+    }
+
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
     /// exist. Refused with `Fenced` while a run holds the claim.
     pub async fn delete(
@@ -307,6 +346,15 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
         } => answer(
             reply,
             sp.run(conn, |c| reset(c, &session_key, &reason, now)),
+        ),
+        Cmd::ReleaseClaim {
+            session_key,
+            run_id,
+            now,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| release_claim(c, &session_key, &run_id, now)),
         ),
         Cmd::Delete {
             session_key,
@@ -702,6 +750,28 @@ fn finish(c: &Connection, f: &FinishRun) -> Result<Finished, StoreError> {
         u.total as i64
     ])?;
     Ok((fenced, appended))
+}
+
+fn release_claim(
+    c: &Connection,
+    session_key: &str,
+    run_id: &str,
+    now: u64,
+) -> Result<bool, StoreError> {
+    let n = c
+        .prepare_cached(
+            "UPDATE sessions SET active_writer_run_id = NULL
+             WHERE session_key = ?1 AND active_writer_run_id = ?2",
+        )?
+        .execute(params![session_key, run_id])?;
+    if n > 0 {
+        c.prepare_cached(
+            "UPDATE runs SET status = 'error', ended_at = ?2, error = ?3
+             WHERE run_id = ?1 AND status = 'running'",
+        )?
+        .execute(params![run_id, now as i64, RELEASED])?;
+    }
+    Ok(n > 0)
 }
 
 /// Ends runs left `running` by a crash and releases writer claims held by runs that are not

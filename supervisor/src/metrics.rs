@@ -1,0 +1,535 @@
+//! Prometheus metrics (`GET /metrics`, `gateway.metrics.enabled`), in the OpenMetrics text
+//! format of the `prometheus-client` crate. Labels are bounded sets only (agent ids from the
+//! config, statuses, tool names from the built-in list, provider names from the config):
+//! never a session, run or anything a model or client wrote.
+//!
+//! The supervisor counts what it sees itself (runs, events it relays, workers, connections,
+//! its gateway db); each worker reports its own counters over the control link
+//! ([`ipc::metrics::WorkerCounters`], cumulative since the worker started), kept per agent
+//! with the totals of the agent's earlier workers. Gauges of the moment (workers up, queue
+//! depth, sessions) are read at scrape time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use ipc::diagnostics::{RecoveryAction, SessionClass};
+use ipc::metrics::WorkerCounters;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+/// A label set.
+type L = Vec<(&'static str, String)>;
+
+/// Client connections closed as slow consumers (counted where they are closed).
+pub static SLOW_CONSUMERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The content type of a scrape.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Every metric; cheap to clone (one shared registry).
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+struct Inner {
+    registry: Registry,
+    started: Instant,
+    runs_accepted: Family<L, Counter>,
+    runs_ended: Family<L, Counter>,
+    run_duration: Family<L, Histogram>,
+    first_token: Family<L, Histogram>,
+    retries: Family<L, Counter>,
+    fallbacks: Family<L, Counter>,
+    tool_calls: Family<L, Counter>,
+    worker_restarts: Family<L, Counter>,
+    worker_exits: Family<L, Counter>,
+    diagnostics: Family<L, Counter>,
+    recoveries: Family<L, Counter>,
+    /// Gauges set at scrape time.
+    uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
+    connections: Gauge,
+    worker_up: Family<L, Gauge>,
+    breaker_open: Family<L, Gauge>,
+    queue_depth: Family<L, Gauge>,
+    active_runs: Family<L, Gauge>,
+    sessions: Family<L, Gauge>,
+    reported: Arc<Reported>,
+}
+
+/// Counters workers reported, per agent.
+#[derive(Debug, Default)]
+struct Reported {
+    agents: Mutex<HashMap<String, AgentReported>>,
+    gateway_commits: Mutex<Option<Arc<dbwriter::CommitStats>>>,
+}
+
+#[derive(Debug, Default)]
+struct AgentReported {
+    /// The worker generation `current` came from.
+    generation: u64,
+    current: WorkerCounters,
+    /// Everything earlier workers of the agent reported.
+    retired: WorkerCounters,
+}
+
+fn run_buckets() -> Histogram {
+    // 50 ms .. ~27 min.
+    Histogram::new(exponential_buckets(0.05, 2.0, 16))
+}
+
+fn token_buckets() -> Histogram {
+    // 10 ms .. ~5.5 min.
+    Histogram::new(exponential_buckets(0.01, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::with_prefix("loopgate");
+        let runs_accepted = Family::<L, Counter>::default();
+        r.register(
+            "runs_accepted",
+            "Runs accepted, by agent",
+            runs_accepted.clone(),
+        );
+        let runs_ended = Family::<L, Counter>::default();
+        r.register(
+            "runs_ended",
+            "Runs ended, by agent and status (ok, error, aborted, timeout)",
+            runs_ended.clone(),
+        );
+        let run_duration = Family::<L, Histogram>::new_with_constructor(run_buckets as fn() -> _);
+        r.register(
+            "run_duration_seconds",
+            "Run duration from start to outcome, by agent",
+            run_duration.clone(),
+        );
+        let first_token = Family::<L, Histogram>::new_with_constructor(token_buckets as fn() -> _);
+        r.register(
+            "time_to_first_token_seconds",
+            "Time from a run's start to its first reply text, by agent",
+            first_token.clone(),
+        );
+        let retries = Family::<L, Counter>::default();
+        r.register(
+            "model_retries",
+            "Model attempts retried after a failure, by agent and reason",
+            retries.clone(),
+        );
+        let fallbacks = Family::<L, Counter>::default();
+        r.register(
+            "model_fallbacks",
+            "Runs that moved on to a fallback model, by agent",
+            fallbacks.clone(),
+        );
+        let tool_calls = Family::<L, Counter>::default();
+        r.register(
+            "tool_calls",
+            "Tool calls finished, by agent, tool and result (ok, error)",
+            tool_calls.clone(),
+        );
+        let worker_restarts = Family::<L, Counter>::default();
+        r.register(
+            "worker_restarts",
+            "Worker processes started again after one exited, by agent",
+            worker_restarts.clone(),
+        );
+        let worker_exits = Family::<L, Counter>::default();
+        r.register(
+            "worker_exits",
+            "Worker processes that exited, by agent and cause (clean, crash)",
+            worker_exits.clone(),
+        );
+        let diagnostics = Family::<L, Counter>::default();
+        r.register(
+            "session_diagnostics",
+            "Stuck-session reports, by agent, state (long_running, stalled, stuck) and reason",
+            diagnostics.clone(),
+        );
+        let recoveries = Family::<L, Counter>::default();
+        r.register(
+            "session_recoveries",
+            "Stuck-session recoveries completed, by agent, action and status",
+            recoveries.clone(),
+        );
+        let uptime = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        r.register(
+            "uptime_seconds",
+            "Seconds since the gateway started",
+            uptime.clone(),
+        );
+        let connections = Gauge::default();
+        r.register(
+            "connections",
+            "Client connections open now",
+            connections.clone(),
+        );
+        let worker_up = Family::<L, Gauge>::default();
+        r.register(
+            "worker_up",
+            "1 when the agent's worker is ready, by agent",
+            worker_up.clone(),
+        );
+        let breaker_open = Family::<L, Gauge>::default();
+        r.register(
+            "worker_breaker_open",
+            "1 when the agent's crash-loop breaker has tripped, by agent",
+            breaker_open.clone(),
+        );
+        let queue_depth = Family::<L, Gauge>::default();
+        r.register(
+            "queue_depth",
+            "Messages waiting in the agent's session lanes",
+            queue_depth.clone(),
+        );
+        let active_runs = Family::<L, Gauge>::default();
+        r.register(
+            "active_runs",
+            "Runs executing in the agent's worker now",
+            active_runs.clone(),
+        );
+        let sessions = Family::<L, Gauge>::default();
+        r.register(
+            "active_sessions",
+            "Sessions with a run running or queued, by agent",
+            sessions.clone(),
+        );
+        let reported = Arc::new(Reported::default());
+        r.register_collector(Box::new(reported.clone()));
+        Metrics(Arc::new(Inner {
+            registry: r,
+            started: Instant::now(),
+            runs_accepted,
+            runs_ended,
+            run_duration,
+            first_token,
+            retries,
+            fallbacks,
+            tool_calls,
+            worker_restarts,
+            worker_exits,
+            diagnostics,
+            recoveries,
+            uptime,
+            connections,
+            worker_up,
+            breaker_open,
+            queue_depth,
+            active_runs,
+            sessions,
+            reported,
+        }))
+    }
+
+    pub fn run_accepted(&self, agent: &str) {
+        self.0.runs_accepted.get_or_create(&agent_l(agent)).inc();
+    }
+
+    pub fn run_ended(&self, agent: &str, status: &str, duration_ms: u64) {
+        let mut l = agent_l(agent);
+        self.0
+            .run_duration
+            .get_or_create(&l)
+            .observe(duration_ms as f64 / 1000.0);
+        l.push(("status", status.to_owned()));
+        self.0.runs_ended.get_or_create(&l).inc();
+    }
+
+    pub fn first_token(&self, agent: &str, after_ms: u64) {
+        self.0
+            .first_token
+            .get_or_create(&agent_l(agent))
+            .observe(after_ms as f64 / 1000.0);
+    }
+
+    pub fn retry(&self, agent: &str, reason: &str) {
+        let mut l = agent_l(agent);
+        l.push(("reason", bounded(reason, RETRY_REASONS).to_owned()));
+        self.0.retries.get_or_create(&l).inc();
+    }
+
+    pub fn fallback(&self, agent: &str) {
+        self.0.fallbacks.get_or_create(&agent_l(agent)).inc();
+    }
+
+    pub fn tool_call(&self, agent: &str, tool: &str, error: bool) {
+        let mut l = agent_l(agent);
+        l.push(("tool", bounded(tool, ipc::control::TOOL_NAMES).to_owned()));
+        l.push(("result", if error { "error" } else { "ok" }.to_owned()));
+        self.0.tool_calls.get_or_create(&l).inc();
+    }
+
+    pub fn worker_restarted(&self, agent: &str) {
+        self.0.worker_restarts.get_or_create(&agent_l(agent)).inc();
+    }
+
+    pub fn worker_exited(&self, agent: &str, crash: bool) {
+        let mut l = agent_l(agent);
+        l.push(("cause", if crash { "crash" } else { "clean" }.to_owned()));
+        self.0.worker_exits.get_or_create(&l).inc();
+    }
+
+    pub fn classified(&self, agent: &str, class: SessionClass, reason: &str) {
+        let mut l = agent_l(agent);
+        l.push(("state", class.short().to_owned()));
+        l.push(("reason", bounded(reason, DIAG_REASONS).to_owned()));
+        self.0.diagnostics.get_or_create(&l).inc();
+    }
+
+    pub fn recovered(&self, agent: &str, action: RecoveryAction, status: &str) {
+        let mut l = agent_l(agent);
+        l.push(("action", action.as_str().to_owned()));
+        // `failed: <why>` counts as `failed`.
+        let status = status.split(':').next().unwrap_or("");
+        l.push(("status", bounded(status, RECOVERY_STATUSES).to_owned()));
+        self.0.recoveries.get_or_create(&l).inc();
+    }
+
+    /// A worker's cumulative counters (`generation` tells one worker from the next).
+    pub fn worker_counters(&self, agent: &str, generation: u64, c: WorkerCounters) {
+        let mut all = self
+            .0
+            .reported
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let a = all.entry(agent.to_owned()).or_default();
+        if a.generation != generation {
+            let done = std::mem::take(&mut a.current);
+            a.retired = add(&a.retired, &done);
+            a.generation = generation;
+        }
+        a.current = c;
+    }
+
+    pub fn gateway_commits(&self, stats: Arc<dbwriter::CommitStats>) {
+        *self
+            .0
+            .reported
+            .gateway_commits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(stats);
+    }
+
+    /// The scrape body, with the gauges of the moment set from `now`.
+    pub fn encode(&self, now: &Scrape) -> String {
+        let m = &self.0;
+        m.uptime.set(m.started.elapsed().as_secs_f64());
+        m.connections.set(now.connections as i64);
+        for w in &now.workers {
+            let l = agent_l(&w.agent);
+            m.worker_up.get_or_create(&l).set(i64::from(w.up));
+            m.breaker_open
+                .get_or_create(&l)
+                .set(i64::from(w.breaker_open));
+            m.queue_depth.get_or_create(&l).set(i64::from(w.queued));
+            m.active_runs.get_or_create(&l).set(i64::from(w.active));
+            m.sessions.get_or_create(&l).set(i64::from(w.sessions));
+        }
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &m.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// What a scrape reads of the moment.
+#[derive(Debug, Default)]
+pub struct Scrape {
+    pub connections: u64,
+    pub workers: Vec<WorkerNow>,
+}
+
+#[derive(Debug, Default)]
+pub struct WorkerNow {
+    pub agent: String,
+    pub up: bool,
+    pub breaker_open: bool,
+    pub queued: u32,
+    pub active: u32,
+    pub sessions: u32,
+}
+
+const RETRY_REASONS: &[&str] = &[
+    "rate_limit",
+    "server_error",
+    "overloaded",
+    "network",
+    "timeout",
+];
+const DIAG_REASONS: &[&str] = &[
+    "active_model_call_without_progress",
+    "active_work_without_progress",
+    "blocked_tool_call",
+    "provider_retry_wait",
+    "human_input_wait",
+    "stale_session_state",
+    "queued_work_without_active_run",
+];
+const RECOVERY_STATUSES: &[&str] = &[
+    "aborted",
+    "force_cleared",
+    "released",
+    "rescheduled",
+    "resumed",
+    "replaced",
+    "protected",
+    "failed",
+];
+
+/// `v` if it is one of `known`, else `other` (label values stay a bounded set).
+fn bounded<'a>(v: &'a str, known: &[&str]) -> &'a str {
+    if known.contains(&v) {
+        v
+    } else {
+        "other"
+    }
+}
+
+fn agent_l(agent: &str) -> L {
+    vec![("agent", agent.to_owned())]
+}
+
+/// `a + b`, counter by counter.
+fn add(a: &WorkerCounters, b: &WorkerCounters) -> WorkerCounters {
+    let mut requests: HashMap<(String, String, String), u64> = HashMap::new();
+    for r in a.model_requests.iter().chain(&b.model_requests) {
+        *requests
+            .entry((r.provider.clone(), r.api.clone(), r.outcome.clone()))
+            .or_default() += r.count;
+    }
+    let commits = if a.commits.count == 0 {
+        b.commits.clone()
+    } else if b.commits.count == 0 || a.commits.bounds != b.commits.bounds {
+        a.commits.clone()
+    } else {
+        ipc::metrics::Histogram {
+            bounds: a.commits.bounds.clone(),
+            cumulative: a
+                .commits
+                .cumulative
+                .iter()
+                .zip(&b.commits.cumulative)
+                .map(|(x, y)| x + y)
+                .collect(),
+            sum: a.commits.sum + b.commits.sum,
+            count: a.commits.count + b.commits.count,
+        }
+    };
+    WorkerCounters {
+        model_requests: requests
+            .into_iter()
+            .map(
+                |((provider, api, outcome), count)| ipc::metrics::ModelRequests {
+                    provider,
+                    api,
+                    outcome,
+                    count,
+                },
+            )
+            .collect(),
+        commits,
+    }
+}
+
+impl Collector for Reported {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let slow = ConstCounter::new(SLOW_CONSUMERS.load(std::sync::atomic::Ordering::Relaxed));
+        slow.encode(encoder.encode_descriptor(
+            "slow_consumer_drops",
+            "Client connections closed because they did not read their events",
+            None,
+            slow.metric_type(),
+        )?)?;
+        let agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut totals: Vec<(&String, WorkerCounters)> = agents
+            .iter()
+            .map(|(id, a)| (id, add(&a.retired, &a.current)))
+            .collect();
+        totals.sort_by(|x, y| x.0.cmp(y.0));
+        {
+            let mut fam = encoder.encode_descriptor(
+                "model_requests",
+                "Model requests, by agent, provider, API and outcome",
+                None,
+                MetricType::Counter,
+            )?;
+            for (agent, t) in &totals {
+                let mut reqs = t.model_requests.clone();
+                reqs.sort_by(|a, b| {
+                    (&a.provider, &a.api, &a.outcome).cmp(&(&b.provider, &b.api, &b.outcome))
+                });
+                for r in reqs {
+                    let l: L = vec![
+                        ("agent", (*agent).clone()),
+                        ("provider", r.provider),
+                        ("api", r.api),
+                        ("outcome", r.outcome),
+                    ];
+                    ConstCounter::new(r.count).encode(fam.encode_family(&l)?)?;
+                }
+            }
+        }
+        let mut fam = encoder.encode_descriptor(
+            "sqlite_commit_seconds",
+            "SQLite commit latency, by database (gateway, or agent with its id)",
+            None,
+            MetricType::Histogram,
+        )?;
+        let gateway = self
+            .gateway_commits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|s| s.snapshot());
+        if let Some(g) = gateway {
+            let l: L = vec![("db", "gateway".to_owned())];
+            let buckets = with_bounds(&dbwriter::COMMIT_BUCKETS, &g.cumulative);
+            fam.encode_family(&l)?
+                .encode_histogram::<L>(g.sum_seconds, g.count, &buckets, None)?;
+        }
+        for (agent, t) in &totals {
+            if t.commits.bounds.is_empty() {
+                continue;
+            }
+            let l: L = vec![("db", "agent".to_owned()), ("agent", (*agent).clone())];
+            let buckets = with_bounds(&t.commits.bounds, &t.commits.cumulative);
+            fam.encode_family(&l)?.encode_histogram::<L>(
+                t.commits.sum,
+                t.commits.count,
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Histogram buckets as the encoder wants them: (upper bound, count in that bucket alone),
+/// `+Inf` last.
+fn with_bounds(bounds: &[f64], cumulative: &[u64]) -> Vec<(f64, u64)> {
+    let mut prev = 0;
+    bounds
+        .iter()
+        .copied()
+        .chain(std::iter::once(f64::MAX))
+        .zip(cumulative)
+        .map(|(b, c)| {
+            let n = c.saturating_sub(prev);
+            prev = *c;
+            (b, n)
+        })
+        .collect()
+}

@@ -1,0 +1,140 @@
+//! `diagnostics.lanes` (R-I1): every agent worker as a command lane, and every session lane
+//! with its run, queue depth, classification and last progress, asked of the workers that
+//! run (an idle agent is not started for it).
+
+use super::*;
+use ipc::diagnostics::LaneView;
+use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
+use ipc::session_ops::SessionReply;
+
+pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    match lanes(gw).await {
+        Ok(result) => out.ok_with(&req.id, &result).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// One worker's status and, if it runs, its lanes (queued, active).
+type WorkerLanes = (
+    ipc::gateway::WorkerStatus,
+    Option<(Vec<LaneView>, u32, u32)>,
+);
+
+/// Every worker, with the lanes of those that run (an idle agent is not started for it).
+async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape> {
+    let status = gw
+        .control
+        .status(gw.connections.load(Ordering::Relaxed))
+        .await
+        .map_err(control_error)?;
+    let running = |w: &ipc::gateway::WorkerStatus| w.state == "ready" || w.state == "draining";
+    let answers = futures_util::future::join_all(status.workers.iter().map(|w| {
+        let ask = running(w).then(|| gw.control.session_op(w.agent_id.clone(), SessionOp::Lanes));
+        async move {
+            match ask {
+                Some(f) => f.await.ok(),
+                None => None,
+            }
+        }
+    }))
+    .await;
+    Ok(status
+        .workers
+        .into_iter()
+        .zip(answers)
+        .map(|(w, a)| {
+            let lanes = match a {
+                Some(SessionReply::Lanes {
+                    lanes,
+                    queued,
+                    active,
+                }) => Some((lanes, queued, active)),
+                // A worker that exits meanwhile has no lanes to show.
+                _ => None,
+            };
+            (w, lanes)
+        })
+        .collect())
+}
+
+/// The lanes of every running worker (also `loopgate status`'s diagnostics).
+pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorShape> {
+    let workers = worker_lanes(gw).await?;
+    let config = gw.config();
+    let now = now_ms();
+    let mut result = DiagnosticsLanes {
+        ts: now,
+        lanes: Vec::new(),
+        dynamic: DynamicLanes {
+            lane_count: 0,
+            active_count: 0,
+            queued_count: 0,
+            queued_lane_count: 0,
+        },
+        sessions: Vec::new(),
+    };
+    for (w, answer) in workers {
+        let Some((lanes, queued, active)) = answer else {
+            continue;
+        };
+        let max = config
+            .agent(&w.agent_id)
+            .map_or(1, |a| a.max_concurrent.max(1));
+        result.lanes.push(CommandLane {
+            lane: format!("agent:{}", w.agent_id),
+            queued_count: queued,
+            active_count: active,
+            max_concurrent: max,
+            draining: w.state == "draining",
+            generation: u64::from(w.restarts),
+            blocked_by: (active >= max && queued > 0).then(|| "lane".to_owned()),
+        });
+        result.dynamic.lane_count += lanes.len() as u32;
+        result.dynamic.active_count += active;
+        result.dynamic.queued_count += queued;
+        result.dynamic.queued_lane_count +=
+            lanes.iter().filter(|l| l.queue_depth > 0).count() as u32;
+        result
+            .sessions
+            .extend(lanes.into_iter().map(|l| session_lane(&w.agent_id, l, now)));
+    }
+    Ok(result)
+}
+
+/// What `/metrics` reads of the moment: connections, and each agent's worker state, queue
+/// depth, running runs and busy sessions.
+pub(crate) async fn scrape(gw: &Arc<Gateway>) -> crate::metrics::Scrape {
+    let workers = worker_lanes(gw).await.unwrap_or_default();
+    crate::metrics::Scrape {
+        connections: gw.connections.load(Ordering::Relaxed),
+        workers: workers
+            .into_iter()
+            .map(|(w, lanes)| {
+                let (sessions, queued, active) =
+                    lanes.map_or((0, 0, 0), |(l, q, a)| (l.len() as u32, q, a));
+                crate::metrics::WorkerNow {
+                    up: w.state == "ready",
+                    breaker_open: w.state == "failed",
+                    agent: w.agent_id,
+                    queued,
+                    active,
+                    sessions,
+                }
+            })
+            .collect(),
+    }
+}
+
+fn session_lane(agent_id: &str, l: LaneView, now: u64) -> SessionLane {
+    SessionLane {
+        agent_id: agent_id.to_owned(),
+        session_key: l.session_key,
+        run_id: l.run_id,
+        active_work_kind: l.activity.as_str().to_owned(),
+        queue_depth: l.queue_depth,
+        last_progress_at: l.last_progress_ms,
+        last_progress_age_ms: now.saturating_sub(l.last_progress_ms),
+        state: l.class.map(|c| c.short().to_owned()),
+        reason: l.reason,
+    }
+}
