@@ -46,6 +46,21 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             o.max_buffered_bytes, n.max_buffered_bytes
         ));
     }
+    if o.metrics != n.metrics {
+        out.push(format!(
+            "gateway.metrics.enabled {} -> {} (GET /metrics)",
+            o.metrics, n.metrics
+        ));
+    }
+    let diag = |c: &Config| c.agents.first().map(|a| a.diagnostics);
+    if let (Some(d0), Some(d1)) = (diag(old), diag(new)) {
+        if d0 != d1 {
+            out.push(format!(
+                "diagnostics: enabled {} -> {}, stuck_session_warn_ms {} -> {}, stuck_session_abort_min_ms {} -> {} (workers restart with it)",
+                d0.enabled, d1.enabled, d0.warn_ms, d1.warn_ms, d0.abort_min_ms, d1.abort_min_ms
+            ));
+        }
+    }
     if old.queue != new.queue {
         out.push(format!(
             "messages.queue: mode {} -> {}, debounce_ms {} -> {}, cap {} -> {}, drop {} -> {}",

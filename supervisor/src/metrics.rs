@@ -449,7 +449,7 @@ impl Collector for Reported {
         let slow = ConstCounter::new(SLOW_CONSUMERS.load(std::sync::atomic::Ordering::Relaxed));
         slow.encode(encoder.encode_descriptor(
             "slow_consumer_drops",
-            "Client connections closed because they did not read their events",
+            "Client connections closed because they did not read their events.",
             None,
             slow.metric_type(),
         )?)?;
@@ -462,7 +462,7 @@ impl Collector for Reported {
         {
             let mut fam = encoder.encode_descriptor(
                 "model_requests",
-                "Model requests, by agent, provider, API and outcome",
+                "Model requests, by agent, provider, API and outcome.",
                 None,
                 MetricType::Counter,
             )?;
@@ -484,7 +484,7 @@ impl Collector for Reported {
         }
         let mut fam = encoder.encode_descriptor(
             "sqlite_commit_seconds",
-            "SQLite commit latency, by database (gateway, or agent with its id)",
+            "SQLite commit latency, by database (gateway, or agent with its id).",
             None,
             MetricType::Histogram,
         )?;

@@ -39,7 +39,7 @@ fn diagnostics_seen(c: &Client, session: &str) -> Vec<Value> {
 /// reason; the message queued behind it then runs. Operators see each step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_model_is_long_running_then_stalled_then_abort_drained_r_i1_r_i2() {
-    let gw = Gateway::start_with(FAST).await;
+    let gw = Gateway::start_with(&format!("{FAST}\n[gateway.metrics]\nenabled = true\n")).await;
     gw.model.push(hold("first reply"));
     gw.model.push(reply("second reply"));
     let mut c = gw.connect().await;
@@ -124,6 +124,16 @@ async fn a_silent_model_is_long_running_then_stalled_then_abort_drained_r_i1_r_i
         )
         .unwrap();
     assert_eq!(stop, "stalled");
+    // Counted for `/metrics`.
+    let m = gw.http("GET", "/metrics", &[]).await.text();
+    assert!(
+        m.contains(r#"loopgate_session_diagnostics_total{agent="main",state="stalled",reason="active_work_without_progress"}"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"loopgate_session_recoveries_total{agent="main",action="abort_run",status="aborted"} 1"#),
+        "{m}"
+    );
     // Healthy again: nothing is flagged.
     let lanes = c.call("diagnostics.lanes", json!({})).await;
     assert!(

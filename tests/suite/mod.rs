@@ -12,6 +12,7 @@ mod frames;
 mod history;
 mod idempotency;
 mod lanes;
+mod metrics;
 mod operations;
 mod ordering;
 mod providers;
