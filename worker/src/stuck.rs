@@ -627,3 +627,6 @@ fn log_report(r: &LaneReport, last_assistant: Option<&str>) {
         line!(warn);
     }
 }
+
+#[cfg(test)]
+mod tests;
