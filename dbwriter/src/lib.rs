@@ -333,7 +333,6 @@ pub struct CommitStats {
     /// Per bucket (not cumulative), the last one `+Inf`.
     buckets: [std::sync::atomic::AtomicU64; COMMIT_BUCKETS.len() + 1],
     sum_ns: std::sync::atomic::AtomicU64,
-    count: std::sync::atomic::AtomicU64,
 }
 
 /// A [`CommitStats`] reading: cumulative counts per bucket bound (`+Inf` last), the sum in
@@ -356,7 +355,6 @@ impl CommitStats {
         self.buckets[i].fetch_add(1, Relaxed);
         self.sum_ns
             .fetch_add(took.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
-        self.count.fetch_add(1, Relaxed);
     }
 
     pub fn snapshot(&self) -> CommitSnapshot {
@@ -371,9 +369,11 @@ impl CommitStats {
             })
             .collect();
         CommitSnapshot {
+            // The count is the `+Inf` bucket's, read with the buckets (OpenMetrics wants them
+            // equal; a commit landing meanwhile shows in the next reading).
+            count: total,
             cumulative,
             sum_seconds: self.sum_ns.load(Relaxed) as f64 / 1e9,
-            count: self.count.load(Relaxed),
         }
     }
 }

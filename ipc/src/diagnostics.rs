@@ -259,6 +259,14 @@ fn one_line(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` safe to print on a terminal: control and bidi characters shown as `?` (session
+/// keys and run ids are chosen by clients).
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() || is_bidi(c) { '?' } else { c })
+        .collect()
+}
+
 fn is_bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }

@@ -296,6 +296,22 @@ impl Metrics {
         self.0.recoveries.get_or_create(&l).inc();
     }
 
+    /// The agent's worker exited: what it reported is kept with the agent's earlier workers'.
+    pub fn worker_retired(&self, agent: &str) {
+        let mut all = self
+            .0
+            .reported
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(a) = all.get_mut(agent) {
+            let done = std::mem::take(&mut a.current);
+            a.retired = add(&a.retired, &done);
+            // No worker has this generation: the next report starts afresh.
+            a.generation = u64::MAX;
+        }
+    }
+
     /// A worker's cumulative counters (`generation` tells one worker from the next).
     pub fn worker_counters(&self, agent: &str, generation: u64, c: WorkerCounters) {
         let mut all = self
@@ -327,6 +343,16 @@ impl Metrics {
         let m = &self.0;
         m.uptime.set(m.started.elapsed().as_secs_f64());
         m.connections.set(now.connections as i64);
+        // Agents that are gone leave no stale series behind.
+        for f in [
+            &m.worker_up,
+            &m.breaker_open,
+            &m.queue_depth,
+            &m.active_runs,
+            &m.sessions,
+        ] {
+            f.clear();
+        }
         for w in &now.workers {
             let l = agent_l(&w.agent);
             m.worker_up.get_or_create(&l).set(i64::from(w.up));
@@ -388,6 +414,39 @@ const RECOVERY_STATUSES: &[&str] = &[
     "protected",
     "failed",
 ];
+
+const APIS: &[&str] = &[
+    "openai-completions",
+    "openai-responses",
+    "anthropic-messages",
+    "ollama",
+    "unknown",
+];
+const OUTCOMES: &[&str] = &[
+    "ok",
+    "aborted",
+    "rate_limit",
+    "http_4xx",
+    "http_5xx",
+    "network",
+    "timeout",
+    "protocol",
+    "config",
+];
+
+/// A label value from configuration (provider ids are TOML keys): the encoder writes values
+/// as they are, so quotes, backslashes and line breaks must not reach it.
+fn label_safe(v: &str) -> String {
+    v.chars()
+        .map(|c| {
+            if c == '"' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
 
 /// `v` if it is one of `known`, else `other` (label values stay a bounded set).
 fn bounded<'a>(v: &'a str, known: &[&str]) -> &'a str {
@@ -472,11 +531,12 @@ impl Collector for Reported {
                     (&a.provider, &a.api, &a.outcome).cmp(&(&b.provider, &b.api, &b.outcome))
                 });
                 for r in reqs {
+                    // What a worker sends is bounded again here.
                     let l: L = vec![
-                        ("agent", (*agent).clone()),
-                        ("provider", r.provider),
-                        ("api", r.api),
-                        ("outcome", r.outcome),
+                        ("agent", label_safe(agent)),
+                        ("provider", label_safe(&r.provider)),
+                        ("api", bounded(&r.api, APIS).to_owned()),
+                        ("outcome", bounded(&r.outcome, OUTCOMES).to_owned()),
                     ];
                     ConstCounter::new(r.count).encode(fam.encode_family(&l)?)?;
                 }
@@ -504,7 +564,7 @@ impl Collector for Reported {
             if t.commits.bounds.is_empty() {
                 continue;
             }
-            let l: L = vec![("db", "agent".to_owned()), ("agent", (*agent).clone())];
+            let l: L = vec![("db", "agent".to_owned()), ("agent", label_safe(agent))];
             let buckets = with_bounds(&t.commits.bounds, &t.commits.cumulative);
             fam.encode_family(&l)?.encode_histogram::<L>(
                 t.commits.sum,

@@ -65,9 +65,13 @@ impl Probe {
         self.progress.fetch_add(1, Ordering::Release);
     }
 
+    /// What the run does now. A change is progress: the quiet time of what came before
+    /// (an operator deciding, a retry backoff) is not counted against what follows.
     pub fn set_activity(&self, a: Activity) {
-        let i = ACTIVITIES.iter().position(|x| *x == a).unwrap_or(0);
-        self.activity.store(i as u8, Ordering::Relaxed);
+        let i = ACTIVITIES.iter().position(|x| *x == a).unwrap_or(0) as u8;
+        if self.activity.swap(i, Ordering::Relaxed) != i {
+            self.progressed();
+        }
     }
 
     pub fn activity(&self) -> Activity {

@@ -666,6 +666,8 @@ impl Worker {
             .insert(session_key.clone(), self.next_generation);
         let probe = Arc::new(diagnostics::Probe::new(Instant::now()));
         let forced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reported = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let was_reported = reported.clone();
         let inner = tokio::spawn(agent::driver::drive(
             ctx.clone(),
             run,
@@ -746,13 +748,14 @@ impl Worker {
                     }
                 }
             };
-            let _ = done
+            let sent = done
                 .send(Done {
                     session_key,
                     terminal: driven.terminal,
                     steered: driven.steered,
                 })
                 .await;
+            was_reported.store(sent.is_ok(), std::sync::atomic::Ordering::Release);
         });
         self.owners.insert(
             owner_run,
@@ -761,6 +764,7 @@ impl Worker {
                 outer,
                 inner: inner_abort,
                 forced,
+                reported,
             },
         );
     }
@@ -774,7 +778,7 @@ impl Worker {
     }
 
     fn finish_run(&mut self, done: Done) {
-        self.drained_run(&done.terminal.run_id);
+        self.drained_run(&done.terminal.run_id, done.terminal.status);
         self.active = self.active.saturating_sub(1);
         self.cancels.remove(&done.terminal.run_id);
         self.decisions.remove(&done.terminal.run_id);

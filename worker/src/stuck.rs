@@ -21,7 +21,6 @@ use ipc::diagnostics::{
 use tokio::sync::mpsc;
 
 use crate::diagnostics::{Probe, Recovery, Report, RunSeen, Seen, Step};
-use crate::store::FinishRun;
 use crate::{now_ms, Done, Worker};
 
 /// Longest a log line waits for its transcript excerpt; it is published without one after.
@@ -55,6 +54,15 @@ pub struct Owner {
     pub inner: tokio::task::AbortHandle,
     /// Set when recovery force-clears the run (its terminal then says `stalled`).
     pub forced: Arc<AtomicBool>,
+    /// The task handed its end to the main loop (it is on its way there).
+    pub reported: Arc<AtomicBool>,
+}
+
+impl Owner {
+    /// Something still drives the run or its end is on the way to the main loop.
+    fn alive(&self) -> bool {
+        !self.outer.is_finished() || self.reported.load(Ordering::Acquire)
+    }
 }
 
 /// A stalled run being abort-drained.
@@ -156,7 +164,7 @@ impl Worker {
             let run = lane.running().map(|id| match self.owners.get(id) {
                 Some(o) => RunSeen {
                     run_id: id.to_owned(),
-                    owner_alive: !o.outer.is_finished(),
+                    owner_alive: o.alive(),
                     activity: o.probe.activity(),
                     progress: o.probe.progress(),
                     last_progress: o.probe.last_progress(),
@@ -227,9 +235,9 @@ impl Worker {
         self.send_outcome(WorkerToControl::Diagnostic(report.clone()));
         let quiet = r.class == SessionClass::LongRunning && r.queue_depth == 0;
         let enabled = if quiet {
-            tracing::enabled!(tracing::Level::DEBUG)
+            tracing::enabled!(target: "diagnostic", tracing::Level::DEBUG)
         } else {
-            tracing::enabled!(tracing::Level::WARN)
+            tracing::enabled!(target: "diagnostic", tracing::Level::WARN)
         };
         if !enabled {
             // The log line is not wanted: the session context is not read.
@@ -412,31 +420,17 @@ impl Worker {
                 else {
                     return skip(self, "replaced");
                 };
-                if self
-                    .owners
-                    .get(&run_id)
-                    .is_some_and(|o| !o.outer.is_finished())
-                {
+                if self.owners.get(&run_id).is_some_and(Owner::alive) {
                     return skip(self, "resumed");
                 }
                 self.owners.remove(&run_id);
                 let error = "the run's task ended without an outcome; its lane was released by stuck-session recovery".to_owned();
                 let ended_at = now_ms();
                 let writer = self.ctx.writer.clone();
-                let finish = FinishRun {
-                    run_id: run_id.clone(),
-                    session_key: key.clone(),
-                    status: RunStatus::Error,
-                    ended_at,
-                    error: Some(error.clone()),
-                    stop_reason: None,
-                    provider: None,
-                    model: None,
-                    usage: None,
-                    assistant: None,
-                };
+                let (k, id) = (key.clone(), run_id.clone());
+                // Only what the run left open: its claim, and its row if still `running`.
                 tokio::spawn(async move {
-                    let _ = writer.finish(finish).await;
+                    let _ = writer.release_claim(k, id, ended_at).await;
                 });
                 self.finish_run(Done {
                     session_key: key.clone(),
@@ -519,11 +513,15 @@ impl Worker {
         }
     }
 
-    /// A run ended: an abort-drain of it is complete.
-    pub(crate) fn drained_run(&mut self, run_id: &str) {
+    /// A run ended: an abort-drain of it is complete (or the run finished by itself first).
+    pub(crate) fn drained_run(&mut self, run_id: &str, status: RunStatus) {
         if let Some(d) = self.diag.draining.remove(run_id) {
             self.diag.tracker.recovered(&d.session_key, d.generation);
-            let outcome = if d.forced { "force_cleared" } else { "aborted" };
+            let outcome = match (d.forced, status) {
+                (true, _) => "force_cleared",
+                (false, RunStatus::Aborted) => "aborted",
+                (false, _) => "resumed",
+            };
             self.recovery(
                 &d.session_key,
                 RecoveryPhase::Completed,

@@ -1,5 +1,6 @@
 //! Human-readable rendering of CLI replies.
 
+use ipc::diagnostics::printable;
 use ipc::gateway::{DiagnosticsLanes, StatusResult};
 
 fn dur(ms: u64) -> String {
@@ -30,16 +31,16 @@ pub fn flagged_sessions(d: &DiagnosticsLanes) -> String {
     for s in flagged {
         out.push_str(&format!(
             "  {}  {}  {}  {} ({}), no progress for {}, {} queued{}\n",
-            s.agent_id,
-            s.session_key,
-            s.state.as_deref().unwrap_or(""),
-            s.reason.as_deref().unwrap_or(""),
-            s.active_work_kind,
+            printable(&s.agent_id),
+            printable(&s.session_key),
+            printable(s.state.as_deref().unwrap_or("")),
+            printable(s.reason.as_deref().unwrap_or("")),
+            printable(&s.active_work_kind),
             dur(s.last_progress_age_ms),
             s.queue_depth,
             s.run_id
                 .as_deref()
-                .map(|r| format!(", run {r}"))
+                .map(|r| format!(", run {}", printable(r)))
                 .unwrap_or_default(),
         ));
     }

@@ -432,6 +432,19 @@ impl Control {
             )));
             return;
         }
+        // A look at the lanes never starts a worker nor waits in a start queue.
+        if matches!(op, SessionOp::Lanes)
+            && !self
+                .workers
+                .get(&agent_id)
+                .is_some_and(|s| matches!(s.state, super::workers::WorkerState::Ready { .. }))
+        {
+            let _ = reply.send(Err(RpcError::new(
+                ErrorCode::Overloaded,
+                "the agent's worker is not running",
+            )));
+            return;
+        }
         let op_id = self.next_op;
         self.next_op += 1;
         match self.deliver(&agent_id, ControlToWorker::Session { op_id, op }) {

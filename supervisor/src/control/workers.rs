@@ -649,6 +649,7 @@ impl Control {
         };
         let expected = after.is_some();
         self.deps.metrics.worker_exited(agent_id, !expected);
+        self.deps.metrics.worker_retired(agent_id);
         if expected {
             tracing::info!(agent = agent_id, cause = cause.as_str(), "Worker exited.");
         } else {

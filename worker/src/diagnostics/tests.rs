@@ -258,9 +258,13 @@ fn the_probe_keeps_progress_and_activity() {
     let p = Probe::new(t0);
     assert_eq!(p.activity(), Activity::Run);
     assert_eq!(p.progress(), 0);
+    p.set_activity(Activity::Approval);
+    assert_eq!(p.progress(), 1, "a change of activity is progress");
+    p.set_activity(Activity::Approval);
+    assert_eq!(p.progress(), 1, "the same activity is not");
+    // An approved tool starts with a fresh quiet time, however long the operator took.
     p.set_activity(Activity::ToolCall);
-    p.progressed();
     assert_eq!(p.activity(), Activity::ToolCall);
-    assert_eq!(p.progress(), 1);
+    assert_eq!(p.progress(), 2);
     assert!(p.last_progress() >= t0);
 }
