@@ -100,7 +100,9 @@ async fn real_llm_streamed_turn_through_loopgate() {
     let id = c
         .send(
             "agent",
-            json!({"message": "Name three colors.", "idempotencyKey": "llm-1", "timeout": 300}),
+            // A prompt that fills most of the 64 tokens: a three-word answer from this fast
+            // model can arrive within one 75 ms pacing window and be one delta.
+            json!({"message": "Write a short paragraph about the colors of the rainbow.", "idempotencyKey": "llm-1", "timeout": 300}),
         )
         .await;
     let acc = c.res(&id).await;
