@@ -182,6 +182,7 @@ enum Cmd {
     SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
     Devices(crate::devices::DeviceCmd),
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
+    DisallowExec(String, String, oneshot::Sender<Result<bool, DbError>>),
     ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
 }
 
@@ -266,6 +267,13 @@ impl GatewayDb {
         make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> crate::devices::DeviceCmd,
     ) -> Result<T, DbError> {
         self.tx.ask(|tx| Cmd::Devices(make(tx))).await
+    }
+
+    /// Forgets a kept `allow-always` pattern; `Ok(false)` if it was not kept.
+    pub async fn disallow_exec(&self, agent_id: String, pattern: String) -> Result<bool, DbError> {
+        self.tx
+            .ask(|tx| Cmd::DisallowExec(agent_id, pattern, tx))
+            .await
     }
 
     /// Keeps `pattern` in `agent_id`'s exec allowlist (`allow-always`).
@@ -496,6 +504,15 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                 )?
                 .execute(params![agent, pattern, at as i64])?;
                 Ok(())
+            }),
+        ),
+        Cmd::DisallowExec(agent, pattern, tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                let n = c
+                    .prepare_cached("DELETE FROM exec_allowlist WHERE agent_id = ?1 AND pattern = ?2")?
+                    .execute(params![agent, pattern])?;
+                Ok(n > 0)
             }),
         ),
         Cmd::ExecAllowlist(tx) => answer(

@@ -144,7 +144,8 @@ enum Cmd {
         command: DevicesCmd,
     },
     /// Commands waiting for an operator (`tools.exec.security = "ask"`): list them, allow
-    /// one (once, or `--always`: its exact command joins the agent's allowlist), or deny it.
+    /// one (once, or `--always`: its exact command joins the agent's allowlist), or deny it;
+    /// list and revoke the commands allowed for good.
     Approvals {
         #[command(subcommand)]
         command: Option<ApprovalsCmd>,
@@ -174,6 +175,14 @@ enum ApprovalsCmd {
     },
     /// Refuse the command: the model gets an error result.
     Deny { id: String },
+    /// The commands allowed for good (`allow --always`), by agent.
+    Patterns {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a command allowed for good; the agent's running worker restarts without it
+    /// (its in-flight runs finish first).
+    Revoke { agent: String, pattern: String },
 }
 
 #[derive(Subcommand)]
@@ -360,6 +369,10 @@ fn main() -> ExitCode {
                     client::approvals::resolve(&socket, id, decision).await
                 }
                 ApprovalsCmd::Deny { id } => client::approvals::resolve(&socket, id, "deny").await,
+                ApprovalsCmd::Patterns { json } => client::approvals::patterns(&socket, json).await,
+                ApprovalsCmd::Revoke { agent, pattern } => {
+                    client::approvals::revoke(&socket, agent, pattern).await
+                }
             }
         }),
         Cmd::Devices { command } => runtime.block_on(async {

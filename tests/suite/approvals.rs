@@ -127,7 +127,8 @@ async fn an_allowed_once_command_runs_and_the_next_asks_again() {
 }
 
 /// allow-always: the exact command joins the agent's allowlist, and stays there after a
-/// restart: the next run of it does not ask.
+/// restart: the next run of it does not ask. `loopgate approvals patterns` lists it and
+/// `revoke` forgets it (the worker restarts without it; it stays forgotten).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allow_always_persists_across_a_restart() {
     let mut gw = Gateway::start_with(ASK).await;
@@ -173,6 +174,52 @@ async fn allow_always_persists_across_a_restart() {
     let (req, approval) = asks(&mut c, "aa-3", json!({})).await;
     resolve(&mut c, approval["id"].as_str().unwrap(), "deny").await;
     assert_eq!(c.res(&req).await["payload"]["status"], "ok");
+    // The operator lists what is allowed for good and revokes it: the running worker
+    // restarts without it, and the command asks again.
+    let out = gw.cli(&["approvals", "patterns", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let patterns = kept["patterns"].as_array().unwrap();
+    assert_eq!(patterns.len(), 1, "{kept}");
+    assert_eq!(patterns[0]["agentId"], "main", "{kept}");
+    let pattern = patterns[0]["pattern"].as_str().unwrap().to_owned();
+    let text = gw.cli(&["approvals", "patterns"]).await;
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains(&pattern),
+        "{text:?}"
+    );
+    let before = gw.worker_pid("main").await;
+    let out = gw.cli(&["approvals", "revoke", "main", &pattern]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("revoked; its worker restarted without it"),
+        "{said}"
+    );
+    assert_ne!(gw.worker_pid("main").await, before, "a new worker");
+    let out = gw.cli(&["approvals", "patterns"]).await;
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("No commands are allowed for good"),
+        "{out:?}"
+    );
+    gw.model.push(exec("a4", "echo for good"));
+    gw.model.push(reply("asked again"));
+    let (req, approval) = asks(&mut c, "aa-4", json!({})).await;
+    resolve(&mut c, approval["id"].as_str().unwrap(), "deny").await;
+    assert_eq!(c.res(&req).await["payload"]["status"], "ok");
+    // Revoking what is not kept says so.
+    let out = gw.cli(&["approvals", "revoke", "main", &pattern]).await;
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no command allowed for good"),
+        "{out:?}"
+    );
+    // And after a restart it stays revoked.
+    gw.stop(Signal::SIGTERM).await;
+    gw.spawn().await;
+    let out = gw.cli(&["approvals", "patterns", "--json"]).await;
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(kept["patterns"], json!([]), "{kept}");
 }
 
 /// deny, and no decision within the timeout: the model gets OpenClaw's denial text, the

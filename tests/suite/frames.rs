@@ -163,6 +163,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agent.wait",
             "agent.events",
             "diagnostics.lanes",
+            "loopgate.exec.allowlist",
+            "loopgate.exec.allowlist.remove",
             "chat.send",
             "chat.history",
             "chat.startup",

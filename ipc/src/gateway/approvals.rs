@@ -62,3 +62,36 @@ pub struct ExecApprovalResolveParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_expires_in_days: Option<Value>,
 }
+
+/// One `allow-always` pattern the gateway keeps (loopgate's `loopgate.exec.allowlist`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptPattern {
+    pub agent_id: String,
+    pub pattern: String,
+}
+
+/// `loopgate.exec.allowlist` result: the patterns operators allowed for good, oldest first
+/// per agent (the config's own `allowlist` is not among them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecAllowlistResult {
+    pub patterns: Vec<KeptPattern>,
+}
+
+/// `loopgate.exec.allowlist.remove` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecAllowlistRemoveParams {
+    pub agent_id: String,
+    pub pattern: String,
+}
+
+/// `loopgate.exec.allowlist.remove` result: whether the pattern was kept, and whether the
+/// agent's running worker was restarted without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecAllowlistRemoveResult {
+    pub removed: bool,
+    pub restarted: bool,
+}

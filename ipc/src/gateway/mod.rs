@@ -64,6 +64,9 @@ pub enum Method {
     /// loopgate extension: a run's events after a `seq`, to resume after a disconnect.
     AgentEvents,
     DiagnosticsLanes,
+    /// loopgate: the kept `allow-always` exec patterns, and removing one.
+    ExecAllowlistGet,
+    ExecAllowlistRemove,
     ChatSend,
     ChatHistory,
     ChatStartup,
@@ -129,6 +132,8 @@ impl Method {
         Method::AgentWait,
         Method::AgentEvents,
         Method::DiagnosticsLanes,
+        Method::ExecAllowlistGet,
+        Method::ExecAllowlistRemove,
         Method::ChatSend,
         Method::ChatHistory,
         Method::ChatStartup,
@@ -196,6 +201,8 @@ impl Method {
             Method::AgentWait => "agent.wait",
             Method::AgentEvents => "agent.events",
             Method::DiagnosticsLanes => "diagnostics.lanes",
+            Method::ExecAllowlistGet => "loopgate.exec.allowlist",
+            Method::ExecAllowlistRemove => "loopgate.exec.allowlist.remove",
             Method::ChatSend => "chat.send",
             Method::ChatHistory => "chat.history",
             Method::ChatStartup => "chat.startup",

@@ -1,11 +1,16 @@
-//! `loopgate approvals [list | allow ID [--always] | deny ID]`: commands waiting for an
-//! operator (`tools.exec.security = "ask"`), over `exec.approval.list` and
-//! `exec.approval.resolve`.
+//! `loopgate approvals [list | allow ID [--always] | deny ID | patterns | revoke AGENT
+//! PATTERN]`: commands waiting for an operator (`tools.exec.security = "ask"`), over
+//! `exec.approval.list` and `exec.approval.resolve`; the commands allowed for good, over
+//! `loopgate.exec.allowlist` and `loopgate.exec.allowlist.remove`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use ipc::gateway::{ExecApproval, ExecApprovalResolveParams, Method};
+use ipc::diagnostics::printable;
+use ipc::gateway::{
+    ExecAllowlistRemoveParams, ExecAllowlistRemoveResult, ExecAllowlistResult, ExecApproval,
+    ExecApprovalResolveParams, Method,
+};
 
 use super::{emit, fail, Client};
 
@@ -70,5 +75,77 @@ pub async fn resolve(socket: &Path, id: String, decision: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
+    }
+}
+
+pub async fn patterns(socket: &Path, as_json: bool) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let raw = match client
+        .call(Method::ExecAllowlistGet, serde_json::json!({}))
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    if as_json {
+        emit(&format!("{raw}\n"));
+        return ExitCode::SUCCESS;
+    }
+    let kept: ExecAllowlistResult = match serde_json::from_value(raw) {
+        Ok(k) => k,
+        Err(e) => return fail(format!("unexpected loopgate.exec.allowlist reply: {e}")),
+    };
+    if kept.patterns.is_empty() {
+        emit("No commands are allowed for good.\n");
+        return ExitCode::SUCCESS;
+    }
+    let mut out = format!("{:<16} {}\n", "AGENT", "PATTERN");
+    for p in &kept.patterns {
+        out.push_str(&format!(
+            "{:<16} {}\n",
+            printable(&p.agent_id),
+            printable(&p.pattern)
+        ));
+    }
+    emit(&out);
+    ExitCode::SUCCESS
+}
+
+pub async fn revoke(socket: &Path, agent: String, pattern: String) -> ExitCode {
+    let mut client = match Client::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let params = ExecAllowlistRemoveParams {
+        agent_id: agent.clone(),
+        pattern: pattern.clone(),
+    };
+    let raw = match client
+        .call(
+            Method::ExecAllowlistRemove,
+            serde_json::to_value(&params).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    match serde_json::from_value::<ExecAllowlistRemoveResult>(raw) {
+        Ok(r) if !r.removed => fail(format!(
+            "agent {agent:?} has no command allowed for good as {pattern:?} (see `loopgate approvals patterns`)"
+        )),
+        Ok(r) => {
+            let worker = if r.restarted {
+                "; its worker restarted without it"
+            } else {
+                ""
+            };
+            emit(&format!("{agent}: {pattern}: revoked{worker}\n"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("unexpected loopgate.exec.allowlist.remove reply: {e}")),
     }
 }

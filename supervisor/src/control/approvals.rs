@@ -11,6 +11,7 @@ use ipc::approval::{ApprovalClosed, ApprovalDecision, ApprovalRequest};
 use ipc::control::ControlToWorker;
 use ipc::gateway::{ErrorShape, ExecApproval, ExecApprovalRequestView, ExecApprovalResolved};
 use serde_json::json;
+use tokio::sync::oneshot;
 
 use super::Control;
 use crate::events::{now_ms, Deferred};
@@ -269,6 +270,47 @@ impl Control {
             if let Err(e) = db.allow_exec(agent.clone(), pattern, now_ms()).await {
                 tracing::error!(agent = agent.as_str(), error = %e, "Cannot record an allow-always exec pattern; it holds until the worker restarts.");
             }
+        });
+    }
+}
+
+impl Control {
+    /// Every kept pattern, by agent id, each agent's in the order they were allowed.
+    pub(super) fn allowed_list(&self) -> Vec<(String, String)> {
+        let mut agents: Vec<&String> = self.allowed.keys().collect();
+        agents.sort();
+        agents
+            .into_iter()
+            .flat_map(|a| self.allowed[a].iter().map(move |p| (a.clone(), p.clone())))
+            .collect()
+    }
+
+    /// Forgets a kept pattern: at once for later workers, and in the gateway db (answered
+    /// once that is written).
+    pub(super) fn disallow(
+        &mut self,
+        agent_id: String,
+        pattern: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    ) {
+        let held = self
+            .allowed
+            .get_mut(&agent_id)
+            .map(|list| {
+                let before = list.len();
+                list.retain(|p| *p != pattern);
+                before != list.len()
+            })
+            .unwrap_or(false);
+        let db = self.deps.db.clone();
+        tokio::spawn(async move {
+            let stored = db.disallow_exec(agent_id, pattern).await;
+            let _ = reply.send(match stored {
+                Ok(in_db) => Ok(held || in_db),
+                Err(e) => Err(format!(
+                    "cannot remove the pattern from the gateway db: {e}"
+                )),
+            });
         });
     }
 }

@@ -115,6 +115,16 @@ pub enum Command {
     ApprovalList {
         reply: oneshot::Sender<Vec<ipc::gateway::ExecApproval>>,
     },
+    /// `loopgate.exec.allowlist`: the kept `allow-always` patterns.
+    AllowedList {
+        reply: oneshot::Sender<Vec<(String, String)>>,
+    },
+    /// `loopgate.exec.allowlist.remove`: forget one (from the gateway db too).
+    Disallow {
+        agent_id: String,
+        pattern: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
     /// `exec.approval.resolve`.
     ApprovalResolve {
         id: String,
@@ -204,6 +214,28 @@ impl ControlHandle {
     pub async fn approval_list(&self) -> Result<Vec<ipc::gateway::ExecApproval>, ControlError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::ApprovalList { reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    pub async fn allowed_list(&self) -> Result<Vec<(String, String)>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::AllowedList { reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    /// Forgets a kept pattern; `Ok(false)` if it was not kept. Later workers of the agent
+    /// start without it (the caller restarts a running one).
+    pub async fn disallow(
+        &self,
+        agent_id: String,
+        pattern: String,
+    ) -> Result<Result<bool, String>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::Disallow {
+            agent_id,
+            pattern,
+            reply,
+        })?;
         rx.await.map_err(|_| ControlError::Closed)
     }
 
@@ -403,6 +435,14 @@ impl Control {
             Command::ApprovalList { reply } => {
                 let _ = reply.send(self.approval_list());
             }
+            Command::AllowedList { reply } => {
+                let _ = reply.send(self.allowed_list());
+            }
+            Command::Disallow {
+                agent_id,
+                pattern,
+                reply,
+            } => self.disallow(agent_id, pattern, reply),
             Command::ApprovalResolve {
                 id,
                 decision,

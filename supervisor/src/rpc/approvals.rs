@@ -41,3 +41,50 @@ pub(super) async fn exec_approval_resolve(
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }
+
+/// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps.
+pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    if params::<AnyParams>(&req, out).await.is_none() {
+        return;
+    }
+    match gw.control.allowed_list().await {
+        Ok(rows) => {
+            let result = ipc::gateway::ExecAllowlistResult {
+                patterns: rows
+                    .into_iter()
+                    .map(|(agent_id, pattern)| ipc::gateway::KeptPattern { agent_id, pattern })
+                    .collect(),
+            };
+            out.ok_with(&req.id, &result).await
+        }
+        Err(e) => out.err(&req.id, control_error(e)).await,
+    }
+}
+
+/// `loopgate.exec.allowlist.remove {agentId, pattern}`: forgets a kept pattern; the agent's
+/// running worker restarts gracefully without it (it holds the pattern until then).
+pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<ipc::gateway::ExecAllowlistRemoveParams>(&req, out).await else {
+        return;
+    };
+    let removed = match gw.control.disallow(p.agent_id.clone(), p.pattern).await {
+        Ok(Ok(removed)) => removed,
+        Ok(Err(why)) => {
+            return out
+                .err(&req.id, ErrorShape::unavailable(why, Some(1000)))
+                .await
+        }
+        Err(e) => return out.err(&req.id, control_error(e)).await,
+    };
+    let running = removed
+        && match gw.control.status(0).await {
+            Ok(s) => s
+                .workers
+                .iter()
+                .any(|w| w.agent_id == p.agent_id && (w.state == "ready" || w.state == "spawning")),
+            Err(_) => false,
+        };
+    let restarted = running && gw.control.restart_worker(p.agent_id, false).await.is_ok();
+    let result = ipc::gateway::ExecAllowlistRemoveResult { removed, restarted };
+    out.ok_with(&req.id, &result).await
+}

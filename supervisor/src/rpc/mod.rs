@@ -184,7 +184,8 @@ pub async fn handle(
         | Method::ExecApprovalResolve
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
-        | Method::ApprovalHistory => scopes::APPROVALS,
+        | Method::ApprovalHistory
+        | Method::ExecAllowlistGet => scopes::APPROVALS,
         Method::AgentEvents | Method::DiagnosticsLanes => scopes::READ,
         Method::Agent
         | Method::AgentWait
@@ -199,6 +200,7 @@ pub async fn handle(
         | Method::SessionsDelete
         | Method::GatewayDrain
         | Method::GatewayReload
+        | Method::ExecAllowlistRemove
         | Method::WorkerRestart
         | Method::UpdateStatus => scopes::ADMIN,
         Method::DevicePairList
@@ -226,6 +228,8 @@ pub async fn handle(
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
         Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
+        Method::ExecAllowlistGet => approvals::exec_allowlist(gw, req, out).await,
+        Method::ExecAllowlistRemove => approvals::exec_allowlist_remove(gw, req, out).await,
         Method::ChatSend => chat_send(gw, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
