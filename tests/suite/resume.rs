@@ -206,6 +206,83 @@ async fn the_cli_survives_a_dropped_socket() {
     );
 }
 
+/// A proxy whose first connection is cut when the client's `agent` request arrives: the
+/// request is lost (the gateway never sees it) and no answer reaches the client.
+async fn cut_after_request(front: UnixListener, back: std::path::PathBuf) {
+    let mut first = true;
+    loop {
+        let Ok((mut client, _)) = front.accept().await else {
+            return;
+        };
+        let Ok(mut server) = UnixStream::connect(&back).await else {
+            return;
+        };
+        let cut = std::mem::take(&mut first);
+        tokio::spawn(async move {
+            let (mut cr, mut cw) = client.split();
+            let (mut sr, mut sw) = server.split();
+            let down = tokio::io::copy(&mut sr, &mut cw);
+            let up = async {
+                let mut buf = vec![0u8; 65536];
+                let mut sent = Vec::new();
+                loop {
+                    let n = cr.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    sent.extend_from_slice(&buf[..n]);
+                    // The request is lost with the connection: the gateway never sees it.
+                    if cut && String::from_utf8_lossy(&sent).contains("\"method\":\"agent\"") {
+                        return;
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = up => {}
+                _ = down => {}
+            }
+        });
+    }
+}
+
+/// `loopgate agent` whose socket drops after it sent the request and before any answer
+/// (the request lost on the way) sends it again with the same key: one run, its reply
+/// printed once, exit 0. (Before, it asked `agent.events` for a run the gateway never had.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_survives_a_socket_lost_before_the_run_was_acknowledged() {
+    let gw = Gateway::start().await;
+    gw.model.push(streamed("only once", 3, 20));
+    let dir = tempfile::tempdir().unwrap();
+    let front = UnixListener::bind(dir.path().join("gateway.sock")).unwrap();
+    tokio::spawn(cut_after_request(front, gw.socket()));
+    let out = cli_through(
+        dir.path(),
+        &["agent", "--session-key", "early", "--message", "hello"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "only once\n");
+    // One run: the model was asked once, the session has one user message.
+    assert_eq!(gw.model.requests().len(), 1);
+    let mut c = gw.connect().await;
+    let h = c.call("chat.history", json!({"sessionKey": "early"})).await;
+    let users = h["payload"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 1, "{h}");
+}
+
 async fn cli_through(state: &Path, args: &[&str]) -> std::process::Output {
     let out = tokio::process::Command::new(bin("loopgate"))
         .arg("--state-dir")

@@ -1,7 +1,9 @@
 //! `loopgate agent`: sends a message, streams the reply live and exits on the outcome. If
 //! the socket drops mid-run it reconnects and resumes the run's stream with `agent.events`
 //! after the last `seq` it printed (nothing printed twice, nothing skipped), then takes the
-//! outcome from `agent.wait`.
+//! outcome from `agent.wait`. A socket lost before the run was acknowledged sends the same
+//! request again first (same idempotency key: the gateway answers `accepted` if it never
+//! recorded it, `in_flight` if it did, or the outcome if the run already ended).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -27,6 +29,8 @@ struct Shown {
     streamed: bool,
     /// Its terminal lifecycle event arrived.
     ended: bool,
+    /// The gateway acknowledged the run (`accepted` or `in_flight`).
+    accepted: bool,
 }
 
 impl Shown {
@@ -87,12 +91,13 @@ pub async fn agent(socket: &Path, args: AgentArgs) -> ExitCode {
         seq: 0,
         streamed: false,
         ended: false,
+        accepted: false,
     };
     loop {
         let frame = match client.next_frame().await {
             Ok(f) => f,
             // The socket dropped: the run goes on in the gateway; follow it again.
-            Err(_) => return resume(socket, &mut shown).await,
+            Err(_) => return resume(socket, &mut shown, &params).await,
         };
         match frame {
             ServerFrame::Event(ev) if ev.event == "agent" => {
@@ -110,34 +115,41 @@ pub async fn agent(socket: &Path, args: AgentArgs) -> ExitCode {
                     return fail(msg);
                 }
                 let payload = res.payload.unwrap_or(Value::Null);
-                let status = payload
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_owned();
-                match status.as_str() {
-                    "accepted" => continue,
-                    "in_flight" => return fail(format!("run {run_id} is already in flight")),
-                    _ => {}
+                match payload.get("status").and_then(Value::as_str) {
+                    Some("accepted") => {
+                        shown.accepted = true;
+                        continue;
+                    }
+                    Some("in_flight") => return fail(format!("run {run_id} is already in flight")),
+                    _ => return final_result(&mut shown, &payload),
                 }
-                if args.json {
-                    emit(&format!("{payload}\n"));
-                    return exit_for_status(&status);
-                }
-                let texts: Vec<String> = payload
-                    .pointer("/result/payloads")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|p| p.get("isError").and_then(Value::as_bool) != Some(true))
-                    .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_owned))
-                    .collect();
-                let error = payload.get("error").and_then(Value::as_str);
-                return finish(&mut shown, &status, &texts, error);
             }
             ServerFrame::Res(_) => {}
         }
     }
+}
+
+/// Prints the final `agent` answer and picks the exit code.
+fn final_result(shown: &mut Shown, payload: &Value) -> ExitCode {
+    let status = payload
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("error")
+        .to_owned();
+    if shown.json {
+        emit(&format!("{payload}\n"));
+        return exit_for_status(&status);
+    }
+    let texts: Vec<String> = payload
+        .pointer("/result/payloads")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|p| p.get("isError").and_then(Value::as_bool) != Some(true))
+        .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    let error = payload.get("error").and_then(Value::as_str);
+    finish(shown, &status, &texts, error)
 }
 
 /// Prints the end of a run and picks the exit code.
@@ -167,13 +179,13 @@ fn finish(shown: &mut Shown, status: &str, texts: &[String], error: Option<&str>
 
 /// Reconnects, replays what was missed, follows the run live to its end and reports its
 /// outcome.
-async fn resume(socket: &Path, shown: &mut Shown) -> ExitCode {
+async fn resume(socket: &Path, shown: &mut Shown, params: &AgentParams) -> ExitCode {
     let mut delay = FIRST_DELAY;
     let mut last_error = String::new();
     for _ in 0..RECONNECTS {
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
-        match follow(socket, shown).await {
+        match follow(socket, shown, params).await {
             Ok(code) => return code,
             Err(e) => last_error = e,
         }
@@ -187,8 +199,49 @@ async fn resume(socket: &Path, shown: &mut Shown) -> ExitCode {
 /// One reconnection: `agent.events` after the last `seq` shown (live events that arrive
 /// before its answer are newer: handled after the replay), then live events to the
 /// terminal, then `agent.wait` for the outcome.
-async fn follow(socket: &Path, shown: &mut Shown) -> Result<ExitCode, String> {
+async fn follow(
+    socket: &Path,
+    shown: &mut Shown,
+    params: &AgentParams,
+) -> Result<ExitCode, String> {
     let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
+    if !shown.accepted {
+        // Never acknowledged: ask again with the same key (never a second run).
+        let id = client
+            .send(
+                Method::Agent,
+                serde_json::to_value(params).unwrap_or_default(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        loop {
+            match client.next_frame().await.map_err(|e| e.to_string())? {
+                ServerFrame::Event(ev) if ev.event == "agent" => {
+                    if let Some(p) = ev.payload {
+                        shown.agent_event(&p);
+                    }
+                }
+                ServerFrame::Res(res) if res.id == id => {
+                    if !res.ok {
+                        let msg = res
+                            .error
+                            .map(|e| e.message)
+                            .unwrap_or_else(|| "request failed".into());
+                        return Ok(fail(msg));
+                    }
+                    let payload = res.payload.unwrap_or(Value::Null);
+                    match payload.get("status").and_then(Value::as_str) {
+                        Some("accepted" | "in_flight") => {
+                            shown.accepted = true;
+                            break;
+                        }
+                        _ => return Ok(final_result(shown, &payload)),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     let params = AgentEventsParams {
         run_id: shown.run_id.clone(),
         after_seq: Some(shown.seq),
