@@ -286,3 +286,31 @@ async fn an_approval_wait_does_not_consume_the_run_budget_r_b5() {
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     assert!(tool_result(&gw, "b1").starts_with("slow approval"));
 }
+
+/// An exec that `tools.allow` leaves out is refused as such: no operator is asked about a
+/// command that could never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_left_out_of_tools_allow_asks_no_operator() {
+    let gw = Gateway::start_with(
+        "[agents.defaults.tools]\nallow = [\"read\"]\n[agents.defaults.tools.exec]\nsecurity = \"ask\"\n",
+    )
+    .await;
+    gw.model.push(exec("n1", "echo sneaky"));
+    gw.model.push(reply("refused"));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "go", "idempotencyKey": "na-1", "sessionKey": "na-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert!(
+        tool_result(&gw, "n1").contains("not enabled for this agent"),
+        "{}",
+        tool_result(&gw, "n1")
+    );
+    assert!(
+        !c.seen
+            .iter()
+            .any(|f| f["event"] == "exec.approval.requested"),
+        "no operator was asked"
+    );
+}

@@ -685,32 +685,16 @@ impl Worker {
                 // Stuck-session recovery force-cleared a stalled run that ignored its abort.
                 Err(_) if was_forced.load(std::sync::atomic::Ordering::Acquire) => {
                     let error = "run aborted (stalled): no progress past the abort threshold; force-cleared".to_owned();
-                    let ended_at = now_ms();
-                    let _ = ctx
-                        .writer
-                        .finish(FinishRun {
-                            run_id: run_id.clone(),
-                            session_key: session_key.clone(),
-                            status: RunStatus::Aborted,
-                            ended_at,
-                            error: Some(error.clone()),
-                            stop_reason: Some(StopReason::Stalled.as_str().into()),
-                            provider: None,
-                            model: None,
-                            usage: None,
-                            assistant: None,
-                        })
-                        .await;
-                    agent::driver::Driven {
-                        terminal: RunTerminal::without_work(
-                            &run_id,
-                            RunStatus::Aborted,
-                            ended_at,
-                            error,
-                            Some(StopReason::Stalled.as_str().into()),
-                        ),
-                        steered: Vec::new(),
-                    }
+                    let stop = Some(StopReason::Stalled.as_str().to_owned());
+                    ended_without_outcome(
+                        &ctx,
+                        &run_id,
+                        &session_key,
+                        RunStatus::Aborted,
+                        error,
+                        stop,
+                    )
+                    .await
                 }
                 Err(e) => {
                     // A bug in the loop must not leave the run open (invariant 1).
@@ -720,32 +704,15 @@ impl Worker {
                         error = error.as_str(),
                         "Run crashed."
                     );
-                    let ended_at = now_ms();
-                    let _ = ctx
-                        .writer
-                        .finish(FinishRun {
-                            run_id: run_id.clone(),
-                            session_key: session_key.clone(),
-                            status: RunStatus::Error,
-                            ended_at,
-                            error: Some(error.clone()),
-                            stop_reason: None,
-                            provider: None,
-                            model: None,
-                            usage: None,
-                            assistant: None,
-                        })
-                        .await;
-                    agent::driver::Driven {
-                        terminal: RunTerminal::without_work(
-                            &run_id,
-                            RunStatus::Error,
-                            ended_at,
-                            error,
-                            None,
-                        ),
-                        steered: Vec::new(),
-                    }
+                    ended_without_outcome(
+                        &ctx,
+                        &run_id,
+                        &session_key,
+                        RunStatus::Error,
+                        error,
+                        None,
+                    )
+                    .await
                 }
             };
             let sent = done
@@ -885,6 +852,38 @@ impl Worker {
         (self.drain_deadline.is_some() || self.orphan_deadline.is_some())
             && self.active == 0
             && self.queued() == 0
+    }
+}
+
+/// Records the end of a run whose loop task ended without its outcome (it failed, or
+/// recovery force-cleared it) and gives its terminal.
+async fn ended_without_outcome(
+    ctx: &Ctx,
+    run_id: &str,
+    session_key: &str,
+    status: RunStatus,
+    error: String,
+    stop_reason: Option<String>,
+) -> agent::driver::Driven {
+    let ended_at = now_ms();
+    let _ = ctx
+        .writer
+        .finish(FinishRun {
+            run_id: run_id.to_owned(),
+            session_key: session_key.to_owned(),
+            status,
+            ended_at,
+            error: Some(error.clone()),
+            stop_reason: stop_reason.clone(),
+            provider: None,
+            model: None,
+            usage: None,
+            assistant: None,
+        })
+        .await;
+    agent::driver::Driven {
+        terminal: RunTerminal::without_work(run_id, status, ended_at, error, stop_reason),
+        steered: Vec::new(),
     }
 }
 

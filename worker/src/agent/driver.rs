@@ -243,7 +243,13 @@ pub async fn drive(
                             exec: ctx.exec_policy(),
                             ..tool_ctx.clone()
                         };
-                        let ask = (c.name == "exec")
+                        // An operator is asked only for an exec that may run at all: one
+                        // `tools.allow` leaves out is refused as such, without asking.
+                        let offered = tc
+                            .allow
+                            .as_ref()
+                            .is_none_or(|allow| allow.iter().any(|t| t == "exec"));
+                        let ask = (c.name == "exec" && offered)
                             .then(|| tools::exec::needs_approval(&tc.exec, &c.arguments))
                             .flatten();
                         match ask {
