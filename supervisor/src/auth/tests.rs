@@ -1,0 +1,319 @@
+
+use super::*;
+use ed25519_dalek::{Signer, SigningKey};
+use ipc::gateway::{ClientInfo, ConnectAuth};
+
+/// The checks without a device-token store: a claim is a test failure here.
+fn authenticate(
+    params: &ConnectParams,
+    token: Option<&str>,
+    nonce: &str,
+    peer: Peer,
+    now_ms: i64,
+) -> Result<Granted, Box<Refusal>> {
+    match super::authenticate(params, token, nonce, peer, now_ms)? {
+        Verdict::Granted(g) => Ok(g),
+        Verdict::CheckDeviceToken(c) => panic!("unexpected device-token claim {c:?}"),
+    }
+}
+
+fn params(token: Option<&str>, id: &str, mode: &str) -> ConnectParams {
+    ConnectParams {
+        min_protocol: 4,
+        max_protocol: 4,
+        client: ClientInfo::new(id, "1", "Linux", mode),
+        caps: vec![],
+        role: Some("operator".into()),
+        scopes: Some(vec!["operator.read".into(), "operator.write".into()]),
+        auth: token.map(|t| ConnectAuth {
+            token: Some(t.into()),
+            ..Default::default()
+        }),
+        device: None,
+    }
+}
+
+const LOCAL: Peer = Peer {
+    local: true,
+    has_origin: false,
+};
+
+fn sign(p: &mut ConnectParams, key: &SigningKey, nonce: &str, signed_at: i64, v3: bool) {
+    let raw = key.verifying_key().to_bytes();
+    let id = hex(&Sha256::digest(raw));
+    let token = p
+        .auth
+        .as_ref()
+        .and_then(|a| a.token.clone())
+        .unwrap_or_default();
+    let scopes = p.scopes.clone().unwrap_or_default().join(",");
+    let c = &p.client;
+    let payload = if v3 {
+        format!(
+            "v3|{id}|{}|{}|operator|{scopes}|{signed_at}|{token}|{nonce}|linux|",
+            c.id, c.mode
+        )
+    } else {
+        format!(
+            "v2|{id}|{}|{}|operator|{scopes}|{signed_at}|{token}|{nonce}",
+            c.id, c.mode
+        )
+    };
+    let sig = key.sign(payload.as_bytes());
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    p.device = Some(json!({
+        "id": id, "publicKey": b64.encode(raw), "signature": b64.encode(sig.to_bytes()),
+        "signedAt": signed_at, "nonce": nonce
+    }));
+}
+
+#[test]
+fn token_rules() {
+    assert!(token_matches("abc", "abc"));
+    assert!(!token_matches("abc", "abd"));
+    let e = authenticate(
+        &params(Some("bad"), "cli", "cli"),
+        Some("good"),
+        "n",
+        LOCAL,
+        0,
+    )
+    .unwrap_err();
+    assert_eq!(e.error.details.unwrap()["code"], "AUTH_TOKEN_MISMATCH");
+    assert_eq!(e.close_code, 1008);
+    let e = authenticate(&params(None, "cli", "cli"), Some("good"), "n", LOCAL, 0).unwrap_err();
+    assert_eq!(e.error.code, "NOT_PAIRED");
+    assert_eq!(e.error.details.unwrap()["code"], "DEVICE_IDENTITY_REQUIRED");
+    let g = authenticate(
+        &params(Some("good"), "cli", "cli"),
+        Some("good"),
+        "n",
+        LOCAL,
+        0,
+    )
+    .unwrap();
+    assert_eq!(g.scopes.len(), 2, "local cli keeps its scopes");
+    let g = authenticate(
+        &params(Some("good"), "test", "test"),
+        Some("good"),
+        "n",
+        LOCAL,
+        0,
+    )
+    .unwrap();
+    assert!(
+        g.scopes.is_empty(),
+        "other clients without a device get no scopes"
+    );
+    let remote = Peer {
+        local: false,
+        has_origin: false,
+    };
+    let g = authenticate(
+        &params(Some("good"), "cli", "cli"),
+        Some("good"),
+        "n",
+        remote,
+        0,
+    )
+    .unwrap();
+    assert!(g.scopes.is_empty());
+    let browser = Peer {
+        local: true,
+        has_origin: true,
+    };
+    let g = authenticate(
+        &params(Some("good"), "gateway-client", "backend"),
+        Some("good"),
+        "n",
+        browser,
+        0,
+    )
+    .unwrap();
+    assert!(g.scopes.is_empty());
+}
+
+#[test]
+fn device_proofs_v3_v2_and_each_failure() {
+    let key = SigningKey::from_bytes(&[7u8; 32]);
+    let now = 1_000_000;
+    for v3 in [true, false] {
+        let mut p = params(Some("t"), "test", "test");
+        sign(&mut p, &key, "nonce-1", now, v3);
+        let g = authenticate(&p, Some("t"), "nonce-1", LOCAL, now + 1000).unwrap();
+        assert_eq!(g.scopes.len(), 2, "a proven device keeps its scopes");
+        assert!(g.device_id.is_some());
+    }
+    let code = |p: &ConnectParams, nonce: &str, now: i64| {
+        authenticate(p, Some("t"), nonce, LOCAL, now)
+            .unwrap_err()
+            .error
+            .details
+            .unwrap()["code"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mut p = params(Some("t"), "test", "test");
+    sign(&mut p, &key, "nonce-1", now, true);
+    assert_eq!(
+        code(&p, "nonce-1", now + 200_000),
+        "DEVICE_AUTH_SIGNATURE_EXPIRED"
+    );
+    assert_eq!(code(&p, "other", now), "DEVICE_AUTH_NONCE_MISMATCH");
+    let mut bad_id = p.clone();
+    bad_id.device.as_mut().unwrap()["id"] = json!("00");
+    assert_eq!(
+        code(&bad_id, "nonce-1", now),
+        "DEVICE_AUTH_DEVICE_ID_MISMATCH"
+    );
+    let mut tampered = p.clone();
+    tampered.scopes = Some(vec!["operator.admin".into()]);
+    assert_eq!(
+        code(&tampered, "nonce-1", now),
+        "DEVICE_AUTH_SIGNATURE_INVALID"
+    );
+    let mut bad_key = p.clone();
+    bad_key.device.as_mut().unwrap()["publicKey"] = json!("not a key");
+    assert_eq!(
+        code(&bad_key, "nonce-1", now),
+        "DEVICE_AUTH_PUBLIC_KEY_INVALID"
+    );
+    let mut no_nonce = p.clone();
+    no_nonce.device.as_mut().unwrap()["nonce"] = json!("");
+    assert_eq!(
+        code(&no_nonce, "nonce-1", now),
+        "DEVICE_AUTH_NONCE_REQUIRED"
+    );
+    let remote = Peer {
+        local: false,
+        has_origin: false,
+    };
+    let e = authenticate(&p, Some("t"), "nonce-1", remote, now).unwrap_err();
+    assert_eq!(e.error.details.unwrap()["code"], "PAIRING_REQUIRED");
+}
+
+#[test]
+fn pem_public_keys_are_accepted() {
+    let key = SigningKey::from_bytes(&[9u8; 32]);
+    let raw = key.verifying_key().to_bytes();
+    let mut der = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    der.extend_from_slice(&raw);
+    let pem = format!(
+        "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(der)
+    );
+    assert_eq!(raw_public_key(&pem), Some(raw));
+}
+
+#[test]
+fn device_tokens_claims_and_grants() {
+    let key = SigningKey::from_bytes(&[5u8; 32]);
+    let now = 2_000_000;
+    let mut p = params(None, "openclaw-control-ui", "webchat");
+    p.auth = Some(ConnectAuth {
+        device_token: Some("dt".into()),
+        ..Default::default()
+    });
+    // The signature's token slot holds the device token when no gateway token is sent.
+    let raw = key.verifying_key().to_bytes();
+    let id = hex(&Sha256::digest(raw));
+    let scopes = p.scopes.clone().unwrap().join(",");
+    let payload = format!("v2|{id}|openclaw-control-ui|webchat|operator|{scopes}|{now}|dt|n1");
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    p.device = Some(json!({"id": id, "publicKey": b64.encode(raw),
+            "signature": b64.encode(key.sign(payload.as_bytes()).to_bytes()), "signedAt": now, "nonce": "n1"}));
+    let claim = match super::authenticate(&p, Some("shared"), "n1", LOCAL, now).unwrap() {
+        Verdict::CheckDeviceToken(c) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((claim.token.as_str(), claim.in_token_field), ("dt", false));
+    let read = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let ok = device_token_grant(
+        &claim,
+        &crate::devices::Presented::Valid(read(&["operator.admin"])),
+    )
+    .unwrap();
+    assert_eq!(ok.method, "device-token");
+    assert!(!ok.issue_device_token);
+    let code = |r: Result<Granted, Box<Refusal>>| {
+        r.unwrap_err().error.details.unwrap()["code"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        code(device_token_grant(
+            &claim,
+            &crate::devices::Presented::Valid(read(&["operator.read"]))
+        )),
+        "AUTH_SCOPE_MISMATCH"
+    );
+    assert_eq!(
+        code(device_token_grant(
+            &claim,
+            &crate::devices::Presented::Mismatch
+        )),
+        "AUTH_DEVICE_TOKEN_MISMATCH"
+    );
+    let fallback = DeviceTokenClaim {
+        in_token_field: true,
+        ..claim.clone()
+    };
+    let e = device_token_grant(&fallback, &crate::devices::Presented::Mismatch).unwrap_err();
+    let d = e.error.details.unwrap();
+    assert_eq!(
+        (d["code"].as_str(), d["canRetryWithDeviceToken"].as_bool()),
+        (Some("AUTH_TOKEN_MISMATCH"), Some(true))
+    );
+    // A device token without a device is refused before any lookup.
+    let mut bare = p.clone();
+    bare.device = None;
+    let e = super::authenticate(&bare, Some("shared"), "n1", LOCAL, now).unwrap_err();
+    assert_eq!(e.error.details.unwrap()["code"], "DEVICE_IDENTITY_REQUIRED");
+    // A forged proof never reaches the store.
+    let mut forged = p.clone();
+    forged.device.as_mut().unwrap()["nonce"] = json!("other");
+    assert!(super::authenticate(&forged, Some("shared"), "n1", LOCAL, now).is_err());
+}
+
+#[test]
+fn who_is_issued_a_device_token() {
+    let key = SigningKey::from_bytes(&[6u8; 32]);
+    let now = 3_000_000;
+    let mut ui = params(Some("t"), "test", "test");
+    sign(&mut ui, &key, "n", now, true);
+    let g = authenticate(&ui, Some("t"), "n", LOCAL, now).unwrap();
+    assert!(g.issue_device_token && g.method == "token");
+    let mut backend = params(Some("t"), "gateway-client", "backend");
+    sign(&mut backend, &key, "n", now, true);
+    assert!(
+        !authenticate(&backend, Some("t"), "n", LOCAL, now)
+            .unwrap()
+            .issue_device_token
+    );
+    let plain = params(Some("t"), "cli", "cli");
+    assert!(
+        !authenticate(&plain, Some("t"), "n", LOCAL, now)
+            .unwrap()
+            .issue_device_token
+    );
+    assert!(
+        !authenticate(&ui, None, "n", LOCAL, now)
+            .unwrap()
+            .issue_device_token,
+        "auth mode none"
+    );
+    let mut boot = params(None, "openclaw-control-ui", "webchat");
+    boot.auth = Some(ConnectAuth {
+        bootstrap_token: Some("b".into()),
+        ..Default::default()
+    });
+    let e = authenticate(&boot, Some("t"), "n", LOCAL, now).unwrap_err();
+    assert_eq!(
+        e.error.details.unwrap()["code"],
+        "AUTH_BOOTSTRAP_TOKEN_INVALID"
+    );
+}
