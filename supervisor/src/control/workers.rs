@@ -512,6 +512,19 @@ impl Control {
                 failures,
                 unsent,
             } => {
+                // Runs that ended while their Submit waited unsent (an abort ends a run at
+                // once) must not run in the next worker: neither they nor their cancels go on.
+                let ended: HashSet<String> = unsent
+                    .iter()
+                    .filter_map(|m| match m {
+                        ControlToWorker::Submit(r)
+                            if !self.runs.get(&r.run_id).is_some_and(|e| e.is_active()) =>
+                        {
+                            Some(r.run_id.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 if let Some(slot) = self
                     .workers
                     .get_mut(&agent_id)
@@ -520,13 +533,11 @@ impl Control {
                     // What never reached the worker waits for the next one, first in line.
                     let carried: Vec<ControlToWorker> = unsent
                         .into_iter()
-                        .filter(|m| {
-                            matches!(
-                                m,
-                                ControlToWorker::Submit(_)
-                                    | ControlToWorker::Session { .. }
-                                    | ControlToWorker::Cancel { .. }
-                            )
+                        .filter(|m| match m {
+                            ControlToWorker::Submit(r) => !ended.contains(&r.run_id),
+                            ControlToWorker::Cancel { run_id, .. } => !ended.contains(run_id),
+                            ControlToWorker::Session { .. } => true,
+                            _ => false,
                         })
                         .collect();
                     for m in carried.iter().rev() {
