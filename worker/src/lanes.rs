@@ -60,14 +60,19 @@ pub enum Found {
 struct Waiting {
     run: SubmitRun,
     collect: bool,
+    /// Arrived in `interrupt` mode: runs before the other waiting messages.
+    interrupt: bool,
     arrived: Instant,
+    /// Arrival order in the lane (waiting messages keep it, R-B3).
+    seq: u64,
 }
 
 struct Running {
     run_id: String,
     steer: mpsc::Sender<SteerMsg>,
-    /// Runs steered into the turn (whether it took them is known when it ends).
-    steered: Vec<SubmitRun>,
+    /// Runs steered into the turn, with their arrival (whether it took them is known when
+    /// it ends).
+    steered: Vec<(SubmitRun, Instant, u64)>,
     /// Runs collected into it or folded into its summary line.
     carried: Vec<String>,
 }
@@ -79,6 +84,8 @@ pub struct Lane {
     running: Option<Running>,
     /// Messages dropped by `summarize` (their text cut to a preview), for the next turn.
     summarized: Vec<SubmitRun>,
+    /// The next arrival's number.
+    next_seq: u64,
 }
 
 impl Lane {
@@ -113,17 +120,21 @@ impl Lane {
     /// A message arrives (R-B3).
     pub fn arrive(&mut self, run: SubmitRun, now: Instant) -> Vec<Effect> {
         let policy = run.queue.unwrap_or(UNBOUNDED_FOLLOWUP);
+        let seq = self.next_seq;
+        self.next_seq += 1;
         if self.is_idle() {
             self.queue.push_back(Waiting {
                 run,
                 collect: false,
+                interrupt: false,
                 arrived: now,
+                seq,
             });
             return Vec::new();
         }
         let mut effects = Vec::new();
         let run = match policy.mode {
-            QueueMode::Steer => match self.steer(run) {
+            QueueMode::Steer => match self.steer(run, now, seq) {
                 None => return effects,
                 // The turn cannot take it (it is not running, or its queue is full): it
                 // runs after.
@@ -147,7 +158,7 @@ impl Lane {
                     return effects;
                 }
                 QueueDrop::Old => {
-                    if let Some(old) = self.queue.pop_front() {
+                    if let Some(old) = self.pop_oldest() {
                         effects.push(Effect::Dropped {
                             run_id: old.run.run_id,
                             error: why("old"),
@@ -155,7 +166,7 @@ impl Lane {
                     }
                 }
                 QueueDrop::Summarize => {
-                    if let Some(mut old) = self.queue.pop_front() {
+                    if let Some(mut old) = self.pop_oldest() {
                         if self.summarized.len() >= MAX_SUMMARIZED {
                             let first = self.summarized.remove(0);
                             effects.push(Effect::Dropped {
@@ -169,27 +180,50 @@ impl Lane {
                 }
             }
         }
+        let interrupt = policy.mode == QueueMode::Interrupt;
         let waiting = Waiting {
             collect: policy.mode == QueueMode::Collect,
+            interrupt,
             run,
             arrived: now,
+            seq,
         };
-        if policy.mode == QueueMode::Interrupt {
+        if interrupt {
             // Only a message that is kept interrupts the turn.
             if let Some(r) = &self.running {
                 effects.push(Effect::Interrupt {
                     run_id: r.run_id.clone(),
                 });
             }
-            self.queue.push_front(waiting);
-        } else {
-            self.queue.push_back(waiting);
         }
+        self.insert(waiting);
         effects
     }
 
+    /// Puts a waiting message in its place: interrupting messages first, in arrival order,
+    /// then the others in arrival order.
+    fn insert(&mut self, w: Waiting) {
+        let lead = self.queue.iter().take_while(|q| q.interrupt).count();
+        let at = if w.interrupt {
+            lead
+        } else {
+            self.queue
+                .iter()
+                .skip(lead)
+                .position(|q| q.seq > w.seq)
+                .map_or(self.queue.len(), |i| lead + i)
+        };
+        self.queue.insert(at, w);
+    }
+
+    /// The waiting message that arrived first.
+    fn pop_oldest(&mut self) -> Option<Waiting> {
+        let (i, _) = self.queue.iter().enumerate().min_by_key(|(_, w)| w.seq)?;
+        self.queue.remove(i)
+    }
+
     /// Hands `run`'s message to the running turn; gives it back if there is none to take it.
-    fn steer(&mut self, run: SubmitRun) -> Option<SubmitRun> {
+    fn steer(&mut self, run: SubmitRun, now: Instant, seq: u64) -> Option<SubmitRun> {
         let Some(r) = self.running.as_mut() else {
             return Some(run);
         };
@@ -204,7 +238,7 @@ impl Lane {
         };
         match r.steer.try_send(SteerMsg::Add(s)) {
             Ok(()) => {
-                r.steered.push(run);
+                r.steered.push((run, now, seq));
                 None
             }
             Err(_) => Some(run),
@@ -292,25 +326,25 @@ impl Lane {
 
     /// The running turn ended; `taken`: the steered runs it took. Returns the runs that end
     /// with its outcome. Steered messages it did not take wait at the front, in order.
-    pub fn finished(&mut self, taken: &[String], now: Instant) -> Vec<String> {
+    pub fn finished(&mut self, taken: &[String]) -> Vec<String> {
         let Some(r) = self.running.take() else {
             return Vec::new();
         };
         let mut carried = Vec::new();
-        let mut back = Vec::new();
-        for s in r.steered {
-            if taken.contains(&s.run_id) {
-                carried.push(s.run_id);
+        for (run, arrived, seq) in r.steered {
+            if taken.contains(&run.run_id) {
+                carried.push(run.run_id);
             } else {
-                back.push(s);
+                // Back in its arrival place: after interrupting messages, before those that
+                // came after it.
+                self.insert(Waiting {
+                    run,
+                    collect: false,
+                    interrupt: false,
+                    arrived,
+                    seq,
+                });
             }
-        }
-        for run in back.into_iter().rev() {
-            self.queue.push_front(Waiting {
-                run,
-                collect: false,
-                arrived: now,
-            });
         }
         carried.extend(r.carried);
         carried
@@ -331,7 +365,7 @@ impl Lane {
         };
         // Part of the running turn: only this message leaves it (the turn goes on for the
         // others). A steered one the turn has not recorded yet is taken back from it.
-        if let Some(pos) = r.steered.iter().position(|s| s.run_id == run_id) {
+        if let Some(pos) = r.steered.iter().position(|(s, _, _)| s.run_id == run_id) {
             r.steered.remove(pos);
             let _ = r.steer.try_send(SteerMsg::Drop(run_id.to_owned()));
             return Found::Removed;

@@ -757,7 +757,7 @@ impl Worker {
         let mut carried = Vec::new();
         let mut aborted = Vec::new();
         if let Some(lane) = self.lanes.get_mut(&done.session_key) {
-            carried = lane.finished(&done.steered, Instant::now());
+            carried = lane.finished(&done.steered);
             if stopping {
                 // Steered messages the turn did not take have no turn left to run in.
                 aborted = lane.take_waiting();

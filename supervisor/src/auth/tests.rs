@@ -1,4 +1,3 @@
-
 use super::*;
 use ed25519_dalek::{Signer, SigningKey};
 use ipc::gateway::{ClientInfo, ConnectAuth};

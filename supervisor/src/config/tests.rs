@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn load(text: &str) -> Result<Config, ConfigError> {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn run(id: &str) -> NewRun {

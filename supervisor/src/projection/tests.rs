@@ -1,4 +1,3 @@
-
 use super::*;
 use ipc::control::{Payload, Usage};
 use serde_json::json;

@@ -1,4 +1,3 @@
-
 use super::*;
 use ipc::control::{Lifecycle, RunEvent, RunStatus, RunTerminal};
 

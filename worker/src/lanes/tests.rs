@@ -56,9 +56,9 @@ fn followups_run_in_order_after_the_turn_r_b3() {
     lane.arrive(followup("b"), t0);
     lane.arrive(followup("c"), t0);
     assert!(lane.next(t0).unwrap().is_none(), "one turn at a time");
-    assert!(lane.finished(&[], t0).is_empty());
+    assert!(lane.finished(&[]).is_empty());
     assert_eq!(start(&mut lane, t0).run.run_id, "b");
-    lane.finished(&[], t0);
+    lane.finished(&[]);
     assert_eq!(start(&mut lane, t0).run.run_id, "c");
 }
 
@@ -76,7 +76,7 @@ fn steer_hands_the_message_to_the_running_turn_and_takes_back_what_it_did_not_re
     };
     assert_eq!(b.text, "message b");
     // The turn recorded b only: b ends with its outcome, c runs after it.
-    assert_eq!(lane.finished(&["b".into()], t0), vec!["b".to_owned()]);
+    assert_eq!(lane.finished(&["b".into()]), vec!["b".to_owned()]);
     assert_eq!(start(&mut lane, t0).run.run_id, "c");
 }
 
@@ -99,7 +99,7 @@ fn collect_coalesces_after_the_quiet_window_r_b3() {
     for (id, at) in [("b", 10), ("c", 200), ("d", 400)] {
         lane.arrive(run(id, QueueMode::Collect, 20, QueueDrop::Old), ms(at));
     }
-    lane.finished(&[], ms(450));
+    lane.finished(&[]);
     assert_eq!(
         lane.next(ms(450)).err(),
         Some(ms(900)),
@@ -110,10 +110,7 @@ fn collect_coalesces_after_the_quiet_window_r_b3() {
     for text in ["message b", "message c", "message d", "Queued #3"] {
         assert!(s.run.message.contains(text), "{}", s.run.message);
     }
-    assert_eq!(
-        lane.finished(&[], ms(950)),
-        vec!["c".to_owned(), "d".to_owned()]
-    );
+    assert_eq!(lane.finished(&[]), vec!["c".to_owned(), "d".to_owned()]);
     assert!(lane.is_idle());
 }
 
@@ -126,13 +123,13 @@ fn interrupt_aborts_the_turn_and_runs_next_r_b3() {
     lane.arrive(followup("b"), t0);
     let e = lane.arrive(run("c", QueueMode::Interrupt, 20, QueueDrop::Old), t0);
     assert_eq!(e, vec![Effect::Interrupt { run_id: "a".into() }]);
-    lane.finished(&[], t0);
+    lane.finished(&[]);
     assert_eq!(
         start(&mut lane, t0).run.run_id,
         "c",
         "the newest runs first"
     );
-    lane.finished(&[], t0);
+    lane.finished(&[]);
     assert_eq!(start(&mut lane, t0).run.run_id, "b");
 }
 
@@ -169,7 +166,7 @@ fn a_full_queue_drops_by_policy_r_b3() {
     assert!(lane
         .arrive(run("d", QueueMode::Followup, 2, QueueDrop::Summarize), t0)
         .is_empty());
-    lane.finished(&[], t0);
+    lane.finished(&[]);
     let s = start(&mut lane, t0);
     assert_eq!(s.run.run_id, "c");
     assert!(
@@ -179,7 +176,7 @@ fn a_full_queue_drops_by_policy_r_b3() {
     );
     assert!(s.run.message.contains("- message b\n"));
     assert!(s.run.message.ends_with("message c"));
-    assert_eq!(lane.finished(&[], t0), vec!["b".to_owned()]);
+    assert_eq!(lane.finished(&[]), vec!["b".to_owned()]);
 }
 
 /// A cancelled steered or collected message leaves the turn alone: the turn goes on for
@@ -194,7 +191,7 @@ fn cancelling_a_carried_message_leaves_the_turn_to_the_others_r_b3() {
     assert_eq!(lane.cancel("b"), Found::Removed);
     assert!(matches!(a.steer.try_recv(), Ok(SteerMsg::Add(_))));
     assert!(matches!(a.steer.try_recv(), Ok(SteerMsg::Drop(id)) if id == "b"));
-    assert!(lane.finished(&[], t0).is_empty(), "not carried");
+    assert!(lane.finished(&[]).is_empty(), "not carried");
     assert!(lane.is_idle(), "and not run again");
 }
 
@@ -209,11 +206,11 @@ fn a_summary_whose_followers_were_cancelled_still_runs() {
     lane.arrive(run("b", QueueMode::Followup, 1, QueueDrop::Summarize), t0);
     lane.arrive(run("c", QueueMode::Followup, 1, QueueDrop::Summarize), t0);
     assert_eq!(lane.cancel("c"), Found::Removed);
-    lane.finished(&[], t0);
+    lane.finished(&[]);
     let s = start(&mut lane, t0);
     assert_eq!(s.run.run_id, "b");
     assert!(s.run.message.contains("- message b"), "{}", s.run.message);
-    assert!(lane.finished(&[], t0).is_empty());
+    assert!(lane.finished(&[]).is_empty());
     assert!(lane.is_idle());
 }
 
@@ -248,4 +245,54 @@ fn cancel_finds_waiting_and_carried_runs() {
     assert_eq!(lane.cancel("zz"), Found::NotHere);
     lane.arrive(followup("c"), t0);
     assert_eq!(lane.take_waiting(), vec!["c".to_owned()]);
+}
+
+/// The order the lane runs its waiting messages in.
+fn order(lane: &mut Lane, now: Instant) -> Vec<String> {
+    let mut ids = Vec::new();
+    while let Ok(Some(s)) = lane.next(now) {
+        ids.push(s.run.run_id.clone());
+        lane.finished(&[]);
+    }
+    ids
+}
+
+/// Waiting messages keep their arrival order (review M6): interrupting ones run first, the
+/// older before the newer; a steered message the turn declined goes back to its arrival
+/// place, not in front of older followups nor of an interrupting message.
+#[test]
+fn waiting_messages_keep_arrival_order_r_b3() {
+    let t0 = Instant::now();
+    let interrupt = |id| run(id, QueueMode::Interrupt, 20, QueueDrop::Old);
+    let steer = |id| run(id, QueueMode::Steer, 20, QueueDrop::Old);
+
+    // Two interrupts: the older runs first, both before the followup.
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let _a = start(&mut lane, t0);
+    lane.arrive(followup("f"), t0);
+    lane.arrive(interrupt("i1"), t0);
+    lane.arrive(interrupt("i2"), t0);
+    lane.finished(&[]);
+    assert_eq!(order(&mut lane, t0), ["i1", "i2", "f"]);
+
+    // A followup, then a steered message the turn declines: the followup first.
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let _a = start(&mut lane, t0);
+    lane.arrive(followup("f1"), t0);
+    lane.arrive(steer("s2"), t0);
+    lane.arrive(followup("f3"), t0);
+    lane.finished(&[]);
+    assert_eq!(order(&mut lane, t0), ["f1", "s2", "f3"]);
+
+    // Steered, then an interrupt: the interrupting message runs next, then the declined one.
+    let mut lane = Lane::default();
+    lane.arrive(followup("a"), t0);
+    let _a = start(&mut lane, t0);
+    lane.arrive(steer("s"), t0);
+    let fx = lane.arrive(interrupt("i"), t0);
+    assert_eq!(fx, [Effect::Interrupt { run_id: "a".into() }]);
+    lane.finished(&[]);
+    assert_eq!(order(&mut lane, t0), ["i", "s"]);
 }

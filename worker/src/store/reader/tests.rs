@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::store::{BeginRun, Compaction, FinishRun, NewMessage, Role, Writer};
 use ipc::control::RunStatus;
