@@ -436,6 +436,7 @@ async fn relay(
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
+        last_finished: None,
     };
     let mut exit: Option<std::io::Result<ExitStatus>> = None;
     loop {
@@ -552,6 +553,9 @@ struct Relay {
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
     closing: bool,
+    /// The run and session of the last `Finished` handed on: the runs a turn carried follow
+    /// it at once (the worker sends them right after), in its session.
+    last_finished: Option<(String, String)>,
 }
 
 impl Relay {
@@ -567,7 +571,28 @@ impl Relay {
                 }
                 &ev.run_id
             }
-            WorkerToControl::Finished(t) => &t.run_id,
+            WorkerToControl::Finished(t) => {
+                // A collected or summarized run never started on the wire: it belongs to
+                // its carrier's session, behind the carrier's terminal.
+                if let Some(carrier) = t.carried_by.as_deref().filter(|_| {
+                    !self.runs.contains_key(&t.run_id)
+                        && self.gates.session_of_held_run(&t.run_id).is_none()
+                }) {
+                    let session = self
+                        .runs
+                        .get(carrier)
+                        .map(|st| st.session_key.clone())
+                        .or_else(|| self.gates.session_of_held_run(carrier).map(str::to_owned))
+                        .or_else(|| {
+                            self.last_finished
+                                .as_ref()
+                                .filter(|(id, _)| id == carrier)
+                                .map(|(_, s)| s.clone())
+                        });
+                    return session.map(|s| (s, t.run_id.clone()));
+                }
+                &t.run_id
+            }
             _ => return None,
         };
         let session = match self.runs.get(run_id) {
@@ -595,6 +620,9 @@ impl Relay {
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
+                self.last_finished = session
+                    .as_ref()
+                    .map(|(key, _)| (t.run_id.clone(), key.clone()));
                 // Ended by the gateway already (an abort): its terminal went out then. The
                 // control actor settles the run in the hub once it has handled this terminal
                 // (an abort it handles first still numbers its terminal after what was seen).

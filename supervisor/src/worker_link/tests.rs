@@ -41,6 +41,7 @@ async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
+        last_finished: None,
     };
     let mut gates = Vec::new();
     for run in ["k", "k1", "k2"] {
@@ -91,6 +92,7 @@ async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
+        last_finished: None,
     };
     assert!(relay.handle(lifecycle("p", 1, Phase::Start)).await);
     let mut t = RunTerminal::without_work(
@@ -121,4 +123,62 @@ async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
     assert!(texts[1].contains("\"state\":\"error\""), "{texts:?}");
     // The control actor settles it once it has handled the terminal.
     assert!(relay.hub.has_started("p"));
+}
+
+/// A collected run's `Finished` (it never started on the wire) waits in its carrier's
+/// session behind the previous run's gate, after the carrier's (review L3): it used to pass
+/// the gate and reach clients before the terminals it follows.
+#[tokio::test]
+async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut relay = Relay {
+        metrics: crate::metrics::Metrics::new(),
+        hub: EventHub::new(),
+        agent_id: "main".into(),
+        generation: 1,
+        events: tx,
+        runs: HashMap::new(),
+        gates: SessionGates::new(),
+        closing: false,
+        last_finished: None,
+    };
+    // Run p ends; its terminal is still being written (its gate stays closed).
+    for msg in [
+        lifecycle("p", 1, Phase::Start),
+        lifecycle("p", 2, Phase::End),
+        finished("p"),
+    ] {
+        assert!(relay.handle(msg).await);
+    }
+    let mut gates = Vec::new();
+    while let Ok(LinkEvent::Message { deferred, .. }) = rx.try_recv() {
+        gates.extend(deferred.gate);
+    }
+    assert_eq!(gates.len(), 1);
+    // The collected turn c (carrying c2) runs and ends meanwhile.
+    let mut carried = RunTerminal::without_work("c2", RunStatus::Ok, 9, String::new(), None);
+    carried.error = None;
+    carried.carried_by = Some("c".into());
+    for msg in [
+        lifecycle("c", 1, Phase::Start),
+        lifecycle("c", 2, Phase::End),
+        finished("c"),
+        WorkerToControl::Finished(carried),
+    ] {
+        assert!(relay.handle(msg).await);
+    }
+    assert!(
+        rx.try_recv().is_err(),
+        "all of the session waits behind p's gate"
+    );
+    drop(gates);
+    let (_, held) = relay.gates.next_open().await.expect("the gate opens");
+    let order: Vec<String> = held
+        .iter()
+        .filter_map(|m| match m {
+            WorkerToControl::Finished(t) => Some(t.run_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["c", "c2"]);
 }
