@@ -34,7 +34,7 @@ pub enum DbError {
 /// The schema version [`migrate`] brings a database to.
 const SCHEMA_VERSION: i64 = 8;
 /// `allow-always` exec patterns kept per agent at most.
-const MAX_ALLOWED_PER_AGENT: i64 = 1000;
+pub const MAX_ALLOWED_PER_AGENT: i64 = 1000;
 
 impl From<dbwriter::QueueError> for DbError {
     fn from(e: dbwriter::QueueError) -> Self {

@@ -263,6 +263,14 @@ impl Control {
         if list.contains(&pattern) {
             return;
         }
+        // As many as the gateway db keeps: beyond it the command was allowed once only.
+        if list.len() as i64 >= crate::gatewaydb::MAX_ALLOWED_PER_AGENT {
+            tracing::warn!(
+                agent = agent_id,
+                "The agent has the most allow-always patterns kept; this one was allowed once only (revoke some with `loopgate approvals revoke`)."
+            );
+            return;
+        }
         list.push(pattern.clone());
         let db = self.deps.db.clone();
         let agent = agent_id.to_owned();
