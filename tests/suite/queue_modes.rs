@@ -163,6 +163,27 @@ async fn collected_messages_run_as_one_turn_r_b3() {
     for id in ["co-2", "co-3", "co-4"] {
         assert!(last.contains(&format!("message {id}")), "{last}");
     }
+    // Each collected message has its receipt: the carrier's recorded user message.
+    let h = c
+        .call(
+            "chat.history",
+            json!({"sessionKey": "co", "inputRunIds": ["co-2", "co-3", "co-4"]}),
+        )
+        .await;
+    let receipts = h["payload"]["inputReceipts"]
+        .as_array()
+        .expect("receipts")
+        .clone();
+    assert_eq!(receipts.len(), 3, "{h}");
+    let entries: Vec<&Value> = receipts.iter().map(|r| &r["consumedByEventId"]).collect();
+    assert!(entries[0].is_string(), "{h}");
+    assert!(
+        entries.iter().all(|e| *e == entries[0]),
+        "one entry for the three: {h}"
+    );
+    for r in &receipts {
+        assert_eq!(r["state"], "consumed", "{h}");
+    }
 }
 
 /// `interrupt`: the running turn ends aborted with stop reason `interrupt`, the newest
@@ -331,6 +352,9 @@ async fn aborting_a_steered_message_leaves_its_turn_alone_r_b3() {
         .await;
     assert_eq!(r["payload"]["runIds"], json!(["sa-2"]), "{r}");
     assert_eq!(c.res(&second).await["payload"]["summary"], "aborted");
+    // The worker has handled the cancel once it answers a later question on the same link
+    // (the abort is terminal at once for clients, before the worker hears of it).
+    c.call("diagnostics.lanes", json!({})).await;
     gw.model.release();
     let f1 = c.res(&first).await;
     assert_eq!(f1["payload"]["status"], "ok", "the turn went on: {f1}");

@@ -46,6 +46,8 @@ pub enum Effect {
 pub struct Start {
     pub run: SubmitRun,
     pub steer: mpsc::Receiver<SteerMsg>,
+    /// Runs whose messages `run`'s message carries (collected, summarized).
+    pub carried: Vec<String>,
 }
 
 /// Where a run to cancel was.
@@ -319,9 +321,13 @@ impl Lane {
             run_id: run.run_id.clone(),
             steer: tx,
             steered: Vec::new(),
-            carried,
+            carried: carried.clone(),
         });
-        Start { run, steer: rx }
+        Start {
+            run,
+            steer: rx,
+            carried,
+        }
     }
 
     /// The running turn ended; `taken`: the steered runs it took. Returns the runs that end

@@ -649,7 +649,11 @@ impl Worker {
     }
 
     fn start(&mut self, start: lanes::Start) {
-        let lanes::Start { run, steer } = start;
+        let lanes::Start {
+            run,
+            steer,
+            carried,
+        } = start;
         let (cancel_tx, cancel_rx) = watch::channel(None);
         if self.drain_expired || self.orphan_deadline.is_some() {
             let _ = cancel_tx.send(Some(StopReason::Restart));
@@ -675,6 +679,7 @@ impl Worker {
             steer,
             decide_rx,
             probe.clone(),
+            carried,
         ));
         let inner_abort = inner.abort_handle();
         let was_forced = forced.clone();

@@ -68,6 +68,7 @@ pub async fn drive(
     mut steer: mpsc::Receiver<SteerMsg>,
     mut decisions: mpsc::Receiver<Decided>,
     probe: Arc<crate::diagnostics::Probe>,
+    carried: Vec<String>,
 ) -> Driven {
     let approval_ms = ctx
         .spec
@@ -125,6 +126,7 @@ pub async fn drive(
             accepted_at: run.accepted_at,
             started_at: turn.started_at(),
             user_text: run.message.clone(),
+            carried,
         })
         .await;
     // The user message, told to clients once the run has started.
@@ -357,6 +359,19 @@ pub async fn drive(
                     if matches!(ev, LlmEvent::Done(_)) {
                         if let Some(p) = calling.take() {
                             ctx.model_request(&p, "ok");
+                        }
+                        // The response is over: steered messages already sent (and ones
+                        // taken back by an abort) count before the turn moves on, whichever
+                        // channel was read first.
+                        while let Ok(m) = steer.try_recv() {
+                            match m {
+                                SteerMsg::Add(s) if turn.accepts_steering() => {
+                                    steered_start(&ctx, &run.session_key, s.run_id.clone()).await;
+                                    pending.push_back(Input::Steer(s));
+                                }
+                                SteerMsg::Add(_) => {}
+                                SteerMsg::Drop(id) => turn.unsteer(&id),
+                            }
                         }
                     }
                     Input::Model(ev)

@@ -163,6 +163,9 @@ pub struct BeginRun {
     pub accepted_at: u64,
     pub started_at: u64,
     pub user_text: String,
+    /// Runs whose messages this one's user text carries (collected, summarized): their
+    /// receipts point at it.
+    pub carried: Vec<String>,
 }
 
 /// A run is ending: record its outcome (and the assistant message, fenced) and release the

@@ -427,11 +427,20 @@ fn display(
         "SELECT entry_id FROM transcript
          WHERE run_id = ?1 AND role = 'user' AND session_id = ?2 LIMIT 1",
     )?;
+    let mut alias = conn
+        .prepare_cached("SELECT entry_id FROM input_alias WHERE run_id = ?1 AND session_id = ?2")?;
     for run_id in input_run_ids.iter().take(MAX_INPUT_RUN_IDS) {
-        if let Some(entry_id) = find
+        let own = find
             .query_row(params![run_id, b.session_id], |r| r.get::<_, String>(0))
-            .optional()?
-        {
+            .optional()?;
+        // A collected or summarized message: recorded within its carrier's.
+        let found = match own {
+            Some(e) => Some(e),
+            None => alias
+                .query_row(params![run_id, b.session_id], |r| r.get::<_, String>(0))
+                .optional()?,
+        };
+        if let Some(entry_id) = found {
             consumed.push(InputConsumed {
                 run_id: run_id.clone(),
                 entry_id,

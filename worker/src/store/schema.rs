@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
     let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
@@ -116,6 +116,21 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
              CREATE INDEX transcript_user_run ON transcript(run_id)
                 WHERE role = 'user' AND run_id IS NOT NULL;
              PRAGMA user_version = 5;
+             COMMIT;",
+        )?;
+    }
+    if version < 6 {
+        // v6: runs whose message a collected or summarized turn recorded as part of its own
+        // (R-B3): their `inputRunIds` receipt is the carrier's user message.
+        conn.execute_batch(
+            "BEGIN;
+             CREATE TABLE input_alias(
+                run_id TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                entry_id TEXT NOT NULL
+             ) STRICT;
+             CREATE INDEX input_alias_session ON input_alias(session_id);
+             PRAGMA user_version = 6;
              COMMIT;",
         )?;
     }

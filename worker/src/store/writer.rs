@@ -492,6 +492,8 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
     if delete_transcript {
         c.prepare_cached("DELETE FROM transcript WHERE session_id = ?1")?
             .execute(params![session_id])?;
+        c.prepare_cached("DELETE FROM input_alias WHERE session_id = ?1")?
+            .execute(params![session_id])?;
     }
     c.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")?
         .execute(params![session_key])?;
@@ -535,6 +537,12 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool, Appended), Store
     ])?;
     let user = NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at);
     let appended = append(c, &session_id, Some(&b.run_id), &user)?;
+    let mut alias = c.prepare_cached(
+        "INSERT OR REPLACE INTO input_alias(run_id, session_id, entry_id) VALUES (?1, ?2, ?3)",
+    )?;
+    for carried in &b.carried {
+        alias.execute(params![carried, session_id, appended.entry_id])?;
+    }
     Ok((session_id, previous.is_none(), appended))
 }
 

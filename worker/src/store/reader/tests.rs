@@ -12,6 +12,7 @@ async fn turn(w: &Writer, run: &str, with_tool: bool) -> i64 {
         accepted_at: 1,
         started_at: 2,
         user_text: format!("question {run}"),
+        carried: Vec::new(),
     })
     .await
     .unwrap();
@@ -101,6 +102,7 @@ async fn cached_history_equals_a_full_read() {
         accepted_at: 1,
         started_at: 2,
         user_text: "compact me".into(),
+        carried: Vec::new(),
     })
     .await
     .unwrap();

@@ -8,6 +8,7 @@ fn begin_req(run: &str) -> BeginRun {
         accepted_at: 1,
         started_at: 2,
         user_text: format!("hello from {run}"),
+        carried: Vec::new(),
     }
 }
 
