@@ -114,8 +114,39 @@ impl Activity {
     }
 }
 
-/// Why a session got its class, in words a log can carry (`model_call`, `owner_gone`, ...).
+/// Why a session got its class, in words a log can carry (OpenClaw's, [`reasons`]).
 pub type Reason = String;
+
+/// The reasons a session is classified with (OpenClaw's words).
+pub mod reasons {
+    pub const MODEL_CALL_WITHOUT_PROGRESS: &str = "active_model_call_without_progress";
+    pub const WORK_WITHOUT_PROGRESS: &str = "active_work_without_progress";
+    pub const BLOCKED_TOOL_CALL: &str = "blocked_tool_call";
+    pub const PROVIDER_RETRY_WAIT: &str = "provider_retry_wait";
+    pub const HUMAN_INPUT_WAIT: &str = "human_input_wait";
+    pub const STALE_SESSION_STATE: &str = "stale_session_state";
+    pub const QUEUED_WORK_WITHOUT_RUN: &str = "queued_work_without_active_run";
+    pub const ALL: &[&str] = &[
+        MODEL_CALL_WITHOUT_PROGRESS,
+        WORK_WITHOUT_PROGRESS,
+        BLOCKED_TOOL_CALL,
+        PROVIDER_RETRY_WAIT,
+        HUMAN_INPUT_WAIT,
+        STALE_SESSION_STATE,
+        QUEUED_WORK_WITHOUT_RUN,
+    ];
+}
+
+/// OpenClaw's `classification` of a report: `long_running`, `stalled_agent_run`,
+/// `blocked_tool_call` or `stale_session_state`.
+pub fn classification(class: SessionClass, reason: &str) -> &'static str {
+    match (class, reason) {
+        (SessionClass::Stuck, _) => "stale_session_state",
+        (SessionClass::Stalled, reasons::BLOCKED_TOOL_CALL) => "blocked_tool_call",
+        (SessionClass::Stalled, _) => "stalled_agent_run",
+        _ => "long_running",
+    }
+}
 
 /// One classification of one session (sent when it changes, and again with back-off while
 /// the session stays the same).
@@ -234,7 +265,7 @@ fn one_line(text: &str, max: usize) -> String {
     let mut count = 0usize;
     let mut space = false;
     for c in text.chars() {
-        let c = if c.is_control() || is_bidi(c) || c.is_whitespace() {
+        let c = if crate::text::is_unshowable(c) || c.is_whitespace() {
             ' '
         } else {
             c
@@ -257,18 +288,6 @@ fn one_line(text: &str, max: usize) -> String {
         out.pop();
     }
     out
-}
-
-/// `text` safe to print on a terminal: control and bidi characters shown as `?` (session
-/// keys and run ids are chosen by clients).
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() || is_bidi(c) { '?' } else { c })
-        .collect()
-}
-
-fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //!   clients) over the supervisor's listeners.
 //! - [`approval`]: exec approval requests and decisions across the control link.
 //! - [`diagnostics`]: stuck-session policy, lane reports and recoveries (R-I1..R-I3).
+//! - [`text`]: what would hide or fake text shown to a person (control, bidi).
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
@@ -26,6 +27,7 @@ pub mod gateway;
 pub mod metrics;
 pub mod queue;
 pub mod session_ops;
+pub mod text;
 pub mod thinking;
 pub mod version;
 

@@ -283,7 +283,10 @@ impl Metrics {
     pub fn classified(&self, agent: &str, class: SessionClass, reason: &str) {
         let mut l = agent_l(agent);
         l.push(("state", class.short().to_owned()));
-        l.push(("reason", bounded(reason, DIAG_REASONS).to_owned()));
+        l.push((
+            "reason",
+            bounded(reason, ipc::diagnostics::reasons::ALL).to_owned(),
+        ));
         self.0.diagnostics.get_or_create(&l).inc();
     }
 
@@ -394,15 +397,6 @@ const RETRY_REASONS: &[&str] = &[
     "overloaded",
     "network",
     "timeout",
-];
-const DIAG_REASONS: &[&str] = &[
-    "active_model_call_without_progress",
-    "active_work_without_progress",
-    "blocked_tool_call",
-    "provider_retry_wait",
-    "human_input_wait",
-    "stale_session_state",
-    "queued_work_without_active_run",
 ];
 const RECOVERY_STATUSES: &[&str] = &[
     "aborted",

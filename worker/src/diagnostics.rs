@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use ipc::diagnostics::{Activity, DiagnosticsPolicy, RecoveryAction, SessionClass};
+use ipc::diagnostics::{reasons, Activity, DiagnosticsPolicy, RecoveryAction, SessionClass};
 
 /// What a running run's driver tells the diagnostics: progress and what it is doing. Shared
 /// between the driver and the worker's main loop; lock-free.
@@ -229,7 +229,7 @@ impl Tracker {
                 // The lane still says running and nothing drives the run: stale bookkeeping.
                 return Some(Verdict {
                     class: SessionClass::Stuck,
-                    reason: "stale_session_state",
+                    reason: reasons::STALE_SESSION_STATE,
                     activity: run.activity,
                     idle,
                     recovery: Some(RecoveryAction::ReleaseLane),
@@ -252,22 +252,22 @@ impl Tracker {
             };
             return Some(match run.activity {
                 // Protected: an operator decides, within the approval's own timeout.
-                Activity::Approval => long("human_input_wait"),
+                Activity::Approval => long(reasons::HUMAN_INPUT_WAIT),
                 // Bounded by the retry policy itself.
-                Activity::Backoff => long("provider_retry_wait"),
+                Activity::Backoff => long(reasons::PROVIDER_RETRY_WAIT),
                 // Slow or non-streaming providers are not stalled before the abort threshold.
-                Activity::ModelCall if past_abort => stalled("active_work_without_progress"),
-                Activity::ModelCall => long("active_model_call_without_progress"),
-                Activity::ToolCall => stalled("blocked_tool_call"),
+                Activity::ModelCall if past_abort => stalled(reasons::WORK_WITHOUT_PROGRESS),
+                Activity::ModelCall => long(reasons::MODEL_CALL_WITHOUT_PROGRESS),
+                Activity::ToolCall => stalled(reasons::BLOCKED_TOOL_CALL),
                 // Nothing in flight and no progress: active work that stopped.
-                _ => stalled("active_work_without_progress"),
+                _ => stalled(reasons::WORK_WITHOUT_PROGRESS),
             });
         }
         if let Some((_, since)) = &s.stale_claim {
             let idle = now.saturating_duration_since(*since);
             return (idle >= warn).then_some(Verdict {
                 class: SessionClass::Stuck,
-                reason: "stale_session_state",
+                reason: reasons::STALE_SESSION_STATE,
                 activity: Activity::Claim,
                 idle,
                 recovery: Some(RecoveryAction::ReleaseClaim),
@@ -277,7 +277,7 @@ impl Tracker {
             let idle = now.saturating_duration_since(since);
             return (idle >= warn).then_some(Verdict {
                 class: SessionClass::Stuck,
-                reason: "queued_work_without_active_run",
+                reason: reasons::QUEUED_WORK_WITHOUT_RUN,
                 activity: Activity::Queued,
                 idle,
                 recovery: Some(RecoveryAction::Reschedule),

@@ -593,12 +593,7 @@ fn log_report(r: &LaneReport, last_assistant: Option<&str>) {
         SessionClass::LongRunning => "none",
         _ => "checking",
     };
-    let classification = match (r.class, r.reason.as_str()) {
-        (SessionClass::Stuck, _) => "stale_session_state",
-        (SessionClass::Stalled, "blocked_tool_call") => "blocked_tool_call",
-        (SessionClass::Stalled, _) => "stalled_agent_run",
-        _ => "long_running",
-    };
+    let classification = ipc::diagnostics::classification(r.class, &r.reason);
     macro_rules! line {
         ($level:ident) => {
             tracing::$level!(

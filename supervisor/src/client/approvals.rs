@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use ipc::diagnostics::printable;
 use ipc::gateway::{
     ExecAllowlistRemoveParams, ExecAllowlistRemoveResult, ExecAllowlistResult, ExecApproval,
     ExecApprovalResolveParams, Method,
 };
+use ipc::text::printable;
 
 use super::{emit, fail, Client};
 

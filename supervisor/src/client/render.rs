@@ -1,7 +1,7 @@
 //! Human-readable rendering of CLI replies.
 
-use ipc::diagnostics::printable;
 use ipc::gateway::{DiagnosticsLanes, StatusResult};
+use ipc::text::printable;
 
 fn dur(ms: u64) -> String {
     let s = ms / 1000;

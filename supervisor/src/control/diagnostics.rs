@@ -25,7 +25,7 @@ impl Control {
             session_key: r.session_key,
             age_ms: r.idle_ms,
             queue_depth: r.queue_depth,
-            classification: classification(r.class, &r.reason).to_owned(),
+            classification: ipc::diagnostics::classification(r.class, &r.reason).to_owned(),
             reason: r.reason,
             active_work_kind: r.activity.as_str().to_owned(),
             run_id: r.run_id,
@@ -67,15 +67,5 @@ impl Control {
             &Deferred::event(ipc::gateway::events::DIAGNOSTIC, ev)
                 .for_scope(crate::gateway::scopes::READ),
         );
-    }
-}
-
-/// OpenClaw's `classification` of a report.
-fn classification(class: SessionClass, reason: &str) -> &'static str {
-    match (class, reason) {
-        (SessionClass::Stuck, _) => "stale_session_state",
-        (SessionClass::Stalled, "blocked_tool_call") => "blocked_tool_call",
-        (SessionClass::Stalled, _) => "stalled_agent_run",
-        _ => "long_running",
     }
 }

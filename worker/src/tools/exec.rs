@@ -85,10 +85,7 @@ pub fn plan(
 /// Characters that would make a command look different to the operator asked to approve it
 /// (terminal escapes, line breaks, bidirectional overrides).
 fn unshowable(command: &str) -> bool {
-    command.chars().any(|c| {
-        c.is_control()
-            || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-    })
+    command.chars().any(ipc::text::is_unshowable)
 }
 
 fn allowlisted(policy: &ExecPolicy, argv: &[String]) -> bool {
