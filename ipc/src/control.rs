@@ -903,6 +903,10 @@ pub struct RunTerminal {
     /// outcome is that turn's.
     #[serde(default)]
     pub carried_by: Option<String>,
+    /// Since: protocol v2 (additive). A carried run's session (it never started on the
+    /// wire, so the supervisor cannot know it otherwise); `None` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
 }
 
 impl RunTerminal {
@@ -931,6 +935,7 @@ impl RunTerminal {
             source_reply_delivered: false,
             fallbacks: 0,
             carried_by: None,
+            session_key: None,
         }
     }
 }

@@ -208,6 +208,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 source_reply_delivered: false,
                 fallbacks: 0,
                 carried_by: None,
+                session_key: None,
             })),
         ),
         (

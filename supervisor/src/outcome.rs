@@ -181,6 +181,7 @@ mod tests {
             source_reply_delivered: false,
             fallbacks: 0,
             carried_by: None,
+            session_key: None,
         };
         let o = Outcome::from_terminal(&t, "agent:main:main", "main");
         let stored = StoredFinal::parse(&o.final_json).unwrap();

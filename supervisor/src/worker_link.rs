@@ -436,7 +436,6 @@ async fn relay(
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
-        last_finished: None,
     };
     let mut exit: Option<std::io::Result<ExitStatus>> = None;
     loop {
@@ -553,9 +552,6 @@ struct Relay {
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
     closing: bool,
-    /// The run and session of the last `Finished` handed on: the runs a turn carried follow
-    /// it at once (the worker sends them right after), in its session.
-    last_finished: Option<(String, String)>,
 }
 
 impl Relay {
@@ -572,24 +568,10 @@ impl Relay {
                 &ev.run_id
             }
             WorkerToControl::Finished(t) => {
-                // A collected or summarized run never started on the wire: it belongs to
-                // its carrier's session, behind the carrier's terminal.
-                if let Some(carrier) = t.carried_by.as_deref().filter(|_| {
-                    !self.runs.contains_key(&t.run_id)
-                        && self.gates.session_of_held_run(&t.run_id).is_none()
-                }) {
-                    let session = self
-                        .runs
-                        .get(carrier)
-                        .map(|st| st.session_key.clone())
-                        .or_else(|| self.gates.session_of_held_run(carrier).map(str::to_owned))
-                        .or_else(|| {
-                            self.last_finished
-                                .as_ref()
-                                .filter(|(id, _)| id == carrier)
-                                .map(|(_, s)| s.clone())
-                        });
-                    return session.map(|s| (s, t.run_id.clone()));
+                // A collected or summarized run never started on the wire: the worker names
+                // its session (its carrier's), so it waits behind the carrier's terminal.
+                if let Some(key) = t.session_key.as_ref().filter(|_| t.carried_by.is_some()) {
+                    return Some((key.clone(), t.run_id.clone()));
                 }
                 &t.run_id
             }
@@ -620,9 +602,6 @@ impl Relay {
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
-                self.last_finished = session
-                    .as_ref()
-                    .map(|(key, _)| (t.run_id.clone(), key.clone()));
                 // Ended by the gateway already (an abort): its terminal went out then. The
                 // control actor settles the run in the hub once it has handled this terminal
                 // (an abort it handles first still numbers its terminal after what was seen).

@@ -774,6 +774,7 @@ impl Worker {
             .map(|run_id| RunTerminal {
                 run_id,
                 carried_by: Some(done.terminal.run_id.clone()),
+                session_key: Some(done.session_key.clone()),
                 // The turn's tokens are the carrier's (counted once in the session's totals).
                 usage: None,
                 ..done.terminal.clone()

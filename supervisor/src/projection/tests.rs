@@ -220,6 +220,7 @@ fn terminal(status: RunStatus) -> RunTerminal {
         source_reply_delivered: true,
         fallbacks: 0,
         carried_by: None,
+        session_key: None,
     }
 }
 

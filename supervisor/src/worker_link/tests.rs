@@ -41,7 +41,6 @@ async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
-        last_finished: None,
     };
     let mut gates = Vec::new();
     for run in ["k", "k1", "k2"] {
@@ -92,7 +91,6 @@ async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
-        last_finished: None,
     };
     assert!(relay.handle(lifecycle("p", 1, Phase::Start)).await);
     let mut t = RunTerminal::without_work(
@@ -140,7 +138,6 @@ async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
-        last_finished: None,
     };
     // Run p ends; its terminal is still being written (its gate stays closed).
     for msg in [
@@ -159,6 +156,7 @@ async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
     let mut carried = RunTerminal::without_work("c2", RunStatus::Ok, 9, String::new(), None);
     carried.error = None;
     carried.carried_by = Some("c".into());
+    carried.session_key = Some("agent:main:s".into());
     for msg in [
         lifecycle("c", 1, Phase::Start),
         lifecycle("c", 2, Phase::End),

@@ -1672,6 +1672,7 @@ impl Turn {
             source_reply_delivered: !self.sent.is_empty(),
             fallbacks: self.fallbacks_used,
             carried_by: None,
+            session_key: None,
         }
     }
 
