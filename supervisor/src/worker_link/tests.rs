@@ -19,6 +19,20 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
     })
 }
 
+/// A relay of agent `main` whose link events go to `tx`.
+fn relay(tx: mpsc::Sender<LinkEvent>) -> Relay {
+    Relay {
+        metrics: crate::metrics::Metrics::new(),
+        hub: EventHub::new(),
+        agent_id: "main".into(),
+        generation: 1,
+        events: tx,
+        runs: HashMap::new(),
+        gates: SessionGates::new(),
+        closing: false,
+    }
+}
+
 fn finished(run: &str) -> WorkerToControl {
     let mut t = RunTerminal::without_work(run, RunStatus::Ok, 9, String::new(), None);
     t.error = None;
@@ -32,16 +46,7 @@ fn finished(run: &str) -> WorkerToControl {
 #[tokio::test]
 async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
     let (tx, mut rx) = mpsc::channel(64);
-    let mut relay = Relay {
-        metrics: crate::metrics::Metrics::new(),
-        hub: EventHub::new(),
-        agent_id: "main".into(),
-        generation: 1,
-        events: tx,
-        runs: HashMap::new(),
-        gates: SessionGates::new(),
-        closing: false,
-    };
+    let mut relay = relay(tx);
     let mut gates = Vec::new();
     for run in ["k", "k1", "k2"] {
         for msg in [
@@ -82,16 +87,7 @@ async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
 #[tokio::test]
 async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
     let (tx, mut rx) = mpsc::channel(64);
-    let mut relay = Relay {
-        metrics: crate::metrics::Metrics::new(),
-        hub: EventHub::new(),
-        agent_id: "main".into(),
-        generation: 1,
-        events: tx,
-        runs: HashMap::new(),
-        gates: SessionGates::new(),
-        closing: false,
-    };
+    let mut relay = relay(tx);
     assert!(relay.handle(lifecycle("p", 1, Phase::Start)).await);
     let mut t = RunTerminal::without_work(
         "p",
@@ -129,16 +125,7 @@ async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
 #[tokio::test]
 async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
     let (tx, mut rx) = mpsc::channel(64);
-    let mut relay = Relay {
-        metrics: crate::metrics::Metrics::new(),
-        hub: EventHub::new(),
-        agent_id: "main".into(),
-        generation: 1,
-        events: tx,
-        runs: HashMap::new(),
-        gates: SessionGates::new(),
-        closing: false,
-    };
+    let mut relay = relay(tx);
     // Run p ends; its terminal is still being written (its gate stays closed).
     for msg in [
         lifecycle("p", 1, Phase::Start),
