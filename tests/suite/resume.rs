@@ -129,11 +129,22 @@ async fn a_replay_past_the_buffer_says_truncated() {
     assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
 }
 
-/// Forwards connections on `front` to `back`; the first one is cut once the gateway has sent
-/// it two assistant deltas (a dropped socket mid-stream).
-async fn flaky_proxy(
+/// Where a [`proxy`]'s first connection is cut.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// After the second `assistant` event reached the client (mid-stream).
+    MidStream,
+    /// When the client's `agent` request arrives: the request is lost (the gateway never
+    /// sees it) and no answer reaches the client.
+    AgentRequest,
+}
+
+/// A unix-socket proxy to `back` whose first connection is cut at `cut`; later connections
+/// pass whole. `accepted` counts the connections.
+async fn proxy(
     front: UnixListener,
     back: std::path::PathBuf,
+    cut: Cut,
     accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let mut first = true;
@@ -145,11 +156,30 @@ async fn flaky_proxy(
             return;
         };
         accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cut = std::mem::take(&mut first);
+        let cutting = std::mem::take(&mut first);
         tokio::spawn(async move {
             let (mut cr, mut cw) = client.split();
             let (mut sr, mut sw) = server.split();
-            let up = tokio::io::copy(&mut cr, &mut sw);
+            let up = async {
+                let mut buf = vec![0u8; 65536];
+                let mut sent = Vec::new();
+                loop {
+                    let n = cr.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    sent.extend_from_slice(&buf[..n]);
+                    if cutting
+                        && matches!(cut, Cut::AgentRequest)
+                        && String::from_utf8_lossy(&sent).contains("\"method\":\"agent\"")
+                    {
+                        return;
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            };
             let down = async {
                 let mut seen = 0usize;
                 let mut buf = vec![0u8; 4096];
@@ -164,7 +194,7 @@ async fn flaky_proxy(
                     if cw.write_all(&buf[..n]).await.is_err() {
                         return;
                     }
-                    if cut && seen >= 2 {
+                    if cutting && matches!(cut, Cut::MidStream) && seen >= 2 {
                         return;
                     }
                 }
@@ -187,7 +217,7 @@ async fn the_cli_survives_a_dropped_socket() {
     let dir = tempfile::tempdir().unwrap();
     let front = UnixListener::bind(dir.path().join("gateway.sock")).unwrap();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    tokio::spawn(flaky_proxy(front, gw.socket(), accepted.clone()));
+    tokio::spawn(proxy(front, gw.socket(), Cut::MidStream, accepted.clone()));
     let out = cli_through(
         dir.path(),
         &["agent", "--session-key", "cli", "--message", "tell me"],
@@ -206,48 +236,6 @@ async fn the_cli_survives_a_dropped_socket() {
     );
 }
 
-/// A proxy whose first connection is cut when the client's `agent` request arrives: the
-/// request is lost (the gateway never sees it) and no answer reaches the client.
-async fn cut_after_request(front: UnixListener, back: std::path::PathBuf) {
-    let mut first = true;
-    loop {
-        let Ok((mut client, _)) = front.accept().await else {
-            return;
-        };
-        let Ok(mut server) = UnixStream::connect(&back).await else {
-            return;
-        };
-        let cut = std::mem::take(&mut first);
-        tokio::spawn(async move {
-            let (mut cr, mut cw) = client.split();
-            let (mut sr, mut sw) = server.split();
-            let down = tokio::io::copy(&mut sr, &mut cw);
-            let up = async {
-                let mut buf = vec![0u8; 65536];
-                let mut sent = Vec::new();
-                loop {
-                    let n = cr.read(&mut buf).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    sent.extend_from_slice(&buf[..n]);
-                    // The request is lost with the connection: the gateway never sees it.
-                    if cut && String::from_utf8_lossy(&sent).contains("\"method\":\"agent\"") {
-                        return;
-                    }
-                    if sw.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            };
-            tokio::select! {
-                _ = up => {}
-                _ = down => {}
-            }
-        });
-    }
-}
-
 /// `loopgate agent` whose socket drops after it sent the request and before any answer
 /// (the request lost on the way) sends it again with the same key: one run, its reply
 /// printed once, exit 0. (Before, it asked `agent.events` for a run the gateway never had.)
@@ -257,7 +245,8 @@ async fn the_cli_survives_a_socket_lost_before_the_run_was_acknowledged() {
     gw.model.push(streamed("only once", 3, 20));
     let dir = tempfile::tempdir().unwrap();
     let front = UnixListener::bind(dir.path().join("gateway.sock")).unwrap();
-    tokio::spawn(cut_after_request(front, gw.socket()));
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(proxy(front, gw.socket(), Cut::AgentRequest, accepted));
     let out = cli_through(
         dir.path(),
         &["agent", "--session-key", "early", "--message", "hello"],
