@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod lanes;
 pub mod link;
 pub mod llm;
+mod session_ops;
 pub mod store;
 mod stuck;
 pub mod tools;
@@ -32,8 +33,8 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use ipc::approval::ApprovalDecision;
 use ipc::control::{
-    AgentSpec, ControlToWorker, ModelSpec, ResetReason, RunStatus, RunTerminal, SessionOp,
-    SessionReply, StopReason, SubmitRun, WorkerToControl,
+    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionReply, StopReason,
+    SubmitRun, WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
@@ -404,165 +405,6 @@ impl Worker {
     /// Messages waiting in all lanes.
     fn queued(&self) -> usize {
         self.lanes.values().map(Lane::waiting).sum()
-    }
-
-    fn session_op(&mut self, op_id: u64, op: SessionOp) {
-        let ctx = self.ctx.clone();
-        // Answers the op with what `work` produces, in the background.
-        let out = ctx.out.clone();
-        let answer = move |work: std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<SessionReply, RpcError>> + Send>,
-        >| {
-            tokio::spawn(async move {
-                let _ = out.send(session_done(op_id, work.await)).await;
-            });
-        };
-        // Mutations are refused while the session has a run running or queued.
-        let refuse_busy = |session_key: &str| {
-            self.busy(session_key).then(|| {
-                RpcError::new(
-                    ErrorCode::SessionBusy,
-                    format!("session {session_key} has an active run; retry after it finishes"),
-                )
-            })
-        };
-        match op {
-            SessionOp::History {
-                session_key,
-                limit,
-                offset,
-                max_bytes,
-                input_run_ids,
-            } => answer(Box::pin(async move {
-                let max_bytes = max_bytes.map_or(usize::MAX, |b| b as usize);
-                let h = ctx
-                    .reader
-                    .display(
-                        session_key,
-                        limit as usize,
-                        offset,
-                        max_bytes,
-                        input_run_ids,
-                    )
-                    .await
-                    .map_err(store_error)?;
-                Ok(SessionReply::History {
-                    session_id: h.session_id,
-                    messages: h.messages,
-                    next_offset: h.next_offset,
-                    consumed: h.consumed,
-                })
-            })),
-            SessionOp::Reset {
-                session_key,
-                reason,
-            } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                self.diag.replaced(&session_key);
-                answer(Box::pin(async move {
-                    let event = if reason == ResetReason::New {
-                        "command:new"
-                    } else {
-                        "command:reset"
-                    };
-                    let info = ctx
-                        .writer
-                        .reset(session_key.clone(), reason.as_str().to_owned(), now_ms())
-                        .await
-                        .map_err(store_error)?;
-                    let hook_ctx = ctx.hook_ctx(&session_key, "");
-                    let hooks_ctx = ctx.clone();
-                    // Internal hooks for /new and /reset (R-H1), then the session_end
-                    // observers; the reply does not wait.
-                    tokio::spawn(async move {
-                        hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
-                        hooks_ctx.observe_later(&hook_ctx, "session_end", || {
-                            vec![
-                                serde_json::json!({"reason": event.trim_start_matches("command:")}),
-                            ]
-                        });
-                    });
-                    Ok(SessionReply::Reset {
-                        session_id: info.session_id,
-                        updated_at: info.updated_at,
-                    })
-                }))
-            }
-            SessionOp::Delete {
-                session_key,
-                delete_transcript,
-            } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                self.diag.replaced(&session_key);
-                answer(Box::pin(async move {
-                    let deleted = ctx
-                        .writer
-                        .delete(session_key.clone(), delete_transcript)
-                        .await
-                        .map_err(store_error)?;
-                    if deleted {
-                        let hook_ctx = ctx.hook_ctx(&session_key, "");
-                        ctx.observe_later(&hook_ctx, "session_end", || {
-                            vec![serde_json::json!({"reason": "delete"})]
-                        });
-                    }
-                    Ok(SessionReply::Delete { deleted })
-                }))
-            }
-            SessionOp::Inject { session_key, text } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                answer(Box::pin(async move {
-                    let message = store::NewMessage {
-                        provider: Some("loopgate".into()),
-                        model: Some(INJECTED_MODEL.into()),
-                        stop_reason: Some("stop".into()),
-                        ..store::NewMessage::text(store::Role::Assistant, text, now_ms())
-                    };
-                    let (session_id, appended) = ctx
-                        .writer
-                        .inject(session_key.clone(), message)
-                        .await
-                        .map_err(store_error)?
-                        .ok_or_else(|| {
-                            RpcError::new(
-                                ErrorCode::InvalidRequest,
-                                format!("session not found: {session_key}"),
-                            )
-                        })?;
-                    Ok(SessionReply::Inject {
-                        session_id,
-                        message: appended.display,
-                    })
-                }))
-            }
-            SessionOp::Compact { session_key } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                answer(Box::pin(agent::compact_now::compact_now(ctx, session_key)))
-            }
-            SessionOp::Lanes => {
-                let reply = SessionReply::Lanes {
-                    lanes: self.lane_views(),
-                    queued: self.queued() as u32,
-                    active: self.active as u32,
-                };
-                self.send_outcome(session_done(op_id, Ok(reply)))
-            }
-            SessionOp::Unknown => self.send_outcome(session_done(
-                op_id,
-                Err(RpcError::new(
-                    ErrorCode::InvalidRequest,
-                    "unsupported session operation",
-                )),
-            )),
-        }
     }
 
     fn submit(&mut self, run: SubmitRun) {
