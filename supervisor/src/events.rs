@@ -62,8 +62,9 @@ pub struct Deferred {
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
-/// dropping it unpublished, releases `gate`: the link holds the next run of the same session
-/// until then, so that run's `lifecycle start` never overtakes these.
+/// dropping it unpublished, releases `gate`: the link holds the session's later runs from the
+/// terminal event's arrival until then ([`crate::link_order`]), so the next run's
+/// `lifecycle start` never overtakes these.
 #[derive(Debug, Default)]
 pub struct TerminalEvents {
     pub events: Vec<Deferred>,

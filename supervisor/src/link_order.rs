@@ -1,12 +1,16 @@
 //! Per-session order of a worker's frames on their way to clients.
 //!
-//! A run's terminal events wait until its outcome is durable in the gateway db, while the
-//! worker has already started the session's next run. Without a hold, run k+1's
-//! `lifecycle start` could reach clients before run k's `lifecycle end`. When the link hands
-//! over a run's terminal events it closes a gate on that session; frames of that session
-//! (the next run's events, its `Finished`) wait behind the gate until the control actor has
-//! published the terminal events (or dropped them), then go on in the order they came.
-//! Frames of other sessions never wait.
+//! Architecture Invariant: a session's runs never overlap on the wire (R-B2). This is the one
+//! place that holds it. The worker's outbox delivers each session's frames in the order
+//! they happened (run k's terminal event, its `Finished`, then run k+1's frames); the gate
+//! here makes clients see them in that order although run k's terminal events wait until
+//! its outcome is durable in the gateway db.
+//!
+//! When run k's terminal event arrives, the link closes a gate on its session: frames of the
+//! session's other runs (the next run's events, a carried run's `Finished`) wait behind it,
+//! while run k's own `Finished` passes and hands the gate over with the terminal events to
+//! the control actor. The gate opens once those are published (or dropped), and what waited
+//! goes on in the order it came. Frames of other sessions never wait.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -18,10 +22,19 @@ use tokio::sync::oneshot;
 /// Sessions whose frames wait for an earlier run's terminal events.
 #[derive(Default)]
 pub struct SessionGates<T> {
-    held: HashMap<String, VecDeque<T>>,
+    held: HashMap<String, Gate<T>>,
     /// Runs whose `lifecycle start` is held: their later frames belong to the same session.
     held_runs: HashMap<String, String>,
     opened: FuturesUnordered<BoxFuture<'static, String>>,
+}
+
+/// One closed session.
+struct Gate<T> {
+    /// The run whose terminal events the session waits for (its own frames pass).
+    run_id: String,
+    /// Whether those events were handed over (the gate opens when they are published).
+    handed_over: bool,
+    frames: VecDeque<T>,
 }
 
 impl<T: Send + 'static> SessionGates<T> {
@@ -38,12 +51,16 @@ impl<T: Send + 'static> SessionGates<T> {
         self.held_runs.get(run_id).map(String::as_str)
     }
 
-    /// Holds `frame` if `session` is gated; gives it back otherwise.
+    /// Holds `frame` (of run `run_id`) if `session` is closed behind another run's terminal
+    /// events; gives it back otherwise.
     pub fn admit(&mut self, session: &str, run_id: Option<&str>, frame: T) -> Option<T> {
-        let Some(queue) = self.held.get_mut(session) else {
+        let Some(gate) = self.held.get_mut(session) else {
             return Some(frame);
         };
-        queue.push_back(frame);
+        if run_id.is_some_and(|r| r == gate.run_id) {
+            return Some(frame);
+        }
+        gate.frames.push_back(frame);
         if let Some(run) = run_id {
             self.held_runs
                 .entry(run.to_owned())
@@ -52,19 +69,50 @@ impl<T: Send + 'static> SessionGates<T> {
         None
     }
 
-    /// Gates `session` until the returned sender is used or dropped.
-    pub fn close(&mut self, session: &str) -> oneshot::Sender<()> {
+    /// Run `run_id`'s terminal event arrived: `session` waits for it from now on.
+    pub fn close(&mut self, session: &str, run_id: &str) {
+        self.held.entry(session.to_owned()).or_insert_with(|| Gate {
+            run_id: run_id.to_owned(),
+            handed_over: false,
+            frames: VecDeque::new(),
+        });
+    }
+
+    /// Run `run_id`'s terminal events are handed over: `session` stays closed (closing it if
+    /// it was not) until the returned sender is used or dropped.
+    pub fn hand_over(&mut self, session: &str, run_id: &str) -> oneshot::Sender<()> {
+        self.close(session, run_id);
         let (tx, rx) = oneshot::channel::<()>();
-        self.held.insert(session.to_owned(), VecDeque::new());
+        self.opening(session, async move {
+            let _ = rx.await;
+        });
+        tx
+    }
+
+    /// Run `run_id` ended with no terminal events to publish: a gate it closed opens now.
+    pub fn release(&mut self, session: &str, run_id: &str) {
+        if self.held.get(session).is_some_and(|g| g.run_id == run_id) {
+            self.opening(session, async {});
+        }
+    }
+
+    fn opening(
+        &mut self,
+        session: &str,
+        open: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let Some(gate) = self.held.get_mut(session).filter(|g| !g.handed_over) else {
+            return;
+        };
+        gate.handed_over = true;
         let session = session.to_owned();
         self.opened.push(
             async move {
-                let _ = rx.await;
+                open.await;
                 session
             }
             .boxed(),
         );
-        tx
     }
 
     /// Whether any gate is waiting to open.
@@ -73,10 +121,14 @@ impl<T: Send + 'static> SessionGates<T> {
     }
 
     /// The next session whose gate opens, with the frames it held, in order. Pending until
-    /// one opens (never resolves when none is closed: check [`SessionGates::waiting`]).
+    /// one opens (never resolves when none is handed over: check [`SessionGates::waiting`]).
     pub async fn next_open(&mut self) -> Option<(String, VecDeque<T>)> {
         let session = self.opened.next().await?;
-        let frames = self.held.remove(&session).unwrap_or_default();
+        let frames = self
+            .held
+            .remove(&session)
+            .map(|g| g.frames)
+            .unwrap_or_default();
         self.held_runs.retain(|_, s| *s != session);
         Some((session, frames))
     }
@@ -85,7 +137,7 @@ impl<T: Send + 'static> SessionGates<T> {
     pub fn drain(&mut self) -> Vec<T> {
         self.held_runs.clear();
         self.opened = FuturesUnordered::new();
-        self.held.drain().flat_map(|(_, q)| q).collect()
+        self.held.drain().flat_map(|(_, g)| g.frames).collect()
     }
 }
 
@@ -97,7 +149,14 @@ mod tests {
     async fn a_gated_session_holds_in_order_and_others_pass() {
         let mut g = SessionGates::new();
         assert_eq!(g.admit("s1", Some("r1"), 1), Some(1));
-        let open = g.close("s1");
+        g.close("s1", "r1");
+        assert!(!g.waiting(), "closed, not handed over yet");
+        assert_eq!(
+            g.admit("s1", Some("r1"), 0),
+            Some(0),
+            "r1's own frames pass"
+        );
+        let open = g.hand_over("s1", "r1");
         assert!(g.waiting());
         assert_eq!(g.admit("s1", Some("r2"), 2), None);
         assert_eq!(g.session_of_held_run("r2"), Some("s1"));
@@ -115,15 +174,27 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_gate_opens_too_and_drain_gives_back_everything() {
         let mut g = SessionGates::new();
-        let open = g.close("s1");
+        let open = g.hand_over("s1", "r0");
         assert_eq!(g.admit("s1", None, 1), None);
         drop(open);
         let (_, frames) = g.next_open().await.unwrap();
         assert_eq!(Vec::from(frames), [1]);
 
-        let _kept = g.close("s2");
+        let _kept = g.hand_over("s2", "r0");
         assert_eq!(g.admit("s2", None, 7), None);
         assert_eq!(g.drain(), [7]);
         assert!(!g.waiting());
+    }
+
+    #[tokio::test]
+    async fn a_run_with_nothing_to_publish_releases_its_gate_at_once() {
+        let mut g = SessionGates::new();
+        g.close("s1", "r1");
+        assert_eq!(g.admit("s1", Some("r2"), 2), None);
+        g.release("s1", "other");
+        assert!(!g.waiting(), "only the run that closed it releases it");
+        g.release("s1", "r1");
+        let (_, frames) = g.next_open().await.unwrap();
+        assert_eq!(Vec::from(frames), [2]);
     }
 }

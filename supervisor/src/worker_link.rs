@@ -598,7 +598,12 @@ impl Relay {
         let deferred = match msg {
             WorkerToControl::Event(ev) => {
                 count(&self.metrics, &self.agent_id, &self.runs, &ev);
-                publish(&self.hub, &self.agent_id, &mut self.runs, ev);
+                let run_id = ev.run_id.clone();
+                let terminal = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
+                // From the run's terminal event on, the session's next run waits for it.
+                if let Some((key, _)) = session.as_ref().filter(|_| terminal) {
+                    self.gates.close(key, &run_id);
+                }
                 return true;
             }
             WorkerToControl::Finished(ref t) => {
@@ -650,8 +655,12 @@ impl Relay {
                     None => Vec::new(),
                 };
                 let gate = match &session {
-                    Some((key, _)) if !events.is_empty() => Some(self.gates.close(key)),
-                    _ => None,
+                    Some((key, run)) if !events.is_empty() => Some(self.gates.hand_over(key, run)),
+                    Some((key, run)) => {
+                        self.gates.release(key, run);
+                        None
+                    }
+                    None => None,
                 };
                 TerminalEvents { events, gate }
             }
@@ -699,19 +708,22 @@ fn count(
 }
 
 /// Projects one run event for clients and publishes it (terminal ones are kept in the run's
-/// streaming state until its outcome is durable).
+/// streaming state until its outcome is durable). True if it was the run's terminal event.
 fn publish(
     hub: &EventHub,
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
     ev: ipc::control::RunEvent,
-) {
+) -> bool {
+    let held_before = runs.get(&ev.run_id).map_or(0, |st| st.deferred.len());
     let mut out = Vec::new();
     project(hub, agent_id, runs, &ev, &mut out);
     // Dropped if the gateway already ended the run (an abort is terminal at once, R-A5).
     if !out.is_empty() {
         hub.publish_run(&ev.run_id, ev.seq, &out);
     }
+    runs.get(&ev.run_id)
+        .is_some_and(|st| st.deferred.len() > held_before)
 }
 
 /// What clients get for one run event (`out`); the run's terminal events are kept in its

@@ -20,9 +20,14 @@ pub mod hooks;
 pub mod lanes;
 pub mod link;
 pub mod llm;
+pub mod outbox;
 mod session_ops;
 pub mod store;
 mod stuck;
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;
 pub mod tools;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -30,7 +35,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use ipc::approval::ApprovalDecision;
 use ipc::control::{
     AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionReply, StopReason,
@@ -44,8 +49,8 @@ use crate::llm::client::LlmClient;
 use crate::llm::LlmError;
 use crate::store::{FinishRun, Reader, Writer};
 
-/// Frames queued towards the supervisor.
-const OUT_QUEUE: usize = 4096;
+/// Ended runs waiting for the main loop.
+const DONE_QUEUE: usize = 4096;
 /// Approval decisions queued for one run.
 const DECISION_QUEUE: usize = 8;
 /// `allow-always` patterns a worker takes on while it runs.
@@ -95,7 +100,8 @@ pub struct Ctx {
     pub env: HashMap<String, String>,
     /// What `exec` commands get instead: [`tools::exec_environment`] of `env`.
     pub exec_env: Arc<Vec<(String, String)>>,
-    pub out: mpsc::Sender<WorkerToControl>,
+    /// Everything the worker tells the supervisor, in one order ([`outbox`]).
+    pub out: outbox::Outbox,
     pub hooks: hooks::Hooks,
     pub skills: agent::skills::SkillsCache,
     /// Allowlist patterns an operator added with `allow-always` since the worker started
@@ -115,7 +121,7 @@ pub struct Options {
 
 /// Runs the worker until it is drained or its supervisor goes away.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    let (spec, mut reader, mut writer) =
+    let (spec, mut reader, writer) =
         link::connect(&opts.connect, &opts.agent_id, &opts.token).await?;
     let db_path = PathBuf::from(&spec.db_path);
     let (db_writer, recovered) = Writer::open(&db_path, now_ms())?;
@@ -127,47 +133,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }
     let db_reader = Reader::open(&db_path)?;
     let llm = build_llm(&spec.model, &opts.env);
-    let (out_tx, mut out_rx) = mpsc::channel::<WorkerToControl>(OUT_QUEUE);
-    let write_task = tokio::spawn(async move {
-        // Frames already queued go out in one write (events come in bursts).
-        'outer: while let Some(msg) = out_rx.recv().await {
-            let mut next = Some(msg);
-            while let Some(msg) = next {
-                let dropped_op = match &msg {
-                    WorkerToControl::SessionResult { op_id, .. } => Some(*op_id),
-                    _ => None,
-                };
-                match writer.feed(msg).await {
-                    Ok(()) => {}
-                    // Nothing was written; the link stays usable.
-                    Err(e @ ipc::Error::FrameTooLarge { .. }) => {
-                        tracing::error!(error = %e, "A message to the supervisor was too large for the link; dropped it.");
-                        // An operation must still get its answer.
-                        if let Some(op_id) = dropped_op {
-                            let _ = writer
-                                .feed(WorkerToControl::SessionResult {
-                                    op_id,
-                                    result_json: None,
-                                    error: Some(RpcError::new(
-                                        ErrorCode::Internal,
-                                        format!(
-                                            "the answer was too large for the worker link ({e})"
-                                        ),
-                                    )),
-                                })
-                                .await;
-                        }
-                    }
-                    Err(_) => break 'outer,
-                }
-                next = out_rx.try_recv().ok();
-            }
-            if writer.flush().await.is_err() {
-                break;
-            }
-        }
-        let _ = writer.close().await;
-    });
+    let (out_tx, out_rx) = outbox::new(outbox::STREAM_CAP);
+    let write_task = tokio::spawn(outbox::write_out(out_rx, writer));
     // The supervisor labels relayed lines with agent and pid.
     tracing::info!("Worker started.");
     let ctx = Arc::new(Ctx {
@@ -184,7 +151,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         allowed_since: Default::default(),
         model_requests: Default::default(),
     });
-    let (done_tx, mut done_rx) = mpsc::channel::<Done>(OUT_QUEUE);
+    let (done_tx, mut done_rx) = mpsc::channel::<Done>(DONE_QUEUE);
     let (diag_tx, mut diag_rx) = mpsc::channel::<stuck::DiagMsg>(stuck::DIAG_QUEUE);
     let mut w = Worker::new(ctx, done_tx, diag_tx);
     let mut diag_tick = tokio::time::interval(w.diag.tracker.tick());
@@ -212,17 +179,13 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }
     let drained = w.drain_deadline.is_some() && w.orphan_deadline.is_none();
     if drained {
-        // After every outcome (they go out in order on the same path).
+        // After every outcome (the outbox keeps one order).
         w.send_outcome(WorkerToControl::Drained {
             completed: w.completed,
             aborted: w.aborted,
         });
     }
-    let outcomes = w.outcomes_task.take();
     drop(w);
-    if let Some(task) = outcomes {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
     checkpoint_at_exit(db_path).await;
@@ -294,11 +257,6 @@ struct Worker {
     orphan_deadline: Option<Instant>,
     completed: u32,
     aborted: u32,
-    /// Outcomes (terminals, refusals, session answers) go out in order and are never
-    /// dropped: a full link makes them wait, not vanish (a lost terminal would leave its run
-    /// open until the worker exits).
-    outcomes: mpsc::UnboundedSender<WorkerToControl>,
-    outcomes_task: Option<tokio::task::JoinHandle<()>>,
     /// Running runs' driver tasks and probes (R-I1).
     owners: HashMap<String, stuck::Owner>,
     /// Each lane's processing generation (bumped when a run starts in it).
@@ -313,22 +271,11 @@ impl Worker {
         done_tx: mpsc::Sender<Done>,
         diag_tx: mpsc::Sender<stuck::DiagMsg>,
     ) -> Self {
-        let (outcomes, mut rx) = mpsc::unbounded_channel::<WorkerToControl>();
-        let out = ctx.out.clone();
-        let outcomes_task = tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                if out.send(msg).await.is_err() {
-                    break;
-                }
-            }
-        });
         Self {
             diag: stuck::Diag::new(ctx.spec.diagnostics, diag_tx),
             owners: HashMap::new(),
             generations: HashMap::new(),
             next_generation: 0,
-            outcomes,
-            outcomes_task: Some(outcomes_task),
             ctx,
             done_tx,
             lanes: HashMap::new(),
@@ -352,9 +299,10 @@ impl Worker {
         }
     }
 
-    /// Sends an outcome in order, waiting for room on the link if need be.
+    /// Puts an outcome in the outbox at once, in order: never dropped, never waiting (the
+    /// session's next run starts only after its previous run's terminal is in).
     fn send_outcome(&self, msg: WorkerToControl) {
-        let _ = self.outcomes.send(msg);
+        self.ctx.out.push(msg);
     }
 
     fn on_frame(&mut self, msg: ControlToWorker) {

@@ -1,4 +1,7 @@
 use super::*;
+use std::collections::VecDeque;
+
+use futures_util::FutureExt;
 use ipc::control::{Lifecycle, RunEvent, RunStatus, RunTerminal};
 
 fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
@@ -166,4 +169,186 @@ async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
         })
         .collect();
     assert_eq!(order, ["c", "c2"]);
+}
+
+/// What clients hear of one run, as the worker tells it: start, a reply delta, end, then its
+/// `Finished`.
+fn run_frames(run: &str) -> Vec<WorkerToControl> {
+    let delta = WorkerToControl::Event(RunEvent {
+        run_id: run.into(),
+        seq: 2,
+        ts: 2,
+        body: EventBody::Assistant {
+            delta: format!("reply of {run}"),
+        },
+    });
+    vec![
+        lifecycle(run, 1, Phase::Start),
+        delta,
+        lifecycle(run, 3, Phase::End),
+        finished(run),
+    ]
+}
+
+/// Every merge of `a` and `b` that keeps each one's order.
+fn merges<T: Clone>(a: &[T], b: &[T]) -> Vec<Vec<T>> {
+    match (a.split_first(), b.split_first()) {
+        (None, _) => vec![b.to_vec()],
+        (_, None) => vec![a.to_vec()],
+        (Some((x, rest_a)), Some((y, rest_b))) => {
+            let mut all = Vec::new();
+            for mut m in merges(rest_a, b) {
+                m.insert(0, x.clone());
+                all.push(m);
+            }
+            for mut m in merges(a, rest_b) {
+                m.insert(0, y.clone());
+                all.push(m);
+            }
+            all
+        }
+    }
+}
+
+/// A relay of one link with the control actor's part played in the test: it publishes a
+/// run's terminal events `delay` frames after the link handed them over (`None`: only after
+/// the last frame), as a slow gateway db write would.
+struct Harness {
+    relay: Relay,
+    rx: mpsc::Receiver<LinkEvent>,
+    delay: Option<usize>,
+    pending: VecDeque<(usize, TerminalEvents)>,
+    step: usize,
+}
+
+impl Harness {
+    /// Hands `msg` to the relay, then lets the control actor and the relay's loop do what
+    /// is due.
+    async fn feed(&mut self, msg: WorkerToControl) {
+        assert!(self.relay.handle(msg).await);
+        self.step += 1;
+        self.settle(false).await;
+    }
+
+    /// Runs the control actor's publications that are due (all of them at `end`) and the
+    /// frames their gates release, until nothing moves.
+    async fn settle(&mut self, end: bool) {
+        loop {
+            while let Ok(ev) = self.rx.try_recv() {
+                if let LinkEvent::Message { deferred, .. } = ev {
+                    let due = self.delay.map_or(usize::MAX, |d| self.step + d);
+                    self.pending.push_back((due, deferred));
+                }
+            }
+            let mut moved = false;
+            while self
+                .pending
+                .front()
+                .is_some_and(|(due, _)| end || *due <= self.step)
+            {
+                let Some((_, deferred)) = self.pending.pop_front() else {
+                    break;
+                };
+                // As `Control::persisted`: publish, then let the gate go.
+                for ev in &deferred.events {
+                    self.relay.hub.publish_deferred(ev);
+                }
+                drop(deferred.gate);
+                moved = true;
+            }
+            while self.relay.gates.waiting() {
+                let Some(Some((_, held))) = self.relay.gates.next_open().now_or_never() else {
+                    break;
+                };
+                for m in held {
+                    assert!(self.relay.handle(m).await);
+                }
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+}
+
+/// Every order in which a link can receive two runs of one session (each run's frames in
+/// their own order, the second starting after the first's terminal event, as the worker's
+/// lane runs them), with the control actor publishing terminal events at once, a little
+/// later or last: clients see all of the first run, then the second (R-B2). Before the gate
+/// closed at the terminal event, the next run's `start` could reach clients before the first
+/// run's `end` whenever it arrived ahead of the first run's `Finished` (issue 22).
+#[tokio::test]
+async fn every_interleaving_of_two_runs_of_a_session_reaches_clients_in_order_r_b2() {
+    let (k, k1) = (run_frames("k"), run_frames("k1"));
+    let orders: Vec<Vec<WorkerToControl>> = merges(&k, &k1)
+        .into_iter()
+        .filter(|m| {
+            let pos = |want: &WorkerToControl| {
+                m.iter()
+                    .position(|f| format!("{f:?}") == format!("{want:?}"))
+                    .unwrap()
+            };
+            // The lane starts k1 only after k's loop ended.
+            pos(&k1[0]) > pos(&k[2])
+        })
+        .collect();
+    assert_eq!(
+        orders.len(),
+        5,
+        "k's Finished at each place among k1's frames"
+    );
+    for (i, order) in orders.into_iter().enumerate() {
+        for delay in [Some(0), Some(1), Some(3), None] {
+            let (tx, rx) = mpsc::channel(64);
+            let relay = relay(tx);
+            let (mut clients, _) = relay.hub.subscribe();
+            let mut h = Harness {
+                relay,
+                rx,
+                delay,
+                pending: VecDeque::new(),
+                step: 0,
+            };
+            for msg in order.clone() {
+                h.feed(msg).await;
+            }
+            h.settle(true).await;
+            let mut seen = Vec::new();
+            while let Ok(ev) = clients.try_recv() {
+                let v: serde_json::Value = serde_json::from_str(&ev.payload).unwrap();
+                let what = match ev.event {
+                    "agent" => format!("{}", v["data"]["phase"].as_str().unwrap_or("delta")),
+                    _ => format!("chat {}", v["state"].as_str().unwrap_or("")),
+                };
+                seen.push(format!("{} {what}", v["runId"].as_str().unwrap()));
+            }
+            let want = [
+                "k start",
+                "k delta",
+                "chat delta",
+                "k end",
+                "chat final",
+                "k1 start",
+                "k1 delta",
+                "chat delta",
+                "k1 end",
+                "chat final",
+            ];
+            let got: Vec<String> = seen
+                .iter()
+                .map(|s| {
+                    s.replacen("k1 chat", "chat", 1)
+                        .replacen("k chat", "chat", 1)
+                })
+                .collect();
+            let runs: Vec<&str> = seen.iter().map(|s| s.split(' ').next().unwrap()).collect();
+            let first_k1 = runs.iter().position(|r| *r == "k1").unwrap();
+            assert!(
+                runs[first_k1..].iter().all(|r| *r == "k1"),
+                "order {i}, delay {delay:?}: runs overlap on the wire: {seen:?}"
+            );
+            assert_eq!(got, want, "order {i}, delay {delay:?}");
+        }
+    }
 }

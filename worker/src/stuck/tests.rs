@@ -1,50 +1,15 @@
 //! A reader that never answers delays neither a classification nor a recovery (R-I3, R-J6).
 
 use super::*;
-use crate::store::{Reader, Writer};
-use crate::Ctx;
-use ipc::control::AgentSpec;
-use serde_json::json;
-
-fn spec(dir: &std::path::Path) -> AgentSpec {
-    serde_json::from_value(json!({
-        "agent_id": "main",
-        "db_path": dir.join("agent.sqlite").display().to_string(),
-        "workspace": dir.join("ws").display().to_string(),
-        "model": {
-            "provider": "p", "api": "openai-completions", "base_url": "http://127.0.0.1:9",
-            "model": "m", "request_timeout_ms": 1000, "idle_timeout_ms": 1000
-        },
-        "max_concurrent": 4,
-        "bootstrap_max_chars": 100,
-        "bootstrap_total_max_chars": 100,
-        "max_queued": 16,
-        "diagnostics": {"enabled": true, "warn_ms": 1000, "abort_min_ms": 3000}
-    }))
-    .unwrap()
-}
+use crate::store::Reader;
+use crate::test_support::spec;
 
 #[tokio::test]
 async fn a_reader_that_never_answers_delays_no_report_and_no_recovery_r_i3() {
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(dir.path());
-    let (writer, _) = Writer::open(std::path::Path::new(&spec.db_path), 0).unwrap();
     let (reader, _keep) = Reader::never_answering();
-    let (out_tx, mut out_rx) = mpsc::channel(64);
-    let ctx = Arc::new(Ctx {
-        hooks: crate::hooks::Hooks::new(Vec::new()),
-        skills: Default::default(),
-        llm: Err(crate::llm::LlmError::Config("none".into())),
-        other_llms: Default::default(),
-        exec_env: Arc::new(Vec::new()),
-        env: Default::default(),
-        out: out_tx,
-        allowed_since: Default::default(),
-        model_requests: Default::default(),
-        spec,
-        writer,
-        reader,
-    });
+    let (ctx, mut out_rx) = crate::test_support::ctx(spec, Some(reader));
     let (done_tx, _done_rx) = mpsc::channel(8);
     let (diag_tx, _diag_rx) = mpsc::channel(8);
     let mut w = Worker::new(ctx, done_tx, diag_tx);
