@@ -109,6 +109,15 @@ impl LinkHandle {
     }
 }
 
+#[cfg(test)]
+impl LinkHandle {
+    /// A link whose frames go to the returned receiver (no worker behind it).
+    pub fn for_tests(cap: usize) -> (Self, mpsc::Receiver<ControlToWorker>) {
+        let (tx, rx) = mpsc::channel(cap);
+        (Self { tx }, rx)
+    }
+}
+
 /// Why a frame could not be queued on a link.
 pub enum LinkSendError {
     Full(Box<ControlToWorker>),

@@ -5,7 +5,7 @@
 use ipc::diagnostics::{LaneReport, RecoveryPhase, RecoveryReport, SessionClass};
 use ipc::gateway::{DiagnosticEvent, SessionAttention, SessionRecovery};
 
-use super::Control;
+use super::core::Control;
 use crate::events::Deferred;
 
 impl Control {

@@ -3,67 +3,21 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::oneshot;
 
-use super::workers::Delivery;
-use super::{Command, Control, Dispatch, WaitReply};
-use crate::events::{now_ms, Deferred, TerminalEvents};
+use super::command::{Dispatch, OpResult, WaitReply};
+use super::core::{Control, Effect};
+use super::run_table::{
+    gateway_events, gateway_outcome, PendingOp, RunEntry, RunState, KEEP_FINISHED, MAX_FINISHED,
+    MAX_PENDING_OPS,
+};
+use super::slot::{Delivery, WorkerState};
+use crate::events::{Deferred, TerminalEvents};
 use crate::outcome::Outcome;
 use crate::projection::RunRef;
-
-/// Finished runs kept in memory for `agent.wait` and duplicate detection; older ones are
-/// answered from the gateway db. Kept small: the soak benchmark showed 10 000 cached outcomes
-/// costing ~80 MB of supervisor RSS.
-const KEEP_FINISHED: Duration = Duration::from_secs(60);
-const MAX_FINISHED: usize = 2048;
-/// Session operations in flight at once before new ones are refused.
-const MAX_PENDING_OPS: usize = 1024;
-
-pub(super) enum RunState {
-    /// Handed to (or queued for) a worker.
-    Active {
-        waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
-    },
-    /// Terminal, being written to the gateway db; events and waiters follow the write.
-    Persisting {
-        waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
-        deferred: TerminalEvents,
-    },
-    Terminal {
-        outcome: Arc<Outcome>,
-        at: Instant,
-    },
-}
-
-pub(super) struct RunEntry {
-    pub agent_id: String,
-    pub session_key: String,
-    pub state: RunState,
-}
-
-impl RunEntry {
-    pub fn is_active(&self) -> bool {
-        matches!(self.state, RunState::Active { .. })
-    }
-
-    /// Not settled yet: running, queued, or its outcome still being written (a session
-    /// shows it as active until its terminal is durable, R-C6).
-    pub fn is_unsettled(&self) -> bool {
-        matches!(
-            self.state,
-            RunState::Active { .. } | RunState::Persisting { .. }
-        )
-    }
-}
-
-pub(super) struct PendingOp {
-    pub agent_id: String,
-    pub reply: oneshot::Sender<super::OpResult>,
-}
 
 impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
@@ -135,7 +89,7 @@ impl Control {
         };
         let terminal = RunState::Terminal {
             outcome: outcome.clone(),
-            at: Instant::now(),
+            at: self.now.at,
         };
         let (waiters, deferred) = match std::mem::replace(&mut entry.state, terminal) {
             RunState::Persisting { waiters, deferred } => (waiters, deferred),
@@ -274,7 +228,7 @@ impl Control {
         if !entry.is_active() {
             return;
         }
-        let ended_at = now_ms();
+        let ended_at = self.now.wall_ms;
         let outcome = gateway_outcome(entry, run_id, status, ended_at, error, stop);
         let deferred = events
             .unwrap_or_else(|| gateway_events(entry, run_id, 1, status, ended_at, error, stop));
@@ -293,7 +247,7 @@ impl Control {
         let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
             return;
         };
-        let (ended_at, status, stop) = (now_ms(), RunStatus::Aborted, Some(reason));
+        let (ended_at, status, stop) = (self.now.wall_ms, RunStatus::Aborted, Some(reason));
         let error = format!("run aborted ({})", reason.as_str());
         let outcome = gateway_outcome(entry, run_id, status, ended_at, &error, stop);
         self.deps.hub.end_run(run_id, |seq| {
@@ -325,14 +279,7 @@ impl Control {
         self.deps
             .metrics
             .run_ended(&entry.agent_id, outcome.status.as_str(), duration);
-        let db = self.deps.db.clone();
-        let tx = self.tx.clone();
-        tokio::spawn(async move {
-            if let Err(e) = db.finish(run_id.clone(), outcome.stored()).await {
-                tracing::error!(run_id = run_id.as_str(), error = %e, "Recording a run's outcome failed; waiters are answered anyway.");
-            }
-            let _ = tx.send(Command::Persisted { run_id, outcome }).await;
-        });
+        self.effects.push(Effect::Persist { run_id, outcome });
     }
 
     pub(super) fn prune(&mut self) {
@@ -341,7 +288,10 @@ impl Control {
                 Some(RunEntry {
                     state: RunState::Terminal { at, .. },
                     ..
-                }) => at.elapsed() > KEEP_FINISHED || self.finished.len() > MAX_FINISHED,
+                }) => {
+                    self.now.at.saturating_duration_since(*at) > KEEP_FINISHED
+                        || self.finished.len() > MAX_FINISHED
+                }
                 _ => true,
             };
             if !expired {
@@ -412,7 +362,7 @@ impl Control {
         &mut self,
         agent_id: String,
         op: SessionOp,
-        reply: oneshot::Sender<super::OpResult>,
+        reply: oneshot::Sender<OpResult>,
     ) {
         if self.ops.len() >= MAX_PENDING_OPS {
             // Ops whose callers gave up (timed out or disconnected) free their slots.
@@ -437,7 +387,7 @@ impl Control {
             && !self
                 .workers
                 .get(&agent_id)
-                .is_some_and(|s| matches!(s.state, super::workers::WorkerState::Ready { .. }))
+                .is_some_and(|s| matches!(s.state, WorkerState::Ready { .. }))
         {
             let _ = reply.send(Err(RpcError::new(
                 ErrorCode::Overloaded,
@@ -457,7 +407,7 @@ impl Control {
         }
     }
 
-    pub(super) fn answer_op(&mut self, op_id: u64, result: super::OpResult) {
+    pub(super) fn answer_op(&mut self, op_id: u64, result: OpResult) {
         if let Some(op) = self.ops.remove(&op_id) {
             let _ = op.reply.send(result);
         }
@@ -475,77 +425,5 @@ impl Control {
         for id in ids {
             self.answer_op(id, Err(RpcError::new(ErrorCode::Internal, why)));
         }
-    }
-}
-
-/// The outcome of a run the gateway ends itself (no work of the worker in it).
-fn gateway_outcome(
-    entry: &RunEntry,
-    run_id: &str,
-    status: RunStatus,
-    ended_at: u64,
-    error: &str,
-    stop: Option<StopReason>,
-) -> Arc<Outcome> {
-    let t = RunTerminal::without_work(
-        run_id,
-        status,
-        ended_at,
-        error.to_owned(),
-        stop.map(|s| s.as_str().to_owned()),
-    );
-    Arc::new(Outcome::from_terminal(
-        &t,
-        &entry.session_key,
-        &entry.agent_id,
-    ))
-}
-
-/// Its terminal events, numbered `seq`: lifecycle `error`, and chat `aborted` (with the stop
-/// reason) or `error`.
-fn gateway_events(
-    entry: &RunEntry,
-    run_id: &str,
-    seq: u64,
-    status: RunStatus,
-    ended_at: u64,
-    error: &str,
-    stop: Option<StopReason>,
-) -> Vec<Deferred> {
-    let run = RunRef {
-        run_id,
-        session_key: &entry.session_key,
-        agent_id: &entry.agent_id,
-    };
-    let aborted = match (status, stop) {
-        (RunStatus::Aborted, Some(reason)) => Some(reason.as_str()),
-        _ => None,
-    };
-    Deferred::terminal(crate::projection::ended_by_gateway(
-        &run, seq, ended_at, None, error, aborted,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_whose_outcome_is_being_written_is_still_unsettled_r_c6() {
-        let entry = |state| RunEntry {
-            agent_id: "main".into(),
-            session_key: "agent:main:s".into(),
-            state,
-        };
-        let active = entry(RunState::Active {
-            waiters: Vec::new(),
-        });
-        let writing = entry(RunState::Persisting {
-            waiters: Vec::new(),
-            deferred: TerminalEvents::default(),
-        });
-        assert!(active.is_active() && active.is_unsettled());
-        assert!(!writing.is_active(), "no second terminal may start");
-        assert!(writing.is_unsettled(), "the session still shows it");
     }
 }

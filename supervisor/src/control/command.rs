@@ -1,0 +1,107 @@
+//! What reaches the control actor: its [`Command`]s and the types they carry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipc::control::{SessionOp, StopReason, SubmitRun};
+use ipc::gateway::StatusResult;
+use ipc::RpcError;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::approvals;
+use crate::config::Config;
+use crate::outcome::Outcome;
+use crate::worker_link::LinkEvent;
+
+/// What a session operation answered: the worker's typed reply, or why there is none.
+pub type OpResult = Result<ipc::control::SessionReply, RpcError>;
+
+/// A run handed to the control actor after it was durably accepted.
+#[derive(Debug)]
+pub struct Dispatch {
+    pub run: SubmitRun,
+    pub agent_id: String,
+    /// Receives the outcome once it is durable.
+    pub done: oneshot::Sender<Arc<Outcome>>,
+}
+
+pub enum WaitReply {
+    Done(Arc<Outcome>),
+    Pending(oneshot::Receiver<Arc<Outcome>>),
+    Unknown,
+}
+
+/// Agents whose crash-loop breaker tripped, with the reason; read by RPC admission.
+pub type FailedAgents = Arc<HashMap<String, String>>;
+
+pub enum Command {
+    Dispatch(Dispatch),
+    Wait {
+        run_id: String,
+        reply: oneshot::Sender<WaitReply>,
+    },
+    Status {
+        connections: u64,
+        reply: oneshot::Sender<StatusResult>,
+    },
+    /// Stop: drain workers (deadline), then answer.
+    Shutdown {
+        deadline: Duration,
+        reply: oneshot::Sender<()>,
+    },
+    /// A session operation for `agent_id`'s worker (spawned if needed).
+    SessionOp {
+        agent_id: String,
+        op: SessionOp,
+        reply: oneshot::Sender<OpResult>,
+    },
+    /// Abort the session's active and queued runs (or just `run_id`).
+    Abort {
+        session_key: String,
+        run_id: Option<String>,
+        reason: StopReason,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    },
+    /// Runs not yet terminal, by session key.
+    ActiveRuns {
+        reply: oneshot::Sender<HashMap<String, Vec<String>>>,
+    },
+    /// Operator restart of one agent's worker (graceful: drain first; forced: kill now).
+    /// Clears a tripped crash-loop breaker. Answered once the new worker is ready.
+    RestartWorker {
+        agent_id: String,
+        force: bool,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    },
+    /// A new config: reconcile the worker set (agents added, removed, changed).
+    Reload(Arc<Config>),
+    Link(LinkEvent),
+    Persisted {
+        run_id: String,
+        outcome: Arc<Outcome>,
+    },
+    Tick,
+    /// `exec.approval.list`.
+    ApprovalList {
+        reply: oneshot::Sender<Vec<ipc::gateway::ExecApproval>>,
+    },
+    /// `loopgate.exec.allowlist`: the kept `allow-always` patterns.
+    AllowedList {
+        reply: oneshot::Sender<Vec<(String, String)>>,
+    },
+    /// `loopgate.exec.allowlist.remove`: forget one (from the gateway db too).
+    Disallow {
+        agent_id: String,
+        pattern: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
+    /// `exec.approval.resolve`.
+    ApprovalResolve {
+        id: String,
+        decision: ipc::approval::ApprovalDecision,
+        by: Option<String>,
+        reply: oneshot::Sender<approvals::ResolveResult>,
+    },
+}
