@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use crate::gateway::Out;
+use crate::connection::out::Out;
 
 #[derive(Default)]
 pub struct DeviceConns {
@@ -77,7 +77,7 @@ impl DeviceConns {
 #[cfg(test)]
 mod tests {
     use super::DeviceConns;
-    use crate::gateway::Out;
+    use crate::connection::out::Out;
 
     #[test]
     fn a_connect_checked_before_a_sweep_is_refused_after_it() {

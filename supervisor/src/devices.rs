@@ -472,12 +472,7 @@ fn rotate(
 
 /// Whether `granted` covers every scope in `wanted` (admin covers all, write covers read).
 pub fn covers(granted: &[String], wanted: &[String]) -> bool {
-    use crate::gateway::scopes;
-    wanted.iter().all(|w| {
-        granted
-            .iter()
-            .any(|g| g == w || g == scopes::ADMIN || (g == scopes::WRITE && w == scopes::READ))
-    })
+    ipc::gateway::covers(granted, wanted)
 }
 
 #[cfg(test)]

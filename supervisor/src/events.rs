@@ -34,7 +34,7 @@ pub struct HubEvent {
     /// Only connections that advertised this client capability get the event.
     pub cap: Option<&'static str>,
     /// Only connections with this scope (or admin) get the event.
-    pub scope: Option<&'static str>,
+    pub scope: Option<ipc::gateway::Scope>,
     /// Only connections that called `sessions.subscribe` get the event.
     pub subscribers_only: bool,
     /// Only `sessions.subscribe` subscribers and connections following this session
@@ -58,7 +58,7 @@ pub struct Deferred {
     /// A run's event: kept for `agent.events` replays.
     run: Option<crate::run_log::RunTag>,
     /// Only connections with this scope (or admin) get the event.
-    scope: Option<&'static str>,
+    scope: Option<ipc::gateway::Scope>,
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -220,7 +220,7 @@ impl Deferred {
     }
 
     /// Restricts the event to connections with `scope` (admins have every scope).
-    pub fn for_scope(mut self, scope: &'static str) -> Self {
+    pub fn for_scope(mut self, scope: ipc::gateway::Scope) -> Self {
         self.scope = Some(scope);
         self
     }

@@ -3,16 +3,17 @@
 
 use ipc::gateway::{
     self as gw, ConnectParams, ErrorShape, Features, FrameError, HelloAuth, HelloOk, HelloServer,
-    Method, Policy, SessionDefaults, Snapshot, StateVersion, GATEWAY_PROTOCOL, MAX_PAYLOAD_BYTES,
-    TICK_INTERVAL_MS,
+    Method, Policy, Scope, SessionDefaults, Snapshot, StateVersion, GATEWAY_PROTOCOL,
+    MAX_PAYLOAD_BYTES, TICK_INTERVAL_MS,
 };
 use serde_json::{json, Value};
 
 use crate::auth::{DeviceTokenClaim, Granted, Verdict};
 use crate::config::AuthMode;
+use crate::connection::peer::{Session, Transport};
 use crate::devices::{DeviceCmd, Holder, Presented};
 use crate::events::now_ms;
-use crate::gateway::{scopes, Gateway, Session, Transport};
+use crate::gateway::Gateway;
 
 /// A refused handshake.
 pub(crate) struct Refused {
@@ -141,9 +142,9 @@ pub(crate) async fn handshake(
             let requested = params.scopes.clone().unwrap_or_default();
             let scopes = if requested.is_empty() {
                 vec![
-                    scopes::ADMIN.to_owned(),
-                    scopes::READ.to_owned(),
-                    scopes::WRITE.to_owned(),
+                    Scope::Admin.as_str().to_owned(),
+                    Scope::Read.as_str().to_owned(),
+                    Scope::Write.as_str().to_owned(),
                 ]
             } else {
                 requested
@@ -230,7 +231,7 @@ pub(crate) async fn handshake(
         },
     };
     let config = gw.config();
-    let admin = scopes.iter().any(|s| s == crate::gateway::scopes::ADMIN);
+    let admin = scopes.iter().any(|s| s == Scope::Admin.as_str());
     let hello = HelloOk {
         kind: "hello-ok".into(),
         protocol: GATEWAY_PROTOCOL,

@@ -27,6 +27,7 @@ pub mod config_check;
 pub mod config_diff;
 mod config_lines;
 pub mod confine;
+pub mod connection;
 pub mod control;
 pub mod control_ui;
 pub mod device_conns;

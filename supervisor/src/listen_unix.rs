@@ -10,9 +10,10 @@ use ipc::gateway::MAX_PREAUTH_PAYLOAD_BYTES;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
 
-use crate::gateway::{
-    render, serve_connection, FrameSource, Gateway, Inbound, Out, Outbound, Transport,
-};
+use crate::connection::out::{render, Out, Outbound};
+use crate::connection::peer::Transport;
+use crate::connection::{serve_connection, FrameSource, Inbound};
+use crate::gateway::Gateway;
 
 /// Binds the socket (removing a stale one: only call with the state lock held) with mode 0600.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {

@@ -28,9 +28,10 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::auth::Peer;
-use crate::gateway::{
-    render, serve_connection, FrameSource, Gateway, Inbound, Out, Outbound, Transport,
-};
+use crate::connection::out::{render, Out, Outbound};
+use crate::connection::peer::Transport;
+use crate::connection::{serve_connection, FrameSource, Inbound};
+use crate::gateway::Gateway;
 
 type Body = Full<Bytes>;
 

@@ -18,6 +18,7 @@ mod hello;
 mod results;
 mod resume;
 mod run;
+mod scope;
 mod sessions;
 pub use absent::*;
 pub use approvals::*;
@@ -29,6 +30,7 @@ pub use hello::*;
 pub use results::*;
 pub use resume::*;
 pub use run::*;
+pub use scope::{covers, Scope};
 pub use sessions::*;
 
 /// Gateway protocol version spoken to clients.

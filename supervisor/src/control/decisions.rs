@@ -52,7 +52,7 @@ impl Control {
         let ev = listed(&pending);
         self.deps.hub.publish_deferred(
             &Deferred::event(ipc::gateway::events::EXEC_APPROVAL_REQUESTED, &ev)
-                .for_scope(crate::gateway::scopes::APPROVALS),
+                .for_scope(ipc::gateway::Scope::Approvals),
         );
         self.approvals
             .pending
@@ -201,7 +201,7 @@ impl Control {
         };
         self.deps.hub.publish_deferred(
             &Deferred::event(ipc::gateway::events::EXEC_APPROVAL_RESOLVED, &ev)
-                .for_scope(crate::gateway::scopes::APPROVALS),
+                .for_scope(ipc::gateway::Scope::Approvals),
         );
     }
 

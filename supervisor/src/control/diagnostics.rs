@@ -65,7 +65,7 @@ impl Control {
     fn publish_diagnostic(&self, ev: &DiagnosticEvent) {
         self.deps.hub.publish_deferred(
             &Deferred::event(ipc::gateway::events::DIAGNOSTIC, ev)
-                .for_scope(crate::gateway::scopes::READ),
+                .for_scope(ipc::gateway::Scope::Read),
         );
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
+use ipc::gateway::Scope;
 use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentScopeParams, AgentSessions,
     AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams, AgentsListResult,
@@ -28,9 +29,11 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::config::AgentId;
+use crate::connection::out::Out;
+use crate::connection::peer::Session;
 use crate::control::{ControlError, Dispatch, WaitReply};
 use crate::events::now_ms;
-use crate::gateway::{scopes, Gateway, Out, Session};
+use crate::gateway::Gateway;
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 
@@ -112,7 +115,8 @@ pub fn is_ordered(method: &str) -> bool {
 }
 
 /// `FORBIDDEN missing scope: <needed>`, with OpenClaw's details.
-fn missing_scope(needed: &str) -> ErrorShape {
+fn missing_scope(needed: Scope) -> ErrorShape {
+    let needed = needed.as_str();
     ErrorShape::new(
         ipc::gateway::codes::FORBIDDEN,
         format!("missing scope: {needed}"),
@@ -137,10 +141,10 @@ pub async fn handle(
         );
         // As OpenClaw: a method no scope is listed for needs admin, so a narrower client
         // hears the missing scope first.
-        let error = if session.has_scope(scopes::ADMIN) {
+        let error = if session.has_scope(Scope::Admin) {
             ErrorShape::invalid(format!("unknown method: {}", req.method))
         } else {
-            missing_scope(scopes::ADMIN)
+            missing_scope(Scope::Admin)
         };
         out.err(&req.id, error).await;
         return;
@@ -179,20 +183,20 @@ pub async fn handle(
         | Method::CommandsList
         | Method::ChannelsStatus
         | Method::LastHeartbeat
-        | Method::NodeList => scopes::READ,
+        | Method::NodeList => Scope::Read,
         Method::ExecApprovalList
         | Method::ExecApprovalResolve
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory
-        | Method::ExecAllowlistGet => scopes::APPROVALS,
-        Method::AgentEvents | Method::DiagnosticsLanes => scopes::READ,
+        | Method::ExecAllowlistGet => Scope::Approvals,
+        Method::AgentEvents | Method::DiagnosticsLanes => Scope::Read,
         Method::Agent
         | Method::AgentWait
         | Method::ChatSend
         | Method::ChatAbort
         | Method::SessionsPatch
-        | Method::SessionsCreate => scopes::WRITE,
+        | Method::SessionsCreate => Scope::Write,
         // Admin, as OpenClaw's: the message is recorded as the assistant's.
         Method::ChatInject
         | Method::SessionsCompact
@@ -202,14 +206,18 @@ pub async fn handle(
         | Method::GatewayReload
         | Method::ExecAllowlistRemove
         | Method::WorkerRestart
-        | Method::UpdateStatus => scopes::ADMIN,
+        | Method::UpdateStatus => Scope::Admin,
         Method::DevicePairList
         | Method::DeviceTokenRotate
         | Method::DeviceTokenRevoke
-        | Method::NodePairList => scopes::PAIRING,
+        | Method::NodePairList => Scope::Pairing,
     };
     if !session.has_scope(needed) {
-        tracing::debug!(method = method.as_str(), needed, "Refused: missing scope.");
+        tracing::debug!(
+            method = method.as_str(),
+            needed = needed.as_str(),
+            "Refused: missing scope."
+        );
         out.err(&req.id, missing_scope(needed)).await;
         return;
     }
@@ -860,7 +868,7 @@ async fn agent(
         return;
     };
     // As OpenClaw: picking the model of a run is an admin's call.
-    if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(scopes::ADMIN) {
+    if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(Scope::Admin) {
         return out
             .err(
                 &req.id,
@@ -1110,7 +1118,7 @@ async fn session_op(
             ErrorCode::Overloaded,
             format!(
                 "too many session operations in flight on this connection (at most {}); wait for their answers",
-                crate::gateway::SESSION_OPS_PER_CONN
+                crate::connection::out::SESSION_OPS_PER_CONN
             ),
         ));
     };
