@@ -318,7 +318,7 @@ async fn every_interleaving_of_two_runs_of_a_session_reaches_clients_in_order_r_
             while let Ok(ev) = clients.try_recv() {
                 let v: serde_json::Value = serde_json::from_str(&ev.payload).unwrap();
                 let what = match ev.event {
-                    "agent" => format!("{}", v["data"]["phase"].as_str().unwrap_or("delta")),
+                    "agent" => v["data"]["phase"].as_str().unwrap_or("delta").to_string(),
                     _ => format!("chat {}", v["state"].as_str().unwrap_or("")),
                 };
                 seen.push(format!("{} {what}", v["runId"].as_str().unwrap()));
