@@ -3,11 +3,16 @@
 //! takes whatever is queued (up to a batch limit) and runs it in one transaction, each
 //! command in its own savepoint: a command that fails leaves nothing behind and does not fail
 //! its neighbours. Answers are held until the commit; if the commit itself fails, every
-//! caller in the batch is told so instead.
+//! caller in the batch is told so instead. [`migrate`] is the one schema-migration runner
+//! both databases' ladders go through before their writer starts.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
+mod migrate;
+
 use std::sync::mpsc as std_mpsc;
+
+pub use migrate::{migrate, top, MigrateError, Step};
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;

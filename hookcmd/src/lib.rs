@@ -1,13 +1,11 @@
 //! Hook commands and the process groups they run in, shared by the supervisor
-//! (`gateway_start` / `gateway_stop` hooks) and the worker (run hooks, the `exec` tool).
-//! A hook gets the event as one JSON object on stdin and may answer one JSON object on
-//! stdout; it runs in its own process group, and the whole group is killed when it times out
-//! or its caller goes away.
+//! (`gateway_start` / `gateway_stop` hooks) and the worker (run hooks; the `exec` tool kills
+//! its reaper's group with [`GroupKill`]). A hook gets the event as one JSON object on
+//! stdin and may answer one JSON object on stdout; it runs in its own process group, and the
+//! whole group is killed when it times out or its caller goes away. The `exec` tool's
+//! allowlists and reaper are in `execpolicy`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
-
-pub mod argv;
-pub mod reaper;
 
 use std::path::Path;
 use std::process::Stdio;

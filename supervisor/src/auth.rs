@@ -14,6 +14,7 @@
 //!   origin-less `gateway-client`/`backend` clients; otherwise cleared.
 
 use base64::Engine;
+use ed25519_dalek::pkcs8::{DecodePublicKey, PublicKeyBytes};
 use ed25519_dalek::{Signature, VerifyingKey};
 use ipc::gateway::{ConnectParams, ErrorShape};
 use serde_json::{json, Value};
@@ -295,21 +296,19 @@ fn decode_b64(s: &str) -> Option<Vec<u8>> {
         .or_else(|| base64::engine::general_purpose::STANDARD.decode(t).ok())
 }
 
-/// The raw 32-byte key from base64url or a PEM SPKI block.
+/// The raw 32-byte key from base64url or a PEM SPKI block. The SPKI is read by the crypto
+/// crate (Ed25519 OID, no parameters, a 32-byte key, nothing after it); the point itself is
+/// checked later, where it always was. The PEM armor is read leniently, as it always was
+/// (any label, any line width); RFC 7468's strict grammar would refuse some of those.
 fn raw_public_key(text: &str) -> Option<[u8; 32]> {
-    const SPKI_PREFIX: [u8; 12] = [
-        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
-    ];
-    let bytes = if text.contains("-----BEGIN") {
+    if text.contains("-----BEGIN") {
         let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
         let der = base64::engine::general_purpose::STANDARD
             .decode(body.trim())
             .ok()?;
-        der.strip_prefix(&SPKI_PREFIX[..])?.to_vec()
-    } else {
-        decode_b64(text)?
-    };
-    bytes.try_into().ok()
+        return PublicKeyBytes::from_public_key_der(&der).ok().map(|k| k.0);
+    }
+    decode_b64(text)?.try_into().ok()
 }
 
 /// Verifies a device proof; returns the device id.

@@ -88,7 +88,7 @@ pub fn check_hook_program(key: &str, program: &str) -> Result<(), String> {
 pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
     let mut warnings = Vec::new();
     for (i, pattern) in exec.allowlist.iter().enumerate() {
-        let words = hookcmd::argv::parse_pattern(pattern)
+        let words = execpolicy::argv::parse_pattern(pattern)
             .map_err(|e| format!("{key}.tools.exec.allowlist[{i}]: {e}"))?;
         if matches!(
             exec.security,
@@ -96,7 +96,7 @@ pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
         ) {
             if let Some(program) = words
                 .first()
-                .filter(|p| hookcmd::argv::is_unsafe_program(p))
+                .filter(|p| execpolicy::argv::is_unsafe_program(p))
             {
                 warnings.push(format!(
                     "{key}.tools.exec.allowlist[{i}]: {program:?} reads instructions from files or arguments the model controls, so allowing it lets the model run any command"

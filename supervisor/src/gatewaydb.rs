@@ -32,7 +32,7 @@ pub enum DbError {
 }
 
 /// The schema version [`migrate`] brings a database to.
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = dbwriter::top(LADDER);
 /// `allow-always` exec patterns kept per agent at most.
 pub const MAX_ALLOWED_PER_AGENT: i64 = 1000;
 
@@ -299,15 +299,11 @@ impl GatewayDb {
     }
 }
 
-fn migrate(conn: &Connection) -> Result<(), DbError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(DbError::TooNew(version));
-    }
-    if version < 1 {
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE IF NOT EXISTS runs(
+/// The gateway db's schema ladder: step `i` brings `user_version` `i` to `i + 1`. Append
+/// only.
+const LADDER: &[dbwriter::Step<'static>] = &[
+    // v1: runs and the session index.
+    &["CREATE TABLE IF NOT EXISTS runs(
                 run_id TEXT PRIMARY KEY,
                 agent_id TEXT NOT NULL,
                 session_key TEXT NOT NULL,
@@ -327,84 +323,44 @@ fn migrate(conn: &Connection) -> Result<(), DbError> {
                 created_at INTEGER NOT NULL,
                 updated_at INTEGER NOT NULL,
                 last_run_id TEXT
-             ) STRICT;
-             PRAGMA user_version = 1;
-             COMMIT;",
-        )?;
-    }
-    if version < 2 {
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN session_id TEXT;
+             ) STRICT;"],
+    // v2: a session's id, last outcome and token counts.
+    &["ALTER TABLE sessions ADD COLUMN session_id TEXT;
              ALTER TABLE sessions ADD COLUMN last_status TEXT;
              ALTER TABLE sessions ADD COLUMN last_error TEXT;
              ALTER TABLE sessions ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE sessions ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE sessions ADD COLUMN total_tokens INTEGER NOT NULL DEFAULT 0;
-             CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);
-             PRAGMA user_version = 2;
-             COMMIT;",
-        )?;
-    }
-    if version < 3 {
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE runs ADD COLUMN request_hash TEXT;
-             PRAGMA user_version = 3;
-             COMMIT;",
-        )?;
-    }
-    if version < 4 {
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN label TEXT;
-             ALTER TABLE sessions ADD COLUMN last_read_at INTEGER;
-             PRAGMA user_version = 4;
-             COMMIT;",
-        )?;
-    }
-    if version < 5 {
-        // v5: device tokens (their digests), see `devices`; a session's own model.
-        conn.execute_batch(&format!(
-            "BEGIN; {} ALTER TABLE sessions ADD COLUMN model_override TEXT;
-             PRAGMA user_version = 5; COMMIT;",
-            crate::devices::SCHEMA
-        ))?;
-    }
-    if version < 6 {
-        // v6: a session's own thinking level and reasoning visibility.
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN thinking_level TEXT;
-             ALTER TABLE sessions ADD COLUMN reasoning_level TEXT;
-             PRAGMA user_version = 6;
-             COMMIT;",
-        )?;
-    }
-    if version < 7 {
-        // v7: a session's own queue mode.
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN queue_mode TEXT;
-             PRAGMA user_version = 7;
-             COMMIT;",
-        )?;
-    }
-    if version < 8 {
-        // v8: exec commands operators allowed for good (`allow-always`).
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE exec_allowlist(
+             CREATE INDEX IF NOT EXISTS sessions_updated ON sessions(updated_at);"],
+    // v3: what a run asked (`request_hash`): a key reused for another request is refused.
+    &["ALTER TABLE runs ADD COLUMN request_hash TEXT;"],
+    // v4: a session's label and read mark.
+    &["ALTER TABLE sessions ADD COLUMN label TEXT;
+             ALTER TABLE sessions ADD COLUMN last_read_at INTEGER;"],
+    // v5: device tokens (their digests), see `devices`; a session's own model.
+    &[
+        crate::devices::SCHEMA,
+        "ALTER TABLE sessions ADD COLUMN model_override TEXT;",
+    ],
+    // v6: a session's own thinking level and reasoning visibility.
+    &["ALTER TABLE sessions ADD COLUMN thinking_level TEXT;
+             ALTER TABLE sessions ADD COLUMN reasoning_level TEXT;"],
+    // v7: a session's own queue mode.
+    &["ALTER TABLE sessions ADD COLUMN queue_mode TEXT;"],
+    // v8: exec commands operators allowed for good (`allow-always`).
+    &["CREATE TABLE exec_allowlist(
                 agent_id TEXT NOT NULL,
                 pattern TEXT NOT NULL,
                 created_at INTEGER NOT NULL,
                 PRIMARY KEY (agent_id, pattern)
-             ) STRICT;
-             PRAGMA user_version = 8;
-             COMMIT;",
-        )?;
-    }
-    Ok(())
+             ) STRICT;"],
+];
+
+fn migrate(conn: &Connection) -> Result<(), DbError> {
+    dbwriter::migrate(conn, LADDER).map_err(|e| match e {
+        dbwriter::MigrateError::TooNew { found, .. } => DbError::TooNew(found),
+        dbwriter::MigrateError::Sqlite(e) => DbError::Sqlite(e),
+    })
 }
 
 /// Ends runs left `accepted` by a crash of the previous gateway (invariant 1).

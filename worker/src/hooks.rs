@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use ipc::control::HookSpec;
 use serde_json::{json, Value};
 
+use crate::frontmatter;
 use crate::tools::{ToolCall, ToolOutcome};
 
 /// Timeout of an internal (`HOOK.md`) hook.
@@ -32,44 +33,14 @@ pub struct InternalHook {
     pub handler: PathBuf,
 }
 
-/// Parses `events:` from HOOK.md frontmatter: a flow list (`["a", "b"]`), a block list
-/// (`- a`) or one bare value.
+/// The `events:` of a HOOK.md's frontmatter: a flow list (`["a", "b"]`), a block list
+/// (`- a`) or one bare value; every `events:` key counts.
 fn hook_events(text: &str) -> Vec<String> {
-    let mut lines = text.lines();
-    if lines.next().map(str::trim) != Some("---") {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    let mut in_list = false;
-    for line in lines {
-        let t = line.trim();
-        if t == "---" {
-            break;
-        }
-        if in_list {
-            if let Some(item) = t.strip_prefix("- ") {
-                out.push(item.trim().trim_matches(['"', '\'']).to_owned());
-                continue;
-            }
-            in_list = false;
-        }
-        let Some(rest) = line.strip_prefix("events:") else {
-            continue;
-        };
-        let rest = rest.trim();
-        if rest.is_empty() {
-            in_list = true;
-        } else {
-            out.extend(
-                rest.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .split(',')
-                    .map(|e| e.trim().trim_matches(['"', '\'']).to_owned())
-                    .filter(|e| !e.is_empty()),
-            );
-        }
-    }
-    out
+    frontmatter::fields(text)
+        .iter()
+        .filter(|f| f.key == "events")
+        .flat_map(|f| f.list())
+        .collect()
 }
 
 /// The internal hooks in `dir` that listen for `event`, in name order.
@@ -524,6 +495,8 @@ mod tests {
             ["command:reset", "command:stop"]
         );
         assert!(hook_events("no frontmatter").is_empty());
+        // Keys are read as in SKILL.md (the one frontmatter reader): space before the colon.
+        assert_eq!(hook_events("---\nevents : a\n---\n"), ["a"]);
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@
 
 pub mod agent;
 pub mod diagnostics;
+mod frontmatter;
 pub mod hooks;
 pub mod lanes;
 pub mod link;

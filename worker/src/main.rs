@@ -23,10 +23,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    // `exec` commands run under this binary in reaper mode (see `hookcmd::reaper`).
+    // `exec` commands run under this binary in reaper mode (see `execpolicy::reaper`).
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if raw.get(1).is_some_and(|a| a == hookcmd::reaper::FLAG) {
-        let code = hookcmd::reaper::main(&raw[2..]);
+    if raw.get(1).is_some_and(|a| a == execpolicy::reaper::FLAG) {
+        let code = execpolicy::reaper::main(&raw[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let args = Args::parse();

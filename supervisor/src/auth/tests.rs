@@ -207,6 +207,89 @@ fn pem_public_keys_are_accepted() {
     assert_eq!(raw_public_key(&pem), Some(raw));
 }
 
+/// The key forms read before the SPKI went through the crypto crate still read, and the
+/// malformed ones are still refused: raw keys in base64url (padded or not) or standard
+/// base64; PEM with any label, any line width, CRLF, no END line; an SPKI only if it is
+/// exactly an Ed25519 key with no parameters and nothing after it. The point is not checked
+/// here (a key off the curve fails later, after the id and nonce checks).
+#[test]
+fn public_key_forms_read_and_refused() {
+    let raw = SigningKey::from_bytes(&[9u8; 32])
+        .verifying_key()
+        .to_bytes();
+    let std64 = base64::engine::general_purpose::STANDARD;
+    let url64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    assert_eq!(raw_public_key(&url64.encode(raw)), Some(raw));
+    assert_eq!(
+        raw_public_key(&format!(" {}= ", url64.encode(raw))),
+        Some(raw)
+    );
+    assert_eq!(raw_public_key(&std64.encode(raw)), Some(raw));
+    assert_eq!(raw_public_key(&url64.encode(&raw[..31])), None);
+    assert_eq!(raw_public_key("not base64!"), None);
+    let spki = |prefix: &[u8], key: &[u8], suffix: &[u8]| {
+        let mut der = prefix.to_vec();
+        der.extend_from_slice(key);
+        der.extend_from_slice(suffix);
+        std64.encode(der)
+    };
+    let prefix = [
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    let body = spki(&prefix, &raw, &[]);
+    let pem = |text: String| raw_public_key(&text);
+    assert_eq!(
+        pem(format!(
+            "-----BEGIN PUBLIC KEY-----\r\n{body}\r\n-----END PUBLIC KEY-----\r\n"
+        )),
+        Some(raw)
+    );
+    assert_eq!(
+        pem(format!(
+            "-----BEGIN ED25519 KEY-----\n{}\n{}\n",
+            &body[..20],
+            &body[20..]
+        )),
+        Some(raw),
+        "any label, any width, no END line"
+    );
+    // Not Ed25519 (X25519's OID 1.3.101.110), a parameter, a short key, bytes after it.
+    let x25519 = [
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x03, 0x21, 0x00,
+    ];
+    let with_null = [
+        0x30, 0x2c, 0x30, 0x07, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x05, 0x00, 0x03, 0x21, 0x00,
+    ];
+    let short = [
+        0x30, 0x29, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x20, 0x00,
+    ];
+    for bad in [
+        spki(&x25519, &raw, &[]),
+        spki(&with_null, &raw, &[]),
+        spki(&short, &raw[..31], &[]),
+        spki(&prefix, &raw, &[0]),
+        spki(&prefix[..11], &raw, &[]),
+        url64.encode(raw),
+    ] {
+        assert_eq!(
+            pem(format!(
+                "-----BEGIN PUBLIC KEY-----\n{bad}\n-----END PUBLIC KEY-----\n"
+            )),
+            None,
+            "{bad}"
+        );
+    }
+    // A point off the curve still reads here (its id is checked first).
+    let off_curve = [0xffu8; 32];
+    assert_eq!(
+        pem(format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n",
+            spki(&prefix, &off_curve, &[])
+        )),
+        Some(off_curve)
+    );
+}
+
 #[test]
 fn device_tokens_claims_and_grants() {
     let key = SigningKey::from_bytes(&[5u8; 32]);

@@ -32,11 +32,11 @@ impl Control {
         }
         // No allow-always for a program that takes instructions from files or arguments the
         // model controls (allowing it for good would let the model run anything).
-        let pattern = hookcmd::argv::exact_pattern(&request.argv).filter(|_| {
+        let pattern = execpolicy::argv::exact_pattern(&request.argv).filter(|_| {
             !request
                 .argv
                 .first()
-                .is_some_and(|p| hookcmd::argv::is_unsafe_program(p))
+                .is_some_and(|p| execpolicy::argv::is_unsafe_program(p))
         });
         let pending = Pending {
             agent_id: agent_id.to_owned(),

@@ -197,13 +197,12 @@ pub(super) fn backoff(
     attempt: u32,
     jitter_seed: u64,
 ) -> Duration {
-    let base = initial.saturating_mul(1u32 << attempt.min(16)).min(max);
     // Cheap deterministic jitter from the seed (splitmix64 step).
     let mut z = jitter_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     let unit = ((z ^ (z >> 31)) % 1000) as f64 / 1000.0; // [0, 1)
-    base.mul_f64(0.75 + 0.5 * unit)
+    backoff::delay(initial, max, attempt, 0.25, unit)
 }
 
 pub(super) fn worker_env(config: &Config, env: &HashMap<String, String>) -> Vec<(String, String)> {

@@ -155,7 +155,7 @@ pub async fn drive(
         exec: ctx.spec.exec.clone(),
         allow: ctx.spec.tools_allow.clone(),
         progress: None,
-        // This very binary, in reaper mode (`hookcmd::reaper`).
+        // This very binary, in reaper mode (`execpolicy::reaper`).
         reaper: std::path::PathBuf::from("/proc/self/exe"),
         exec_env: ctx.exec_env.clone(),
         approved: None,

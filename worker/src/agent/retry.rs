@@ -112,17 +112,13 @@ impl Retries {
 
     /// `base · 2^(n-1)`, capped, ±10 % jitter.
     fn backoff(&self, n: u32) -> Duration {
-        let exp = self
-            .base
-            .saturating_mul(1u32 << n.saturating_sub(1).min(16))
-            .min(self.max);
         // A small deterministic hash of (seed, n): no RNG state in the pure core.
         let mut x = self.seed ^ u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         x ^= x >> 33;
         x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
         x ^= x >> 33;
-        let frac = (x % 2001) as f64 / 10_000.0; // 0 ..= 0.2
-        exp.mul_f64(0.9 + frac)
+        let unit = (x % 2001) as f64 / 2000.0; // 0 ..= 1
+        backoff::delay(self.base, self.max, n.saturating_sub(1), 0.1, unit)
     }
 }
 

@@ -14,6 +14,8 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use crate::frontmatter;
+
 /// Budget for the rendered skills list, in characters; over it, descriptions are dropped.
 pub const MAX_SKILLS_PROMPT_CHARS: usize = 20_000;
 /// Longest description kept per skill.
@@ -168,17 +170,6 @@ impl SkillsCache {
     }
 }
 
-fn unquote(v: &str) -> String {
-    let v = v.trim();
-    let quoted = v.len() >= 2
-        && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\'')));
-    if quoted {
-        v[1..v.len() - 1].to_owned()
-    } else {
-        v.to_owned()
-    }
-}
-
 /// Reads the frontmatter of one `SKILL.md`; `None` when the model must not see it.
 pub fn parse(text: &str, location: &str) -> Option<Skill> {
     let dir_name = location
@@ -190,36 +181,14 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
     let mut name = None;
     let mut description = None;
     let mut metadata = String::new();
-    let mut in_metadata = false;
-    let mut lines = text.lines();
-    if lines.next().map(str::trim) == Some("---") {
-        for line in lines {
-            if line.trim() == "---" {
-                break;
-            }
-            // Indented lines continue the key above them; only `metadata` (a JSON object
-            // over several lines) is read from them.
-            if line.starts_with(' ') || line.starts_with('\t') {
-                if in_metadata {
-                    metadata.push('\n');
-                    metadata.push_str(line);
-                }
-                continue;
-            }
-            in_metadata = false;
-            let Some((k, v)) = line.split_once(':') else {
-                continue;
-            };
-            match k.trim() {
-                "name" => name = Some(unquote(v)),
-                "description" => description = Some(unquote(v)),
-                "disable-model-invocation" if unquote(v) == "true" => return None,
-                "metadata" => {
-                    in_metadata = true;
-                    metadata = v.to_owned();
-                }
-                _ => {}
-            }
+    for field in frontmatter::fields(text) {
+        match field.key {
+            "name" => name = Some(field.scalar()),
+            "description" => description = Some(field.scalar()),
+            "disable-model-invocation" if field.scalar() == "true" => return None,
+            // A JSON object, possibly over several indented lines.
+            "metadata" => metadata = field.indented(),
+            _ => {}
         }
     }
     let description: String = description

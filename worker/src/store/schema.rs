@@ -1,26 +1,12 @@
-//! Agent database schema and migrations (`PRAGMA user_version`).
+//! Agent database schema: its migration ladder (`PRAGMA user_version`, run by
+//! `dbwriter::migrate`).
 
 use rusqlite::Connection;
 
-pub const SCHEMA_VERSION: i64 = 6;
-
-pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
-    let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(conn)
-}
-
-pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if version > SCHEMA_VERSION {
-        return Err(super::StoreError::Sqlite(format!(
-            "agent database schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
-        )));
-    }
-    if version < 1 {
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE sessions(
+/// The agent db's schema ladder: step `i` brings `user_version` `i` to `i + 1`. Append only.
+const LADDER: &[dbwriter::Step<'static>] = &[
+    // v1: sessions, runs and the transcript.
+    &["CREATE TABLE sessions(
                 session_key TEXT PRIMARY KEY,
                 session_id TEXT NOT NULL UNIQUE,
                 created_at INTEGER NOT NULL,
@@ -57,29 +43,15 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
                 created_at INTEGER NOT NULL,
                 entry_json TEXT NOT NULL,
                 PRIMARY KEY(session_id, seq)
-             ) STRICT;
-             PRAGMA user_version = 1;
-             COMMIT;",
-        )?;
-    }
-    if version < 2 {
-        // v2: the current window's start is kept on the session (no scan for the last reset
-        // per read), and message text has its own column (no JSON parse per history row).
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN window_start_seq INTEGER NOT NULL DEFAULT 0;
+             ) STRICT;"],
+    // v2: the current window's start is kept on the session (no scan for the last reset
+    // per read), and message text has its own column (no JSON parse per history row).
+    &["ALTER TABLE sessions ADD COLUMN window_start_seq INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE transcript ADD COLUMN text TEXT;
              UPDATE sessions SET window_start_seq = COALESCE(
-                (SELECT max(seq) FROM transcript t WHERE t.session_id = sessions.session_id AND t.role = 'reset'), 0);
-             PRAGMA user_version = 2;
-             COMMIT;",
-        )?;
-    }
-    if version < 3 {
-        // v3: the audit ledger (R-D6): metadata only, bounded by the writer.
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE audit(
+                (SELECT max(seq) FROM transcript t WHERE t.session_id = sessions.session_id AND t.role = 'reset'), 0);"],
+    // v3: the audit ledger (R-D6): metadata only, bounded by the writer.
+    &["CREATE TABLE audit(
                 id INTEGER PRIMARY KEY,
                 ts INTEGER NOT NULL,
                 run_id TEXT NOT NULL,
@@ -90,49 +62,66 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
                 tool_call_id TEXT,
                 result TEXT,
                 duration_ms INTEGER
-             ) STRICT;
-             PRAGMA user_version = 3;
-             COMMIT;",
-        )?;
-    }
-    if version < 4 {
-        // v4: compaction (R-B7, R-C5). The latest `compaction` entry of the current window
-        // and the first transcript row it keeps verbatim are kept on the session, so the
-        // model's history is one indexed range read plus the summary.
-        conn.execute_batch(
-            "BEGIN;
-             ALTER TABLE sessions ADD COLUMN compaction_seq INTEGER NOT NULL DEFAULT 0;
+             ) STRICT;"],
+    // v4: compaction (R-B7, R-C5). The latest `compaction` entry of the current window
+    // and the first transcript row it keeps verbatim are kept on the session, so the
+    // model's history is one indexed range read plus the summary.
+    &["ALTER TABLE sessions ADD COLUMN compaction_seq INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE sessions ADD COLUMN kept_from_seq INTEGER NOT NULL DEFAULT 0;
-             ALTER TABLE sessions ADD COLUMN compaction_count INTEGER NOT NULL DEFAULT 0;
-             PRAGMA user_version = 4;
-             COMMIT;",
-        )?;
-    }
-    if version < 5 {
-        // v5: which user message a run recorded, found by run id (`chat.history`
-        // `inputRunIds` receipts) without scanning the transcript.
-        conn.execute_batch(
-            "BEGIN;
-             CREATE INDEX transcript_user_run ON transcript(run_id)
-                WHERE role = 'user' AND run_id IS NOT NULL;
-             PRAGMA user_version = 5;
-             COMMIT;",
-        )?;
-    }
-    if version < 6 {
-        // v6: runs whose message a collected or summarized turn recorded as part of its own
-        // (R-B3): their `inputRunIds` receipt is the carrier's user message.
-        conn.execute_batch(
-            "BEGIN;
-             CREATE TABLE input_alias(
+             ALTER TABLE sessions ADD COLUMN compaction_count INTEGER NOT NULL DEFAULT 0;"],
+    // v5: which user message a run recorded, found by run id (`chat.history`
+    // `inputRunIds` receipts) without scanning the transcript.
+    &["CREATE INDEX transcript_user_run ON transcript(run_id)
+                WHERE role = 'user' AND run_id IS NOT NULL;"],
+    // v6: runs whose message a collected or summarized turn recorded as part of its own
+    // (R-B3): their `inputRunIds` receipt is the carrier's user message.
+    &["CREATE TABLE input_alias(
                 run_id TEXT PRIMARY KEY,
                 session_id TEXT NOT NULL,
                 entry_id TEXT NOT NULL
              ) STRICT;
-             CREATE INDEX input_alias_session ON input_alias(session_id);
-             PRAGMA user_version = 6;
-             COMMIT;",
-        )?;
+             CREATE INDEX input_alias_session ON input_alias(session_id);"],
+];
+
+pub const SCHEMA_VERSION: i64 = dbwriter::top(LADDER);
+
+pub fn open_rw(path: &std::path::Path) -> rusqlite::Result<Connection> {
+    let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
+    dbwriter::migrate(conn, LADDER).map_err(|e| match e {
+        dbwriter::MigrateError::TooNew { found, known } => super::StoreError::Sqlite(format!(
+            "agent database schema version {found} is newer than this build supports ({known})"
+        )),
+        dbwriter::MigrateError::Sqlite(e) => e.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new database climbs to this build's version; one a newer build wrote is refused
+    /// with the message operators know.
+    #[test]
+    fn migrates_to_the_top_and_refuses_a_newer_database() {
+        let conn = Connection::open_in_memory().unwrap();
+        migrate(&conn).unwrap();
+        let version = |c: &Connection| -> i64 {
+            c.pragma_query_value(None, "user_version", |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 6);
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        let e = migrate(&conn).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "storage error: agent database schema version 7 is newer than this build supports (6)"
+        );
     }
-    Ok(())
 }

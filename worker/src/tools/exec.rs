@@ -1,7 +1,7 @@
 //! The `exec` tool. Under `allowlist` the command is split into words with no shell (shell
-//! syntax is refused, see `hookcmd::argv`) and must match a pattern; under `full` it runs with
+//! syntax is refused, see `execpolicy::argv`) and must match a pattern; under `full` it runs with
 //! `sh -c`. Either way it runs:
-//! - under the reaper (`hookcmd::reaper`), so every process it starts dies when it ends, is
+//! - under the reaper (`execpolicy::reaper`), so every process it starts dies when it ends, is
 //!   aborted or times out, and when the worker dies;
 //! - with a minimal environment: no provider keys, no worker token;
 //! - with its output drained to the end: past the cap it is discarded, never left unread
@@ -53,7 +53,8 @@ pub fn plan(
     match policy.security {
         ExecSecurity::Full => Ok(Invocation::Shell(command.to_owned())),
         ExecSecurity::Allowlist | ExecSecurity::Ask => {
-            let argv = hookcmd::argv::split(command).map_err(|e| format!("exec refused: {e}"))?;
+            let argv =
+                execpolicy::argv::split(command).map_err(|e| format!("exec refused: {e}"))?;
             if argv.is_empty() {
                 return Err("exec refused: empty command".into());
             }
@@ -89,10 +90,9 @@ fn unshowable(command: &str) -> bool {
 }
 
 fn allowlisted(policy: &ExecPolicy, argv: &[String]) -> bool {
-    policy
-        .allowlist
-        .iter()
-        .any(|p| hookcmd::argv::parse_pattern(p).is_ok_and(|p| hookcmd::argv::matches(&p, argv)))
+    policy.allowlist.iter().any(|p| {
+        execpolicy::argv::parse_pattern(p).is_ok_and(|p| execpolicy::argv::matches(&p, argv))
+    })
 }
 
 /// Under `ask`: the words of a call's command when it must wait for an operator (it runs
@@ -107,7 +107,7 @@ pub fn needs_approval(policy: &ExecPolicy, arguments: &str) -> Option<(String, V
     if unshowable(&command) {
         return None;
     }
-    let argv = hookcmd::argv::split(&command).ok()?;
+    let argv = execpolicy::argv::split(&command).ok()?;
     (!argv.is_empty() && !allowlisted(policy, &argv)).then_some((command, argv))
 }
 
@@ -236,7 +236,7 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
         return ToolOutcome::err(format!("cannot create the workspace: {e}"));
     }
     let mut child = match tokio::process::Command::new(&ctx.reaper)
-        .arg(hookcmd::reaper::FLAG)
+        .arg(execpolicy::reaper::FLAG)
         .arg(std::process::id().to_string())
         .arg("--")
         .args(invocation.argv())

@@ -110,7 +110,7 @@ pub struct ToolCtx {
     pub allow: Option<Vec<String>>,
     /// Partial output of a running tool (`exec`), best effort.
     pub progress: Option<tokio::sync::mpsc::Sender<String>>,
-    /// The program that runs `exec` commands under `hookcmd::reaper` (the worker binary).
+    /// The program that runs `exec` commands under `execpolicy::reaper` (the worker binary).
     pub reaper: PathBuf,
     /// The whole environment of an `exec` command ([`exec_environment`]).
     pub exec_env: Arc<Vec<(String, String)>>,
