@@ -2,6 +2,9 @@
 //! supervisor, model streaming, persistence) and feeds it inputs (model stream, cancel,
 //! deadlines). Adjacent text deltas already queued are merged before the core sees them,
 //! adding no delay (R-D2).
+//!
+//! `driver/model.rs`: the model call's task and the pacing of its text; `driver/tool.rs`: the
+//! tool's task with its hooks; `driver/prepare.rs`: the run's model request.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,33 +14,23 @@ use ipc::control::{
     EventBody, Phase as LPhase, RunEvent, RunTerminal, StopReason, SubmitRun, WorkerToControl,
 };
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use super::compaction::ContextBudget;
-use super::core::{Action, Input, Prepared, SteerMsg, Turn, TurnSpec};
-use super::prompt;
+use super::core::{Action, Input, SteerMsg, Turn, TurnSpec};
 use crate::hooks::{self, HookCtx};
-use crate::llm::{LlmError, LlmEvent, ModelChoice, ModelRequest};
+use crate::llm::{LlmError, LlmEvent, ModelChoice};
 use crate::store::{AuditRecord, BeginRun};
-use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
+use crate::tools::{self, ToolCtx};
 use crate::{now_ms, Ctx};
 use serde_json::json;
 
-/// Model events buffered between the streaming task and the driver.
-const MODEL_QUEUE: usize = 256;
+mod model;
+mod prepare;
+mod tool;
 
-type ModelItem = Result<LlmEvent, LlmError>;
-
-struct ModelCall {
-    task: JoinHandle<()>,
-    rx: mpsc::Receiver<ModelItem>,
-}
-
-impl Drop for ModelCall {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+use model::{failure_class, next_model, start_model, ModelCall, ModelItem, Paced};
+use prepare::prepare;
+use tool::{next_tool, start_tool, ToolItem, ToolRun};
 
 /// How long an `exec` waits for an operator by default (`tools.exec.approval_timeout_seconds`;
 /// OpenClaw's 30 minutes).
@@ -454,60 +447,6 @@ pub async fn drive(
     }
 }
 
-/// A tool running in its own task; dropping it aborts the task (and, for `exec`, kills the
-/// child, which is spawned with kill-on-drop).
-struct ToolRun {
-    task: JoinHandle<ToolOutcome>,
-    updates: mpsc::Receiver<String>,
-}
-
-/// Partial tool output queued before the driver reads it (updates beyond it are dropped).
-const TOOL_UPDATE_QUEUE: usize = 16;
-
-enum ToolItem {
-    Update(String),
-    Done(ToolOutcome),
-}
-
-impl Drop for ToolRun {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Runs one call with its hooks: `before_tool_call` guards (may block or rewrite the
-/// arguments), the tool, `tool_result_persist` (may rewrite the result), and
-/// `after_tool_call` observers (in the background, off the run's path).
-fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: ToolCall) -> ToolRun {
-    let (ctx, mut tools_ctx, hook_ctx) = (ctx.clone(), tools_ctx.clone(), hook_ctx.clone());
-    let (tx, updates) = mpsc::channel(TOOL_UPDATE_QUEUE);
-    tools_ctx.progress = Some(tx);
-    ToolRun {
-        updates,
-        task: tokio::spawn(async move {
-            let call = match ctx.hooks.before_tool_call(&hook_ctx, &call).await {
-                Ok(call) => call,
-                Err(reason) => {
-                    return ToolOutcome {
-                        content: reason,
-                        is_error: true,
-                    }
-                }
-            };
-            let outcome = tools::execute(&tools_ctx, &call).await;
-            ctx.observe_later(&hook_ctx, "after_tool_call", || {
-                vec![json!({
-                    "toolName": call.name, "toolCallId": call.id,
-                    "result": outcome.content, "isError": outcome.is_error,
-                })]
-            });
-            ctx.hooks
-                .tool_result_persist(&hook_ctx, &call, outcome)
-                .await
-        }),
-    }
-}
-
 /// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
 /// a run event of its own).
 /// The lifecycle `start` of a run whose message was steered into another run's turn; its
@@ -567,25 +506,6 @@ fn compaction_hooks(ctx: &Arc<Ctx>, hook_ctx: &HookCtx, body: &EventBody) {
                 "tokensBefore": tokens_before, "tokenCount": tokens_after, "reason": reason,
             })]
         });
-    }
-}
-
-/// The running tool's next update, or its outcome once every queued update was read (the
-/// task drops its sender when it ends, so updates always come before the outcome).
-async fn next_tool(tool: &mut Option<ToolRun>) -> ToolItem {
-    let Some(t) = tool.as_mut() else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        biased;
-        Some(text) = t.updates.recv() => ToolItem::Update(text),
-        res = &mut t.task => ToolItem::Done(match res {
-            Ok(outcome) => outcome,
-            Err(e) => ToolOutcome {
-                content: format!("the tool failed: {e}"),
-                is_error: true,
-            },
-        }),
     }
 }
 
@@ -667,228 +587,4 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
     }
-}
-
-/// How often a run's text is passed on while the model streams (OpenClaw paces live text at
-/// 75 ms). Every assistant and chat event carries the whole text so far, so without pacing a
-/// long reply in small deltas costs the square of its length; paced, it grows with time.
-const TEXT_PACE: std::time::Duration = std::time::Duration::from_millis(75);
-
-/// Text deltas not passed on yet, and when text last was. Kept outside [`next_model`] so a
-/// select that drops its future loses nothing.
-#[derive(Default)]
-struct Paced {
-    text: String,
-    last_emit: Option<Instant>,
-}
-
-impl Paced {
-    fn emit(&mut self) -> ModelItem {
-        self.last_emit = Some(Instant::now());
-        Ok(LlmEvent::Delta(std::mem::take(&mut self.text)))
-    }
-}
-
-/// Next model item. Text deltas are merged: the first one after a pause goes at once, later
-/// ones at most every [`TEXT_PACE`]; any other item (a tool call, the end) first flushes the
-/// text before it, so order is kept.
-async fn next_model(
-    call: &mut Option<ModelCall>,
-    held: &mut Option<ModelItem>,
-    paced: &mut Paced,
-) -> Option<ModelItem> {
-    loop {
-        let due = paced.last_emit.map(|t| t + TEXT_PACE);
-        if !paced.text.is_empty() && due.is_none_or(|d| Instant::now() >= d) {
-            return Some(paced.emit());
-        }
-        let item = match held.take() {
-            Some(item) => Some(item),
-            None => match call.as_mut() {
-                None => None,
-                Some(c) => {
-                    tokio::select! {
-                        item = c.rx.recv() => item,
-                        _ = sleep_until(due), if !paced.text.is_empty() => continue,
-                    }
-                }
-            },
-        };
-        match item {
-            Some(Ok(LlmEvent::Delta(more))) => paced.text.push_str(&more),
-            Some(other) if !paced.text.is_empty() => {
-                *held = Some(other);
-                return Some(paced.emit());
-            }
-            None if !paced.text.is_empty() => return Some(paced.emit()),
-            other => return other,
-        }
-    }
-}
-
-/// A failed model request's class in `/metrics` (bounded: never the provider's words).
-fn failure_class(e: &LlmError) -> &'static str {
-    match e {
-        LlmError::RateLimited { .. } => "rate_limit",
-        LlmError::Http { status, .. } if *status >= 500 => "http_5xx",
-        LlmError::Http { .. } => "http_4xx",
-        LlmError::Transport(_) => "network",
-        LlmError::Timeout(_) => "timeout",
-        LlmError::Protocol(_) => "protocol",
-        LlmError::Config(_) | LlmError::Unsupported(_) => "config",
-    }
-}
-
-fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
-    let (tx, rx) = mpsc::channel(MODEL_QUEUE);
-    let ctx = ctx.clone();
-    let task = tokio::spawn(async move {
-        let other = req
-            .choice
-            .as_ref()
-            .filter(|c| c.provider != ctx.spec.model.provider)
-            .map(|c| ctx.other_llm(&c.provider));
-        match other.as_ref().unwrap_or(&ctx.llm) {
-            Ok(client) => client.stream(&req, &tx).await,
-            Err(e) => {
-                let _ = tx.send(Err(e.clone())).await;
-            }
-        }
-    });
-    ModelCall { task, rx }
-}
-
-/// The provider and model of this run when they are not the agent's: the ones the request
-/// asked for (checked by the supervisor), then whatever a `before_model_resolve` hook picks.
-async fn resolve_model(
-    ctx: &Arc<Ctx>,
-    run: &SubmitRun,
-    hook_ctx: &HookCtx,
-) -> Result<Option<ModelChoice>, String> {
-    let own = &ctx.spec.model;
-    let (mut provider, mut model) = match &run.model {
-        Some(m) => (m.provider.clone(), m.model.clone()),
-        None => (own.provider.clone(), own.model.clone()),
-    };
-    if ctx.hooks.has("before_model_resolve") {
-        let picked = ctx.hooks.before_model_resolve(hook_ctx, &run.message).await;
-        match (picked.provider, picked.model) {
-            (Some(p), Some(m)) => (provider, model) = (p, m),
-            (None, Some(m)) => model = m,
-            (Some(p), None) if p == provider => {}
-            (Some(p), None) => {
-                return Err(format!(
-                    "a before_model_resolve hook picked provider {p:?} without a model (answer modelOverride too)"
-                ))
-            }
-            (None, None) => {}
-        }
-    }
-    if provider == own.provider && model == own.model {
-        return Ok(None);
-    }
-    let context_window = if provider == own.provider {
-        own.context_window
-    } else {
-        match ctx.spec.providers.iter().find(|p| p.provider == provider) {
-            Some(p) => p.context_window,
-            None => {
-                return Err(format!(
-                    "provider {provider:?} (picked by a before_model_resolve hook) is not configured under [models.providers]"
-                ))
-            }
-        }
-    };
-    Ok(Some(ModelChoice {
-        provider,
-        model,
-        context_window,
-    }))
-}
-
-/// Builds the model request: workspace (created on first use), bootstrap files, history;
-/// or the reply a `before_agent_reply` hook claimed the turn with.
-async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun, hook_ctx: &HookCtx) -> Result<Prepared, String> {
-    let choice = resolve_model(ctx, run, hook_ctx).await?;
-    let workspace = std::path::Path::new(&ctx.spec.workspace);
-    let caps = prompt::Caps {
-        per_file: ctx.spec.bootstrap_max_chars as usize,
-        total: ctx.spec.bootstrap_total_max_chars as usize,
-    };
-    // All of the workspace's file work in one blocking hop: bootstrap files, the skills
-    // snapshot and the `agent:bootstrap` hooks.
-    let (mut files, skills, boot_hooks) = {
-        let (ctx, ws) = (ctx.clone(), workspace.to_owned());
-        let hooks_dir = hook_ctx.hooks_dir.clone();
-        tokio::task::spawn_blocking(move || {
-            prompt::read_workspace(&ws, caps).map(|files| {
-                let skills = ctx.skills.prompt(&ws);
-                let boot = hooks::internal_hooks(hooks_dir.as_deref(), "agent:bootstrap");
-                (files, skills, boot)
-            })
-        })
-        .await
-        .map_err(|e| format!("reading the workspace failed: {e}"))??
-    };
-    // Internal `agent:bootstrap` hooks may edit the list of bootstrap files (R-H1).
-    let listed = || {
-        let files: Vec<serde_json::Value> = files
-            .iter()
-            .map(|f| json!({"name": f.name, "content": f.content}))
-            .collect();
-        json!({"bootstrapFiles": files})
-    };
-    let fields = if boot_hooks.is_empty() {
-        serde_json::Value::Null
-    } else {
-        listed()
-    };
-    for answer in hooks::run_discovered(hook_ctx, boot_hooks, "agent:bootstrap", fields).await {
-        if let Some(list) = answer.get("bootstrapFiles").and_then(|l| l.as_array()) {
-            let edited = list
-                .iter()
-                .filter_map(|f| {
-                    let name = f.get("name")?.as_str()?.to_owned();
-                    let content = f.get("content")?.as_str()?.to_owned();
-                    Some((name, content))
-                })
-                .collect();
-            files = prompt::recap(edited, caps);
-        }
-    }
-    let history = ctx
-        .reader
-        .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
-        .await
-        .map_err(|e| format!("cannot read the session history: {e}"))?;
-    let added = ctx.hooks.before_prompt_build(hook_ctx, &run.message).await;
-    let extra: Vec<String> = added
-        .prepend
-        .into_iter()
-        .chain(run.extra_system_prompt.clone())
-        .chain(added.append)
-        .collect();
-    let extra = extra.join("\n\n");
-    let system = prompt::system_prompt(
-        ctx.spec.base_prompt.as_deref(),
-        &files,
-        &skills,
-        (!extra.is_empty()).then_some(extra.as_str()),
-    );
-    if ctx.hooks.has("before_agent_reply") {
-        if let Some(reply) = ctx.hooks.before_agent_reply(hook_ctx, &run.message).await {
-            return Ok(Prepared::Claimed(reply));
-        }
-    }
-    let mut req = prompt::request(
-        system,
-        &history,
-        crate::tools::offered(ctx.spec.tools_allow.as_deref()),
-    );
-    req.choice = choice;
-    req.thinking = run
-        .thinking
-        .as_deref()
-        .and_then(ipc::thinking::Thinking::parse);
-    Ok(Prepared::Call(req))
 }
