@@ -18,7 +18,7 @@
 //!
 //! Layout: `step` dispatches on the phase only, and each phase's handler decides every
 //! [`Input`] by name (no catch-all), so a new input does not compile until each phase says
-//! what it does with it. Here: the types, the start of a run and the helpers the phases
+//! what it does with it; `Done` alone takes nothing, whatever the input (R-D3). Here: the types, the start of a run and the helpers the phases
 //! share. `core/model.rs`: streaming a response and waiting to retry one (`Streaming`,
 //! `Backoff`). `core/batch.rs`: a response's tool calls (`Tools`). `core/compact.rs`:
 //! compaction (`Compacting`, `CompactSaving`). `core/steer.rs`: steered messages
