@@ -2,6 +2,8 @@
 //! inject, compact and the lane view, each answered in the background through the reader or
 //! the writer (mutations refused while the session has a run).
 
+use std::future::Future;
+
 use ipc::control::{ResetReason, SessionOp, SessionReply};
 use ipc::{ErrorCode, RpcError};
 
@@ -9,25 +11,6 @@ use crate::{agent, hooks, now_ms, session_done, store, store_error, Worker, INJE
 
 impl Worker {
     pub(crate) fn session_op(&mut self, op_id: u64, op: SessionOp) {
-        let ctx = self.ctx.clone();
-        // Answers the op with what `work` produces, in the background.
-        let out = ctx.out.clone();
-        let answer = move |work: std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<SessionReply, RpcError>> + Send>,
-        >| {
-            tokio::spawn(async move {
-                let _ = out.send(session_done(op_id, work.await)).await;
-            });
-        };
-        // Mutations are refused while the session has a run running or queued.
-        let refuse_busy = |session_key: &str| {
-            self.busy(session_key).then(|| {
-                RpcError::new(
-                    ErrorCode::SessionBusy,
-                    format!("session {session_key} has an active run; retry after it finishes"),
-                )
-            })
-        };
         match op {
             SessionOp::History {
                 session_key,
@@ -35,128 +18,20 @@ impl Worker {
                 offset,
                 max_bytes,
                 input_run_ids,
-            } => answer(Box::pin(async move {
-                let max_bytes = max_bytes.map_or(usize::MAX, |b| b as usize);
-                let h = ctx
-                    .reader
-                    .display(
-                        session_key,
-                        limit as usize,
-                        offset,
-                        max_bytes,
-                        input_run_ids,
-                    )
-                    .await
-                    .map_err(store_error)?;
-                Ok(SessionReply::History {
-                    session_id: h.session_id,
-                    messages: h.messages,
-                    next_offset: h.next_offset,
-                    consumed: h.consumed,
-                })
-            })),
+            } => self.session_history(op_id, session_key, limit, offset, max_bytes, input_run_ids),
             SessionOp::Reset {
                 session_key,
                 reason,
-            } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                self.diag.replaced(&session_key);
-                answer(Box::pin(async move {
-                    let event = if reason == ResetReason::New {
-                        "command:new"
-                    } else {
-                        "command:reset"
-                    };
-                    let info = ctx
-                        .writer
-                        .reset(session_key.clone(), reason.as_str().to_owned(), now_ms())
-                        .await
-                        .map_err(store_error)?;
-                    let hook_ctx = ctx.hook_ctx(&session_key, "");
-                    let hooks_ctx = ctx.clone();
-                    // Internal hooks for /new and /reset (R-H1), then the session_end
-                    // observers; the reply does not wait.
-                    tokio::spawn(async move {
-                        hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
-                        hooks_ctx.observe_later(&hook_ctx, "session_end", || {
-                            vec![
-                                serde_json::json!({"reason": event.trim_start_matches("command:")}),
-                            ]
-                        });
-                    });
-                    Ok(SessionReply::Reset {
-                        session_id: info.session_id,
-                        updated_at: info.updated_at,
-                    })
-                }))
-            }
+            } => self.session_reset(op_id, session_key, reason),
             SessionOp::Delete {
                 session_key,
                 delete_transcript,
-            } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                self.diag.replaced(&session_key);
-                answer(Box::pin(async move {
-                    let deleted = ctx
-                        .writer
-                        .delete(session_key.clone(), delete_transcript)
-                        .await
-                        .map_err(store_error)?;
-                    if deleted {
-                        let hook_ctx = ctx.hook_ctx(&session_key, "");
-                        ctx.observe_later(&hook_ctx, "session_end", || {
-                            vec![serde_json::json!({"reason": "delete"})]
-                        });
-                    }
-                    Ok(SessionReply::Delete { deleted })
-                }))
-            }
+            } => self.session_delete(op_id, session_key, delete_transcript),
             SessionOp::Inject { session_key, text } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                answer(Box::pin(async move {
-                    let message = store::NewMessage {
-                        provider: Some("loopgate".into()),
-                        model: Some(INJECTED_MODEL.into()),
-                        stop_reason: Some("stop".into()),
-                        ..store::NewMessage::text(store::Role::Assistant, text, now_ms())
-                    };
-                    let (session_id, appended) = ctx
-                        .writer
-                        .inject(session_key.clone(), message)
-                        .await
-                        .map_err(store_error)?
-                        .ok_or_else(|| {
-                            RpcError::new(
-                                ErrorCode::InvalidRequest,
-                                format!("session not found: {session_key}"),
-                            )
-                        })?;
-                    Ok(SessionReply::Inject {
-                        session_id,
-                        message: appended.display,
-                    })
-                }))
+                self.session_inject(op_id, session_key, text)
             }
-            SessionOp::Compact { session_key } => {
-                if let Some(e) = refuse_busy(&session_key) {
-                    return self.send_outcome(session_done(op_id, Err(e)));
-                }
-                answer(Box::pin(agent::compact_now::compact_now(ctx, session_key)))
-            }
-            SessionOp::Lanes => {
-                let reply = SessionReply::Lanes {
-                    lanes: self.lane_views(),
-                    queued: self.queued() as u32,
-                    active: self.active as u32,
-                };
-                self.send_outcome(session_done(op_id, Ok(reply)))
-            }
+            SessionOp::Compact { session_key } => self.session_compact(op_id, session_key),
+            SessionOp::Lanes => self.session_lanes(op_id),
             SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
                 Err(RpcError::new(
@@ -165,5 +40,166 @@ impl Worker {
                 )),
             )),
         }
+    }
+
+    /// Answers the op with what `work` produces, in the background.
+    fn answer(
+        &self,
+        op_id: u64,
+        work: impl Future<Output = Result<SessionReply, RpcError>> + Send + 'static,
+    ) {
+        let out = self.ctx.out.clone();
+        tokio::spawn(async move {
+            let _ = out.send(session_done(op_id, work.await)).await;
+        });
+    }
+
+    /// Mutations are refused while the session has a run running or queued: `true` when
+    /// this one was (and is answered so).
+    fn refused_busy(&self, op_id: u64, session_key: &str) -> bool {
+        if !self.busy(session_key) {
+            return false;
+        }
+        let e = RpcError::new(
+            ErrorCode::SessionBusy,
+            format!("session {session_key} has an active run; retry after it finishes"),
+        );
+        self.send_outcome(session_done(op_id, Err(e)));
+        true
+    }
+
+    fn session_history(
+        &self,
+        op_id: u64,
+        session_key: String,
+        limit: u32,
+        offset: u64,
+        max_bytes: Option<u64>,
+        input_run_ids: Vec<String>,
+    ) {
+        let ctx = self.ctx.clone();
+        self.answer(op_id, async move {
+            let max_bytes = max_bytes.map_or(usize::MAX, |b| b as usize);
+            let h = ctx
+                .reader
+                .display(
+                    session_key,
+                    limit as usize,
+                    offset,
+                    max_bytes,
+                    input_run_ids,
+                )
+                .await
+                .map_err(store_error)?;
+            Ok(SessionReply::History {
+                session_id: h.session_id,
+                messages: h.messages,
+                next_offset: h.next_offset,
+                consumed: h.consumed,
+            })
+        })
+    }
+
+    fn session_reset(&mut self, op_id: u64, session_key: String, reason: ResetReason) {
+        if self.refused_busy(op_id, &session_key) {
+            return;
+        }
+        self.diag.replaced(&session_key);
+        let ctx = self.ctx.clone();
+        self.answer(op_id, async move {
+            let event = if reason == ResetReason::New {
+                "command:new"
+            } else {
+                "command:reset"
+            };
+            let info = ctx
+                .writer
+                .reset(session_key.clone(), reason.as_str().to_owned(), now_ms())
+                .await
+                .map_err(store_error)?;
+            let hook_ctx = ctx.hook_ctx(&session_key, "");
+            let hooks_ctx = ctx.clone();
+            // Internal hooks for /new and /reset (R-H1), then the session_end
+            // observers; the reply does not wait.
+            tokio::spawn(async move {
+                hooks::run_internal(&hook_ctx, event, serde_json::json!({})).await;
+                hooks_ctx.observe_later(&hook_ctx, "session_end", || {
+                    vec![serde_json::json!({"reason": event.trim_start_matches("command:")})]
+                });
+            });
+            Ok(SessionReply::Reset {
+                session_id: info.session_id,
+                updated_at: info.updated_at,
+            })
+        })
+    }
+
+    fn session_delete(&mut self, op_id: u64, session_key: String, delete_transcript: bool) {
+        if self.refused_busy(op_id, &session_key) {
+            return;
+        }
+        self.diag.replaced(&session_key);
+        let ctx = self.ctx.clone();
+        self.answer(op_id, async move {
+            let deleted = ctx
+                .writer
+                .delete(session_key.clone(), delete_transcript)
+                .await
+                .map_err(store_error)?;
+            if deleted {
+                let hook_ctx = ctx.hook_ctx(&session_key, "");
+                ctx.observe_later(&hook_ctx, "session_end", || {
+                    vec![serde_json::json!({"reason": "delete"})]
+                });
+            }
+            Ok(SessionReply::Delete { deleted })
+        })
+    }
+
+    fn session_inject(&self, op_id: u64, session_key: String, text: String) {
+        if self.refused_busy(op_id, &session_key) {
+            return;
+        }
+        let ctx = self.ctx.clone();
+        self.answer(op_id, async move {
+            let message = store::NewMessage {
+                provider: Some("loopgate".into()),
+                model: Some(INJECTED_MODEL.into()),
+                stop_reason: Some("stop".into()),
+                ..store::NewMessage::text(store::Role::Assistant, text, now_ms())
+            };
+            let (session_id, appended) = ctx
+                .writer
+                .inject(session_key.clone(), message)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::InvalidRequest,
+                        format!("session not found: {session_key}"),
+                    )
+                })?;
+            Ok(SessionReply::Inject {
+                session_id,
+                message: appended.display,
+            })
+        })
+    }
+
+    fn session_compact(&self, op_id: u64, session_key: String) {
+        if self.refused_busy(op_id, &session_key) {
+            return;
+        }
+        let work = agent::compact_now::compact_now(self.ctx.clone(), session_key);
+        self.answer(op_id, work)
+    }
+
+    fn session_lanes(&self, op_id: u64) {
+        let reply = SessionReply::Lanes {
+            lanes: self.lane_views(),
+            queued: self.queued() as u32,
+            active: self.active as u32,
+        };
+        self.send_outcome(session_done(op_id, Ok(reply)))
     }
 }

@@ -2,42 +2,42 @@
 //! supervisor, model streaming, persistence) and feeds it inputs (model stream, cancel,
 //! deadlines). Adjacent text deltas already queued are merged before the core sees them,
 //! adding no delay (R-D2).
+//!
+//! A `Driver` holds one run's state: the turn, the model call and the tool in flight, the
+//! approval it waits for, and its input sources. `run` feeds the turn its queued inputs,
+//! carries out each action in order (one method per kind), then waits for the next input
+//! (one method per source). Frames go out through the one ordered outbox and are awaited in
+//! that order. `driver/model.rs`: the model call's task and the pacing of its text;
+//! `driver/tool.rs`: the tool's task with its hooks; `driver/prepare.rs`: the model request.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use ipc::control::{
-    EventBody, Phase as LPhase, RunEvent, RunTerminal, StopReason, SubmitRun, WorkerToControl,
+    EventBody, Phase as LPhase, RunEvent, RunTerminal, StopReason, StoredMessage, SubmitRun,
+    WorkerToControl,
 };
+use serde_json::json;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
 
 use super::compaction::ContextBudget;
-use super::core::{Action, Input, Prepared, SteerMsg, Turn, TurnSpec};
-use super::prompt;
+use super::core::{Action, Input, SteerMsg, Turn, TurnSpec};
+use crate::diagnostics::Probe;
 use crate::hooks::{self, HookCtx};
 use crate::llm::{LlmError, LlmEvent, ModelChoice, ModelRequest};
-use crate::store::{AuditRecord, BeginRun};
-use crate::tools::{self, ToolCall, ToolCtx, ToolOutcome};
+use crate::store::{AuditRecord, BeginRun, Compaction, FinishRun, NewMessage};
+use crate::tools::{self, ToolCall, ToolCtx};
 use crate::{now_ms, Ctx};
-use serde_json::json;
 
-/// Model events buffered between the streaming task and the driver.
-const MODEL_QUEUE: usize = 256;
+mod model;
+mod prepare;
+mod tool;
 
-type ModelItem = Result<LlmEvent, LlmError>;
-
-struct ModelCall {
-    task: JoinHandle<()>,
-    rx: mpsc::Receiver<ModelItem>,
-}
-
-impl Drop for ModelCall {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+use model::{failure_class, next_model, start_model, ModelCall, ModelItem, Paced};
+use prepare::prepare;
+use tool::{next_tool, start_tool, ToolItem, ToolRun};
 
 /// How long an `exec` waits for an operator by default (`tools.exec.approval_timeout_seconds`;
 /// OpenClaw's 30 minutes).
@@ -64,19 +64,543 @@ pub struct Driven {
 pub async fn drive(
     ctx: Arc<Ctx>,
     run: SubmitRun,
-    mut cancel: watch::Receiver<Option<StopReason>>,
-    mut steer: mpsc::Receiver<SteerMsg>,
-    mut decisions: mpsc::Receiver<Decided>,
-    probe: Arc<crate::diagnostics::Probe>,
+    cancel: watch::Receiver<Option<StopReason>>,
+    steer: mpsc::Receiver<SteerMsg>,
+    decisions: mpsc::Receiver<Decided>,
+    probe: Arc<Probe>,
     carried: Vec<String>,
 ) -> Driven {
-    let approval_ms = ctx
-        .spec
-        .exec
-        .approval_timeout_ms
-        .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_MS);
+    let mut driver = Driver::new(ctx, run, cancel, steer, decisions, probe);
+    let first = driver.begin(carried).await;
+    driver.pending.push_back(first);
+    driver.run().await
+}
+
+/// One run's turn and everything that carries out its actions.
+struct Driver {
+    ctx: Arc<Ctx>,
+    run: SubmitRun,
+    turn: Turn,
+    hook_ctx: HookCtx,
+    tool_ctx: ToolCtx,
+    probe: Arc<Probe>,
+    /// How long an `exec` waits for an operator.
+    approval_ms: u64,
+    /// Inputs for the turn, in order.
+    pending: VecDeque<Input>,
+    /// The user message, told to clients once the run has started.
+    user_message: Option<StoredMessage>,
+    /// The run's last event's sequence number.
+    seq: u64,
+    call: Option<ModelCall>,
+    held: Option<ModelItem>,
+    paced: Paced,
+    /// The provider of the model request in flight (counted once it ends, for `/metrics`).
+    calling: Option<String>,
+    tool: Option<ToolRun>,
+    tool_started: Option<Instant>,
+    /// The approval this run waits for, if any (closed if the run ends first).
+    pending_approval: Option<String>,
+    cancel: watch::Receiver<Option<StopReason>>,
+    cancel_open: bool,
+    steer: mpsc::Receiver<SteerMsg>,
+    steer_open: bool,
+    decisions: mpsc::Receiver<Decided>,
+    decisions_open: bool,
+}
+
+/// What woke the driver: one of its sources had something.
+enum Event {
+    Model(Option<ModelItem>),
+    Tool(ToolItem),
+    Cancel(Result<(), watch::error::RecvError>),
+    Steer(Option<SteerMsg>),
+    Decision(Option<Decided>),
+    Tick,
+}
+
+impl Driver {
+    fn new(
+        ctx: Arc<Ctx>,
+        run: SubmitRun,
+        cancel: watch::Receiver<Option<StopReason>>,
+        steer: mpsc::Receiver<SteerMsg>,
+        decisions: mpsc::Receiver<Decided>,
+        probe: Arc<Probe>,
+    ) -> Self {
+        let approval_ms = ctx
+            .spec
+            .exec
+            .approval_timeout_ms
+            .unwrap_or(DEFAULT_APPROVAL_TIMEOUT_MS);
+        let turn = Turn::new(turn_spec(&ctx, &run, approval_ms), Instant::now(), now_ms());
+        let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);
+        let tool_ctx = ToolCtx {
+            workspace: std::path::PathBuf::from(&ctx.spec.workspace),
+            exec: ctx.spec.exec.clone(),
+            allow: ctx.spec.tools_allow.clone(),
+            progress: None,
+            // This very binary, in reaper mode (`execpolicy::reaper`).
+            reaper: std::path::PathBuf::from("/proc/self/exe"),
+            exec_env: ctx.exec_env.clone(),
+            approved: None,
+        };
+        Self {
+            ctx,
+            run,
+            turn,
+            hook_ctx,
+            tool_ctx,
+            probe,
+            approval_ms,
+            pending: VecDeque::new(),
+            user_message: None,
+            seq: 0,
+            call: None,
+            held: None,
+            paced: Paced::default(),
+            calling: None,
+            tool: None,
+            tool_started: None,
+            pending_approval: None,
+            cancel,
+            cancel_open: true,
+            steer,
+            steer_open: true,
+            decisions,
+            decisions_open: true,
+        }
+    }
+
+    /// Claims the session and records the run, then prepares its model request: the turn's
+    /// first input.
+    async fn begin(&mut self, carried: Vec<String>) -> Input {
+        let (ctx, run, hook_ctx) = (&self.ctx, &self.run, &self.hook_ctx);
+        ctx.observe_later(hook_ctx, "message_received", || {
+            vec![json!({"content": run.message})]
+        });
+        let begun = ctx
+            .writer
+            .begin_run(BeginRun {
+                run_id: run.run_id.clone(),
+                session_key: run.session_key.clone(),
+                accepted_at: run.accepted_at,
+                started_at: self.turn.started_at(),
+                user_text: run.message.clone(),
+                carried,
+            })
+            .await;
+        match begun {
+            Ok((session_id, created, user)) => {
+                self.user_message = user.display;
+                if created {
+                    ctx.observe_later(hook_ctx, "session_start", || {
+                        vec![json!({"sessionId": session_id})]
+                    });
+                }
+                Input::Begun {
+                    request: prepare(ctx, run, hook_ctx).await,
+                    session_id,
+                }
+            }
+            Err(e) => Input::BeginFailed(e.to_string()),
+        }
+    }
+
+    /// Feeds the turn until it finishes (its outcome persisted): the queued inputs first,
+    /// each action carried out in order, then the next input from whichever source has one.
+    async fn run(mut self) -> Driven {
+        loop {
+            while let Some(input) = self.pending.pop_front() {
+                for action in self.feed(input) {
+                    if let ControlFlow::Break(driven) = self.act(action).await {
+                        return driven;
+                    }
+                }
+            }
+            let event = self.next_event().await;
+            if let Some(input) = self.on_event(event).await {
+                self.pending.push_back(input);
+            }
+        }
+    }
+
+    /// One input to the turn; the stuck-session probe sees what it does now.
+    fn feed(&mut self, input: Input) -> Vec<Action> {
+        let progressed = matches!(input, Input::Model(_) | Input::ToolUpdate(_));
+        let actions = self.turn.handle(input, Instant::now(), now_ms());
+        self.probe.set_activity(self.turn.activity());
+        if progressed {
+            self.probe.progressed();
+        }
+        actions
+    }
+
+    /// Carries out one action; `Break` with the outcome once the run is finished.
+    async fn act(&mut self, action: Action) -> ControlFlow<Driven> {
+        match action {
+            Action::Emit(body) => self.emit(body).await,
+            Action::CallModel(req) => self.call_model(req),
+            Action::AbortModel => self.abort_model(),
+            Action::Append(m) => self.append(m).await,
+            Action::Compact(k) => self.compact(k).await,
+            Action::RunTool(c) => self.run_tool(c).await,
+            Action::RunApproved(c) => self.run_approved(c),
+            Action::ApprovalExpired { id } => self.approval_expired(id).await,
+            Action::AbortTool => self.tool = None,
+            Action::Persist(f) => self.persist(f).await,
+            Action::Finish(t) => return ControlFlow::Break(self.finish(t).await),
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// A run event to the supervisor (seen by the audit ledger and the compaction hooks);
+    /// the user message follows the lifecycle start.
+    async fn emit(&mut self, body: EventBody) {
+        // Observed progress: a reply delta, a tool step, a status (R-I1).
+        self.probe.progressed();
+        if let Some(rec) = audit_record(&self.run, &body, &mut self.tool_started) {
+            self.ctx.writer.audit(rec);
+        }
+        if let EventBody::Compaction { .. } = &body {
+            compaction_hooks(&self.ctx, &self.hook_ctx, &body);
+        }
+        self.seq += 1;
+        let started =
+            matches!(&body, EventBody::Lifecycle(l) if l.phase == ipc::control::Phase::Start);
+        let ev = RunEvent {
+            run_id: self.run.run_id.clone(),
+            seq: self.seq,
+            ts: now_ms(),
+            body,
+        };
+        // If the supervisor is gone, the run still finishes and persists.
+        let _ = self.ctx.out.send(WorkerToControl::Event(ev)).await;
+        if started {
+            if let Some(m) = self.user_message.take() {
+                told(&self.ctx, &self.run.run_id, self.seq, m).await;
+            }
+        }
+    }
+
+    fn call_model(&mut self, req: ModelRequest) {
+        self.calling = Some(
+            req.choice
+                .as_ref()
+                .map_or(self.ctx.spec.model.provider.clone(), |c| c.provider.clone()),
+        );
+        self.call = Some(start_model(&self.ctx, req));
+    }
+
+    fn abort_model(&mut self) {
+        if let Some(p) = self.calling.take() {
+            self.ctx.model_request(&p, "aborted");
+        }
+        self.call = None;
+        self.held = None;
+        self.paced.text.clear();
+    }
+
+    /// Records a transcript message (told to clients); the turn hears where it went.
+    async fn append(&mut self, m: Box<NewMessage>) {
+        let res = self
+            .ctx
+            .writer
+            .append(self.run.session_key.clone(), self.run.run_id.clone(), *m)
+            .await;
+        if let Ok(a) = &res {
+            if let Some(m) = a.display.clone() {
+                told(&self.ctx, &self.run.run_id, self.seq, m).await;
+            }
+        }
+        self.pending.push_back(Input::Appended(res.map(|a| a.seq)));
+    }
+
+    /// Records a compaction; the turn hears where it went.
+    async fn compact(&mut self, k: Box<Compaction>) {
+        let res = self
+            .ctx
+            .writer
+            .compact(self.run.session_key.clone(), self.run.run_id.clone(), *k)
+            .await;
+        self.pending.push_back(Input::Appended(res));
+    }
+
+    /// Starts a call, unless an operator must approve it first.
+    async fn run_tool(&mut self, c: ToolCall) {
+        let tc = ToolCtx {
+            exec: self.ctx.exec_policy(),
+            ..self.tool_ctx.clone()
+        };
+        // An operator is asked only for an exec that may run at all: one
+        // `tools.allow` leaves out is refused as such, without asking.
+        let offered = tc
+            .allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|t| t == "exec"));
+        let ask = (c.name == "exec" && offered)
+            .then(|| tools::exec::needs_approval(&tc.exec, &c.arguments))
+            .flatten();
+        match ask {
+            // An operator decides first (`tools.exec.security = "ask"`).
+            Some((command, argv)) => self.ask_approval(command, argv).await,
+            None => self.tool = Some(start_tool(&self.ctx, &tc, &self.hook_ctx, c)),
+        }
+    }
+
+    /// Asks the supervisor for an operator's approval; the turn waits for the decision.
+    async fn ask_approval(&mut self, command: String, argv: Vec<String>) {
+        let id = uuid::Uuid::new_v4().to_string();
+        let at = now_ms();
+        let req = ipc::approval::ApprovalRequest {
+            id: id.clone(),
+            run_id: self.run.run_id.clone(),
+            session_key: self.run.session_key.clone(),
+            command,
+            argv,
+            cwd: self.ctx.spec.workspace.clone(),
+            created_at_ms: at,
+            expires_at_ms: at + self.approval_ms,
+        };
+        let _ = self
+            .ctx
+            .out
+            .send(WorkerToControl::ApprovalRequested(req))
+            .await;
+        self.pending_approval = Some(id.clone());
+        self.pending.push_back(Input::ApprovalPending { id });
+    }
+
+    /// Starts a call an operator approved (its command may run though no pattern allows it).
+    fn run_approved(&mut self, c: ToolCall) {
+        let tc = ToolCtx {
+            exec: self.ctx.exec_policy(),
+            approved: tools::exec::command_of(&c.arguments),
+            ..self.tool_ctx.clone()
+        };
+        self.tool = Some(start_tool(&self.ctx, &tc, &self.hook_ctx, c));
+    }
+
+    /// The approval was not decided in time: the supervisor closes it.
+    async fn approval_expired(&mut self, id: String) {
+        self.pending_approval = None;
+        let why = ipc::approval::ApprovalClosed::Expired;
+        let _ = self
+            .ctx
+            .out
+            .send(WorkerToControl::ApprovalClosed { id, why })
+            .await;
+    }
+
+    /// Records the outcome; the turn hears whether it was.
+    async fn persist(&mut self, f: Box<FinishRun>) {
+        // Model work is over: clients hear `finishing` while the outcome is
+        // recorded (the terminal event follows the write).
+        self.seq += 1;
+        let finishing = RunEvent {
+            run_id: self.run.run_id.clone(),
+            seq: self.seq,
+            ts: now_ms(),
+            body: self.turn.finishing(),
+        };
+        let _ = self.ctx.out.send(WorkerToControl::Event(finishing)).await;
+        let res = self.ctx.writer.finish(*f).await;
+        // The reply is told before the lifecycle end that follows it.
+        if let Ok(Some(a)) = &res {
+            if let Some(m) = a.display.clone() {
+                told(&self.ctx, &self.run.run_id, self.seq, m).await;
+            }
+        }
+        self.pending.push_back(Input::Persisted(res.map(|_| ())));
+    }
+
+    /// The run is finished: its reply through the `message_sending` hooks, the observers
+    /// told, the approval it waited for closed.
+    async fn finish(&mut self, mut t: Box<RunTerminal>) -> Driven {
+        let (ctx, hook_ctx) = (&self.ctx, &self.hook_ctx);
+        if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
+            let mut kept = Vec::with_capacity(t.payloads.len());
+            for p in std::mem::take(&mut t.payloads) {
+                if let Some(text) = ctx.hooks.message_sending(hook_ctx, &p.text).await {
+                    kept.push(ipc::control::Payload { text, ..p });
+                }
+            }
+            t.payloads = kept;
+        }
+        ctx.observe_later(hook_ctx, "message_sent", || {
+            t.payloads
+                .iter()
+                .map(|p| json!({"content": p.text, "success": true}))
+                .collect()
+        });
+        ctx.observe_later(hook_ctx, "agent_end", || {
+            vec![json!({
+                "status": t.status, "error": t.error,
+                "durationMs": t.duration_ms, "stopReason": t.stop_reason,
+            })]
+        });
+        if let Some(id) = self.pending_approval.take() {
+            let why = ipc::approval::ApprovalClosed::RunEnded;
+            let _ = ctx
+                .out
+                .send(WorkerToControl::ApprovalClosed { id, why })
+                .await;
+        }
+        Driven {
+            terminal: *t,
+            steered: self.turn.steered(),
+        }
+    }
+
+    /// Waits for the next input: from the model stream, the tool, a cancel, a steered
+    /// message, an operator's decision or the turn's deadline, whichever comes first.
+    async fn next_event(&mut self) -> Event {
+        let deadline = self.turn.next_deadline();
+        tokio::select! {
+            item = next_model(&mut self.call, &mut self.held, &mut self.paced), if self.call.is_some() || self.held.is_some() || !self.paced.text.is_empty() => Event::Model(item),
+            item = next_tool(&mut self.tool), if self.tool.is_some() => Event::Tool(item),
+            changed = self.cancel.changed(), if self.cancel_open => Event::Cancel(changed),
+            s = self.steer.recv(), if self.steer_open => Event::Steer(s),
+            d = self.decisions.recv(), if self.decisions_open => Event::Decision(d),
+            _ = sleep_until(deadline), if deadline.is_some() => Event::Tick,
+        }
+    }
+
+    /// The turn's input for what woke the driver, if it is one.
+    async fn on_event(&mut self, event: Event) -> Option<Input> {
+        match event {
+            Event::Model(item) => Some(self.on_model(item).await),
+            Event::Tool(item) => Some(self.on_tool(item)),
+            Event::Cancel(changed) => self.on_cancel(changed),
+            Event::Steer(msg) => self.on_steer(msg).await,
+            Event::Decision(d) => self.on_decision(d),
+            Event::Tick => Some(Input::Tick),
+        }
+    }
+
+    /// The model stream's next item, or its end without one; the request is counted for
+    /// `/metrics` once it is over.
+    async fn on_model(&mut self, item: Option<ModelItem>) -> Input {
+        match item {
+            Some(Ok(ev)) => {
+                if matches!(ev, LlmEvent::Done(_)) {
+                    if let Some(p) = self.calling.take() {
+                        self.ctx.model_request(&p, "ok");
+                    }
+                    // The response is over: steered messages already sent (and ones
+                    // taken back by an abort) count before the turn moves on, whichever
+                    // channel was read first.
+                    while let Ok(m) = self.steer.try_recv() {
+                        match m {
+                            SteerMsg::Add(s) if self.turn.accepts_steering() => {
+                                steered_start(&self.ctx, &self.run.session_key, s.run_id.clone())
+                                    .await;
+                                self.pending.push_back(Input::Steer(s));
+                            }
+                            SteerMsg::Add(_) => {}
+                            SteerMsg::Drop(id) => self.turn.unsteer(&id),
+                        }
+                    }
+                }
+                Input::Model(ev)
+            }
+            Some(Err(e)) => {
+                if let Some(p) = self.calling.take() {
+                    self.ctx.model_request(&p, failure_class(&e));
+                }
+                Input::ModelFailed(e)
+            }
+            None => {
+                if let Some(p) = self.calling.take() {
+                    self.ctx.model_request(&p, "network");
+                }
+                self.call = None;
+                Input::ModelFailed(LlmError::Transport(
+                    "the model stream ended without a result".into(),
+                ))
+            }
+        }
+    }
+
+    fn on_tool(&mut self, item: ToolItem) -> Input {
+        match item {
+            ToolItem::Update(text) => Input::ToolUpdate(text),
+            ToolItem::Done(outcome) => {
+                self.tool = None;
+                Input::ToolDone(outcome)
+            }
+        }
+    }
+
+    /// The cancel channel changed: a cancel, unless it was cleared or closed.
+    fn on_cancel(&mut self, changed: Result<(), watch::error::RecvError>) -> Option<Input> {
+        match changed {
+            Ok(()) => match *self.cancel.borrow_and_update() {
+                Some(reason) => {
+                    if reason == StopReason::Rpc {
+                        // A user stop is the `command:stop` internal hook event (R-H1).
+                        let hook_ctx = self.hook_ctx.clone();
+                        tokio::spawn(async move {
+                            hooks::run_internal(&hook_ctx, "command:stop", serde_json::json!({}))
+                                .await;
+                        });
+                    }
+                    Some(Input::Cancel(reason))
+                }
+                None => None,
+            },
+            Err(_) => {
+                self.cancel_open = false;
+                None
+            }
+        }
+    }
+
+    /// A message steered into the session, or one taken back.
+    async fn on_steer(&mut self, msg: Option<SteerMsg>) -> Option<Input> {
+        match msg {
+            // Taken: its run has started, in this turn (R-B3). Declined ones (the outcome
+            // is being recorded) are handed back to run after.
+            Some(SteerMsg::Add(s)) if self.turn.accepts_steering() => {
+                steered_start(&self.ctx, &self.run.session_key, s.run_id.clone()).await;
+                Some(Input::Steer(s))
+            }
+            Some(SteerMsg::Add(_)) => None,
+            Some(SteerMsg::Drop(id)) => {
+                self.turn.unsteer(&id);
+                None
+            }
+            None => {
+                self.steer_open = false;
+                None
+            }
+        }
+    }
+
+    /// An operator's decision on one of the run's approvals.
+    fn on_decision(&mut self, d: Option<Decided>) -> Option<Input> {
+        match d {
+            Some(d) => {
+                if self.pending_approval.as_deref() == Some(d.id.as_str()) {
+                    self.pending_approval = None;
+                }
+                Some(Input::ApprovalDecided {
+                    id: d.id,
+                    allow: d.decision.allows(),
+                })
+            }
+            None => {
+                self.decisions_open = false;
+                None
+            }
+        }
+    }
+}
+
+/// The turn's fixed facts, from the agent's spec and the run's request.
+fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
     let model = &ctx.spec.model;
-    let spec = TurnSpec {
+    TurnSpec {
         run_id: run.run_id.clone(),
         session_key: run.session_key.clone(),
         provider: model.provider.clone(),
@@ -112,404 +636,9 @@ pub async fn drive(
                 })
                 .collect()
         },
-    };
-    let mut turn = Turn::new(spec, Instant::now(), now_ms());
-    let hook_ctx = ctx.hook_ctx(&run.session_key, &run.run_id);
-    ctx.observe_later(&hook_ctx, "message_received", || {
-        vec![json!({"content": run.message})]
-    });
-    let begun = ctx
-        .writer
-        .begin_run(BeginRun {
-            run_id: run.run_id.clone(),
-            session_key: run.session_key.clone(),
-            accepted_at: run.accepted_at,
-            started_at: turn.started_at(),
-            user_text: run.message.clone(),
-            carried,
-        })
-        .await;
-    // The user message, told to clients once the run has started.
-    let mut user_message = None;
-    let first = match begun {
-        Ok((session_id, created, user)) => {
-            user_message = user.display;
-            if created {
-                ctx.observe_later(&hook_ctx, "session_start", || {
-                    vec![json!({"sessionId": session_id})]
-                });
-            }
-            Input::Begun {
-                request: prepare(&ctx, &run, &hook_ctx).await,
-                session_id,
-            }
-        }
-        Err(e) => Input::BeginFailed(e.to_string()),
-    };
-    let mut pending = VecDeque::from([first]);
-    let mut call: Option<ModelCall> = None;
-    let mut tool: Option<ToolRun> = None;
-    let mut tool_started: Option<Instant> = None;
-    let tool_ctx = ToolCtx {
-        workspace: std::path::PathBuf::from(&ctx.spec.workspace),
-        exec: ctx.spec.exec.clone(),
-        allow: ctx.spec.tools_allow.clone(),
-        progress: None,
-        // This very binary, in reaper mode (`execpolicy::reaper`).
-        reaper: std::path::PathBuf::from("/proc/self/exe"),
-        exec_env: ctx.exec_env.clone(),
-        approved: None,
-    };
-    // The approval this run waits for, if any (closed if the run ends first).
-    let mut pending_approval: Option<String> = None;
-    let mut decisions_open = true;
-    let mut held: Option<ModelItem> = None;
-    // The provider of the model request in flight (counted once it ends, for `/metrics`).
-    let mut calling: Option<String> = None;
-    let mut paced = Paced::default();
-    let mut seq = 0u64;
-    let mut cancel_open = true;
-    let mut steer_open = true;
-    loop {
-        while let Some(input) = pending.pop_front() {
-            let progressed = matches!(input, Input::Model(_) | Input::ToolUpdate(_));
-            let actions = turn.handle(input, Instant::now(), now_ms());
-            probe.set_activity(turn.activity());
-            if progressed {
-                probe.progressed();
-            }
-            for action in actions {
-                match action {
-                    Action::Emit(body) => {
-                        // Observed progress: a reply delta, a tool step, a status (R-I1).
-                        probe.progressed();
-                        if let Some(rec) = audit_record(&run, &body, &mut tool_started) {
-                            ctx.writer.audit(rec);
-                        }
-                        if let EventBody::Compaction { .. } = &body {
-                            compaction_hooks(&ctx, &hook_ctx, &body);
-                        }
-                        seq += 1;
-                        let started = matches!(&body, EventBody::Lifecycle(l) if l.phase == ipc::control::Phase::Start);
-                        let ev = RunEvent {
-                            run_id: run.run_id.clone(),
-                            seq,
-                            ts: now_ms(),
-                            body,
-                        };
-                        // If the supervisor is gone, the run still finishes and persists.
-                        let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
-                        if started {
-                            if let Some(m) = user_message.take() {
-                                told(&ctx, &run.run_id, seq, m).await;
-                            }
-                        }
-                    }
-                    Action::CallModel(req) => {
-                        calling = Some(
-                            req.choice
-                                .as_ref()
-                                .map_or(ctx.spec.model.provider.clone(), |c| c.provider.clone()),
-                        );
-                        call = Some(start_model(&ctx, req));
-                    }
-                    Action::AbortModel => {
-                        if let Some(p) = calling.take() {
-                            ctx.model_request(&p, "aborted");
-                        }
-                        call = None;
-                        held = None;
-                        paced.text.clear();
-                    }
-                    Action::Append(m) => {
-                        let res = ctx
-                            .writer
-                            .append(run.session_key.clone(), run.run_id.clone(), *m)
-                            .await;
-                        if let Ok(a) = &res {
-                            if let Some(m) = a.display.clone() {
-                                told(&ctx, &run.run_id, seq, m).await;
-                            }
-                        }
-                        pending.push_back(Input::Appended(res.map(|a| a.seq)));
-                    }
-                    Action::Compact(k) => {
-                        let res = ctx
-                            .writer
-                            .compact(run.session_key.clone(), run.run_id.clone(), *k)
-                            .await;
-                        pending.push_back(Input::Appended(res));
-                    }
-                    Action::RunTool(c) => {
-                        let tc = ToolCtx {
-                            exec: ctx.exec_policy(),
-                            ..tool_ctx.clone()
-                        };
-                        // An operator is asked only for an exec that may run at all: one
-                        // `tools.allow` leaves out is refused as such, without asking.
-                        let offered = tc
-                            .allow
-                            .as_ref()
-                            .is_none_or(|allow| allow.iter().any(|t| t == "exec"));
-                        let ask = (c.name == "exec" && offered)
-                            .then(|| tools::exec::needs_approval(&tc.exec, &c.arguments))
-                            .flatten();
-                        match ask {
-                            // An operator decides first (`tools.exec.security = "ask"`).
-                            Some((command, argv)) => {
-                                let id = uuid::Uuid::new_v4().to_string();
-                                let at = now_ms();
-                                let req = ipc::approval::ApprovalRequest {
-                                    id: id.clone(),
-                                    run_id: run.run_id.clone(),
-                                    session_key: run.session_key.clone(),
-                                    command,
-                                    argv,
-                                    cwd: ctx.spec.workspace.clone(),
-                                    created_at_ms: at,
-                                    expires_at_ms: at + approval_ms,
-                                };
-                                let _ = ctx.out.send(WorkerToControl::ApprovalRequested(req)).await;
-                                pending_approval = Some(id.clone());
-                                pending.push_back(Input::ApprovalPending { id });
-                            }
-                            None => tool = Some(start_tool(&ctx, &tc, &hook_ctx, c)),
-                        }
-                    }
-                    Action::RunApproved(c) => {
-                        let tc = ToolCtx {
-                            exec: ctx.exec_policy(),
-                            approved: tools::exec::command_of(&c.arguments),
-                            ..tool_ctx.clone()
-                        };
-                        tool = Some(start_tool(&ctx, &tc, &hook_ctx, c));
-                    }
-                    Action::ApprovalExpired { id } => {
-                        pending_approval = None;
-                        let why = ipc::approval::ApprovalClosed::Expired;
-                        let _ = ctx
-                            .out
-                            .send(WorkerToControl::ApprovalClosed { id, why })
-                            .await;
-                    }
-                    Action::AbortTool => tool = None,
-                    Action::Persist(f) => {
-                        // Model work is over: clients hear `finishing` while the outcome is
-                        // recorded (the terminal event follows the write).
-                        seq += 1;
-                        let finishing = RunEvent {
-                            run_id: run.run_id.clone(),
-                            seq,
-                            ts: now_ms(),
-                            body: turn.finishing(),
-                        };
-                        let _ = ctx.out.send(WorkerToControl::Event(finishing)).await;
-                        let res = ctx.writer.finish(*f).await;
-                        // The reply is told before the lifecycle end that follows it.
-                        if let Ok(Some(a)) = &res {
-                            if let Some(m) = a.display.clone() {
-                                told(&ctx, &run.run_id, seq, m).await;
-                            }
-                        }
-                        pending.push_back(Input::Persisted(res.map(|_| ())));
-                    }
-                    Action::Finish(mut t) => {
-                        if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
-                            let mut kept = Vec::with_capacity(t.payloads.len());
-                            for p in std::mem::take(&mut t.payloads) {
-                                if let Some(text) =
-                                    ctx.hooks.message_sending(&hook_ctx, &p.text).await
-                                {
-                                    kept.push(ipc::control::Payload { text, ..p });
-                                }
-                            }
-                            t.payloads = kept;
-                        }
-                        ctx.observe_later(&hook_ctx, "message_sent", || {
-                            t.payloads
-                                .iter()
-                                .map(|p| json!({"content": p.text, "success": true}))
-                                .collect()
-                        });
-                        ctx.observe_later(&hook_ctx, "agent_end", || {
-                            vec![json!({
-                                "status": t.status, "error": t.error,
-                                "durationMs": t.duration_ms, "stopReason": t.stop_reason,
-                            })]
-                        });
-                        if let Some(id) = pending_approval.take() {
-                            let why = ipc::approval::ApprovalClosed::RunEnded;
-                            let _ = ctx
-                                .out
-                                .send(WorkerToControl::ApprovalClosed { id, why })
-                                .await;
-                        }
-                        return Driven {
-                            terminal: *t,
-                            steered: turn.steered(),
-                        };
-                    }
-                }
-            }
-        }
-        let deadline = turn.next_deadline();
-        let input = tokio::select! {
-            item = next_model(&mut call, &mut held, &mut paced), if call.is_some() || held.is_some() || !paced.text.is_empty() => match item {
-                Some(Ok(ev)) => {
-                    if matches!(ev, LlmEvent::Done(_)) {
-                        if let Some(p) = calling.take() {
-                            ctx.model_request(&p, "ok");
-                        }
-                        // The response is over: steered messages already sent (and ones
-                        // taken back by an abort) count before the turn moves on, whichever
-                        // channel was read first.
-                        while let Ok(m) = steer.try_recv() {
-                            match m {
-                                SteerMsg::Add(s) if turn.accepts_steering() => {
-                                    steered_start(&ctx, &run.session_key, s.run_id.clone()).await;
-                                    pending.push_back(Input::Steer(s));
-                                }
-                                SteerMsg::Add(_) => {}
-                                SteerMsg::Drop(id) => turn.unsteer(&id),
-                            }
-                        }
-                    }
-                    Input::Model(ev)
-                }
-                Some(Err(e)) => {
-                    if let Some(p) = calling.take() {
-                        ctx.model_request(&p, failure_class(&e));
-                    }
-                    Input::ModelFailed(e)
-                }
-                None => {
-                    if let Some(p) = calling.take() {
-                        ctx.model_request(&p, "network");
-                    }
-                    call = None;
-                    Input::ModelFailed(LlmError::Transport("the model stream ended without a result".into()))
-                }
-            },
-            item = next_tool(&mut tool), if tool.is_some() => match item {
-                ToolItem::Update(text) => Input::ToolUpdate(text),
-                ToolItem::Done(outcome) => {
-                    tool = None;
-                    Input::ToolDone(outcome)
-                }
-            },
-            changed = cancel.changed(), if cancel_open => match changed {
-                Ok(()) => match *cancel.borrow_and_update() {
-                    Some(reason) => {
-                        if reason == StopReason::Rpc {
-                            // A user stop is the `command:stop` internal hook event (R-H1).
-                            let hook_ctx = hook_ctx.clone();
-                            tokio::spawn(async move {
-                                hooks::run_internal(&hook_ctx, "command:stop", serde_json::json!({})).await;
-                            });
-                        }
-                        Input::Cancel(reason)
-                    }
-                    None => continue,
-                },
-                Err(_) => {
-                    cancel_open = false;
-                    continue;
-                }
-            },
-            s = steer.recv(), if steer_open => match s {
-                // Taken: its run has started, in this turn (R-B3). Declined ones (the outcome
-                // is being recorded) are handed back to run after.
-                Some(SteerMsg::Add(s)) if turn.accepts_steering() => {
-                    steered_start(&ctx, &run.session_key, s.run_id.clone()).await;
-                    Input::Steer(s)
-                }
-                Some(SteerMsg::Add(_)) => continue,
-                Some(SteerMsg::Drop(id)) => {
-                    turn.unsteer(&id);
-                    continue;
-                }
-                None => {
-                    steer_open = false;
-                    continue;
-                }
-            },
-            d = decisions.recv(), if decisions_open => match d {
-                Some(d) => {
-                    if pending_approval.as_deref() == Some(d.id.as_str()) {
-                        pending_approval = None;
-                    }
-                    Input::ApprovalDecided {
-                        id: d.id,
-                        allow: d.decision.allows(),
-                    }
-                }
-                None => {
-                    decisions_open = false;
-                    continue;
-                }
-            },
-            _ = sleep_until(deadline), if deadline.is_some() => Input::Tick,
-        };
-        pending.push_back(input);
     }
 }
 
-/// A tool running in its own task; dropping it aborts the task (and, for `exec`, kills the
-/// child, which is spawned with kill-on-drop).
-struct ToolRun {
-    task: JoinHandle<ToolOutcome>,
-    updates: mpsc::Receiver<String>,
-}
-
-/// Partial tool output queued before the driver reads it (updates beyond it are dropped).
-const TOOL_UPDATE_QUEUE: usize = 16;
-
-enum ToolItem {
-    Update(String),
-    Done(ToolOutcome),
-}
-
-impl Drop for ToolRun {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Runs one call with its hooks: `before_tool_call` guards (may block or rewrite the
-/// arguments), the tool, `tool_result_persist` (may rewrite the result), and
-/// `after_tool_call` observers (in the background, off the run's path).
-fn start_tool(ctx: &Arc<Ctx>, tools_ctx: &ToolCtx, hook_ctx: &HookCtx, call: ToolCall) -> ToolRun {
-    let (ctx, mut tools_ctx, hook_ctx) = (ctx.clone(), tools_ctx.clone(), hook_ctx.clone());
-    let (tx, updates) = mpsc::channel(TOOL_UPDATE_QUEUE);
-    tools_ctx.progress = Some(tx);
-    ToolRun {
-        updates,
-        task: tokio::spawn(async move {
-            let call = match ctx.hooks.before_tool_call(&hook_ctx, &call).await {
-                Ok(call) => call,
-                Err(reason) => {
-                    return ToolOutcome {
-                        content: reason,
-                        is_error: true,
-                    }
-                }
-            };
-            let outcome = tools::execute(&tools_ctx, &call).await;
-            ctx.observe_later(&hook_ctx, "after_tool_call", || {
-                vec![json!({
-                    "toolName": call.name, "toolCallId": call.id,
-                    "result": outcome.content, "isError": outcome.is_error,
-                })]
-            });
-            ctx.hooks
-                .tool_result_persist(&hook_ctx, &call, outcome)
-                .await
-        }),
-    }
-}
-
-/// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
-/// a run event of its own).
 /// The lifecycle `start` of a run whose message was steered into another run's turn; its
 /// terminal follows that turn's.
 async fn steered_start(ctx: &Arc<Ctx>, session_key: &str, run_id: String) {
@@ -532,6 +661,8 @@ async fn steered_start(ctx: &Arc<Ctx>, session_key: &str, run_id: String) {
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
 }
 
+/// Tells the supervisor a message was recorded (`seq`: the run's last event's; this is not
+/// a run event of its own).
 async fn told(ctx: &Arc<Ctx>, run_id: &str, seq: u64, message: ipc::control::StoredMessage) {
     let ev = RunEvent {
         run_id: run_id.to_owned(),
@@ -567,25 +698,6 @@ fn compaction_hooks(ctx: &Arc<Ctx>, hook_ctx: &HookCtx, body: &EventBody) {
                 "tokensBefore": tokens_before, "tokenCount": tokens_after, "reason": reason,
             })]
         });
-    }
-}
-
-/// The running tool's next update, or its outcome once every queued update was read (the
-/// task drops its sender when it ends, so updates always come before the outcome).
-async fn next_tool(tool: &mut Option<ToolRun>) -> ToolItem {
-    let Some(t) = tool.as_mut() else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        biased;
-        Some(text) = t.updates.recv() => ToolItem::Update(text),
-        res = &mut t.task => ToolItem::Done(match res {
-            Ok(outcome) => outcome,
-            Err(e) => ToolOutcome {
-                content: format!("the tool failed: {e}"),
-                is_error: true,
-            },
-        }),
     }
 }
 
@@ -667,228 +779,4 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
     }
-}
-
-/// How often a run's text is passed on while the model streams (OpenClaw paces live text at
-/// 75 ms). Every assistant and chat event carries the whole text so far, so without pacing a
-/// long reply in small deltas costs the square of its length; paced, it grows with time.
-const TEXT_PACE: std::time::Duration = std::time::Duration::from_millis(75);
-
-/// Text deltas not passed on yet, and when text last was. Kept outside [`next_model`] so a
-/// select that drops its future loses nothing.
-#[derive(Default)]
-struct Paced {
-    text: String,
-    last_emit: Option<Instant>,
-}
-
-impl Paced {
-    fn emit(&mut self) -> ModelItem {
-        self.last_emit = Some(Instant::now());
-        Ok(LlmEvent::Delta(std::mem::take(&mut self.text)))
-    }
-}
-
-/// Next model item. Text deltas are merged: the first one after a pause goes at once, later
-/// ones at most every [`TEXT_PACE`]; any other item (a tool call, the end) first flushes the
-/// text before it, so order is kept.
-async fn next_model(
-    call: &mut Option<ModelCall>,
-    held: &mut Option<ModelItem>,
-    paced: &mut Paced,
-) -> Option<ModelItem> {
-    loop {
-        let due = paced.last_emit.map(|t| t + TEXT_PACE);
-        if !paced.text.is_empty() && due.is_none_or(|d| Instant::now() >= d) {
-            return Some(paced.emit());
-        }
-        let item = match held.take() {
-            Some(item) => Some(item),
-            None => match call.as_mut() {
-                None => None,
-                Some(c) => {
-                    tokio::select! {
-                        item = c.rx.recv() => item,
-                        _ = sleep_until(due), if !paced.text.is_empty() => continue,
-                    }
-                }
-            },
-        };
-        match item {
-            Some(Ok(LlmEvent::Delta(more))) => paced.text.push_str(&more),
-            Some(other) if !paced.text.is_empty() => {
-                *held = Some(other);
-                return Some(paced.emit());
-            }
-            None if !paced.text.is_empty() => return Some(paced.emit()),
-            other => return other,
-        }
-    }
-}
-
-/// A failed model request's class in `/metrics` (bounded: never the provider's words).
-fn failure_class(e: &LlmError) -> &'static str {
-    match e {
-        LlmError::RateLimited { .. } => "rate_limit",
-        LlmError::Http { status, .. } if *status >= 500 => "http_5xx",
-        LlmError::Http { .. } => "http_4xx",
-        LlmError::Transport(_) => "network",
-        LlmError::Timeout(_) => "timeout",
-        LlmError::Protocol(_) => "protocol",
-        LlmError::Config(_) | LlmError::Unsupported(_) => "config",
-    }
-}
-
-fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
-    let (tx, rx) = mpsc::channel(MODEL_QUEUE);
-    let ctx = ctx.clone();
-    let task = tokio::spawn(async move {
-        let other = req
-            .choice
-            .as_ref()
-            .filter(|c| c.provider != ctx.spec.model.provider)
-            .map(|c| ctx.other_llm(&c.provider));
-        match other.as_ref().unwrap_or(&ctx.llm) {
-            Ok(client) => client.stream(&req, &tx).await,
-            Err(e) => {
-                let _ = tx.send(Err(e.clone())).await;
-            }
-        }
-    });
-    ModelCall { task, rx }
-}
-
-/// The provider and model of this run when they are not the agent's: the ones the request
-/// asked for (checked by the supervisor), then whatever a `before_model_resolve` hook picks.
-async fn resolve_model(
-    ctx: &Arc<Ctx>,
-    run: &SubmitRun,
-    hook_ctx: &HookCtx,
-) -> Result<Option<ModelChoice>, String> {
-    let own = &ctx.spec.model;
-    let (mut provider, mut model) = match &run.model {
-        Some(m) => (m.provider.clone(), m.model.clone()),
-        None => (own.provider.clone(), own.model.clone()),
-    };
-    if ctx.hooks.has("before_model_resolve") {
-        let picked = ctx.hooks.before_model_resolve(hook_ctx, &run.message).await;
-        match (picked.provider, picked.model) {
-            (Some(p), Some(m)) => (provider, model) = (p, m),
-            (None, Some(m)) => model = m,
-            (Some(p), None) if p == provider => {}
-            (Some(p), None) => {
-                return Err(format!(
-                    "a before_model_resolve hook picked provider {p:?} without a model (answer modelOverride too)"
-                ))
-            }
-            (None, None) => {}
-        }
-    }
-    if provider == own.provider && model == own.model {
-        return Ok(None);
-    }
-    let context_window = if provider == own.provider {
-        own.context_window
-    } else {
-        match ctx.spec.providers.iter().find(|p| p.provider == provider) {
-            Some(p) => p.context_window,
-            None => {
-                return Err(format!(
-                    "provider {provider:?} (picked by a before_model_resolve hook) is not configured under [models.providers]"
-                ))
-            }
-        }
-    };
-    Ok(Some(ModelChoice {
-        provider,
-        model,
-        context_window,
-    }))
-}
-
-/// Builds the model request: workspace (created on first use), bootstrap files, history;
-/// or the reply a `before_agent_reply` hook claimed the turn with.
-async fn prepare(ctx: &Arc<Ctx>, run: &SubmitRun, hook_ctx: &HookCtx) -> Result<Prepared, String> {
-    let choice = resolve_model(ctx, run, hook_ctx).await?;
-    let workspace = std::path::Path::new(&ctx.spec.workspace);
-    let caps = prompt::Caps {
-        per_file: ctx.spec.bootstrap_max_chars as usize,
-        total: ctx.spec.bootstrap_total_max_chars as usize,
-    };
-    // All of the workspace's file work in one blocking hop: bootstrap files, the skills
-    // snapshot and the `agent:bootstrap` hooks.
-    let (mut files, skills, boot_hooks) = {
-        let (ctx, ws) = (ctx.clone(), workspace.to_owned());
-        let hooks_dir = hook_ctx.hooks_dir.clone();
-        tokio::task::spawn_blocking(move || {
-            prompt::read_workspace(&ws, caps).map(|files| {
-                let skills = ctx.skills.prompt(&ws);
-                let boot = hooks::internal_hooks(hooks_dir.as_deref(), "agent:bootstrap");
-                (files, skills, boot)
-            })
-        })
-        .await
-        .map_err(|e| format!("reading the workspace failed: {e}"))??
-    };
-    // Internal `agent:bootstrap` hooks may edit the list of bootstrap files (R-H1).
-    let listed = || {
-        let files: Vec<serde_json::Value> = files
-            .iter()
-            .map(|f| json!({"name": f.name, "content": f.content}))
-            .collect();
-        json!({"bootstrapFiles": files})
-    };
-    let fields = if boot_hooks.is_empty() {
-        serde_json::Value::Null
-    } else {
-        listed()
-    };
-    for answer in hooks::run_discovered(hook_ctx, boot_hooks, "agent:bootstrap", fields).await {
-        if let Some(list) = answer.get("bootstrapFiles").and_then(|l| l.as_array()) {
-            let edited = list
-                .iter()
-                .filter_map(|f| {
-                    let name = f.get("name")?.as_str()?.to_owned();
-                    let content = f.get("content")?.as_str()?.to_owned();
-                    Some((name, content))
-                })
-                .collect();
-            files = prompt::recap(edited, caps);
-        }
-    }
-    let history = ctx
-        .reader
-        .history(run.session_key.clone(), prompt::HISTORY_LIMIT)
-        .await
-        .map_err(|e| format!("cannot read the session history: {e}"))?;
-    let added = ctx.hooks.before_prompt_build(hook_ctx, &run.message).await;
-    let extra: Vec<String> = added
-        .prepend
-        .into_iter()
-        .chain(run.extra_system_prompt.clone())
-        .chain(added.append)
-        .collect();
-    let extra = extra.join("\n\n");
-    let system = prompt::system_prompt(
-        ctx.spec.base_prompt.as_deref(),
-        &files,
-        &skills,
-        (!extra.is_empty()).then_some(extra.as_str()),
-    );
-    if ctx.hooks.has("before_agent_reply") {
-        if let Some(reply) = ctx.hooks.before_agent_reply(hook_ctx, &run.message).await {
-            return Ok(Prepared::Claimed(reply));
-        }
-    }
-    let mut req = prompt::request(
-        system,
-        &history,
-        crate::tools::offered(ctx.spec.tools_allow.as_deref()),
-    );
-    req.choice = choice;
-    req.thinking = run
-        .thinking
-        .as_deref()
-        .and_then(ipc::thinking::Thinking::parse);
-    Ok(Prepared::Call(req))
 }

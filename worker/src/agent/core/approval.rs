@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Action, Input, Phase, Turn};
+use super::{Action, ApprovalWait, Input, Phase, Turn};
 use crate::tools::{ToolCall, ToolOutcome};
 
 /// What the model gets for a denied command, as OpenClaw words it (`reason`: `user-denied`
@@ -27,15 +27,66 @@ impl Turn {
         now: Instant,
     ) -> (Phase, Vec<Action>) {
         (
-            Phase::Approval {
+            Phase::Approval(ApprovalWait {
                 run_left: run_deadline.map(|d| d.saturating_duration_since(now)),
                 until: now + self.spec.approval_timeout,
                 id,
                 queue,
                 call,
-            },
+            }),
             vec![],
         )
+    }
+
+    /// `Approval`: the call waits for its decision, until the approval timeout.
+    pub(super) fn on_approval(
+        &mut self,
+        wait: ApprovalWait,
+        input: Input,
+        now: Instant,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        match input {
+            Input::ApprovalDecided { id: decided, allow } if decided == wait.id => {
+                let ApprovalWait {
+                    run_left,
+                    id,
+                    queue,
+                    call,
+                    ..
+                } = wait;
+                let verdict = (id.as_str(), allow, "user-denied");
+                self.decided(run_left, queue, call, verdict, now, wall_ms)
+            }
+            Input::Tick if now >= wait.until => {
+                let ApprovalWait {
+                    run_left,
+                    id,
+                    queue,
+                    call,
+                    ..
+                } = wait;
+                let verdict = (id.as_str(), false, "approval-timeout");
+                let (p, mut a) = self.decided(run_left, queue, call, verdict, now, wall_ms);
+                a.insert(0, Action::ApprovalExpired { id });
+                (p, a)
+            }
+            Input::Cancel(reason) => self.abort(Action::AbortTool, reason, wall_ms),
+            // Another approval's decision, a tick before the timeout; the call has not
+            // started, no model call or record is in flight.
+            Input::ApprovalDecided { .. }
+            | Input::Tick
+            | Input::Begun { .. }
+            | Input::BeginFailed(_)
+            | Input::Model(_)
+            | Input::ModelFailed(_)
+            | Input::Appended(_)
+            | Input::ToolUpdate(_)
+            | Input::ToolDone(_)
+            | Input::Persisted(_)
+            | Input::Steer(_)
+            | Input::ApprovalPending { .. } => (Phase::Approval(wait), Vec::new()),
+        }
     }
 
     /// The decision (or the timeout): the budget resumes where it was; allowed, the call
@@ -63,19 +114,10 @@ impl Turn {
         let command = crate::tools::exec::command_of(&call.arguments).unwrap_or_default();
         let content = denied(id, reason, &command);
         self.denied = Some(content.clone());
-        let running = Phase::Tools {
-            run_deadline,
-            queue,
-            running: Some(call),
+        let outcome = ToolOutcome {
+            content,
+            is_error: true,
         };
-        self.step(
-            running,
-            Input::ToolDone(ToolOutcome {
-                content,
-                is_error: true,
-            }),
-            now,
-            wall_ms,
-        )
+        self.tool_done(run_deadline, queue, call, outcome, wall_ms)
     }
 }

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use ipc::control::{EventBody, RunStatus, ToolPhase};
 
-use super::{clip, Action, Phase, Turn};
+use super::{clip, Action, Input, Phase, Turn};
 use crate::llm::ChatMessage;
-use crate::store::{NewMessage, Role};
+use crate::store::{NewMessage, Role, StoreError};
 use crate::tools::ToolCall;
 
 /// The result a skipped call gets; the model sees it in place of the tool's.
@@ -106,6 +106,47 @@ impl Turn {
             },
             vec![result, Action::Append(Box::new(message))],
         )
+    }
+
+    /// `Steering`: a steered message is being recorded.
+    pub(super) fn on_steering(
+        &mut self,
+        run_deadline: Option<Instant>,
+        input: Input,
+        now: Instant,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        match input {
+            Input::Appended(Ok(seq)) => {
+                if let Some(m) = self.request.as_mut().and_then(|r| r.messages.last_mut()) {
+                    m.seq.get_or_insert(seq);
+                }
+                self.steer_next(run_deadline, now, wall_ms)
+            }
+            Input::Appended(Err(e)) => {
+                let error = match e {
+                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
+                    other => format!("cannot record the steered message: {other}"),
+                };
+                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
+            }
+            Input::Tick if run_deadline.is_some_and(|d| now >= d) => {
+                self.time_out(Action::AbortTool, wall_ms)
+            }
+            Input::Cancel(reason) => self.abort(Action::AbortTool, reason, wall_ms),
+            // A tick before the deadline; no model call, tool or approval is in flight.
+            Input::Tick
+            | Input::Begun { .. }
+            | Input::BeginFailed(_)
+            | Input::Model(_)
+            | Input::ModelFailed(_)
+            | Input::ToolUpdate(_)
+            | Input::ToolDone(_)
+            | Input::Persisted(_)
+            | Input::Steer(_)
+            | Input::ApprovalPending { .. }
+            | Input::ApprovalDecided { .. } => (Phase::Steering { run_deadline }, Vec::new()),
+        }
     }
 
     /// Records the next steered message; the model is called once all are in.

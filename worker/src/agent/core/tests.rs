@@ -1,5 +1,8 @@
 use super::*;
-use crate::llm::ChatMessage;
+use crate::agent::prompt;
+use crate::llm::{ChatMessage, Terminal};
+use crate::store::Role;
+use ipc::thinking::ReasoningMode;
 
 fn spec(timeout: Option<u64>) -> TurnSpec {
     TurnSpec {
