@@ -251,25 +251,25 @@ pub fn authenticate(
 /// Finishes a device-token connect with what the store said of the token.
 pub fn device_token_grant(
     claim: &DeviceTokenClaim,
-    presented: &crate::devices::Presented,
+    presented: &crate::gatewaydb::devices::Presented,
 ) -> Result<Granted, Box<Refusal>> {
     match presented {
-        crate::devices::Presented::Mismatch if claim.in_token_field => Err(auth_error(
+        crate::gatewaydb::devices::Presented::Mismatch if claim.in_token_field => Err(auth_error(
             "AUTH_TOKEN_MISMATCH",
             "token_mismatch",
             true,
             "retry_with_device_token",
             TOKEN_MISMATCH,
         )),
-        crate::devices::Presented::Mismatch => Err(auth_error(
+        crate::gatewaydb::devices::Presented::Mismatch => Err(auth_error(
             "AUTH_DEVICE_TOKEN_MISMATCH",
             "device_token_mismatch",
             false,
             "update_auth_credentials",
             "unauthorized: device token mismatch (rotate/reissue device token)",
         )),
-        crate::devices::Presented::Valid(granted)
-            if !crate::devices::covers(granted, &claim.requested) =>
+        crate::gatewaydb::devices::Presented::Valid(granted)
+            if !crate::gatewaydb::devices::covers(granted, &claim.requested) =>
         {
             Err(auth_error(
                 "AUTH_SCOPE_MISMATCH",
@@ -279,7 +279,7 @@ pub fn device_token_grant(
                 "unauthorized: device token scope mismatch (connect with the gateway token to be issued a wider one)",
             ))
         }
-        crate::devices::Presented::Valid(_) => Ok(Granted {
+        crate::gatewaydb::devices::Presented::Valid(_) => Ok(Granted {
             scopes: claim.requested.clone(),
             method: "device-token",
             device_id: Some(claim.device_id.clone()),

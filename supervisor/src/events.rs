@@ -45,6 +45,15 @@ pub struct HubEvent {
     pub run_session: Option<Arc<str>>,
 }
 
+impl crate::run_log::Logged for HubEvent {
+    fn hub_seq(&self) -> u64 {
+        self.hub_seq
+    }
+    fn bytes(&self) -> usize {
+        self.payload.len()
+    }
+}
+
 /// An event built now and published later (or at once with [`EventHub::publish_deferred`]).
 #[derive(Debug, Clone)]
 pub struct Deferred {
@@ -254,7 +263,7 @@ struct HubState {
     /// what the worker sends for them afterwards is not published (R-A5, R-D3).
     ended: std::collections::HashSet<String>,
     /// Run events kept for `agent.events` (bounded, see [`crate::run_log`]).
-    log: crate::run_log::RunLog,
+    log: crate::run_log::RunLog<HubEvent>,
 }
 
 /// A connection's interest in session events; counted while it lives.
@@ -378,7 +387,12 @@ impl EventHub {
 
     /// A run's events after `after_seq` published up to `upto` (a connection's start: it
     /// got the later ones live).
-    pub fn replay(&self, run_id: &str, after_seq: u64, upto: u64) -> crate::run_log::Replay {
+    pub fn replay(
+        &self,
+        run_id: &str,
+        after_seq: u64,
+        upto: u64,
+    ) -> crate::run_log::Replay<HubEvent> {
         self.state().log.replay(run_id, after_seq, upto)
     }
 

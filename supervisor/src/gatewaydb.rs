@@ -12,6 +12,10 @@ use std::path::Path;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
+use crate::outcome::StoredTerminal;
+
+pub mod devices;
+
 /// Terminal runs older than this are pruned (their replay is no longer available).
 pub const RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 const QUEUE: usize = 4096;
@@ -55,22 +59,6 @@ pub struct NewRun {
     /// Hex SHA-256 of what was asked (message and extra system prompt): a key reused for
     /// another request is refused instead of answered with the other request's reply.
     pub request_hash: String,
-}
-
-/// A run's durable terminal record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredTerminal {
-    pub status: String,
-    pub started_at: Option<u64>,
-    pub ended_at: u64,
-    pub error: Option<String>,
-    pub stop_reason: Option<String>,
-    /// The final `agent` response: `{ok, payload, error?}` as JSON text.
-    pub final_json: String,
-    /// The session's transcript id, when the worker reported it.
-    pub session_id: Option<String>,
-    /// Token usage `(input, output, total)`, added to the session's totals.
-    pub usage: Option<(u64, u64, u64)>,
 }
 
 /// One row of the session index (`sessions.list`).
@@ -180,7 +168,7 @@ enum Cmd {
     ),
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
     SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
-    Devices(crate::devices::DeviceCmd),
+    Devices(devices::DeviceCmd),
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
     DisallowExec(String, String, oneshot::Sender<Result<bool, DbError>>),
     ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
@@ -264,7 +252,7 @@ impl GatewayDb {
     /// A device-token command (see [`crate::devices`]), on this database's writer.
     pub async fn devices<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> crate::devices::DeviceCmd,
+        make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> devices::DeviceCmd,
     ) -> Result<T, DbError> {
         self.tx.ask(|tx| Cmd::Devices(make(tx))).await
     }
@@ -339,7 +327,7 @@ const LADDER: &[dbwriter::Step<'static>] = &[
              ALTER TABLE sessions ADD COLUMN last_read_at INTEGER;"],
     // v5: device tokens (their digests), see `devices`; a session's own model.
     &[
-        crate::devices::SCHEMA,
+        devices::SCHEMA,
         "ALTER TABLE sessions ADD COLUMN model_override TEXT;",
     ],
     // v6: a session's own thinking level and reasoning visibility.
@@ -422,7 +410,7 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                     .map_err(DbError::from)
             }),
         ),
-        Cmd::Devices(d) => crate::devices::apply(conn, d, sp),
+        Cmd::Devices(d) => devices::apply(conn, d, sp),
         Cmd::SessionOverrides(tx) => answer(
             tx,
             sp.run(conn, |c| {

@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 use crate::auth::{DeviceTokenClaim, Granted, Verdict};
 use crate::config::AuthMode;
 use crate::connection::peer::{Session, Transport};
-use crate::devices::{DeviceCmd, Holder, Presented};
 use crate::events::now_ms;
 use crate::gateway::Gateway;
+use crate::gatewaydb::devices::{DeviceCmd, Holder, Presented};
 
 /// A refused handshake.
 pub(crate) struct Refused {
@@ -185,7 +185,7 @@ pub(crate) async fn handshake(
                 platform: params.client.platform.clone(),
             };
             let scopes = granted.scopes.clone();
-            let generation = crate::devices::generation(&gw.config());
+            let generation = crate::gatewaydb::devices::generation(&gw.config());
             match gw
                 .db
                 .devices(|reply| DeviceCmd::Issue {
@@ -327,7 +327,7 @@ async fn check_device_token(
         claim.role.clone(),
         claim.token.clone(),
     );
-    let generation = crate::devices::generation(&gw.config());
+    let generation = crate::gatewaydb::devices::generation(&gw.config());
     gw.db
         .devices(|reply| DeviceCmd::Check {
             device_id,

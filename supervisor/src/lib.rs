@@ -31,7 +31,6 @@ pub mod connection;
 pub mod control;
 pub mod control_ui;
 pub mod device_conns;
-pub mod devices;
 pub mod door;
 pub mod events;
 pub mod gateway;

@@ -235,11 +235,11 @@ impl crate::control_ui::Site for Site<'_> {
         let Some(t) = token.filter(|t| !shared && !t.is_empty()) else {
             return shared;
         };
-        let generation = crate::devices::generation(&config);
+        let generation = crate::gatewaydb::devices::generation(&config);
         let token = t.to_owned();
         self.gw
             .db
-            .devices(|reply| crate::devices::DeviceCmd::AnyValid {
+            .devices(|reply| crate::gatewaydb::devices::DeviceCmd::AnyValid {
                 token,
                 generation,
                 reply,

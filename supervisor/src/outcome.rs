@@ -9,7 +9,21 @@ use ipc::gateway::{AgentResult, AgentWaitResult};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::gatewaydb::StoredTerminal;
+/// A run's durable terminal record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTerminal {
+    pub status: String,
+    pub started_at: Option<u64>,
+    pub ended_at: u64,
+    pub error: Option<String>,
+    pub stop_reason: Option<String>,
+    /// The final `agent` response: `{ok, payload, error?}` as JSON text.
+    pub final_json: String,
+    /// The session's transcript id, when the worker reported it.
+    pub session_id: Option<String>,
+    /// Token usage `(input, output, total)`, added to the session's totals.
+    pub usage: Option<(u64, u64, u64)>,
+}
 
 #[derive(Debug, Clone)]
 pub struct Outcome {

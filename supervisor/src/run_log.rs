@@ -9,7 +9,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::events::HubEvent;
+/// What the log needs to know of an event: its place in the hub's order and its size.
+pub trait Logged {
+    fn hub_seq(&self) -> u64;
+    fn bytes(&self) -> usize;
+}
 
 /// Event bytes kept per run.
 pub const RUN_BYTES: usize = 1 << 20;
@@ -26,18 +30,28 @@ pub struct RunTag {
     pub terminal: bool,
 }
 
-#[derive(Default)]
-struct RunEvents {
-    events: VecDeque<(u64, Arc<HubEvent>)>,
+struct RunEvents<E> {
+    events: VecDeque<(u64, Arc<E>)>,
     bytes: usize,
     /// The highest `seq` no longer kept (0: none was dropped).
     dropped_upto: u64,
     ended: Option<Instant>,
 }
 
+impl<E> Default for RunEvents<E> {
+    fn default() -> Self {
+        Self {
+            events: VecDeque::new(),
+            bytes: 0,
+            dropped_upto: 0,
+            ended: None,
+        }
+    }
+}
+
 /// What a replay found.
-pub struct Replay {
-    pub events: Vec<Arc<HubEvent>>,
+pub struct Replay<E> {
+    pub events: Vec<Arc<E>>,
     pub truncated: bool,
     pub first_seq: Option<u64>,
     pub ended: bool,
@@ -45,24 +59,33 @@ pub struct Replay {
     pub known: bool,
 }
 
-#[derive(Default)]
-pub struct RunLog {
-    runs: HashMap<Arc<str>, RunEvents>,
+pub struct RunLog<E> {
+    runs: HashMap<Arc<str>, RunEvents<E>>,
     /// Runs in the order they ended (for expiry and for the total cap).
     ended: VecDeque<(Instant, Arc<str>)>,
     bytes: usize,
 }
 
-impl RunLog {
-    pub fn record(&mut self, tag: &RunTag, ev: &Arc<HubEvent>, now: Instant) {
-        let size = ev.payload.len() + 64;
+impl<E> Default for RunLog<E> {
+    fn default() -> Self {
+        Self {
+            runs: HashMap::new(),
+            ended: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<E: Logged> RunLog<E> {
+    pub fn record(&mut self, tag: &RunTag, ev: &Arc<E>, now: Instant) {
+        let size = ev.bytes() + 64;
         let run = self.runs.entry(tag.run_id.clone()).or_default();
         run.events.push_back((tag.seq, ev.clone()));
         run.bytes += size;
         self.bytes += size;
         while run.bytes > RUN_BYTES && run.events.len() > 1 {
             if let Some((seq, old)) = run.events.pop_front() {
-                let n = old.payload.len() + 64;
+                let n = old.bytes() + 64;
                 run.bytes -= n;
                 self.bytes -= n;
                 run.dropped_upto = run.dropped_upto.max(seq);
@@ -107,7 +130,7 @@ impl RunLog {
     }
 
     /// The run's events after `after_seq` published no later than `upto` (`hub_seq`).
-    pub fn replay(&self, run_id: &str, after_seq: u64, upto: u64) -> Replay {
+    pub fn replay(&self, run_id: &str, after_seq: u64, upto: u64) -> Replay<E> {
         let Some(run) = self.runs.get(run_id) else {
             return Replay {
                 events: Vec::new(),
@@ -121,7 +144,7 @@ impl RunLog {
         let events = run
             .events
             .iter()
-            .filter(|(seq, ev)| *seq > after_seq && ev.hub_seq <= upto)
+            .filter(|(seq, ev)| *seq > after_seq && ev.hub_seq() <= upto)
             .map(|(_, ev)| ev.clone())
             .collect();
         Replay {
@@ -139,18 +162,23 @@ impl RunLog {
 mod tests {
     use super::*;
 
-    fn ev(hub_seq: u64, bytes: usize) -> Arc<HubEvent> {
-        Arc::new(HubEvent {
-            hub_seq,
-            event: "agent",
-            payload: Arc::from("x".repeat(bytes)),
-            drop_if_slow: false,
-            cap: None,
-            scope: None,
-            subscribers_only: false,
-            session: None,
-            run_session: None,
-        })
+    /// An event of `bytes` bytes at `hub_seq`.
+    struct Ev {
+        hub_seq: u64,
+        bytes: usize,
+    }
+
+    impl Logged for Ev {
+        fn hub_seq(&self) -> u64 {
+            self.hub_seq
+        }
+        fn bytes(&self) -> usize {
+            self.bytes
+        }
+    }
+
+    fn ev(hub_seq: u64, bytes: usize) -> Arc<Ev> {
+        Arc::new(Ev { hub_seq, bytes })
     }
 
     fn tag(seq: u64, terminal: bool) -> RunTag {

@@ -315,7 +315,7 @@ fn device_tokens_claims_and_grants() {
     let read = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let ok = device_token_grant(
         &claim,
-        &crate::devices::Presented::Valid(read(&["operator.admin"])),
+        &crate::gatewaydb::devices::Presented::Valid(read(&["operator.admin"])),
     )
     .unwrap();
     assert_eq!(ok.method, "device-token");
@@ -329,14 +329,14 @@ fn device_tokens_claims_and_grants() {
     assert_eq!(
         code(device_token_grant(
             &claim,
-            &crate::devices::Presented::Valid(read(&["operator.read"]))
+            &crate::gatewaydb::devices::Presented::Valid(read(&["operator.read"]))
         )),
         "AUTH_SCOPE_MISMATCH"
     );
     assert_eq!(
         code(device_token_grant(
             &claim,
-            &crate::devices::Presented::Mismatch
+            &crate::gatewaydb::devices::Presented::Mismatch
         )),
         "AUTH_DEVICE_TOKEN_MISMATCH"
     );
@@ -344,7 +344,8 @@ fn device_tokens_claims_and_grants() {
         in_token_field: true,
         ..claim.clone()
     };
-    let e = device_token_grant(&fallback, &crate::devices::Presented::Mismatch).unwrap_err();
+    let e =
+        device_token_grant(&fallback, &crate::gatewaydb::devices::Presented::Mismatch).unwrap_err();
     let d = e.error.details.unwrap();
     assert_eq!(
         (d["code"].as_str(), d["canRetryWithDeviceToken"].as_bool()),

@@ -101,22 +101,3 @@ pub async fn logs(socket: &Path, limit: u32, follow: bool) -> ExitCode {
         tokio::time::sleep(FOLLOW_EVERY).await;
     }
 }
-
-/// The text of a transcript message's content blocks.
-pub(super) fn text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| match b["type"].as_str() {
-                Some("text") => b["text"].as_str().map(str::to_owned),
-                Some("toolCall") => {
-                    Some(format!("[tool call {}]", b["name"].as_str().unwrap_or("?")))
-                }
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}

@@ -2,6 +2,7 @@
 
 use ipc::gateway::{DiagnosticsLanes, StatusResult};
 use ipc::text::printable;
+use serde_json::Value;
 
 fn dur(ms: u64) -> String {
     let s = ms / 1000;
@@ -114,10 +115,29 @@ pub fn history(v: &serde_json::Value) -> String {
     let mut out = String::new();
     for m in v["messages"].as_array().into_iter().flatten() {
         let role = m["role"].as_str().unwrap_or("?");
-        out.push_str(&format!("[{role}]\n{}\n\n", super::browse::text_of(m)));
+        out.push_str(&format!("[{role}]\n{}\n\n", text_of(m)));
     }
     if out.is_empty() {
         out.push_str("(no messages)\n");
     }
     out
+}
+
+/// The text of a transcript message's content blocks.
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| match b["type"].as_str() {
+                Some("text") => b["text"].as_str().map(str::to_owned),
+                Some("toolCall") => {
+                    Some(format!("[tool call {}]", b["name"].as_str().unwrap_or("?")))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }

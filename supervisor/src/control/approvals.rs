@@ -1,6 +1,6 @@
 //! Pending exec approvals as the control actor keeps them, and how operators see them (the
 //! request view, the listed entry, the not-found error). What happens to them is in
-//! [`super::decisions`].
+//! `decisions.rs`.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! The control actor's core: all of its state and decisions, no I/O and no clock.
 //!
 //! [`Control::handle`] takes one [`Command`] and the current time ([`Now`]) and returns the
-//! [`Effect`]s the shell ([`super::shell`]) carries out: start or kill a worker process,
+//! [`Effect`]s the shell (`shell.rs`) carries out: start or kill a worker process,
 //! record an outcome or an exec pattern in the gateway db, tell systemd. What stays direct is
 //! in memory only: the event hub, metrics, frames queued on a worker's link, and the answers
 //! to callers (oneshot channels). Tests drive it with any clock (`control/tests.rs`).

@@ -1,7 +1,7 @@
 //! The worker set of the control actor: one slot per agent and its lifecycle state, and how
 //! frames reach a worker (sent, queued for a worker that is starting, held from a closed
-//! link, retried on a full one). What moves a slot between states is in [`super::lifecycle`]
-//! (readiness, exits, restarts, heartbeats) and [`super::reconcile`] (start, reload, drain).
+//! link, retried on a full one). What moves a slot between states is in `lifecycle.rs`
+//! (readiness, exits, restarts, heartbeats) and `reconcile.rs` (start, reload, drain).
 
 use std::collections::VecDeque;
 

@@ -1,7 +1,7 @@
 //! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::devices`).
 
 use super::*;
-use crate::devices::DeviceCmd;
+use crate::gatewaydb::devices::DeviceCmd;
 use ipc::gateway::{
     DevicePairListParams, DevicePairListResult, DeviceTokenRevokeParams, DeviceTokenRevokeResult,
     DeviceTokenRotateParams, DeviceTokenRotateResult, PairedDevice, TokenSummary,
@@ -115,14 +115,14 @@ pub(super) async fn device_token_rotate(
     };
     // Never wider than what the caller itself holds.
     if let Some(wanted) = &p.scopes {
-        if !crate::devices::covers(&session.scopes, wanted) {
+        if !crate::gatewaydb::devices::covers(&session.scopes, wanted) {
             return out
                 .err(&req.id, denied("rotation", "caller-missing-scope"))
                 .await;
         }
     }
     let (device_id, role, scopes) = (p.device_id.clone(), p.role.clone(), p.scopes.clone());
-    let generation = crate::devices::generation(&gw.config());
+    let generation = crate::gatewaydb::devices::generation(&gw.config());
     let rotated = gw
         .db
         .devices(|reply| DeviceCmd::Rotate {

@@ -674,7 +674,7 @@ enum Admitted {
         agent_id: String,
         session_key: String,
     },
-    Finished(crate::gatewaydb::StoredTerminal),
+    Finished(crate::outcome::StoredTerminal),
     Refused(ErrorShape),
 }
 

@@ -17,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use crate::gatewaydb::DbError;
+use super::DbError;
 
 /// Tokens of one device and role that stay valid at once (the newest).
 pub const LIVE_TOKENS: i64 = 8;
@@ -161,7 +161,7 @@ pub enum DeviceCmd {
 
 /// Carries out one device command on the gateway db's writer thread.
 pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
-    use crate::gatewaydb::answer;
+    use super::answer;
     match cmd {
         DeviceCmd::Issue {
             holder,
