@@ -15,6 +15,7 @@ mod devices;
 mod diagnostics;
 mod health;
 mod hello;
+mod methods;
 mod results;
 mod resume;
 mod run;
@@ -27,6 +28,7 @@ pub use devices::*;
 pub use diagnostics::*;
 pub use health::*;
 pub use hello::*;
+pub use methods::{m, ChatHistoryResult, Done, Method, MethodSpec, Never};
 pub use results::*;
 pub use resume::*;
 pub use run::*;
@@ -54,215 +56,6 @@ pub const TICK_INTERVAL_MS: u64 = 30_000;
 pub const HANDSHAKE_TIMEOUT_MS: u64 = 15_000;
 /// Default `agent.wait` window.
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 30_000;
-
-/// Every method loopgate implements. The wire name lives here and nowhere else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Method {
-    Connect,
-    Health,
-    Status,
-    Agent,
-    AgentWait,
-    /// loopgate extension: a run's events after a `seq`, to resume after a disconnect.
-    AgentEvents,
-    DiagnosticsLanes,
-    /// loopgate: the kept `allow-always` exec patterns, and removing one.
-    ExecAllowlistGet,
-    ExecAllowlistRemove,
-    ChatSend,
-    ChatHistory,
-    ChatStartup,
-    ChatAbort,
-    ChatInject,
-    SessionsList,
-    SessionsSubscribe,
-    SessionsDescribe,
-    SessionsPreview,
-    SessionsPatch,
-    SessionsMessagesSubscribe,
-    SessionsMessagesUnsubscribe,
-    QuestionList,
-    SessionsReset,
-    SessionsDelete,
-    AgentsList,
-    AgentIdentityGet,
-    ChatMetadata,
-    ModelsList,
-    ModelsAuthStatus,
-    ConfigGet,
-    LogsTail,
-    SystemPresence,
-    CronList,
-    CronStatus,
-    TasksList,
-    TalkCatalog,
-    UpdateStatus,
-    ProgressCardGet,
-    SessionsBranchesList,
-    SessionsCompanionState,
-    SessionsObserverVisibility,
-    CommandsList,
-    ChannelsStatus,
-    LastHeartbeat,
-    NodeList,
-    NodePairList,
-    ExecApprovalList,
-    ExecApprovalResolve,
-    PluginApprovalList,
-    OpenclawApprovalList,
-    ApprovalHistory,
-    SessionsCreate,
-    SessionsCompact,
-    DevicePairList,
-    DeviceTokenRotate,
-    DeviceTokenRevoke,
-    GatewayDrain,
-    /// loopgate extension: load the config again (as SIGHUP) and say what changed.
-    GatewayReload,
-    WorkerRestart,
-    /// loopgate's own process view (`status` is OpenClaw's summary).
-    GatewayStatus,
-}
-
-impl Method {
-    /// Every method, `connect` first.
-    pub const ALL: &'static [Method] = &[
-        Method::Connect,
-        Method::Health,
-        Method::Status,
-        Method::Agent,
-        Method::AgentWait,
-        Method::AgentEvents,
-        Method::DiagnosticsLanes,
-        Method::ExecAllowlistGet,
-        Method::ExecAllowlistRemove,
-        Method::ChatSend,
-        Method::ChatHistory,
-        Method::ChatStartup,
-        Method::ChatAbort,
-        Method::ChatInject,
-        Method::SessionsList,
-        Method::SessionsSubscribe,
-        Method::SessionsDescribe,
-        Method::SessionsPreview,
-        Method::SessionsPatch,
-        Method::SessionsMessagesSubscribe,
-        Method::SessionsMessagesUnsubscribe,
-        Method::QuestionList,
-        Method::SessionsReset,
-        Method::SessionsDelete,
-        Method::AgentsList,
-        Method::AgentIdentityGet,
-        Method::ChatMetadata,
-        Method::ModelsList,
-        Method::ModelsAuthStatus,
-        Method::ConfigGet,
-        Method::LogsTail,
-        Method::SystemPresence,
-        Method::CronList,
-        Method::CronStatus,
-        Method::TasksList,
-        Method::TalkCatalog,
-        Method::UpdateStatus,
-        Method::ProgressCardGet,
-        Method::SessionsBranchesList,
-        Method::SessionsCompanionState,
-        Method::SessionsObserverVisibility,
-        Method::CommandsList,
-        Method::ChannelsStatus,
-        Method::LastHeartbeat,
-        Method::NodeList,
-        Method::NodePairList,
-        Method::ExecApprovalList,
-        Method::ExecApprovalResolve,
-        Method::PluginApprovalList,
-        Method::OpenclawApprovalList,
-        Method::ApprovalHistory,
-        Method::SessionsCreate,
-        Method::SessionsCompact,
-        Method::DevicePairList,
-        Method::DeviceTokenRotate,
-        Method::DeviceTokenRevoke,
-        Method::GatewayDrain,
-        Method::GatewayReload,
-        Method::WorkerRestart,
-        Method::GatewayStatus,
-    ];
-
-    /// Methods advertised in `hello-ok.features.methods` (`connect` is not listed).
-    pub fn advertised() -> impl Iterator<Item = Method> {
-        Self::ALL.iter().copied().filter(|m| *m != Method::Connect)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Connect => "connect",
-            Method::Health => "health",
-            Method::Status => "status",
-            Method::Agent => "agent",
-            Method::AgentWait => "agent.wait",
-            Method::AgentEvents => "agent.events",
-            Method::DiagnosticsLanes => "diagnostics.lanes",
-            Method::ExecAllowlistGet => "loopgate.exec.allowlist",
-            Method::ExecAllowlistRemove => "loopgate.exec.allowlist.remove",
-            Method::ChatSend => "chat.send",
-            Method::ChatHistory => "chat.history",
-            Method::ChatStartup => "chat.startup",
-            Method::ChatAbort => "chat.abort",
-            Method::ChatInject => "chat.inject",
-            Method::SessionsList => "sessions.list",
-            Method::SessionsSubscribe => "sessions.subscribe",
-            Method::SessionsDescribe => "sessions.describe",
-            Method::SessionsPreview => "sessions.preview",
-            Method::SessionsPatch => "sessions.patch",
-            Method::SessionsMessagesSubscribe => "sessions.messages.subscribe",
-            Method::SessionsMessagesUnsubscribe => "sessions.messages.unsubscribe",
-            Method::QuestionList => "question.list",
-            Method::SessionsReset => "sessions.reset",
-            Method::SessionsDelete => "sessions.delete",
-            Method::AgentsList => "agents.list",
-            Method::AgentIdentityGet => "agent.identity.get",
-            Method::ChatMetadata => "chat.metadata",
-            Method::ModelsList => "models.list",
-            Method::ModelsAuthStatus => "models.authStatus",
-            Method::ConfigGet => "config.get",
-            Method::LogsTail => "logs.tail",
-            Method::SystemPresence => "system-presence",
-            Method::CronList => "cron.list",
-            Method::CronStatus => "cron.status",
-            Method::TasksList => "tasks.list",
-            Method::TalkCatalog => "talk.catalog",
-            Method::UpdateStatus => "update.status",
-            Method::ProgressCardGet => "progressCard.get",
-            Method::SessionsBranchesList => "sessions.branches.list",
-            Method::SessionsCompanionState => "sessions.companion.state",
-            Method::SessionsObserverVisibility => "sessions.observer.visibility",
-            Method::CommandsList => "commands.list",
-            Method::ChannelsStatus => "channels.status",
-            Method::LastHeartbeat => "last-heartbeat",
-            Method::NodeList => "node.list",
-            Method::NodePairList => "node.pair.list",
-            Method::ExecApprovalList => "exec.approval.list",
-            Method::ExecApprovalResolve => "exec.approval.resolve",
-            Method::PluginApprovalList => "plugin.approval.list",
-            Method::OpenclawApprovalList => "openclaw.approval.list",
-            Method::ApprovalHistory => "approval.history",
-            Method::SessionsCreate => "sessions.create",
-            Method::SessionsCompact => "sessions.compact",
-            Method::DevicePairList => "device.pair.list",
-            Method::DeviceTokenRotate => "device.token.rotate",
-            Method::DeviceTokenRevoke => "device.token.revoke",
-            Method::GatewayDrain => "gateway.drain",
-            Method::GatewayReload => "loopgate.reload",
-            Method::WorkerRestart => "worker.restart",
-            Method::GatewayStatus => "loopgate.status",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Method> {
-        Self::ALL.iter().copied().find(|m| m.as_str() == name)
-    }
-}
 
 /// The client capability that scopes run events (`agent`, `chat`) to the sessions the
 /// connection follows (`sessions.messages.subscribe`).
@@ -1142,6 +935,15 @@ pub struct WorkerRestartParams {
     /// Kill now instead of draining first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+}
+
+/// `worker.restart`: the new worker is ready.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerRestartResult {
+    pub ok: bool,
+    pub agent_id: String,
+    pub pid: u32,
 }
 
 /// `agents.list` params.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ipc::control::{SessionOp, StopReason, SubmitRun};
 use ipc::gateway::StatusResult;
 use ipc::RpcError;
-use serde_json::Value;
+
 use tokio::sync::oneshot;
 
 use super::approvals;
@@ -73,7 +73,7 @@ pub enum Command {
     RestartWorker {
         agent_id: String,
         force: bool,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        reply: oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>,
     },
     /// A new config: reconcile the worker set (agents added, removed, changed).
     Reload(Arc<Config>),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ipc::control::{ControlToWorker, RunStatus, SessionReply, StopReason, WorkerToControl};
 use ipc::{ErrorCode, RpcError};
-use serde_json::{json, Value};
+
 use tokio::sync::oneshot;
 
 use super::core::{Control, Effect};
@@ -260,7 +260,11 @@ impl Control {
                 last_pong: now,
             },
         };
-        slot.answer_restart(Ok(json!({"ok": true, "agentId": agent_id, "pid": pid})));
+        slot.answer_restart(Ok(ipc::gateway::WorkerRestartResult {
+            ok: true,
+            agent_id: agent_id.clone(),
+            pid,
+        }));
         for msg in overflow {
             match msg {
                 ControlToWorker::Submit(run) => self.fail_run(
@@ -511,7 +515,7 @@ impl Control {
         &mut self,
         agent_id: &str,
         force: bool,
-        reply: oneshot::Sender<Result<Value, RpcError>>,
+        reply: oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>,
     ) {
         if self.shutdown.is_some() {
             let _ = reply.send(Err(RpcError::new(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use ipc::control::{SessionOp, StopReason};
 use ipc::gateway::StatusResult;
 use ipc::{ErrorCode, RpcError};
-use serde_json::Value;
+
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::Config;
@@ -185,7 +185,11 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Closed)
     }
 
-    pub async fn restart_worker(&self, agent_id: String, force: bool) -> Result<Value, RpcError> {
+    pub async fn restart_worker(
+        &self,
+        agent_id: String,
+        force: bool,
+    ) -> Result<ipc::gateway::WorkerRestartResult, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::RestartWorker {
             agent_id,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ipc::control::ControlToWorker;
 use ipc::RpcError;
-use serde_json::Value;
+
 use tokio::sync::oneshot;
 
 use crate::config::{AgentConfig, Config};
@@ -106,7 +106,8 @@ pub(super) struct WorkerSlot {
     /// Why the supervisor killed this worker, if it did.
     pub(super) kill_reason: Option<String>,
     /// Operator restarts waiting for the new worker.
-    pub(super) restart_waiters: Vec<oneshot::Sender<Result<Value, RpcError>>>,
+    pub(super) restart_waiters:
+        Vec<oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>>,
 }
 
 impl WorkerSlot {
@@ -175,7 +176,10 @@ impl WorkerSlot {
             .count()
     }
 
-    pub(super) fn answer_restart(&mut self, result: Result<Value, RpcError>) {
+    pub(super) fn answer_restart(
+        &mut self,
+        result: Result<ipc::gateway::WorkerRestartResult, RpcError>,
+    ) {
         for w in self.restart_waiters.drain(..) {
             let _ = w.send(result.clone());
         }

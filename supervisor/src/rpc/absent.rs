@@ -4,11 +4,9 @@
 
 use super::*;
 use ipc::gateway::{
-    AnyParams, ApprovalHistoryParams, ApprovalHistoryResult, BranchesResult, ChannelsStatusParams,
-    ChannelsStatusResult, CommandsListParams, CommandsListResult, CronListParams, CronListResult,
-    CronStatusResult, NoParams, NodeListResult, NodePairListResult, ProgressCardResult,
-    SessionRefParams, TalkCatalogParams, TalkCatalogResult, TasksListParams, TasksListResult,
-    UpdateStatusParams, UpdateStatusResult,
+    ApprovalHistoryResult, BranchesResult, ChannelsStatusResult, CommandsListResult,
+    CronListResult, CronStatusResult, NodeListResult, NodePairListResult, ProgressCardResult,
+    TalkCatalogResult, TasksListResult, UpdateStatusResult,
 };
 
 /// `cron.list`'s page size when none is asked (OpenClaw's).
@@ -27,7 +25,7 @@ fn empty_revision() -> String {
 pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: Method) {
     match method {
         Method::CronList => {
-            let Some(p) = params::<CronListParams>(&req, out).await else {
+            let Some(p) = params::<m::CronList>(&req, out).await else {
                 return;
             };
             let limit = p.limit.unwrap_or(CRON_DEFAULT_LIMIT);
@@ -50,36 +48,36 @@ pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, meth
                 next_offset: None,
                 delivery_previews: previews.then(serde_json::Map::new),
             };
-            out.ok_with(&req.id, &r).await
+            reply::<m::CronList>(out, &req.id, &r).await
         }
         Method::CronStatus => {
-            if params::<NoParams>(&req, out).await.is_some() {
+            if params::<m::CronStatus>(&req, out).await.is_some() {
                 let r = CronStatusResult {
                     enabled: false,
                     triggers_enabled: false,
                     jobs: 0,
                     next_wake_at_ms: None,
                 };
-                out.ok_with(&req.id, &r).await
+                reply::<m::CronStatus>(out, &req.id, &r).await
             }
         }
         Method::TasksList => {
-            if params::<TasksListParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &TasksListResult::default()).await
+            if params::<m::TasksList>(&req, out).await.is_some() {
+                reply::<m::TasksList>(out, &req.id, &TasksListResult::default()).await
             }
         }
         Method::TalkCatalog => {
-            if params::<TalkCatalogParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &TalkCatalogResult::default()).await
+            if params::<m::TalkCatalog>(&req, out).await.is_some() {
+                reply::<m::TalkCatalog>(out, &req.id, &TalkCatalogResult::default()).await
             }
         }
         Method::UpdateStatus => {
-            if params::<UpdateStatusParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &UpdateStatusResult::default()).await
+            if params::<m::UpdateStatus>(&req, out).await.is_some() {
+                reply::<m::UpdateStatus>(out, &req.id, &UpdateStatusResult::default()).await
             }
         }
         Method::ProgressCardGet | Method::SessionsBranchesList => {
-            let Some(p) = params::<SessionRefParams>(&req, out).await else {
+            let Some(p) = params::<m::ProgressCardGet>(&req, out).await else {
                 return;
             };
             if route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref())
@@ -89,14 +87,17 @@ pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, meth
                 return;
             }
             if method == Method::ProgressCardGet {
-                out.ok_with(&req.id, &ProgressCardResult::default()).await
+                reply::<m::ProgressCardGet>(out, &req.id, &ProgressCardResult::default()).await
             } else {
-                out.ok_with(&req.id, &BranchesResult::default()).await
+                reply::<m::SessionsBranchesList>(out, &req.id, &BranchesResult::default()).await
             }
         }
         // OpenClaw's own answers when the session has no side chat / observer.
         Method::SessionsCompanionState => {
-            if params::<SessionRefParams>(&req, out).await.is_some() {
+            if params::<m::SessionsCompanionState>(&req, out)
+                .await
+                .is_some()
+            {
                 out.err(
                     &req.id,
                     ErrorShape::unavailable("Side chat is unavailable.", None),
@@ -112,46 +113,45 @@ pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, meth
             .await
         }
         Method::CommandsList => {
-            if params::<CommandsListParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &CommandsListResult::default()).await
+            if params::<m::CommandsList>(&req, out).await.is_some() {
+                reply::<m::CommandsList>(out, &req.id, &CommandsListResult::default()).await
             }
         }
         Method::ChannelsStatus => {
-            if params::<ChannelsStatusParams>(&req, out).await.is_some() {
+            if params::<m::ChannelsStatus>(&req, out).await.is_some() {
                 let r = ChannelsStatusResult {
                     ts: now_ms(),
                     ..Default::default()
                 };
-                out.ok_with(&req.id, &r).await
+                reply::<m::ChannelsStatus>(out, &req.id, &r).await
             }
         }
         // No heartbeats run: there is no last one (`null`).
-        Method::LastHeartbeat => out.ok_with(&req.id, &None::<()>).await,
+        Method::LastHeartbeat => reply::<m::LastHeartbeat>(out, &req.id, &None).await,
         Method::NodeList => {
-            if params::<NoParams>(&req, out).await.is_some() {
+            if params::<m::NodeList>(&req, out).await.is_some() {
                 let r = NodeListResult {
                     ts: now_ms(),
                     nodes: Vec::new(),
                 };
-                out.ok_with(&req.id, &r).await
+                reply::<m::NodeList>(out, &req.id, &r).await
             }
         }
         Method::NodePairList => {
-            if params::<NoParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &NodePairListResult::default()).await
+            if params::<m::NodePairList>(&req, out).await.is_some() {
+                reply::<m::NodePairList>(out, &req.id, &NodePairListResult::default()).await
             }
         }
         // Bare arrays, as OpenClaw answers them: nothing waits for a decision (plugins and
         // OpenClaw's own agents do not exist here; exec approvals are `rpc::approvals`).
         Method::PluginApprovalList | Method::OpenclawApprovalList => {
-            if params::<AnyParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &Vec::<Value>::new()).await
+            if params::<m::PluginApprovalList>(&req, out).await.is_some() {
+                reply::<m::PluginApprovalList>(out, &req.id, &Vec::new()).await
             }
         }
         Method::ApprovalHistory => {
-            if params::<ApprovalHistoryParams>(&req, out).await.is_some() {
-                out.ok_with(&req.id, &ApprovalHistoryResult::default())
-                    .await
+            if params::<m::ApprovalHistory>(&req, out).await.is_some() {
+                reply::<m::ApprovalHistory>(out, &req.id, &ApprovalHistoryResult::default()).await
             }
         }
         other => {

@@ -3,14 +3,13 @@
 
 use super::*;
 use ipc::approval::ApprovalDecision;
-use ipc::gateway::{AnyParams, ExecApprovalResolveParams};
 
 pub(super) async fn exec_approval_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    if params::<AnyParams>(&req, out).await.is_none() {
+    if params::<m::ExecApprovalList>(&req, out).await.is_none() {
         return;
     }
     match gw.control.approval_list().await {
-        Ok(list) => out.ok_with(&req.id, &list).await,
+        Ok(list) => reply::<m::ExecApprovalList>(out, &req.id, &list).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }
@@ -21,7 +20,7 @@ pub(super) async fn exec_approval_resolve(
     req: RequestFrame,
     out: &Out,
 ) {
-    let Some(p) = params::<ExecApprovalResolveParams>(&req, out).await else {
+    let Some(p) = params::<m::ExecApprovalResolve>(&req, out).await else {
         return;
     };
     let Some(decision) = ApprovalDecision::parse(&p.decision) else {
@@ -36,7 +35,9 @@ pub(super) async fn exec_approval_resolve(
         .or_else(|| session.presence.client_id.clone())
         .or_else(|| Some(session.conn_id.clone()));
     match gw.control.approval_resolve(p.id, decision, by).await {
-        Ok(Ok(())) => out.ok_with(&req.id, &json!({"ok": true})).await,
+        Ok(Ok(())) => {
+            reply::<m::ExecApprovalResolve>(out, &req.id, &ipc::gateway::Done { ok: true }).await
+        }
         Ok(Err(e)) => out.err(&req.id, e).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
@@ -44,7 +45,7 @@ pub(super) async fn exec_approval_resolve(
 
 /// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps.
 pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    if params::<AnyParams>(&req, out).await.is_none() {
+    if params::<m::ExecAllowlistGet>(&req, out).await.is_none() {
         return;
     }
     match gw.control.allowed_list().await {
@@ -55,7 +56,7 @@ pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                     .map(|(agent_id, pattern)| ipc::gateway::KeptPattern { agent_id, pattern })
                     .collect(),
             };
-            out.ok_with(&req.id, &result).await
+            reply::<m::ExecAllowlistGet>(out, &req.id, &result).await
         }
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
@@ -64,7 +65,7 @@ pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &O
 /// `loopgate.exec.allowlist.remove {agentId, pattern}`: forgets a kept pattern; the agent's
 /// running worker restarts gracefully without it (it holds the pattern until then).
 pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<ipc::gateway::ExecAllowlistRemoveParams>(&req, out).await else {
+    let Some(p) = params::<m::ExecAllowlistRemove>(&req, out).await else {
         return;
     };
     let removed = match gw.control.disallow(p.agent_id.clone(), p.pattern).await {
@@ -86,5 +87,5 @@ pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: RequestFrame, 
         };
     let restarted = running && gw.control.restart_worker(p.agent_id, false).await.is_ok();
     let result = ipc::gateway::ExecAllowlistRemoveResult { removed, restarted };
-    out.ok_with(&req.id, &result).await
+    reply::<m::ExecAllowlistRemove>(out, &req.id, &result).await
 }

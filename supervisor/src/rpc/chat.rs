@@ -3,7 +3,7 @@
 use super::*;
 use ipc::control::{SessionReply, MAX_INPUT_RUN_IDS};
 use ipc::gateway::{
-    ChatEvent, ChatInjectParams, ChatInjectResult, ChatMessage, ChatState, HistoryPage,
+    ChatEvent, ChatHistoryResult, ChatInjectResult, ChatMessage, ChatState, HistoryPage,
     InputConsumption, InputReceipt,
 };
 
@@ -14,7 +14,7 @@ const DEFAULT_HISTORY_BYTES: u64 = 8 * 1024 * 1024;
 const MIN_HISTORY_BYTES: u64 = 1024;
 
 pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<ChatHistoryParams>(&req, out).await else {
+    let Some(p) = params::<m::ChatHistory>(&req, out).await else {
         return;
     };
     let limit = p.limit.unwrap_or(200);
@@ -44,7 +44,12 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out
     // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
     // client fetches a fresh page, as after a reset.
     if p.cursor.is_some() {
-        return out.ok_with(&req.id, &HistoryReset::default()).await;
+        return reply::<m::ChatHistory>(
+            out,
+            &req.id,
+            &ChatHistoryResult::Reset(HistoryReset::default()),
+        )
+        .await;
     }
     let op = SessionOp::History {
         session_key: route.session_key.clone(),
@@ -132,14 +137,14 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out
         }),
         session_info: info,
     };
-    out.ok_with(&req.id, &page).await;
+    reply::<m::ChatHistory>(out, &req.id, &ChatHistoryResult::Page(Box::new(page))).await;
 }
 
 /// Most characters of a `chat.inject` label.
 const MAX_INJECT_LABEL: usize = 100;
 
 pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<ChatInjectParams>(&req, out).await else {
+    let Some(p) = params::<m::ChatInject>(&req, out).await else {
         return;
     };
     if p.message.trim().is_empty() {
@@ -230,5 +235,5 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: RequestFrame, out: &Out)
         ok: true,
         message_id: entry_id,
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::ChatInject>(out, &req.id, &result).await;
 }

@@ -3,12 +3,10 @@
 
 use super::*;
 use ipc::control::SessionReply;
-use ipc::gateway::{
-    CompactionDone, SessionOperation, SessionsCompactParams, SessionsCompactResult,
-};
+use ipc::gateway::{CompactionDone, SessionOperation, SessionsCompactResult};
 
 pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsCompactParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsCompact>(&req, out).await else {
         return;
     };
     if p.max_lines.is_some() {
@@ -93,7 +91,7 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
                     tokens_after,
                 }),
             };
-            out.ok_with(&req.id, &result).await
+            reply::<m::SessionsCompact>(out, &req.id, &result).await
         }
         Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
         Err(e) => out.err(&req.id, session_error(e)).await,

@@ -2,7 +2,7 @@
 //! with its first turn.
 
 use super::*;
-use ipc::gateway::{CreateResolved, SessionsCreateParams, SessionsCreateResult};
+use ipc::gateway::{CreateResolved, SessionsCreateResult};
 
 /// Whether an option loopgate does not implement was asked for (a default value is not).
 fn asked(name: &str, v: &Value) -> bool {
@@ -21,7 +21,7 @@ pub(super) async fn sessions_create(
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
-    let Some(p) = params::<SessionsCreateParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsCreate>(&req, out).await else {
         return;
     };
     let unsupported: Vec<&str> = p
@@ -119,7 +119,7 @@ pub(super) async fn sessions_create(
         resolved,
     };
     let Some(message) = first else {
-        return out.ok_with(&req.id, &result).await;
+        return reply::<m::SessionsCreate>(out, &req.id, &result).await;
     };
     let admission = Admission {
         turn,
@@ -146,7 +146,7 @@ pub(super) async fn sessions_create(
                 run_error: Some(e),
                 ..result
             };
-            out.ok_with(&req.id, &r).await
+            reply::<m::SessionsCreate>(out, &req.id, &r).await
         }
         Admitted::InFlight { .. } | Admitted::Finished(_) => {
             let r = SessionsCreateResult {
@@ -154,7 +154,7 @@ pub(super) async fn sessions_create(
                 status: Some("in_flight".into()),
                 ..result
             };
-            out.ok_with(&req.id, &r).await
+            reply::<m::SessionsCreate>(out, &req.id, &r).await
         }
         Admitted::Started(_) => {}
     }

@@ -3,8 +3,8 @@
 use super::*;
 use crate::gatewaydb::devices::DeviceCmd;
 use ipc::gateway::{
-    DevicePairListParams, DevicePairListResult, DeviceTokenRevokeParams, DeviceTokenRevokeResult,
-    DeviceTokenRotateParams, DeviceTokenRotateResult, PairedDevice, TokenSummary,
+    DevicePairListResult, DeviceTokenRevokeResult, DeviceTokenRotateResult, PairedDevice,
+    TokenSummary,
 };
 
 fn denied(what: &str, reason: &str) -> ErrorShape {
@@ -17,7 +17,7 @@ fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
 }
 
 pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    if params::<DevicePairListParams>(&req, out).await.is_none() {
+    if params::<m::DevicePairList>(&req, out).await.is_none() {
         return;
     }
     let rows = match gw.db.devices(|reply| DeviceCmd::List { reply }).await {
@@ -63,11 +63,11 @@ pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: 
         pending: Vec::new(),
         paired,
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::DevicePairList>(out, &req.id, &result).await;
 }
 
 pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<DeviceTokenRevokeParams>(&req, out).await else {
+    let Some(p) = params::<m::DeviceTokenRevoke>(&req, out).await else {
         return;
     };
     let (device_id, role) = (p.device_id.clone(), p.role.clone());
@@ -92,7 +92,7 @@ pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: RequestFrame, ou
                 role: p.role,
                 revoked_at_ms: at,
             };
-            out.ok_with(&req.id, &result).await;
+            reply::<m::DeviceTokenRevoke>(out, &req.id, &result).await;
             // After the answer: the caller may be that device.
             gw.close_device(&p.device_id).await;
         }
@@ -110,7 +110,7 @@ pub(super) async fn device_token_rotate(
     req: RequestFrame,
     out: &Out,
 ) {
-    let Some(p) = params::<DeviceTokenRotateParams>(&req, out).await else {
+    let Some(p) = params::<m::DeviceTokenRotate>(&req, out).await else {
         return;
     };
     // Never wider than what the caller itself holds.
@@ -155,7 +155,7 @@ pub(super) async fn device_token_rotate(
                 }
                 .into(),
             };
-            out.ok_with(&req.id, &result).await;
+            reply::<m::DeviceTokenRotate>(out, &req.id, &result).await;
             gw.close_device(&p.device_id).await;
         }
         Ok(None) => {

@@ -9,7 +9,7 @@ use ipc::session_ops::SessionReply;
 
 pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     match lanes(gw).await {
-        Ok(result) => out.ok_with(&req.id, &result).await,
+        Ok(result) => reply::<m::DiagnosticsLanes>(out, &req.id, &result).await,
         Err(e) => out.err(&req.id, e).await,
     }
 }

@@ -6,25 +6,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
-use ipc::gateway::Scope;
+use ipc::gateway::{m, MethodSpec, Scope};
 use ipc::gateway::{
-    AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentScopeParams, AgentSessions,
-    AgentSummary, AgentWaitParams, AgentWaitResult, AgentsListParams, AgentsListResult,
-    ApprovalReplay, ChatAbortParams, ChatAbortResult, ChatHistoryParams, ChatSendAck,
-    ChatSendParams, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape,
-    GatewayDrainParams, HealthParams, HealthResult, Heartbeat, HeartbeatStatus, HistoryDefaults,
-    HistoryReset, LogsTailParams, Method, PatchResolved, PatchedEntry, PendingInputs, PreviewItem,
+    AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentSessions, AgentSummary,
+    AgentWaitResult, AgentsListResult, ApprovalReplay, ChatAbortResult, ChatSendAck, CliAgentRow,
+    CliAgents, CliProjection, DrainResult, ErrorShape, HealthResult, Heartbeat, HeartbeatStatus,
+    HistoryDefaults, HistoryReset, Method, PatchResolved, PatchedEntry, PendingInputs, PreviewItem,
     QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef, SessionDefaults,
-    SessionDefaultsStatus, SessionMessagesParams, SessionMessagesResult, SessionPreview,
-    SessionRow, SessionSummary, SessionsChanged, SessionsDeleteParams, SessionsDeleteResult,
-    SessionsDescribeParams, SessionsDescribeResult, SessionsListParams, SessionsListResult,
-    SessionsPatchParams, SessionsPatchResult, SessionsPreviewParams, SessionsPreviewResult,
-    SessionsResetParams, SessionsResetResult, SessionsStatus, SessionsSubscribeResult,
-    StatusParams, StatusSummary, TaskAudit, TaskCounts, WorkerRestartParams,
+    SessionDefaultsStatus, SessionMessagesResult, SessionPreview, SessionRow, SessionSummary,
+    SessionsChanged, SessionsDeleteResult, SessionsDescribeResult, SessionsListParams,
+    SessionsListResult, SessionsPatchResult, SessionsPreviewResult, SessionsResetResult,
+    SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit, TaskCounts,
     DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -149,69 +144,7 @@ pub async fn handle(
         out.err(&req.id, error).await;
         return;
     };
-    let needed = match method {
-        Method::Connect
-        | Method::Health
-        | Method::Status
-        | Method::GatewayStatus
-        | Method::ChatHistory
-        | Method::ChatStartup
-        | Method::SessionsList
-        | Method::SessionsSubscribe
-        | Method::SessionsDescribe
-        | Method::SessionsPreview
-        | Method::SessionsMessagesSubscribe
-        | Method::SessionsMessagesUnsubscribe
-        | Method::QuestionList
-        | Method::AgentsList
-        | Method::AgentIdentityGet
-        | Method::ChatMetadata
-        | Method::ModelsList
-        | Method::ModelsAuthStatus
-        | Method::ConfigGet
-        | Method::SystemPresence
-        // Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
-        | Method::LogsTail
-        | Method::CronList
-        | Method::CronStatus
-        | Method::TasksList
-        | Method::TalkCatalog
-        | Method::ProgressCardGet
-        | Method::SessionsBranchesList
-        | Method::SessionsCompanionState
-        | Method::SessionsObserverVisibility
-        | Method::CommandsList
-        | Method::ChannelsStatus
-        | Method::LastHeartbeat
-        | Method::NodeList => Scope::Read,
-        Method::ExecApprovalList
-        | Method::ExecApprovalResolve
-        | Method::PluginApprovalList
-        | Method::OpenclawApprovalList
-        | Method::ApprovalHistory
-        | Method::ExecAllowlistGet => Scope::Approvals,
-        Method::AgentEvents | Method::DiagnosticsLanes => Scope::Read,
-        Method::Agent
-        | Method::AgentWait
-        | Method::ChatSend
-        | Method::ChatAbort
-        | Method::SessionsPatch
-        | Method::SessionsCreate => Scope::Write,
-        // Admin, as OpenClaw's: the message is recorded as the assistant's.
-        Method::ChatInject
-        | Method::SessionsCompact
-        | Method::SessionsReset
-        | Method::SessionsDelete
-        | Method::GatewayDrain
-        | Method::GatewayReload
-        | Method::ExecAllowlistRemove
-        | Method::WorkerRestart
-        | Method::UpdateStatus => Scope::Admin,
-        Method::DevicePairList
-        | Method::DeviceTokenRotate
-        | Method::DeviceTokenRevoke
-        | Method::NodePairList => Scope::Pairing,
-    };
+    let needed = method.scope();
     if !session.has_scope(needed) {
         tracing::debug!(
             method = method.as_str(),
@@ -253,41 +186,25 @@ pub async fn handle(
             session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
         }
         Method::QuestionList => {
-            out.ok_with(
-                &req.id,
-                &QuestionListResult {
-                    questions: Vec::new(),
-                },
-            )
-            .await
+            let none = QuestionListResult {
+                questions: Vec::new(),
+            };
+            reply::<m::QuestionList>(out, &req.id, &none).await
         }
         Method::ModelsList => {
-            let config = gw.config();
-            out.ok_with(&req.id, &crate::catalog::models(&config, &gw.env_set))
-                .await
+            let models = crate::catalog::models(&gw.config(), &gw.env_set);
+            reply::<m::ModelsList>(out, &req.id, &models).await
         }
         Method::ModelsAuthStatus => {
-            let config = gw.config();
-            let r = crate::catalog::auth_status(&config, &gw.env_set, now_ms());
-            out.ok_with(&req.id, &r).await
+            let r = crate::catalog::auth_status(&gw.config(), &gw.env_set, now_ms());
+            reply::<m::ModelsAuthStatus>(out, &req.id, &r).await
         }
         Method::ChatMetadata | Method::AgentIdentityGet => agent_scoped(gw, req, out, method).await,
-        Method::ConfigGet => {
-            let config = gw.config();
-            let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
-                use sha2::{Digest, Sha256};
-                Sha256::digest(&b)
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect::<String>()
-            });
-            out.ok_with(&req.id, &crate::catalog::config_get(&config, hash))
-                .await
-        }
+        Method::ConfigGet => config_get(gw, req, out).await,
         Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::LogsTail => logs_tail(req, out).await,
         // A bare array, as OpenClaw answers it.
-        Method::SystemPresence => out.ok_with(&req.id, &gw.presence()).await,
+        Method::SystemPresence => reply::<m::SystemPresence>(out, &req.id, &gw.presence()).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => agents_list(gw, req, out).await,
         Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
@@ -322,8 +239,9 @@ pub async fn handle(
     }
 }
 
-/// Parses `params` into `T`, answering `invalid <method> params: ...` on failure.
-async fn params<T: DeserializeOwned>(req: &RequestFrame, out: &Out) -> Option<T> {
+/// Parses the params of method `M` (their type is the method table's), answering
+/// `invalid <method> params: ...` on failure.
+async fn params<M: MethodSpec>(req: &RequestFrame, out: &Out) -> Option<M::Params> {
     let value = req.params.clone().unwrap_or_else(|| json!({}));
     match serde_json::from_value(value) {
         Ok(p) => Some(p),
@@ -338,8 +256,27 @@ async fn params<T: DeserializeOwned>(req: &RequestFrame, out: &Out) -> Option<T>
     }
 }
 
+/// Answers method `M` with its result (its type is the method table's).
+async fn reply<M: MethodSpec>(out: &Out, id: &str, result: &M::Result) {
+    out.ok_with(id, result).await
+}
+
+/// `config.get`: the config as loaded, with the file's hash.
+async fn config_get(gw: &Gateway, req: RequestFrame, out: &Out) {
+    let config = gw.config();
+    let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(&b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+    });
+    let result = crate::catalog::config_get(&config, hash);
+    reply::<m::ConfigGet>(out, &req.id, &result).await
+}
+
 async fn health(gw: &Gateway, req: RequestFrame, out: &Out) {
-    let Some(_p) = params::<HealthParams>(&req, out).await else {
+    let Some(_p) = params::<m::Health>(&req, out).await else {
         return;
     };
     let started = Instant::now();
@@ -383,7 +320,7 @@ async fn health(gw: &Gateway, req: RequestFrame, out: &Out) {
         uptime_ms: gw.started.elapsed().as_millis() as u64,
         draining: gw.draining.load(Ordering::Relaxed),
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::Health>(out, &req.id, &result).await;
 }
 
 /// An agent's sessions (all agents' for `None`): the count and the 10 most recent.
@@ -419,7 +356,7 @@ async fn session_summary(
 
 /// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
 async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<StatusParams>(&req, out).await else {
+    let Some(p) = params::<m::Status>(&req, out).await else {
         return;
     };
     let config = gw.config();
@@ -492,7 +429,7 @@ async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
                 update_channel: None,
             }),
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::Status>(out, &req.id, &result).await;
 }
 
 async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
@@ -501,10 +438,7 @@ async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
         .status(gw.connections.load(Ordering::Relaxed))
         .await
     {
-        Ok(s) => {
-            out.ok(&req.id, serde_json::to_value(s).unwrap_or_default())
-                .await
-        }
+        Ok(s) => reply::<m::GatewayStatus>(out, &req.id, &s).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }
@@ -864,7 +798,7 @@ async fn agent(
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
-    let Some(p) = params::<AgentParams>(&req, out).await else {
+    let Some(p) = params::<m::Agent>(&req, out).await else {
         return;
     };
     // As OpenClaw: picking the model of a run is an admin's call.
@@ -934,7 +868,7 @@ async fn agent(
                 status: "in_flight".into(),
                 accepted_at: None,
             };
-            out.ok_with(&req.id, &ack).await;
+            reply::<m::Agent>(out, &req.id, &ack).await;
         }
         // A replay sends the stored bytes of the final result as they are.
         Admitted::Finished(terminal) => match StoredFinal::parse(&terminal.final_json) {
@@ -1043,7 +977,7 @@ async fn route_key(
 }
 
 async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option<AdmissionTurn>) {
-    let Some(p) = params::<ChatSendParams>(&req, out).await else {
+    let Some(p) = params::<m::ChatSend>(&req, out).await else {
         return;
     };
     let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
@@ -1076,8 +1010,8 @@ async fn chat_send(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, turn: Option
     };
     match admit(gw, out, &req.id, admission, |_| ack("started")).await {
         Admitted::Refused(e) => out.err(&req.id, e).await,
-        Admitted::InFlight { .. } => out.ok_with(&req.id, &ack("in_flight")).await,
-        Admitted::Finished(_) => out.ok_with(&req.id, &ack("ok")).await,
+        Admitted::InFlight { .. } => reply::<m::ChatSend>(out, &req.id, &ack("in_flight")).await,
+        Admitted::Finished(_) => reply::<m::ChatSend>(out, &req.id, &ack("ok")).await,
         // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
         Admitted::Started(_) => {}
     }
@@ -1126,7 +1060,7 @@ async fn session_op(
 }
 
 async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<ChatAbortParams>(&req, out).await else {
+    let Some(p) = params::<m::ChatAbort>(&req, out).await else {
         return;
     };
     let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
@@ -1143,7 +1077,7 @@ async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 aborted: !ids.is_empty(),
                 run_ids: ids,
             };
-            out.ok_with(&req.id, &result).await
+            reply::<m::ChatAbort>(out, &req.id, &result).await
         }
         Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
@@ -1153,7 +1087,7 @@ async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
 /// `logs.tail`: the gateway's last log lines from the in-memory ring (read scope, as
 /// OpenClaw's; log lines are operational: ids, names, timings and errors).
 async fn logs_tail(req: RequestFrame, out: &Out) {
-    let Some(p) = params::<LogsTailParams>(&req, out).await else {
+    let Some(p) = params::<m::LogsTail>(&req, out).await else {
         return;
     };
     let limit = p.limit.unwrap_or(500);
@@ -1169,13 +1103,13 @@ async fn logs_tail(req: RequestFrame, out: &Out) {
             .await;
     }
     let tail = crate::log_ring::LOGS.tail(p.cursor, limit as usize, max_bytes as usize);
-    out.ok_with(&req.id, &tail).await;
+    reply::<m::LogsTail>(out, &req.id, &tail).await;
 }
 
 /// `chat.metadata` and `agent.identity.get`: about the agent named by `agentId`, by
 /// `sessionKey`, or `main`.
 async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: Method) {
-    let Some(p) = params::<AgentScopeParams>(&req, out).await else {
+    let Some(p) = params::<m::AgentIdentityGet>(&req, out).await else {
         return;
     };
     let route = match &p.session_key {
@@ -1202,16 +1136,16 @@ async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: M
     };
     match method {
         Method::ChatMetadata => {
-            out.ok_with(&req.id, &crate::catalog::chat_metadata(agent, &gw.env_set))
-                .await
+            let metadata = crate::catalog::chat_metadata(agent, &gw.env_set);
+            reply::<m::ChatMetadata>(out, &req.id, &metadata).await
         }
-        _ => out.ok_with(&req.id, &crate::catalog::identity(agent)).await,
+        _ => reply::<m::AgentIdentityGet>(out, &req.id, &crate::catalog::identity(agent)).await,
     }
 }
 
 /// `loopgate.reload`: the same path as SIGHUP; answers what changed or why nothing did.
 async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    if params::<ipc::gateway::NoParams>(&req, out).await.is_none() {
+    if params::<m::GatewayReload>(&req, out).await.is_none() {
         return;
     }
     let Some(tx) = gw.reload_requests.get() else {
@@ -1222,8 +1156,8 @@ async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             )
             .await;
     };
-    let (reply, rx) = oneshot::channel();
-    if tx.try_send(reply).is_err() {
+    let (answer, rx) = oneshot::channel();
+    if tx.try_send(answer).is_err() {
         return out
             .err(
                 &req.id,
@@ -1232,7 +1166,7 @@ async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
             .await;
     }
     match rx.await {
-        Ok(result) => out.ok_with(&req.id, &result).await,
+        Ok(result) => reply::<m::GatewayReload>(out, &req.id, &result).await,
         Err(_) => {
             out.err(
                 &req.id,
@@ -1244,7 +1178,7 @@ async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
 }
 
 async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<GatewayDrainParams>(&req, out).await else {
+    let Some(p) = params::<m::GatewayDrain>(&req, out).await else {
         return;
     };
     let deadline = Duration::from_millis(
@@ -1263,7 +1197,7 @@ async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     };
     // Refuse new runs from here on: once this answers `draining`, no run is admitted.
     if gw.draining.swap(true, Ordering::SeqCst) {
-        return out.ok_with(&req.id, &already_draining).await;
+        return reply::<m::GatewayDrain>(out, &req.id, &already_draining).await;
     }
     match gw.drain_requests.try_send(deadline) {
         Ok(()) => {
@@ -1273,14 +1207,14 @@ async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
                 already_draining: None,
                 deadline_ms: Some(deadline.as_millis() as u64),
             };
-            out.ok_with(&req.id, &result).await
+            reply::<m::GatewayDrain>(out, &req.id, &result).await
         }
-        Err(_) => out.ok_with(&req.id, &already_draining).await,
+        Err(_) => reply::<m::GatewayDrain>(out, &req.id, &already_draining).await,
     }
 }
 
 async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<WorkerRestartParams>(&req, out).await else {
+    let Some(p) = params::<m::WorkerRestart>(&req, out).await else {
         return;
     };
     let id = match AgentId::parse(&p.agent_id) {
@@ -1302,7 +1236,7 @@ async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         .restart_worker(id.as_str().to_owned(), p.force.unwrap_or(false))
         .await
     {
-        Ok(v) => out.ok(&req.id, v).await,
+        Ok(restarted) => reply::<m::WorkerRestart>(out, &req.id, &restarted).await,
         Err(e) => {
             out.err(&req.id, ErrorShape::unavailable(e.message, Some(1000)))
                 .await
@@ -1311,7 +1245,7 @@ async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
 }
 
 async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
-    let Some(_p) = params::<AgentsListParams>(&req, out).await else {
+    let Some(_p) = params::<m::AgentsList>(&req, out).await else {
         return;
     };
     let agents = gw
@@ -1331,11 +1265,11 @@ async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
         scope: "per-sender".into(),
         agents,
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::AgentsList>(out, &req.id, &result).await;
 }
 
 async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<AgentWaitParams>(&req, out).await else {
+    let Some(p) = params::<m::AgentWait>(&req, out).await else {
         return;
     };
     if p.run_id.is_empty() {
@@ -1349,22 +1283,21 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
     let window = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS));
     let timed_out = AgentWaitResult::pending(&p.run_id, None);
     let draining = AgentWaitResult::pending(&p.run_id, Some("gateway_draining"));
-    let reply = match gw.control.wait(p.run_id.clone()).await {
+    let waited = match gw.control.wait(p.run_id.clone()).await {
         Ok(r) => r,
         Err(e) => return out.err(&req.id, control_error(e)).await,
     };
-    let pending = match reply {
+    let pending = match waited {
         WaitReply::Done(o) => {
             out.after_events(gw.hub.published()).await;
-            return out.ok_with(&req.id, &o.wait_result()).await;
+            return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
         }
         WaitReply::Pending(rx) => Some(rx),
         WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(StoredRun::Terminal { terminal, .. })) => {
                 out.after_events(gw.hub.published()).await;
-                return out
-                    .ok_with(&req.id, &stored_wait_result(&p.run_id, &terminal))
-                    .await;
+                let result = stored_wait_result(&p.run_id, &terminal);
+                return reply::<m::AgentWait>(out, &req.id, &result).await;
             }
             Ok(_) => None,
             Err(e) => {
@@ -1395,7 +1328,7 @@ async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
         },
     };
     out.after_events(gw.hub.published()).await;
-    out.ok_with(&req.id, &result).await;
+    reply::<m::AgentWait>(out, &req.id, &result).await;
 }
 
 #[cfg(test)]

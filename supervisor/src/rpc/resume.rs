@@ -5,7 +5,7 @@
 //! buffer the answer says `truncated` (and `chat.history` has what the run recorded).
 
 use super::*;
-use ipc::gateway::{AgentEventsParams, AgentEventsResult, ReplayedEvent};
+use ipc::gateway::{AgentEventsResult, ReplayedEvent};
 
 pub(super) async fn agent_events(
     gw: &Arc<Gateway>,
@@ -13,7 +13,7 @@ pub(super) async fn agent_events(
     req: RequestFrame,
     out: &Out,
 ) {
-    let Some(p) = params::<AgentEventsParams>(&req, out).await else {
+    let Some(p) = params::<m::AgentEvents>(&req, out).await else {
         return;
     };
     if p.run_id.is_empty() {
@@ -89,5 +89,5 @@ pub(super) async fn agent_events(
         first_seq: replay.first_seq,
         ended,
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::AgentEvents>(out, &req.id, &result).await;
 }

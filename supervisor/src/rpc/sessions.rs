@@ -7,11 +7,11 @@ use ipc::control::{ResetReason, SessionReply};
 use ipc::gateway::{ResetEntry, SessionDeleted};
 
 pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsList>(&req, out).await else {
         return;
     };
     match session_page(gw, &p).await {
-        Ok(page) => out.ok_with(&req.id, &page).await,
+        Ok(page) => reply::<m::SessionsList>(out, &req.id, &page).await,
         Err(e) => out.err(&req.id, e).await,
     }
 }
@@ -215,7 +215,7 @@ pub(super) async fn session_messages(
     out: &Out,
     subscribe: bool,
 ) {
-    let Some(p) = params::<SessionMessagesParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsMessagesSubscribe>(&req, out).await else {
         return;
     };
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
@@ -258,7 +258,7 @@ pub(super) async fn session_messages(
         key: route.session_key,
         approval_replay,
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::SessionsMessagesSubscribe>(out, &req.id, &result).await;
 }
 
 /// Longest session label.
@@ -267,7 +267,7 @@ pub(super) const MAX_LABEL_CHARS: usize = 200;
 /// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
 /// visibility and queue mode. A model and a level are checked as an `agent` run's are.
 pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsPatchParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsPatch>(&req, out).await else {
         return;
     };
     let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
@@ -445,12 +445,12 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             model: view.model,
         },
     };
-    out.ok_with(&req.id, &result).await;
+    reply::<m::SessionsPatch>(out, &req.id, &result).await;
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.
 pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsDescribeParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsDescribe>(&req, out).await else {
         return;
     };
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
@@ -465,13 +465,12 @@ pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out:
         Ok(None) => None,
         Err(e) => return out.err(&req.id, e).await,
     };
-    out.ok_with(&req.id, &SessionsDescribeResult { session })
-        .await;
+    reply::<m::SessionsDescribe>(out, &req.id, &SessionsDescribeResult { session }).await;
 }
 
 /// `sessions.preview`: the newest visible user and assistant texts of up to 64 sessions.
 pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsPreviewParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsPreview>(&req, out).await else {
         return;
     };
     let limit = p.limit.unwrap_or(12).clamp(1, 100) as usize;
@@ -528,14 +527,11 @@ pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: 
         };
         previews.push(preview);
     }
-    out.ok_with(
-        &req.id,
-        &SessionsPreviewResult {
-            ts: now_ms(),
-            previews,
-        },
-    )
-    .await;
+    let result = SessionsPreviewResult {
+        ts: now_ms(),
+        previews,
+    };
+    reply::<m::SessionsPreview>(out, &req.id, &result).await;
 }
 
 /// A message's text blocks, joined, cut at `max` characters with `...`.
@@ -559,7 +555,7 @@ pub(super) fn preview_text(message: &Value, max: usize) -> String {
 /// closes. Takes `sessions.list`'s params, as OpenClaw; with any of them set, the answer also
 /// holds that list.
 pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsListParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsSubscribe>(&req, out).await else {
         return;
     };
     out.sessions_subscribed.store(true, Ordering::Relaxed);
@@ -569,7 +565,7 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out
             subscribed: true,
             list: None,
         };
-        return out.ok_with(&req.id, &result).await;
+        return reply::<m::SessionsSubscribe>(out, &req.id, &result).await;
     }
     match session_page(gw, &p).await {
         Ok(list) => {
@@ -577,14 +573,14 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out
                 subscribed: true,
                 list: Some(list),
             };
-            out.ok_with(&req.id, &result).await
+            reply::<m::SessionsSubscribe>(out, &req.id, &result).await
         }
         Err(e) => out.err(&req.id, e).await,
     }
 }
 
 pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsResetParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsReset>(&req, out).await else {
         return;
     };
     let reason = match p.reason.as_deref() {
@@ -632,7 +628,7 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                     agent_id: route.agent_id,
                 },
             };
-            out.ok_with(&req.id, &result).await;
+            reply::<m::SessionsReset>(out, &req.id, &result).await;
         }
         Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
         Err(e) => out.err(&req.id, session_error(e)).await,
@@ -640,7 +636,7 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
 }
 
 pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
-    let Some(p) = params::<SessionsDeleteParams>(&req, out).await else {
+    let Some(p) = params::<m::SessionsDelete>(&req, out).await else {
         return;
     };
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
@@ -654,7 +650,7 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &
             deleted: false,
             archived: Vec::new(),
         };
-        return out.ok_with(&req.id, &result).await;
+        return reply::<m::SessionsDelete>(out, &req.id, &result).await;
     }
     let op = SessionOp::Delete {
         session_key: route.session_key.clone(),
@@ -682,7 +678,7 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &
                 deleted,
                 archived: Vec::new(),
             };
-            out.ok_with(&req.id, &result).await;
+            reply::<m::SessionsDelete>(out, &req.id, &result).await;
         }
         Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
         Err(e) => out.err(&req.id, session_error(e)).await,
