@@ -2,7 +2,7 @@
 //! the environment once, sets up logging and hands over to the library.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -237,11 +237,10 @@ fn init_logging(format: LogFormat, filter: Option<String>, journald: bool) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let env: HashMap<String, String> = std::env::vars().collect();
-    let var = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
     let state_dir = match paths::state_dir(
         cli.state_dir.clone(),
-        var("LOOPGATE_STATE_DIR").map(PathBuf::from),
-        var("HOME").map(PathBuf::from),
+        var(&env, "LOOPGATE_STATE_DIR").map(PathBuf::from),
+        var(&env, "HOME").map(PathBuf::from),
     ) {
         Ok(d) => d,
         Err(e) => {
@@ -259,54 +258,37 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    dispatch(cli.command, state_dir, env, &runtime)
+}
+
+/// A variable of the environment `main` read once; empty counts as unset.
+fn var(env: &HashMap<String, String>, k: &str) -> Option<String> {
+    env.get(k).filter(|v| !v.is_empty()).cloned()
+}
+
+/// Runs one subcommand: `serve`, `config check` and `audit` here, every other one as a
+/// client of the gateway's unix socket.
+fn dispatch(
+    command: Cmd,
+    state_dir: PathBuf,
+    env: HashMap<String, String>,
+    runtime: &tokio::runtime::Runtime,
+) -> ExitCode {
     let socket = paths::socket(&state_dir);
-    match cli.command {
+    match command {
         Cmd::Serve {
             config,
             port,
             bind,
             log_format,
         } => {
-            init_logging(
+            let flags = ServeFlags {
+                config,
+                port,
+                bind,
                 log_format,
-                var("LOOPGATE_LOG").or_else(|| var("RUST_LOG")),
-                var("JOURNAL_STREAM").is_some(),
-            );
-            // Notify systemd only when it is talking to us (WATCHDOG_PID unset or ours).
-            let pid_ok = var("WATCHDOG_PID").is_none_or(|p| p == std::process::id().to_string());
-            let watchdog = var("WATCHDOG_USEC")
-                .filter(|_| pid_ok)
-                .and_then(|v| v.parse().ok());
-            let notifier =
-                supervisor::systemd::Notifier::new(var("NOTIFY_SOCKET").as_deref(), watchdog);
-            let (config_path, config_explicit) =
-                match config.or_else(|| var("LOOPGATE_CONFIG").map(PathBuf::from)) {
-                    Some(p) => (p, true),
-                    None => (paths::default_config(&state_dir), false),
-                };
-            let worker_bin = var("LOOPGATE_WORKER_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    std::env::current_exe()
-                        .ok()
-                        .and_then(|p| p.parent().map(|d| d.join("loopgate-worker")))
-                        .unwrap_or_else(|| PathBuf::from("loopgate-worker"))
-                });
-            let opts = serve::ServeOptions {
-                state_dir,
-                config_path,
-                config_explicit,
-                overrides: Overrides {
-                    port,
-                    bind,
-                    token: var("LOOPGATE_GATEWAY_TOKEN"),
-                    state_token: None,
-                },
-                worker_bin,
-                env,
-                notifier,
             };
-            runtime.block_on(serve::run(opts))
+            run_serve(flags, state_dir, env, runtime)
         }
         Cmd::Agent {
             message,
@@ -348,43 +330,125 @@ fn main() -> ExitCode {
         Cmd::Reload => runtime.block_on(client::reload(&socket)),
         Cmd::Config {
             command: ConfigCmd::Check { file },
-        } => {
-            let env_config = var("LOOPGATE_CONFIG").map(PathBuf::from);
-            let explicit = file.is_some() || env_config.is_some();
-            let path = file
-                .or(env_config)
-                .unwrap_or_else(|| paths::default_config(&state_dir));
-            supervisor::config_check::check(
-                &path,
-                &state_dir,
-                explicit,
-                var("LOOPGATE_GATEWAY_TOKEN"),
-            )
+        } => check_config(file, &state_dir, &env),
+        Cmd::Approvals { command } => runtime.block_on(approvals(&socket, command)),
+        Cmd::Devices { command } => runtime.block_on(devices(&socket, command)),
+    }
+}
+
+/// `loopgate serve`'s own flags.
+struct ServeFlags {
+    config: Option<PathBuf>,
+    port: Option<u16>,
+    bind: Option<String>,
+    log_format: LogFormat,
+}
+
+/// `loopgate serve`: logging first, then the gateway until it stops.
+fn run_serve(
+    flags: ServeFlags,
+    state_dir: PathBuf,
+    env: HashMap<String, String>,
+    runtime: &tokio::runtime::Runtime,
+) -> ExitCode {
+    init_logging(
+        flags.log_format,
+        var(&env, "LOOPGATE_LOG").or_else(|| var(&env, "RUST_LOG")),
+        var(&env, "JOURNAL_STREAM").is_some(),
+    );
+    runtime.block_on(serve::run(serve_options(flags, state_dir, env)))
+}
+
+/// What `serve::run` needs, from the flags and the environment (`env` itself is handed on:
+/// workers get their allowed part of it).
+fn serve_options(
+    flags: ServeFlags,
+    state_dir: PathBuf,
+    env: HashMap<String, String>,
+) -> serve::ServeOptions {
+    // Notify systemd only when it is talking to us (WATCHDOG_PID unset or ours).
+    let pid_ok = var(&env, "WATCHDOG_PID").is_none_or(|p| p == std::process::id().to_string());
+    let watchdog = var(&env, "WATCHDOG_USEC")
+        .filter(|_| pid_ok)
+        .and_then(|v| v.parse().ok());
+    let notifier =
+        supervisor::systemd::Notifier::new(var(&env, "NOTIFY_SOCKET").as_deref(), watchdog);
+    let (config_path, config_explicit) = match flags
+        .config
+        .or_else(|| var(&env, "LOOPGATE_CONFIG").map(PathBuf::from))
+    {
+        Some(p) => (p, true),
+        None => (paths::default_config(&state_dir), false),
+    };
+    let worker_bin = var(&env, "LOOPGATE_WORKER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.join("loopgate-worker")))
+                .unwrap_or_else(|| PathBuf::from("loopgate-worker"))
+        });
+    let overrides = Overrides {
+        port: flags.port,
+        bind: flags.bind,
+        token: var(&env, "LOOPGATE_GATEWAY_TOKEN"),
+        state_token: None,
+    };
+    serve::ServeOptions {
+        state_dir,
+        config_path,
+        config_explicit,
+        overrides,
+        worker_bin,
+        env,
+        notifier,
+    }
+}
+
+/// `loopgate config check [FILE]`: the file `serve` would read unless one is named.
+fn check_config(
+    file: Option<PathBuf>,
+    state_dir: &Path,
+    env: &HashMap<String, String>,
+) -> ExitCode {
+    let env_config = var(env, "LOOPGATE_CONFIG").map(PathBuf::from);
+    let explicit = file.is_some() || env_config.is_some();
+    let path = file
+        .or(env_config)
+        .unwrap_or_else(|| paths::default_config(state_dir));
+    supervisor::config_check::check(
+        &path,
+        state_dir,
+        explicit,
+        var(env, "LOOPGATE_GATEWAY_TOKEN"),
+    )
+}
+
+/// `loopgate approvals [...]` (`list` when no subcommand is given).
+async fn approvals(socket: &Path, command: Option<ApprovalsCmd>) -> ExitCode {
+    match command.unwrap_or(ApprovalsCmd::List { json: false }) {
+        ApprovalsCmd::List { json } => client::approvals::list(socket, json).await,
+        ApprovalsCmd::Allow { id, always } => {
+            let decision = if always { "allow-always" } else { "allow-once" };
+            client::approvals::resolve(socket, id, decision).await
         }
-        Cmd::Approvals { command } => runtime.block_on(async {
-            match command.unwrap_or(ApprovalsCmd::List { json: false }) {
-                ApprovalsCmd::List { json } => client::approvals::list(&socket, json).await,
-                ApprovalsCmd::Allow { id, always } => {
-                    let decision = if always { "allow-always" } else { "allow-once" };
-                    client::approvals::resolve(&socket, id, decision).await
-                }
-                ApprovalsCmd::Deny { id } => client::approvals::resolve(&socket, id, "deny").await,
-                ApprovalsCmd::Patterns { json } => client::approvals::patterns(&socket, json).await,
-                ApprovalsCmd::Revoke { agent, pattern } => {
-                    client::approvals::revoke(&socket, agent, pattern).await
-                }
-            }
-        }),
-        Cmd::Devices { command } => runtime.block_on(async {
-            match command {
-                DevicesCmd::List { json } => client::devices::list(&socket, json).await,
-                DevicesCmd::Revoke { device_id, role } => {
-                    client::devices::revoke(&socket, device_id, role).await
-                }
-                DevicesCmd::Rotate { device_id, role } => {
-                    client::devices::rotate(&socket, device_id, role).await
-                }
-            }
-        }),
+        ApprovalsCmd::Deny { id } => client::approvals::resolve(socket, id, "deny").await,
+        ApprovalsCmd::Patterns { json } => client::approvals::patterns(socket, json).await,
+        ApprovalsCmd::Revoke { agent, pattern } => {
+            client::approvals::revoke(socket, agent, pattern).await
+        }
+    }
+}
+
+/// `loopgate devices list|revoke|rotate`.
+async fn devices(socket: &Path, command: DevicesCmd) -> ExitCode {
+    match command {
+        DevicesCmd::List { json } => client::devices::list(socket, json).await,
+        DevicesCmd::Revoke { device_id, role } => {
+            client::devices::revoke(socket, device_id, role).await
+        }
+        DevicesCmd::Rotate { device_id, role } => {
+            client::devices::rotate(socket, device_id, role).await
+        }
     }
 }
