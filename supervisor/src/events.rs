@@ -87,12 +87,6 @@ impl TerminalEvents {
 }
 
 impl Deferred {
-    /// The payload as sent (tests look into what a relay built).
-    #[cfg(test)]
-    pub fn json_for_tests(&self) -> String {
-        self.payload.to_string()
-    }
-
     /// An `agent` event, serialized now.
     pub fn agent(ev: &AgentEvent) -> Self {
         Self {
@@ -428,6 +422,14 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+impl Deferred {
+    /// The payload as sent (tests look into what a relay built).
+    pub fn json_for_tests(&self) -> String {
+        self.payload.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -109,15 +109,6 @@ impl LinkHandle {
     }
 }
 
-#[cfg(test)]
-impl LinkHandle {
-    /// A link whose frames go to the returned receiver (no worker behind it).
-    pub fn for_tests(cap: usize) -> (Self, mpsc::Receiver<ControlToWorker>) {
-        let (tx, rx) = mpsc::channel(cap);
-        (Self { tx }, rx)
-    }
-}
-
 /// Why a frame could not be queued on a link.
 pub enum LinkSendError {
     Full(Box<ControlToWorker>),
@@ -382,62 +373,22 @@ async fn relay(
         last_error,
         stderr_task,
         mut reader,
-        mut writer,
+        writer,
     } = started;
-    let (tx, mut rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
-    if events
-        .send(LinkEvent::Ready {
-            agent_id: agent_id.clone(),
-            generation,
-            pid,
-            link: LinkHandle { tx },
-        })
-        .await
-        .is_err()
-    {
+    let (tx, rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
+    let ready = LinkEvent::Ready {
+        agent_id: agent_id.clone(),
+        generation,
+        pid,
+        link: LinkHandle { tx },
+    };
+    if events.send(ready).await.is_err() {
         return;
     }
-    let (stop_writer, mut stopped) = tokio::sync::oneshot::channel::<()>();
-    let write_task = tokio::spawn(async move {
-        loop {
-            let msg = tokio::select! {
-                biased;
-                _ = &mut stopped => break,
-                m = rx.recv() => match m {
-                    Some(m) => m,
-                    None => break,
-                },
-            };
-            // A frame cut off mid-write may or may not have reached the worker: it counts
-            // as sent (its run fails with the worker), never as unsent.
-            let sent = tokio::select! {
-                biased;
-                _ = &mut stopped => break,
-                r = writer.send(msg) => r,
-            };
-            match sent {
-                Ok(()) => {}
-                // Nothing was written: the link stays usable (admission caps keep runs far
-                // below the frame cap, so this is a bug, not a client's doing).
-                Err(e @ ipc::Error::FrameTooLarge { .. }) => {
-                    tracing::error!(error = %e, "A message to the worker was too large for the link; dropped it.");
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "Writing to worker failed.");
-                    break;
-                }
-            }
-        }
-        rx.close();
-        let mut unsent = Vec::new();
-        while let Ok(m) = rx.try_recv() {
-            unsent.push(m);
-        }
-        unsent
-    });
-
+    let (stop_writer, stopped) = tokio::sync::oneshot::channel::<()>();
+    let write_task = tokio::spawn(write_frames(rx, writer, stopped));
     let mut relay = Relay {
-        metrics: metrics.clone(),
+        metrics,
         hub,
         agent_id: agent_id.clone(),
         generation,
@@ -446,39 +397,7 @@ async fn relay(
         gates: SessionGates::new(),
         closing: false,
     };
-    let mut exit: Option<std::io::Result<ExitStatus>> = None;
-    loop {
-        tokio::select! {
-            Some((_, held)) = relay.gates.next_open(), if relay.gates.waiting() => {
-                for msg in held {
-                    if !relay.handle(msg).await {
-                        break;
-                    }
-                }
-            }
-            frame = reader.next() => match frame {
-                Some(Ok(msg)) => {
-                    if !relay.handle(msg).await {
-                        break;
-                    }
-                }
-                Some(Err(e @ (ipc::Error::Io(_) | ipc::Error::Truncated { .. }))) => {
-                    // The worker died mid-write; its exit status tells why.
-                    tracing::debug!(agent = agent_id.as_str(), pid, error = %e, "Worker link broke.");
-                    break;
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(agent = agent_id.as_str(), pid, error = %e, "Bad frame from worker; closing its link.");
-                    break;
-                }
-                None => break,
-            },
-            status = child.wait(), if exit.is_none() => {
-                exit = Some(status);
-                // Keep reading what the worker wrote before it died.
-            }
-        }
-    }
+    let exit = relay.read_frames(&mut reader, &mut child, pid).await;
     // What still waits for a gate goes on now, in order and ungated: its worker is gone, and
     // a held `Finished` must not close a new gate that nothing would open.
     relay.closing = true;
@@ -490,22 +409,93 @@ async fn relay(
     let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
         Some(s) => s,
-        None => match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-            Ok(s) => s,
-            Err(_) => {
-                tracing::warn!(
-                    agent = agent_id.as_str(),
-                    pid,
-                    "Worker closed its link but did not exit; killing it."
-                );
-                let _ = child.kill().await;
-                child.wait().await
-            }
-        },
+        None => reap(&mut child, &agent_id, pid).await,
     };
+    let cause = exit_cause(status, stderr_task, &last_error).await;
+    let failures = failures(runs, &agent_id, &cause);
+    let _ = events
+        .send(LinkEvent::Exited {
+            agent_id,
+            generation,
+            cause,
+            failures,
+            unsent,
+        })
+        .await;
+}
+
+/// Writes frames to the worker until the link is stopped or breaks; returns the frames
+/// accepted by the [`LinkHandle`] and never written, in order.
+async fn write_frames(
+    mut rx: mpsc::Receiver<ControlToWorker>,
+    mut writer: FramedWrite<
+        tokio::io::WriteHalf<LocalStream>,
+        Codec<WorkerToControl, ControlToWorker>,
+    >,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Vec<ControlToWorker> {
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = &mut stopped => break,
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => break,
+            },
+        };
+        // A frame cut off mid-write may or may not have reached the worker: it counts as
+        // sent (its run fails with the worker), never as unsent.
+        let sent = tokio::select! {
+            biased;
+            _ = &mut stopped => break,
+            r = writer.send(msg) => r,
+        };
+        match sent {
+            Ok(()) => {}
+            // Nothing was written: the link stays usable (admission caps keep runs far below
+            // the frame cap, so this is a bug, not a client's doing).
+            Err(e @ ipc::Error::FrameTooLarge { .. }) => {
+                tracing::error!(error = %e, "A message to the worker was too large for the link; dropped it.");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Writing to worker failed.");
+                break;
+            }
+        }
+    }
+    rx.close();
+    let mut unsent = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        unsent.push(m);
+    }
+    unsent
+}
+
+/// The exit status of a worker that closed its link, killing it if it does not exit.
+async fn reap(child: &mut Child, agent_id: &str, pid: u32) -> std::io::Result<ExitStatus> {
+    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            tracing::warn!(
+                agent = agent_id,
+                pid,
+                "Worker closed its link but did not exit; killing it."
+            );
+            let _ = child.kill().await;
+            child.wait().await
+        }
+    }
+}
+
+/// Why the worker exited: its status, and for a failure its last ERROR line (read to the
+/// end of its stderr first).
+async fn exit_cause(
+    status: std::io::Result<ExitStatus>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    last_error: &LastError,
+) -> String {
     let failed = status.as_ref().is_ok_and(|s| !s.success());
     if failed {
-        // Its last lines say why: let the relay read them to the end first.
         if let Some(t) = stderr_task {
             let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
         }
@@ -519,35 +509,36 @@ async fn relay(
             cause = format!("{cause}: {why}");
         }
     }
+    cause
+}
+
+/// The failure events of the runs the link saw start, numbered after what clients saw
+/// (the control actor publishes each once its failure is durable).
+fn failures(
+    runs: HashMap<String, Streaming>,
+    agent_id: &str,
+    cause: &str,
+) -> Vec<(String, Vec<Deferred>)> {
     let now = now_ms();
-    let mut failures = Vec::with_capacity(runs.len());
-    for (run_id, st) in runs {
-        // Settled by the control actor when it ends these runs.
-        let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
-        let run = RunRef {
-            run_id: &run_id,
-            session_key: &st.session_key,
-            agent_id: &agent_id,
-        };
-        let evs = Deferred::terminal(crate::projection::ended_by_gateway(
-            &run,
-            st.last_seq + 1,
-            now,
-            st.started_at,
-            &error,
-            None,
-        ));
-        failures.push((run_id, evs));
-    }
-    let _ = events
-        .send(LinkEvent::Exited {
-            agent_id,
-            generation,
-            cause,
-            failures,
-            unsent,
+    let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
+    runs.into_iter()
+        .map(|(run_id, st)| {
+            let run = RunRef {
+                run_id: &run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
+            let evs = Deferred::terminal(crate::projection::ended_by_gateway(
+                &run,
+                st.last_seq + 1,
+                now,
+                st.started_at,
+                &error,
+                None,
+            ));
+            (run_id, evs)
         })
-        .await;
+        .collect()
 }
 
 /// The link's reading side: per-run streaming state and the per-session order.
@@ -564,6 +555,52 @@ struct Relay {
 }
 
 impl Relay {
+    /// Reads the worker's frames until its link ends, holding each session's in order (see
+    /// `link_order`); returns the worker's exit status if it was seen meanwhile.
+    async fn read_frames(
+        &mut self,
+        reader: &mut FramedRead<
+            tokio::io::ReadHalf<LocalStream>,
+            Codec<WorkerToControl, ControlToWorker>,
+        >,
+        child: &mut Child,
+        pid: u32,
+    ) -> Option<std::io::Result<ExitStatus>> {
+        let mut exit = None;
+        loop {
+            tokio::select! {
+                Some((_, held)) = self.gates.next_open(), if self.gates.waiting() => {
+                    for msg in held {
+                        if !self.handle(msg).await {
+                            return exit;
+                        }
+                    }
+                }
+                frame = reader.next() => match frame {
+                    Some(Ok(msg)) => {
+                        if !self.handle(msg).await {
+                            return exit;
+                        }
+                    }
+                    Some(Err(e @ (ipc::Error::Io(_) | ipc::Error::Truncated { .. }))) => {
+                        // The worker died mid-write; its exit status tells why.
+                        tracing::debug!(agent = self.agent_id.as_str(), pid, error = %e, "Worker link broke.");
+                        return exit;
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(agent = self.agent_id.as_str(), pid, error = %e, "Bad frame from worker; closing its link.");
+                        return exit;
+                    }
+                    None => return exit,
+                },
+                status = child.wait(), if exit.is_none() => {
+                    exit = Some(status);
+                    // Keep reading what the worker wrote before it died.
+                }
+            }
+        }
+    }
+
     /// The session a frame belongs to, if it belongs to one.
     fn session_of(&self, msg: &WorkerToControl) -> Option<(String, String)> {
         let run_id = match msg {
@@ -976,6 +1013,15 @@ fn relay_line(agent: &str, pid: u32, line: &str) -> Option<String> {
         _ => tracing::info!(target: "worker", agent, pid, "{message} {extra}"),
     }
     None
+}
+
+#[cfg(test)]
+impl LinkHandle {
+    /// A link whose frames go to the returned receiver (no worker behind it).
+    pub fn for_tests(cap: usize) -> (Self, mpsc::Receiver<ControlToWorker>) {
+        let (tx, rx) = mpsc::channel(cap);
+        (Self { tx }, rx)
+    }
 }
 
 #[cfg(test)]

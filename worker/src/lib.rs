@@ -25,10 +25,6 @@ pub mod outbox;
 mod session_ops;
 pub mod store;
 mod stuck;
-#[cfg(test)]
-mod test_support;
-#[cfg(test)]
-mod tests;
 pub mod tools;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -808,3 +804,8 @@ impl Ctx {
         });
     }
 }
+
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod tests;

@@ -178,14 +178,6 @@ impl Reader {
 }
 
 impl Reader {
-    /// A reader whose thread never answers (tests: a slow reader); the returned guard keeps
-    /// its queue open.
-    #[cfg(test)]
-    pub fn never_answering() -> (Reader, Box<dyn std::any::Any>) {
-        let (tx, rx) = dbwriter::channel::<Cmd>(QUEUE);
-        (Reader { tx }, Box::new(rx))
-    }
-
     /// Every session's writer claim (for stuck-session diagnostics, R-I1).
     pub async fn claims(&self) -> Result<Vec<Claim>, StoreError> {
         self.tx.ask(|reply| Cmd::Claims { reply }).await
@@ -687,6 +679,16 @@ impl HistoryCache {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl Reader {
+    /// A reader whose thread never answers (tests: a slow reader); the returned guard keeps
+    /// its queue open.
+    pub fn never_answering() -> (Reader, Box<dyn std::any::Any>) {
+        let (tx, rx) = dbwriter::channel::<Cmd>(QUEUE);
+        (Reader { tx }, Box::new(rx))
     }
 }
 
