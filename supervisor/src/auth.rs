@@ -8,7 +8,7 @@
 //!   challenge nonce, and the signature valid over the v3 payload, else the v2 payload.
 //!   Local devices are paired silently; remote ones get `PAIRING_REQUIRED` (loopgate has no
 //!   pairing flow yet). A proven device that connected with the gateway token is issued a
-//!   device token (`crate::devices`), which it may present later instead of the gateway
+//!   device token (`crate::gatewaydb::devices`), which it may present later instead of the gateway
 //!   token, for at most the scopes it was issued with.
 //! - Scopes: kept when a device proved itself, or for the local `cli`/`cli` and local
 //!   origin-less `gateway-client`/`backend` clients; otherwise cleared.

@@ -249,7 +249,7 @@ impl GatewayDb {
         self.tx.ask(Cmd::SessionOverrides).await
     }
 
-    /// A device-token command (see [`crate::devices`]), on this database's writer.
+    /// A device-token command (see [`devices`]), on this database's writer.
     pub async fn devices<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, DbError>>) -> devices::DeviceCmd,

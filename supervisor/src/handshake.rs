@@ -1,14 +1,16 @@
 //! The `connect` request: its checks (frame, client, protocol, role), authentication
-//! (`crate::auth`, device tokens from `crate::devices`) and the typed `hello-ok`.
+//! (`crate::auth`, device tokens from `crate::gatewaydb::devices`), one function each, and the typed
+//! `hello-ok` (`hello`).
+
+mod hello;
 
 use ipc::gateway::{
-    self as gw, ConnectParams, ErrorShape, Features, FrameError, HelloAuth, HelloOk, HelloServer,
-    Method, Policy, Scope, SessionDefaults, Snapshot, StateVersion, GATEWAY_PROTOCOL,
-    MAX_PAYLOAD_BYTES, TICK_INTERVAL_MS,
+    self as gw, ClientInfo, ConnectParams, ErrorShape, FrameError, HelloOk, Method, RequestFrame,
+    Scope, GATEWAY_PROTOCOL,
 };
 use serde_json::{json, Value};
 
-use crate::auth::{DeviceTokenClaim, Granted, Verdict};
+use crate::auth::{DeviceTokenClaim, Granted, Refusal, Verdict};
 use crate::config::AuthMode;
 use crate::connection::peer::{Session, Transport};
 use crate::events::now_ms;
@@ -39,6 +41,10 @@ pub(crate) struct Accepted {
     pub token_checked_at: Option<u64>,
 }
 
+/// Runs the `connect` checks on a connection's first frame, in order: the frame, the method
+/// and params, the client's identity, the protocol range, the role, the gateway not stopping,
+/// then authentication per transport; then issues a device token if one is due and builds
+/// the session and `hello-ok`.
 pub(crate) async fn handshake(
     gw: &Gateway,
     transport: Transport,
@@ -46,118 +52,169 @@ pub(crate) async fn handshake(
     nonce: &str,
     text: &str,
 ) -> Result<Accepted, HandshakeError> {
-    let req = match gw::parse_request(text) {
-        Ok(Some(r)) => r,
-        Ok(None) | Err(FrameError::Invalid { .. }) => {
-            return Err(Box::new(Refused {
-                id: None,
-                error: ErrorShape::invalid(
-                    "invalid handshake: first frame must be a connect request",
-                ),
-                code: 1008,
-                reason: "invalid request frame".into(),
-                answer: false,
-            }));
-        }
-        Err(FrameError::NotJson(e)) => {
-            return Err(Box::new(Refused {
-                id: None,
-                error: ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
-                code: 1000,
-                reason: String::new(),
-                answer: false,
-            }));
-        }
-    };
-    let id = req.id.clone();
-    let fail = |error: ErrorShape, code: u16, reason: &str| {
-        Err(Box::new(Refused {
-            id: Some(id.clone()),
-            error,
-            code,
-            reason: reason.to_owned(),
-            answer: true,
-        }))
-    };
+    let req = connect_frame(text)?;
+    connect(gw, transport, conn_id, nonce, &req)
+        .await
+        .map_err(|r| {
+            Box::new(Refused {
+                id: Some(req.id.clone()),
+                error: r.error,
+                code: r.close_code,
+                reason: r.close_reason,
+                answer: true,
+            })
+        })
+}
+
+/// The first frame must be a request. Refusals here have no request id to answer, and a
+/// WebSocket client hears only the close.
+fn connect_frame(text: &str) -> Result<RequestFrame, HandshakeError> {
+    match gw::parse_request(text) {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) | Err(FrameError::Invalid { .. }) => Err(Box::new(Refused {
+            id: None,
+            error: ErrorShape::invalid("invalid handshake: first frame must be a connect request"),
+            code: 1008,
+            reason: "invalid request frame".into(),
+            answer: false,
+        })),
+        Err(FrameError::NotJson(e)) => Err(Box::new(Refused {
+            id: None,
+            error: ErrorShape::invalid(format!("invalid handshake: frame is not JSON ({e})")),
+            code: 1000,
+            reason: String::new(),
+            answer: false,
+        })),
+    }
+}
+
+/// The checks of a parsed request frame and what a passed connect produces. Every refusal
+/// is answered with the request's id before the close.
+async fn connect(
+    gw: &Gateway,
+    transport: Transport,
+    conn_id: &str,
+    nonce: &str,
+    req: &RequestFrame,
+) -> Result<Accepted, Box<Refusal>> {
+    let params = connect_params(req)?;
+    check_client(&params.client)?;
+    check_protocol(&params)?;
+    let role = operator_role(&params)?;
+    check_not_stopping(gw)?;
+    // Read before any device token is checked: see `crate::device_conns`.
+    let epoch = gw.device_conns.epoch();
+    let granted = grant(gw, transport, conn_id, nonce, &params).await?;
+    let token_checked_at = (granted.method == "device-token").then_some(epoch);
+    let now = now_ms();
+    let issued = issue_device_token(gw, &granted, &role, &params.client, now).await;
+    let session = hello::session(conn_id, transport, &params, &granted, now);
+    let hello = hello::hello_ok(gw, conn_id, role, &granted, issued);
+    Ok(Accepted {
+        id: req.id.clone(),
+        hello,
+        session,
+        token_checked_at,
+    })
+}
+
+/// A refused `connect`: the error answered, then the close code and reason.
+fn refusal(error: ErrorShape, close_code: u16, close_reason: impl Into<String>) -> Box<Refusal> {
+    Box::new(Refusal {
+        error,
+        close_code,
+        close_reason: close_reason.into(),
+    })
+}
+
+/// A refusal whose message is both the error and the close reason (close code 1008).
+fn invalid(msg: &str) -> Box<Refusal> {
+    refusal(ErrorShape::invalid(msg), 1008, msg)
+}
+
+/// The first request must be `connect`, with params of its shape.
+fn connect_params(req: &RequestFrame) -> Result<ConnectParams, Box<Refusal>> {
     if Method::parse(&req.method) != Some(Method::Connect) {
-        let msg = "invalid handshake: first request must be connect";
-        return fail(ErrorShape::invalid(msg), 1008, msg);
+        return Err(invalid("invalid handshake: first request must be connect"));
     }
-    let params: ConnectParams =
-        match serde_json::from_value(req.params.clone().unwrap_or(Value::Null)) {
-            Ok(p) => p,
-            Err(e) => {
-                let msg = format!("invalid connect params: {e}");
-                return fail(ErrorShape::invalid(&msg), 1008, &msg);
-            }
-        };
-    if !gw::CLIENT_IDS.contains(&params.client.id.as_str()) {
-        let msg = format!(
+    serde_json::from_value(req.params.clone().unwrap_or(Value::Null))
+        .map_err(|e| invalid(&format!("invalid connect params: {e}")))
+}
+
+/// The client names a known client id and mode.
+fn check_client(client: &ClientInfo) -> Result<(), Box<Refusal>> {
+    if !gw::CLIENT_IDS.contains(&client.id.as_str()) {
+        return Err(invalid(&format!(
             "invalid connect params: unknown client.id {:?}",
-            params.client.id
-        );
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+            client.id
+        )));
     }
-    if !gw::CLIENT_MODES.contains(&params.client.mode.as_str()) {
-        let msg = format!(
+    if !gw::CLIENT_MODES.contains(&client.mode.as_str()) {
+        return Err(invalid(&format!(
             "invalid connect params: unknown client.mode {:?}",
-            params.client.mode
-        );
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+            client.mode
+        )));
     }
-    if !(params.max_protocol >= GATEWAY_PROTOCOL && params.min_protocol <= GATEWAY_PROTOCOL) {
-        return fail(
-            ErrorShape::invalid("protocol mismatch").with_details(json!({
-                "code": "PROTOCOL_MISMATCH",
-                "clientMinProtocol": params.min_protocol,
-                "clientMaxProtocol": params.max_protocol,
-                "expectedProtocol": GATEWAY_PROTOCOL,
-                "minimumProbeProtocol": 3,
-            })),
-            1002,
-            "protocol mismatch",
-        );
+    Ok(())
+}
+
+/// The client's protocol range holds ours.
+fn check_protocol(params: &ConnectParams) -> Result<(), Box<Refusal>> {
+    if params.max_protocol >= GATEWAY_PROTOCOL && params.min_protocol <= GATEWAY_PROTOCOL {
+        return Ok(());
     }
+    Err(refusal(
+        ErrorShape::invalid("protocol mismatch").with_details(json!({
+            "code": "PROTOCOL_MISMATCH",
+            "clientMinProtocol": params.min_protocol,
+            "clientMaxProtocol": params.max_protocol,
+            "expectedProtocol": GATEWAY_PROTOCOL,
+            "minimumProbeProtocol": 3,
+        })),
+        1002,
+        "protocol mismatch",
+    ))
+}
+
+/// The role, `operator` when absent; the only one loopgate serves.
+fn operator_role(params: &ConnectParams) -> Result<String, Box<Refusal>> {
     let role = params.role.clone().unwrap_or_else(|| "operator".into());
-    if role != "operator" {
-        let msg = if ["node", "worker"].contains(&role.as_str()) {
-            format!("role {role:?} is not supported by loopgate")
-        } else {
-            "invalid role".to_owned()
-        };
-        return fail(ErrorShape::invalid(&msg), 1008, &msg);
+    if role == "operator" {
+        return Ok(role);
     }
+    Err(invalid(&if ["node", "worker"].contains(&role.as_str()) {
+        format!("role {role:?} is not supported by loopgate")
+    } else {
+        "invalid role".to_owned()
+    }))
+}
+
+/// No connect is admitted once the gateway is stopping.
+fn check_not_stopping(gw: &Gateway) -> Result<(), Box<Refusal>> {
     if gw.stopping.is_cancelled() {
-        return fail(
+        return Err(refusal(
             ErrorShape::unavailable("connect unavailable during gateway restart", Some(1000)),
             1013,
             "gateway stopping",
-        );
+        ));
     }
-    // Read before any device token is checked: see `crate::device_conns`.
-    let epoch = gw.device_conns.epoch();
-    let granted = match transport {
+    Ok(())
+}
+
+/// Authentication per transport. A refused network client waits `FAILED_AUTH_DELAY`
+/// before it hears so.
+async fn grant(
+    gw: &Gateway,
+    transport: Transport,
+    conn_id: &str,
+    nonce: &str,
+    params: &ConnectParams,
+) -> Result<Granted, Box<Refusal>> {
+    match transport {
         // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
-        Transport::Unix => {
-            let requested = params.scopes.clone().unwrap_or_default();
-            let scopes = if requested.is_empty() {
-                vec![
-                    Scope::Admin.as_str().to_owned(),
-                    Scope::Read.as_str().to_owned(),
-                    Scope::Write.as_str().to_owned(),
-                ]
-            } else {
-                requested
-            };
-            Granted {
-                scopes,
-                method: "none",
-                device_id: None,
-                issue_device_token: false,
-            }
-        }
-        Transport::WebSocket(peer) => match authenticate(gw, &params, nonce, peer).await {
-            Ok(g) => g,
+        Transport::Unix => Ok(unix_grant(params)),
+        Transport::WebSocket(peer) => match authenticate(gw, params, nonce, peer).await {
+            Ok(g) => Ok(g),
             Err(r) => {
                 tracing::info!(
                     conn = conn_id,
@@ -168,133 +225,30 @@ pub(crate) async fn handshake(
                 // Each guess costs the guesser this much; the connection cap bounds how
                 // many wait at once.
                 tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;
-                return fail(r.error, r.close_code, &r.close_reason);
+                Err(r)
             }
         },
+    }
+}
+
+/// A unix-socket client gets the scopes it asks for, or all three when it asks for none.
+fn unix_grant(params: &ConnectParams) -> Granted {
+    let requested = params.scopes.clone().unwrap_or_default();
+    let scopes = if requested.is_empty() {
+        vec![
+            Scope::Admin.as_str().to_owned(),
+            Scope::Read.as_str().to_owned(),
+            Scope::Write.as_str().to_owned(),
+        ]
+    } else {
+        requested
     };
-    let token_checked_at = (granted.method == "device-token").then_some(epoch);
-    let now = now_ms();
-    // A failure to issue costs the client only the token (it keeps the gateway token).
-    let issued = match (&granted.device_id, granted.issue_device_token) {
-        (Some(device_id), true) => {
-            let holder = Holder {
-                device_id: device_id.clone(),
-                role: role.clone(),
-                client_id: params.client.id.clone(),
-                client_mode: params.client.mode.clone(),
-                platform: params.client.platform.clone(),
-            };
-            let scopes = granted.scopes.clone();
-            let generation = crate::gatewaydb::devices::generation(&gw.config());
-            match gw
-                .db
-                .devices(|reply| DeviceCmd::Issue {
-                    holder,
-                    scopes,
-                    generation,
-                    now,
-                    reply,
-                })
-                .await
-            {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Cannot issue a device token; the client keeps the gateway token.");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
-    let scopes = granted.scopes.clone();
-    let session = Session {
-        conn_id: conn_id.to_owned(),
-        scopes: scopes.clone(),
-        caps: params.caps.clone(),
-        transport,
-        device_id: granted.device_id.clone(),
-        presence: ipc::gateway::PresenceEntry {
-            ts: now,
-            host: None,
-            client_id: Some(params.client.id.clone()),
-            mode: params.client.mode.clone(),
-            version: params.client.version.clone(),
-            platform: params.client.platform.clone(),
-            instance_id: params.client.instance_id.clone(),
-            device_family: params.client.device_family.clone(),
-            roles: vec!["operator".into()],
-            scopes: scopes.clone(),
-            reason: "connect".into(),
-            online_since: Some(now),
-            text: None,
-            device_id: granted.device_id.clone(),
-        },
-    };
-    let config = gw.config();
-    let admin = scopes.iter().any(|s| s == Scope::Admin.as_str());
-    let hello = HelloOk {
-        kind: "hello-ok".into(),
-        protocol: GATEWAY_PROTOCOL,
-        server: HelloServer {
-            version: env!("CARGO_PKG_VERSION").into(),
-            conn_id: conn_id.to_owned(),
-            control_ui_build_source: config
-                .gateway
-                .control_ui
-                .as_ref()
-                .map(|_| "configured".into()),
-        },
-        features: Features {
-            methods: Method::advertised()
-                .map(|m| m.as_str().to_owned())
-                .collect(),
-            events: gw::events::ADVERTISED
-                .iter()
-                .map(|e| (*e).to_owned())
-                .collect(),
-        },
-        snapshot: Snapshot {
-            presence: gw.presence(),
-            health: serde_json::Map::new(),
-            state_version: StateVersion {
-                presence: 0,
-                health: 0,
-            },
-            uptime_ms: gw.started.elapsed().as_millis() as u64,
-            session_defaults: SessionDefaults {
-                default_agent_id: "main".into(),
-                main_key: "main".into(),
-                main_session_key: "agent:main:main".into(),
-            },
-            config_path: admin.then(|| config.path.display().to_string()),
-            state_dir: admin.then(|| config.state_dir.display().to_string()),
-            auth_mode: admin.then(|| {
-                match config.gateway.auth_mode {
-                    AuthMode::Token => "token",
-                    AuthMode::None => "none",
-                }
-                .into()
-            }),
-        },
-        auth: HelloAuth {
-            role,
-            scopes,
-            method: granted.method.into(),
-            issued_at_ms: issued.as_ref().map(|(_, at)| *at),
-            device_token: issued.map(|(t, _)| t),
-        },
-        policy: Policy {
-            max_payload: MAX_PAYLOAD_BYTES,
-            max_buffered_bytes: config.gateway.max_buffered_bytes,
-            tick_interval_ms: TICK_INTERVAL_MS,
-        },
-    };
-    Ok(Accepted {
-        id,
-        hello,
-        session,
-        token_checked_at,
-    })
+    Granted {
+        scopes,
+        method: "none",
+        device_id: None,
+        issue_device_token: false,
+    }
 }
 
 /// A network client's credentials: the gateway token, or a device token the store knows.
@@ -303,7 +257,7 @@ async fn authenticate(
     params: &ConnectParams,
     nonce: &str,
     peer: crate::auth::Peer,
-) -> Result<Granted, Box<crate::auth::Refusal>> {
+) -> Result<Granted, Box<Refusal>> {
     let config = gw.config();
     let token = match config.gateway.auth_mode {
         AuthMode::Token => config.gateway.token.as_deref(),
@@ -318,10 +272,12 @@ async fn authenticate(
     }
 }
 
+/// What the device store says of a presented device token; a store that cannot answer
+/// refuses the connect as retryable.
 async fn check_device_token(
     gw: &Gateway,
     claim: &DeviceTokenClaim,
-) -> Result<Presented, Box<crate::auth::Refusal>> {
+) -> Result<Presented, Box<Refusal>> {
     let (device_id, role, token) = (
         claim.device_id.clone(),
         claim.role.clone(),
@@ -340,13 +296,51 @@ async fn check_device_token(
         .await
         .map_err(|e| {
             tracing::warn!(error = %e, "Cannot check a device token.");
-            Box::new(crate::auth::Refusal {
-                error: ErrorShape::unavailable(
-                    "cannot check the device token now; retry",
-                    Some(1000),
-                ),
-                close_code: 1013,
-                close_reason: "device token check unavailable".into(),
-            })
+            refusal(
+                ErrorShape::unavailable("cannot check the device token now; retry", Some(1000)),
+                1013,
+                "device token check unavailable",
+            )
         })
+}
+
+/// Issues a device token to a proven device that connected with the gateway token: the
+/// token and when it was issued. A failure to issue costs the client only the token (it
+/// keeps the gateway token).
+async fn issue_device_token(
+    gw: &Gateway,
+    granted: &Granted,
+    role: &str,
+    client: &ClientInfo,
+    now: u64,
+) -> Option<(String, u64)> {
+    let (Some(device_id), true) = (&granted.device_id, granted.issue_device_token) else {
+        return None;
+    };
+    let holder = Holder {
+        device_id: device_id.clone(),
+        role: role.to_owned(),
+        client_id: client.id.clone(),
+        client_mode: client.mode.clone(),
+        platform: client.platform.clone(),
+    };
+    let scopes = granted.scopes.clone();
+    let generation = crate::gatewaydb::devices::generation(&gw.config());
+    match gw
+        .db
+        .devices(|reply| DeviceCmd::Issue {
+            holder,
+            scopes,
+            generation,
+            now,
+            reply,
+        })
+        .await
+    {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot issue a device token; the client keeps the gateway token.");
+            None
+        }
+    }
 }

@@ -1,27 +1,32 @@
-//! `loopgate serve`: take the state-dir lock, load config, open the gateway db (recovering runs
-//! a crash left open), start the control actor and both listeners, tell systemd we are ready,
-//! then handle signals and operator requests: SIGHUP reloads, SIGTERM / `loopgate drain`
-//! drain, SIGINT stops fast. Stopping has two phases: `draining` (admit no runs, let
-//! in-flight ones finish within the deadline) then `stopping` (close listeners, cut waits).
+//! `loopgate serve`, one function per phase in `serve`'s order: prepare the state dir and
+//! read the config (`reload::ConfigSource`), take the state-dir lock, open the gateway db
+//! (recovering runs a crash left open), start the control actor and the gateway state
+//! (`start_core`); then `running::Serving`: both listeners, readiness for systemd, signals
+//! and operator requests (SIGHUP reloads, SIGTERM / `loopgate drain` drain, SIGINT stops
+//! fast) and the two-phase stop: `draining` (admit no runs, let in-flight ones finish within
+//! the deadline) then `stopping` (close listeners, cut waits).
+
+mod reload;
+mod running;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::mpsc;
+use ipc::gateway::ReloadResult;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Config, Overrides};
 use crate::control::{self, ControlDeps};
 use crate::events::{now_ms, EventHub};
 use crate::gateway::Gateway;
-use crate::gatewaydb::{GatewayDb, RETENTION_MS};
+use crate::gatewaydb::GatewayDb;
 use crate::systemd::Notifier;
-use crate::{listen_unix, listen_ws, lock, paths};
+use crate::{lock, paths};
+use reload::{warn_unsupported, ConfigSource};
+use running::{Core, Serving, Signals};
 
 /// Exit code for bad config or a state dir held by another live gateway (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
@@ -39,30 +44,49 @@ pub struct ServeOptions {
     pub notifier: Notifier,
 }
 
-/// Why the serve loop is stopping.
-enum Stop {
-    Drain(Duration),
-    Fast,
+/// Serves until stopped: `SUCCESS` after a stop, `EXIT_CONFIG` for a bad config or a state
+/// dir another gateway holds, 1 for any other failure to start.
+pub async fn run(opts: ServeOptions) -> ExitCode {
+    match serve(opts).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
+    }
 }
 
-pub async fn run(opts: ServeOptions) -> ExitCode {
+/// The phases in order. An `Err` is the exit code of a start that failed, already said on
+/// stderr.
+async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let started = Instant::now();
     // Before anything can announce readiness: a SIGTERM that comes right after READY must
     // drain, not kill the process with the default action.
-    let (mut term, mut int, mut hup) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) {
-        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
-        _ => {
-            eprintln!("loopgate: cannot install signal handlers");
-            return ExitCode::from(1);
-        }
-    };
+    let signals = Signals::install()?;
+    let source = prepare_state_dir(&opts)?;
+    let config = first_config(&source)?;
+    // Held until everything below is dropped.
+    let _lock = acquire_lock(&opts.state_dir)?;
+    warn_unsupported(&config);
+    let db = open_gateway_db(&opts.state_dir)?;
+    let core = start_core(&opts, config, db, started).await;
+    let mut serving = Serving::start(
+        core,
+        signals,
+        &opts.state_dir,
+        opts.notifier.clone(),
+        started,
+    )
+    .await?;
+    let stop = serving.until_stop(&source).await;
+    let stop_hooks = serving.drain(stop).await;
+    serving.stop(stop_hooks).await;
+    Ok(())
+}
+
+/// The state dir before the config is read: socket paths that fit, a private directory
+/// (and umask), the gateway token.
+fn prepare_state_dir(opts: &ServeOptions) -> Result<ConfigSource, ExitCode> {
     if let Err(e) = paths::check_socket_paths(&opts.state_dir) {
         eprintln!("loopgate: {e}");
-        return ExitCode::from(EXIT_CONFIG);
+        return Err(ExitCode::from(EXIT_CONFIG));
     }
     // Everything the gateway and its workers create is private to this user: transcripts,
     // databases, sockets, the token.
@@ -72,7 +96,7 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             "loopgate: cannot create state directory {}: {e}",
             opts.state_dir.display()
         );
-        return ExitCode::from(1);
+        return Err(ExitCode::from(1));
     }
     let mut overrides = opts.overrides.clone();
     match crate::secrets::state_token(&opts.state_dir) {
@@ -82,44 +106,53 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
                 "loopgate: cannot read or create {}: {e}",
                 crate::secrets::token_path(&opts.state_dir).display()
             );
-            return ExitCode::from(1);
+            return Err(ExitCode::from(1));
         }
     }
-    let load = || {
-        Config::load(
-            &opts.config_path,
-            &opts.state_dir,
-            &overrides,
-            opts.config_explicit,
-        )
-    };
-    let config = match load() {
-        Ok(c) => Arc::new(c),
+    Ok(ConfigSource {
+        path: opts.config_path.clone(),
+        state_dir: opts.state_dir.clone(),
+        overrides,
+        explicit: opts.config_explicit,
+    })
+}
+
+/// The config as first read; a bad one is a config error.
+fn first_config(source: &ConfigSource) -> Result<Arc<Config>, ExitCode> {
+    match source.load() {
+        Ok(c) => Ok(Arc::new(c)),
         Err(e) => {
             eprintln!("loopgate: {e}");
-            return ExitCode::from(EXIT_CONFIG);
+            Err(ExitCode::from(EXIT_CONFIG))
         }
-    };
-    let _lock = match lock::acquire(&opts.state_dir) {
-        Ok(l) => l,
+    }
+}
+
+/// The state-dir lock; another live gateway holding it is a config error.
+fn acquire_lock(state_dir: &Path) -> Result<lock::StateLock, ExitCode> {
+    match lock::acquire(state_dir) {
+        Ok(l) => Ok(l),
         Err(e @ lock::LockError::Held { .. }) => {
             eprintln!("loopgate: {e}");
-            return ExitCode::from(EXIT_CONFIG);
+            Err(ExitCode::from(EXIT_CONFIG))
         }
         Err(e) => {
             eprintln!("loopgate: {e}");
-            return ExitCode::from(1);
+            Err(ExitCode::from(1))
         }
-    };
-    warn_unsupported(&config);
-    let (db, recovered) = match GatewayDb::open(&paths::gateway_db(&opts.state_dir), now_ms()) {
+    }
+}
+
+/// Opens the gateway db, ending the runs a previous gateway left open.
+fn open_gateway_db(state_dir: &Path) -> Result<GatewayDb, ExitCode> {
+    let (db, recovered) = match GatewayDb::open(&paths::gateway_db(state_dir), now_ms()) {
         Ok(x) => x,
         Err(e) => {
             eprintln!(
                 "loopgate: cannot open {}: {e}",
-                paths::gateway_db(&opts.state_dir).display()
+                paths::gateway_db(state_dir).display()
             );
-            return ExitCode::from(1);
+            return Err(ExitCode::from(1));
         }
     };
     if recovered > 0 {
@@ -128,16 +161,20 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
             "Ended runs left open by a previous gateway as errors."
         );
     }
+    Ok(db)
+}
+
+/// Starts the control actor and builds the gateway state: the operators' allow-always
+/// patterns go to the actor before any worker starts, the sessions' own settings to the
+/// gateway before any client can start a run.
+async fn start_core(
+    opts: &ServeOptions,
+    config: Arc<Config>,
+    db: GatewayDb,
+    started: Instant,
+) -> Core {
     let hub = EventHub::new();
-    let notifier = opts.notifier.clone();
-    // Commands operators allowed for good, before any worker starts.
-    let allowed_exec = match db.exec_allowlist().await {
-        Ok(rows) => control::approvals::by_agent(rows),
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot read the allow-always exec patterns; workers start with their config's allowlists.");
-            Default::default()
-        }
-    };
+    let allowed_exec = allowed_exec(&db).await;
     let metrics = crate::metrics::Metrics::new();
     metrics.gateway_commits(db.commits.clone());
     let (control, failed, control_task) = control::start(ControlDeps {
@@ -148,28 +185,39 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         worker_bin: opts.worker_bin.clone(),
         env: opts.env.clone(),
         started,
-        notifier: notifier.clone(),
+        notifier: opts.notifier.clone(),
         allowed_exec,
     });
-    let (drain_tx, mut drain_rx) = mpsc::channel::<Duration>(4);
+    let (drain_tx, drain_rx) = mpsc::channel::<Duration>(4);
     let gw = Arc::new(
-        Gateway::new(
-            config.clone(),
-            control.clone(),
-            db.clone(),
-            hub.clone(),
-            started,
-            failed,
-            drain_tx,
-        )
-        .with_env(&opts.env)
-        .with_metrics(metrics),
+        Gateway::new(config, control, db.clone(), hub, started, failed, drain_tx)
+            .with_env(&opts.env)
+            .with_metrics(metrics),
     );
-    // `loopgate reload` requests, answered by the loop below (one at a time).
-    let (reload_tx, mut reload_rx) =
-        mpsc::channel::<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>(1);
+    let (reload_tx, reload_rx) = mpsc::channel::<oneshot::Sender<ReloadResult>>(1);
     let _ = gw.reload_requests.set(reload_tx);
-    // Sessions' own settings, before any client can start a run.
+    restore_session_overrides(&gw, &db).await;
+    Core {
+        gw,
+        control_task,
+        drain_rx,
+        reload_rx,
+    }
+}
+
+/// Commands operators allowed for good, by agent.
+async fn allowed_exec(db: &GatewayDb) -> HashMap<String, Vec<String>> {
+    match db.exec_allowlist().await {
+        Ok(rows) => control::approvals::by_agent(rows),
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot read the allow-always exec patterns; workers start with their config's allowlists.");
+            Default::default()
+        }
+    }
+}
+
+/// Sessions' own settings (model, thinking, reasoning, queue mode), kept in the gateway db.
+async fn restore_session_overrides(gw: &Gateway, db: &GatewayDb) {
     match db.session_overrides().await {
         Ok(rows) => {
             for row in rows {
@@ -188,251 +236,6 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
         }
         Err(e) => {
             tracing::warn!(error = %e, "Cannot read the sessions' own settings; runs use their agents' models and defaults.")
-        }
-    }
-
-    let sock = paths::socket(&opts.state_dir);
-    let listener = match listen_unix::bind(&sock) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("loopgate: cannot listen on {}: {e}", sock.display());
-            return ExitCode::from(1);
-        }
-    };
-    let ws_addr = std::net::SocketAddr::new(config.gateway.bind, config.gateway.port);
-    let ws_listener = match tokio::net::TcpListener::bind(ws_addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("loopgate: cannot listen on ws://{ws_addr}: {e} (set gateway.port, or --port 0 for a free port)");
-            return ExitCode::from(1);
-        }
-    };
-    let ws_local = match ws_listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("loopgate: cannot read the WebSocket listener address: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let addr_file = opts.state_dir.join("gateway.addr");
-    if let Err(e) = std::fs::write(&addr_file, format!("{ws_local}\n")) {
-        tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
-    }
-    let unix_task = tokio::spawn(listen_unix::serve(listener, gw.clone()));
-    let ws_task = tokio::spawn(listen_ws::serve(ws_listener, gw.clone()));
-    let maintenance = tokio::spawn(maintenance(gw.clone()));
-    tracing::info!(
-        pid = std::process::id(),
-        socket = %sock.display(),
-        ws = %format!("ws://{ws_local}"),
-        config = %config.path.display(),
-        agents = config.agents.len(),
-        startup_ms = started.elapsed().as_millis() as u64,
-        "Gateway ready."
-    );
-    notifier.ready(&format!(
-        "serving on ws://{ws_local} and {}",
-        sock.display()
-    ));
-    let hook_fields = json!({
-        "wsUrl": format!("ws://{ws_local}"),
-        "socket": sock.display().to_string(),
-        "stateDir": opts.state_dir.display().to_string(),
-        "pid": std::process::id(),
-    });
-    {
-        let (hooks, dir, fields) = (
-            gw.config().gateway_hooks.clone(),
-            opts.state_dir.clone(),
-            hook_fields.clone(),
-        );
-        tokio::spawn(async move {
-            crate::gateway_hooks::observe(
-                &hooks,
-                ipc::control::HookEvent::GatewayStart,
-                &dir,
-                fields,
-            )
-            .await;
-        });
-    }
-
-    let stop = loop {
-        tokio::select! {
-            _ = term.recv() => {
-                tracing::info!("SIGTERM: draining.");
-                break Stop::Drain(Duration::from_secs(gw.config().gateway.drain_timeout_seconds));
-            }
-            _ = int.recv() => {
-                tracing::info!("SIGINT: stopping now.");
-                break Stop::Fast;
-            }
-            Some(deadline) = drain_rx.recv() => {
-                tracing::info!(deadline_ms = deadline.as_millis() as u64, "Drain requested by an operator.");
-                break Stop::Drain(deadline);
-            }
-            _ = hup.recv() => {
-                reload(&gw, &load).await;
-            }
-            Some(reply) = reload_rx.recv() => {
-                let _ = reply.send(reload(&gw, &load).await);
-            }
-        }
-    };
-    let deadline = match stop {
-        Stop::Drain(d) => d,
-        Stop::Fast => Duration::ZERO,
-    };
-    // Phase one: admit nothing new, let in-flight runs finish (or abort them at the deadline).
-    gw.draining.store(true, Ordering::Relaxed);
-    notifier.stopping(&format!("draining (deadline {} s)", deadline.as_secs()));
-    hub.publish(
-        ipc::gateway::events::SHUTDOWN,
-        &json!({"reason": if deadline.is_zero() { "stop" } else { "drain" }}),
-    );
-    // `gateway_stop` hooks run alongside the drain; the gateway waits for them before exiting.
-    let stop_hooks = {
-        let (hooks, dir) = (gw.config().gateway_hooks.clone(), opts.state_dir.clone());
-        let mut fields = hook_fields;
-        fields["reason"] = json!(if deadline.is_zero() { "stop" } else { "drain" });
-        tokio::spawn(async move {
-            crate::gateway_hooks::observe(
-                &hooks,
-                ipc::control::HookEvent::GatewayStop,
-                &dir,
-                fields,
-            )
-            .await;
-        })
-    };
-    let drained = control.shutdown(deadline);
-    tokio::pin!(drained);
-    let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
-    tokio::pin!(hard_stop);
-    let mut extend = tokio::time::interval(Duration::from_secs(5));
-    loop {
-        tokio::select! {
-            _ = &mut drained => break,
-            _ = &mut hard_stop => {
-                tracing::warn!("Workers did not finish in time; stopping anyway (open runs are ended on the next start).");
-                break;
-            }
-            _ = extend.tick() => notifier.extend_timeout(Duration::from_secs(15)),
-            _ = int.recv() => {
-                tracing::warn!("SIGINT during drain: stopping now; open runs are ended on the next start.");
-                break;
-            }
-        }
-    }
-    // Phase two: close listeners and cut remaining waits short.
-    gw.stopping.cancel();
-    let _ = stop_hooks.await;
-    let _ = unix_task.await;
-    let _ = ws_task.await;
-    // Connections deliver their last answers (waits cut short by the stop) and close.
-    gw.connection_tasks.close();
-    if tokio::time::timeout(Duration::from_secs(3), gw.connection_tasks.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("Some client connections did not close in time; dropping them.");
-    }
-    let _ = std::fs::remove_file(&sock);
-    let _ = std::fs::remove_file(&addr_file);
-    maintenance.abort();
-    control_task.abort();
-    // A clean stop leaves the whole gateway db in its file, the WAL empty.
-    let gdb = paths::gateway_db(&opts.state_dir);
-    match tokio::task::spawn_blocking(move || dbwriter::checkpoint(&gdb)).await {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => tracing::warn!(
-            "The final gateway db checkpoint could not finish; the WAL keeps the rest."
-        ),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "The final gateway db checkpoint failed; the WAL keeps the rest.")
-        }
-        Err(e) => tracing::warn!(error = %e, "The final gateway db checkpoint did not run."),
-    }
-    tracing::info!("Gateway stopped.");
-    ExitCode::SUCCESS
-}
-
-fn warn_unsupported(config: &Config) {
-    for w in &config.warnings {
-        tracing::warn!("{w}");
-    }
-    if config.gateway.token_from_state {
-        tracing::info!(
-            path = %crate::secrets::token_path(&config.state_dir).display(),
-            "WebSocket clients authenticate with the gateway token in this file (OpenClaw clients: OPENCLAW_GATEWAY_TOKEN); the loopgate CLI uses the unix socket and needs none."
-        );
-    }
-    for a in &config.agents {
-        if let Some(m) = &a.model {
-            if !m.api.implemented() {
-                tracing::warn!(agent = a.id.as_str(), api = m.api.as_str(), "This build cannot call this provider api yet; the agent's runs will be refused.");
-            }
-        }
-    }
-}
-
-/// SIGHUP and `loopgate reload`: load the config again; on success apply it (one reconcile
-/// path), on failure keep the running config. Says what changed.
-async fn reload(
-    gw: &Arc<Gateway>,
-    load: &impl Fn() -> Result<Config, crate::config::ConfigError>,
-) -> ipc::gateway::ReloadResult {
-    match load() {
-        Err(e) => {
-            tracing::error!(error = %e, "The config reload failed; keeping the running config.");
-            ipc::gateway::ReloadResult {
-                ok: false,
-                error: Some(e.to_string()),
-                ..Default::default()
-            }
-        }
-        Ok(new) => {
-            let old = gw.config();
-            if (new.gateway.port, new.gateway.bind) != (old.gateway.port, old.gateway.bind) {
-                tracing::warn!("gateway.port / gateway.bind changes apply after a restart.");
-            }
-            let changed = crate::config_diff::describe(&old, &new);
-            for c in &changed {
-                tracing::info!(change = c.as_str(), "Config reload.");
-            }
-            warn_unsupported(&new);
-            let warnings = new.warnings.clone();
-            let new = Arc::new(new);
-            gw.set_config(new.clone());
-            if gw.control.reload(new.clone()).await.is_ok() {
-                tracing::info!(agents = new.agents.len(), "SIGHUP: config reloaded.");
-            }
-            ipc::gateway::ReloadResult {
-                ok: true,
-                changed,
-                error: None,
-                warnings,
-            }
-        }
-    }
-}
-
-/// Periodic work: `tick` events and pruning of old run records.
-async fn maintenance(gw: Arc<Gateway>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(ipc::gateway::TICK_INTERVAL_MS));
-    tick.tick().await;
-    let mut n: u64 = 0;
-    loop {
-        tick.tick().await;
-        gw.hub
-            .publish(ipc::gateway::events::TICK, &json!({"ts": now_ms()}));
-        n += 1;
-        if n % 120 == 1 {
-            match gw.db.prune(now_ms().saturating_sub(RETENTION_MS)).await {
-                Ok(0) => {}
-                Ok(k) => tracing::info!(runs = k, "Pruned old run records."),
-                Err(e) => tracing::warn!(error = %e, "Pruning run records failed."),
-            }
         }
     }
 }

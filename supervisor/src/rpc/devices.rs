@@ -1,4 +1,4 @@
-//! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::devices`).
+//! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::gatewaydb::devices`).
 
 use super::*;
 use crate::gatewaydb::devices::DeviceCmd;

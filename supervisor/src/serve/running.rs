@@ -1,0 +1,323 @@
+//! The gateway once it is up: both listeners bound and served, readiness reported, the
+//! serve loop (signals, `loopgate drain` / `loopgate reload` requests), then the two-phase
+//! stop: `drain` (admit no runs, let in-flight ones finish within the deadline) then `stop`
+//! (close listeners, cut waits, checkpoint the gateway db).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ipc::control::HookEvent;
+use ipc::gateway::ReloadResult;
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::reload::{reload, ConfigSource};
+use crate::config::Config;
+use crate::events::now_ms;
+use crate::gateway::Gateway;
+use crate::gatewaydb::RETENTION_MS;
+use crate::systemd::Notifier;
+use crate::{listen_unix, listen_ws, paths};
+
+/// SIGTERM, SIGINT and SIGHUP, installed before anything else.
+pub(super) struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    /// From here on SIGTERM and SIGINT no longer end the process by their default action.
+    pub(super) fn install() -> Result<Self, ExitCode> {
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(term), Ok(int), Ok(hup)) => Ok(Self { term, int, hup }),
+            _ => {
+                eprintln!("loopgate: cannot install signal handlers");
+                Err(ExitCode::from(1))
+            }
+        }
+    }
+}
+
+/// The control actor and the gateway's shared state, before any listener.
+pub(super) struct Core {
+    pub(super) gw: Arc<Gateway>,
+    pub(super) control_task: JoinHandle<()>,
+    /// `loopgate drain` requests: a deadline each.
+    pub(super) drain_rx: mpsc::Receiver<Duration>,
+    /// `loopgate reload` requests, answered by the serve loop (one at a time).
+    pub(super) reload_rx: mpsc::Receiver<oneshot::Sender<ReloadResult>>,
+}
+
+/// Both listeners, bound.
+struct Listeners {
+    sock: PathBuf,
+    unix: UnixListener,
+    ws: TcpListener,
+    ws_local: SocketAddr,
+}
+
+/// Binds the unix socket (replacing a stale one: the lock is held) and the WebSocket port,
+/// which may be 0 for a free one.
+async fn bind_listeners(state_dir: &Path, config: &Config) -> Result<Listeners, ExitCode> {
+    let sock = paths::socket(state_dir);
+    let unix = match listen_unix::bind(&sock) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("loopgate: cannot listen on {}: {e}", sock.display());
+            return Err(ExitCode::from(1));
+        }
+    };
+    let ws_addr = SocketAddr::new(config.gateway.bind, config.gateway.port);
+    let ws = match TcpListener::bind(ws_addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("loopgate: cannot listen on ws://{ws_addr}: {e} (set gateway.port, or --port 0 for a free port)");
+            return Err(ExitCode::from(1));
+        }
+    };
+    let ws_local = match ws.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("loopgate: cannot read the WebSocket listener address: {e}");
+            return Err(ExitCode::from(1));
+        }
+    };
+    Ok(Listeners {
+        sock,
+        unix,
+        ws,
+        ws_local,
+    })
+}
+
+/// Why the serve loop is stopping.
+pub(super) enum Stop {
+    Drain(Duration),
+    Fast,
+}
+
+/// The gateway from its listeners' start to its stop.
+pub(super) struct Serving {
+    core: Core,
+    signals: Signals,
+    notifier: Notifier,
+    state_dir: PathBuf,
+    sock: PathBuf,
+    /// `gateway.addr`: the WebSocket listener's address, for clients and tests.
+    addr_file: PathBuf,
+    unix_task: JoinHandle<()>,
+    ws_task: JoinHandle<()>,
+    maintenance: JoinHandle<()>,
+    /// What the `gateway_start` hooks heard; the `gateway_stop` hooks hear it with a reason.
+    hook_fields: Value,
+}
+
+impl Serving {
+    /// Binds both listeners, serves them, writes the address file, reports readiness (log,
+    /// sd_notify) and runs the `gateway_start` hooks.
+    pub(super) async fn start(
+        core: Core,
+        signals: Signals,
+        state_dir: &Path,
+        notifier: Notifier,
+        started: Instant,
+    ) -> Result<Self, ExitCode> {
+        let gw = core.gw.clone();
+        let config = gw.config();
+        let Listeners {
+            sock,
+            unix,
+            ws,
+            ws_local,
+        } = bind_listeners(state_dir, &config).await?;
+        let addr_file = state_dir.join("gateway.addr");
+        if let Err(e) = std::fs::write(&addr_file, format!("{ws_local}\n")) {
+            tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
+        }
+        let unix_task = tokio::spawn(listen_unix::serve(unix, gw.clone()));
+        let ws_task = tokio::spawn(listen_ws::serve(ws, gw.clone()));
+        let maintenance = tokio::spawn(maintenance(gw.clone()));
+        tracing::info!(
+            pid = std::process::id(),
+            socket = %sock.display(),
+            ws = %format!("ws://{ws_local}"),
+            config = %config.path.display(),
+            agents = config.agents.len(),
+            startup_ms = started.elapsed().as_millis() as u64,
+            "Gateway ready."
+        );
+        notifier.ready(&format!(
+            "serving on ws://{ws_local} and {}",
+            sock.display()
+        ));
+        let hook_fields = json!({
+            "wsUrl": format!("ws://{ws_local}"),
+            "socket": sock.display().to_string(),
+            "stateDir": state_dir.display().to_string(),
+            "pid": std::process::id(),
+        });
+        spawn_hooks(&gw, state_dir, HookEvent::GatewayStart, hook_fields.clone());
+        Ok(Self {
+            core,
+            signals,
+            notifier,
+            state_dir: state_dir.to_owned(),
+            sock,
+            addr_file,
+            unix_task,
+            ws_task,
+            maintenance,
+            hook_fields,
+        })
+    }
+
+    /// Serves until a signal or an operator says to stop: SIGHUP and `loopgate reload`
+    /// reload, SIGTERM and `loopgate drain` drain, SIGINT stops now.
+    pub(super) async fn until_stop(&mut self, source: &ConfigSource) -> Stop {
+        let Self { core, signals, .. } = self;
+        let gw = &core.gw;
+        loop {
+            tokio::select! {
+                _ = signals.term.recv() => {
+                    tracing::info!("SIGTERM: draining.");
+                    break Stop::Drain(Duration::from_secs(gw.config().gateway.drain_timeout_seconds));
+                }
+                _ = signals.int.recv() => {
+                    tracing::info!("SIGINT: stopping now.");
+                    break Stop::Fast;
+                }
+                Some(deadline) = core.drain_rx.recv() => {
+                    tracing::info!(deadline_ms = deadline.as_millis() as u64, "Drain requested by an operator.");
+                    break Stop::Drain(deadline);
+                }
+                _ = signals.hup.recv() => {
+                    reload(gw, source).await;
+                }
+                Some(reply) = core.reload_rx.recv() => {
+                    let _ = reply.send(reload(gw, source).await);
+                }
+            }
+        }
+    }
+
+    /// Phase one: admit nothing new, let in-flight runs finish (or abort them at the
+    /// deadline; at once for a fast stop). The `gateway_stop` hooks run alongside; their
+    /// task is returned for phase two to wait on.
+    pub(super) async fn drain(&mut self, stop: Stop) -> JoinHandle<()> {
+        let deadline = match stop {
+            Stop::Drain(d) => d,
+            Stop::Fast => Duration::ZERO,
+        };
+        let reason = if deadline.is_zero() { "stop" } else { "drain" };
+        let gw = self.core.gw.clone();
+        gw.draining.store(true, Ordering::Relaxed);
+        self.notifier
+            .stopping(&format!("draining (deadline {} s)", deadline.as_secs()));
+        gw.hub
+            .publish(ipc::gateway::events::SHUTDOWN, &json!({"reason": reason}));
+        // The gateway waits for the `gateway_stop` hooks before exiting.
+        let mut fields = self.hook_fields.take();
+        fields["reason"] = json!(reason);
+        let stop_hooks = spawn_hooks(&gw, &self.state_dir, HookEvent::GatewayStop, fields);
+        let drained = gw.control.shutdown(deadline);
+        tokio::pin!(drained);
+        let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
+        tokio::pin!(hard_stop);
+        let mut extend = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = &mut drained => break,
+                _ = &mut hard_stop => {
+                    tracing::warn!("Workers did not finish in time; stopping anyway (open runs are ended on the next start).");
+                    break;
+                }
+                _ = extend.tick() => self.notifier.extend_timeout(Duration::from_secs(15)),
+                _ = self.signals.int.recv() => {
+                    tracing::warn!("SIGINT during drain: stopping now; open runs are ended on the next start.");
+                    break;
+                }
+            }
+        }
+        stop_hooks
+    }
+
+    /// Phase two: close listeners and cut remaining waits short, let connections deliver
+    /// their last answers, remove the socket and address file, stop the background tasks,
+    /// checkpoint the gateway db.
+    pub(super) async fn stop(self, stop_hooks: JoinHandle<()>) {
+        let gw = &self.core.gw;
+        gw.stopping.cancel();
+        let _ = stop_hooks.await;
+        let _ = self.unix_task.await;
+        let _ = self.ws_task.await;
+        // Connections deliver their last answers (waits cut short by the stop) and close.
+        gw.connection_tasks.close();
+        if tokio::time::timeout(Duration::from_secs(3), gw.connection_tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("Some client connections did not close in time; dropping them.");
+        }
+        let _ = std::fs::remove_file(&self.sock);
+        let _ = std::fs::remove_file(&self.addr_file);
+        self.maintenance.abort();
+        self.core.control_task.abort();
+        checkpoint_gateway_db(&self.state_dir).await;
+        tracing::info!("Gateway stopped.");
+    }
+}
+
+/// Runs the `gateway_start` / `gateway_stop` hooks in the state dir, in their own task.
+fn spawn_hooks(gw: &Gateway, state_dir: &Path, event: HookEvent, fields: Value) -> JoinHandle<()> {
+    let (hooks, dir) = (gw.config().gateway_hooks.clone(), state_dir.to_owned());
+    tokio::spawn(async move {
+        crate::gateway_hooks::observe(&hooks, event, &dir, fields).await;
+    })
+}
+
+/// A clean stop leaves the whole gateway db in its file, the WAL empty.
+async fn checkpoint_gateway_db(state_dir: &Path) {
+    let gdb = paths::gateway_db(state_dir);
+    match tokio::task::spawn_blocking(move || dbwriter::checkpoint(&gdb)).await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => tracing::warn!(
+            "The final gateway db checkpoint could not finish; the WAL keeps the rest."
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "The final gateway db checkpoint failed; the WAL keeps the rest.")
+        }
+        Err(e) => tracing::warn!(error = %e, "The final gateway db checkpoint did not run."),
+    }
+}
+
+/// Periodic work: `tick` events and pruning of old run records.
+async fn maintenance(gw: Arc<Gateway>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(ipc::gateway::TICK_INTERVAL_MS));
+    tick.tick().await;
+    let mut n: u64 = 0;
+    loop {
+        tick.tick().await;
+        gw.hub
+            .publish(ipc::gateway::events::TICK, &json!({"ts": now_ms()}));
+        n += 1;
+        if n % 120 == 1 {
+            match gw.db.prune(now_ms().saturating_sub(RETENTION_MS)).await {
+                Ok(0) => {}
+                Ok(k) => tracing::info!(runs = k, "Pruned old run records."),
+                Err(e) => tracing::warn!(error = %e, "Pruning run records failed."),
+            }
+        }
+    }
+}
