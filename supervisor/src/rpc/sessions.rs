@@ -273,109 +273,16 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
     if let Some(Some(l)) = &p.label {
         if l.chars().count() > MAX_LABEL_CHARS {
-            return out
-                .err(
-                    &req.id,
-                    invalid(&format!(
-                        "label is longer than {MAX_LABEL_CHARS} characters"
-                    )),
-                )
-                .await;
+            let too_long = format!("label is longer than {MAX_LABEL_CHARS} characters");
+            return out.err(&req.id, invalid(&too_long)).await;
         }
     }
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
-    // A model of the session's own: checked as an `agent` run's `model` is, kept as
-    // `<provider>/<model>` (the agent's own model clears it).
-    let model_override = match &p.model {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(m)) => {
-            let config = gw.config();
-            let Some((agent, own)) = config
-                .agent(&route.agent_id)
-                .and_then(|a| a.model.as_ref().map(|m| (a, m)))
-            else {
-                return out
-                    .err(&req.id, invalid("model: the agent has no model configured"))
-                    .await;
-            };
-            match super::run_model(agent, own, None, Some(m.clone())) {
-                Ok(Some(r)) => Some(Some(format!("{}/{}", r.provider, r.model))),
-                Ok(None) => Some(None),
-                Err(e) => return out.err(&req.id, invalid(&format!("model: {e}"))).await,
-            }
-        }
-    };
-    // A level of the session's own, checked against the model its runs will use.
-    let thinking_level = match &p.thinking_level {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(l)) => {
-            let level = match super::thinking::parse_level(l) {
-                Ok(level) => level,
-                Err(e) => {
-                    return out
-                        .err(&req.id, invalid(&format!("thinkingLevel: {e}")))
-                        .await
-                }
-            };
-            let config = gw.config();
-            let model = match &model_override {
-                Some(m) => m.clone(),
-                None => gw.session_model(&route.session_key),
-            };
-            if let Some((agent, own)) = config
-                .agent(&route.agent_id)
-                .and_then(|a| a.model.as_ref().map(|m| (a, m)))
-            {
-                let run_model = model.as_deref().and_then(|m| {
-                    let (provider, model) = m.split_once('/')?;
-                    Some(ipc::control::RunModel {
-                        provider: provider.to_owned(),
-                        model: model.to_owned(),
-                    })
-                });
-                let (reasons, name) =
-                    super::thinking::model_reasons(agent, own, run_model.as_ref());
-                if let Err(e) = super::thinking::check_level(level, reasons, &name) {
-                    return out
-                        .err(&req.id, invalid(&format!("thinkingLevel: {e}")))
-                        .await;
-                }
-            }
-            Some(Some(level.as_str().to_owned()))
-        }
-    };
-    let reasoning_level = match &p.reasoning_level {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(r)) => match super::thinking::parse_reasoning(r) {
-            Ok(mode) => Some(Some(mode.as_str().to_owned())),
-            Err(e) => {
-                return out
-                    .err(&req.id, invalid(&format!("reasoningLevel: {e}")))
-                    .await
-            }
-        },
-    };
-    let queue_mode = match &p.queue_mode {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(m)) => match ipc::queue::QueueMode::parse(m) {
-            Some(mode) => Some(Some(mode)),
-            None => {
-                return out
-                    .err(
-                        &req.id,
-                        invalid(&format!(
-                            "queueMode: {m:?} is not one of steer, followup, collect, interrupt"
-                        )),
-                    )
-                    .await
-            }
-        },
+    let settings = match patched_settings(gw, &route, &p) {
+        Ok(s) => s,
+        Err(e) => return out.err(&req.id, invalid(&e)).await,
     };
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
@@ -384,12 +291,14 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             .clone()
             .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
         last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
-        model_override: model_override.clone(),
-        thinking_level: thinking_level.clone(),
-        reasoning_level: reasoning_level.clone(),
-        queue_mode: queue_mode.map(|m| m.map(|m| m.as_str().to_owned())),
+        model_override: settings.model.clone(),
+        thinking_level: settings.thinking.clone(),
+        reasoning_level: settings.reasoning.clone(),
+        queue_mode: settings
+            .queue_mode
+            .map(|m| m.map(|m| m.as_str().to_owned())),
     };
-    let row = match gw
+    let patched = gw
         .db
         .patch_session(
             route.session_key.clone(),
@@ -397,32 +306,16 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             patch,
             now,
         )
-        .await
-    {
+        .await;
+    let row = match patched {
         Ok(r) => r,
         Err(e) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500)),
-                )
-                .await
+            let error =
+                ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500));
+            return out.err(&req.id, error).await;
         }
     };
-    gw.update_session_overrides(&route.session_key, |o| {
-        if let Some(m) = model_override {
-            o.model = m;
-        }
-        if let Some(t) = thinking_level {
-            o.thinking = t;
-        }
-        if let Some(r) = reasoning_level {
-            o.reasoning = r;
-        }
-        if let Some(q) = queue_mode {
-            o.queue_mode = q;
-        }
-    });
+    gw.update_session_overrides(&route.session_key, |o| settings.apply(o));
     let config = gw.config();
     let active = gw.control.active_runs().await.unwrap_or_default();
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
@@ -446,6 +339,123 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
         },
     };
     reply::<m::SessionsPatch>(out, &req.id, &result).await;
+}
+
+/// The session's own settings a patch changes: `None` leaves one as it is, `Some(None)`
+/// clears it.
+struct Settings {
+    /// `<provider>/<model>`.
+    model: Option<Option<String>>,
+    thinking: Option<Option<String>>,
+    reasoning: Option<Option<String>>,
+    queue_mode: Option<Option<ipc::queue::QueueMode>>,
+}
+
+impl Settings {
+    fn apply(self, o: &mut crate::gateway::SessionOverrides) {
+        if let Some(m) = self.model {
+            o.model = m;
+        }
+        if let Some(t) = self.thinking {
+            o.thinking = t;
+        }
+        if let Some(r) = self.reasoning {
+            o.reasoning = r;
+        }
+        if let Some(q) = self.queue_mode {
+            o.queue_mode = q;
+        }
+    }
+}
+
+/// Checks the settings a patch asks for, each as an `agent` run's would be; the error names
+/// the key.
+fn patched_settings(
+    gw: &Gateway,
+    route: &Route,
+    p: &ipc::gateway::SessionsPatchParams,
+) -> Result<Settings, String> {
+    let model = match &p.model {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(m)) => Some(patched_model(gw, route, m).map_err(|e| format!("model: {e}"))?),
+    };
+    let thinking = match &p.thinking_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(l)) => Some(Some(
+            patched_thinking(gw, route, l, model.as_ref())
+                .map_err(|e| format!("thinkingLevel: {e}"))?,
+        )),
+    };
+    let reasoning = match &p.reasoning_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(r)) => Some(Some(
+            super::thinking::parse_reasoning(r)
+                .map_err(|e| format!("reasoningLevel: {e}"))?
+                .as_str()
+                .to_owned(),
+        )),
+    };
+    let queue_mode = match &p.queue_mode {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(m)) => Some(Some(ipc::queue::QueueMode::parse(m).ok_or_else(|| {
+            format!("queueMode: {m:?} is not one of steer, followup, collect, interrupt")
+        })?)),
+    };
+    Ok(Settings {
+        model,
+        thinking,
+        reasoning,
+        queue_mode,
+    })
+}
+
+/// A model of the session's own: checked as an `agent` run's `model` is, kept as
+/// `<provider>/<model>` (the agent's own model clears it).
+fn patched_model(gw: &Gateway, route: &Route, m: &str) -> Result<Option<String>, String> {
+    let config = gw.config();
+    let Some((agent, own)) = config
+        .agent(&route.agent_id)
+        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+    else {
+        return Err("the agent has no model configured".into());
+    };
+    let run_model = super::run_model(agent, own, None, Some(m.to_owned()))?;
+    Ok(run_model.map(|r| format!("{}/{}", r.provider, r.model)))
+}
+
+/// A thinking level of the session's own, checked against the model its runs will use (the
+/// one this patch sets, else the session's).
+fn patched_thinking(
+    gw: &Gateway,
+    route: &Route,
+    level: &str,
+    model_override: Option<&Option<String>>,
+) -> Result<String, String> {
+    let level = super::thinking::parse_level(level)?;
+    let config = gw.config();
+    let model = match model_override {
+        Some(m) => m.clone(),
+        None => gw.session_model(&route.session_key),
+    };
+    if let Some((agent, own)) = config
+        .agent(&route.agent_id)
+        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+    {
+        let run_model = model.as_deref().and_then(|m| {
+            let (provider, model) = m.split_once('/')?;
+            Some(ipc::control::RunModel {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            })
+        });
+        let (reasons, name) = super::thinking::model_reasons(agent, own, run_model.as_ref());
+        super::thinking::check_level(level, reasons, &name)?;
+    }
+    Ok(level.as_str().to_owned())
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.

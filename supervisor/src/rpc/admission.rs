@@ -1,0 +1,509 @@
+//! Run admission, shared by `agent`, `chat.send` and `sessions.create`: routing a message to
+//! an agent and session (R-A1), the run's model, thinking and queue mode (request > session >
+//! config), the gateway's refusals (draining, a failed agent), the durable record before the
+//! ack (idempotency, R-A3), and the hand-over to the control actor; and the order in which
+//! one connection's turn requests are admitted ([`AdmissionTurn`]).
+
+use super::*;
+
+/// A turn request's place in its connection's order of admission: it is admitted after
+/// the one read before it (`previous` resolves when that one is dispatched or refused) and
+/// lets the next one go when dropped. So messages sent back to back on one connection run
+/// and are recorded in the order they were sent, though each is handled concurrently.
+pub struct AdmissionTurn {
+    previous: Option<tokio::sync::oneshot::Receiver<()>>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl AdmissionTurn {
+    /// The next turn after `previous` (the receiver of the turn before, if any); returns it
+    /// and the receiver the next turn waits on.
+    pub fn after(
+        previous: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> (AdmissionTurn, tokio::sync::oneshot::Receiver<()>) {
+        let (done, next) = tokio::sync::oneshot::channel();
+        (
+            AdmissionTurn {
+                previous,
+                done: Some(done),
+            },
+            next,
+        )
+    }
+
+    async fn wait_previous(&mut self) {
+        if let Some(p) = self.previous.take() {
+            let _ = p.await;
+        }
+    }
+}
+
+impl Drop for AdmissionTurn {
+    /// A turn refused before its turn came (bad params, unknown agent, draining) still lets
+    /// the next one go only after the one before it: order holds past a refusal.
+    fn drop(&mut self) {
+        if let (Some(previous), Some(done)) = (self.previous.take(), self.done.take()) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(async move {
+                        let _ = previous.await;
+                        drop(done);
+                    });
+                }
+                // No runtime (cannot happen in the gateway): releasing at once is the only
+                // choice left.
+                Err(_) => drop(done),
+            }
+        }
+    }
+}
+
+/// Whether `method` is admitted in its connection's order (see [`AdmissionTurn`]).
+pub fn is_ordered(method: &str) -> bool {
+    matches!(
+        Method::parse(method),
+        Some(Method::Agent | Method::ChatSend | Method::SessionsCreate)
+    )
+}
+
+/// Where a run goes.
+#[derive(Debug, PartialEq)]
+pub struct Route {
+    pub agent_id: String,
+    pub session_key: String,
+}
+
+/// Resolves agent and session key (R-A1): `sessionKey` (or an `agent:` key in `to`) wins,
+/// then `agentId`'s main key `agent:<id>:main`, then `agent:main:main`. Bare keys are scoped
+/// to the agent. Only configured agents are accepted.
+pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Route, String> {
+    let explicit = match &p.agent_id {
+        Some(raw) => {
+            let id = AgentId::parse(raw).map_err(|_| format!("unknown agent id {raw:?}"))?;
+            if !is_configured(id.as_str()) {
+                return Err(format!("unknown agent id {raw:?}"));
+            }
+            Some(id.as_str().to_owned())
+        }
+        None => None,
+    };
+    let key = p
+        .session_key
+        .clone()
+        .or_else(|| p.to.clone().filter(|t| t.starts_with("agent:")));
+    if let Some(key) = key {
+        let key = key.trim().to_owned();
+        if key.is_empty() || key.len() > 512 {
+            return Err("sessionKey must be 1-512 characters".into());
+        }
+        if let Some(rest) = key.strip_prefix("agent:") {
+            let (agent_raw, tail) = rest.split_once(':').ok_or_else(|| {
+                format!("invalid sessionKey {key:?}: expected agent:<agentId>:<key>")
+            })?;
+            if tail.is_empty() {
+                return Err(format!(
+                    "invalid sessionKey {key:?}: expected agent:<agentId>:<key>"
+                ));
+            }
+            let id =
+                AgentId::parse(agent_raw).map_err(|_| format!("unknown agent id {agent_raw:?}"))?;
+            if !is_configured(id.as_str()) {
+                return Err(format!("unknown agent id {agent_raw:?}"));
+            }
+            if let Some(e) = &explicit {
+                if e != id.as_str() {
+                    return Err(format!(
+                        "sessionKey {key:?} belongs to agent {:?}, not {e:?}",
+                        id.as_str()
+                    ));
+                }
+            }
+            return Ok(Route {
+                agent_id: id.as_str().to_owned(),
+                session_key: format!("agent:{}:{tail}", id.as_str()),
+            });
+        }
+        let agent_id = explicit.unwrap_or_else(|| "main".into());
+        return Ok(Route {
+            session_key: format!("agent:{agent_id}:{key}"),
+            agent_id,
+        });
+    }
+    if p.session_id.is_some() {
+        return Err(
+            "sessionId without sessionKey is not supported by loopgate yet; pass sessionKey".into(),
+        );
+    }
+    let agent_id = explicit.unwrap_or_else(|| "main".into());
+    Ok(Route {
+        session_key: format!("agent:{agent_id}:main"),
+        agent_id,
+    })
+}
+
+/// What to admit: a routed message with its run settings.
+pub(super) struct Admission {
+    /// Its place in the connection's order (`None`: not ordered).
+    pub(super) turn: Option<AdmissionTurn>,
+    pub(super) run_id: String,
+    pub(super) route: Route,
+    pub(super) message: String,
+    pub(super) extra_system_prompt: Option<String>,
+    /// Explicit run timeout in ms (`Some(0)` = none); `None` = the agent's default.
+    pub(super) timeout_ms: Option<u64>,
+    /// `agent` params `provider` / `model`, as sent.
+    pub(super) provider: Option<String>,
+    pub(super) model: Option<String>,
+    /// `thinking` (a level name), as sent.
+    pub(super) thinking: Option<String>,
+    /// `queueMode`, as sent.
+    pub(super) queue_mode: Option<String>,
+}
+
+/// The provider and model a run asked for, checked against the config: `model` may be
+/// `"<provider>/<model>"` (the provider must be configured) or a bare model name on
+/// `provider` (default: the agent's). `None` when it is the agent's own model.
+pub(super) fn run_model(
+    agent: &crate::config::AgentConfig,
+    own: &crate::config::ResolvedModel,
+    provider: Option<String>,
+    model: Option<String>,
+) -> Result<Option<ipc::control::RunModel>, String> {
+    let known = |p: &str| agent.providers.iter().find(|r| r.provider == p);
+    let (provider, model) = match (provider, model) {
+        (None, None) => return Ok(None),
+        (Some(p), None) => {
+            return Err(format!(
+                "provider {p:?} needs a model too (model: \"<model>\" or \"{p}/<model>\")"
+            ))
+        }
+        (Some(p), Some(m)) => {
+            let m = m
+                .strip_prefix(&format!("{p}/"))
+                .map(str::to_owned)
+                .unwrap_or(m);
+            (p, m)
+        }
+        // As OpenClaw reads a model ref: what comes before the first `/` is the provider, so
+        // an unknown one is refused rather than sent to the agent's provider as a model name.
+        (None, Some(m)) => match m.split_once('/') {
+            Some((p, rest)) => (p.to_owned(), rest.to_owned()),
+            None => (own.provider.clone(), m),
+        },
+    };
+    if model.trim().is_empty() {
+        return Err("model must be a non-empty model name".into());
+    }
+    let Some(p) = known(&provider) else {
+        return Err(format!(
+            "unknown provider {provider:?} (configured: {})",
+            agent
+                .providers
+                .iter()
+                .map(|r| r.provider.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    if !p.api.implemented() {
+        return Err(format!(
+            "provider {provider:?} uses api {:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)",
+            p.api.as_str()
+        ));
+    }
+    if provider == own.provider && model == own.model {
+        return Ok(None);
+    }
+    Ok(Some(ipc::control::RunModel { provider, model }))
+}
+
+/// How admission went. The acknowledgement of a new run was already sent.
+pub(super) enum Admitted {
+    Started(oneshot::Receiver<Arc<Outcome>>),
+    InFlight {
+        agent_id: String,
+        session_key: String,
+    },
+    Finished(crate::outcome::StoredTerminal),
+    Refused(ErrorShape),
+}
+
+/// How a run will execute, decided before it is recorded: the agent's timeout, the model
+/// (`None`: the agent's own), whether it is strict, thinking and reasoning, queue policy.
+pub(super) struct Plan {
+    agent_timeout_ms: Option<u64>,
+    run_model: Option<ipc::control::RunModel>,
+    strict_model: bool,
+    levels: thinking::RunThinking,
+    queue: ipc::queue::QueuePolicy,
+}
+
+/// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
+/// run to the control actor. Shared by `agent` and `chat.send`.
+pub(super) async fn admit<A: serde::Serialize>(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    req_id: &str,
+    mut a: Admission,
+    ack: impl FnOnce(u64) -> A,
+) -> Admitted {
+    let plan = match plan(gw, &mut a) {
+        Ok(plan) => plan,
+        Err(refused) => return Admitted::Refused(refused),
+    };
+    if let Some(refused) = gateway_refusal(gw, &a.route.agent_id) {
+        return Admitted::Refused(refused);
+    }
+    // Admitted after the request read before it on this connection; the next one goes when
+    // this returns (dispatched, refused or answered).
+    let mut turn = a.turn.take();
+    if let Some(t) = &mut turn {
+        t.wait_previous().await;
+    }
+    let accepted_at = now_ms();
+    let accepted = gw
+        .db
+        .accept(NewRun {
+            run_id: a.run_id.clone(),
+            agent_id: a.route.agent_id.clone(),
+            session_key: a.route.session_key.clone(),
+            accepted_at,
+            request_hash: request_hash(&a.message, a.extra_system_prompt.as_deref()),
+        })
+        .await;
+    match accepted {
+        Err(e) => {
+            tracing::warn!(error = %e, "Cannot record an accepted run.");
+            Admitted::Refused(ErrorShape::unavailable(
+                format!("cannot accept the run: {e}"),
+                Some(500),
+            ))
+        }
+        Ok(AcceptOutcome::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
+            "idempotencyKey {:?} was already used for a different request ({why}); use a new key for a new request",
+            a.run_id
+        ))),
+        Ok(AcceptOutcome::Existing(existing)) => match *existing {
+            StoredRun::Active {
+                agent_id,
+                session_key,
+            } => Admitted::InFlight {
+                agent_id,
+                session_key,
+            },
+            StoredRun::Terminal { terminal, .. } => Admitted::Finished(terminal),
+        },
+        Ok(AcceptOutcome::Inserted) => {
+            out.ok_with(req_id, &ack(accepted_at)).await;
+            hand_over(gw, a, plan, accepted_at).await
+        }
+    }
+}
+
+/// What the run will be, from the request, the session's own settings and the config; or
+/// why it cannot run.
+fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
+    let config = gw.config();
+    let Some(agent) = config.agent(&a.route.agent_id) else {
+        return Err(ErrorShape::invalid(format!(
+            "unknown agent id {:?}",
+            a.route.agent_id
+        )));
+    };
+    let Some(model) = &agent.model else {
+        return Err(ErrorShape::invalid(format!(
+            "agent {:?} has no model configured: set agents.defaults.model (\"<provider>/<model>\") in {}",
+            a.route.agent_id,
+            config.path.display()
+        )));
+    };
+    if !model.api.implemented() {
+        return Err(ErrorShape::invalid(format!(
+            "provider {:?} uses api {:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)",
+            model.provider,
+            model.api.as_str()
+        )));
+    }
+    // A model the request names is strict (no fallback); a session's own model
+    // (`sessions.patch {model}`) applies unless the request names one.
+    let strict_model = a.provider.is_some() || a.model.is_some();
+    let session = gw.session_overrides(&a.route.session_key);
+    if !strict_model {
+        a.model = session.model.clone();
+    }
+    let invalid = |e: String| ErrorShape::invalid(format!("invalid agent params: {e}"));
+    let run_model = run_model(agent, model, a.provider.take(), a.model.take()).map_err(invalid)?;
+    let levels = thinking::resolve(
+        agent,
+        model,
+        run_model.as_ref(),
+        a.thinking.as_deref(),
+        &session,
+    )
+    .map_err(invalid)?;
+    // Request > session > config (R-B3).
+    let mut queue = config.queue;
+    match a
+        .queue_mode
+        .as_deref()
+        .map(|m| (m, ipc::queue::QueueMode::parse(m)))
+    {
+        Some((_, Some(mode))) => queue.mode = mode,
+        Some((m, None)) => {
+            return Err(ErrorShape::invalid(format!(
+                "invalid queueMode {m:?}: use steer, followup, collect or interrupt"
+            )))
+        }
+        None => {
+            if let Some(mode) = session.queue_mode {
+                queue.mode = mode;
+            }
+        }
+    }
+    Ok(Plan {
+        agent_timeout_ms: agent.timeout_ms,
+        run_model,
+        strict_model,
+        levels,
+        queue,
+    })
+}
+
+/// Why the gateway takes no run for `agent_id` now: it is draining, or the agent's
+/// crash-loop breaker is open.
+fn gateway_refusal(gw: &Gateway, agent_id: &str) -> Option<ErrorShape> {
+    if gw.draining.load(Ordering::Relaxed) || gw.stopping.is_cancelled() {
+        return Some(
+            ErrorShape::unavailable(
+                "gateway is draining; retry on the restarted gateway",
+                Some(1000),
+            )
+            .with_details(json!({"reason": "draining"})),
+        );
+    }
+    let failed = gw.failed.borrow();
+    let reason = failed.get(agent_id)?;
+    Some(
+        ErrorShape::unavailable(
+            crate::control::failed_agent_message(agent_id, reason),
+            Some(5000),
+        )
+        .with_details(json!({"reason": "agent-failed"})),
+    )
+}
+
+/// Hands a recorded run to the control actor; one it cannot take is recorded as failed, so
+/// the run still ends once.
+async fn hand_over(gw: &Gateway, a: Admission, plan: Plan, accepted_at: u64) -> Admitted {
+    let timeout_ms = match a.timeout_ms {
+        Some(0) => None,
+        Some(ms) => Some(ms),
+        None => plan.agent_timeout_ms,
+    };
+    let (done, rx) = oneshot::channel();
+    let dispatch = Dispatch {
+        agent_id: a.route.agent_id.clone(),
+        done,
+        run: SubmitRun {
+            run_id: a.run_id.clone(),
+            session_key: a.route.session_key.clone(),
+            message: a.message,
+            extra_system_prompt: a.extra_system_prompt,
+            timeout_ms,
+            accepted_at,
+            model: plan.run_model,
+            strict_model: plan.strict_model,
+            thinking: plan.levels.thinking,
+            reasoning: plan.levels.reasoning,
+            queue: Some(plan.queue),
+        },
+    };
+    if let Err(e) = gw.control.dispatch(dispatch) {
+        let o = Outcome::from_terminal(
+            &RunTerminal::without_work(
+                &a.run_id,
+                RunStatus::Error,
+                now_ms(),
+                format!("cannot start the run: {e}"),
+                None,
+            ),
+            &a.route.session_key,
+            &a.route.agent_id,
+        );
+        let _ = gw.db.finish(a.run_id.clone(), o.stored()).await;
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Arc::new(o));
+        return Admitted::Started(rx);
+    }
+    Admitted::Started(rx)
+}
+
+/// What identifies a request besides its route: hex SHA-256 over the message and the extra
+/// system prompt.
+pub(super) fn request_hash(message: &str, extra: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(message.as_bytes());
+    h.update([0u8]);
+    if let Some(e) = extra {
+        h.update(e.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The checks `agent` and `chat.send` share: a message with text (`empty` says what is
+/// wrong otherwise) and an idempotency key.
+pub(super) fn turn_params_error(
+    message: &str,
+    idempotency_key: &str,
+    empty: &str,
+) -> Option<String> {
+    use ipc::gateway::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_MESSAGE_BYTES};
+    if message.trim().is_empty() {
+        Some(empty.to_owned())
+    } else if message.len() > MAX_MESSAGE_BYTES {
+        Some(format!(
+            "message is {} bytes; the limit is {MAX_MESSAGE_BYTES} bytes (put large content in a workspace file)",
+            message.len()
+        ))
+    } else if idempotency_key.is_empty() {
+        Some("idempotencyKey must be a non-empty string".to_owned())
+    } else if idempotency_key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+        Some(format!(
+            "idempotencyKey is {} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}",
+            idempotency_key.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Routes `sessionKey` (+ optional `agentId`) the way `agent` does; a key that does not
+/// route is answered with `invalid <method> params: <why>` and gives `None`.
+pub(super) async fn route_key(
+    gw: &Gateway,
+    req: &RequestFrame,
+    out: &Out,
+    session_key: &str,
+    agent_id: Option<&str>,
+) -> Option<Route> {
+    let p = AgentParams {
+        session_key: Some(session_key.to_owned()),
+        agent_id: agent_id.map(str::to_owned),
+        ..Default::default()
+    };
+    match route(&p, |id| gw.config().agent(id).is_some()) {
+        Ok(r) => Some(r),
+        Err(m) => {
+            out.err(
+                &req.id,
+                ErrorShape::invalid(format!("invalid {} params: {m}", req.method)),
+            )
+            .await;
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

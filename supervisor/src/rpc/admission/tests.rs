@@ -1,0 +1,60 @@
+use super::*;
+
+/// A refused turn between two admitted ones does not let the third overtake the first.
+#[tokio::test]
+async fn a_refused_turn_keeps_the_order_of_its_neighbours() {
+    let (a, next) = AdmissionTurn::after(None);
+    let (b, next) = AdmissionTurn::after(Some(next));
+    let (mut c, _next) = AdmissionTurn::after(Some(next));
+    drop(b); // refused before waiting for `a`
+    let waiting = tokio::spawn(async move {
+        c.wait_previous().await;
+    });
+    tokio::task::yield_now().await;
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "c went before a was admitted");
+    drop(a);
+    waiting.await.unwrap();
+}
+
+fn p(agent: Option<&str>, key: Option<&str>) -> AgentParams {
+    AgentParams {
+        message: "m".into(),
+        idempotency_key: "k".into(),
+        agent_id: agent.map(Into::into),
+        session_key: key.map(Into::into),
+        ..Default::default()
+    }
+}
+
+fn configured(id: &str) -> bool {
+    id == "main" || id == "ops"
+}
+
+#[test]
+fn routing_follows_r_a1_precedence() {
+    let r = |a, k| route(&p(a, k), configured);
+    assert_eq!(r(None, None).unwrap().session_key, "agent:main:main");
+    assert_eq!(r(Some("ops"), None).unwrap().session_key, "agent:ops:main");
+    assert_eq!(r(Some("OPS"), None).unwrap().agent_id, "ops");
+    assert_eq!(
+        r(None, Some("incident-42")).unwrap().session_key,
+        "agent:main:incident-42"
+    );
+    assert_eq!(
+        r(Some("ops"), Some("x")).unwrap().session_key,
+        "agent:ops:x"
+    );
+    let k = r(None, Some("agent:ops:thread")).unwrap();
+    assert_eq!(
+        (k.agent_id.as_str(), k.session_key.as_str()),
+        ("ops", "agent:ops:thread")
+    );
+    assert!(r(Some("ghost"), None)
+        .unwrap_err()
+        .contains("unknown agent id"));
+    assert!(r(None, Some("agent:ghost:x"))
+        .unwrap_err()
+        .contains("unknown agent id"));
+    assert!(r(Some("main"), Some("agent:ops:x")).is_err());
+}

@@ -1,0 +1,260 @@
+//! The turn methods: `agent` (acknowledged, then answered with the run's final result),
+//! `chat.send`, `chat.abort` and `agent.wait`.
+
+use super::*;
+
+pub(super) async fn agent(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    req: RequestFrame,
+    out: &Out,
+    turn: Option<AdmissionTurn>,
+) {
+    let Some(p) = params::<m::Agent>(&req, out).await else {
+        return;
+    };
+    // As OpenClaw: picking the model of a run is an admin's call.
+    if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(Scope::Admin) {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid("provider/model overrides are not authorized for this caller."),
+            )
+            .await;
+    }
+    let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
+    if let Some(m) = turn_params_error(
+        &p.message,
+        &p.idempotency_key,
+        "message must be a non-empty string",
+    ) {
+        return out.err(&req.id, invalid(m)).await;
+    }
+    let extra = p.extra_system_prompt.as_ref().map_or(0, String::len);
+    if extra > ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES {
+        return out
+            .err(
+                &req.id,
+                invalid(format!(
+                    "extraSystemPrompt is {extra} bytes; the limit is {}",
+                    ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES
+                )),
+            )
+            .await;
+    }
+    let route = match route(&p, |id| gw.config().agent(id).is_some()) {
+        Ok(r) => r,
+        Err(m) => return out.err(&req.id, invalid(m)).await,
+    };
+    let run_id = p.idempotency_key.clone();
+    let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
+    let admission = Admission {
+        turn,
+        run_id: run_id.clone(),
+        route,
+        message: p.message,
+        extra_system_prompt: p.extra_system_prompt,
+        timeout_ms: p.timeout.map(|s| s.saturating_mul(1000)),
+        provider: p.provider,
+        model: p.model,
+        thinking: p.thinking,
+        queue_mode: p.queue_mode,
+    };
+    let ack = |accepted_at| AgentAck {
+        run_id: run_id.clone(),
+        session_key: session_key.clone(),
+        agent_id: agent_id.clone(),
+        status: "accepted".into(),
+        accepted_at: Some(accepted_at),
+    };
+    match admit(gw, out, &req.id, admission, ack).await {
+        Admitted::Refused(e) => out.err(&req.id, e).await,
+        Admitted::InFlight {
+            agent_id,
+            session_key,
+        } => {
+            let ack = AgentAck {
+                run_id: run_id.clone(),
+                session_key,
+                agent_id,
+                status: "in_flight".into(),
+                accepted_at: None,
+            };
+            reply::<m::Agent>(out, &req.id, &ack).await;
+        }
+        // A replay sends the stored bytes of the final result as they are.
+        Admitted::Finished(terminal) => match StoredFinal::parse(&terminal.final_json) {
+            Ok(stored) => {
+                out.after_events(gw.hub.published()).await;
+                out.res(&stored.frame(&req.id)).await
+            }
+            Err(e) => {
+                out.err(
+                    &req.id,
+                    ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None),
+                )
+                .await;
+            }
+        },
+        Admitted::Started(rx) => match rx.await {
+            // The run's terminal events were published before its waiters were answered.
+            Ok(outcome) => {
+                out.after_events(gw.hub.published()).await;
+                match StoredFinal::parse(&outcome.final_json) {
+                    Ok(stored) => out.res(&stored.frame(&req.id)).await,
+                    Err(e) => {
+                        out.err(
+                            &req.id,
+                            ErrorShape::unavailable(format!("the result is unreadable: {e}"), None),
+                        )
+                        .await
+                    }
+                }
+            }
+            Err(_) => {
+                out.err(
+                    &req.id,
+                    ErrorShape::unavailable(
+                        "the gateway stopped before the run finished",
+                        Some(1000),
+                    ),
+                )
+                .await;
+            }
+        },
+    }
+}
+
+pub(super) async fn chat_send(
+    gw: &Arc<Gateway>,
+    req: RequestFrame,
+    out: &Out,
+    turn: Option<AdmissionTurn>,
+) {
+    let Some(p) = params::<m::ChatSend>(&req, out).await else {
+        return;
+    };
+    let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
+    if let Some(m) = turn_params_error(
+        &p.message,
+        &p.idempotency_key,
+        "message must not be empty (attachments are not supported yet)",
+    ) {
+        return out.err(&req.id, invalid(m)).await;
+    }
+    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    let run_id = p.idempotency_key.clone();
+    let admission = Admission {
+        turn,
+        run_id: run_id.clone(),
+        route,
+        message: p.message,
+        extra_system_prompt: None,
+        timeout_ms: p.timeout_ms,
+        provider: None,
+        model: None,
+        thinking: p.thinking,
+        queue_mode: p.queue_mode,
+    };
+    let ack = |status: &str| ChatSendAck {
+        run_id: run_id.clone(),
+        status: status.into(),
+    };
+    match admit(gw, out, &req.id, admission, |_| ack("started")).await {
+        Admitted::Refused(e) => out.err(&req.id, e).await,
+        Admitted::InFlight { .. } => reply::<m::ChatSend>(out, &req.id, &ack("in_flight")).await,
+        Admitted::Finished(_) => reply::<m::ChatSend>(out, &req.id, &ack("ok")).await,
+        // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
+        Admitted::Started(_) => {}
+    }
+}
+
+pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<m::ChatAbort>(&req, out).await else {
+        return;
+    };
+    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    match gw
+        .control
+        .abort(route.session_key, p.run_id, StopReason::Rpc)
+        .await
+    {
+        Ok(Ok(ids)) => {
+            let result = ChatAbortResult {
+                ok: true,
+                aborted: !ids.is_empty(),
+                run_ids: ids,
+            };
+            reply::<m::ChatAbort>(out, &req.id, &result).await
+        }
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(e) => out.err(&req.id, control_error(e)).await,
+    }
+}
+
+pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<m::AgentWait>(&req, out).await else {
+        return;
+    };
+    if p.run_id.is_empty() {
+        return out
+            .err(
+                &req.id,
+                ErrorShape::invalid("invalid agent.wait params: runId must be a non-empty string"),
+            )
+            .await;
+    }
+    let window = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS));
+    let timed_out = AgentWaitResult::pending(&p.run_id, None);
+    let draining = AgentWaitResult::pending(&p.run_id, Some("gateway_draining"));
+    let waited = match gw.control.wait(p.run_id.clone()).await {
+        Ok(r) => r,
+        Err(e) => return out.err(&req.id, control_error(e)).await,
+    };
+    let pending = match waited {
+        WaitReply::Done(o) => {
+            out.after_events(gw.hub.published()).await;
+            return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
+        }
+        WaitReply::Pending(rx) => Some(rx),
+        WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
+            Ok(Some(StoredRun::Terminal { terminal, .. })) => {
+                out.after_events(gw.hub.published()).await;
+                let result = stored_wait_result(&p.run_id, &terminal);
+                return reply::<m::AgentWait>(out, &req.id, &result).await;
+            }
+            Ok(_) => None,
+            Err(e) => {
+                return out
+                    .err(
+                        &req.id,
+                        ErrorShape::unavailable(format!("cannot look up the run: {e}"), Some(500)),
+                    )
+                    .await;
+            }
+        },
+    };
+    let result = match pending {
+        Some(rx) => tokio::select! {
+            r = tokio::time::timeout(window, rx) => match r {
+                Ok(Ok(o)) => o.wait_result(),
+                Ok(Err(_)) => draining,
+                // Still behind its session's earlier runs: say so (R-A2).
+                Err(_) if !gw.hub.has_started(&p.run_id) => AgentWaitResult::queued(&p.run_id),
+                Err(_) => timed_out,
+            },
+            _ = gw.stopping.cancelled() => draining,
+        },
+        // Unknown run: like OpenClaw, wait out the window and report a timeout.
+        None => tokio::select! {
+            _ = tokio::time::sleep(window) => timed_out,
+            _ = gw.stopping.cancelled() => draining,
+        },
+    };
+    out.after_events(gw.hub.published()).await;
+    reply::<m::AgentWait>(out, &req.id, &result).await;
+}
