@@ -229,6 +229,7 @@ impl Control {
             Command::Tick => {
                 self.prune();
                 self.prune_approvals();
+                self.overdue_runs();
                 self.retry_sends();
                 self.heartbeats();
                 self.restart_due();

@@ -24,6 +24,7 @@ pub(super) enum RunState {
     /// Handed to (or queued for) a worker.
     Active {
         waiters: Vec<oneshot::Sender<Arc<Outcome>>>,
+        clock: RunClock,
     },
     /// Terminal, being written to the gateway db; events and waiters follow the write.
     Persisting {
@@ -54,6 +55,62 @@ impl RunEntry {
             self.state,
             RunState::Active { .. } | RunState::Persisting { .. }
         )
+    }
+}
+
+/// How long past its own deadline a run may go without an outcome from its worker before the
+/// gateway ends it (the worker's deadline abort, its cleanup and its terminal take far less).
+pub(super) const DEADLINE_GRACE: Duration = Duration::from_secs(30);
+
+/// A run's deadline as the gateway keeps it, the backstop behind its worker's: it counts from
+/// when the run was first seen started, and not while an exec approval of the run waits for
+/// an operator (as the worker's does not).
+#[derive(Debug, Clone, Default)]
+pub(super) struct RunClock {
+    /// The run's own deadline (`None`: it has none, nor has the backstop).
+    pub timeout: Option<Duration>,
+    pub started: Option<Instant>,
+    /// Time spent waiting for approvals, before the current wait.
+    pub paused: Duration,
+    pub paused_since: Option<Instant>,
+}
+
+impl RunClock {
+    pub fn new(timeout: Option<Duration>) -> Self {
+        Self {
+            timeout,
+            ..Self::default()
+        }
+    }
+
+    /// What a tick sees at `now`: whether the run has started, and whether it waits for an
+    /// operator.
+    pub fn observe(&mut self, now: Instant, started: bool, waiting: bool) {
+        if started && self.started.is_none() {
+            self.started = Some(now);
+        }
+        match (waiting, self.paused_since) {
+            (true, None) => self.paused_since = Some(now),
+            (false, Some(since)) => {
+                self.paused += now.saturating_duration_since(since);
+                self.paused_since = None;
+            }
+            (true, Some(_)) | (false, None) => {}
+        }
+    }
+
+    /// Whether the run is past its deadline plus [`DEADLINE_GRACE`] at `now`.
+    pub fn overdue(&self, now: Instant) -> bool {
+        let (Some(timeout), Some(started)) = (self.timeout, self.started) else {
+            return false;
+        };
+        let waiting = self
+            .paused_since
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let ran = now
+            .saturating_duration_since(started)
+            .saturating_sub(self.paused + waiting);
+        ran > timeout + DEADLINE_GRACE
     }
 }
 
@@ -123,6 +180,7 @@ mod tests {
         };
         let active = entry(RunState::Active {
             waiters: Vec::new(),
+            clock: RunClock::default(),
         });
         let writing = entry(RunState::Persisting {
             waiters: Vec::new(),
@@ -131,5 +189,29 @@ mod tests {
         assert!(active.is_active() && active.is_unsettled());
         assert!(!writing.is_active(), "no second terminal may start");
         assert!(writing.is_unsettled(), "the session still shows it");
+    }
+
+    #[test]
+    fn a_runs_clock_counts_from_its_start_and_not_while_it_waits_for_an_operator() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut c = RunClock::new(Some(Duration::from_secs(60)));
+        c.observe(at(0), false, false);
+        assert!(!c.overdue(at(1000)), "queued: no deadline yet");
+        c.observe(at(10), true, false);
+        assert!(!c.overdue(at(100)));
+        assert!(c.overdue(at(101)), "60 s + 30 s of grace after its start");
+        // An approval wait of 50 s in between does not count.
+        let mut c = RunClock::new(Some(Duration::from_secs(60)));
+        c.observe(at(0), true, false);
+        c.observe(at(20), true, true);
+        assert!(!c.overdue(at(120)), "waiting for an operator");
+        c.observe(at(70), true, false);
+        assert!(!c.overdue(at(140)));
+        assert!(c.overdue(at(141)));
+        assert!(
+            !RunClock::new(None).overdue(at(1_000_000)),
+            "no deadline, no backstop"
+        );
     }
 }

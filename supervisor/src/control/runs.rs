@@ -1,8 +1,9 @@
-//! The run table of the control actor: dispatch, waiters, terminal persistence, aborts and
-//! session operations.
+//! The run table of the control actor: dispatch, waiters, terminal persistence, aborts,
+//! session operations, and the backstop behind each worker's run deadline.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
@@ -11,8 +12,8 @@ use tokio::sync::oneshot;
 use super::command::{Dispatch, OpResult, WaitReply};
 use super::core::{Control, Effect};
 use super::run_table::{
-    gateway_events, gateway_outcome, PendingOp, RunEntry, RunState, KEEP_FINISHED, MAX_FINISHED,
-    MAX_PENDING_OPS,
+    gateway_events, gateway_outcome, PendingOp, RunClock, RunEntry, RunState, DEADLINE_GRACE,
+    KEEP_FINISHED, MAX_FINISHED, MAX_PENDING_OPS,
 };
 use super::slot::{Delivery, WorkerState};
 use crate::events::{Deferred, TerminalEvents};
@@ -30,6 +31,7 @@ impl Control {
                 session_key: d.run.session_key.clone(),
                 state: RunState::Active {
                     waiters: vec![d.done],
+                    clock: RunClock::new(d.run.timeout_ms.map(Duration::from_millis)),
                 },
             },
         );
@@ -59,7 +61,7 @@ impl Control {
             None => WaitReply::Unknown,
             Some(entry) => match &mut entry.state {
                 RunState::Terminal { outcome, .. } => WaitReply::Done(outcome.clone()),
-                RunState::Active { waiters } | RunState::Persisting { waiters, .. } => {
+                RunState::Active { waiters, .. } | RunState::Persisting { waiters, .. } => {
                     let (tx, rx) = oneshot::channel();
                     waiters.retain(|w| !w.is_closed());
                     waiters.push(tx);
@@ -93,7 +95,7 @@ impl Control {
         };
         let (waiters, deferred) = match std::mem::replace(&mut entry.state, terminal) {
             RunState::Persisting { waiters, deferred } => (waiters, deferred),
-            RunState::Active { waiters } => (waiters, TerminalEvents::default()),
+            RunState::Active { waiters, .. } => (waiters, TerminalEvents::default()),
             RunState::Terminal { .. } => (Vec::new(), TerminalEvents::default()),
         };
         for ev in &deferred.events {
@@ -265,7 +267,7 @@ impl Control {
             deferred: TerminalEvents::default(),
         };
         let waiters = match std::mem::replace(&mut entry.state, placeholder) {
-            RunState::Active { waiters } => waiters,
+            RunState::Active { waiters, .. } => waiters,
             old @ (RunState::Persisting { .. } | RunState::Terminal { .. }) => {
                 // Already ending: the first terminal wins (invariant 1).
                 entry.state = old;
@@ -424,6 +426,74 @@ impl Control {
             .collect();
         for id in ids {
             self.answer_op(id, Err(RpcError::new(ErrorCode::Internal, why)));
+        }
+    }
+
+    /// The gateway's backstop behind each worker's run deadline: runs seen started, then past
+    /// their deadline plus [`DEADLINE_GRACE`] (approval waits not counted) with no outcome
+    /// from their worker, are ended here as errors and cancelled in the worker.
+    pub(super) fn overdue_runs(&mut self) {
+        let now = self.now.at;
+        let waiting: HashSet<&str> = self
+            .approvals
+            .pending
+            .values()
+            .map(|p| p.request.run_id.as_str())
+            .collect();
+        // Only a session's earliest started run can be overdue: the runs steered into its
+        // turn started too but end with it, whatever their own deadline.
+        let mut first: HashMap<&str, (Instant, &str)> = HashMap::new();
+        for (id, entry) in &mut self.runs {
+            let RunState::Active { clock, .. } = &mut entry.state else {
+                continue;
+            };
+            let started = clock.started.is_some() || self.deps.hub.has_started(id);
+            clock.observe(now, started, waiting.contains(id.as_str()));
+        }
+        for (id, entry) in &self.runs {
+            if let RunState::Active {
+                clock: RunClock {
+                    started: Some(at), ..
+                },
+                ..
+            } = &entry.state
+            {
+                let earliest = first.entry(entry.session_key.as_str()).or_insert((*at, id));
+                if *at < earliest.0 {
+                    *earliest = (*at, id);
+                }
+            }
+        }
+        let overdue: Vec<(String, String, Duration)> = first
+            .values()
+            .filter_map(|(_, id)| {
+                let entry = self.runs.get(*id)?;
+                let RunState::Active { clock, .. } = &entry.state else {
+                    return None;
+                };
+                let timeout = clock.timeout?;
+                clock
+                    .overdue(now)
+                    .then(|| ((*id).to_owned(), entry.agent_id.clone(), timeout))
+            })
+            .collect();
+        for (id, agent_id, timeout) in overdue {
+            tracing::error!(
+                run_id = id.as_str(),
+                agent = agent_id.as_str(),
+                "A run passed its deadline and the grace after it with no outcome from its worker; ended by the gateway."
+            );
+            let error = format!(
+                "the run passed its deadline ({} s) and {} s of grace with no outcome from its worker; ended by the gateway",
+                timeout.as_secs(),
+                DEADLINE_GRACE.as_secs()
+            );
+            self.fail_run(&id, RunStatus::Error, &error, None);
+            let cancel = ControlToWorker::Cancel {
+                run_id: id,
+                reason: StopReason::Timeout,
+            };
+            self.send_if_ready(&agent_id, cancel);
         }
     }
 }

@@ -100,13 +100,22 @@ impl Harness {
         ms: u64,
         run_id: &str,
     ) -> (Vec<Effect>, oneshot::Receiver<Arc<Outcome>>) {
+        self.dispatch_with(ms, run_id, None)
+    }
+
+    fn dispatch_with(
+        &mut self,
+        ms: u64,
+        run_id: &str,
+        timeout_ms: Option<u64>,
+    ) -> (Vec<Effect>, oneshot::Receiver<Arc<Outcome>>) {
         let (done, rx) = oneshot::channel();
         let run = SubmitRun {
             run_id: run_id.into(),
             session_key: "agent:main:s".into(),
             message: "hi".into(),
             extra_system_prompt: None,
-            timeout_ms: None,
+            timeout_ms,
             accepted_at: self.wall0 + ms,
             model: None,
             strict_model: false,
@@ -555,4 +564,71 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         "{:?}",
         outcome.error
     );
+}
+
+/// A run whose worker never reports its outcome (a lost terminal) is ended by the gateway
+/// once it is past its deadline and 30 s of grace, counted from when it was seen started and
+/// not while it waits for an operator; the worker is told to cancel it (issue 23).
+#[test]
+fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
+    let mut h = Harness::new(CONFIG);
+    h.dispatch_with(0, "r1", Some(60_000));
+    let mut link = h.ready(10, 1, 42);
+    assert!(matches!(link.try_recv(), Ok(ControlToWorker::Submit(_))));
+    // Queued in its lane for a minute: no deadline runs yet.
+    assert!(persisted(&h.tick(60_000)).is_empty());
+    h.core.deps.hub.run_started("r1");
+    h.tick(60_500);
+    // A message steered into r1's turn starts too, with a shorter deadline of its own: it
+    // ends with r1's turn, so only r1's deadline counts while r1 runs.
+    h.dispatch_with(61_000, "r2", Some(10_000));
+    h.core.deps.hub.run_started("r2");
+    assert!(persisted(&h.tick(61_001)).is_empty());
+    // Keep the heartbeats answered.
+    h.message(100_000, 1, WorkerToControl::Pong { nonce: 1 });
+    // An approval wait of 40 s does not count.
+    let w = h.wall0;
+    h.message(
+        100_000,
+        1,
+        approval("appr-0001-wait", w + 100_000, w + 600_000),
+    );
+    h.tick(100_001);
+    h.message(
+        140_000,
+        1,
+        WorkerToControl::ApprovalClosed {
+            id: "appr-0001-wait".into(),
+            why: ipc::approval::ApprovalClosed::RunEnded,
+        },
+    );
+    h.message(140_000, 1, WorkerToControl::Pong { nonce: 2 });
+    h.tick(140_001);
+    // 60 s + 30 s of grace + 40 s waiting (as ticks saw it), after its start at 60.5 s: due
+    // after 190.5 s.
+    h.message(190_000, 1, WorkerToControl::Pong { nonce: 3 });
+    assert!(persisted(&h.tick(190_400)).is_empty(), "r2 waits with r1");
+    let effects = h.tick(190_600);
+    let ended = persisted(&effects);
+    assert_eq!(ended.len(), 1, "{effects:?}");
+    assert_eq!(ended[0].0, "r1");
+    assert_eq!(ended[0].1.status, RunStatus::Error);
+    let error = ended[0].1.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("deadline (60 s)") && error.contains("30 s of grace"),
+        "{error}"
+    );
+    let mut cancelled = false;
+    while let Ok(f) = link.try_recv() {
+        cancelled |= matches!(f, ControlToWorker::Cancel { ref run_id, .. } if run_id == "r1");
+    }
+    assert!(cancelled, "the worker is told to stop it");
+    // With r1 ended, r2 is the session's run, long past its own deadline.
+    let ended = persisted(&h.tick(190_700));
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].0, "r2");
+    // Its terminal, if it comes now, changes nothing (the first wins).
+    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, w + 191_000, String::new(), None);
+    t.error = None;
+    assert!(persisted(&h.message(191_000, 1, WorkerToControl::Finished(t))).is_empty());
 }
