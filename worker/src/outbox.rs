@@ -14,7 +14,8 @@
 use std::sync::Arc;
 
 use futures_util::SinkExt;
-use ipc::control::WorkerToControl;
+use ipc::control::{EventBody, RunStatus, SessionReply, WorkerToControl};
+use ipc::frame::MAX_FRAME;
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -106,34 +107,24 @@ impl Receiver {
     }
 }
 
+/// Frames whose big fields add up to more than this are measured before they are written.
+const MEASURE_ABOVE: usize = 4 << 20;
+
 /// Writes the outbox to the link until every [`Outbox`] is gone or the link breaks. Frames
-/// already waiting go out in one write (events come in bursts).
+/// already waiting go out in one write (events come in bursts). A frame too large for the
+/// link is replaced by a smaller one of the same meaning ([`shrink`]): nothing is dropped
+/// silently, and a run's terminal always arrives.
 pub async fn write_out(mut rx: Receiver, mut writer: LinkWriter) {
     'outer: while let Some(msg) = rx.recv().await {
         let mut next = Some(msg);
         while let Some(msg) = next {
-            let dropped_op = match &msg {
-                WorkerToControl::SessionResult { op_id, .. } => Some(*op_id),
-                _ => None,
-            };
+            let msg = fit(msg);
             match writer.feed(msg).await {
                 Ok(()) => {}
-                // Nothing was written; the link stays usable.
+                // Nothing was written; the link stays usable. `fit` measured every frame that
+                // could be this large, so this is a bug.
                 Err(e @ ipc::Error::FrameTooLarge { .. }) => {
                     tracing::error!(error = %e, "A message to the supervisor was too large for the link; dropped it.");
-                    // An operation must still get its answer.
-                    if let Some(op_id) = dropped_op {
-                        let _ = writer
-                            .feed(WorkerToControl::SessionResult {
-                                op_id,
-                                result_json: None,
-                                error: Some(RpcError::new(
-                                    ErrorCode::Internal,
-                                    format!("the answer was too large for the worker link ({e})"),
-                                )),
-                            })
-                            .await;
-                    }
                 }
                 Err(_) => break 'outer,
             }
@@ -144,6 +135,144 @@ pub async fn write_out(mut rx: Receiver, mut writer: LinkWriter) {
         }
     }
     let _ = writer.close().await;
+}
+
+/// `msg`, or its smaller stand-in when it would not fit a link frame.
+fn fit(msg: WorkerToControl) -> WorkerToControl {
+    if weight(&msg) <= MEASURE_ABOVE {
+        return msg;
+    }
+    let size = ipc::frame::encode_body(&msg).map_or(usize::MAX, |b| b.len());
+    if size <= MAX_FRAME {
+        return msg;
+    }
+    tracing::error!(
+        bytes = size,
+        max = MAX_FRAME,
+        "A message to the supervisor was too large for the link; sent a smaller one in its place."
+    );
+    shrink(msg, size)
+}
+
+/// The bytes of a frame's big fields (text a model, a tool or a transcript gave it).
+fn weight(msg: &WorkerToControl) -> usize {
+    match msg {
+        WorkerToControl::Finished(t) => {
+            t.payloads.iter().map(|p| p.text.len()).sum::<usize>()
+                + t.error.as_ref().map_or(0, String::len)
+        }
+        WorkerToControl::Event(ev) => match &ev.body {
+            EventBody::Message(m) => m.message_json.len(),
+            EventBody::Assistant { delta } | EventBody::Thinking { delta } => delta.len(),
+            EventBody::Tool {
+                args_json,
+                result_json,
+                ..
+            } => {
+                args_json.as_ref().map_or(0, String::len)
+                    + result_json.as_ref().map_or(0, String::len)
+            }
+            EventBody::Lifecycle(l) => l.error.as_ref().map_or(0, String::len),
+            EventBody::RunStatus { reason, .. } => reason.len(),
+            EventBody::Compaction { .. } | EventBody::Unknown => 0,
+        },
+        // Session answers (history pages) are bounded by their byte cap, but not below the
+        // frame: measure the large ones.
+        WorkerToControl::SessionDone { .. } | WorkerToControl::SessionResult { .. } => {
+            MEASURE_ABOVE + 1
+        }
+        WorkerToControl::ApprovalRequested(r) => {
+            r.command.len() + r.argv.iter().map(String::len).sum::<usize>()
+        }
+        WorkerToControl::Diagnostic(r) => r.excerpt.as_ref().map_or(0, String::len),
+        WorkerToControl::Rejected { .. }
+        | WorkerToControl::Pong { .. }
+        | WorkerToControl::Drained { .. }
+        | WorkerToControl::ApprovalClosed { .. }
+        | WorkerToControl::Recovery(_)
+        | WorkerToControl::Counters(_)
+        | WorkerToControl::Unknown => 0,
+    }
+}
+
+/// What a frame of `size` bytes (over the link's cap) says, in a frame that fits: a run's
+/// terminal becomes an error terminal naming the cap, a recorded message is given by its
+/// place and size only, long texts are cut, a session answer becomes its error.
+fn shrink(msg: WorkerToControl, size: usize) -> WorkerToControl {
+    let over = format!(
+        "{size} bytes, more than the worker link's {} MiB frame cap",
+        MAX_FRAME >> 20
+    );
+    match msg {
+        WorkerToControl::Finished(mut t) => {
+            t.payloads.clear();
+            t.status = RunStatus::Error;
+            t.error = Some(format!(
+                "the run's result was {over}; its reply was not delivered"
+            ));
+            WorkerToControl::Finished(t)
+        }
+        WorkerToControl::Event(mut ev) => {
+            ev.body = match ev.body {
+                EventBody::Message(mut m) => {
+                    m.omitted_bytes = Some(m.message_json.len() as u64);
+                    m.message_json = "{}".into();
+                    EventBody::Message(m)
+                }
+                EventBody::Assistant { delta } => EventBody::Assistant {
+                    delta: cut(delta, &over),
+                },
+                EventBody::Thinking { delta } => EventBody::Thinking {
+                    delta: cut(delta, &over),
+                },
+                EventBody::Tool {
+                    phase,
+                    tool_call_id,
+                    name,
+                    is_error,
+                    ..
+                } => EventBody::Tool {
+                    phase,
+                    tool_call_id,
+                    name,
+                    args_json: None,
+                    result_json: None,
+                    is_error,
+                },
+                EventBody::Lifecycle(mut l) => {
+                    l.error = l.error.map(|e| cut(e, &over));
+                    EventBody::Lifecycle(l)
+                }
+                other => other,
+            };
+            WorkerToControl::Event(ev)
+        }
+        WorkerToControl::SessionDone { op_id, .. }
+        | WorkerToControl::SessionResult { op_id, .. } => WorkerToControl::SessionDone {
+            op_id,
+            reply: SessionReply::Failed {
+                error: RpcError::new(ErrorCode::Internal, format!("the answer was {over}")),
+            },
+        },
+        WorkerToControl::Diagnostic(mut r) => {
+            r.excerpt = None;
+            WorkerToControl::Diagnostic(r)
+        }
+        // Nothing else can grow that large: the exec tool refuses a command over 64 KiB
+        // before asking an operator, and the rest carry ids and counts.
+        other => other,
+    }
+}
+
+/// `text` cut to a quarter of the frame cap (on a character boundary), saying so.
+fn cut(mut text: String, over: &str) -> String {
+    let mut at = (MAX_FRAME / 4).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    text.truncate(at);
+    text.push_str(&format!(" [cut: {over}]"));
+    text
 }
 
 #[cfg(test)]
@@ -216,5 +345,68 @@ mod tests {
         drop(rx);
         assert!(waiting.await.unwrap());
         assert!(out.try_send(pong(3)).is_err());
+    }
+
+    fn encoded(msg: &WorkerToControl) -> usize {
+        ipc::frame::encode_body(msg).unwrap().len()
+    }
+
+    /// Frames past the link's cap become smaller ones that say what happened; a run's
+    /// terminal is never lost (issue 23).
+    #[test]
+    fn a_frame_too_large_for_the_link_is_replaced_by_one_that_fits() {
+        let huge = "\u{1}".repeat(MAX_FRAME + 1);
+        let mut t = RunTerminal::without_work("r", RunStatus::Ok, 0, String::new(), None);
+        t.payloads.push(ipc::control::Payload {
+            text: huge.clone(),
+            is_error: false,
+        });
+        let small = fit(WorkerToControl::Finished(t));
+        assert!(encoded(&small) <= MAX_FRAME);
+        match small {
+            WorkerToControl::Finished(t) => {
+                assert_eq!(t.status, RunStatus::Error);
+                assert!(t.payloads.is_empty());
+                let e = t.error.unwrap();
+                assert!(e.contains("16 MiB frame cap"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let message = ipc::session_ops::StoredMessage {
+            entry_id: "e".into(),
+            seq: 1,
+            role: "assistant".into(),
+            run_id: Some("r".into()),
+            message_json: huge.clone(),
+            omitted_bytes: None,
+        };
+        let ev = WorkerToControl::Event(ipc::control::RunEvent {
+            run_id: "r".into(),
+            seq: 2,
+            ts: 0,
+            body: EventBody::Message(message),
+        });
+        match fit(ev) {
+            WorkerToControl::Event(ipc::control::RunEvent {
+                body: EventBody::Message(m),
+                ..
+            }) => {
+                assert_eq!(m.omitted_bytes, Some(huge.len() as u64));
+                assert_eq!(m.message_json, "{}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let delta = WorkerToControl::Event(ipc::control::RunEvent {
+            run_id: "r".into(),
+            seq: 3,
+            ts: 0,
+            body: EventBody::Assistant {
+                delta: huge.clone(),
+            },
+        });
+        let cut = fit(delta);
+        assert!(encoded(&cut) <= MAX_FRAME);
+        // Small frames pass untouched, unmeasured.
+        assert_eq!(nonce(Some(fit(pong(7)))), Some(7));
     }
 }

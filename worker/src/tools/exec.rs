@@ -69,6 +69,12 @@ pub fn plan(
                     "exec refused: the command has control or bidirectional-text characters, so an operator could not review it as it would run".into(),
                 );
             }
+            if policy.security == ExecSecurity::Ask && command.len() > MAX_REVIEWED_COMMAND {
+                return Err(format!(
+                    "exec refused: the command is longer than {} KiB, more than an operator can review",
+                    MAX_REVIEWED_COMMAND >> 10
+                ));
+            }
             Err(format!(
                 "exec refused: {command:?} matches no pattern in tools.exec.allowlist"
             ))
@@ -82,6 +88,9 @@ pub fn plan(
         }
     }
 }
+
+/// The longest command an operator is asked to approve (longer ones are refused under `ask`).
+const MAX_REVIEWED_COMMAND: usize = 64 << 10;
 
 /// Characters that would make a command look different to the operator asked to approve it
 /// (terminal escapes, line breaks, bidirectional overrides).
@@ -104,7 +113,7 @@ pub fn needs_approval(policy: &ExecPolicy, arguments: &str) -> Option<(String, V
     }
     let args: Value = serde_json::from_str(arguments).ok()?;
     let command = args.get("command")?.as_str()?.to_owned();
-    if unshowable(&command) {
+    if unshowable(&command) || command.len() > MAX_REVIEWED_COMMAND {
         return None;
     }
     let argv = execpolicy::argv::split(&command).ok()?;

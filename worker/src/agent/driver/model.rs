@@ -14,11 +14,20 @@ use crate::Ctx;
 /// Model events buffered between the streaming task and the driver.
 const MODEL_QUEUE: usize = 256;
 
+/// The most text and reasoning one model response may stream, together. A larger one ends
+/// the call as the provider's fault (the run ends `error` naming this cap, unless a fallback
+/// model answers), so every frame and transcript entry about a reply stays far under the
+/// control link's 16 MiB frame: 2 MiB is over 500 000 tokens, and JSON escaping at most
+/// sextuples it.
+pub const REPLY_MAX_BYTES: usize = 2 << 20;
+
 pub(super) type ModelItem = Result<LlmEvent, LlmError>;
 
 pub(super) struct ModelCall {
     task: JoinHandle<()>,
     rx: mpsc::Receiver<ModelItem>,
+    /// Bytes of text and reasoning this response has streamed.
+    streamed: usize,
 }
 
 impl Drop for ModelCall {
@@ -65,10 +74,20 @@ pub(super) async fn next_model(
             None => match call.as_mut() {
                 None => None,
                 Some(c) => {
-                    tokio::select! {
+                    let item = tokio::select! {
                         item = c.rx.recv() => item,
                         _ = sleep_until(due), if !paced.text.is_empty() => continue,
+                    };
+                    if let Some(Ok(LlmEvent::Delta(t) | LlmEvent::Reasoning(t))) = &item {
+                        c.streamed += t.len();
                     }
+                    if c.streamed > REPLY_MAX_BYTES {
+                        // The call is dropped (its task aborted) and the unsent text with it.
+                        *call = None;
+                        paced.text.clear();
+                        return Some(Err(too_large()));
+                    }
+                    item
                 }
             },
         };
@@ -82,6 +101,14 @@ pub(super) async fn next_model(
             other => return other,
         }
     }
+}
+
+/// The failure of a response past [`REPLY_MAX_BYTES`].
+fn too_large() -> LlmError {
+    LlmError::Protocol(format!(
+        "the model's reply is larger than the {} MiB cap on one response's text and reasoning",
+        REPLY_MAX_BYTES >> 20
+    ))
 }
 
 /// A failed model request's class in `/metrics` (bounded: never the provider's words).
@@ -113,5 +140,9 @@ pub(super) fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
             }
         }
     });
-    ModelCall { task, rx }
+    ModelCall {
+        task,
+        rx,
+        streamed: 0,
+    }
 }
