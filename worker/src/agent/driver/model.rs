@@ -11,8 +11,9 @@ use super::sleep_until;
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::Ctx;
 
-/// Model events buffered between the streaming task and the driver.
-const MODEL_QUEUE: usize = 256;
+/// Model events buffered between the streaming task and the driver (a provider sending 64 KiB
+/// deltas fills it with 4 MiB, twice the reply cap).
+const MODEL_QUEUE: usize = 64;
 
 /// The most text and reasoning one model response may stream, together. A larger one ends
 /// the call as the provider's fault (the run ends `error` naming this cap, unless a fallback
