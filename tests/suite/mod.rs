@@ -20,6 +20,7 @@ mod queue_modes;
 mod real_llm;
 mod reload;
 mod resume;
+mod retire;
 mod retries;
 mod run_control;
 mod security;

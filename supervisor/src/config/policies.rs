@@ -8,6 +8,9 @@ use serde::Deserialize;
 
 use super::secs_to_ms;
 
+/// Default time a worker may have nothing to do before it retires.
+pub const DEFAULT_IDLE_EXIT_SECONDS: u64 = 300;
+
 /// Default time a worker may leave heartbeats unanswered before it is killed as hung.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_SECONDS: f64 = 10.0;
 
@@ -23,6 +26,8 @@ pub struct RawWorkers {
     /// This many crashes within `crash_loop_window_seconds` mark the agent failed.
     pub crash_loop_max: Option<u32>,
     pub crash_loop_window_seconds: Option<u64>,
+    /// A worker with nothing to do for this long drains and exits (0: never).
+    pub idle_exit_seconds: Option<u64>,
 }
 
 /// Worker supervision policy.
@@ -33,6 +38,8 @@ pub struct WorkersConfig {
     pub backoff_max: Duration,
     pub crash_loop_max: u32,
     pub crash_loop_window: Duration,
+    /// How long a worker may have nothing to do before it retires (`None`: never).
+    pub idle_exit: Option<Duration>,
 }
 
 pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, String> {
@@ -55,6 +62,10 @@ pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, String> {
             n => n,
         },
         crash_loop_window: Duration::from_secs(w.crash_loop_window_seconds.unwrap_or(60)),
+        idle_exit: match w.idle_exit_seconds.unwrap_or(DEFAULT_IDLE_EXIT_SECONDS) {
+            0 => None,
+            s => Some(Duration::from_secs(s)),
+        },
     })
 }
 

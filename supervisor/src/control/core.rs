@@ -232,6 +232,7 @@ impl Control {
                 self.overdue_runs();
                 self.retry_sends();
                 self.heartbeats();
+                self.retire_idle();
                 self.restart_due();
                 self.report_status();
             }

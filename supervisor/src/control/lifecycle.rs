@@ -379,8 +379,19 @@ impl Control {
         }
         slot.last_exit = Some(cause.clone());
         let queued = slot.take_queued();
+        if after == Some(AfterExit::Retire) {
+            slot.retired = true;
+        }
         let next = match after {
             Some(AfterExit::Restart) if !stopping => AfterGone::RestartNow(queued),
+            // Retired; a run that came meanwhile starts the next worker now.
+            Some(AfterExit::Retire) if !stopping && !queued.is_empty() => {
+                AfterGone::RestartNow(queued)
+            }
+            Some(AfterExit::Retire) if !stopping => AfterGone::Next {
+                state: WorkerState::Idle,
+                fail: queued,
+            },
             Some(_) => AfterGone::Next {
                 state: WorkerState::Exited,
                 fail: queued,

@@ -19,6 +19,7 @@ mod decisions;
 mod diagnostics;
 mod lifecycle;
 mod reconcile;
+mod retire;
 mod run_table;
 mod runs;
 mod shell;

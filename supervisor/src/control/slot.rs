@@ -48,6 +48,9 @@ pub(super) enum AfterExit {
     Restart,
     /// The agent was removed from config.
     Remove,
+    /// It had nothing to do for `workers.idle_exit_seconds`: the agent goes back to `Idle`
+    /// (a run that arrives meanwhile waits and starts the next worker).
+    Retire,
 }
 
 /// Worker lifecycle. Data lives only in the state it belongs to.
@@ -105,6 +108,10 @@ pub(super) struct WorkerSlot {
     pub(super) attempt: u32,
     /// Why the supervisor killed this worker, if it did.
     pub(super) kill_reason: Option<String>,
+    /// Since when a ready worker has had nothing to do (see `retire_idle`).
+    pub(super) idle_since: Option<Instant>,
+    /// The worker retired when idle: the next one is not a restart.
+    pub(super) retired: bool,
     /// Operator restarts waiting for the new worker.
     pub(super) restart_waiters:
         Vec<oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>>,
@@ -124,6 +131,8 @@ impl WorkerSlot {
             crashes: VecDeque::new(),
             attempt: 0,
             kill_reason: None,
+            idle_since: None,
+            retired: false,
             restart_waiters: Vec::new(),
         }
     }
@@ -141,7 +150,7 @@ impl WorkerSlot {
             WorkerState::Spawning { queued, .. }
             | WorkerState::Backoff { queued, .. }
             | WorkerState::Draining {
-                then: AfterExit::Restart,
+                then: AfterExit::Restart | AfterExit::Retire,
                 queued,
                 ..
             } => Some(queued),

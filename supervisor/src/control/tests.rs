@@ -632,3 +632,103 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
     t.error = None;
     assert!(persisted(&h.message(191_000, 1, WorkerToControl::Finished(t))).is_empty());
 }
+
+/// Issue 24: a worker with nothing to do for `idle_exit_seconds` drains and exits; the agent
+/// shows `idle`; its next run starts a new worker; none of it counts as a crash or a restart.
+#[test]
+fn an_idle_worker_retires_and_the_next_run_starts_a_new_one_uncounted() {
+    let mut h = Harness::new(&format!("{CONFIG}idle_exit_seconds = 5\n"));
+    h.dispatch(0, "r1");
+    let mut link = h.ready(10, 1, 42);
+    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, h.wall0 + 100, String::new(), None);
+    t.error = None;
+    let (run_id, outcome) = persisted(&h.message(100, 1, WorkerToControl::Finished(t))).remove(0);
+    h.at(150, Command::Persisted { run_id, outcome });
+    // Idle from the first tick that sees it so; heartbeats keep it alive meanwhile.
+    h.tick(1_000);
+    h.message(2_000, 1, WorkerToControl::Pong { nonce: 1 });
+    h.tick(2_000);
+    h.message(4_000, 1, WorkerToControl::Pong { nonce: 2 });
+    h.tick(5_999);
+    assert_eq!(h.state(), "ready");
+    h.tick(6_000);
+    assert_eq!(h.state(), "draining");
+    let mut drained = false;
+    while let Ok(f) = link.try_recv() {
+        drained |= matches!(f, ControlToWorker::Drain { .. });
+    }
+    assert!(drained, "the worker is asked to drain");
+    h.exited(6_050, 1, "exited with status 0");
+    assert_eq!(h.state(), "idle");
+    assert!(h.failed.borrow().is_empty());
+    let (effects, _) = h.dispatch(7_000, "r2");
+    assert_eq!(
+        spawned(&effects),
+        Some(2),
+        "the next run starts a new worker"
+    );
+    let _link = h.ready(7_010, 2, 43);
+    let status = &h.core.worker_statuses()[0];
+    assert_eq!(status.restarts, 0, "a retirement is not a restart");
+    assert_eq!(h.core.workers["main"].crashes.len(), 0, "nor a crash");
+}
+
+/// A worker with a run in flight, a pending approval or an open session operation never
+/// retires; a run that arrives while one retires waits and starts the next worker.
+#[test]
+fn a_busy_worker_never_retires_and_a_run_during_retirement_waits_for_the_next() {
+    let mut h = Harness::new(&format!("{CONFIG}idle_exit_seconds = 1\n"));
+    h.dispatch(0, "r1");
+    let _link = h.ready(10, 1, 42);
+    let w = h.wall0;
+    h.message(20, 1, approval("appr-0001-long", w + 20, w + 600_000));
+    for t in (500..=20_000).step_by(500) {
+        h.message(t, 1, WorkerToControl::Pong { nonce: t });
+        h.tick(t);
+    }
+    assert_eq!(
+        h.state(),
+        "ready",
+        "a run in flight and an approval keep it"
+    );
+    // The run ends; an open session operation still keeps it.
+    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, w + 20_100, String::new(), None);
+    t.error = None;
+    let (run_id, outcome) =
+        persisted(&h.message(20_100, 1, WorkerToControl::Finished(t))).remove(0);
+    h.at(20_150, Command::Persisted { run_id, outcome });
+    let (reply, _answer) = oneshot::channel();
+    let op = Command::SessionOp {
+        agent_id: "main".into(),
+        op: ipc::control::SessionOp::Lanes,
+        reply,
+    };
+    h.at(20_200, op);
+    for t in (20_500..=30_000).step_by(500) {
+        h.message(t, 1, WorkerToControl::Pong { nonce: t });
+        h.tick(t);
+    }
+    assert_eq!(h.state(), "ready", "an open session operation keeps it");
+    // Answered: now idle, it retires after a second.
+    h.message(
+        30_100,
+        1,
+        WorkerToControl::SessionDone {
+            op_id: 1,
+            reply: ipc::control::SessionReply::Lanes {
+                lanes: Vec::new(),
+                queued: 0,
+                active: 0,
+            },
+        },
+    );
+    h.tick(30_200);
+    h.message(31_000, 1, WorkerToControl::Pong { nonce: 9 });
+    h.tick(31_300);
+    assert_eq!(h.state(), "draining");
+    // A run arriving now waits for the exit, then starts the next worker at once.
+    let (effects, _) = h.dispatch(31_400, "r2");
+    assert_eq!(spawned(&effects), None);
+    let effects = h.exited(31_500, 1, "exited with status 0");
+    assert_eq!(spawned(&effects), Some(2));
+}

@@ -149,10 +149,13 @@ impl Control {
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return;
         };
-        if slot.generation > 0 {
+        // A worker started again after it retired when idle is not a restart.
+        if slot.generation > 0 && !slot.retired {
             slot.restarts += 1;
             self.deps.metrics.worker_restarted(agent_id);
         }
+        slot.retired = false;
+        slot.idle_since = None;
         slot.generation += 1;
         slot.kill_reason = None;
         slot.state = WorkerState::Spawning {
