@@ -4,13 +4,14 @@
 //! should be a `loopgate-scripted-model`; `--gateway-pid` enables CPU and RSS figures).
 //!
 //! Scenarios: `latency`, `throughput`, `stream`, `startup`, `soak`, `crash-recovery`,
-//! `model-ceiling`, `floor`,
+//! `model-ceiling`, `floor`, `density`, `session-length`,
 //! and `smoke` (all of them, tiny, for CI). Output: a table, or JSON with `--json`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod client;
 mod floor;
 mod procs;
+mod scale;
 mod spawn;
 mod stats;
 
@@ -115,6 +116,27 @@ enum Scenario {
         #[arg(long, default_value_t = 5000)]
         iterations: usize,
     },
+    /// N agents, one turn each: PSS and file descriptors with every worker live and after
+    /// they retired, and the first turn of a retired agent (spawns its own gateway).
+    Density {
+        #[arg(long, default_value_t = 100)]
+        agents: usize,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// `workers.idle_exit_seconds` of the spawned gateway.
+        #[arg(long, default_value_t = 10)]
+        idle_exit: u64,
+        /// Retired agents whose first turn is timed.
+        #[arg(long, default_value_t = 20)]
+        retired_turns: usize,
+    },
+    /// One session's turn latency near turn 10, 100 and 1 000.
+    SessionLength {
+        #[arg(long, default_value_t = 1020)]
+        turns: usize,
+        #[arg(long, default_value_t = 20)]
+        window: usize,
+    },
     /// Every scenario at a tiny size; fails unless every turn completed (CI).
     Smoke,
 }
@@ -209,6 +231,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
             concurrency,
         } => model_ceiling(requests, concurrency).await?,
         Scenario::Floor { iterations } => floor::run(iterations).await?,
+        Scenario::Density {
+            agents,
+            concurrency,
+            idle_exit,
+            retired_turns,
+        } => {
+            let bin = loopgate_bin(&args);
+            scale::density(&bin, args.api, agents, concurrency, idle_exit, retired_turns).await?
+        }
+        Scenario::SessionLength { turns, window } => {
+            scale::session_length(&target(&args, None).await?, turns, window).await?
+        }
         Scenario::Smoke => smoke(&args).await?,
     };
     if args.json {
@@ -552,6 +586,17 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
             &agents,
         );
         out.insert("crash_recovery".into(), crash_recovery(&t, 2).await?);
+    }
+    out.insert(
+        "density".into(),
+        scale::density(&bin, args.api, 3, 2, 1, 2).await?,
+    );
+    {
+        let t = Target::spawned(
+            spawn::Spawned::start(&bin, &agents, None, args.api).await?,
+            &agents,
+        );
+        out.insert("session_length".into(), scale::session_length(&t, 30, 5).await?);
     }
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);
     out.insert("floor".into(), floor::run(200).await?);

@@ -26,13 +26,23 @@ pub struct Spawned {
     _dir: tempfile::TempDir,
 }
 
-fn config(model: &ScriptedModel, api: Api, agents: &[String], token: &str) -> String {
+fn config(
+    model: &ScriptedModel,
+    api: Api,
+    agents: &[String],
+    token: &str,
+    idle_exit: Option<u64>,
+) -> String {
     let (api_name, model_url) = (api.config_name(), api.base_url(model.addr()));
     let mut c = format!(
         "[gateway]\nport = 0\n\n[gateway.auth]\ntoken = \"{token}\"\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
          [models.providers.scripted]\napi = \"{api_name}\"\nbase_url = \"{model_url}\"\n\n\
          # The crash-recovery scenario kills workers on purpose.\n[workers]\ncrash_loop_max = 1000\n"
     );
+    // Only when asked: builds before idle retirement do not know the key.
+    if let Some(s) = idle_exit {
+        c.push_str(&format!("idle_exit_seconds = {s}\n"));
+    }
     for a in agents.iter().filter(|a| a.as_str() != "main") {
         c.push_str(&format!("\n[agents.list.{a}]\n"));
     }
@@ -47,6 +57,17 @@ impl Spawned {
         stamped: Option<(usize, u64)>,
         api: Api,
     ) -> anyhow::Result<Spawned> {
+        Self::start_with(loopgate, agents, stamped, api, None).await
+    }
+
+    /// Like [`Spawned::start`]; `idle_exit`: `workers.idle_exit_seconds`.
+    pub async fn start_with(
+        loopgate: &Path,
+        agents: &[String],
+        stamped: Option<(usize, u64)>,
+        api: Api,
+        idle_exit: Option<u64>,
+    ) -> anyhow::Result<Spawned> {
         let model = ScriptedModel::start().await?;
         model.set_default(match stamped {
             Some((chunks, delay_ms)) => DefaultReply::Stamped { chunks, delay_ms },
@@ -60,7 +81,7 @@ impl Spawned {
         let token = format!("bench-{}", scripted_model::now_micros());
         std::fs::write(
             dir.path().join("loopgate.toml"),
-            config(&model, api, agents, &token),
+            config(&model, api, agents, &token, idle_exit),
         )?;
         let (child, _) = start_serve(loopgate, dir.path()).await?;
         let pid = child.id().context("gateway pid")?;
@@ -120,7 +141,7 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
     let token = "startup";
     std::fs::write(
         dir.path().join("loopgate.toml"),
-        config(&model, Api::Completions, &["main".into()], token),
+        config(&model, Api::Completions, &["main".into()], token, None),
     )?;
     let start = Instant::now();
     let mut child = Command::new(loopgate)
