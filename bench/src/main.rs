@@ -238,7 +238,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
             retired_turns,
         } => {
             let bin = loopgate_bin(&args);
-            scale::density(&bin, args.api, agents, concurrency, idle_exit, retired_turns).await?
+            scale::density(
+                &bin,
+                args.api,
+                agents,
+                concurrency,
+                idle_exit,
+                retired_turns,
+            )
+            .await?
         }
         Scenario::SessionLength { turns, window } => {
             scale::session_length(&target(&args, None).await?, turns, window).await?
@@ -596,7 +604,10 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
             spawn::Spawned::start(&bin, &agents, None, args.api).await?,
             &agents,
         );
-        out.insert("session_length".into(), scale::session_length(&t, 30, 5).await?);
+        out.insert(
+            "session_length".into(),
+            scale::session_length(&t, 30, 5).await?,
+        );
     }
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);
     out.insert("floor".into(), floor::run(200).await?);

@@ -125,7 +125,10 @@ pub async fn session_length(t: &Target, turns: usize, window: usize) -> anyhow::
     out.insert("turns".into(), json!(turns));
     for mark in [10usize, 100, 1000] {
         if mark + window <= turns {
-            out.insert(format!("turn_{mark}"), json!(summarize(&lat[mark..mark + window])));
+            out.insert(
+                format!("turn_{mark}"),
+                json!(summarize(&lat[mark..mark + window])),
+            );
         }
     }
     Ok(Value::Object(out))

@@ -11,7 +11,7 @@ use ipc::control::{EventBody, RunStatus};
 use super::{clip, Action, Input, Phase, Turn};
 use crate::agent::reply;
 use crate::llm::ChatMessage;
-use crate::store::{NewMessage, Role, StoreError};
+use crate::store::{NewMessage, Role};
 use crate::tools::{ToolCall, ToolOutcome};
 
 impl Turn {
@@ -30,13 +30,7 @@ impl Turn {
             (None, Input::Appended(Ok(seq))) => {
                 self.run_next(run_deadline, queue, seq, now, wall_ms)
             }
-            (_, Input::Appended(Err(e))) => {
-                let error = match e {
-                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
-                    other => format!("cannot record the tool call: {other}"),
-                };
-                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
-            }
+            (_, Input::Appended(Err(e))) => self.record_failed(e, "the tool call", wall_ms),
             (Some(call), Input::ToolDone(outcome)) => {
                 self.tool_done(run_deadline, queue, call, outcome, wall_ms)
             }

@@ -12,7 +12,7 @@ use super::{clip, Action, CompactJob, Input, Phase, Turn};
 use crate::agent::compaction::{self, MAX_COMPACTIONS_PER_RUN};
 use crate::agent::{prompt, reply};
 use crate::llm::{LlmEvent, ModelRequest};
-use crate::store::{Compaction, StoreError};
+use crate::store::Compaction;
 
 impl Turn {
     /// `Compacting`: the summary of the older context streams in (shown to no one).
@@ -109,13 +109,7 @@ impl Turn {
     ) -> (Phase, Vec<Action>) {
         match input {
             Input::Appended(Ok(_)) => self.compacted(job, run_deadline, now, wall_ms),
-            Input::Appended(Err(e)) => {
-                let error = match e {
-                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
-                    other => format!("cannot record the compaction: {other}"),
-                };
-                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
-            }
+            Input::Appended(Err(e)) => self.record_failed(e, "the compaction", wall_ms),
             Input::Tick if run_deadline.is_some_and(|d| now >= d) => {
                 self.time_out(Action::AbortModel, wall_ms)
             }

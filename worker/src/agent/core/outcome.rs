@@ -45,10 +45,7 @@ impl Turn {
     ) -> (Phase, Vec<Action>) {
         if let Err(e) = res {
             terminal.status = RunStatus::Error;
-            terminal.error = Some(match e {
-                StoreError::Fenced { .. } => format!("run superseded: {e}"),
-                other => format!("cannot record the run: {other}"),
-            });
+            terminal.error = Some(record_error(e, "the run"));
             terminal.payloads.clear();
         }
         let lifecycle = match terminal.status {
@@ -213,5 +210,26 @@ impl Turn {
             },
             vec![Action::Persist(Box::new(finish))],
         )
+    }
+}
+
+/// Why recording `what` failed: a lost claim means another run took the session over.
+pub(super) fn record_error(e: StoreError, what: &str) -> String {
+    match e {
+        StoreError::Fenced { .. } => format!("run superseded: {e}"),
+        other => format!("cannot record {what}: {other}"),
+    }
+}
+
+impl Turn {
+    /// Ends the run because recording `what` failed.
+    pub(super) fn record_failed(
+        &mut self,
+        e: StoreError,
+        what: &str,
+        wall_ms: u64,
+    ) -> (Phase, Vec<Action>) {
+        let error = record_error(e, what);
+        self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
     }
 }

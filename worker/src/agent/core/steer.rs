@@ -12,7 +12,7 @@ use ipc::control::{EventBody, RunStatus, ToolPhase};
 
 use super::{clip, Action, Input, Phase, Turn};
 use crate::llm::ChatMessage;
-use crate::store::{NewMessage, Role, StoreError};
+use crate::store::{NewMessage, Role};
 use crate::tools::ToolCall;
 
 /// The result a skipped call gets; the model sees it in place of the tool's.
@@ -123,13 +123,7 @@ impl Turn {
                 }
                 self.steer_next(run_deadline, now, wall_ms)
             }
-            Input::Appended(Err(e)) => {
-                let error = match e {
-                    StoreError::Fenced { .. } => format!("run superseded: {e}"),
-                    other => format!("cannot record the steered message: {other}"),
-                };
-                self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
-            }
+            Input::Appended(Err(e)) => self.record_failed(e, "the steered message", wall_ms),
             Input::Tick if run_deadline.is_some_and(|d| now >= d) => {
                 self.time_out(Action::AbortTool, wall_ms)
             }
