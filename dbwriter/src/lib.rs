@@ -9,10 +9,12 @@
 #![deny(unsafe_code)]
 
 mod migrate;
+mod reserve;
 
 use std::sync::mpsc as std_mpsc;
 
 pub use migrate::{migrate, top, MigrateError, Step};
+pub use reserve::Reserve;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -265,12 +267,31 @@ pub fn start_with<C: Send + 'static>(
 /// Like [`start_with`], timing every `COMMIT` into `stats` (the metrics' commit latency).
 pub fn start_timed<C: Send + 'static>(
     name: &str,
+    conn: Connection,
+    queue_len: usize,
+    max_batch: usize,
+    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
+    durable: fn(&C) -> bool,
+    stats: std::sync::Arc<CommitStats>,
+) -> std::io::Result<Queue<C>> {
+    let no_reserve = None;
+    start_reserved(
+        name, conn, queue_len, max_batch, apply, durable, stats, no_reserve,
+    )
+}
+
+/// Like [`start_timed`], where a commit that finds the disk full releases `reserve` and is
+/// tried once more (see [`Reserve`]).
+#[allow(clippy::too_many_arguments)]
+pub fn start_reserved<C: Send + 'static>(
+    name: &str,
     mut conn: Connection,
     queue_len: usize,
     max_batch: usize,
     mut apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
     durable: fn(&C) -> bool,
     stats: std::sync::Arc<CommitStats>,
+    reserve: Option<std::sync::Arc<Reserve>>,
 ) -> std::io::Result<Queue<C>> {
     let (queue, rx) = channel::<C>(queue_len);
     std::thread::Builder::new()
@@ -284,11 +305,14 @@ pub fn start_timed<C: Send + 'static>(
                         Err(_) => break,
                     }
                 }
+                if reserve.as_deref().is_some_and(Reserve::release_if_low) {
+                    warn_released(&conn);
+                }
                 let full = batch.iter().any(durable);
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = FULL");
                 }
-                run_batch(&mut conn, batch, &mut apply, &stats);
+                run_batch(&mut conn, batch, &mut apply, &stats, reserve.as_deref());
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = NORMAL");
                 }
@@ -302,6 +326,7 @@ fn run_batch<C>(
     batch: Vec<C>,
     apply: &mut impl FnMut(&Connection, C, &Savepoint) -> Held,
     stats: &CommitStats,
+    reserve: Option<&Reserve>,
 ) {
     let mut held = Vec::with_capacity(batch.len());
     let savepoint = Savepoint {
@@ -313,7 +338,14 @@ fn run_batch<C>(
             held.push(apply(conn, cmd, &savepoint));
         }
         let at = std::time::Instant::now();
-        let done = exec(conn, "COMMIT");
+        let mut done = exec(conn, "COMMIT");
+        if is_disk_full(&done) && reserve.is_some_and(Reserve::release) {
+            warn_released(conn);
+            // SQLite may have rolled the transaction back itself; if not, it commits now.
+            if !conn.is_autocommit() {
+                done = exec(conn, "COMMIT");
+            }
+        }
         stats.observe(at.elapsed());
         done
     })();
@@ -325,6 +357,17 @@ fn run_batch<C>(
             held.into_iter().for_each(|h| (h.0)(Some(&e)));
         }
     }
+}
+
+fn warn_released(conn: &Connection) {
+    tracing::warn!(
+        database = %conn.path().unwrap_or("?"),
+        "The disk is full: released the reserve so this database keeps recording. Free space, then restart to hold the reserve again."
+    );
+}
+
+fn is_disk_full(r: &rusqlite::Result<()>) -> bool {
+    matches!(r, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
 }
 
 /// Upper bounds of the commit latency buckets, in seconds (`+Inf` follows).

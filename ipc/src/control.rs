@@ -143,6 +143,9 @@ pub struct AgentSpec {
     /// Since: protocol v2 (additive). Stuck-session diagnostics (R-I1..R-I3).
     #[serde(default)]
     pub diagnostics: crate::diagnostics::DiagnosticsPolicy,
+    /// Since: protocol v2 (additive). The agent's disk budget (`[disk]`).
+    #[serde(default)]
+    pub disk: crate::disk::DiskPolicy,
 }
 
 /// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).

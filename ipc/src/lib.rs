@@ -10,6 +10,7 @@
 //!   clients) over the supervisor's listeners.
 //! - [`approval`]: exec approval requests and decisions across the control link.
 //! - [`diagnostics`]: stuck-session policy, lane reports and recoveries (R-I1..R-I3).
+//! - [`disk`]: an agent's disk budget (workspace, transcript store, free-space floor).
 //! - [`text`]: what would hide or fake text shown to a person (control, bidi).
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
@@ -21,6 +22,7 @@
 pub mod approval;
 pub mod control;
 pub mod diagnostics;
+pub mod disk;
 pub mod error;
 pub mod frame;
 pub mod gateway;

@@ -46,6 +46,7 @@ fn spec() -> AgentSpec {
         hooks_dir: None,
         fallbacks: Vec::new(),
         diagnostics: Default::default(),
+        disk: Default::default(),
     }
 }
 

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod agents;
+mod disk;
 mod gateway;
 mod hooks;
 mod models;
@@ -86,6 +87,9 @@ pub struct RawConfig {
     /// `[diagnostics]`: stuck-session diagnostics and recovery (R-I1, R-I2).
     #[serde(default)]
     pub diagnostics: RawDiagnostics,
+    /// `[disk]`: the free-space floor and the gateway database's reserve.
+    #[serde(default)]
+    pub disk: disk::RawDisk,
     /// `[[hooks.<event>]]`: plugin hooks, for every agent.
     #[serde(default)]
     pub hooks: std::collections::BTreeMap<String, Vec<RawHook>>,
@@ -118,6 +122,8 @@ pub struct Config {
     pub queue: ipc::queue::QueuePolicy,
     /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
     pub gateway_hooks: Vec<ipc::control::HookSpec>,
+    /// `[disk] reserve_mb` in bytes: held back for the gateway database (0: none).
+    pub disk_reserve_bytes: u64,
     /// Settings that load but weaken the sandbox (logged at start and reload).
     pub warnings: Vec<String>,
 }
@@ -191,6 +197,7 @@ impl Config {
             providers,
             hooks: &hooks,
             diagnostics: &raw.diagnostics,
+            disk: &raw.disk,
             state_dir,
         };
         let (agents, agent_warnings) = agents::resolve_agents(&raw.agents, &shared).map_err(err)?;
@@ -206,6 +213,7 @@ impl Config {
             workers: policies::resolve_workers(&raw.workers).map_err(err)?,
             queue: policies::resolve_queue(&raw.messages.queue).map_err(err)?,
             gateway_hooks,
+            disk_reserve_bytes: disk::resolve_reserve(&raw.disk).map_err(err)?,
             warnings,
         })
     }

@@ -186,6 +186,16 @@ impl GatewayDb {
     /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
     /// (returning how many) and starts the writer thread.
     pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
+        Self::open_reserved(path, now_ms, None)
+    }
+
+    /// Like [`GatewayDb::open`], with a [`dbwriter::Reserve`] a commit that finds the disk
+    /// full releases (one agent filling the disk must not stop the outcomes of the others).
+    pub fn open_reserved(
+        path: &Path,
+        now_ms: u64,
+        reserve: Option<std::sync::Arc<dbwriter::Reserve>>,
+    ) -> Result<(GatewayDb, usize), DbError> {
         let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
         migrate(&conn)?;
         let recovered = recover(&conn, now_ms)?;
@@ -194,7 +204,7 @@ impl GatewayDb {
         // ended as an error by `recover` on the next start.
         let durable: fn(&Cmd) -> bool = |c| matches!(c, Cmd::Accept(..));
         let commits = std::sync::Arc::new(dbwriter::CommitStats::default());
-        let tx = dbwriter::start_timed(
+        let tx = dbwriter::start_reserved(
             "gateway-db",
             conn,
             QUEUE,
@@ -202,6 +212,7 @@ impl GatewayDb {
             apply,
             durable,
             commits.clone(),
+            reserve,
         )
         .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok((GatewayDb { tx, commits }, recovered))

@@ -27,6 +27,11 @@ pub fn gateway_db(state: &Path) -> PathBuf {
     state.join("gateway.sqlite")
 }
 
+/// Disk space held back for the gateway db (`[disk] reserve_mb`).
+pub fn gateway_reserve(state: &Path) -> PathBuf {
+    state.join("gateway.reserve")
+}
+
 pub fn default_config(state: &Path) -> PathBuf {
     state.join("loopgate.toml")
 }

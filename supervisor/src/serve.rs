@@ -65,7 +65,7 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     // Held until everything below is dropped.
     let _lock = acquire_lock(&opts.state_dir)?;
     warn_unsupported(&config);
-    let db = open_gateway_db(&opts.state_dir)?;
+    let db = open_gateway_db(&opts.state_dir, config.disk_reserve_bytes)?;
     let core = start_core(&opts, config, db, started).await;
     let mut serving = Serving::start(
         core,
@@ -143,9 +143,26 @@ fn acquire_lock(state_dir: &Path) -> Result<lock::StateLock, ExitCode> {
     }
 }
 
-/// Opens the gateway db, ending the runs a previous gateway left open.
-fn open_gateway_db(state_dir: &Path) -> Result<GatewayDb, ExitCode> {
-    let (db, recovered) = match GatewayDb::open(&paths::gateway_db(state_dir), now_ms()) {
+/// Opens the gateway db, ending the runs a previous gateway left open, with its reserve of
+/// disk space (`[disk] reserve_mb`) held beside it.
+fn open_gateway_db(state_dir: &Path, reserve_bytes: u64) -> Result<GatewayDb, ExitCode> {
+    let reserve = (reserve_bytes > 0)
+        .then(|| {
+            let path = paths::gateway_reserve(state_dir);
+            dbwriter::Reserve::hold(&path, reserve_bytes)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        path = %path.display(),
+                        error = %e,
+                        "Cannot hold the gateway database's disk reserve; it runs without one."
+                    );
+                })
+                .ok()
+        })
+        .flatten()
+        .map(Arc::new);
+    let opened = GatewayDb::open_reserved(&paths::gateway_db(state_dir), now_ms(), reserve);
+    let (db, recovered) = match opened {
         Ok(x) => x,
         Err(e) => {
             eprintln!(

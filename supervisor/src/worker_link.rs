@@ -153,6 +153,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
         tools_allow: agent.tools_allow.clone(),
         compaction: agent.compaction.clone(),
         diagnostics: agent.diagnostics,
+        disk: agent.disk,
         hooks_dir: Some(agent.hooks_dir.display().to_string()),
         fallbacks: agent
             .fallbacks

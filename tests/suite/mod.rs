@@ -24,6 +24,7 @@ mod retire;
 mod retries;
 mod run_control;
 mod security;
+mod security_disk;
 mod security_door;
 mod security_link;
 mod security_storage;

@@ -97,6 +97,8 @@ pub struct Ctx {
     pub env: HashMap<String, String>,
     /// What `exec` commands get instead: [`tools::exec_environment`] of `env`.
     pub exec_env: Arc<Vec<(String, String)>>,
+    /// The agent's disk budget ([`tools::budget`]).
+    pub disk: Arc<tools::budget::DiskBudget>,
     /// Everything the worker tells the supervisor, in one order ([`outbox`]).
     pub out: outbox::Outbox,
     pub hooks: hooks::Hooks,
@@ -134,6 +136,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let write_task = tokio::spawn(outbox::write_out(out_rx, writer));
     // The supervisor labels relayed lines with agent and pid.
     tracing::info!("Worker started.");
+    let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
     let ctx = Arc::new(Ctx {
         hooks: hooks::Hooks::new(spec.hooks.clone()),
         skills: agent::skills::SkillsCache::default(),
@@ -143,6 +146,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         llm,
         other_llms: Default::default(),
         exec_env: Arc::new(tools::exec_environment(&opts.env)),
+        disk,
         env: opts.env,
         out: out_tx.clone(),
         allowed_since: Default::default(),

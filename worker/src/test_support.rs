@@ -42,6 +42,10 @@ pub fn ctx(spec: AgentSpec, reader: Option<Reader>) -> (Arc<Ctx>, Receiver) {
         llm: Err(crate::llm::LlmError::Config("no model in this test".into())),
         other_llms: Default::default(),
         exec_env: Arc::new(Vec::new()),
+        disk: Arc::new(crate::tools::budget::DiskBudget::new(
+            spec.disk,
+            &spec.workspace,
+        )),
         env: Default::default(),
         out,
         allowed_since: Default::default(),

@@ -54,6 +54,8 @@ pub struct RawAgentSettings {
     pub thinking_default: Option<String>,
     /// Whether clients hear reasoning: `off` (default), `on` or `stream`.
     pub reasoning_default: Option<String>,
+    /// This agent's disk budget (`workspace_max_mb`, `transcript_max_mb`).
+    pub disk: Option<super::disk::RawAgentDisk>,
 }
 
 /// `compaction`: when a session's older context is summarized (R-B7).
@@ -113,6 +115,8 @@ pub struct AgentConfig {
     pub compaction: ipc::control::CompactionSpec,
     /// `[diagnostics]` (the same for every agent).
     pub diagnostics: ipc::diagnostics::DiagnosticsPolicy,
+    /// The agent's disk budget, with `[disk] min_free_mb`.
+    pub disk: ipc::disk::DiskPolicy,
     /// Every configured provider (`model` empty), for per-run overrides by
     /// `before_model_resolve` hooks.
     pub providers: Vec<ResolvedModel>,
@@ -125,6 +129,7 @@ pub(super) struct Shared<'a> {
     /// The agents' hooks (every one but the supervisor's own `gateway_*`).
     pub hooks: &'a [ipc::control::HookSpec],
     pub diagnostics: &'a RawDiagnostics,
+    pub disk: &'a super::disk::RawDisk,
     pub state_dir: &'a Path,
 }
 
@@ -199,10 +204,17 @@ fn resolve_agent(
     warnings.extend(crate::confine::check_exec(key, &exec)?);
     let tools_allow = resolve_tools_allow(at)?;
     let compaction = resolve_compaction(at)?;
+    let disk = super::disk::resolve_agent_disk(
+        own.disk.as_ref(),
+        defaults.disk.as_ref(),
+        shared.disk,
+        key,
+    )?;
     let agent_dir = shared.state_dir.join("agents").join(id.as_str());
     Ok(AgentConfig {
         compaction,
         diagnostics: resolve_diagnostics(shared.diagnostics)?,
+        disk,
         providers: shared
             .providers
             .iter()

@@ -144,6 +144,7 @@ impl Driver {
             reaper: std::path::PathBuf::from("/proc/self/exe"),
             exec_env: ctx.exec_env.clone(),
             approved: None,
+            disk: ctx.disk.clone(),
         };
         Self {
             ctx,
@@ -176,6 +177,11 @@ impl Driver {
     /// first input.
     async fn begin(&mut self, carried: Vec<String>) -> Input {
         let (ctx, run, hook_ctx) = (&self.ctx, &self.run, &self.hook_ctx);
+        // Over its disk budget, the agent records nothing more (issue 23 item 3).
+        let db = std::path::Path::new(&ctx.spec.db_path);
+        if let Some(why) = ctx.disk.run_refusal(crate::store::db_bytes(db)) {
+            return Input::BeginFailed(why);
+        }
         ctx.observe_later(hook_ctx, "message_received", || {
             vec![json!({"content": run.message})]
         });

@@ -17,6 +17,14 @@ use ipc::control::{RunStatus, Usage};
 pub use reader::{DisplayHistory, HistoryItem, Reader};
 pub use writer::{SessionInfo, Writer};
 
+/// The bytes of the database at `path` and its WAL (what the disk budget counts).
+pub fn db_bytes(path: &std::path::Path) -> u64 {
+    let len = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    len(path).saturating_add(len(std::path::Path::new(&wal)))
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
     #[error("transcript write refused: run {expected} no longer holds the session's writer claim (held by {})", .actual.as_deref().unwrap_or("nobody"))]

@@ -600,8 +600,9 @@ fn append(
         content.push(json!({"type": "text", "text": m.text}));
     }
     for c in &m.tool_calls {
-        let args: serde_json::Value =
+        let mut args: serde_json::Value =
             serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!(c.arguments));
+        crate::tools::budget::bound_strings(&mut args);
         content.push(json!({"type": "toolCall", "id": c.id, "name": c.name, "arguments": args}));
     }
     let mut message = json!({

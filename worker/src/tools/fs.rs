@@ -10,8 +10,11 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
+use super::budget::DiskBudget;
 use super::ToolOutcome;
 
 /// Largest file `read` returns, in bytes, and the default line limit.
@@ -208,7 +211,7 @@ pub async fn read(workspace: &Path, args: &Value) -> ToolOutcome {
     .await
 }
 
-pub async fn write(workspace: &Path, args: &Value) -> ToolOutcome {
+pub async fn write(workspace: &Path, budget: Arc<DiskBudget>, args: &Value) -> ToolOutcome {
     let (ws, path) = (
         workspace.to_owned(),
         arg(args, "path").unwrap_or("").to_owned(),
@@ -224,21 +227,28 @@ pub async fn write(workspace: &Path, args: &Value) -> ToolOutcome {
                 return ToolOutcome::err(format!("cannot create {}: {e}", parent.display()));
             }
         }
-        let changed = load(&p, &path)
-            .map(|old| old != content.as_bytes())
-            .unwrap_or(true);
+        let old = load(&p, &path).ok();
+        let changed = old.as_deref().is_none_or(|old| old != content.as_bytes());
+        let old_len = old.map_or(0, |o| o.len() as u64);
+        let taken = match budget.take(&p, &path, old_len, content.len() as u64) {
+            Ok(t) => t,
+            Err(e) => return ToolOutcome::err(e),
+        };
         match store(&p, content.as_bytes(), &path) {
             Ok(()) => ToolOutcome::ok(format!(
                 "{{\"changed\":{changed},\"bytes\":{}}}",
                 content.len()
             )),
-            Err(e) => ToolOutcome::err(e),
+            Err(e) => {
+                taken.give_back();
+                ToolOutcome::err(e)
+            }
         }
     })
     .await
 }
 
-pub async fn edit(workspace: &Path, args: &Value) -> ToolOutcome {
+pub async fn edit(workspace: &Path, budget: Arc<DiskBudget>, args: &Value) -> ToolOutcome {
     let (ws, path) = (
         workspace.to_owned(),
         arg(args, "path").unwrap_or("").to_owned(),
@@ -267,6 +277,7 @@ pub async fn edit(workspace: &Path, args: &Value) -> ToolOutcome {
             Ok(Err(_)) => return ToolOutcome::err(format!("cannot edit {path}: not UTF-8 text")),
             Err(e) => return ToolOutcome::err(e),
         };
+        let old_len = text.len() as u64;
         for (i, (old, new)) in edits.iter().enumerate() {
             match text.matches(old.as_str()).count() {
                 0 => {
@@ -281,9 +292,16 @@ pub async fn edit(workspace: &Path, args: &Value) -> ToolOutcome {
                 }
             }
         }
+        let taken = match budget.take(&p, &path, old_len, text.len() as u64) {
+            Ok(t) => t,
+            Err(e) => return ToolOutcome::err(e),
+        };
         match store(&p, text.as_bytes(), &path) {
             Ok(()) => ToolOutcome::ok(format!("applied {} edit(s) to {path}", edits.len())),
-            Err(e) => ToolOutcome::err(e),
+            Err(e) => {
+                taken.give_back();
+                ToolOutcome::err(e)
+            }
         }
     })
     .await

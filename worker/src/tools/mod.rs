@@ -1,6 +1,7 @@
 //! Built-in tools: definitions (JSON Schema), argument validation with recovery (R-E1),
 //! workspace confinement, the exec policy, and execution with capped results (R-E2).
 
+pub mod budget;
 pub mod exec;
 mod fs;
 mod validate;
@@ -116,6 +117,8 @@ pub struct ToolCtx {
     pub exec_env: Arc<Vec<(String, String)>>,
     /// `ask`: the command an operator approved for this call.
     pub approved: Option<String>,
+    /// The agent's disk budget, shared by every run of the worker.
+    pub disk: Arc<budget::DiskBudget>,
 }
 
 /// Whether `name` is in the allow list (`None`: everything is).
@@ -224,8 +227,8 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
     };
     match call.name.as_str() {
         "read" => fs::read(&ctx.workspace, &args).await,
-        "write" => fs::write(&ctx.workspace, &args).await,
-        "edit" => fs::edit(&ctx.workspace, &args).await,
+        "write" => fs::write(&ctx.workspace, ctx.disk.clone(), &args).await,
+        "edit" => fs::edit(&ctx.workspace, ctx.disk.clone(), &args).await,
         "ls" => fs::ls(&ctx.workspace, &args).await,
         "exec" => exec::exec(ctx, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
