@@ -242,6 +242,30 @@ fn stored(seq: i64, role: &str, run_id: Option<&str>) -> StoredMessage {
     }
 }
 
+/// A `run_status` event (protocol v2, additive).
+fn run_status(phase: &str, reason: &str) -> Sample {
+    Sample::Up(WorkerToControl::Event(RunEvent {
+        run_id: "run-3".into(),
+        seq: 5,
+        ts: 1_764_480_000_005,
+        body: EventBody::RunStatus {
+            phase: phase.into(),
+            attempt: 2,
+            max_attempts: 10,
+            reason: reason.into(),
+        },
+    }))
+}
+
+/// A run's terminal with a stop reason.
+fn finished(status: RunStatus, stop_reason: &str) -> Sample {
+    Sample::Up(WorkerToControl::Finished(RunTerminal {
+        stop_reason: Some(stop_reason.into()),
+        status,
+        ..RunTerminal::without_work("run-3", RunStatus::Ok, 1_764_480_000_100, "x".into(), None)
+    }))
+}
+
 /// Messages added or changed in protocol v2, named for their `fixtures/v2` files.
 fn samples_v2() -> Vec<(&'static str, Sample)> {
     let done = |op_id, reply| Sample::Up(WorkerToControl::SessionDone { op_id, reply });
@@ -362,6 +386,53 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                 ts: 1_764_480_000_003,
                 body: EventBody::Message(stored(2, "assistant", Some("run-1"))),
             })),
+        ),
+        (
+            "submit_levels",
+            Sample::Down(ControlToWorker::Submit(SubmitRun {
+                run_id: "run-3".into(),
+                session_key: "agent:main:main".into(),
+                message: "think".into(),
+                extra_system_prompt: None,
+                timeout_ms: None,
+                accepted_at: 1_764_480_000_000,
+                model: None,
+                strict_model: false,
+                thinking: Some("xhigh".into()),
+                reasoning: Some("stream".into()),
+                queue: None,
+            })),
+        ),
+        (
+            "event_run_status_retrying",
+            run_status("retrying", "rate_limit"),
+        ),
+        (
+            "event_run_status_fallback",
+            run_status("fallback", "overloaded"),
+        ),
+        (
+            "event_lifecycle_timeout",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-3".into(),
+                seq: 6,
+                ts: 1_764_480_000_006,
+                body: EventBody::Lifecycle(Lifecycle {
+                    phase: Phase::Error,
+                    started_at: Some(1_764_480_000_001),
+                    ended_at: Some(1_764_480_000_006),
+                    error: Some("run timed out after 1 s".into()),
+                    stop_reason: Some("timeout".into()),
+                    aborted: None,
+                    session_id: None,
+                    session_key: None,
+                }),
+            })),
+        ),
+        ("finished_length", finished(RunStatus::Ok, "length")),
+        (
+            "finished_interrupt",
+            finished(RunStatus::Aborted, "interrupt"),
         ),
     ]
 }
@@ -698,4 +769,29 @@ fn names_from_a_newer_peer_decode_as_unknown() {
     assert_eq!(phase, ToolPhase::Unknown);
     let phase: CompactionPhase = decode_body(&encode_body(&"middle").unwrap()).unwrap();
     assert_eq!(phase, CompactionPhase::Unknown);
+}
+
+/// Issue 22 item 5: thinking, reasoning, `run_status` phase and reason, and stop reasons
+/// crossed the link as free strings and are closed sets now; the bytes they encode to are
+/// the ones blessed while they were strings, so no protocol version bump.
+#[test]
+fn closed_set_fields_keep_their_bytes() {
+    let typed = [
+        "submit_levels",
+        "event_run_status_retrying",
+        "event_run_status_fallback",
+        "event_lifecycle_timeout",
+        "finished_length",
+        "finished_interrupt",
+    ];
+    let dir = fixture_dir(2);
+    for (name, sample) in samples_v2() {
+        if !typed.contains(&name) {
+            continue;
+        }
+        let path = dir.join(format!("{name}.msgpack"));
+        let golden = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+        assert_eq!(sample.encode(), golden, "{name} changed its bytes");
+    }
 }
