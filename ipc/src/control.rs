@@ -512,14 +512,14 @@ pub struct SubmitRun {
     /// fallback), as in OpenClaw.
     #[serde(default)]
     pub strict_model: bool,
-    /// Since: protocol v2 (additive). The run's thinking level (a [`crate::thinking::Thinking`]
-    /// name), already checked against the model; `None`: the provider's default.
+    /// Since: protocol v2 (additive). The run's thinking level (its canonical name), already
+    /// checked against the model; `None`: the provider's default.
     #[serde(default)]
-    pub thinking: Option<String>,
+    pub thinking: Option<crate::thinking::Thinking>,
     /// Since: protocol v2 (additive). Whether clients hear the run's reasoning: `on` (once
     /// a response is complete) or `stream`; `None`: not at all.
     #[serde(default)]
-    pub reasoning: Option<String>,
+    pub reasoning: Option<crate::thinking::ReasoningMode>,
     /// Since: protocol v2 (additive). What the run does if its session is busy when it
     /// arrives; `None`: it waits as a followup (no cap).
     #[serde(default)]
@@ -691,14 +691,15 @@ pub enum EventBody {
     Thinking { delta: String },
     /// Since: protocol v2 (additive). The run is still going but waiting: a model attempt
     /// failed in a way worth retrying (`phase: "retrying"`), and the next starts after a
-    /// backoff. Not a terminal.
+    /// backoff, or the model failed for good and the next fallback model takes the request
+    /// (`phase: "fallback"`). Not a terminal.
     RunStatus {
-        phase: String,
-        /// The attempt about to run (the first retry is attempt 2).
+        phase: RunStatusPhase,
+        /// The attempt about to run (the first retry is attempt 2; with `fallback`, the
+        /// model about to run, the first fallback being 2).
         attempt: u32,
         max_attempts: u32,
-        /// `rate_limit`, `server_error`, `overloaded`, `network`, `timeout`.
-        reason: String,
+        reason: RetryReason,
     },
     #[serde(other)]
     Unknown,
@@ -759,6 +760,122 @@ impl fmt::Debug for EventBody {
     }
 }
 
+/// What a `run_status` event says the run is doing.
+///
+/// Since: protocol v2 (additive; the names crossed as strings before the type did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatusPhase {
+    /// The same request again on the same model, after a backoff.
+    Retrying,
+    /// The request on the next fallback model.
+    Fallback,
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunStatusPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatusPhase::Retrying => "retrying",
+            RunStatusPhase::Fallback => "fallback",
+            RunStatusPhase::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why a model attempt is retried (or its request moves to a fallback model).
+///
+/// Since: protocol v2 (additive; the names crossed as strings before the type did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryReason {
+    /// The provider said 429 (or its rate-limit error).
+    RateLimit,
+    /// HTTP 408 or a 5xx other than 529.
+    ServerError,
+    /// HTTP 529.
+    Overloaded,
+    /// The connection failed or the stream broke before any visible output.
+    Network,
+    /// The provider did not answer in time.
+    Timeout,
+    #[serde(other)]
+    Unknown,
+}
+
+impl RetryReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::RateLimit => "rate_limit",
+            RetryReason::ServerError => "server_error",
+            RetryReason::Overloaded => "overloaded",
+            RetryReason::Network => "network",
+            RetryReason::Timeout => "timeout",
+            RetryReason::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why a run ended (`stop_reason` of its lifecycle `end`/`error` and of its terminal): how
+/// the model's last response finished, for a run that answered, or what ended it.
+///
+/// Since: protocol v2 (additive; the names crossed as strings before the type did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStopReason {
+    /// The model finished its reply (also any finish reason the worker does not know).
+    Stop,
+    /// The reply was cut by the output limit.
+    Length,
+    /// The provider said tool calls but sent none to run.
+    ToolCalls,
+    /// The provider refused or filtered the reply.
+    ContentFilter,
+    /// The run failed.
+    Error,
+    /// The run's deadline passed.
+    Timeout,
+    /// Aborted: see [`StopReason`].
+    Rpc,
+    Restart,
+    Interrupt,
+    Stalled,
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunStopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStopReason::Stop => "stop",
+            RunStopReason::Length => "length",
+            RunStopReason::ToolCalls => "tool_calls",
+            RunStopReason::ContentFilter => "content_filter",
+            RunStopReason::Error => "error",
+            RunStopReason::Timeout => "timeout",
+            RunStopReason::Rpc => "rpc",
+            RunStopReason::Restart => "restart",
+            RunStopReason::Interrupt => "interrupt",
+            RunStopReason::Stalled => "stalled",
+            RunStopReason::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<StopReason> for RunStopReason {
+    fn from(r: StopReason) -> Self {
+        match r {
+            StopReason::Rpc => RunStopReason::Rpc,
+            StopReason::Restart => RunStopReason::Restart,
+            StopReason::Timeout => RunStopReason::Timeout,
+            StopReason::Interrupt => RunStopReason::Interrupt,
+            StopReason::Stalled => RunStopReason::Stalled,
+            StopReason::Unknown => RunStopReason::Unknown,
+        }
+    }
+}
+
 /// Lifecycle phases.
 ///
 /// Since: protocol v1.
@@ -798,7 +915,7 @@ pub struct Lifecycle {
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<RunStopReason>,
     #[serde(default)]
     pub aborted: Option<bool>,
     /// The session's transcript id (sent with `start`).
@@ -883,7 +1000,7 @@ pub struct RunTerminal {
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<RunStopReason>,
     #[serde(default)]
     pub payloads: Vec<Payload>,
     #[serde(default)]
@@ -920,7 +1037,7 @@ impl RunTerminal {
         status: RunStatus,
         ended_at: u64,
         error: String,
-        stop_reason: Option<String>,
+        stop_reason: Option<RunStopReason>,
     ) -> RunTerminal {
         RunTerminal {
             run_id: run_id.to_owned(),

@@ -2,8 +2,14 @@
 //! (`../shared/spec/openclaw-protocol.md` 6.3). A level crosses the control link as its
 //! canonical name; each wire API maps it onto its own knob in the worker.
 
-/// How hard a reasoning model thinks before it answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+use serde::{Deserialize, Serialize};
+
+/// How hard a reasoning model thinks before it answers. On the control link it is the
+/// canonical name (`SubmitRun::thinking`).
+///
+/// Since: protocol v2 (additive; the names crossed as strings before the type did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Thinking {
     Off,
     Minimal,
@@ -14,6 +20,9 @@ pub enum Thinking {
     Adaptive,
     Max,
     Ultra,
+    /// A level a newer peer named; the worker leaves the provider's default (as for no level).
+    #[serde(other)]
+    Unknown,
 }
 
 impl Thinking {
@@ -58,13 +67,14 @@ impl Thinking {
             Thinking::Adaptive => "adaptive",
             Thinking::Max => "max",
             Thinking::Ultra => "ultra",
+            Thinking::Unknown => "unknown",
         }
     }
 
     /// OpenAI's `reasoning_effort` / `reasoning.effort` (`minimal`, `low`, `medium`, `high`).
     pub fn openai_effort(self) -> Option<&'static str> {
         match self {
-            Thinking::Off => None,
+            Thinking::Off | Thinking::Unknown => None,
             Thinking::Minimal => Some("minimal"),
             Thinking::Low => Some("low"),
             Thinking::Medium | Thinking::Adaptive => Some("medium"),
@@ -75,7 +85,7 @@ impl Thinking {
     /// Anthropic's extended thinking `budget_tokens` (the API's minimum is 1024).
     pub fn anthropic_budget(self) -> Option<u64> {
         match self {
-            Thinking::Off => None,
+            Thinking::Off | Thinking::Unknown => None,
             Thinking::Minimal => Some(1024),
             Thinking::Low => Some(2048),
             Thinking::Medium | Thinking::Adaptive => Some(8192),
@@ -88,13 +98,20 @@ impl Thinking {
 
 /// Whether a run's reasoning reaches clients (OpenClaw's `reasoning` / `reasoningLevel`):
 /// never (`off`), once the response is complete (`on`), or as it streams (`stream`). It is
-/// saved with the assistant message either way, and never part of the reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// saved with the assistant message either way, and never part of the reply. On the control
+/// link only `on` and `stream` are sent (`SubmitRun::reasoning`; `None` is off).
+///
+/// Since: protocol v2 (additive; the names crossed as strings before the type did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ReasoningMode {
     #[default]
     Off,
     On,
     Stream,
+    /// A mode a newer peer named; the worker shows no reasoning (as with `off`).
+    #[serde(other)]
+    Unknown,
 }
 
 impl ReasoningMode {
@@ -112,6 +129,7 @@ impl ReasoningMode {
             ReasoningMode::Off => "off",
             ReasoningMode::On => "on",
             ReasoningMode::Stream => "stream",
+            ReasoningMode::Unknown => "unknown",
         }
     }
 }
@@ -132,5 +150,11 @@ mod tests {
         assert_eq!(Thinking::Ultra.anthropic_budget(), Some(32_000));
         assert_eq!(ReasoningMode::parse("Stream"), Some(ReasoningMode::Stream));
         assert_eq!(ReasoningMode::parse("full"), None);
+        // A newer peer's level (issue 22 item 5) asks no provider for anything, and no name
+        // parses to it.
+        assert_eq!(Thinking::Unknown.openai_effort(), None);
+        assert_eq!(Thinking::Unknown.anthropic_budget(), None);
+        assert_eq!(Thinking::parse("unknown"), None);
+        assert_eq!(ReasoningMode::parse("unknown"), None);
     }
 }

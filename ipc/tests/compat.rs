@@ -191,7 +191,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 started_at: Some(1_764_480_000_001),
                 ended_at: 1_764_480_000_100,
                 error: None,
-                stop_reason: Some("stop".into()),
+                stop_reason: Some(RunStopReason::Stop),
                 payloads: vec![Payload {
                     text: "Hello".into(),
                     is_error: false,
@@ -241,6 +241,30 @@ fn stored(seq: i64, role: &str, run_id: Option<&str>) -> StoredMessage {
         ),
         omitted_bytes: (seq == 3).then_some(9_000_000),
     }
+}
+
+/// A `run_status` event (protocol v2, additive).
+fn run_status(phase: RunStatusPhase, reason: RetryReason) -> Sample {
+    Sample::Up(WorkerToControl::Event(RunEvent {
+        run_id: "run-3".into(),
+        seq: 5,
+        ts: 1_764_480_000_005,
+        body: EventBody::RunStatus {
+            phase,
+            attempt: 2,
+            max_attempts: 10,
+            reason,
+        },
+    }))
+}
+
+/// A run's terminal with a stop reason.
+fn finished(status: RunStatus, stop_reason: RunStopReason) -> Sample {
+    Sample::Up(WorkerToControl::Finished(RunTerminal {
+        stop_reason: Some(stop_reason),
+        status,
+        ..RunTerminal::without_work("run-3", RunStatus::Ok, 1_764_480_000_100, "x".into(), None)
+    }))
 }
 
 /// Messages added or changed in protocol v2, named for their `fixtures/v2` files.
@@ -363,6 +387,56 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                 ts: 1_764_480_000_003,
                 body: EventBody::Message(stored(2, "assistant", Some("run-1"))),
             })),
+        ),
+        (
+            "submit_levels",
+            Sample::Down(ControlToWorker::Submit(SubmitRun {
+                run_id: "run-3".into(),
+                session_key: "agent:main:main".into(),
+                message: "think".into(),
+                extra_system_prompt: None,
+                timeout_ms: None,
+                accepted_at: 1_764_480_000_000,
+                model: None,
+                strict_model: false,
+                thinking: Some(ipc::thinking::Thinking::XHigh),
+                reasoning: Some(ipc::thinking::ReasoningMode::Stream),
+                queue: None,
+            })),
+        ),
+        (
+            "event_run_status_retrying",
+            run_status(RunStatusPhase::Retrying, RetryReason::RateLimit),
+        ),
+        (
+            "event_run_status_fallback",
+            run_status(RunStatusPhase::Fallback, RetryReason::Overloaded),
+        ),
+        (
+            "event_lifecycle_timeout",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-3".into(),
+                seq: 6,
+                ts: 1_764_480_000_006,
+                body: EventBody::Lifecycle(Lifecycle {
+                    phase: Phase::Error,
+                    started_at: Some(1_764_480_000_001),
+                    ended_at: Some(1_764_480_000_006),
+                    error: Some("run timed out after 1 s".into()),
+                    stop_reason: Some(RunStopReason::Timeout),
+                    aborted: None,
+                    session_id: None,
+                    session_key: None,
+                }),
+            })),
+        ),
+        (
+            "finished_length",
+            finished(RunStatus::Ok, RunStopReason::Length),
+        ),
+        (
+            "finished_interrupt",
+            finished(RunStatus::Aborted, RunStopReason::Interrupt),
         ),
     ]
 }
@@ -699,4 +773,141 @@ fn names_from_a_newer_peer_decode_as_unknown() {
     assert_eq!(phase, ToolPhase::Unknown);
     let phase: CompactionPhase = decode_body(&encode_body(&"middle").unwrap()).unwrap();
     assert_eq!(phase, CompactionPhase::Unknown);
+    // Issue 22 item 5: the sets that were free strings until then.
+    let t: ipc::thinking::Thinking = decode_body(&encode_body(&"galaxy").unwrap()).unwrap();
+    assert_eq!(t, ipc::thinking::Thinking::Unknown);
+    let r: ipc::thinking::ReasoningMode = decode_body(&encode_body(&"summary").unwrap()).unwrap();
+    assert_eq!(r, ipc::thinking::ReasoningMode::Unknown);
+    let p: RunStatusPhase = decode_body(&encode_body(&"queued").unwrap()).unwrap();
+    assert_eq!(p, RunStatusPhase::Unknown);
+    let why: RetryReason = decode_body(&encode_body(&"quota").unwrap()).unwrap();
+    assert_eq!(why, RetryReason::Unknown);
+    let stop: RunStopReason = decode_body(&encode_body(&"pause_turn").unwrap()).unwrap();
+    assert_eq!(stop, RunStopReason::Unknown);
+    // And inside a whole message: an event with both names unknown still decodes.
+    #[derive(serde::Serialize)]
+    struct NewerStatus {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        run_id: &'static str,
+        seq: u64,
+        ts: u64,
+        body: NewerBody,
+    }
+    #[derive(serde::Serialize)]
+    struct NewerBody {
+        stream: &'static str,
+        phase: &'static str,
+        attempt: u32,
+        max_attempts: u32,
+        reason: &'static str,
+    }
+    let bytes = encode_body(&NewerStatus {
+        kind: "event",
+        run_id: "r",
+        seq: 1,
+        ts: 2,
+        body: NewerBody {
+            stream: "run_status",
+            phase: "queued",
+            attempt: 1,
+            max_attempts: 1,
+            reason: "quota",
+        },
+    })
+    .unwrap();
+    let WorkerToControl::Event(ev) = decode_body::<WorkerToControl>(&bytes).unwrap() else {
+        panic!("not an event");
+    };
+    assert_eq!(
+        ev.body,
+        EventBody::RunStatus {
+            phase: RunStatusPhase::Unknown,
+            attempt: 1,
+            max_attempts: 1,
+            reason: RetryReason::Unknown,
+        }
+    );
+}
+
+/// Issue 22 item 5: every name of the sets that were strings encodes to the very string it
+/// was sent as before (so peers of either build read each other).
+#[test]
+fn closed_set_names_encode_as_the_strings_they_replaced() {
+    use ipc::thinking::{ReasoningMode, Thinking};
+    fn same<T: serde::Serialize>(typed: T, name: &str) {
+        assert_eq!(
+            encode_body(&typed).unwrap(),
+            encode_body(&name).unwrap(),
+            "{name}"
+        );
+    }
+    for t in Thinking::ALL {
+        same(t, t.as_str());
+    }
+    same(ReasoningMode::On, "on");
+    same(ReasoningMode::Stream, "stream");
+    same(RunStatusPhase::Retrying, "retrying");
+    same(RunStatusPhase::Fallback, "fallback");
+    for (r, name) in [
+        (RetryReason::RateLimit, "rate_limit"),
+        (RetryReason::ServerError, "server_error"),
+        (RetryReason::Overloaded, "overloaded"),
+        (RetryReason::Network, "network"),
+        (RetryReason::Timeout, "timeout"),
+    ] {
+        same(r, name);
+        assert_eq!(r.as_str(), name);
+    }
+    for (r, name) in [
+        (RunStopReason::Stop, "stop"),
+        (RunStopReason::Length, "length"),
+        (RunStopReason::ToolCalls, "tool_calls"),
+        (RunStopReason::ContentFilter, "content_filter"),
+        (RunStopReason::Error, "error"),
+        (RunStopReason::Timeout, "timeout"),
+        (RunStopReason::Rpc, "rpc"),
+        (RunStopReason::Restart, "restart"),
+        (RunStopReason::Interrupt, "interrupt"),
+        (RunStopReason::Stalled, "stalled"),
+        (RunStopReason::Unknown, "unknown"),
+    ] {
+        same(r, name);
+        assert_eq!(r.as_str(), name);
+    }
+    for r in [
+        StopReason::Rpc,
+        StopReason::Restart,
+        StopReason::Timeout,
+        StopReason::Interrupt,
+        StopReason::Stalled,
+        StopReason::Unknown,
+    ] {
+        assert_eq!(RunStopReason::from(r).as_str(), r.as_str());
+    }
+}
+
+/// Issue 22 item 5: thinking, reasoning, `run_status` phase and reason, and stop reasons
+/// crossed the link as free strings and are closed sets now; the bytes they encode to are
+/// the ones blessed while they were strings, so no protocol version bump.
+#[test]
+fn closed_set_fields_keep_their_bytes() {
+    let typed = [
+        "submit_levels",
+        "event_run_status_retrying",
+        "event_run_status_fallback",
+        "event_lifecycle_timeout",
+        "finished_length",
+        "finished_interrupt",
+    ];
+    let dir = fixture_dir(2);
+    for (name, sample) in samples_v2() {
+        if !typed.contains(&name) {
+            continue;
+        }
+        let path = dir.join(format!("{name}.msgpack"));
+        let golden = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+        assert_eq!(sample.encode(), golden, "{name} changed its bytes");
+    }
 }

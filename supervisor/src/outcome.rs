@@ -103,7 +103,7 @@ impl Outcome {
             started_at: t.started_at,
             ended_at: t.ended_at,
             error: t.error.clone(),
-            stop_reason: t.stop_reason.clone(),
+            stop_reason: t.stop_reason.map(|r| r.as_str().to_owned()),
             result,
             final_json: Arc::from(final_json),
             session_id: t.session_id.clone(),
@@ -177,7 +177,7 @@ mod tests {
             started_at: Some(1),
             ended_at: 5,
             error: None,
-            stop_reason: Some("stop".into()),
+            stop_reason: Some(ipc::control::RunStopReason::Stop),
             payloads: vec![Payload {
                 text: "hi".into(),
                 is_error: false,

@@ -2,7 +2,10 @@
 //! and `chat` payloads, the final `agent` result and the `agent.wait` result (types in
 //! `ipc::gateway`). Pure: no sockets, no hub; the link relay only transports what this builds.
 
-use ipc::control::{Lifecycle, Phase, RunStatus, RunTerminal, StoredMessage};
+use ipc::control::{
+    Lifecycle, Phase, RetryReason, RunStatus, RunStatusPhase, RunStopReason, RunTerminal,
+    StoredMessage,
+};
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
@@ -68,7 +71,7 @@ pub fn lifecycle(
             started_at: l.started_at,
             ended_at: l.ended_at,
             error: l.error.clone(),
-            stop_reason: l.stop_reason.clone(),
+            stop_reason: stop_name(l.stop_reason),
             aborted: l.aborted,
         }),
     );
@@ -78,21 +81,22 @@ pub fn lifecycle(
                 recorded: recorded.cloned(),
                 ..ChatMessage::assistant(text, ts)
             }),
-            stop_reason: l.stop_reason.clone(),
+            stop_reason: stop_name(l.stop_reason),
             message_id: recorded.map(|r| r.id.clone()),
             message_seq: recorded.map(|r| r.seq),
         }),
         LifecyclePhase::Error if l.aborted == Some(true) => Some(ChatState::Aborted {
-            stop_reason: l.stop_reason.clone(),
+            stop_reason: stop_name(l.stop_reason),
             error_message: l.error.clone(),
         }),
         LifecyclePhase::Error => Some(ChatState::Error {
             error_message: l.error.clone(),
-            error_kind: match l.stop_reason.as_deref() {
-                Some("timeout") => ChatErrorKind::Timeout,
-                _ => ChatErrorKind::Unknown,
+            error_kind: if l.stop_reason == Some(RunStopReason::Timeout) {
+                ChatErrorKind::Timeout
+            } else {
+                ChatErrorKind::Unknown
             },
-            stop_reason: l.stop_reason.clone(),
+            stop_reason: stop_name(l.stop_reason),
         }),
         LifecyclePhase::Start | LifecyclePhase::Finishing => None,
     };
@@ -139,25 +143,37 @@ pub fn thinking(run: &RunRef<'_>, seq: u64, ts: u64, text: &str, delta: &str) ->
     )
 }
 
-/// A retry of a model attempt: the `agent` `run_status` event and the chat `status` with
-/// its `retry` (the run stays open; no terminal).
+/// What a `run_status` event from the worker says.
+pub struct RunStatusEvent {
+    pub phase: RunStatusPhase,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub reason: RetryReason,
+}
+
+/// A retry of a model attempt (or its move to a fallback model): the `agent` `run_status`
+/// event and the chat `status` with its `retry` (the run stays open; no terminal). `None`
+/// for a phase this build does not know (a newer worker's): clients are told no phase the
+/// gateway cannot name, nor a `starting_model` status it may not mean. A reason it does not
+/// know still shows, as `unknown`: the phase says what happens.
 pub fn run_status(
     run: &RunRef<'_>,
     seq: u64,
     ts: u64,
-    phase: &str,
-    attempt: u32,
-    max_attempts: u32,
-    reason: &str,
-) -> (AgentEvent, ChatEvent) {
+    s: &RunStatusEvent,
+) -> Option<(AgentEvent, ChatEvent)> {
+    let phase = match s.phase {
+        RunStatusPhase::Retrying | RunStatusPhase::Fallback => s.phase.as_str(),
+        RunStatusPhase::Unknown => return None,
+    };
     let agent = run.agent(
         seq,
         ts,
         AgentData::RunStatus(RunStatusData {
             phase: phase.to_owned(),
-            attempt,
-            max_attempts,
-            reason: reason.to_owned(),
+            attempt: s.attempt,
+            max_attempts: s.max_attempts,
+            reason: s.reason.as_str().to_owned(),
         }),
     );
     let chat = run.chat(
@@ -165,13 +181,13 @@ pub fn run_status(
         ChatState::Status {
             phase: "starting_model".into(),
             retry: Some(RetryInfo {
-                attempt,
-                max_attempts,
-                reason: reason.to_owned(),
+                attempt: s.attempt,
+                max_attempts: s.max_attempts,
+                reason: s.reason.as_str().to_owned(),
             }),
         },
     );
-    (agent, chat)
+    Some((agent, chat))
 }
 
 /// A recorded message as clients see it (`chat.history`, `session.message`): the stored
@@ -328,7 +344,7 @@ pub fn ended_by_gateway(
     ts: u64,
     started_at: Option<u64>,
     error: &str,
-    aborted: Option<&str>,
+    aborted: Option<RunStopReason>,
 ) -> (AgentEvent, ChatEvent) {
     let agent = run.agent(
         seq,
@@ -338,13 +354,13 @@ pub fn ended_by_gateway(
             started_at,
             ended_at: Some(ts),
             error: Some(error.to_owned()),
-            stop_reason: aborted.map(str::to_owned),
+            stop_reason: stop_name(aborted),
             aborted: aborted.map(|_| true),
         }),
     );
     let state = match aborted {
         Some(reason) => ChatState::Aborted {
-            stop_reason: Some(reason.to_owned()),
+            stop_reason: Some(reason.as_str().to_owned()),
             error_message: Some(error.to_owned()),
         },
         None => ChatState::Error {
@@ -365,7 +381,7 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
         started_at: t.started_at,
         ended_at: Some(t.ended_at),
         error: t.error.clone(),
-        stop_reason: t.stop_reason.clone(),
+        stop_reason: t.stop_reason,
         aborted: (t.status == RunStatus::Aborted).then_some(true),
         session_id: None,
         session_key: None,
@@ -495,7 +511,7 @@ pub fn agent_result(t: &RunTerminal, session_key: &str, agent_id: &str) -> Agent
         run_id: t.run_id.clone(),
         status: wire_status(t.status).into(),
         summary: summary.into(),
-        stop_reason: t.stop_reason.clone(),
+        stop_reason: stop_name(t.stop_reason),
         error: t.error.clone(),
         result: RunResult {
             payloads,
@@ -512,7 +528,7 @@ pub fn agent_result(t: &RunTerminal, session_key: &str, agent_id: &str) -> Agent
                 provider: t.provider.clone(),
                 model: t.model.clone(),
                 usage,
-                stop_reason: t.stop_reason.clone(),
+                stop_reason: stop_name(t.stop_reason),
                 aborted: (t.status == RunStatus::Aborted).then_some(true),
                 terminal_receipt: t.source_reply_delivered.then_some(TerminalReceipt {
                     source_reply_delivered: true,
@@ -544,6 +560,11 @@ pub fn wait_result(r: &AgentResult, started_at: Option<u64>, ended_at: u64) -> A
         provider_started: None,
         carried_by: r.result.meta.carried_by.clone(),
     }
+}
+
+/// A stop reason as clients read it (`stopReason`): the name it crossed the link as.
+fn stop_name(r: Option<RunStopReason>) -> Option<String> {
+    r.map(|r| r.as_str().to_owned())
 }
 
 #[cfg(test)]

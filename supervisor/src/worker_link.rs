@@ -18,8 +18,8 @@ use futures_util::{SinkExt, StreamExt};
 use interprocess::local_socket::tokio::{prelude::*, Stream as LocalStream};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use ipc::control::{
-    AgentSpec, ControlToWorker, EventBody, Hello, HelloReply, ModelSpec, Phase, Role, Supported,
-    WorkerToControl,
+    AgentSpec, ControlToWorker, EventBody, Hello, HelloReply, ModelSpec, Phase, Role,
+    RunStatusPhase, Supported, WorkerToControl,
 };
 use ipc::frame::{Codec, MAX_FRAME};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -686,7 +686,7 @@ impl Relay {
                             .as_deref()
                             .unwrap_or("the run ended without a result");
                         let aborted = (t.status == ipc::control::RunStatus::Aborted)
-                            .then(|| t.stop_reason.as_deref().unwrap_or("rpc"));
+                            .then(|| t.stop_reason.unwrap_or(ipc::control::RunStopReason::Rpc));
                         Deferred::terminal(crate::projection::ended_by_gateway(
                             &run,
                             st.last_seq + 1,
@@ -739,10 +739,11 @@ fn count(
                 }
             }
         }
-        EventBody::RunStatus { phase, reason, .. } => match phase.as_str() {
-            "retrying" => metrics.retry(agent_id, reason),
-            "fallback" => metrics.fallback(agent_id),
-            _ => {}
+        EventBody::RunStatus { phase, reason, .. } => match phase {
+            RunStatusPhase::Retrying => metrics.retry(agent_id, reason.as_str()),
+            RunStatusPhase::Fallback => metrics.fallback(agent_id),
+            // A newer worker's phase: nothing this build counts.
+            RunStatusPhase::Unknown => {}
         },
         EventBody::Tool {
             phase: ipc::control::ToolPhase::Result,
@@ -771,6 +772,38 @@ fn publish(
     }
     runs.get(&ev.run_id)
         .is_some_and(|st| st.deferred.len() > held_before)
+}
+
+/// What clients get for a `run_status` event: nothing for a phase this build cannot name
+/// (a newer worker's, as with a lifecycle phase), else the agent event and the chat status;
+/// `thinking` (the run's reasoning told so far) starts over with the next attempt.
+fn run_status(
+    run: &RunRef<'_>,
+    ev: &ipc::control::RunEvent,
+    thinking: &mut String,
+    out: &mut Vec<Deferred>,
+) {
+    let EventBody::RunStatus {
+        phase,
+        attempt,
+        max_attempts,
+        reason,
+    } = ev.body
+    else {
+        return;
+    };
+    let status = crate::projection::RunStatusEvent {
+        phase,
+        attempt,
+        max_attempts,
+        reason,
+    };
+    if let Some((agent, chat)) = crate::projection::run_status(run, ev.seq, ev.ts, &status) {
+        // The attempt is given up before any reply text: its reasoning starts over.
+        thinking.clear();
+        out.push(Deferred::agent(&agent));
+        out.push(Deferred::chat(&chat));
+    }
 }
 
 /// What clients get for one run event (`out`); the run's terminal events are kept in its
@@ -882,19 +915,7 @@ fn project(
             let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
             out.push(Deferred::agent(&agent));
         }
-        EventBody::RunStatus {
-            phase,
-            attempt,
-            max_attempts,
-            reason,
-        } => {
-            // The attempt is given up before any reply text: its reasoning starts over.
-            st.thinking.clear();
-            let (agent, chat) =
-                p::run_status(&run, ev.seq, ev.ts, phase, *attempt, *max_attempts, reason);
-            out.push(Deferred::agent(&agent));
-            out.push(Deferred::chat(&chat));
-        }
+        EventBody::RunStatus { .. } => run_status(&run, ev, &mut st.thinking, out),
         EventBody::Message(stored) => {
             let watched = hub.sessions_watched();
             // Unwatched, only an assistant message matters (the reply's place for the chat

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use ipc::approval::ApprovalDecision;
 use ipc::control::{
-    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunTerminal, SessionReply, StopReason,
-    SubmitRun, WorkerToControl,
+    AgentSpec, ControlToWorker, ModelSpec, RunStatus, RunStopReason, RunTerminal, SessionReply,
+    StopReason, SubmitRun, WorkerToControl,
 };
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::{mpsc, watch};
@@ -481,7 +481,7 @@ impl Worker {
                 // Stuck-session recovery force-cleared a stalled run that ignored its abort.
                 Err(_) if was_forced.load(std::sync::atomic::Ordering::Acquire) => {
                     let error = "run aborted (stalled): no progress past the abort threshold; force-cleared".to_owned();
-                    let stop = Some(StopReason::Stalled.as_str().to_owned());
+                    let stop = Some(RunStopReason::Stalled);
                     ended_without_outcome(
                         &ctx,
                         &run_id,
@@ -660,7 +660,7 @@ async fn ended_without_outcome(
     session_key: &str,
     status: RunStatus,
     error: String,
-    stop_reason: Option<String>,
+    stop_reason: Option<RunStopReason>,
 ) -> agent::driver::Driven {
     let ended_at = now_ms();
     let _ = ctx
@@ -671,7 +671,7 @@ async fn ended_without_outcome(
             status,
             ended_at,
             error: Some(error.clone()),
-            stop_reason: stop_reason.clone(),
+            stop_reason: stop_reason.map(|r| r.as_str().to_owned()),
             provider: None,
             model: None,
             usage: None,
@@ -690,7 +690,7 @@ fn queued_abort(run_id: &str, reason: StopReason) -> RunTerminal {
         RunStatus::Aborted,
         now_ms(),
         format!("run aborted while queued ({})", reason.as_str()),
-        Some(reason.as_str().into()),
+        Some(reason.into()),
     )
 }
 

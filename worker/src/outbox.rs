@@ -173,7 +173,7 @@ fn weight(msg: &WorkerToControl) -> usize {
                     + result_json.as_ref().map_or(0, String::len)
             }
             EventBody::Lifecycle(l) => l.error.as_ref().map_or(0, String::len),
-            EventBody::RunStatus { reason, .. } => reason.len(),
+            EventBody::RunStatus { reason, .. } => reason.as_str().len(),
             EventBody::Compaction { .. } | EventBody::Unknown => 0,
         },
         // Session answers (history pages) are bounded by their byte cap, but not below the

@@ -133,7 +133,7 @@ pub(super) fn gateway_outcome(
         status,
         ended_at,
         error.to_owned(),
-        stop.map(|s| s.as_str().to_owned()),
+        stop.map(Into::into),
     );
     Arc::new(Outcome::from_terminal(
         &t,
@@ -159,7 +159,7 @@ pub(super) fn gateway_events(
         agent_id: &entry.agent_id,
     };
     let aborted = match (status, stop) {
-        (RunStatus::Aborted, Some(reason)) => Some(reason.as_str()),
+        (RunStatus::Aborted, Some(reason)) => Some(reason.into()),
         _ => None,
     };
     Deferred::terminal(crate::projection::ended_by_gateway(

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{ControlToWorker, RunStatus, RunTerminal, SessionOp, StopReason};
+use ipc::control::{ControlToWorker, RunStatus, RunStopReason, RunTerminal, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::oneshot;
 
@@ -178,8 +178,8 @@ impl Control {
                 );
                 return;
             }
-            let aborted =
-                (t.status == RunStatus::Aborted).then(|| t.stop_reason.as_deref().unwrap_or("rpc"));
+            let aborted = (t.status == RunStatus::Aborted)
+                .then(|| t.stop_reason.unwrap_or(RunStopReason::Rpc));
             let error = t
                 .error
                 .as_deref()

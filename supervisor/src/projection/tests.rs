@@ -56,7 +56,7 @@ fn lifecycle_start_and_finishing_have_no_chat_event() {
 #[test]
 fn lifecycle_end_carries_the_text_in_chat_final() {
     let mut l = lc(Phase::End);
-    l.stop_reason = Some("stop".into());
+    l.stop_reason = Some(RunStopReason::Stop);
     let (agent, chat) = lifecycle(&RUN, 7, 30, &l, "hello", None).unwrap();
     assert_eq!(
         to_json(&agent)["data"],
@@ -78,18 +78,18 @@ fn lifecycle_end_carries_the_text_in_chat_final() {
 #[test]
 fn lifecycle_error_is_chat_error_or_aborted() {
     let mut l = lc(Phase::Error);
-    l.stop_reason = Some("timeout".into());
+    l.stop_reason = Some(RunStopReason::Timeout);
     let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "", None).unwrap().1.unwrap());
     assert_eq!(
         (&chat["state"], &chat["errorKind"], &chat["errorMessage"]),
         (&json!("error"), &json!("timeout"), &json!("boom"))
     );
     l.aborted = Some(true);
-    l.stop_reason = Some("user".into());
+    l.stop_reason = Some(RunStopReason::Rpc);
     let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "", None).unwrap().1.unwrap());
     assert_eq!(
         (&chat["state"], &chat["stopReason"], &chat["errorMessage"]),
-        (&json!("aborted"), &json!("user"), &json!("boom"))
+        (&json!("aborted"), &json!("rpc"), &json!("boom"))
     );
 }
 
@@ -189,7 +189,8 @@ fn a_run_ended_by_the_gateway_looks_like_a_worker_failure() {
     .unwrap();
     assert_eq!(agent, live.0);
     assert_eq!(Some(chat), live.1);
-    let (agent, chat) = ended_by_gateway(&RUN, 1, 50, None, "stopped", Some("restart"));
+    let (agent, chat) =
+        ended_by_gateway(&RUN, 1, 50, None, "stopped", Some(RunStopReason::Restart));
     assert_eq!(to_json(&agent)["data"]["aborted"], true);
     assert_eq!(to_json(&chat)["state"], "aborted");
 }
@@ -202,7 +203,7 @@ fn terminal(status: RunStatus) -> RunTerminal {
         started_at: Some(1),
         ended_at: 5,
         error: None,
-        stop_reason: Some("stop".into()),
+        stop_reason: Some(RunStopReason::Stop),
         payloads: vec![Payload {
             text: "hi".into(),
             is_error: false,
@@ -293,7 +294,7 @@ fn a_failure_without_work_has_the_failure_shape() {
 #[test]
 fn aborted_runs_report_timeout_with_their_stop_reason() {
     let mut t = terminal(RunStatus::Aborted);
-    t.stop_reason = Some("user".into());
+    t.stop_reason = Some(RunStopReason::Rpc);
     t.error = Some("aborted".into());
     let r = agent_result(&t, "k", "main");
     assert_eq!(
@@ -306,7 +307,7 @@ fn aborted_runs_report_timeout_with_their_stop_reason() {
     assert_eq!(
         w,
         json!({"runId": "r1", "status": "timeout", "startedAt": 1, "endedAt": 5,
-                   "error": "aborted", "stopReason": "user",
+                   "error": "aborted", "stopReason": "rpc",
                    "terminalReceipt": {"sourceReplyDelivered": true},
                    "provider": "p", "model": "m"})
     );

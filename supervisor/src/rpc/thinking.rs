@@ -10,11 +10,11 @@ use ipc::thinking::{ReasoningMode, Thinking};
 use crate::config::{AgentConfig, ResolvedModel};
 use crate::gateway::SessionOverrides;
 
-/// What a run gets: canonical names, `None` for the defaults.
+/// What a run gets: `None` for the defaults (reasoning: `None` is off).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct RunThinking {
-    pub thinking: Option<String>,
-    pub reasoning: Option<String>,
+    pub thinking: Option<Thinking>,
+    pub reasoning: Option<ReasoningMode>,
 }
 
 /// A level by name, or why not.
@@ -82,8 +82,8 @@ pub(super) fn resolve(
         None => agent.reasoning_default,
     };
     Ok(RunThinking {
-        thinking: level.map(|l| l.as_str().to_owned()),
-        reasoning: (reasoning != ReasoningMode::Off).then(|| reasoning.as_str().to_owned()),
+        thinking: level,
+        reasoning: (reasoning != ReasoningMode::Off).then_some(reasoning),
     })
 }
 

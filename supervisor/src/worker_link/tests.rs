@@ -352,3 +352,51 @@ async fn every_interleaving_of_two_runs_of_a_session_reaches_clients_in_order_r_
         }
     }
 }
+
+/// Issue 22 item 5: a `run_status` whose phase this build does not know (a newer worker's)
+/// reaches no client: clients are never told a phase the gateway cannot name, nor a
+/// `starting_model` chat status it may not mean. A known phase gives the agent event and the
+/// chat status, with a reason this build does not know shown as `unknown`.
+#[test]
+fn a_run_status_of_an_unknown_phase_reaches_no_client() {
+    let hub = EventHub::new();
+    let mut runs = HashMap::new();
+    let mut out = Vec::new();
+    let WorkerToControl::Event(start) = lifecycle("r1", 1, Phase::Start) else {
+        panic!("not an event")
+    };
+    project(&hub, "main", &mut runs, &start, &mut out);
+    let status = |seq, phase| RunEvent {
+        run_id: "r1".into(),
+        seq,
+        ts: seq,
+        body: EventBody::RunStatus {
+            phase,
+            attempt: 2,
+            max_attempts: 10,
+            reason: ipc::control::RetryReason::Unknown,
+        },
+    };
+    out.clear();
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &status(2, RunStatusPhase::Retrying),
+        &mut out,
+    );
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        format!("{out:?}").contains(r#"\"reason\":\"unknown\""#),
+        "{out:?}"
+    );
+    out.clear();
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &status(3, RunStatusPhase::Unknown),
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+}

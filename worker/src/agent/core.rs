@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant};
 
 use ipc::control::{
-    EventBody, Lifecycle, Phase as LPhase, RunStatus, RunTerminal, StopReason, Usage,
+    EventBody, Lifecycle, Phase as LPhase, RunStatus, RunStopReason, RunTerminal, StopReason, Usage,
 };
 
 use std::collections::VecDeque;
@@ -512,7 +512,7 @@ impl Turn {
             let (p, mut a) = self.end(
                 RunStatus::Aborted,
                 Some(abort_text(reason)),
-                Some(reason.as_str().into()),
+                Some(reason.into()),
                 wall_ms,
             );
             a.insert(0, start);
@@ -536,7 +536,7 @@ impl Turn {
                 let mut a = vec![start];
                 a.extend(self.accept_text(reply.unwrap_or_default()));
                 a.extend(self.flush_held());
-                let (p, rest) = self.end(RunStatus::Ok, None, Some("stop".into()), wall_ms);
+                let (p, rest) = self.end(RunStatus::Ok, None, Some(RunStopReason::Stop), wall_ms);
                 a.extend(rest);
                 (p, a)
             }
@@ -559,10 +559,10 @@ impl Turn {
         stop: Action,
         status: RunStatus,
         error: String,
-        stop_reason: &str,
+        stop_reason: RunStopReason,
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
-        let (p, mut a) = self.end(status, Some(error), Some(stop_reason.into()), wall_ms);
+        let (p, mut a) = self.end(status, Some(error), Some(stop_reason), wall_ms);
         a.insert(0, stop);
         (p, a)
     }
@@ -571,13 +571,19 @@ impl Turn {
     fn time_out(&mut self, stop: Action, wall_ms: u64) -> (Phase, Vec<Action>) {
         let secs = self.spec.timeout.map_or(0, |t| t.as_secs());
         let error = format!("run timed out after {secs} s");
-        self.end_stopping(stop, RunStatus::Timeout, error, "timeout", wall_ms)
+        self.end_stopping(
+            stop,
+            RunStatus::Timeout,
+            error,
+            RunStopReason::Timeout,
+            wall_ms,
+        )
     }
 
     /// Cancelled (RPC, drain, restart, stuck-session recovery).
     fn abort(&mut self, stop: Action, reason: StopReason, wall_ms: u64) -> (Phase, Vec<Action>) {
         let error = abort_text(reason);
-        self.end_stopping(stop, RunStatus::Aborted, error, reason.as_str(), wall_ms)
+        self.end_stopping(stop, RunStatus::Aborted, error, reason.into(), wall_ms)
     }
 
     /// Starts a model call on `req`.

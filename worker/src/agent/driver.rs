@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ipc::control::{
-    EventBody, Phase as LPhase, RunEvent, RunTerminal, StopReason, StoredMessage, SubmitRun,
-    WorkerToControl,
+    EventBody, Phase as LPhase, RunEvent, RunStopReason, RunTerminal, StopReason, StoredMessage,
+    SubmitRun, WorkerToControl,
 };
+use ipc::thinking::ReasoningMode;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
@@ -604,6 +605,16 @@ impl Driver {
 }
 
 /// The turn's fixed facts, from the agent's spec and the run's request.
+/// What clients see of the run's reasoning. A mode from a newer supervisor this build does
+/// not know shows nothing: reasoning reaches clients only when asked for in words it knows.
+fn shown_reasoning(asked: Option<ReasoningMode>) -> ReasoningMode {
+    match asked {
+        None | Some(ReasoningMode::Off | ReasoningMode::Unknown) => ReasoningMode::Off,
+        Some(ReasoningMode::On) => ReasoningMode::On,
+        Some(ReasoningMode::Stream) => ReasoningMode::Stream,
+    }
+}
+
 fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
     let model = &ctx.spec.model;
     TurnSpec {
@@ -618,11 +629,7 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
         retry_base: std::time::Duration::from_millis(model.retry_base_ms.unwrap_or(1000)),
         retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
         approval_timeout: std::time::Duration::from_millis(approval_ms),
-        reasoning: run
-            .reasoning
-            .as_deref()
-            .and_then(ipc::thinking::ReasoningMode::parse)
-            .unwrap_or_default(),
+        reasoning: shown_reasoning(run.reasoning),
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()
@@ -731,7 +738,7 @@ fn audit_record(
                 LPhase::Start => ("start", None),
                 LPhase::End => ("end", Some("ok")),
                 LPhase::Error if l.aborted == Some(true) => ("error", Some("aborted")),
-                LPhase::Error if l.stop_reason.as_deref() == Some("timeout") => {
+                LPhase::Error if l.stop_reason == Some(RunStopReason::Timeout) => {
                     ("error", Some("timeout"))
                 }
                 LPhase::Error => ("error", Some("error")),
@@ -784,5 +791,26 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22 item 5: a reasoning mode from a newer supervisor that this build does not
+    /// know shows nothing (as before, when an unparsed name fell back to `off`).
+    #[test]
+    fn reasoning_is_shown_only_in_a_mode_this_build_knows() {
+        assert_eq!(shown_reasoning(None), ReasoningMode::Off);
+        assert_eq!(
+            shown_reasoning(Some(ReasoningMode::Unknown)),
+            ReasoningMode::Off
+        );
+        assert_eq!(shown_reasoning(Some(ReasoningMode::On)), ReasoningMode::On);
+        assert_eq!(
+            shown_reasoning(Some(ReasoningMode::Stream)),
+            ReasoningMode::Stream
+        );
     }
 }

@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use ipc::control::RetryReason;
+
 use crate::llm::LlmError;
 
 /// Attempts in all for one model call when the provider rate-limits it.
@@ -27,8 +29,7 @@ pub struct Retry {
     /// The attempt it will be (the first retry is attempt 2).
     pub attempt: u32,
     pub max_attempts: u32,
-    /// `rate_limit`, `overloaded`, `server_error`, `network` or `timeout`.
-    pub reason: &'static str,
+    pub reason: RetryReason,
 }
 
 /// The retry state of a run's current model call.
@@ -47,16 +48,16 @@ pub struct Retries {
 /// Why `e` is worth another attempt, if it is. `produced` says the attempt already gave
 /// visible output (text or tool calls): a stream cut after that is not retried, since what
 /// was shown cannot be taken back.
-pub fn reason(e: &LlmError, produced: bool) -> Option<&'static str> {
+pub fn reason(e: &LlmError, produced: bool) -> Option<RetryReason> {
     match e {
-        LlmError::RateLimited { .. } => Some("rate_limit"),
-        LlmError::Http { status: 529, .. } => Some("overloaded"),
+        LlmError::RateLimited { .. } => Some(RetryReason::RateLimit),
+        LlmError::Http { status: 529, .. } => Some(RetryReason::Overloaded),
         LlmError::Http {
             status: 408 | 500..=599,
             ..
-        } => Some("server_error"),
-        LlmError::Transport(_) if !produced => Some("network"),
-        LlmError::Timeout(_) => Some("timeout"),
+        } => Some(RetryReason::ServerError),
+        LlmError::Transport(_) if !produced => Some(RetryReason::Network),
+        LlmError::Timeout(_) => Some(RetryReason::Timeout),
         _ => None,
     }
 }
@@ -148,7 +149,7 @@ mod tests {
         assert_eq!(first.delay, Duration::from_millis(1500));
         assert_eq!(
             (first.attempt, first.max_attempts, first.reason),
-            (2, 10, "rate_limit")
+            (2, 10, RetryReason::RateLimit)
         );
         for n in 3..=10 {
             assert_eq!(r.next(&rl(None), false, t0).unwrap().attempt, n);
@@ -200,7 +201,13 @@ mod tests {
         // A cut after visible output cannot be retried without showing it twice.
         let cut = LlmError::Transport("reset".into());
         assert!(r.next(&cut, true, t0).is_none());
-        assert_eq!(r.next(&cut, false, t0).unwrap().reason, "network");
-        assert_eq!(r.next(&http(529), false, t0).unwrap().reason, "overloaded");
+        assert_eq!(
+            r.next(&cut, false, t0).unwrap().reason,
+            RetryReason::Network
+        );
+        assert_eq!(
+            r.next(&http(529), false, t0).unwrap().reason,
+            RetryReason::Overloaded
+        );
     }
 }

@@ -88,12 +88,14 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 num_predict: spec.max_output_tokens,
             },
         ),
-        think: req.thinking.map(|t| {
+        think: req.thinking.and_then(|t| {
             use ipc::thinking::Thinking as T;
             match t {
-                T::Off => Value::Bool(false),
-                T::Low | T::Medium | T::High => Value::String(t.as_str().to_owned()),
-                _ => Value::Bool(true),
+                T::Off => Some(Value::Bool(false)),
+                T::Low | T::Medium | T::High => Some(Value::String(t.as_str().to_owned())),
+                T::Minimal | T::XHigh | T::Adaptive | T::Max | T::Ultra => Some(Value::Bool(true)),
+                // Never sent (the driver drops it): the provider's default, as with no level.
+                T::Unknown => None,
             }
         }),
     }

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ipc::control::{EventBody, RunStatus};
+use ipc::control::{EventBody, RunStatus, RunStopReason};
 
 use super::{clip, Action, Input, Phase, Turn};
 use crate::agent::reply;
@@ -112,7 +112,7 @@ impl Turn {
                     return self.end(
                         RunStatus::Error,
                         Some("internal error: the tool round lost its request".into()),
-                        Some("error".into()),
+                        Some(RunStopReason::Error),
                         wall_ms,
                     );
                 };

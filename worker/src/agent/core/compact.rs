@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use ipc::control::{EventBody, RunStatus};
+use ipc::control::{EventBody, RunStatus, RunStopReason};
 
 use super::{clip, Action, CompactJob, Input, Phase, Turn};
 use crate::agent::compaction::{self, MAX_COMPACTIONS_PER_RUN};
@@ -144,7 +144,7 @@ impl Turn {
             return self.end(
                 RunStatus::Error,
                 Some("internal error: the compaction lost its request".into()),
-                Some("error".into()),
+                Some(RunStopReason::Error),
                 wall_ms,
             );
         };
@@ -312,7 +312,7 @@ impl Turn {
                 Some(format!(
                     "model request failed: {overflow}; compacting the context failed: {why}"
                 )),
-                Some("error".into()),
+                Some(RunStopReason::Error),
                 wall_ms,
             );
             a.insert(0, end);

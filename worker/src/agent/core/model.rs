@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use ipc::control::{EventBody, RunStatus};
+use ipc::control::{EventBody, RetryReason, RunStatus, RunStatusPhase, RunStopReason};
 use ipc::thinking::ReasoningMode;
 
 use super::{
@@ -172,7 +172,7 @@ impl Turn {
                 Some(format!(
                     "tool loop stopped: the run would exceed {MAX_TOOL_CALLS} tool calls"
                 )),
-                Some("error".into()),
+                Some(RunStopReason::Error),
                 wall_ms,
             );
         }
@@ -182,7 +182,7 @@ impl Turn {
                 Some(format!(
                     "tool loop stopped: the model still wanted tools after {MAX_MODEL_CALLS} model calls"
                 )),
-                Some("error".into()),
+                Some(RunStopReason::Error),
                 wall_ms,
             );
         }
@@ -226,7 +226,7 @@ impl Turn {
                     "the model returned no visible reply ({} attempts)",
                     self.empty_retries + 1
                 )),
-                Some("error".into()),
+                Some(RunStopReason::Error),
                 wall_ms,
             );
         }
@@ -239,7 +239,7 @@ impl Turn {
             };
             held.push(Action::Emit(EventBody::Assistant { delta }));
         }
-        let stop = finish_reason.unwrap_or_else(|| "stop".into());
+        let stop = reply_stop_reason(finish_reason.as_deref());
         let (p, mut a) = self.end(RunStatus::Ok, None, Some(stop), wall_ms);
         a.splice(0..0, held);
         (p, a)
@@ -263,10 +263,10 @@ impl Turn {
                 self.reasoning.clear();
                 self.xml = XmlFilter::default();
                 let status = EventBody::RunStatus {
-                    phase: "retrying".into(),
+                    phase: RunStatusPhase::Retrying,
                     attempt: r.attempt,
                     max_attempts: r.max_attempts,
-                    reason: r.reason.into(),
+                    reason: r.reason,
                 };
                 return (
                     Phase::Backoff {
@@ -299,7 +299,7 @@ impl Turn {
             Action::AbortModel,
             RunStatus::Error,
             format!("model request failed: {e}"),
-            "error",
+            RunStopReason::Error,
             wall_ms,
         )
     }
@@ -312,7 +312,7 @@ impl Turn {
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
         // The attempt passed its deadline: the next model, with a fresh budget.
-        if let Some(next) = self.fall_back(run_deadline, now, "timeout") {
+        if let Some(next) = self.fall_back(run_deadline, now, RetryReason::Timeout) {
             return next;
         }
         let ms = self.spec.idle_timeout.as_millis();
@@ -320,7 +320,7 @@ impl Turn {
             Action::AbortModel,
             RunStatus::Error,
             format!("model idle timeout: the provider sent nothing for {ms} ms"),
-            "error",
+            RunStopReason::Error,
             wall_ms,
         )
     }
@@ -350,7 +350,7 @@ impl Turn {
                 None => self.end(
                     RunStatus::Error,
                     Some("the model request to retry was lost".into()),
-                    Some("error".into()),
+                    Some(RunStopReason::Error),
                     wall_ms,
                 ),
             },
@@ -385,7 +385,7 @@ impl Turn {
         &mut self,
         run_deadline: Option<Instant>,
         now: Instant,
-        why: &str,
+        why: RetryReason,
     ) -> Option<(Phase, Vec<Action>)> {
         if !self.text.is_empty() || !self.calls.is_empty() {
             return None;
@@ -411,10 +411,10 @@ impl Turn {
         let (phase, call) = self.call_model(req, run_deadline, now);
         self.after_tools = after_tools;
         let status = EventBody::RunStatus {
-            phase: "fallback".into(),
+            phase: RunStatusPhase::Fallback,
             attempt: self.fallbacks_used + 1,
             max_attempts: self.spec.fallbacks.len() as u32 + 1,
-            reason: why.into(),
+            reason: why,
         };
         Some((phase, vec![Action::AbortModel, Action::Emit(status), call]))
     }
@@ -492,7 +492,7 @@ impl Turn {
                     "the model kept hitting its output limit ({} recoveries)",
                     self.length_recoveries
                 )),
-                Some("length".into()),
+                Some(RunStopReason::Length),
                 wall_ms,
             ));
         }
@@ -510,5 +510,17 @@ impl Turn {
         let (phase, call) = self.call_model(req, run_deadline, now);
         self.after_tools = after_tools;
         Some((phase, vec![call]))
+    }
+}
+
+/// The run's stop reason for a reply that ended with the provider's `finish_reason` (as the
+/// llm layer names it). A reason the gateway does not know reads as `stop`, as the Responses
+/// diagnostic reads it: the reply is complete either way, and the link carries a closed set.
+pub(super) fn reply_stop_reason(finish_reason: Option<&str>) -> RunStopReason {
+    match finish_reason {
+        Some("length") => RunStopReason::Length,
+        Some("tool_calls") => RunStopReason::ToolCalls,
+        Some("content_filter") => RunStopReason::ContentFilter,
+        Some(_) | None => RunStopReason::Stop,
     }
 }

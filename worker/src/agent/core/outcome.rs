@@ -4,7 +4,9 @@
 //! the final text unless it repeats a sent message (R-E3), and the tool-error warning (R-F2,
 //! R-F4).
 
-use ipc::control::{EventBody, Lifecycle, Payload, Phase as LPhase, RunStatus, RunTerminal, Usage};
+use ipc::control::{
+    EventBody, Lifecycle, Payload, Phase as LPhase, RunStatus, RunStopReason, RunTerminal, Usage,
+};
 
 use super::{Action, Input, Phase, Turn};
 use crate::agent::reply;
@@ -51,14 +53,14 @@ impl Turn {
         let lifecycle = match terminal.status {
             RunStatus::Ok => Lifecycle {
                 ended_at: Some(terminal.ended_at),
-                stop_reason: terminal.stop_reason.clone(),
+                stop_reason: terminal.stop_reason,
                 ..self.lifecycle(LPhase::End)
             },
             RunStatus::Error | RunStatus::Timeout | RunStatus::Aborted | RunStatus::Unknown => {
                 Lifecycle {
                     ended_at: Some(terminal.ended_at),
                     error: terminal.error.clone(),
-                    stop_reason: terminal.stop_reason.clone(),
+                    stop_reason: terminal.stop_reason,
                     aborted: matches!(terminal.status, RunStatus::Aborted).then_some(true),
                     ..self.lifecycle(LPhase::Error)
                 }
@@ -108,7 +110,7 @@ impl Turn {
         &self,
         status: RunStatus,
         error: Option<String>,
-        stop_reason: Option<String>,
+        stop_reason: Option<RunStopReason>,
         wall_ms: u64,
     ) -> RunTerminal {
         let visible = self.visible();
@@ -175,10 +177,12 @@ impl Turn {
         &mut self,
         status: RunStatus,
         error: Option<String>,
-        stop_reason: Option<String>,
+        stop_reason: Option<RunStopReason>,
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
-        let terminal = self.terminal(status, error.clone(), stop_reason.clone(), wall_ms);
+        let terminal = self.terminal(status, error.clone(), stop_reason, wall_ms);
+        // The stores keep the name the link sends.
+        let stop_reason = stop_reason.map(|r| r.as_str().to_owned());
         // A failed run leaves its failure in history even with no text (R-B1): an assistant
         // message with the error, written before the terminal is published.
         let failed = status == RunStatus::Error && error.is_some();
@@ -230,6 +234,11 @@ impl Turn {
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
         let error = record_error(e, what);
-        self.end(RunStatus::Error, Some(error), Some("error".into()), wall_ms)
+        self.end(
+            RunStatus::Error,
+            Some(error),
+            Some(RunStopReason::Error),
+            wall_ms,
+        )
     }
 }

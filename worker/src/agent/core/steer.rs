@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use ipc::control::{EventBody, RunStatus, ToolPhase};
+use ipc::control::{EventBody, RunStatus, RunStopReason, ToolPhase};
 
 use super::{clip, Action, Input, Phase, Turn};
 use crate::llm::ChatMessage;
@@ -155,7 +155,7 @@ impl Turn {
                 return self.end(
                     RunStatus::Error,
                     Some("internal error: steering lost the request".into()),
-                    Some("error".into()),
+                    Some(RunStopReason::Error),
                     wall_ms,
                 );
             };

@@ -190,10 +190,10 @@ fn a_rate_limit_waits_retrying_then_the_same_request_goes_again_r_b4() {
     assert_eq!(
         a[1],
         Action::Emit(EventBody::RunStatus {
-            phase: "retrying".into(),
+            phase: ipc::control::RunStatusPhase::Retrying,
             attempt: 2,
             max_attempts: 10,
-            reason: "rate_limit".into(),
+            reason: ipc::control::RetryReason::RateLimit,
         })
     );
     assert!(
@@ -817,4 +817,42 @@ fn cancel_during_a_tool_aborts_it_and_failed_append_ends_the_run() {
     let Action::Persist(f) = &a[0] else { panic!() };
     assert_eq!(f.status, RunStatus::Error);
     assert!(f.error.as_ref().unwrap().starts_with("run superseded"));
+}
+
+/// Issue 22 item 5: the stop reason crosses the link as a closed set. A provider's finish
+/// reason the gateway knows keeps its name; one it does not know (a compatible server's
+/// `eos_token`) ends the answered run as `stop`, alike in the terminal, the lifecycle `end`,
+/// the run row and the transcript.
+#[test]
+fn a_providers_finish_reason_becomes_a_closed_stop_reason() {
+    for (finish, stop) in [
+        ("stop", RunStopReason::Stop),
+        ("content_filter", RunStopReason::ContentFilter),
+        ("eos_token", RunStopReason::Stop),
+    ] {
+        let t0 = Instant::now();
+        let mut t = Turn::new(spec(None), t0, 1000);
+        begun(&mut t, t0);
+        t.handle(Input::Model(LlmEvent::Delta("Hi".into())), t0, 1001);
+        let a = t.handle(
+            Input::Model(LlmEvent::Done(Terminal::reason(finish))),
+            t0,
+            1002,
+        );
+        let Action::Persist(f) = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(f.stop_reason.as_deref(), Some(stop.as_str()), "{finish}");
+        let saved = f.assistant.as_ref().unwrap().stop_reason.as_deref();
+        assert_eq!(saved, Some(stop.as_str()), "{finish}");
+        let a = t.handle(Input::Persisted(Ok(())), t0, 1003);
+        let Action::Emit(EventBody::Lifecycle(l)) = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(l.stop_reason, Some(stop), "{finish}");
+        let Action::Finish(term) = &a[1] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(term.stop_reason, Some(stop), "{finish}");
+    }
 }

@@ -146,9 +146,10 @@ pub(super) async fn prepare(
         crate::tools::offered(ctx.spec.tools_allow.as_deref()),
     );
     req.choice = choice;
+    // A level from a newer supervisor this build does not know: the provider's default, as
+    // with none.
     req.thinking = run
         .thinking
-        .as_deref()
-        .and_then(ipc::thinking::Thinking::parse);
+        .filter(|t| *t != ipc::thinking::Thinking::Unknown);
     Ok(Prepared::Call(req))
 }
