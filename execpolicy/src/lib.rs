@@ -3,7 +3,9 @@
 //! they start is contained.
 //!
 //! - [`argv`]: allowlists (`tools.exec.security = "allowlist"`): shell-free word splitting,
-//!   argv patterns, the programs unsafe to allow.
+//!   argv patterns whose words are typed (literal or wildcard) by the operator's quoting.
+//! - [`safe`]: the safe list, the only programs `allow-always` is offered for, looked for
+//!   through wrappers (`env`, `nice`, `timeout`, ...).
 //! - [`reaper`]: the subreaper every `exec` command runs under
 //!   (`loopgate-worker --exec-reaper`), so nothing it starts outlives it.
 //!
@@ -13,3 +15,4 @@
 
 pub mod argv;
 pub mod reaper;
+pub mod safe;

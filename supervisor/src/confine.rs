@@ -94,12 +94,9 @@ pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
             exec.security,
             ipc::control::ExecSecurity::Allowlist | ipc::control::ExecSecurity::Ask
         ) {
-            if let Some(program) = words
-                .first()
-                .filter(|p| execpolicy::argv::is_unsafe_program(p))
-            {
+            if let Err(why) = execpolicy::safe::check_pattern(&words) {
                 warnings.push(format!(
-                    "{key}.tools.exec.allowlist[{i}]: {program:?} reads instructions from files or arguments the model controls, so allowing it lets the model run any command"
+                    "{key}.tools.exec.allowlist[{i}]: {pattern:?} may let the model run any command: {why}"
                 ));
             }
         }
@@ -144,7 +141,10 @@ mod tests {
         };
         let w = check_exec("agents.main", &exec).unwrap();
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("\"git\""));
+        assert!(
+            w[0].contains("\"git\" is not on the exec safe list"),
+            "{w:?}"
+        );
         let bad = ExecPolicy {
             allowlist: vec!["* x".into()],
             ..exec

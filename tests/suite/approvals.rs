@@ -222,6 +222,69 @@ async fn allow_always_persists_across_a_restart() {
     assert_eq!(kept["patterns"], json!([]), "{kept}");
 }
 
+/// Issue 23 item 5: allow-always was withheld only for a deny-list of argv[0]'s basename,
+/// so it was offered for `stdbuf -o0 python3 build.py` (the model writes `build.py`, and
+/// every later run of it would run unasked). Only programs on the safe list, looked for
+/// through wrappers, get it: the request does not offer it, and a client that sends it
+/// anyway is refused, the run still waiting for a decision it can take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_is_only_for_the_safe_list_through_wrappers() {
+    let gw = Gateway::start_with(ASK).await;
+    let ws = gw.workspace("main");
+    std::fs::write(ws.join("build.py"), "open('ran', 'w')\n").unwrap();
+    gw.model.push(exec("w1", "stdbuf -o0 python3 build.py"));
+    gw.model.push(exec("w2", "timeout 5 echo wrapped"));
+    gw.model.push(reply("done"));
+    let mut c = gw.connect().await;
+    let (req, approval) = asks(&mut c, "sl-1", json!({})).await;
+    assert_eq!(
+        approval["request"]["command"],
+        "stdbuf -o0 python3 build.py"
+    );
+    assert_eq!(
+        approval["request"]["allowedDecisions"],
+        json!(["allow-once", "deny"]),
+        "{approval}"
+    );
+    let id = approval["id"].as_str().unwrap().to_owned();
+    let r = resolve(&mut c, &id, "allow-always").await;
+    assert_eq!(
+        r["error"]["details"]["reason"], "APPROVAL_ALLOW_ALWAYS_UNAVAILABLE",
+        "{r}"
+    );
+    let out = gw.cli(&["approvals", "allow", &id, "--always"]).await;
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    // Still pending: the operator denies it.
+    assert_eq!(resolve(&mut c, &id, "deny").await["payload"]["ok"], true);
+    // A safe program behind a wrapper is offered allow-always.
+    let approval = c
+        .wait_for(|f| {
+            f["event"] == "exec.approval.requested"
+                && f["payload"]["request"]["command"] == "timeout 5 echo wrapped"
+        })
+        .await;
+    assert_eq!(
+        approval["payload"]["request"]["allowedDecisions"],
+        json!(["allow-once", "allow-always", "deny"])
+    );
+    let id = approval["payload"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        resolve(&mut c, &id, "allow-always").await["payload"]["ok"],
+        true
+    );
+    assert_eq!(c.res(&req).await["payload"]["status"], "ok");
+    assert!(tool_result(&gw, "w1").contains("user-denied"));
+    assert!(tool_result(&gw, "w2").starts_with("wrapped"));
+    assert!(!ws.join("ran").exists());
+    let out = gw.cli(&["approvals", "patterns", "--json"]).await;
+    let kept: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        kept["patterns"],
+        json!([{"agentId": "main", "pattern": "timeout 5 echo wrapped"}]),
+        "{kept}"
+    );
+}
+
 /// deny, and no decision within the timeout: the model gets OpenClaw's denial text, the
 /// command never runs, and the reply carries the failure although the model answered
 /// (R-F4).

@@ -124,7 +124,7 @@ async fn allowlist_never_reaches_a_shell_r_e2() {
     )
     .await;
     gw.logs
-        .wait_for("\"git\" reads instructions from files or arguments the model controls")
+        .wait_for("\"git\" is not on the exec safe list")
         .await;
     let ws = gw.workspace("main");
     for (id, cmd) in [
@@ -157,7 +157,54 @@ async fn allowlist_never_reaches_a_shell_r_e2() {
         "{}",
         tool_result(&gw, "ok")
     );
-    gw.logs.assert_clean(&["reads instructions from files"]);
+    gw.logs.assert_clean(&["is not on the exec safe list"]);
+}
+
+/// Issue 23 item 5 (R-E2): a quoted `*` in an allowlist pattern was a wildcard: `echo '*'`
+/// allowed `echo hello world`, `cat 'a*b'` allowed `cat aXXb`. Pattern words are typed by
+/// the operator's quoting: quoted, `*` is the character; unquoted, a wildcard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quoted_star_in_an_allowlist_is_the_character_r_e2() {
+    let gw = Gateway::start_with(
+        "[agents.defaults.tools.exec]\nsecurity = \"allowlist\"\nallowlist = [\"echo '*'\", \"cat 'a*b'\", \"ls *.txt\"]\n",
+    )
+    .await;
+    let ws = gw.workspace("main");
+    std::fs::write(ws.join("aXXb"), "not allowed").unwrap();
+    std::fs::write(ws.join("a*b"), "allowed").unwrap();
+    std::fs::write(ws.join("x.txt"), "").unwrap();
+    for (id, cmd) in [
+        ("q1", "echo hello world"),
+        ("q2", "echo hello"),
+        ("q3", "cat aXXb"),
+        ("q4", "echo '*'"),
+        ("q5", "cat 'a*b'"),
+        ("q6", "ls x.txt"),
+    ] {
+        gw.model.push(call(id, "exec", json!({ "command": cmd })));
+    }
+    gw.model.push(reply("done"));
+    assert_eq!(run_turn(&gw, "stars").await["payload"]["status"], "ok");
+    for id in ["q1", "q2", "q3"] {
+        let r = tool_result(&gw, id);
+        assert!(r.contains("matches no pattern"), "{id}: {r}");
+    }
+    // The literal command itself runs, and an unquoted `*` is still a wildcard.
+    assert!(
+        tool_result(&gw, "q4").starts_with('*'),
+        "{}",
+        tool_result(&gw, "q4")
+    );
+    assert!(
+        tool_result(&gw, "q5").starts_with("allowed"),
+        "{}",
+        tool_result(&gw, "q5")
+    );
+    assert!(
+        tool_result(&gw, "q6").starts_with("x.txt"),
+        "{}",
+        tool_result(&gw, "q6")
+    );
 }
 
 /// Attack 8 (exec): the provider key and the worker token were visible to `exec`; output past

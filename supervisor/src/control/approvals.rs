@@ -73,10 +73,24 @@ pub(super) fn not_found(id: &str) -> ErrorShape {
     }))
 }
 
-/// Loaded once at start: `(agent id, pattern)` rows of the gateway db.
+/// Loaded once at start: `(agent id, pattern)` rows of the gateway db. A pattern kept before
+/// allow-always was limited to the safe list, for a program not on it, is named in a warning
+/// (it still holds: it was the operator's decision, and `loopgate approvals revoke` ends it).
 pub fn by_agent(rows: Vec<(String, String)>) -> HashMap<String, Vec<String>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
     for (agent, pattern) in rows {
+        let unsafe_why = match execpolicy::argv::parse_pattern(&pattern) {
+            Ok(p) => execpolicy::safe::check_pattern(&p).err(),
+            Err(e) => Some(e),
+        };
+        if let Some(why) = unsafe_why {
+            tracing::warn!(
+                agent = agent.as_str(),
+                pattern = pattern.as_str(),
+                why,
+                "A command allowed for good may let the model run any command; revoke it with `loopgate approvals revoke`."
+            );
+        }
         out.entry(agent).or_default().push(pattern);
     }
     out

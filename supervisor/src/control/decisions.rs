@@ -30,14 +30,16 @@ impl Control {
             self.send_decision(agent_id, &request, ApprovalDecision::Deny, None);
             return;
         }
-        // No allow-always for a program that takes instructions from files or arguments the
-        // model controls (allowing it for good would let the model run anything).
-        let pattern = execpolicy::argv::exact_pattern(&request.argv).filter(|_| {
-            !request
-                .argv
-                .first()
-                .is_some_and(|p| execpolicy::argv::is_unsafe_program(p))
-        });
+        // allow-always only for a program on the safe list (one that cannot run a file the
+        // model writes), looked for through wrappers: allowing anything else for good could
+        // let the model run anything.
+        let pattern = match execpolicy::safe::check_argv(&request.argv) {
+            Ok(()) => execpolicy::argv::exact_pattern(&request.argv),
+            Err(why) => {
+                tracing::debug!(agent = agent_id, why, "No allow-always for this exec.");
+                None
+            }
+        };
         let pending = Pending {
             agent_id: agent_id.to_owned(),
             request,
