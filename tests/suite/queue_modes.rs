@@ -2,7 +2,7 @@
 //! running turn, queued as a followup, collected into one turn, or run next after
 //! interrupting the turn; a full queue's drop policies; request > session > config.
 
-use loopgate_tests::{hold, reply, Client, Gateway};
+use loopgate_tests::{hold, reply, Client, Gateway, WAIT};
 use serde_json::{json, Value};
 
 /// Sends an `agent` request in `session` and returns its request id once accepted.
@@ -230,6 +230,21 @@ async fn a_full_queue_drops_by_policy_r_b3() {
             .await;
         let two = queue(&mut c, "cap-2", "cap", None).await;
         let three = queue(&mut c, "cap-3", "cap", None).await;
+        if drop == "summarize" {
+            // `accepted` is answered before the run reaches its worker: wait until the
+            // worker holds cap-3 queued and cap-2 folded (depth 2) before the turn ends.
+            tokio::time::timeout(WAIT, async {
+                loop {
+                    let lanes = c.call("diagnostics.lanes", json!({})).await;
+                    if lanes.to_string().contains("\"queueDepth\":2") {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+            .expect("cap-3 reaches the worker's queue");
+        }
         let (dropped, kept) = match drop {
             "new" => (Some(&three), &two),
             "old" => (Some(&two), &three),
