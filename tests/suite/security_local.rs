@@ -1,0 +1,184 @@
+//! A hostile local user and a hostile model on the gateway's own host (issue 23, items 2 and
+//! 4), each reproduced on the real binaries. The tests need root (to act as a second user,
+//! uid 65534); as any other user they say so and skip.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use loopgate_tests::{bin, Gateway, WAIT};
+
+/// The other local user (`nobody`).
+const OTHER: u32 = 65534;
+
+fn root_or_skip(test: &str) -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        eprintln!("SKIPPED {test}: it needs root to act as uid {OTHER}");
+    }
+    root
+}
+
+fn chmod(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn chown_other(p: &Path) {
+    nix::unistd::chown(
+        p,
+        Some(nix::unistd::Uid::from_raw(OTHER)),
+        Some(nix::unistd::Gid::from_raw(OTHER)),
+    )
+    .unwrap();
+}
+
+/// Runs `loopgate serve` once (expecting a refusal); its exit code and stderr.
+async fn serve_once(state: &Path, config: Option<&Path>) -> (Option<i32>, String) {
+    let mut cmd = tokio::process::Command::new(bin("loopgate"));
+    cmd.arg("serve").arg("--state-dir").arg(state);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(WAIT, out)
+        .await
+        .expect("serve refused to start (it started instead)")
+        .expect("serve runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A config whose `gateway_start` hook leaves `marker` (the attacker's payload).
+fn planted_config(marker: &Path) -> String {
+    format!(
+        "[[hooks.gateway_start]]\ncommand = [\"sh\", \"-c\", \"id > {}\"]\n",
+        marker.display()
+    )
+}
+
+/// Issue 23 item 2, the attack as tried: uid 65534 created the state directory first, in a
+/// world-writable parent, and planted a config with a `gateway_start` hook; root ran
+/// `serve` there and the hook ran as root. Now `serve` refuses (EX_CONFIG) naming the path
+/// and its owner, and runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_dir_another_user_made_is_refused_r_j2() {
+    if !root_or_skip("a_state_dir_another_user_made_is_refused_r_j2") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let marker = tmp.path().join("pwned");
+    std::fs::write(state.join("loopgate.toml"), planted_config(&marker)).unwrap();
+    chown_other(&state.join("loopgate.toml"));
+    chown_other(&state);
+    chmod(&state, 0o755);
+    let (code, stderr) = serve_once(&state, None).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&state.display().to_string()) && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the planted hook ran");
+}
+
+/// Issue 23 item 2: a config file others can write is refused, in the state dir (group
+/// writable) or named by `--config` elsewhere (owned by another user); a config made
+/// writable while the gateway runs is refused by `loopgate reload`, which keeps the running
+/// one. The normal case (a private state dir under `/tmp`) starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_others_can_write_is_refused_r_j2() {
+    if !root_or_skip("a_config_file_others_can_write_is_refused_r_j2") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("pwned");
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let config = state.join("loopgate.toml");
+    std::fs::write(&config, planted_config(&marker)).unwrap();
+    chmod(&config, 0o660);
+    let (code, stderr) = serve_once(&state, None).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&config.display().to_string()) && stderr.contains("writable by its group"),
+        "{stderr}"
+    );
+
+    let elsewhere = tmp.path().join("etc");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let other_config = elsewhere.join("loopgate.toml");
+    std::fs::write(&other_config, planted_config(&marker)).unwrap();
+    chown_other(&other_config);
+    chmod(&config, 0o600);
+    let (code, stderr) = serve_once(&state, Some(&other_config)).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&other_config.display().to_string()) && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the planted hook ran");
+
+    let gw = Gateway::start().await;
+    let config = gw.state().join("loopgate.toml");
+    chmod(&config, 0o666);
+    let out = gw.cli(&["reload"]).await;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(78), "{said}");
+    assert!(said.contains("writable by group and others"), "{said}");
+    gw.logs
+        .assert_clean(&["config reload failed", "writable by group and others"]);
+}
+
+/// Issue 23 item 2: a state dir under a parent others can write without the sticky bit
+/// (they could rename it away and put their own in its place) is refused, naming the parent;
+/// the same parent with the sticky bit (as `/tmp`) is fine. So is a hook someone else owns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_dir_under_an_open_parent_or_with_foreign_hooks_is_refused_r_j2() {
+    if !root_or_skip("a_state_dir_under_an_open_parent_or_with_foreign_hooks_is_refused_r_j2") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let open = tmp.path().join("open");
+    let state: PathBuf = open.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    chmod(&open, 0o777);
+    let (code, stderr) = serve_once(&state, None).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}, above", open.display()))
+            && stderr.contains("without the sticky bit"),
+        "{stderr}"
+    );
+
+    // Sticky: nobody else can replace the state dir. Now the hooks: one planted by uid 65534.
+    chmod(&open, 0o1777);
+    let hook = state.join("agents/main/hooks/boot");
+    std::fs::create_dir_all(&hook).unwrap();
+    std::fs::write(
+        hook.join("HOOK.md"),
+        "---\nevents: [\"agent:bootstrap\"]\n---\n",
+    )
+    .unwrap();
+    std::fs::write(hook.join("handler"), "#!/bin/sh\nid\n").unwrap();
+    chmod(&hook.join("handler"), 0o755);
+    chown_other(&hook.join("handler"));
+    let (code, stderr) = serve_once(&state, None).await;
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&hook.join("handler").display().to_string())
+            && stderr.contains("uid 65534"),
+        "{stderr}"
+    );
+}
