@@ -12,6 +12,7 @@
 //! - [`diagnostics`]: stuck-session policy, lane reports and recoveries (R-I1..R-I3).
 //! - [`text`]: what would hide or fake text shown to a person (control, bidi).
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
+//! - [`worker_env`]: the environment a worker is started with and keeps.
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
@@ -30,5 +31,6 @@ pub mod session_ops;
 pub mod text;
 pub mod thinking;
 pub mod version;
+pub mod worker_env;
 
 pub use error::{Error, ErrorCode, RpcError};

@@ -6,7 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use loopgate_tests::{bin, Gateway, WAIT};
+use loopgate_tests::{bin, reply, tool_result, Gateway, WAIT};
+use serde_json::json;
 
 /// The other local user (`nobody`).
 const OTHER: u32 = 65534;
@@ -181,4 +182,49 @@ async fn a_state_dir_under_an_open_parent_or_with_foreign_hooks_is_refused_r_j2(
             && stderr.contains("uid 65534"),
         "{stderr}"
     );
+}
+
+/// Issue 23 item 4: `exec` read the provider key and the worker token from its ancestors'
+/// `/proc/<pid>/environ` (worker and supervisor run as the same uid as the command). Now both
+/// are non-dumpable (their `/proc` files belong to root) and the worker keeps the key and
+/// the token out of its environment; the command's own process is still an ordinary one.
+/// The gateway runs as uid 65534, as a non-root gateway would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_cannot_read_the_gateways_environment_r_e2() {
+    if !root_or_skip("exec_cannot_read_the_gateways_environment_r_e2") {
+        return;
+    }
+    let gw = Gateway::start_as(
+        OTHER,
+        "api_key_env = \"SECURITY_TEST_KEY\"\n[agents.defaults.tools.exec]\nsecurity = \"full\"\n",
+        &[("SECURITY_TEST_KEY", "sk-leaked-secret")],
+    )
+    .await;
+    // Every ancestor of the command, up to init: its pid, then its environment or the error.
+    let walk = "p=$$; while [ \"$p\" -gt 1 ]; do echo \"pid $p:\"; \
+                tr '\\0' '\\n' < /proc/$p/environ; \
+                p=$(awk '/^PPid:/{print $2}' /proc/$p/status); done 2>&1";
+    gw.model.push(loopgate_tests::tool_call(
+        "walk",
+        "exec",
+        &json!({"command": walk}).to_string(),
+    ));
+    gw.model.push(reply("done"));
+    let out = gw.cli(&["agent", "-m", "go"]).await;
+    assert!(out.status.success(), "{out:?}");
+    let seen = tool_result(&gw, "walk");
+    assert!(
+        seen.contains(&format!("pid {}:", gw.pid())),
+        "the walk did not reach the supervisor: {seen}"
+    );
+    // The command's own shell is dumpable (exec resets it): its environment is readable.
+    assert!(seen.contains("PATH="), "{seen}");
+    for leak in [
+        "sk-leaked-secret",
+        "LOOPGATE_WORKER_TOKEN",
+        "SECURITY_TEST_KEY",
+    ] {
+        assert!(!seen.contains(leak), "{leak} leaked to exec: {seen}");
+    }
+    gw.logs.assert_clean(&[]);
 }
