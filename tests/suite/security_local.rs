@@ -200,6 +200,18 @@ async fn exec_cannot_read_the_gateways_environment_r_e2() {
         &[("SECURITY_TEST_KEY", "sk-leaked-secret")],
     )
     .await;
+    // The worker's children (hooks, tools) no longer inherit the key or the token either:
+    // an operator's internal hook (root's, allowed) records its environment.
+    let hooks = gw.hooks_dir("main");
+    for d in ["agents", "agents/main"] {
+        chown_other(&gw.state().join(d));
+    }
+    super::tools::internal_hook(
+        &hooks,
+        "envdump",
+        "\"agent:bootstrap\"",
+        "cat >/dev/null; env > hook.env",
+    );
     // Every ancestor of the command, up to init: its pid, then its environment or the error.
     let walk = "p=$$; while [ \"$p\" -gt 1 ]; do echo \"pid $p:\"; \
                 tr '\\0' '\\n' < /proc/$p/environ; \
@@ -226,5 +238,28 @@ async fn exec_cannot_read_the_gateways_environment_r_e2() {
     ] {
         assert!(!seen.contains(leak), "{leak} leaked to exec: {seen}");
     }
+    let hook_env = std::fs::read_to_string(gw.state().join("agents/main/workspace/hook.env"))
+        .expect("the bootstrap hook ran");
+    assert!(hook_env.contains("PATH="), "{hook_env}");
+    for leak in ["sk-leaked-secret", "LOOPGATE_WORKER_TOKEN"] {
+        assert!(
+            !hook_env.contains(leak),
+            "{leak} leaked to a hook: {hook_env}"
+        );
+    }
+    // A non-root supervisor still reads its non-dumpable worker's memory figure
+    // (`/proc/<pid>/statm` stays readable to all; `smaps` and `environ` do not).
+    let out = gw.cli(&["status", "--json"]).await;
+    let status: ipc::gateway::StatusResult = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"));
+    assert!(
+        status.supervisor.rss_bytes.is_some_and(|b| b > 0),
+        "{status:?}"
+    );
+    let main = status.workers.iter().find(|w| w.agent_id == "main");
+    assert!(
+        main.is_some_and(|w| w.rss_bytes.is_some_and(|b| b > 0)),
+        "{status:?}"
+    );
     gw.logs.assert_clean(&[]);
 }
