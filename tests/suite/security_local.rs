@@ -113,6 +113,21 @@ async fn a_config_file_others_can_write_is_refused_r_j2() {
         "{stderr}"
     );
 
+    // `config check` (perhaps run by another user than `serve`) warns.
+    let out = tokio::process::Command::new(bin("loopgate"))
+        .args(["config", "check"])
+        .arg(&config)
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && said.contains("would refuse to start")
+            && said.contains("its group"),
+        "{said}"
+    );
+
     let elsewhere = tmp.path().join("etc");
     std::fs::create_dir(&elsewhere).unwrap();
     let other_config = elsewhere.join("loopgate.toml");
