@@ -55,9 +55,9 @@ fn ownership(
     let euid = crate::ownership::euid();
     crate::ownership::check_config_file(path, euid)?;
     if state_dir.is_dir() {
-        let hooks: Vec<&Path> = c.agents.iter().map(|a| a.hooks_dir.as_path()).collect();
         crate::ownership::check_state_dir(state_dir, euid)?;
-        crate::ownership::check_inside(state_dir, &hooks, euid)?;
+        let trusted = crate::ownership::agent_paths(&c.agents);
+        crate::ownership::check_inside(state_dir, &trusted, euid)?;
     }
     Ok(())
 }

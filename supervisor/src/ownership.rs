@@ -20,6 +20,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::config::AgentConfig;
+
 /// Why a path is not safe to trust.
 #[derive(Debug, thiserror::Error)]
 pub enum UnsafePath {
@@ -90,27 +92,34 @@ pub fn check_config_file(path: &Path, euid: u32) -> Result<(), UnsafePath> {
 }
 
 /// What the gateway and its workers trust inside the state directory (checked after the
-/// state directory itself): the gateway token, the gateway db (allow-always patterns), and
-/// each hooks directory with everything in it and the directories between it and `state`.
-pub fn check_inside(state: &Path, hooks_dirs: &[&Path], euid: u32) -> Result<(), UnsafePath> {
+/// state directory itself): the gateway token and db (allow-always patterns), and the
+/// `trusted` paths ([`agent_paths`]) with everything under them and the directories between
+/// them and `state`.
+pub fn check_inside(state: &Path, trusted: &[PathBuf], euid: u32) -> Result<(), UnsafePath> {
     let state_real = std::fs::canonicalize(state).map_err(|source| UnsafePath::Io {
         path: state.to_owned(),
         source,
     })?;
-    let mut paths: Vec<PathBuf> = ["gateway.token", "gateway.sqlite", "gateway.sqlite-wal"]
-        .iter()
-        .map(|n| state.join(n))
-        .collect();
-    for hooks in hooks_dirs {
-        // The directories between the state directory and the hooks (`agents/<id>`).
-        if let Ok(rel) = hooks.strip_prefix(state) {
+    let mut paths: Vec<PathBuf> = [
+        "gateway.token",
+        "gateway.sqlite",
+        "gateway.sqlite-wal",
+        "gateway.sqlite-shm",
+    ]
+    .iter()
+    .map(|n| state.join(n))
+    .collect();
+    for path in trusted {
+        // The directories between the state directory and the path (`agents/<id>`).
+        if let Ok(rel) = path.strip_prefix(state) {
             let mut at = state.to_owned();
-            for c in rel.components() {
+            for c in rel.parent().into_iter().flat_map(|p| p.components()) {
                 at.push(c);
                 paths.push(at.clone());
             }
         }
-        collect_tree(hooks, &mut paths, 0)?;
+        paths.push(path.clone());
+        collect_tree(path, &mut paths, 0)?;
     }
     for p in paths {
         let meta = match std::fs::metadata(&p) {
@@ -129,6 +138,20 @@ pub fn check_inside(state: &Path, hooks_dirs: &[&Path], euid: u32) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// What each agent's worker reads as code or history: its hooks tree and its database.
+pub fn agent_paths(agents: &[AgentConfig]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for a in agents {
+        out.push(a.hooks_dir.clone());
+        for suffix in ["", "-wal", "-shm"] {
+            let mut db = a.db_path.clone().into_os_string();
+            db.push(suffix);
+            out.push(PathBuf::from(db));
+        }
+    }
+    out
 }
 
 /// Hook trees are a handful of small directories; deeper than this is not a hook layout.
@@ -341,12 +364,12 @@ mod tests {
         std::fs::create_dir_all(hooks.join("boot")).unwrap();
         std::fs::write(hooks.join("boot/handler"), "").unwrap();
         chmod(&hooks.join("boot/handler"), 0o755);
-        check_inside(d.path(), &[&hooks], euid()).unwrap();
+        check_inside(d.path(), &[hooks.clone()], euid()).unwrap();
         chmod(&hooks.join("boot/handler"), 0o757);
-        let e = check_inside(d.path(), &[&hooks], euid()).unwrap_err();
+        let e = check_inside(d.path(), &[hooks.clone()], euid()).unwrap_err();
         assert!(e.to_string().contains("handler"), "{e}");
         chmod(&hooks.join("boot/handler"), 0o755);
         chmod(&d.path().join("agents"), 0o777);
-        assert!(check_inside(d.path(), &[&hooks], euid()).is_err());
+        assert!(check_inside(d.path(), &[hooks.clone()], euid()).is_err());
     }
 }

@@ -20,7 +20,7 @@ pub(super) struct ConfigSource {
 
 impl ConfigSource {
     /// Loads the config after checking that only the operator could have written it, and
-    /// then the hooks its agents will run (issue 23 item 2; at start and on every reload).
+    /// then what its agents will run or read (issue 23 item 2; at start and on every reload).
     pub(super) fn load(&self) -> Result<Config, ConfigError> {
         let euid = crate::ownership::euid();
         let refused = |e: crate::ownership::UnsafePath| ConfigError {
@@ -30,12 +30,8 @@ impl ConfigSource {
         };
         crate::ownership::check_config_file(&self.path, euid).map_err(refused)?;
         let config = Config::load(&self.path, &self.state_dir, &self.overrides, self.explicit)?;
-        let hooks: Vec<&std::path::Path> = config
-            .agents
-            .iter()
-            .map(|a| a.hooks_dir.as_path())
-            .collect();
-        crate::ownership::check_inside(&self.state_dir, &hooks, euid).map_err(refused)?;
+        let trusted = crate::ownership::agent_paths(&config.agents);
+        crate::ownership::check_inside(&self.state_dir, &trusted, euid).map_err(refused)?;
         Ok(config)
     }
 }
