@@ -364,12 +364,12 @@ mod tests {
         std::fs::create_dir_all(hooks.join("boot")).unwrap();
         std::fs::write(hooks.join("boot/handler"), "").unwrap();
         chmod(&hooks.join("boot/handler"), 0o755);
-        check_inside(d.path(), &[hooks.clone()], euid()).unwrap();
+        check_inside(d.path(), std::slice::from_ref(&hooks), euid()).unwrap();
         chmod(&hooks.join("boot/handler"), 0o757);
-        let e = check_inside(d.path(), &[hooks.clone()], euid()).unwrap_err();
+        let e = check_inside(d.path(), std::slice::from_ref(&hooks), euid()).unwrap_err();
         assert!(e.to_string().contains("handler"), "{e}");
         chmod(&hooks.join("boot/handler"), 0o755);
         chmod(&d.path().join("agents"), 0o777);
-        assert!(check_inside(d.path(), &[hooks.clone()], euid()).is_err());
+        assert!(check_inside(d.path(), std::slice::from_ref(&hooks), euid()).is_err());
     }
 }
