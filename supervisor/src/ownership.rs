@@ -345,6 +345,35 @@ mod tests {
     }
 
     #[test]
+    fn a_state_dir_link_another_user_owns_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        chmod(&state, 0o700);
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&state, &link).unwrap();
+        check_state_dir(&link, euid()).unwrap();
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED the foreign link half: it needs root to chown the link");
+            return;
+        }
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::fchownat(
+            None,
+            &link,
+            Some(nobody),
+            None,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+        let e = check_state_dir(&link, euid()).unwrap_err();
+        assert!(
+            matches!(e, UnsafePath::NotOwned { owner: 65534, .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn config_file_missing_is_fine_group_writable_is_not() {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("loopgate.toml");
