@@ -181,7 +181,9 @@ fn collect_tree(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) -> Result<(), 
             source,
         })?;
         let path = entry.path();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        // Followed through symlinks (a hook linked from elsewhere is checked whole); the
+        // depth bound ends a loop of links.
+        let is_dir = path.is_dir();
         out.push(path.clone());
         if is_dir && depth < MAX_DEPTH {
             collect_tree(&path, out, depth + 1)?;
