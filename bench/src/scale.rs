@@ -60,6 +60,11 @@ pub async fn density(
     let s = spawn::Spawned::start_with(loopgate, &agents, None, api, Some(idle_exit)).await?;
     let t = Target::spawned(s, &agents);
     let pid = t.pid.context("the spawned gateway's pid")?;
+    if pss(pid).is_none() {
+        bail!(
+            "cannot read /proc/{pid}/smaps_rollup: the gateway's processes are not dumpable (their memory maps and descriptors are closed to other processes of their uid), so `density` needs root or CAP_SYS_PTRACE"
+        );
+    }
     let idle_before = footprint(pid);
     let started = Instant::now();
     let mut first = Vec::with_capacity(n);

@@ -13,6 +13,7 @@
 //! - [`disk`]: an agent's disk budget (workspace, transcript store, free-space floor).
 //! - [`text`]: what would hide or fake text shown to a person (control, bidi).
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
+//! - [`worker_env`]: the environment a worker is started with and keeps.
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
@@ -32,5 +33,6 @@ pub mod session_ops;
 pub mod text;
 pub mod thinking;
 pub mod version;
+pub mod worker_env;
 
 pub use error::{Error, ErrorCode, RpcError};

@@ -33,8 +33,31 @@ pub fn check(path: &Path, state_dir: &Path, explicit: bool, env_token: Option<St
             for w in &c.warnings {
                 out.push_str(&format!("warning: {w}\n"));
             }
+            // A warning, not a failure: the check may be run by another user than `serve`.
+            if let Err(e) = ownership(path, state_dir, &c) {
+                let uid = crate::ownership::euid();
+                out.push_str(&format!(
+                    "warning: `loopgate serve` as uid {uid} would refuse to start: {e}\n"
+                ));
+            }
             let _ = std::io::stdout().lock().write_all(out.as_bytes());
             ExitCode::SUCCESS
         }
     }
+}
+
+/// `serve`'s ownership checks for this user (issue 23 item 2), on what exists.
+fn ownership(
+    path: &Path,
+    state_dir: &Path,
+    c: &Config,
+) -> Result<(), crate::ownership::UnsafePath> {
+    let euid = crate::ownership::euid();
+    crate::ownership::check_config_file(path, euid)?;
+    if state_dir.is_dir() {
+        crate::ownership::check_state_dir(state_dir, euid)?;
+        let trusted = crate::ownership::agent_paths(&c.agents);
+        crate::ownership::check_inside(state_dir, &trusted, euid)?;
+    }
+    Ok(())
 }

@@ -44,6 +44,7 @@ pub mod lock;
 pub mod log_ring;
 pub mod metrics;
 pub mod outcome;
+pub mod ownership;
 pub mod paths;
 pub mod projection;
 pub mod rpc;

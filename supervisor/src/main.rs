@@ -235,6 +235,15 @@ fn init_logging(format: LogFormat, filter: Option<String>, journald: bool) {
 }
 
 fn main() -> ExitCode {
+    // The gateway holds provider keys and tokens in its environment and memory; a
+    // non-dumpable process's `/proc/<pid>/environ` and memory are closed to other processes
+    // of the same uid, such as the commands a worker's `exec` runs (issue 23 item 4). Workers
+    // and hooks it starts are dumpable again after their exec; workers turn it off for
+    // themselves.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("loopgate: cannot make the process non-dumpable: {e}");
+        return ExitCode::from(1);
+    }
     let cli = Cli::parse();
     let env: HashMap<String, String> = std::env::vars().collect();
     let state_dir = match paths::state_dir(

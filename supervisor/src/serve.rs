@@ -91,9 +91,25 @@ fn prepare_state_dir(opts: &ServeOptions) -> Result<ConfigSource, ExitCode> {
     // Everything the gateway and its workers create is private to this user: transcripts,
     // databases, sockets, the token.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    if let Err(e) = crate::secrets::private_dir(&opts.state_dir) {
+    if let Err(e) = std::fs::create_dir_all(&opts.state_dir) {
         eprintln!(
             "loopgate: cannot create state directory {}: {e}",
+            opts.state_dir.display()
+        );
+        return Err(ExitCode::from(1));
+    }
+    // Before anything in it is read or made private: a directory someone else owns or can
+    // write is refused, not adopted (issue 23 item 2).
+    let euid = crate::ownership::euid();
+    if let Err(e) = crate::ownership::check_state_dir(&opts.state_dir, euid)
+        .and_then(|()| crate::ownership::check_inside(&opts.state_dir, &[], euid))
+    {
+        eprintln!("loopgate: refusing the state directory: {e}");
+        return Err(ExitCode::from(EXIT_CONFIG));
+    }
+    if let Err(e) = crate::secrets::private_dir(&opts.state_dir) {
+        eprintln!(
+            "loopgate: cannot make state directory {} private: {e}",
             opts.state_dir.display()
         );
         return Err(ExitCode::from(1));

@@ -230,7 +230,7 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         .arg(&sock_path)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env("LOOPGATE_WORKER_TOKEN", &token)
+        .env(ipc::worker_env::TOKEN, &token)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -27,6 +27,7 @@ mod security;
 mod security_disk;
 mod security_door;
 mod security_link;
+mod security_local;
 mod security_storage;
 mod sessions;
 mod shapes;

@@ -149,6 +149,8 @@ pub struct Gateway {
     provider: Option<(String, String)>,
     /// The wire API the agent's provider speaks to the scripted model.
     api: scripted_model::wire::Api,
+    /// The uid (and gid) `loopgate serve` and the CLI run as, when not the test's own.
+    run_as: Option<u32>,
 }
 
 impl Gateway {
@@ -203,6 +205,7 @@ impl Gateway {
             gateway_keys: String::new(),
             provider: Some((base_url.to_owned(), model.to_owned())),
             api,
+            run_as: None,
         };
         gw.write_config();
         gw.spawn().await;
@@ -231,9 +234,37 @@ impl Gateway {
         extra: &str,
         idle_timeout_seconds: f64,
     ) -> Gateway {
+        let mut gw = Self::prepare(api, gateway_keys, extra, idle_timeout_seconds).await;
+        gw.spawn().await;
+        gw
+    }
+
+    /// A gateway whose `loopgate serve` (and `gw.cli`) run as `uid` (gid `uid` too, no other
+    /// groups), with `extra` TOML and `env` added to its environment; the state dir and the
+    /// config belong to `uid`. Needs root; clients must use `gw.cli` (the unix socket only
+    /// admits `uid`).
+    pub async fn start_as(uid: u32, extra: &str, env: &[(&str, &str)]) -> Gateway {
+        let mut gw = Self::prepare(scripted_model::wire::Api::Completions, "", extra, 30.0).await;
+        let owner = Some(nix::unistd::Uid::from_raw(uid));
+        let group = Some(nix::unistd::Gid::from_raw(uid));
+        for p in [gw.state().to_path_buf(), gw.state().join("loopgate.toml")] {
+            nix::unistd::chown(&p, owner, group).expect("chown the state dir to the gateway's uid");
+        }
+        gw.run_as = Some(uid);
+        gw.spawn_with_env(env).await;
+        gw
+    }
+
+    /// The scripted model, the state dir and its config, without starting the gateway.
+    async fn prepare(
+        api: scripted_model::wire::Api,
+        gateway_keys: &str,
+        extra: &str,
+        idle_timeout_seconds: f64,
+    ) -> Gateway {
         let model = ScriptedModel::start().await.expect("scripted model");
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut gw = Gateway {
+        let gw = Gateway {
             dir,
             model,
             child: None,
@@ -243,9 +274,9 @@ impl Gateway {
             gateway_keys: gateway_keys.to_owned(),
             provider: None,
             api,
+            run_as: None,
         };
         gw.write_config();
-        gw.spawn().await;
         gw
     }
 
@@ -311,6 +342,9 @@ impl Gateway {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if let Some(uid) = self.run_as {
+            cmd.uid(uid).gid(uid);
+        }
         cmd
     }
 
@@ -453,13 +487,16 @@ impl Gateway {
 
     /// Runs the `loopgate` CLI against this gateway.
     pub async fn cli(&self, args: &[&str]) -> std::process::Output {
-        let out = Command::new(bin("loopgate"))
-            .arg("--state-dir")
+        let mut cmd = Command::new(bin("loopgate"));
+        cmd.arg("--state-dir")
             .arg(self.state())
             .args(args)
             .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output();
+            .kill_on_drop(true);
+        if let Some(uid) = self.run_as {
+            cmd.uid(uid).gid(uid);
+        }
+        let out = cmd.output();
         tokio::time::timeout(WAIT, out)
             .await
             .expect("cli finishes")

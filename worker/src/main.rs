@@ -29,8 +29,17 @@ fn main() -> ExitCode {
         let code = execpolicy::reaper::main(&raw[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // Before anything else: the provider keys and the link token are in this process's
+    // environment and memory; a non-dumpable process's `/proc/<pid>/environ` and memory are
+    // closed to other processes of the same uid, such as the commands `exec` runs (issue
+    // 23 item 4). Programs this process execs are dumpable again (exec resets it).
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("loopgate-worker: cannot make the process non-dumpable: {e}");
+        return ExitCode::from(1);
+    }
     let args = Args::parse();
     let env: HashMap<String, String> = std::env::vars().collect();
+    scrub_environment(&env);
     let filter = env
         .get("LOOPGATE_LOG")
         .or_else(|| env.get("RUST_LOG"))
@@ -43,8 +52,11 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let Some(token) = env.get("LOOPGATE_WORKER_TOKEN").cloned() else {
-        eprintln!("loopgate-worker: LOOPGATE_WORKER_TOKEN is not set; this program is started by `loopgate serve`");
+    let Some(token) = env.get(ipc::worker_env::TOKEN).cloned() else {
+        eprintln!(
+            "loopgate-worker: {} is not set; this program is started by `loopgate serve`",
+            ipc::worker_env::TOKEN
+        );
         return ExitCode::from(2);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -69,6 +81,20 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!(error = %e, "Worker failed.");
             ExitCode::from(1)
+        }
+    }
+}
+
+/// Takes every variable but the plain ones (`ipc::worker_env::PLAIN`) out of the process
+/// environment: what is left is the provider keys and the link token, which the worker keeps
+/// in `env` only, so no child (hook or tool) inherits them.
+fn scrub_environment(env: &HashMap<String, String>) {
+    for name in env.keys() {
+        if !ipc::worker_env::PLAIN.contains(&name.as_str()) {
+            // Sound: `main` calls this before it starts the runtime or anything else that
+            // spawns a thread, so no other thread can be reading the environment (the
+            // reason `remove_var` is `unsafe` in edition 2024).
+            std::env::remove_var(name);
         }
     }
 }

@@ -16,29 +16,6 @@ use crate::worker_link::LinkHandle;
 /// Frames queued for a worker that is starting, backing off or restarting.
 pub(super) const MAX_QUEUED: usize = 4096;
 
-/// Environment variables every worker inherits (plus each provider's `api_key_env`).
-const WORKER_ENV_ALLOW: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "RUST_BACKTRACE",
-    "RUST_LOG",
-    "LOOPGATE_LOG",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-];
-
 /// What happens when a draining worker exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AfterExit {
@@ -219,7 +196,8 @@ pub(super) fn backoff(
 }
 
 pub(super) fn worker_env(config: &Config, env: &HashMap<String, String>) -> Vec<(String, String)> {
-    let mut names: Vec<&str> = WORKER_ENV_ALLOW.to_vec();
+    // The worker keeps only the plain ones in its environment (`ipc::worker_env`).
+    let mut names: Vec<&str> = ipc::worker_env::PLAIN.to_vec();
     for a in &config.agents {
         if let Some(k) = a.model.as_ref().and_then(|m| m.api_key_env.as_deref()) {
             names.push(k);

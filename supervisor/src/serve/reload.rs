@@ -19,8 +19,20 @@ pub(super) struct ConfigSource {
 }
 
 impl ConfigSource {
+    /// Loads the config after checking that only the operator could have written it, and
+    /// then what its agents will run or read (issue 23 item 2; at start and on every reload).
     pub(super) fn load(&self) -> Result<Config, ConfigError> {
-        Config::load(&self.path, &self.state_dir, &self.overrides, self.explicit)
+        let euid = crate::ownership::euid();
+        let refused = |e: crate::ownership::UnsafePath| ConfigError {
+            file: self.path.clone(),
+            line: None,
+            message: format!("refused: {e}"),
+        };
+        crate::ownership::check_config_file(&self.path, euid).map_err(refused)?;
+        let config = Config::load(&self.path, &self.state_dir, &self.overrides, self.explicit)?;
+        let trusted = crate::ownership::agent_paths(&config.agents);
+        crate::ownership::check_inside(&self.state_dir, &trusted, euid).map_err(refused)?;
+        Ok(config)
     }
 }
 
