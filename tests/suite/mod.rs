@@ -25,6 +25,7 @@ mod retries;
 mod run_control;
 mod security;
 mod security_door;
+mod security_input;
 mod security_link;
 mod security_storage;
 mod sessions;

@@ -96,6 +96,15 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
         if key.is_empty() || key.len() > 512 {
             return Err("sessionKey must be 1-512 characters".into());
         }
+        // Keys are printed to operators (CLI tables, logs, the Control UI): one that could
+        // move a cursor, clear a screen or reorder text is refused here, the one place every
+        // method that takes a client-chosen key routes it.
+        if let Some(c) = key.chars().find(|&c| ipc::text::is_unshowable(c)) {
+            return Err(format!(
+                "sessionKey must not contain control or bidirectional-text characters (found U+{:04X})",
+                c as u32
+            ));
+        }
         if let Some(rest) = key.strip_prefix("agent:") {
             let (agent_raw, tail) = rest.split_once(':').ok_or_else(|| {
                 format!("invalid sessionKey {key:?}: expected agent:<agentId>:<key>")
