@@ -52,6 +52,12 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             o.metrics, n.metrics
         ));
     }
+    if o.allowed_hosts != n.allowed_hosts {
+        out.push(format!(
+            "gateway.allowed_hosts {:?} -> {:?}",
+            o.allowed_hosts, n.allowed_hosts
+        ));
+    }
     let diag = |c: &Config| c.agents.first().map(|a| a.diagnostics);
     if let (Some(d0), Some(d1)) = (diag(old), diag(new)) {
         if d0 != d1 {

@@ -100,3 +100,120 @@ async fn stored_keys_with_controls_print_escaped_issue_23() {
     }
     gw.logs.assert_clean(&[]);
 }
+
+/// One HTTP/1.1 request to the gateway's WebSocket port with `host` as its `Host` header
+/// (and `extra` header lines); returns the status code.
+async fn status_for_host(gw: &Gateway, path: &str, host: &str, extra: &[&str]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(gw.ws_addr()).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n");
+    if extra.is_empty() {
+        req.push_str("Connection: close\r\n");
+    }
+    for h in extra {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    // The status line is enough (an accepted upgrade stays open).
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(2).any(|w| w == b"\r\n") {
+        let n = tokio::time::timeout(loopgate_tests::WAIT, s.read(&mut chunk))
+            .await
+            .expect("an answer")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf);
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Item 2: on a loopback bind, `/metrics`, the Control UI and WebSocket upgrades answered
+/// any `Host`, so a page whose name was re-pointed at 127.0.0.1 (DNS rebinding) could read
+/// agent ids and activity. Now only localhost, loopback addresses and
+/// `gateway.allowed_hosts` are answered, with any port; others get 421.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_bind_answers_only_local_or_allowed_hosts_issue_23() {
+    use std::os::unix::fs::PermissionsExt;
+    let ui = tempfile::tempdir().unwrap();
+    let root = ui.path().join("control-ui");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("index.html"), "<!doctype html><title>ui</title>").unwrap();
+    for p in [ui.path(), root.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let gw = Gateway::start_gateway_keys(
+        "allowed_hosts = [\"gw.test\"]\n",
+        &format!(
+            "\n[gateway.metrics]\nenabled = true\n\n[gateway.control_ui]\nroot = \"{}\"\nbase_path = \"/ui\"\n",
+            root.display()
+        ),
+    )
+    .await;
+    let port = gw.ws_addr().rsplit(':').next().unwrap().to_owned();
+    let upgrade = [
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Version: 13",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    ];
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "localhost".to_owned(),
+        format!("gw.test:{port}"),
+    ] {
+        assert_eq!(
+            status_for_host(&gw, "/metrics", &host, &[]).await,
+            200,
+            "{host}"
+        );
+        assert_eq!(
+            status_for_host(&gw, "/ui/", &host, &[]).await,
+            200,
+            "{host}"
+        );
+    }
+    for host in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.evil.example:{port}"),
+        "attacker.test".to_owned(),
+    ] {
+        for path in ["/metrics", "/ui/", "/ui/control-ui-config.json", "/readyz"] {
+            assert_eq!(
+                status_for_host(&gw, path, &host, &[]).await,
+                421,
+                "{host} {path}"
+            );
+        }
+        // The rebinding page's WebSocket carries its own name as Host and Origin (same
+        // origin, so the origin rule let it through).
+        let origin = format!("Origin: http://{host}");
+        let mut headers = upgrade.to_vec();
+        headers.push(&origin);
+        assert_eq!(
+            status_for_host(&gw, "/", &host, &headers).await,
+            421,
+            "{host} upgrade"
+        );
+    }
+    // A local upgrade still works.
+    let local_origin = format!("Origin: http://127.0.0.1:{port}");
+    let mut headers = upgrade.to_vec();
+    headers.push(&local_origin);
+    assert_eq!(
+        status_for_host(&gw, "/", &format!("127.0.0.1:{port}"), &headers).await,
+        101
+    );
+    gw.logs
+        .assert_clean(&["Refused a request for another host (421)."]);
+}
