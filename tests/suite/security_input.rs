@@ -217,3 +217,70 @@ async fn loopback_bind_answers_only_local_or_allowed_hosts_issue_23() {
     gw.logs
         .assert_clean(&["Refused a request for another host (421)."]);
 }
+
+/// Item 3: messages waiting for a busy session were capped per session only (800 of 256 KiB
+/// over 40 sessions took the supervisor from 15 to 230 MB). Now past
+/// `messages.queue.max_queued_per_agent` (and the byte and global limits) a message is
+/// refused `UNAVAILABLE`, retryable, before it is recorded; a session's first message still
+/// runs, and once the queue drains the retry is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_messages_are_bounded_per_agent_issue_23() {
+    use loopgate_tests::{hold, reply};
+    let gw =
+        Gateway::start_with("[messages.queue]\nmode = \"followup\"\nmax_queued_per_agent = 3\n")
+            .await;
+    gw.model.push(hold("busy"));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "q-0", "sessionKey": "q"}))
+        .await;
+    let big = "x".repeat(256 * 1024);
+    let mut queued = Vec::new();
+    for i in 1..=3 {
+        let id = c
+            .send(
+                "agent",
+                json!({"message": big, "idempotencyKey": format!("q-{i}"), "sessionKey": "q"}),
+            )
+            .await;
+        let ack = c.res(&id).await;
+        assert_eq!(ack["payload"]["status"], "accepted", "{ack}");
+        queued.push(id);
+    }
+    let over = json!({"message": big, "idempotencyKey": "q-4", "sessionKey": "q"});
+    let refused = c.call("agent", over.clone()).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "UNAVAILABLE", "{refused}");
+    assert_eq!(refused["error"]["retryable"], true, "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["reason"], "queue-full",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_queued_per_agent is 3"),
+        "{refused}"
+    );
+    // Not recorded: the same key is free for the retry.
+    let r = c
+        .call("agent.wait", json!({"runId": "q-4", "timeoutMs": 0}))
+        .await;
+    assert_ne!(r["payload"]["status"], "ok", "{r}");
+    // Another session's first message does not wait, so it is not refused.
+    gw.model.push(reply("other"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "o-1", "sessionKey": "other"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.model.release();
+    assert_eq!(c.res(&first).await["payload"]["status"], "ok");
+    for id in &queued {
+        let f = c.res(id).await;
+        assert_eq!(f["payload"]["status"], "ok", "{f}");
+    }
+    let (ack, fin) = c.turn(over).await;
+    assert_eq!(ack["payload"]["status"], "accepted", "{ack}");
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+}

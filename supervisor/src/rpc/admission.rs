@@ -269,6 +269,10 @@ pub(super) async fn admit<A: serde::Serialize>(
     if let Some(t) = &mut turn {
         t.wait_previous().await;
     }
+    let mut room = match QueueRoom::reserve(gw, &a).await {
+        Ok(room) => room,
+        Err(refused) => return Admitted::Refused(refused),
+    };
     let accepted_at = now_ms();
     let accepted = gw
         .db
@@ -304,7 +308,49 @@ pub(super) async fn admit<A: serde::Serialize>(
         },
         Ok(AcceptOutcome::Inserted) => {
             out.ok_with(req_id, &ack(accepted_at)).await;
+            // The charge now follows the run in the control actor.
+            room.handed_over();
             hand_over(gw, a, plan, accepted_at).await
+        }
+    }
+}
+
+/// The run's charge on the room for queued messages (see `control::queue_room`), given back
+/// when dropped before its run is handed over (a duplicate, a conflict, a failed record).
+struct QueueRoom {
+    charged: Option<(crate::control::ControlHandle, String)>,
+}
+
+impl QueueRoom {
+    /// Room for `a`'s message, or the `UNAVAILABLE` (retryable) refusal when the queues are
+    /// full.
+    async fn reserve(gw: &Gateway, a: &Admission) -> Result<QueueRoom, ErrorShape> {
+        let ask = crate::control::Reserve {
+            run_id: a.run_id.clone(),
+            agent_id: a.route.agent_id.clone(),
+            session_key: a.route.session_key.clone(),
+            bytes: (a.message.len() + a.extra_system_prompt.as_ref().map_or(0, String::len)) as u64,
+        };
+        match gw.control.reserve(ask).await {
+            Ok(Ok(true)) => Ok(QueueRoom {
+                charged: Some((gw.control.clone(), a.run_id.clone())),
+            }),
+            Ok(Ok(false)) => Ok(QueueRoom { charged: None }),
+            Ok(Err(full)) => Err(ErrorShape::unavailable(full.0, Some(1000))
+                .with_details(json!({"reason": "queue-full"}))),
+            Err(e) => Err(control_error(e)),
+        }
+    }
+
+    fn handed_over(&mut self) {
+        self.charged = None;
+    }
+}
+
+impl Drop for QueueRoom {
+    fn drop(&mut self) {
+        if let Some((control, run_id)) = self.charged.take() {
+            control.unreserve(run_id);
         }
     }
 }
