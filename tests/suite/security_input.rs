@@ -284,3 +284,46 @@ async fn queued_messages_are_bounded_per_agent_issue_23() {
     assert_eq!(ack["payload"]["status"], "accepted", "{ack}");
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
 }
+
+/// The provider line cap as docs/operations.md states it (Security, "A model provider"), in
+/// bytes.
+fn documented_line_cap() -> u64 {
+    let ops = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/operations.md"),
+    )
+    .unwrap();
+    let row = ops
+        .lines()
+        .find(|l| l.starts_with("| **A model provider**"))
+        .expect("the provider row of the Security table");
+    let after = row.split("up to ").nth(1).expect("a line cap");
+    let mib: u64 = after
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number of MiB");
+    assert!(after.starts_with(&format!("{mib} MiB")), "{after}");
+    mib << 20
+}
+
+/// Item 4: the docs said a provider line may be 16 MiB; the worker refuses past 8 MiB. A
+/// line just past the documented cap is refused, and the error names the documented cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_provider_line_cap_is_the_enforced_one_issue_23() {
+    let cap = documented_line_cap();
+    let gw = Gateway::start().await;
+    gw.model.push(scripted_model::Step::Flood {
+        bytes: cap + (64 << 10),
+    });
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "go", "idempotencyKey": "line-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "error", "{fin}");
+    let err = fin["payload"]["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains(&format!("line longer than {cap} bytes")),
+        "documented {cap} bytes, enforced: {err}"
+    );
+    gw.logs.assert_clean(&["line longer than"]);
+}
