@@ -327,3 +327,78 @@ async fn the_documented_provider_line_cap_is_the_enforced_one_issue_23() {
     );
     gw.logs.assert_clean(&["line longer than"]);
 }
+
+/// Reads frames until the response to `id`, for at most 5 s; `None` if none came.
+async fn answer_within_5s(c: &mut loopgate_tests::Client, id: &str) -> Option<serde_json::Value> {
+    let id = id.to_owned();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        c.wait_for(move |f| f["type"] == "res" && f["id"] == id.as_str()),
+    )
+    .await
+    .ok()
+}
+
+/// Item 5: a `chat.history` request whose key is a lone surrogate (`"\ud800"` in the JSON
+/// text, which no UTF-8 string can hold) and whose `limit` is `1e308` got no response within
+/// 5 s. Each kind of frame now gets a typed answer, on the WebSocket and the unix socket, and
+/// the connection keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_surrogate_or_huge_limit_gets_an_answer_issue_23() {
+    let gw = Gateway::start().await;
+    let token = gw.token();
+    let (ws, res) = loopgate_tests::Client::ws_connect(
+        &gw.ws_addr(),
+        loopgate_tests::client::cli_params(Some(&token)),
+        None,
+    )
+    .await;
+    assert_eq!(res.unwrap()["ok"], true);
+    let unix = gw.connect().await;
+    let frames = [
+        (
+            "s1",
+            r#"{"type":"req","id":"s1","method":"chat.history","params":{"sessionKey":"\ud800","limit":1e308}}"#,
+            "INVALID_REQUEST",
+        ),
+        (
+            "s2",
+            r#"{"type":"req","id":"s2","method":"chat.history","params":{"sessionKey":"\ud800"}}"#,
+            "INVALID_REQUEST",
+        ),
+        (
+            "s3",
+            r#"{"type":"req","id":"s3","method":"chat.history","params":{"sessionKey":"main","limit":1e308}}"#,
+            "INVALID_REQUEST",
+        ),
+        (
+            "s5",
+            r#"{"type":"req","id":"s5","method":"chat.history","params":{"sessionKey":"main","limit":4294967296}}"#,
+            "INVALID_REQUEST",
+        ),
+        (
+            "s4",
+            r#"{"type":"req","id":"s4","method":"agent","params":{"message":"a\udfffb","idempotencyKey":"x"}}"#,
+            "INVALID_REQUEST",
+        ),
+    ];
+    for mut c in [ws, unix] {
+        for (id, frame, code) in frames {
+            c.send_line(frame).await;
+            let r = answer_within_5s(&mut c, id)
+                .await
+                .unwrap_or_else(|| panic!("no answer within 5 s to {frame}"));
+            assert_eq!(r["ok"], false, "{frame}: {r}");
+            assert_eq!(r["error"]["code"], code, "{frame}: {r}");
+            let msg = r["error"]["message"].as_str().unwrap_or("");
+            if frame.contains("\\ud") {
+                assert!(msg.contains("lone surrogate"), "{frame}: {r}");
+            } else {
+                assert!(msg.contains("chat.history params"), "{frame}: {r}");
+            }
+        }
+        // Still serving.
+        let h = c.call("chat.history", json!({"sessionKey": "main"})).await;
+        assert_eq!(h["ok"], true, "{h}");
+    }
+}
