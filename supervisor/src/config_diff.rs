@@ -67,6 +67,13 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             ));
         }
     }
+    if old.queue_limits != new.queue_limits {
+        let (o, n) = (old.queue_limits, new.queue_limits);
+        out.push(format!(
+            "messages.queue.max_queued_*: per agent {} / {} bytes -> {} / {} bytes, in all {} / {} bytes -> {} / {} bytes",
+            o.per_agent, o.per_agent_bytes, n.per_agent, n.per_agent_bytes, o.total, o.total_bytes, n.total, n.total_bytes
+        ));
+    }
     if old.queue != new.queue {
         out.push(format!(
             "messages.queue: mode {} -> {}, debounce_ms {} -> {}, cap {} -> {}, drop {} -> {}",

@@ -165,3 +165,40 @@ fn text_of(message: &Value) -> String {
         _ => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::gateway::{ExecApproval, ExecApprovalRequestView};
+
+    /// Issue 23 item 1: a key or command with escapes cannot clear the screen or fake a row
+    /// beside a real approval id in `loopgate approvals list`.
+    #[test]
+    fn approval_rows_print_client_strings_escaped_issue_23() {
+        let a = ExecApproval {
+            approval_kind: "exec".into(),
+            id: "0b1c".into(),
+            request: ExecApprovalRequestView {
+                command: "ls\u{1b}[2J".into(),
+                command_argv: vec!["ls".into()],
+                cwd: "/w".into(),
+                host: "gateway".into(),
+                security: "allowlist".into(),
+                ask: "on-miss".into(),
+                agent_id: "main".into(),
+                session_key: "agent:main:x\n0b1d       main  fake\u{202E}".into(),
+                run_id: "r".into(),
+                allowed_decisions: vec!["deny".into()],
+            },
+            created_at_ms: 1,
+            expires_at_ms: 2,
+        };
+        let out = approvals(&[a]);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(!out
+            .chars()
+            .any(|c| c != '\n' && ipc::text::is_unshowable(c)));
+        assert!(out.contains("agent:main:x\\u000a0b1d"), "{out}");
+        assert!(out.contains("ls\\u001b[2J"), "{out}");
+    }
+}
