@@ -6,17 +6,37 @@ pub fn is_bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
-/// A character that does not show as itself: a control character or a bidi mark.
+/// A character that does not show as itself: a control character (C0, DEL, C1), a bidi
+/// mark, or a line or paragraph separator.
 pub fn is_unshowable(c: char) -> bool {
-    c.is_control() || is_bidi(c)
+    c.is_control() || is_bidi(c) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
-/// `text` safe to print on a terminal: unshowable characters as `?` (session keys and run
-/// ids are chosen by clients).
+/// `text` safe to print on a terminal as one field (a table cell, a word in a line):
+/// every unshowable character, newlines included, escaped visibly as `\uXXXX` (all of them
+/// are in the Basic Multilingual Plane). Session keys, run ids, device names and commands are
+/// chosen by clients; keys stored by older versions may still hold escapes. The escape is
+/// also JSON's, so JSON text stays valid JSON with the same meaning after it.
 pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if is_unshowable(c) { '?' } else { c })
-        .collect()
+    escape(text, |_| false)
+}
+
+/// `text` safe to print on a terminal as lines (a transcript message, a whole reply, JSON
+/// lines): as [`printable`], but newlines and tabs are kept.
+pub fn printable_lines(text: &str) -> String {
+    escape(text, |c| c == '\n' || c == '\t')
+}
+
+fn escape(text: &str, keep: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_unshowable(c) && !keep(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -25,7 +45,17 @@ mod tests {
 
     #[test]
     fn escapes_and_bidi_marks_are_not_printed() {
-        assert_eq!(printable("a\u{1b}[31mb\u{202E}c\nd"), "a?[31mb?c?d");
+        assert_eq!(
+            printable("a\u{1b}[31mb\u{202E}c\nd\u{9b}"),
+            "a\\u001b[31mb\\u202ec\\u000ad\\u009b"
+        );
+        assert_eq!(
+            printable_lines("a\u{1b}]0;x\u{7}\n\tb"),
+            "a\\u001b]0;x\\u0007\n\tb"
+        );
+        let json = serde_json::json!({"k": "x\u{202E}y\u{85}"}).to_string();
+        let back: serde_json::Value = serde_json::from_str(&printable_lines(&json)).unwrap();
+        assert_eq!(back["k"], "x\u{202E}y\u{85}");
         assert!(is_unshowable('\u{2067}'));
         assert!(!is_unshowable('é'));
     }

@@ -40,7 +40,7 @@ pub use models::{
 };
 pub use names::{AgentId, ModelRef, ModelSetting};
 pub use policies::{
-    RawDiagnostics, RawMessages, RawQueue, RawWorkers, WorkersConfig,
+    QueueLimits, RawDiagnostics, RawMessages, RawQueue, RawWorkers, WorkersConfig,
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
 };
 
@@ -120,6 +120,8 @@ pub struct Config {
     pub workers: WorkersConfig,
     /// `[messages.queue]`: the queue policy of runs that name no mode (R-B3).
     pub queue: ipc::queue::QueuePolicy,
+    /// `messages.queue.max_queued_*`: room for messages waiting for busy sessions.
+    pub queue_limits: QueueLimits,
     /// `gateway_start` / `gateway_stop` hooks: the supervisor runs these itself.
     pub gateway_hooks: Vec<ipc::control::HookSpec>,
     /// `[disk] reserve_mb` in bytes: held back for the gateway database (0: none).
@@ -212,6 +214,7 @@ impl Config {
             agents,
             workers: policies::resolve_workers(&raw.workers).map_err(err)?,
             queue: policies::resolve_queue(&raw.messages.queue).map_err(err)?,
+            queue_limits: policies::resolve_queue_limits(&raw.messages.queue).map_err(err)?,
             gateway_hooks,
             disk_reserve_bytes: disk::resolve_reserve(&raw.disk).map_err(err)?,
             warnings,

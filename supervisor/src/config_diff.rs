@@ -52,6 +52,12 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             o.metrics, n.metrics
         ));
     }
+    if o.allowed_hosts != n.allowed_hosts {
+        out.push(format!(
+            "gateway.allowed_hosts {:?} -> {:?}",
+            o.allowed_hosts, n.allowed_hosts
+        ));
+    }
     let diag = |c: &Config| c.agents.first().map(|a| a.diagnostics);
     if let (Some(d0), Some(d1)) = (diag(old), diag(new)) {
         if d0 != d1 {
@@ -60,6 +66,13 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
                 d0.enabled, d1.enabled, d0.warn_ms, d1.warn_ms, d0.abort_min_ms, d1.abort_min_ms
             ));
         }
+    }
+    if old.queue_limits != new.queue_limits {
+        let (o, n) = (old.queue_limits, new.queue_limits);
+        out.push(format!(
+            "messages.queue.max_queued_*: per agent {} / {} bytes -> {} / {} bytes, in all {} / {} bytes -> {} / {} bytes",
+            o.per_agent, o.per_agent_bytes, n.per_agent, n.per_agent_bytes, o.total, o.total_bytes, n.total, n.total_bytes
+        ));
     }
     if old.queue != new.queue {
         out.push(format!(

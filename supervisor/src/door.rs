@@ -1,7 +1,7 @@
 //! Limits at the front door, before a client has proved anything: how many connections, how
 //! long headers and the upgrade may take, how many bytes an unauthenticated WebSocket may
-//! make the gateway read, which browser origins may connect, and how slowly a failed `connect`
-//! is answered.
+//! make the gateway read, which browser origins may connect, which `Host` a loopback bind
+//! answers, and how slowly a failed `connect` is answered.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,6 +93,26 @@ pub fn same_origin(origin: &str, host_header: &str) -> bool {
         return false;
     };
     matches!(scheme.as_str(), "http" | "https") && oh == hh && op == hp
+}
+
+/// Whether a request's `Host` header names this gateway on a loopback bind: `localhost`, a
+/// loopback address (`127.0.0.1`, `[::1]`), or one of `allowed` (`gateway.allowed_hosts`),
+/// with any port. A page on another site whose name was re-pointed at 127.0.0.1 (DNS
+/// rebinding) sends its own name and is refused. A request without `Host` (HTTP/1.0 tools)
+/// is no browser's and passes.
+pub fn host_allowed(host_header: Option<&str>, allowed: &[String]) -> bool {
+    let Some(value) = host_header else {
+        return true;
+    };
+    let Some((_, host, _)) = authority(value, "http") else {
+        return false;
+    };
+    let host = host.strip_suffix('.').unwrap_or(&host);
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(host))
 }
 
 /// The read budget of one connection: shrinks as bytes are read until lifted.
@@ -194,6 +214,36 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Budgeted<S> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn only_loopback_or_allowed_hosts_pass_issue_23() {
+        let allowed = vec!["gw.internal".to_owned()];
+        for ok in [
+            "localhost",
+            "localhost:18789",
+            "LOCALHOST.:1",
+            "127.0.0.1:18789",
+            "127.8.9.10",
+            "[::1]:18789",
+            "gw.internal:443",
+            "GW.Internal",
+        ] {
+            assert!(host_allowed(Some(ok), &allowed), "{ok}");
+        }
+        for bad in [
+            "evil.example:18789",
+            "localhost.evil.example",
+            "10.0.0.1",
+            "[::2]:1",
+            "127.0.0.1.nip.io",
+            "",
+            "user@localhost",
+            "localhost:notaport",
+        ] {
+            assert!(!host_allowed(Some(bad), &allowed), "{bad}");
+        }
+        assert!(host_allowed(None, &[]));
+    }
 
     #[test]
     fn origins_compare_scheme_host_and_port() {

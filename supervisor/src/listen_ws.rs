@@ -140,6 +140,9 @@ async fn handle(
     slot: Arc<OwnedSemaphorePermit>,
 ) -> Result<Response<Body>, Infallible> {
     let is_upgrade = header(&req, UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    if let Some(refused) = misdirected(&req, &gw, peer) {
+        return Ok(refused);
+    }
     if !is_upgrade {
         return Ok(match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => {
@@ -181,6 +184,29 @@ async fn handle(
         });
     }
     Ok(upgrade(req, peer, gw, slot))
+}
+
+/// On a loopback bind, every route (`/metrics`, the Control UI, probes and WebSocket
+/// upgrades) answers only a loopback `Host` or one of `gateway.allowed_hosts`: a page whose
+/// name was re-pointed at 127.0.0.1 (DNS rebinding) gets 421 Misdirected Request. A wider
+/// bind is reached by names the operator cannot list here; it needs the token instead.
+fn misdirected(req: &Request<Incoming>, gw: &Gateway, peer: SocketAddr) -> Option<Response<Body>> {
+    let config = gw.config();
+    if !config.gateway.bind.is_loopback() {
+        return None;
+    }
+    let host = req
+        .headers()
+        .get(HOST)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    if crate::door::host_allowed(host, &config.gateway.allowed_hosts) {
+        return None;
+    }
+    tracing::warn!(%peer, host = ?host.map(ipc::text::printable), path = req.uri().path(), "Refused a request for another host (421).");
+    Some(text(
+        StatusCode::MISDIRECTED_REQUEST,
+        "misdirected request: this gateway answers only localhost, a loopback address or a host in gateway.allowed_hosts\n",
+    ))
 }
 
 /// `GET /metrics`: open on a loopback bind; beyond it, only with the gateway token (or a

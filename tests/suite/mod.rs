@@ -26,6 +26,7 @@ mod run_control;
 mod security;
 mod security_disk;
 mod security_door;
+mod security_input;
 mod security_link;
 mod security_local;
 mod security_storage;

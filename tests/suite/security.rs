@@ -322,7 +322,7 @@ fn peak_rss(pid: u32) -> u64 {
 }
 
 /// A hostile provider that streams without ever ending a line no longer grows the worker's
-/// stream buffer without limit: the run fails at the 16 MiB line cap, the worker stays small
+/// stream buffer without limit: the run fails at the 8 MiB line cap, the worker stays small
 /// and serves the next turn. Before, all 256 MiB were buffered (and then some).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_stream_without_line_breaks_is_cut_off_r_e2() {

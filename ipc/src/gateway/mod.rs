@@ -21,6 +21,7 @@ mod resume;
 mod run;
 mod scope;
 mod sessions;
+mod surrogates;
 pub use absent::*;
 pub use approvals::*;
 pub use catalog::*;
@@ -154,8 +155,10 @@ pub enum FrameError {
 /// Parses one inbound client frame. Unknown frame types (e.g. `cancel`) are reported as
 /// `Ok(None)` so callers can ignore them.
 pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| FrameError::NotJson(e.to_string()))?;
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Err(not_json(text, e)),
+    };
     let id = value
         .get("id")
         .and_then(Value::as_str)
@@ -201,6 +204,27 @@ pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
         });
     }
     Ok(Some(frame))
+}
+
+/// Why `text` did not parse: JSON with a lone surrogate escape is answered as an invalid
+/// request of its id (when it has one); anything else is not JSON.
+fn not_json(text: &str, e: serde_json::Error) -> FrameError {
+    let Some((clean, unit)) = surrogates::replace_lone_surrogates(text) else {
+        return FrameError::NotJson(e.to_string());
+    };
+    let Ok(value) = serde_json::from_str::<Value>(&clean) else {
+        return FrameError::NotJson(e.to_string());
+    };
+    FrameError::Invalid {
+        id: value
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        reason: format!(
+            "a string holds the lone surrogate \\u{unit:04x}, which is not Unicode text (surrogates come in pairs)"
+        ),
+    }
 }
 
 /// The error object of a failed response.

@@ -172,7 +172,7 @@ fn finish(shown: &mut Shown, status: &str, texts: &[String], error: Option<&str>
         } else {
             "failed"
         };
-        eprintln!("loopgate: run {} {how}: {err}", shown.run_id);
+        super::note(format!("run {} {how}: {err}", shown.run_id));
     }
     exit_for_status(status)
 }
@@ -271,10 +271,10 @@ async fn follow(
         }
     };
     if replay.truncated {
-        eprintln!(
-            "loopgate: part of run {}'s stream is no longer buffered; `loopgate history` has the reply",
+        super::note(format!(
+            "part of run {}'s stream is no longer buffered; `loopgate history` has the reply",
             shown.run_id
-        );
+        ));
     }
     for ev in replay.events.iter().filter(|e| e.event == "agent") {
         if let Ok(p) = serde_json::from_str::<Value>(ev.payload.get()) {

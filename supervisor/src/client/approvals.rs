@@ -38,17 +38,7 @@ pub async fn list(socket: &Path, as_json: bool) -> ExitCode {
         emit("No exec approvals are pending.\n");
         return ExitCode::SUCCESS;
     }
-    let mut out = format!(
-        "{:<36} {:<10} {:<28} {:<14} {}\n",
-        "ID", "AGENT", "SESSION", "EXPIRES_MS", "COMMAND"
-    );
-    for a in &pending {
-        out.push_str(&format!(
-            "{:<36} {:<10} {:<28} {:<14} {}\n",
-            a.id, a.request.agent_id, a.request.session_key, a.expires_at_ms, a.request.command
-        ));
-    }
-    emit(&out);
+    emit(&super::render::approvals(&pending));
     ExitCode::SUCCESS
 }
 

@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use rusqlite::{params, Connection, OpenFlags};
 use serde_json::{json, Value};
 
+use ipc::text::printable;
+
 use super::{emit, fail};
 use crate::config::AgentId;
 
@@ -137,12 +139,12 @@ pub fn audit(state_dir: &Path, agent: Option<String>, limit: usize, as_json: boo
             out.push_str(&format!(
                 "{}  {:<10} {:<28} {:<24} {:<7} {:>7}  {}",
                 r.time,
-                r.agent,
-                what,
-                r.session_key,
-                r.result.as_deref().unwrap_or("-"),
+                printable(&r.agent),
+                printable(&what),
+                printable(&r.session_key),
+                printable(r.result.as_deref().unwrap_or("-")),
                 r.duration_ms.map_or("-".into(), |d| format!("{d}ms")),
-                r.run_id
+                printable(&r.run_id)
             ));
         }
         out.push('\n');

@@ -9,6 +9,8 @@ use ipc::gateway::{
     DeviceTokenRotateParams, DeviceTokenRotateResult, Method,
 };
 
+use ipc::text::printable;
+
 use super::{emit, fail, Client};
 
 async fn call<P: serde::Serialize, R: serde::de::DeserializeOwned>(
@@ -56,13 +58,13 @@ pub async fn list(socket: &Path, as_json: bool) -> ExitCode {
             };
             out.push_str(&format!(
                 "{:<66} {:<20} {:<9} {:<9} {:<14} {:<14} {}\n",
-                d.device_id,
-                d.client_id,
-                t.role,
+                printable(&d.device_id),
+                printable(&d.client_id),
+                printable(&t.role),
                 state,
                 t.rotated_at_ms.unwrap_or(t.created_at_ms),
                 ms(t.last_used_at_ms),
-                t.scopes.join(",")
+                printable(&t.scopes.join(","))
             ));
         }
     }

@@ -38,13 +38,25 @@ pub struct AgentArgs {
     pub json: bool,
 }
 
+/// Reports an error on stderr; exits 1.
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("loopgate: {msg}");
+    note(msg);
     ExitCode::from(1)
 }
 
-/// Writes to stdout; a closed pipe (e.g. `| head`) ends the program quietly with 0.
+/// Writes `loopgate: <msg>` on stderr, through the printable filter (messages quote what
+/// clients chose).
+fn note(msg: impl std::fmt::Display) {
+    eprintln!("loopgate: {}", ipc::text::printable_lines(&msg.to_string()));
+}
+
+/// Writes to stdout; a closed pipe (e.g. `| head`) ends the program quietly with 0. Every
+/// line goes through the one printable filter ([`ipc::text::printable_lines`]): what
+/// clients chose (session keys, run ids, device names, replies) cannot move the cursor,
+/// clear the screen or reorder text; table cells also escape newlines
+/// ([`ipc::text::printable`]) so a value cannot fake a row.
 fn emit(text: &str) {
+    let text = ipc::text::printable_lines(text);
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {

@@ -21,10 +21,10 @@ pub async fn reload(socket: &Path) -> ExitCode {
         Err(e) => return fail(e),
     };
     if !r.ok {
-        eprintln!(
-            "loopgate: the config was not reloaded (the running config is kept): {}",
+        super::note(format!(
+            "the config was not reloaded (the running config is kept): {}",
             r.error.unwrap_or_default()
-        );
+        ));
         return ExitCode::from(EXIT_CONFIG);
     }
     let mut out = String::new();

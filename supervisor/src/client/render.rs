@@ -1,7 +1,7 @@
 //! Human-readable rendering of CLI replies.
 
 use ipc::gateway::{DiagnosticsLanes, StatusResult};
-use ipc::text::printable;
+use ipc::text::{printable, printable_lines};
 use serde_json::Value;
 
 fn dur(ms: u64) -> String {
@@ -67,17 +67,17 @@ pub fn status(s: &StatusResult) -> String {
     for w in &s.workers {
         out.push_str(&format!(
             "{:<16} {:>8} {:<9} {:>8} {:>9} {:>8} {:>7}  {}\n",
-            w.agent_id,
+            printable(&w.agent_id),
             w.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             w.state,
             w.uptime_ms.map(dur).unwrap_or_else(|| "-".into()),
             mib(w.rss_bytes),
             w.restarts,
             w.runs_in_flight,
-            w.last_exit.as_deref().unwrap_or("-")
+            printable(w.last_exit.as_deref().unwrap_or("-"))
         ));
         if let Some(reason) = &w.failed_reason {
-            out.push_str(&format!("    failed: {reason}\n"));
+            out.push_str(&format!("    failed: {}\n", printable(reason)));
         }
     }
     out
@@ -91,11 +91,11 @@ pub fn sessions(page: &ipc::gateway::SessionsListResult) -> String {
     for s in &page.sessions {
         out.push_str(&format!(
             "{:<40} {:<10} {:<8} {:>10}  {}\n",
-            s.key,
-            s.agent_id,
-            s.status,
+            printable(&s.key),
+            printable(&s.agent_id),
+            printable(&s.status),
             s.total_tokens.unwrap_or(0),
-            s.last_run_id.as_deref().unwrap_or("-")
+            printable(s.last_run_id.as_deref().unwrap_or("-"))
         ));
     }
     out.push_str(&format!(
@@ -111,11 +111,35 @@ pub fn sessions(page: &ipc::gateway::SessionsListResult) -> String {
     out
 }
 
+/// Commands waiting for an operator, one row each: every cell through [`printable`] (the
+/// session key and the command are the client's and the model's).
+pub fn approvals(pending: &[ipc::gateway::ExecApproval]) -> String {
+    let mut out = format!(
+        "{:<36} {:<10} {:<28} {:<14} {}\n",
+        "ID", "AGENT", "SESSION", "EXPIRES_MS", "COMMAND"
+    );
+    for a in pending {
+        out.push_str(&format!(
+            "{:<36} {:<10} {:<28} {:<14} {}\n",
+            printable(&a.id),
+            printable(&a.request.agent_id),
+            printable(&a.request.session_key),
+            a.expires_at_ms,
+            printable(&a.request.command)
+        ));
+    }
+    out
+}
+
 pub fn history(v: &serde_json::Value) -> String {
     let mut out = String::new();
     for m in v["messages"].as_array().into_iter().flatten() {
         let role = m["role"].as_str().unwrap_or("?");
-        out.push_str(&format!("[{role}]\n{}\n\n", text_of(m)));
+        out.push_str(&format!(
+            "[{}]\n{}\n\n",
+            printable(role),
+            printable_lines(&text_of(m))
+        ));
     }
     if out.is_empty() {
         out.push_str("(no messages)\n");
@@ -139,5 +163,42 @@ fn text_of(message: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::gateway::{ExecApproval, ExecApprovalRequestView};
+
+    /// Issue 23 item 1: a key or command with escapes cannot clear the screen or fake a row
+    /// beside a real approval id in `loopgate approvals list`.
+    #[test]
+    fn approval_rows_print_client_strings_escaped_issue_23() {
+        let a = ExecApproval {
+            approval_kind: "exec".into(),
+            id: "0b1c".into(),
+            request: ExecApprovalRequestView {
+                command: "ls\u{1b}[2J".into(),
+                command_argv: vec!["ls".into()],
+                cwd: "/w".into(),
+                host: "gateway".into(),
+                security: "allowlist".into(),
+                ask: "on-miss".into(),
+                agent_id: "main".into(),
+                session_key: "agent:main:x\n0b1d       main  fake\u{202E}".into(),
+                run_id: "r".into(),
+                allowed_decisions: vec!["deny".into()],
+            },
+            created_at_ms: 1,
+            expires_at_ms: 2,
+        };
+        let out = approvals(&[a]);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(!out
+            .chars()
+            .any(|c| c != '\n' && ipc::text::is_unshowable(c)));
+        assert!(out.contains("agent:main:x\\u000a0b1d"), "{out}");
+        assert!(out.contains("ls\\u001b[2J"), "{out}");
     }
 }

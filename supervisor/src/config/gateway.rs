@@ -34,6 +34,10 @@ pub struct RawGateway {
     /// `[gateway.metrics]`: Prometheus metrics on `GET /metrics` of the WebSocket port.
     #[serde(default)]
     pub metrics: RawMetrics,
+    /// Host names besides localhost and loopback addresses that a loopback bind answers
+    /// (a name in /etc/hosts, or a local reverse proxy that keeps the public `Host`).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[gateway.metrics]`.
@@ -87,6 +91,9 @@ pub struct GatewayConfig {
     pub control_ui: Option<crate::control_ui::ControlUi>,
     /// `GET /metrics` is served (`gateway.metrics.enabled`).
     pub metrics: bool,
+    /// `gateway.allowed_hosts`, lowercased: the `Host` names a loopback bind answers
+    /// besides localhost and loopback addresses (others get 421).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl fmt::Debug for GatewayConfig {
@@ -129,7 +136,21 @@ pub(super) fn resolve_gateway(
     if max_buffered_bytes < 64 * 1024 {
         return Err("gateway.max_buffered_bytes: must be at least 65536".into());
     }
+    let mut allowed_hosts = Vec::new();
+    for h in &raw.allowed_hosts {
+        let valid = !h.is_empty()
+            && h.len() <= 253
+            && h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        if !valid {
+            return Err(format!(
+                "gateway.allowed_hosts: {h:?} is not a host name (letters, digits, '-' and '.', no port)"
+            ));
+        }
+        allowed_hosts.push(h.trim_end_matches('.').to_ascii_lowercase());
+    }
     Ok(GatewayConfig {
+        allowed_hosts,
         port: overrides.port.or(raw.port).unwrap_or(DEFAULT_PORT),
         bind,
         auth_mode: auth.mode,

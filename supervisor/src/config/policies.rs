@@ -86,6 +86,51 @@ pub struct RawQueue {
     pub debounce_ms: Option<u64>,
     pub cap: Option<u32>,
     pub drop: Option<String>,
+    /// Messages waiting for a busy session, over all of one agent's sessions.
+    pub max_queued_per_agent: Option<usize>,
+    /// Their bytes.
+    pub max_queued_bytes_per_agent: Option<u64>,
+    /// Messages waiting for a busy session, over all agents.
+    pub max_queued_total: Option<usize>,
+    /// Their bytes.
+    pub max_queued_bytes_total: Option<u64>,
+}
+
+/// How many messages may wait for busy sessions, and how many bytes they may hold, per agent
+/// and in all (`messages.queue.max_queued_*`). A message past them is refused `UNAVAILABLE`
+/// (retryable) at admission: the per-session `cap` alone let 40 sessions hold 800 messages of
+/// 256 KiB (230 MB in the supervisor, as much again in the worker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    pub per_agent: usize,
+    pub per_agent_bytes: u64,
+    pub total: usize,
+    pub total_bytes: u64,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            per_agent: 200,
+            per_agent_bytes: 32 * 1024 * 1024,
+            total: 1000,
+            total_bytes: 128 * 1024 * 1024,
+        }
+    }
+}
+
+pub(super) fn resolve_queue_limits(q: &RawQueue) -> Result<QueueLimits, String> {
+    let d = QueueLimits::default();
+    let l = QueueLimits {
+        per_agent: q.max_queued_per_agent.unwrap_or(d.per_agent),
+        per_agent_bytes: q.max_queued_bytes_per_agent.unwrap_or(d.per_agent_bytes),
+        total: q.max_queued_total.unwrap_or(d.total),
+        total_bytes: q.max_queued_bytes_total.unwrap_or(d.total_bytes),
+    };
+    if l.per_agent == 0 || l.total == 0 || l.per_agent_bytes == 0 || l.total_bytes == 0 {
+        return Err("messages.queue.max_queued_*: must be at least 1".into());
+    }
+    Ok(l)
 }
 
 /// Longest `collect` quiet window accepted.

@@ -38,6 +38,15 @@ pub type FailedAgents = Arc<HashMap<String, String>>;
 
 pub enum Command {
     Dispatch(Dispatch),
+    /// Room for a queued message, asked before the run is recorded (`queue_room`).
+    Reserve {
+        room: super::queue_room::Reserve,
+        reply: oneshot::Sender<Result<bool, super::queue_room::QueueFull>>,
+    },
+    /// A reservation whose run will not be handed over.
+    Unreserve {
+        run_id: String,
+    },
     Wait {
         run_id: String,
         reply: oneshot::Sender<WaitReply>,

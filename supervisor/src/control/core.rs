@@ -127,6 +127,8 @@ pub struct Control {
     pub(super) approvals: approvals::Approvals,
     /// `allow-always` exec patterns by agent (kept in the gateway db).
     pub(super) allowed: HashMap<String, Vec<String>>,
+    /// What each admitted run holds of the room for queued messages (`queue_room`).
+    pub(super) charges: super::queue_room::Charges,
 }
 
 impl Control {
@@ -151,6 +153,7 @@ impl Control {
             last_status: String::new(),
             approvals: approvals::Approvals::default(),
             allowed,
+            charges: Default::default(),
         };
         control.reconcile(config);
         (control, failed_rx)
@@ -176,6 +179,10 @@ impl Control {
     fn handle_command(&mut self, cmd: Command) {
         match cmd {
             Command::Dispatch(d) => self.dispatch(d),
+            Command::Reserve { room, reply } => {
+                let _ = reply.send(self.reserve(room));
+            }
+            Command::Unreserve { run_id } => self.unreserve(&run_id),
             Command::Wait { run_id, reply } => {
                 let _ = reply.send(self.wait(&run_id));
             }
@@ -228,6 +235,7 @@ impl Control {
             }
             Command::Tick => {
                 self.prune();
+                self.prune_charges();
                 self.prune_approvals();
                 self.overdue_runs();
                 self.retry_sends();

@@ -18,6 +18,7 @@ mod core;
 mod decisions;
 mod diagnostics;
 mod lifecycle;
+mod queue_room;
 mod reconcile;
 mod retire;
 mod run_table;
@@ -46,6 +47,7 @@ use crate::systemd::Notifier;
 use crate::worker_link::LinkEvent;
 
 pub use command::{Command, Dispatch, FailedAgents, OpResult, WaitReply};
+pub use queue_room::{QueueFull, Reserve};
 pub use slot::failed_agent_message;
 
 pub use self::core::{Control, CoreDeps, Effect, Now};
@@ -77,6 +79,23 @@ impl ControlHandle {
 
     pub fn dispatch(&self, d: Dispatch) -> Result<(), ControlError> {
         self.try_send(Command::Dispatch(d))
+    }
+
+    /// Room for a message (see `queue_room`): `Ok(Ok(true))` charged, give it back with
+    /// [`ControlHandle::unreserve`] if the run is not handed over; `Ok(Ok(false))` the run is
+    /// already known; `Ok(Err(full))` no room.
+    pub async fn reserve(
+        &self,
+        room: queue_room::Reserve,
+    ) -> Result<Result<bool, queue_room::QueueFull>, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::Reserve { room, reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    /// Gives back a reservation (best effort: one not given back lapses).
+    pub fn unreserve(&self, run_id: String) {
+        let _ = self.try_send(Command::Unreserve { run_id });
     }
 
     pub async fn wait(&self, run_id: String) -> Result<WaitReply, ControlError> {

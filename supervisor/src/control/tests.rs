@@ -732,3 +732,95 @@ fn a_busy_worker_never_retires_and_a_run_during_retirement_waits_for_the_next() 
     let effects = h.exited(31_500, 1, "exited with status 0");
     assert_eq!(spawned(&effects), Some(2));
 }
+
+fn reserve(
+    h: &mut Harness,
+    ms: u64,
+    run_id: &str,
+    session: &str,
+    bytes: u64,
+) -> Result<bool, QueueFull> {
+    let (reply, mut rx) = oneshot::channel();
+    let room = Reserve {
+        run_id: run_id.into(),
+        agent_id: "main".into(),
+        session_key: session.into(),
+        bytes,
+    };
+    assert!(h.at(ms, Command::Reserve { room, reply }).is_empty());
+    rx.try_recv().unwrap()
+}
+
+/// Issue 23 item 3: messages waiting for busy sessions are bounded per agent and in all, in
+/// number and bytes; a session's first run does not count; room comes back when a
+/// reservation is given back, its run settles, or it lapses.
+#[test]
+fn queued_messages_are_bounded_per_agent_and_in_all_issue_23() {
+    let mut h = Harness::new(&format!(
+        "{CONFIG}[messages.queue]\nmax_queued_per_agent = 2\nmax_queued_bytes_per_agent = 1000\nmax_queued_total = 3\nmax_queued_bytes_total = 1500\n"
+    ));
+    let s = "agent:main:s";
+    assert_eq!(reserve(&mut h, 0, "r1", s, 900), Ok(true));
+    let (_, mut done) = h.dispatch(0, "r1");
+    assert_eq!(reserve(&mut h, 1, "r1", s, 900), Ok(false), "a retry");
+    // r1 runs: the next ones on `s` wait.
+    let too_big = reserve(&mut h, 2, "big", s, 1001).unwrap_err();
+    assert!(
+        too_big.0.contains("max_queued_bytes_per_agent"),
+        "{too_big:?}"
+    );
+    assert_eq!(reserve(&mut h, 3, "r2", s, 600), Ok(true));
+    let bytes = reserve(&mut h, 4, "r3", s, 500).unwrap_err();
+    assert!(
+        bytes.0.contains("max_queued_bytes_per_agent is 1000"),
+        "{bytes:?}"
+    );
+    assert_eq!(reserve(&mut h, 5, "r3", s, 100), Ok(true));
+    let count = reserve(&mut h, 6, "r4", s, 1).unwrap_err();
+    assert!(count.0.contains("max_queued_per_agent is 2"), "{count:?}");
+    assert_eq!(
+        h.core.queued_usage(Some("main")),
+        queue_room::Usage {
+            messages: 2,
+            bytes: 700
+        }
+    );
+    // Another session's first message does not wait: it is not counted.
+    assert_eq!(reserve(&mut h, 7, "t1", "agent:main:t", 900), Ok(true));
+    assert_eq!(h.core.queued_usage(None).messages, 2);
+    // A reservation given back makes room.
+    h.at(
+        8,
+        Command::Unreserve {
+            run_id: "r3".into(),
+        },
+    );
+    assert_eq!(reserve(&mut h, 9, "r4", s, 1), Ok(true));
+    // A settled run's charge goes (r1 was not queued: usage is unchanged by it).
+    let _link = h.ready(10, 1, 42);
+    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, h.wall0 + 100, String::new(), None);
+    t.error = None;
+    let effects = h.message(100, 1, WorkerToControl::Finished(t));
+    let (run_id, outcome) = persisted(&effects).remove(0);
+    h.at(150, Command::Persisted { run_id, outcome });
+    assert_eq!(done.try_recv().unwrap().status, RunStatus::Ok);
+    h.tick(200);
+    assert!(!h.core.charges.contains_key("r1"));
+    // Reservations whose runs never came lapse.
+    h.tick(60_010);
+    assert_eq!(h.core.queued_usage(None), queue_room::Usage::default());
+    assert!(h.core.charges.is_empty());
+}
+
+/// Issue 23 item 3: the global limit holds over agents' sessions.
+#[test]
+fn the_total_limit_counts_every_session_issue_23() {
+    let mut h = Harness::new(&format!("{CONFIG}[messages.queue]\nmax_queued_total = 3\n"));
+    for i in 0..3 {
+        let s = format!("agent:main:s{i}");
+        assert_eq!(reserve(&mut h, 0, &format!("first{i}"), &s, 10), Ok(true));
+        assert_eq!(reserve(&mut h, 0, &format!("next{i}"), &s, 10), Ok(true));
+    }
+    let full = reserve(&mut h, 0, "more", "agent:main:s0", 10).unwrap_err();
+    assert!(full.0.contains("max_queued_total is 3"), "{full:?}");
+}

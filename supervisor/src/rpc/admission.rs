@@ -96,6 +96,15 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
         if key.is_empty() || key.len() > 512 {
             return Err("sessionKey must be 1-512 characters".into());
         }
+        // Keys are printed to operators (CLI tables, logs, the Control UI): one that could
+        // move a cursor, clear a screen or reorder text is refused here, the one place every
+        // method that takes a client-chosen key routes it.
+        if let Some(c) = key.chars().find(|&c| ipc::text::is_unshowable(c)) {
+            return Err(format!(
+                "sessionKey must not contain control or bidirectional-text characters (found U+{:04X})",
+                c as u32
+            ));
+        }
         if let Some(rest) = key.strip_prefix("agent:") {
             let (agent_raw, tail) = rest.split_once(':').ok_or_else(|| {
                 format!("invalid sessionKey {key:?}: expected agent:<agentId>:<key>")
@@ -260,6 +269,10 @@ pub(super) async fn admit<A: serde::Serialize>(
     if let Some(t) = &mut turn {
         t.wait_previous().await;
     }
+    let mut room = match QueueRoom::reserve(gw, &a).await {
+        Ok(room) => room,
+        Err(refused) => return Admitted::Refused(refused),
+    };
     let accepted_at = now_ms();
     let accepted = gw
         .db
@@ -295,7 +308,49 @@ pub(super) async fn admit<A: serde::Serialize>(
         },
         Ok(AcceptOutcome::Inserted) => {
             out.ok_with(req_id, &ack(accepted_at)).await;
+            // The charge now follows the run in the control actor.
+            room.handed_over();
             hand_over(gw, a, plan, accepted_at).await
+        }
+    }
+}
+
+/// The run's charge on the room for queued messages (see `control::queue_room`), given back
+/// when dropped before its run is handed over (a duplicate, a conflict, a failed record).
+struct QueueRoom {
+    charged: Option<(crate::control::ControlHandle, String)>,
+}
+
+impl QueueRoom {
+    /// Room for `a`'s message, or the `UNAVAILABLE` (retryable) refusal when the queues are
+    /// full.
+    async fn reserve(gw: &Gateway, a: &Admission) -> Result<QueueRoom, ErrorShape> {
+        let ask = crate::control::Reserve {
+            run_id: a.run_id.clone(),
+            agent_id: a.route.agent_id.clone(),
+            session_key: a.route.session_key.clone(),
+            bytes: (a.message.len() + a.extra_system_prompt.as_ref().map_or(0, String::len)) as u64,
+        };
+        match gw.control.reserve(ask).await {
+            Ok(Ok(true)) => Ok(QueueRoom {
+                charged: Some((gw.control.clone(), a.run_id.clone())),
+            }),
+            Ok(Ok(false)) => Ok(QueueRoom { charged: None }),
+            Ok(Err(full)) => Err(ErrorShape::unavailable(full.0, Some(1000))
+                .with_details(json!({"reason": "queue-full"}))),
+            Err(e) => Err(control_error(e)),
+        }
+    }
+
+    fn handed_over(&mut self) {
+        self.charged = None;
+    }
+}
+
+impl Drop for QueueRoom {
+    fn drop(&mut self) {
+        if let Some((control, run_id)) = self.charged.take() {
+            control.unreserve(run_id);
         }
     }
 }

@@ -58,3 +58,24 @@ fn routing_follows_r_a1_precedence() {
         .contains("unknown agent id"));
     assert!(r(Some("main"), Some("agent:ops:x")).is_err());
 }
+
+/// Issue 23 (last Deliver bullet): keys that could hide or fake what an operator reads are
+/// refused at routing, the one check every method with a client-chosen key passes.
+#[test]
+fn keys_with_controls_or_bidi_marks_are_refused() {
+    for bad in [
+        "a\u{1b}[2Jb",
+        "a\u{1b}]0;t\u{7}",
+        "x\u{7f}",
+        "x\u{9b}31m",
+        "x\u{200E}",
+        "x\u{202E}y",
+        "x\u{2066}y",
+        "x\ny",
+        "agent:main:x\u{0}",
+    ] {
+        let e = route(&p(None, Some(bad)), configured).unwrap_err();
+        assert!(e.contains("control or bidirectional"), "{bad:?}: {e}");
+    }
+    assert!(route(&p(None, Some("é-日本-ok")), configured).is_ok());
+}

@@ -1,0 +1,159 @@
+//! Room for queued messages: a run admitted while its session already has one unsettled
+//! (running, queued, or its outcome being written) waits in memory, here and in the worker,
+//! until the session is free. Each session's queue has its own cap (`messages.queue.cap`);
+//! this bounds them all, per agent and in all, in messages and bytes
+//! (`messages.queue.max_queued_*`).
+//!
+//! Admission asks for room ([`Command::Reserve`](super::command::Command)) before it records
+//! the run; the charge then follows the run until it settles. A reservation whose run never
+//! came (a duplicate, a refusal after it) is given back ([`Command::Unreserve`]), or lapses
+//! after [`RESERVATION_TTL`].
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::core::Control;
+use crate::config::QueueLimits;
+
+/// How long a reservation whose run was not handed over counts.
+pub(super) const RESERVATION_TTL: Duration = Duration::from_secs(60);
+
+/// What one run holds.
+pub(super) struct Charge {
+    agent_id: String,
+    session_key: String,
+    bytes: u64,
+    /// It waits for its busy session (only these count against the limits).
+    queued: bool,
+    since: Instant,
+}
+
+/// A request for room: `bytes` of message for `session_key` of `agent_id`.
+#[derive(Debug)]
+pub struct Reserve {
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_key: String,
+    pub bytes: u64,
+}
+
+/// Why there is no room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueFull(pub String);
+
+/// Queued messages and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub messages: usize,
+    pub bytes: u64,
+}
+
+impl Control {
+    /// Room for the run, or why not. `Ok(true)`: charged (give it back if the run does not
+    /// come); `Ok(false)`: the run is already known (a retry), nothing new is charged.
+    pub(super) fn reserve(&mut self, r: Reserve) -> Result<bool, QueueFull> {
+        self.prune_charges();
+        if self.charges.contains_key(&r.run_id) || self.runs.contains_key(&r.run_id) {
+            return Ok(false);
+        }
+        let busy = self
+            .runs
+            .values()
+            .any(|e| e.session_key == r.session_key && e.is_unsettled())
+            || self
+                .charges
+                .values()
+                .any(|c| c.session_key == r.session_key);
+        if busy {
+            let limits = self.deps.config.queue_limits;
+            check(
+                self.queued_usage(Some(&r.agent_id)),
+                self.queued_usage(None),
+                r.bytes,
+                &r.agent_id,
+                &limits,
+            )?;
+        }
+        self.charges.insert(
+            r.run_id,
+            Charge {
+                agent_id: r.agent_id,
+                session_key: r.session_key,
+                bytes: r.bytes,
+                queued: busy,
+                since: self.now.at,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A reservation whose run will not come.
+    pub(super) fn unreserve(&mut self, run_id: &str) {
+        if !self.runs.contains_key(run_id) {
+            self.charges.remove(run_id);
+        }
+    }
+
+    /// Queued messages of `agent_id` (`None`: of all agents).
+    pub(super) fn queued_usage(&self, agent_id: Option<&str>) -> Usage {
+        self.charges
+            .values()
+            .filter(|c| c.queued && agent_id.is_none_or(|a| a == c.agent_id))
+            .fold(Usage::default(), |u, c| Usage {
+                messages: u.messages + 1,
+                bytes: u.bytes + c.bytes,
+            })
+    }
+
+    /// Drops the charges of settled runs and of reservations that lapsed.
+    pub(super) fn prune_charges(&mut self) {
+        let (runs, now) = (&self.runs, self.now.at);
+        self.charges.retain(|id, c| match runs.get(id) {
+            Some(e) => e.is_unsettled(),
+            None => now.saturating_duration_since(c.since) < RESERVATION_TTL,
+        });
+    }
+}
+
+/// Whether one more queued message of `bytes` fits beside `agent` and `total`.
+fn check(
+    agent: Usage,
+    total: Usage,
+    bytes: u64,
+    agent_id: &str,
+    l: &QueueLimits,
+) -> Result<(), QueueFull> {
+    let full = |what: String| {
+        Err(QueueFull(format!(
+            "too many messages are queued for busy sessions ({what}); retry when runs finish"
+        )))
+    };
+    if agent.messages >= l.per_agent {
+        return full(format!(
+            "agent {agent_id:?} has {} waiting; messages.queue.max_queued_per_agent is {}",
+            agent.messages, l.per_agent
+        ));
+    }
+    if agent.bytes + bytes > l.per_agent_bytes {
+        return full(format!(
+            "agent {agent_id:?} has {} bytes waiting; messages.queue.max_queued_bytes_per_agent is {}",
+            agent.bytes, l.per_agent_bytes
+        ));
+    }
+    if total.messages >= l.total {
+        return full(format!(
+            "{} waiting in all; messages.queue.max_queued_total is {}",
+            total.messages, l.total
+        ));
+    }
+    if total.bytes + bytes > l.total_bytes {
+        return full(format!(
+            "{} bytes waiting in all; messages.queue.max_queued_bytes_total is {}",
+            total.bytes, l.total_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// The charges map the core keeps (by run id).
+pub(super) type Charges = HashMap<String, Charge>;
