@@ -24,7 +24,9 @@ pub fn printable(text: &str) -> String {
 /// `text` safe to print on a terminal as lines (a transcript message, a whole reply, JSON
 /// lines): as [`printable`], but newlines and tabs are kept.
 pub fn printable_lines(text: &str) -> String {
-    escape(text, |c| c == '\n' || c == '\t')
+    // A reply's CRLF line ends are line ends, not a cursor trick: shown as `\n`. A lone CR
+    // (which could overwrite a line already printed) is escaped.
+    escape(&text.replace("\r\n", "\n"), |c| c == '\n' || c == '\t')
 }
 
 fn escape(text: &str, keep: impl Fn(char) -> bool) -> String {
@@ -53,6 +55,7 @@ mod tests {
             printable_lines("a\u{1b}]0;x\u{7}\n\tb"),
             "a\\u001b]0;x\\u0007\n\tb"
         );
+        assert_eq!(printable_lines("one\r\ntwo\rX"), "one\ntwo\\u000dX");
         let json = serde_json::json!({"k": "x\u{202E}y\u{85}"}).to_string();
         let back: serde_json::Value = serde_json::from_str(&printable_lines(&json)).unwrap();
         assert_eq!(back["k"], "x\u{202E}y\u{85}");
