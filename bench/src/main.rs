@@ -293,7 +293,11 @@ fn num(v: &Value) -> f64 {
 fn turn_params(n: usize, session: &str, agent: &str) -> ipc::gateway::AgentParams {
     ipc::gateway::AgentParams {
         message: format!("bench turn {n}"),
-        idempotency_key: format!("bench-{}-{n}-{}", session, scripted_model::now_micros()),
+        // The agent is part of the key: turns on many agents start in the same microsecond.
+        idempotency_key: format!(
+            "bench-{agent}-{session}-{n}-{}",
+            scripted_model::now_micros()
+        ),
         session_key: Some(session.to_owned()),
         agent_id: Some(agent.to_owned()),
         deliver: Some(false),
