@@ -67,6 +67,9 @@ pub enum Effect {
     },
     /// A new one-line summary for systemd (`STATUS=`).
     Status(String),
+    /// Give the memory that retired workers' state freed back to the system (the allocator
+    /// keeps freed pages otherwise).
+    TrimHeap,
 }
 
 impl std::fmt::Debug for Effect {
@@ -90,6 +93,7 @@ impl std::fmt::Debug for Effect {
                 .field("agent_id", agent_id)
                 .finish(),
             Effect::Status(s) => f.debug_tuple("Status").field(s).finish(),
+            Effect::TrimHeap => f.write_str("TrimHeap"),
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct Control {
     pub(super) allowed: HashMap<String, Vec<String>>,
     /// What each admitted run holds of the room for queued messages (`queue_room`).
     pub(super) charges: super::queue_room::Charges,
+    /// When to trim the heap, once a worker has retired (`retire`).
+    pub(super) trim_at: Option<Instant>,
 }
 
 impl Control {
@@ -154,6 +160,7 @@ impl Control {
             approvals: approvals::Approvals::default(),
             allowed,
             charges: Default::default(),
+            trim_at: None,
         };
         control.reconcile(config);
         (control, failed_rx)
@@ -173,7 +180,10 @@ impl Control {
 
     /// When the core next needs a [`Command::Tick`] beyond the periodic one (a restart).
     pub fn next_wake(&self) -> Option<Instant> {
-        self.next_restart()
+        match (self.next_restart(), self.trim_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn handle_command(&mut self, cmd: Command) {
@@ -241,6 +251,7 @@ impl Control {
                 self.retry_sends();
                 self.heartbeats();
                 self.retire_idle();
+                self.trim_due();
                 self.restart_due();
                 self.report_status();
             }

@@ -402,6 +402,9 @@ impl Control {
             },
             None => crashed(slot, agent_id, &cause, uptime, crash, queued),
         };
+        if after == Some(AfterExit::Retire) {
+            self.retired_now(now);
+        }
         Some((cause, after, next))
     }
 

@@ -4,13 +4,32 @@
 //! retirement is an expected exit: not a crash for the breaker, not a restart.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use ipc::control::ControlToWorker;
 
-use super::core::Control;
+use super::core::{Control, Effect};
 use super::slot::{AfterExit, WorkerState};
 
+/// How long after a retirement the heap is trimmed: a burst of retirements (every agent of
+/// a fleet idle at once) is trimmed once.
+pub(super) const TRIM_AFTER: Duration = Duration::from_secs(2);
+
 impl Control {
+    /// A worker retired at `now`: trim the heap soon (its link's buffers and the tasks that
+    /// served it are freed, and the allocator would keep those pages).
+    pub(super) fn retired_now(&mut self, now: Instant) {
+        self.trim_at.get_or_insert(now + TRIM_AFTER);
+    }
+
+    /// The heap trim, when it is due.
+    pub(super) fn trim_due(&mut self) {
+        if self.trim_at.is_some_and(|at| self.now.at >= at) {
+            self.trim_at = None;
+            self.effects.push(Effect::TrimHeap);
+        }
+    }
+
     /// Retires the workers idle for `workers.idle_exit_seconds` (none while stopping).
     pub(super) fn retire_idle(&mut self) {
         let Some(idle_exit) = self.deps.config.workers.idle_exit else {

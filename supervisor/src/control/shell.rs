@@ -100,6 +100,7 @@ impl Shell {
                 });
             }
             Effect::Status(status) => self.notifier.status(&status),
+            Effect::TrimHeap => crate::sys::trim_heap(),
         }
     }
 }

@@ -661,6 +661,11 @@ fn an_idle_worker_retires_and_the_next_run_starts_a_new_one_uncounted() {
     h.exited(6_050, 1, "exited with status 0");
     assert_eq!(h.state(), "idle");
     assert!(h.failed.borrow().is_empty());
+    // The heap is trimmed once, TRIM_AFTER (2 s) after the retirement (issue 24 item 2).
+    assert_eq!(
+        h.core.next_wake(),
+        Some(h.start + Duration::from_millis(8_050))
+    );
     let (effects, _) = h.dispatch(7_000, "r2");
     assert_eq!(
         spawned(&effects),
@@ -671,6 +676,10 @@ fn an_idle_worker_retires_and_the_next_run_starts_a_new_one_uncounted() {
     let status = &h.core.worker_statuses()[0];
     assert_eq!(status.restarts, 0, "a retirement is not a restart");
     assert_eq!(h.core.workers["main"].crashes.len(), 0, "nor a crash");
+    let trims = |e: &[Effect]| e.iter().filter(|e| matches!(e, Effect::TrimHeap)).count();
+    assert_eq!(trims(&h.tick(8_049)), 0);
+    assert_eq!(trims(&h.tick(8_050)), 1);
+    assert_eq!(trims(&h.tick(9_000)), 0, "once per retirement burst");
 }
 
 /// A worker with a run in flight, a pending approval or an open session operation never
