@@ -305,7 +305,7 @@ fn turn_params(n: usize, session: &str, agent: &str) -> ipc::gateway::AgentParam
     }
 }
 
-fn cpu_report(
+pub(crate) fn cpu_report(
     pid: Option<u32>,
     before: &Option<std::collections::HashMap<u32, (f64, u64)>>,
     turns: usize,

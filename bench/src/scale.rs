@@ -112,14 +112,36 @@ pub async fn density(
     }))
 }
 
+/// Where `session-length` looks: turns 10, 100 and 1 000 of one session.
+const MARKS: [usize; 3] = [10, 100, 1000];
+/// Turns the gateway's CPU is summed over from each mark (`/proc` counts 10 ms ticks).
+const CPU_WINDOW: usize = 100;
+
 /// One session, `turns` turns: the latency of turns near 10, 100 and 1 000 (the median of
-/// the `window` turns from each), to show a turn's cost does not grow with its history.
+/// the `window` turns from each), and the gateway's CPU per turn over the 100 turns from each
+/// (from turn 1 100 on), to show a turn's cost does not grow with its history.
 pub async fn session_length(t: &Target, turns: usize, window: usize) -> anyhow::Result<Value> {
     let mut c = Client::connect(&t.url, t.token.as_deref()).await?;
     let agent = t.agents.first().cloned().unwrap_or_else(|| "main".into());
     let session = format!("len-{}", scripted_model::now_micros());
     let mut lat = Vec::with_capacity(turns);
-    for n in 0..turns {
+    // The gateway's CPU over CPU_WINDOW turns from each mark: a turn's latency includes the
+    // scripted model, which parses the whole growing context; the CPU is the gateway's alone.
+    let mut cpu_at: std::collections::HashMap<usize, Value> = Default::default();
+    let mut before = std::collections::HashMap::new();
+    for n in 0..=turns {
+        if let Some(pid) = t.pid {
+            if MARKS.contains(&n) {
+                before.insert(n, crate::procs::snapshot(pid));
+            }
+            if let Some(mark) = n.checked_sub(CPU_WINDOW).filter(|m| MARKS.contains(m)) {
+                let from = before.remove(&mark);
+                cpu_at.insert(mark, crate::cpu_report(Some(pid), &from, CPU_WINDOW));
+            }
+        }
+        if n == turns {
+            break;
+        }
         let at = Instant::now();
         let fin = c.turn(turn_params(n, &session, &agent), |_| {}).await?;
         check_ok(&fin)?;
@@ -128,12 +150,16 @@ pub async fn session_length(t: &Target, turns: usize, window: usize) -> anyhow::
     let mut out = serde_json::Map::new();
     out.insert("scenario".into(), json!("session-length"));
     out.insert("turns".into(), json!(turns));
-    for mark in [10usize, 100, 1000] {
+    for mark in MARKS {
         if mark + window <= turns {
-            out.insert(
-                format!("turn_{mark}"),
-                json!(summarize(&lat[mark..mark + window])),
-            );
+            let mut entry = json!(summarize(&lat[mark..mark + window]));
+            if let (Some(o), Some(cpu)) = (entry.as_object_mut(), cpu_at.remove(&mark)) {
+                o.insert(
+                    "gateway_cpu_ms_per_turn".into(),
+                    cpu["cpu_ms_per_turn"].clone(),
+                );
+            }
+            out.insert(format!("turn_{mark}"), entry);
         }
     }
     Ok(Value::Object(out))

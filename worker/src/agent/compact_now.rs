@@ -82,7 +82,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
     let mut compacted = req.messages[cut..].to_vec();
     compacted.insert(0, prompt::summary_message(summary.trim()));
     let after = crate::llm::ModelRequest {
-        messages: compacted,
+        messages: std::sync::Arc::new(compacted),
         tools: Vec::new(),
         choice: None,
         thinking: None,
@@ -152,7 +152,7 @@ async fn summary_of(ctx: &Arc<Ctx>, req: &crate::llm::ModelRequest) -> Result<St
     })?;
     let (tx, mut rx) = mpsc::channel(64);
     let call = async move {
-        client.stream(req, &tx).await;
+        client.stream(req.clone(), &tx).await;
     };
     let collect = async {
         let mut text = String::new();

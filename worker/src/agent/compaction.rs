@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn estimate_counts_messages_and_tools() {
         let req = ModelRequest {
-            messages: vec![ChatMessage::text("user", "x".repeat(400))],
+            messages: std::sync::Arc::new(vec![ChatMessage::text("user", "x".repeat(400))]),
             tools: crate::tools::offered(Some(&["read".to_owned()])),
             choice: None,
             thinking: None,

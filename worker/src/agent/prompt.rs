@@ -218,13 +218,13 @@ pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelReque
         transcript = transcript[cut..].to_owned();
     }
     ModelRequest {
-        messages: vec![
+        messages: std::sync::Arc::new(vec![
             ChatMessage::text("system", COMPACTION_PROMPT),
             ChatMessage::text(
                 "user",
                 format!("Summarize this conversation:\n\n{transcript}"),
             ),
-        ],
+        ]),
         tools: Vec::new(),
         choice: None,
         thinking: None,
@@ -283,7 +283,7 @@ pub fn request(
         }
     }
     ModelRequest {
-        messages,
+        messages: std::sync::Arc::new(messages),
         tools,
         choice: None,
         thinking: None,

@@ -388,7 +388,7 @@ mod tests {
             ..ChatMessage::text("tool", "x")
         };
         let req = ModelRequest {
-            messages: vec![
+            messages: std::sync::Arc::new(vec![
                 ChatMessage::text("system", "sys"),
                 ChatMessage::text("user", "hi"),
                 ChatMessage {
@@ -397,7 +397,7 @@ mod tests {
                 },
                 result("a"),
                 result("b"),
-            ],
+            ]),
             tools: vec![],
             choice: None,
             thinking: None,

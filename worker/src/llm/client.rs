@@ -55,8 +55,12 @@ impl LlmClient {
 
     /// Streams one response into `tx`. Returns when the response is complete or failed; the
     /// caller aborts the task to cancel (dropping the connection).
-    pub async fn stream(&self, req: &ModelRequest, tx: &mpsc::Sender<Result<LlmEvent, LlmError>>) {
-        if let Err(e) = self.stream_inner(req, tx).await {
+    /// Sends `req` and streams the answer to `tx`. The request is dropped as soon as its body
+    /// is written, so the turn that keeps it can append to it without a copy.
+    pub async fn stream(&self, req: ModelRequest, tx: &mpsc::Sender<Result<LlmEvent, LlmError>>) {
+        let request = self.build(&req);
+        drop(req);
+        if let Err(e) = self.stream_inner(request, tx).await {
             let _ = tx.send(Err(e)).await;
         }
     }
@@ -108,11 +112,11 @@ impl LlmClient {
 
     async fn stream_inner(
         &self,
-        req: &ModelRequest,
+        request: reqwest::RequestBuilder,
         tx: &mpsc::Sender<Result<LlmEvent, LlmError>>,
     ) -> Result<(), LlmError> {
         let timeout_ms = self.spec.request_timeout_ms;
-        let sent = tokio::time::timeout(Duration::from_millis(timeout_ms), self.build(req).send());
+        let sent = tokio::time::timeout(Duration::from_millis(timeout_ms), request.send());
         let resp = match sent.await {
             Err(_) => return Err(LlmError::Timeout(timeout_ms)),
             Ok(Err(e)) => return Err(LlmError::Transport(describe(&e))),

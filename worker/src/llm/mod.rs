@@ -83,7 +83,10 @@ impl ChatMessage {
 /// A request for one model response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
-    pub messages: Vec<ChatMessage>,
+    /// Shared, not copied: the turn keeps the request it sent (to retry it, or to append the
+    /// tool round), and the model call holds it only until its body is written. A change
+    /// (`Arc::make_mut`) copies only if the call still holds it.
+    pub messages: std::sync::Arc<Vec<ChatMessage>>,
     /// Tools the model may call (empty: none offered).
     pub tools: Vec<&'static ToolDef>,
     /// Another provider or model for this run (`before_model_resolve`); `None`: the agent's.

@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn the_body_carries_instructions_calls_and_outputs() {
         let req = ModelRequest {
-            messages: vec![
+            messages: std::sync::Arc::new(vec![
                 ChatMessage::text("system", "be brief"),
                 ChatMessage::text("user", "hi"),
                 ChatMessage {
@@ -391,7 +391,7 @@ mod tests {
                     tool_call_id: Some("c1".into()),
                     ..ChatMessage::text("tool", "file")
                 },
-            ],
+            ]),
             tools: vec![],
             choice: None,
             thinking: None,

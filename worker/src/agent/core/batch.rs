@@ -83,7 +83,11 @@ impl Turn {
         wall_ms: u64,
     ) -> (Phase, Vec<Action>) {
         // Tag the message just recorded with its transcript position.
-        if let Some(m) = self.request.as_mut().and_then(|r| r.messages.last_mut()) {
+        if let Some(m) = self
+            .request
+            .as_mut()
+            .and_then(|r| std::sync::Arc::make_mut(&mut r.messages).last_mut())
+        {
             m.seq.get_or_insert(seq);
         }
         match queue.pop_front() {
@@ -158,7 +162,7 @@ impl Turn {
             }
         }
         if let Some(req) = self.request.as_mut() {
-            req.messages.push(ChatMessage {
+            std::sync::Arc::make_mut(&mut req.messages).push(ChatMessage {
                 tool_call_id: Some(call.id.clone()),
                 ..ChatMessage::text("tool", outcome.content.clone())
             });
@@ -214,7 +218,7 @@ impl Turn {
     ) -> (Phase, Vec<Action>) {
         let text = std::mem::take(&mut self.text);
         if let Some(req) = self.request.as_mut() {
-            req.messages
+            std::sync::Arc::make_mut(&mut req.messages)
                 .push(ChatMessage::text("assistant", text.clone()));
         }
         if reply::has_visible_text(&text) && !reply::is_silent(&text) {
@@ -255,7 +259,7 @@ impl Turn {
             signature: std::mem::take(&mut self.reasoning_signature),
         });
         if let Some(req) = self.request.as_mut() {
-            req.messages.push(ChatMessage {
+            std::sync::Arc::make_mut(&mut req.messages).push(ChatMessage {
                 tool_calls: calls.clone(),
                 thinking: signed,
                 ..ChatMessage::text("assistant", text.clone())

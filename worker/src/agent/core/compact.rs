@@ -267,7 +267,7 @@ impl Turn {
         messages.push(prompt::summary_message(&summary));
         messages.extend(job.pending.messages[job.cut..].iter().cloned());
         let next = ModelRequest {
-            messages,
+            messages: std::sync::Arc::new(messages),
             tools: job.pending.tools.clone(),
             choice: job.pending.choice.clone(),
             thinking: job.pending.thinking,

@@ -89,7 +89,7 @@ impl Turn {
             is_error: Some(true),
         });
         if let Some(req) = self.request.as_mut() {
-            req.messages.push(ChatMessage {
+            std::sync::Arc::make_mut(&mut req.messages).push(ChatMessage {
                 tool_call_id: Some(call.id.clone()),
                 ..ChatMessage::text("tool", SKIPPED)
             });
@@ -118,7 +118,11 @@ impl Turn {
     ) -> (Phase, Vec<Action>) {
         match input {
             Input::Appended(Ok(seq)) => {
-                if let Some(m) = self.request.as_mut().and_then(|r| r.messages.last_mut()) {
+                if let Some(m) = self
+                    .request
+                    .as_mut()
+                    .and_then(|r| std::sync::Arc::make_mut(&mut r.messages).last_mut())
+                {
                     m.seq.get_or_insert(seq);
                 }
                 self.steer_next(run_deadline, now, wall_ms)
@@ -162,7 +166,8 @@ impl Turn {
             return self.next_call(req, run_deadline, now, false);
         };
         if let Some(req) = self.request.as_mut() {
-            req.messages.push(ChatMessage::text("user", s.text.clone()));
+            std::sync::Arc::make_mut(&mut req.messages)
+                .push(ChatMessage::text("user", s.text.clone()));
         }
         let message = NewMessage {
             input_run_id: Some(s.run_id.clone()),

@@ -24,7 +24,7 @@ fn spec(timeout: Option<u64>) -> TurnSpec {
 
 fn req() -> ModelRequest {
     ModelRequest {
-        messages: vec![ChatMessage::text("user", "hi")],
+        messages: std::sync::Arc::new(vec![ChatMessage::text("user", "hi")]),
         tools: vec![],
         choice: None,
         thinking: None,
@@ -682,13 +682,13 @@ fn tool_round_over_budget_compacts_first_r_b7() {
             Input::Begun {
                 session_id: "s".into(),
                 request: Ok(Prepared::Call(ModelRequest {
-                    messages: vec![
+                    messages: std::sync::Arc::new(vec![
                         ChatMessage::text("system", "sys"),
                         ChatMessage {
                             seq: Some(1),
                             ..ChatMessage::text("user", "q".repeat(2000))
                         },
-                    ],
+                    ]),
                     tools: vec![],
                     choice: None,
                     thinking: None,

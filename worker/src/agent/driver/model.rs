@@ -135,7 +135,7 @@ pub(super) fn start_model(ctx: &Arc<Ctx>, req: ModelRequest) -> ModelCall {
             .filter(|c| c.provider != ctx.spec.model.provider)
             .map(|c| ctx.other_llm(&c.provider));
         match other.as_ref().unwrap_or(&ctx.llm) {
-            Ok(client) => client.stream(&req, &tx).await,
+            Ok(client) => client.stream(req, &tx).await,
             Err(e) => {
                 let _ = tx.send(Err(e.clone())).await;
             }
