@@ -59,8 +59,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread for the agent's async work: a turn's steps hand over to each other without
+    // waking a second runtime thread, and an idle worker keeps one stack and one arena
+    // (issue 24). SQLite, file tools and `exec` run on their own threads and processes.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
