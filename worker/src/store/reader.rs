@@ -92,12 +92,12 @@ impl Reader {
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.set_prepared_statement_cache_capacity(64);
-        let (tx, rx) = dbwriter::channel(QUEUE);
+        let (tx, mut rx) = dbwriter::channel(QUEUE);
         std::thread::Builder::new()
             .name("agent-db-reader".into())
             .spawn(move || {
                 let mut cache = HistoryCache::default();
-                while let Ok(cmd) = rx.recv() {
+                while let Some(cmd) = rx.blocking_recv() {
                     match cmd {
                         Cmd::History {
                             session_key,

@@ -135,18 +135,18 @@ pub fn offered(allow: Option<&[String]>) -> Vec<&'static ToolDef> {
         .collect()
 }
 
-/// The built-in tools, with their argument validators: built once per process (every turn
-/// offers them and every call validates against them).
-fn catalog() -> &'static [(ToolDef, Option<jsonschema::Validator>)] {
-    static CATALOG: std::sync::OnceLock<Vec<(ToolDef, Option<jsonschema::Validator>)>> =
-        std::sync::OnceLock::new();
+/// A built-in tool and its argument validator, compiled on the tool's first call: the
+/// validators of all six tools were half a megabyte in every worker, most of which never
+/// runs a tool.
+type Entry = (ToolDef, std::sync::OnceLock<Option<jsonschema::Validator>>);
+
+/// The built-in tools: built once per process (every turn offers them).
+fn catalog() -> &'static [Entry] {
+    static CATALOG: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
     CATALOG.get_or_init(|| {
         build_definitions()
             .into_iter()
-            .map(|d| {
-                let v = jsonschema::validator_for(&d.parameters).ok();
-                (d, v)
-            })
+            .map(|d| (d, std::sync::OnceLock::new()))
             .collect()
     })
 }
@@ -211,12 +211,13 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
             call.name
         ));
     }
-    let Some((def, validator)) = entry else {
+    let Some((def, compiled)) = entry else {
         return ToolOutcome::err(format!(
             "unknown tool {:?}; available: read, write, edit, ls, message, exec",
             call.name
         ));
     };
+    let validator = compiled.get_or_init(|| jsonschema::validator_for(&def.parameters).ok());
     let checked = match validator {
         Some(v) => validate::validate_with(&def.parameters, v, &call.arguments),
         None => validate_args(&def.parameters, &call.arguments),
