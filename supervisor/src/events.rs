@@ -381,6 +381,11 @@ impl EventHub {
 
     /// A run's events after `after_seq` published up to `upto` (a connection's start: it
     /// got the later ones live).
+    /// Lets go of the logs of runs that ended long enough ago ([`crate::run_log`]).
+    pub fn expire_runs(&self, now: std::time::Instant) {
+        self.state().log.expire(now);
+    }
+
     pub fn replay(
         &self,
         run_id: &str,

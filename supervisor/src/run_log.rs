@@ -100,8 +100,10 @@ impl<E: Logged> RunLog<E> {
 
     /// Drops runs that ended more than [`KEEP_AFTER_END`] ago, then, past [`TOTAL_BYTES`],
     /// the runs that ended first (and, if none has ended, the events of the largest running
-    /// one, which remembers what it lost).
-    fn expire(&mut self, now: Instant) {
+    /// one, which remembers what it lost). Called on every record and on the control actor's
+    /// tick, so an idle gateway lets go of them too (issue 24: a run's log was ~3.6 KB kept
+    /// for good once nothing more was published).
+    pub fn expire(&mut self, now: Instant) {
         while let Some((at, _)) = self.ended.front() {
             let old = now.duration_since(*at) > KEEP_AFTER_END;
             if !old && self.bytes <= TOTAL_BYTES {
@@ -126,6 +128,12 @@ impl<E: Logged> RunLog<E> {
     fn forget(&mut self, run_id: &str) {
         if let Some(r) = self.runs.remove(run_id) {
             self.bytes -= r.bytes;
+        }
+        // A burst of runs leaves a table sized for it; give the room back once it is mostly
+        // empty.
+        if self.runs.capacity() > 4 * self.runs.len() + 64 {
+            self.runs.shrink_to_fit();
+            self.ended.shrink_to_fit();
         }
     }
 
@@ -261,5 +269,28 @@ mod tests {
         );
         assert!(!log.replay("r", 0, 9).known);
         assert!(log.replay("s", 0, 9).known, "a running one stays");
+    }
+
+    /// An idle gateway lets go too: expiry on the control actor's tick, with nothing more
+    /// recorded, and a table a burst grew is given back (issue 24 item 2).
+    #[test]
+    fn an_idle_log_expires_on_the_tick_and_shrinks() {
+        let now = Instant::now();
+        let mut log = RunLog::default();
+        for i in 0..1000 {
+            let t = RunTag {
+                run_id: Arc::from(format!("r{i}").as_str()),
+                seq: 1,
+                terminal: true,
+            };
+            log.record(&t, &ev(i, 100), now);
+        }
+        assert!(log.replay("r7", 0, u64::MAX).known);
+        log.expire(now + KEEP_AFTER_END);
+        assert!(log.replay("r7", 0, u64::MAX).known, "kept its five minutes");
+        log.expire(now + KEEP_AFTER_END + Duration::from_secs(1));
+        assert!(!log.replay("r7", 0, u64::MAX).known);
+        assert_eq!(log.bytes, 0);
+        assert!(log.runs.capacity() < 128, "{}", log.runs.capacity());
     }
 }

@@ -311,6 +311,11 @@ impl Control {
                 }
             }
         }
+        if self.runs.capacity() > 4 * self.runs.len() + 64 {
+            self.runs.shrink_to_fit();
+            self.finished.shrink_to_fit();
+        }
+        self.deps.hub.expire_runs(self.now.at);
     }
 
     /// Aborts the session's runs (all, or `run_id`): queued ones end at once, running ones
