@@ -90,6 +90,13 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
     if old.workers != new.workers {
         out.push("workers: supervision settings changed".into());
     }
+    if old.disk_reserve_bytes != new.disk_reserve_bytes {
+        out.push(format!(
+            "disk.reserve_mb {} -> {}: applies after a restart",
+            old.disk_reserve_bytes / ipc::disk::MIB,
+            new.disk_reserve_bytes / ipc::disk::MIB
+        ));
+    }
     if old.gateway_hooks != new.gateway_hooks {
         out.push("hooks: gateway_start / gateway_stop hooks changed".into());
     }
@@ -136,5 +143,20 @@ mod tests {
             "{d:?}"
         );
         assert!(describe(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn reload_says_the_disk_reserve_waits_for_a_restart_and_a_budget_restarts_the_worker() {
+        let old = load("");
+        let new = load("[disk]\nreserve_mb = 0\n[agents.defaults.disk]\nworkspace_max_mb = 5\n");
+        let d = describe(&old, &new);
+        assert!(
+            d.contains(&"disk.reserve_mb 16 -> 0: applies after a restart".to_owned()),
+            "{d:?}"
+        );
+        assert!(
+            d.contains(&"agent main changed: its worker restarts gracefully".to_owned()),
+            "{d:?}"
+        );
     }
 }
