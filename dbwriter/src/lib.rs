@@ -146,7 +146,7 @@ pub enum Durability {
     Full,
     /// `synchronous=NORMAL`: fsync at checkpoints only; a power cut may lose the latest
     /// commits, never corrupt the database (both databases; the gateway db's accepts are
-    /// fsynced per batch through [`start_with`]).
+    /// fsynced per batch through [`Options::durable`]).
     Normal,
 }
 
@@ -241,62 +241,51 @@ pub fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
+/// How a writer thread runs besides what it does ([`start`]).
+pub struct Options<C> {
+    /// Most commands waiting; past it [`Queue::send`] answers [`QueueError::Full`].
+    pub queue_len: usize,
+    /// Most commands in one transaction.
+    pub max_batch: usize,
+    /// A batch holding a command this says must survive a power cut commits with
+    /// `synchronous=FULL` (fsynced before any answer), every other batch with the
+    /// connection's own setting: the fsync is paid only where a promise needs it.
+    pub durable: fn(&C) -> bool,
+    /// Every `COMMIT` is timed into it (the metrics' commit latency).
+    pub stats: std::sync::Arc<CommitStats>,
+    /// Released when the disk is all but full, or when a commit finds it full (that commit
+    /// is then tried once more); see [`Reserve`].
+    pub reserve: Option<std::sync::Arc<Reserve>>,
+}
+
+impl<C> Options<C> {
+    /// `queue_len` and `max_batch`; nothing durable, fresh stats, no reserve.
+    pub fn new(queue_len: usize, max_batch: usize) -> Self {
+        Options {
+            queue_len,
+            max_batch,
+            durable: |_| false,
+            stats: Default::default(),
+            reserve: None,
+        }
+    }
+}
+
 /// Starts the writer thread `name` over `conn`: `apply` carries out one command (its writes
 /// through the given [`Savepoint`]) and returns its held answer.
 pub fn start<C: Send + 'static>(
     name: &str,
-    conn: Connection,
-    queue_len: usize,
-    max_batch: usize,
-    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
-) -> std::io::Result<Queue<C>> {
-    start_with(name, conn, queue_len, max_batch, apply, |_| false)
-}
-
-/// Like [`start`], where a batch holding a command `durable` says must survive a power cut
-/// commits with `synchronous=FULL` (fsynced before any answer), and every other batch with
-/// the connection's own setting: the fsync is paid only where a promise needs it.
-pub fn start_with<C: Send + 'static>(
-    name: &str,
-    conn: Connection,
-    queue_len: usize,
-    max_batch: usize,
-    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
-    durable: fn(&C) -> bool,
-) -> std::io::Result<Queue<C>> {
-    let stats = std::sync::Arc::new(CommitStats::default());
-    start_timed(name, conn, queue_len, max_batch, apply, durable, stats)
-}
-
-/// Like [`start_with`], timing every `COMMIT` into `stats` (the metrics' commit latency).
-pub fn start_timed<C: Send + 'static>(
-    name: &str,
-    conn: Connection,
-    queue_len: usize,
-    max_batch: usize,
-    apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
-    durable: fn(&C) -> bool,
-    stats: std::sync::Arc<CommitStats>,
-) -> std::io::Result<Queue<C>> {
-    let no_reserve = None;
-    start_reserved(
-        name, conn, queue_len, max_batch, apply, durable, stats, no_reserve,
-    )
-}
-
-/// Like [`start_timed`], where a commit that finds the disk full releases `reserve` and is
-/// tried once more (see [`Reserve`]).
-#[allow(clippy::too_many_arguments)]
-pub fn start_reserved<C: Send + 'static>(
-    name: &str,
     mut conn: Connection,
-    queue_len: usize,
-    max_batch: usize,
+    options: Options<C>,
     mut apply: impl FnMut(&Connection, C, &Savepoint) -> Held + Send + 'static,
-    durable: fn(&C) -> bool,
-    stats: std::sync::Arc<CommitStats>,
-    reserve: Option<std::sync::Arc<Reserve>>,
 ) -> std::io::Result<Queue<C>> {
+    let Options {
+        queue_len,
+        max_batch,
+        durable,
+        stats,
+        reserve,
+    } = options;
     let (queue, mut rx) = channel::<C>(queue_len);
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -486,17 +475,22 @@ mod tests {
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("CREATE TABLE t(v INTEGER PRIMARY KEY); CREATE TABLE log(v INTEGER);")
             .unwrap();
-        let q = start("test-writer", conn, 64, 16, |conn, cmd, sp| match cmd {
-            Cmd::Insert(v, tx) => {
-                // Two writes: the log row must not survive when the second fails.
-                let r = sp.run(conn, |c| {
-                    c.execute("INSERT INTO log(v) VALUES (?1)", [v])?;
-                    c.execute("INSERT INTO t(v) VALUES (?1)", [v])?;
-                    Ok::<_, rusqlite::Error>(())
-                });
-                Held::to(tx, r.map_err(|e| e.to_string()), |e| e.to_string())
-            }
-        })
+        let q = start(
+            "test-writer",
+            conn,
+            Options::new(64, 16),
+            |conn, cmd, sp| match cmd {
+                Cmd::Insert(v, tx) => {
+                    // Two writes: the log row must not survive when the second fails.
+                    let r = sp.run(conn, |c| {
+                        c.execute("INSERT INTO log(v) VALUES (?1)", [v])?;
+                        c.execute("INSERT INTO t(v) VALUES (?1)", [v])?;
+                        Ok::<_, rusqlite::Error>(())
+                    });
+                    Held::to(tx, r.map_err(|e| e.to_string()), |e| e.to_string())
+                }
+            },
+        )
         .unwrap();
         (dir, q, path)
     }

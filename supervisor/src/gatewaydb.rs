@@ -202,19 +202,14 @@ impl GatewayDb {
         // An acknowledged `accepted` survives a power cut: batches with an accept are
         // fsynced before they are answered. Outcomes are not: one lost to a power cut is
         // ended as an error by `recover` on the next start.
-        let durable: fn(&Cmd) -> bool = |c| matches!(c, Cmd::Accept(..));
-        let commits = std::sync::Arc::new(dbwriter::CommitStats::default());
-        let tx = dbwriter::start_reserved(
-            "gateway-db",
-            conn,
-            QUEUE,
-            MAX_BATCH,
-            apply,
-            durable,
-            commits.clone(),
+        let options = dbwriter::Options {
+            durable: |c| matches!(c, Cmd::Accept(..)),
             reserve,
-        )
-        .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            ..dbwriter::Options::new(QUEUE, MAX_BATCH)
+        };
+        let commits = options.stats.clone();
+        let tx = dbwriter::start("gateway-db", conn, options, apply)
+            .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         Ok((GatewayDb { tx, commits }, recovered))
     }
 

@@ -113,17 +113,10 @@ impl Writer {
         let mut conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
         schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
         let recovered = recover(&mut conn, now_ms)?;
-        let commits = std::sync::Arc::new(dbwriter::CommitStats::default());
-        let tx = dbwriter::start_timed(
-            "agent-db-writer",
-            conn,
-            QUEUE,
-            MAX_BATCH,
-            apply_one,
-            |_| false,
-            commits.clone(),
-        )
-        .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
+        let options = dbwriter::Options::new(QUEUE, MAX_BATCH);
+        let commits = options.stats.clone();
+        let tx = dbwriter::start("agent-db-writer", conn, options, apply_one)
+            .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
         Ok((Writer { tx, commits }, recovered))
     }
 
