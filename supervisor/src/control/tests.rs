@@ -176,6 +176,17 @@ impl Harness {
         self.at(ms, Command::Link(ev))
     }
 
+    /// Run `run_id`'s worker (generation 1) says it ended `ok` at `ms`; its outcome is
+    /// recorded 50 ms later.
+    fn finish_ok(&mut self, ms: u64, run_id: &str) {
+        let mut t =
+            RunTerminal::without_work(run_id, RunStatus::Ok, self.wall0 + ms, String::new(), None);
+        t.error = None;
+        let effects = self.message(ms, 1, WorkerToControl::Finished(t));
+        let (run_id, outcome) = persisted(&effects).remove(0);
+        self.at(ms + 50, Command::Persisted { run_id, outcome });
+    }
+
     fn state(&self) -> String {
         self.core.worker_statuses()[0].state.clone()
     }
@@ -414,11 +425,7 @@ fn finished_outcomes_are_kept_a_minute_then_forgotten() {
     let mut h = Harness::new(CONFIG);
     let (_, mut done) = h.dispatch(0, "r1");
     let _link = h.ready(10, 1, 42);
-    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, h.wall0 + 100, String::new(), None);
-    t.error = None;
-    let effects = h.message(100, 1, WorkerToControl::Finished(t));
-    let (run_id, outcome) = persisted(&effects).remove(0);
-    h.at(150, Command::Persisted { run_id, outcome });
+    h.finish_ok(100, "r1");
     assert_eq!(done.try_recv().unwrap().status, RunStatus::Ok);
     assert!(matches!(h.wait(60_000, "r1"), WaitReply::Done(_)));
     h.tick(60_150);
@@ -640,10 +647,7 @@ fn an_idle_worker_retires_and_the_next_run_starts_a_new_one_uncounted() {
     let mut h = Harness::new(&format!("{CONFIG}idle_exit_seconds = 5\n"));
     h.dispatch(0, "r1");
     let mut link = h.ready(10, 1, 42);
-    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, h.wall0 + 100, String::new(), None);
-    t.error = None;
-    let (run_id, outcome) = persisted(&h.message(100, 1, WorkerToControl::Finished(t))).remove(0);
-    h.at(150, Command::Persisted { run_id, outcome });
+    h.finish_ok(100, "r1");
     // Idle from the first tick that sees it so; heartbeats keep it alive meanwhile.
     h.tick(1_000);
     h.message(2_000, 1, WorkerToControl::Pong { nonce: 1 });
@@ -701,11 +705,7 @@ fn a_busy_worker_never_retires_and_a_run_during_retirement_waits_for_the_next() 
         "a run in flight and an approval keep it"
     );
     // The run ends; an open session operation still keeps it.
-    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, w + 20_100, String::new(), None);
-    t.error = None;
-    let (run_id, outcome) =
-        persisted(&h.message(20_100, 1, WorkerToControl::Finished(t))).remove(0);
-    h.at(20_150, Command::Persisted { run_id, outcome });
+    h.finish_ok(20_100, "r1");
     let (reply, _answer) = oneshot::channel();
     let op = Command::SessionOp {
         agent_id: "main".into(),
@@ -807,11 +807,7 @@ fn queued_messages_are_bounded_per_agent_and_in_all_issue_23() {
     assert_eq!(reserve(&mut h, 9, "r4", s, 1), Ok(true));
     // A settled run's charge goes (r1 was not queued: usage is unchanged by it).
     let _link = h.ready(10, 1, 42);
-    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, h.wall0 + 100, String::new(), None);
-    t.error = None;
-    let effects = h.message(100, 1, WorkerToControl::Finished(t));
-    let (run_id, outcome) = persisted(&effects).remove(0);
-    h.at(150, Command::Persisted { run_id, outcome });
+    h.finish_ok(100, "r1");
     assert_eq!(done.try_recv().unwrap().status, RunStatus::Ok);
     h.tick(200);
     assert!(!h.core.charges.contains_key("r1"));
