@@ -1,0 +1,230 @@
+//! What a worker's run events become for clients: the agent and chat events published to
+//! the hub (terminal ones held until the outcome is recorded), and what `/metrics` counts.
+
+use super::*;
+
+/// What `/metrics` learns from one run event: time to the first reply text, retries,
+/// fallbacks, tool results.
+pub(super) fn count(
+    metrics: &crate::metrics::Metrics,
+    agent_id: &str,
+    runs: &HashMap<String, Streaming>,
+    ev: &ipc::control::RunEvent,
+) {
+    match &ev.body {
+        EventBody::Assistant { delta } if !delta.is_empty() => {
+            if let Some(st) = runs.get(&ev.run_id).filter(|st| st.text.is_empty()) {
+                if let Some(start) = st.started_at {
+                    metrics.first_token(agent_id, ev.ts.saturating_sub(start));
+                }
+            }
+        }
+        EventBody::RunStatus { phase, reason, .. } => match phase {
+            RunStatusPhase::Retrying => metrics.retry(agent_id, reason.as_str()),
+            RunStatusPhase::Fallback => metrics.fallback(agent_id),
+            // A newer worker's phase: nothing this build counts.
+            RunStatusPhase::Unknown => {}
+        },
+        EventBody::Tool {
+            phase: ipc::control::ToolPhase::Result,
+            name,
+            is_error,
+            ..
+        } => metrics.tool_call(agent_id, name, is_error.unwrap_or(false)),
+        _ => {}
+    }
+}
+
+/// Projects one run event for clients and publishes it (terminal ones are kept in the run's
+/// streaming state until its outcome is durable). True if it was the run's terminal event.
+pub(super) fn publish(
+    hub: &EventHub,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    ev: ipc::control::RunEvent,
+) -> bool {
+    let held_before = runs.get(&ev.run_id).map_or(0, |st| st.deferred.len());
+    let mut out = Vec::new();
+    project(hub, agent_id, runs, &ev, &mut out);
+    // Dropped if the gateway already ended the run (an abort is terminal at once, R-A5).
+    if !out.is_empty() {
+        hub.publish_run(&ev.run_id, ev.seq, &out);
+    }
+    runs.get(&ev.run_id)
+        .is_some_and(|st| st.deferred.len() > held_before)
+}
+
+/// What clients get for a `run_status` event: nothing for a phase this build cannot name
+/// (a newer worker's, as with a lifecycle phase), else the agent event and the chat status;
+/// `thinking` (the run's reasoning told so far) starts over with the next attempt.
+pub(super) fn run_status(
+    run: &RunRef<'_>,
+    ev: &ipc::control::RunEvent,
+    thinking: &mut String,
+    out: &mut Vec<Deferred>,
+) {
+    let EventBody::RunStatus {
+        phase,
+        attempt,
+        max_attempts,
+        reason,
+    } = ev.body
+    else {
+        return;
+    };
+    let status = crate::projection::RunStatusEvent {
+        phase,
+        attempt,
+        max_attempts,
+        reason,
+    };
+    if let Some((agent, chat)) = crate::projection::run_status(run, ev.seq, ev.ts, &status) {
+        // The attempt is given up before any reply text: its reasoning starts over.
+        thinking.clear();
+        out.push(Deferred::agent(&agent));
+        out.push(Deferred::chat(&chat));
+    }
+}
+
+/// What clients get for one run event (`out`); the run's terminal events are kept in its
+/// state until its outcome is recorded.
+pub(super) fn project(
+    hub: &EventHub,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    ev: &ipc::control::RunEvent,
+    out: &mut Vec<Deferred>,
+) {
+    use crate::projection::{self as p, CompactionEvent, ToolEvent};
+    if let EventBody::Lifecycle(l) = &ev.body {
+        if l.phase == Phase::Start {
+            hub.run_started(&ev.run_id);
+            runs.insert(
+                ev.run_id.clone(),
+                Streaming {
+                    session_key: l.session_key.clone().unwrap_or_default(),
+                    text: String::new(),
+                    thinking: String::new(),
+                    last_seq: ev.seq,
+                    started_at: l.started_at,
+                    deferred: Vec::new(),
+                    reply_place: None,
+                },
+            );
+        }
+    }
+    let Some(st) = runs.get_mut(&ev.run_id) else {
+        return;
+    };
+    st.last_seq = ev.seq;
+    let run = RunRef {
+        run_id: &ev.run_id,
+        session_key: &st.session_key,
+        agent_id,
+    };
+    match &ev.body {
+        EventBody::Lifecycle(l) => {
+            match p::lifecycle(&run, ev.seq, ev.ts, l, &st.text, st.reply_place.as_ref()) {
+                // Terminal: held until the control actor has recorded the outcome.
+                Some((agent, Some(chat))) => st
+                    .deferred
+                    .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
+                Some((agent, None)) => {
+                    out.push(Deferred::agent(&agent));
+                    if l.phase == Phase::Start && hub.sessions_watched() {
+                        let changed = p::session_run_started(&run, ev.ts);
+                        out.push(Deferred::sessions_changed(&changed));
+                    }
+                }
+                None => {}
+            }
+        }
+        EventBody::Assistant { delta } => {
+            st.text.push_str(delta);
+            let run = RunRef {
+                run_id: &ev.run_id,
+                session_key: &st.session_key,
+                agent_id,
+            };
+            let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta);
+            out.push(Deferred::agent(&agent));
+            out.push(Deferred::chat(&chat));
+        }
+        EventBody::Tool {
+            phase,
+            tool_call_id,
+            name,
+            args_json,
+            result_json,
+            is_error,
+        } => {
+            let t = ToolEvent {
+                phase: *phase,
+                tool_call_id,
+                name,
+                args_json: args_json.as_deref(),
+                result_json: result_json.as_deref(),
+                is_error: *is_error,
+            };
+            // Tool events go only to clients that asked for them (`caps: ["tool-events"]`).
+            if let Some(agent) = p::tool(&run, ev.seq, ev.ts, &t) {
+                out.push(Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
+            }
+        }
+        EventBody::Compaction {
+            phase,
+            completed,
+            will_retry,
+            reason,
+            messages,
+            ..
+        } => {
+            let c = CompactionEvent {
+                phase: *phase,
+                completed: *completed,
+                will_retry: *will_retry,
+                reason: reason.as_deref(),
+                messages: *messages,
+            };
+            if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
+                out.push(Deferred::agent(&agent));
+            }
+        }
+        EventBody::Thinking { delta } => {
+            st.thinking.push_str(delta);
+            let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
+            out.push(Deferred::agent(&agent));
+        }
+        EventBody::RunStatus { .. } => run_status(&run, ev, &mut st.thinking, out),
+        EventBody::Message(stored) => {
+            let watched = hub.sessions_watched();
+            // Unwatched, only an assistant message matters (the reply's place for the chat
+            // `final`): the user's and tool results are not parsed for nobody.
+            if !watched && stored.role != "assistant" {
+                return;
+            }
+            let Some((message, place)) = p::display_message(stored) else {
+                tracing::warn!(
+                    run_id = ev.run_id.as_str(),
+                    "A recorded message from the worker is not a JSON object; not told to clients."
+                );
+                return;
+            };
+            if p::is_reply(&message) {
+                st.reply_place = Some(place.clone());
+            }
+            if watched {
+                out.push(Deferred::session_message(&p::session_message(
+                    &st.session_key,
+                    agent_id,
+                    message,
+                    &place,
+                )));
+            }
+        }
+        EventBody::Unknown => {}
+    }
+}
+
+/// The client capability that opts into `tool` stream events.
+pub const TOOL_EVENTS_CAP: &str = "tool-events";
