@@ -3,7 +3,10 @@
 //! an [`Encoder`] writes each in one API's streaming format, as that provider sends it:
 //! Chat Completions and Responses SSE, Anthropic Messages SSE, Ollama NDJSON.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 
 /// A wire API, by the path it is served on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +31,81 @@ pub struct Asked {
     pub stream: bool,
     /// Chat Completions `stream_options.include_usage`.
     pub include_usage: bool,
+}
+
+/// The parts of a request body [`Api::asked`] reads, left unparsed until needed.
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    system: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    instructions: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    stream_options: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions<'a> {
+    #[serde(borrow, default)]
+    include_usage: Option<&'a RawValue>,
+}
+
+/// One message of the list; anything that is not an object reads as empty.
+#[derive(Deserialize, Default)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+/// A message `content`: a string (most messages), or anything else parsed as JSON.
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Other(Value),
+}
+
+impl<'a> Content<'a> {
+    fn read(raw: &'a RawValue) -> Self {
+        #[derive(Deserialize)]
+        struct Borrowed<'b>(#[serde(borrow)] Cow<'b, str>);
+        match serde_json::from_str::<Borrowed>(raw.get()) {
+            Ok(Borrowed(s)) => Content::Text(s),
+            Err(_) => Content::Other(serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
+        }
+    }
+
+    fn is_string(&self) -> bool {
+        matches!(self, Content::Text(_))
+    }
+
+    /// The text: the string, or the text of its blocks.
+    fn text(&self) -> Cow<'_, str> {
+        match self {
+            Content::Text(s) => Cow::Borrowed(s),
+            Content::Other(v) => Cow::Owned(content_text(v)),
+        }
+    }
+
+    /// The string, or its last text block.
+    fn last_text(&self) -> String {
+        match self {
+            Content::Text(s) => s.to_string(),
+            Content::Other(Value::Array(blocks)) => blocks
+                .iter()
+                .rev()
+                .find_map(|b| b.get("text").and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_owned(),
+            Content::Other(other) => content_text(other),
+        }
+    }
 }
 
 fn words(text: &str) -> u64 {
@@ -75,59 +153,57 @@ impl Api {
         }
     }
 
-    /// Reads `body` as this API's request; `Err` is the provider's complaint.
-    pub fn asked(self, body: &Value) -> Result<Asked, String> {
+    /// Reads `body` as this API's request; `Err` is the provider's complaint. Only what an
+    /// answer needs is parsed; the rest is checked as JSON and skipped (a long context is
+    /// megabytes, and the benchmark must measure the gateway, not this parse).
+    pub fn asked(self, body: &[u8]) -> Result<Asked, String> {
         let list = match self {
             Api::Responses => "input",
             _ => "messages",
         };
-        let Some(messages) = body.get(list).and_then(Value::as_array) else {
+        let req: Request =
+            serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+        let messages = match self {
+            Api::Responses => req.input,
+            _ => req.messages,
+        };
+        let Some(messages) =
+            messages.and_then(|m| serde_json::from_str::<Vec<&RawValue>>(m.get()).ok())
+        else {
             return Err(format!("Expected '{list}' to be an array"));
         };
-        let is_user = |m: &&Value| {
-            m.get("role").and_then(Value::as_str) == Some("user")
-                && m.get("content").is_some_and(|c| {
-                    // An Anthropic tool result round is a user message too: not what was said.
-                    !content_text(c).is_empty() || c.is_string()
-                })
-        };
-        // Of blocks, the last text one (Anthropic merges consecutive user messages).
-        let last_user = messages
+        let messages: Vec<Message> = messages
             .iter()
-            .rev()
-            .find(is_user)
-            .map(|m| match &m["content"] {
-                Value::Array(blocks) => blocks
-                    .iter()
-                    .rev()
-                    .find_map(|b| b.get("text").and_then(Value::as_str))
-                    .unwrap_or_default()
-                    .to_owned(),
-                other => content_text(other),
-            })
-            .unwrap_or_default();
-        let mut prompt_tokens: u64 = messages
-            .iter()
-            .filter_map(|m| m.get("content"))
-            .map(|c| words(&content_text(c)))
-            .sum();
-        for k in ["system", "instructions"] {
-            if let Some(s) = body.get(k) {
-                prompt_tokens += words(&content_text(s));
+            .map(|m| serde_json::from_str(m.get()).unwrap_or_default())
+            .collect();
+        let mut last_user = None;
+        let mut prompt_tokens = 0;
+        for m in &messages {
+            let Some(content) = m.content else { continue };
+            let content = Content::read(content);
+            prompt_tokens += words(&content.text());
+            // An Anthropic tool result round is a user message too: not what was said.
+            if m.role.as_deref() == Some("user")
+                && (content.is_string() || !content.text().is_empty())
+            {
+                last_user = Some(content);
             }
         }
+        for raw in [req.system, req.instructions].into_iter().flatten() {
+            prompt_tokens += words(&Content::read(raw).text());
+        }
         // Ollama streams unless told not to; the others only when asked.
-        let stream = body
-            .get("stream")
-            .and_then(Value::as_bool)
-            .unwrap_or(self == Api::Ollama);
+        let flag =
+            |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<bool>(r.get()).ok());
         Ok(Asked {
-            last_user,
+            // Of blocks, the last text one (Anthropic merges consecutive user messages).
+            last_user: last_user.map(|c| c.last_text()).unwrap_or_default(),
             prompt_tokens,
-            stream,
-            include_usage: body
-                .pointer("/stream_options/include_usage")
-                .and_then(Value::as_bool)
+            stream: flag(req.stream).unwrap_or(self == Api::Ollama),
+            include_usage: req
+                .stream_options
+                .and_then(|o| serde_json::from_str::<StreamOptions>(o.get()).ok())
+                .and_then(|o| flag(o.include_usage))
                 .unwrap_or(false),
         })
     }
