@@ -61,7 +61,7 @@ fn message_tokens(m: &ChatMessage) -> u64 {
 /// definitions are fixed).
 fn tool_bytes(t: &ToolDef) -> usize {
     static SIZES: OnceLock<Vec<(&'static str, usize)>> = OnceLock::new();
-    let size = |t: &ToolDef| t.name.len() + t.description.len() + t.parameters.to_string().len();
+    let size = |t: &ToolDef| t.name.len() + t.description.len() + t.schema.get().len();
     SIZES
         .get_or_init(|| {
             crate::tools::offered(None)

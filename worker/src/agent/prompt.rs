@@ -244,7 +244,7 @@ pub fn request(
     messages.push(ChatMessage::text("system", system));
     let mut open_calls: Vec<&str> = Vec::new();
     for h in history {
-        match h.role.as_str() {
+        match &*h.role {
             "assistant" => {
                 if h.text.is_empty() && h.tool_calls.is_empty() {
                     continue;

@@ -81,7 +81,7 @@ enum Block<'a> {
 struct ToolOut<'a> {
     name: &'a str,
     description: &'a str,
-    input_schema: &'a Value,
+    input_schema: &'a serde_json::value::RawValue,
 }
 
 /// The body for `req`: consecutive messages of one role are merged (tool results of one
@@ -91,7 +91,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         .messages
         .iter()
         .filter(|m| m.role == "system")
-        .map(|m| m.content.as_str())
+        .map(|m| &*m.content)
         .collect();
     let mut messages: Vec<Msg<'a>> = Vec::with_capacity(req.messages.len());
     for m in req.messages.iter().filter(|m| m.role != "system") {
@@ -160,7 +160,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
             .map(|t| ToolOut {
                 name: t.name,
                 description: t.description,
-                input_schema: &t.parameters,
+                input_schema: &t.schema,
             })
             .collect(),
     }

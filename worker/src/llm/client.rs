@@ -70,42 +70,37 @@ impl LlmClient {
     }
 
     /// The HTTP request for `req` in this provider's API. Bodies are serialized straight from
-    /// the request (no intermediate JSON tree: a turn's history can be hundreds of messages).
+    /// the request (no intermediate JSON tree: a turn's history can be hundreds of messages)
+    /// into a buffer sized for it.
     fn build(&self, req: &ModelRequest) -> reqwest::RequestBuilder {
         let model = req.choice.as_ref().map_or(&self.spec.model, |c| &c.model);
         let key = self.api_key.as_deref();
         match self.spec.api {
             ProviderApi::OpenAiResponses => {
-                let b = self
-                    .http
-                    .post(self.url("/responses"))
-                    .json(&responses::body(model, &self.spec, req));
-                bearer(b, key)
+                let b = self.http.post(self.url("/responses"));
+                bearer(json(b, &responses::body(model, &self.spec, req), req), key)
             }
             ProviderApi::AnthropicMessages => {
-                let mut b = self
+                let b = self
                     .http
                     .post(self.url("/v1/messages"))
-                    .header("anthropic-version", anthropic::VERSION)
-                    .json(&anthropic::body(model, &self.spec, req));
-                if let Some(k) = key {
-                    b = b.header("x-api-key", k);
+                    .header("anthropic-version", anthropic::VERSION);
+                let b = json(b, &anthropic::body(model, &self.spec, req), req);
+                match key {
+                    Some(k) => b.header("x-api-key", k),
+                    None => b,
                 }
-                b
             }
             ProviderApi::Ollama => {
-                let b = self
-                    .http
-                    .post(self.url("/api/chat"))
-                    .json(&ollama::body(model, &self.spec, req));
-                bearer(b, key)
+                let b = self.http.post(self.url("/api/chat"));
+                bearer(json(b, &ollama::body(model, &self.spec, req), req), key)
             }
             ProviderApi::OpenAiCompletions | ProviderApi::Unknown => {
-                let b = self
-                    .http
-                    .post(self.url("/chat/completions"))
-                    .json(&completions::body(model, &self.spec, req));
-                bearer(b, key)
+                let b = self.http.post(self.url("/chat/completions"));
+                bearer(
+                    json(b, &completions::body(model, &self.spec, req), req),
+                    key,
+                )
             }
         }
     }
@@ -147,6 +142,23 @@ impl LlmClient {
                 completions::pump_within(body, tx, limits).await
             }
         }
+    }
+}
+
+/// `body` as the JSON body of `b`, written into one buffer of about its size (growing it
+/// from nothing copied a long context's body a dozen times).
+fn json(
+    b: reqwest::RequestBuilder,
+    body: &impl serde::Serialize,
+    req: &ModelRequest,
+) -> reqwest::RequestBuilder {
+    let mut buf = Vec::with_capacity(req.body_size_hint());
+    match serde_json::to_writer(&mut buf, body) {
+        Ok(()) => b
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(buf),
+        // reqwest keeps the error for `send` to report.
+        Err(_) => b.json(body),
     }
 }
 

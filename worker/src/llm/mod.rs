@@ -22,7 +22,8 @@ use crate::tools::{ToolCall, ToolDef};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: &'static str,
-    pub content: String,
+    /// Shared with the reader's history cache: a turn does not copy its history's text.
+    pub content: std::sync::Arc<str>,
     /// Assistant messages: the tool calls it made.
     pub tool_calls: Vec<ToolCall>,
     /// Tool messages: the call this answers.
@@ -68,7 +69,7 @@ impl LlmError {
 }
 
 impl ChatMessage {
-    pub fn text(role: &'static str, content: impl Into<String>) -> Self {
+    pub fn text(role: &'static str, content: impl Into<std::sync::Arc<str>>) -> Self {
         Self {
             role,
             content: content.into(),
@@ -95,6 +96,32 @@ pub struct ModelRequest {
     /// onto its own knob (OpenAI `reasoning_effort`, Anthropic's thinking budget, Ollama's
     /// `think`).
     pub thinking: Option<ipc::thinking::Thinking>,
+}
+
+impl ModelRequest {
+    /// About the size of this request's JSON body: its text plus room for each message's
+    /// and tool's framing (a guess, for the buffer; any API's body may exceed it).
+    pub fn body_size_hint(&self) -> usize {
+        let messages: usize = self
+            .messages
+            .iter()
+            .map(|m| {
+                m.content.len()
+                    + 64
+                    + m.tool_calls
+                        .iter()
+                        .map(|c| c.arguments.len() + c.name.len() + c.id.len() + 96)
+                        .sum::<usize>()
+            })
+            .sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.schema.get().len() + t.description.len() + t.name.len() + 64)
+            .sum();
+        // Escapes and fields the estimate leaves out.
+        (messages + tools + 512) * 9 / 8
+    }
 }
 
 /// A provider and model picked for one run.
@@ -241,7 +268,7 @@ pub(crate) struct FunctionTool<'a> {
 struct FunctionDef<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a serde_json::Value,
+    parameters: &'a serde_json::value::RawValue,
 }
 
 impl<'a> FunctionTool<'a> {
@@ -251,7 +278,7 @@ impl<'a> FunctionTool<'a> {
             function: FunctionDef {
                 name: t.name,
                 description: t.description,
-                parameters: &t.parameters,
+                parameters: &t.schema,
             },
         }
     }

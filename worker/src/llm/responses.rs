@@ -73,7 +73,7 @@ struct ToolOut<'a> {
     kind: &'static str,
     name: &'a str,
     description: &'a str,
-    parameters: &'a Value,
+    parameters: &'a serde_json::value::RawValue,
 }
 
 /// The body for `req`.
@@ -82,7 +82,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         .messages
         .iter()
         .filter(|m| m.role == "system")
-        .map(|m| m.content.as_str())
+        .map(|m| &*m.content)
         .collect();
     let mut input = Vec::with_capacity(req.messages.len());
     for m in req.messages.iter().filter(|m| m.role != "system") {
@@ -135,7 +135,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 kind: "function",
                 name: t.name,
                 description: t.description,
-                parameters: &t.parameters,
+                parameters: &t.schema,
             })
             .collect(),
     }

@@ -3,6 +3,7 @@
 //! readers).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
@@ -17,8 +18,9 @@ const QUEUE: usize = 1024;
 /// One message of a session's history, as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryItem {
-    pub role: String,
-    pub text: String,
+    pub role: Arc<str>,
+    /// Shared by the history cache and every turn's request (cloning an item copies no text).
+    pub text: Arc<str>,
     /// Assistant: the tool calls it made.
     pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Tool result: the call it answers.
@@ -501,8 +503,8 @@ fn history_item(
     // before schema v2) are read from the entry.
     Ok(match text {
         Some(text) => HistoryItem {
-            role,
-            text,
+            role: role.into(),
+            text: text.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
             seq: Some(seq),
@@ -511,8 +513,8 @@ fn history_item(
             let entry = parse_entry(json)?;
             let message = entry.get("message").cloned().unwrap_or(Value::Null);
             HistoryItem {
-                role,
-                text: text_of(&message),
+                role: role.into(),
+                text: text_of(&message).into(),
                 tool_calls: tool_calls_of(&message),
                 tool_call_id: message
                     .get("toolCallId")
@@ -546,7 +548,7 @@ struct Cached {
     limit: usize,
     /// Rows up to this `seq` are in `items`.
     last_seq: i64,
-    summary: Option<String>,
+    summary: Option<Arc<str>>,
     items: std::collections::VecDeque<HistoryItem>,
     bytes: usize,
     used: u64,
@@ -587,6 +589,7 @@ impl HistoryCache {
             }
             let bytes = items.iter().map(item_bytes).sum::<usize>()
                 + summary.as_ref().map_or(0, String::len);
+            let summary = summary.map(Arc::from);
             self.bytes += bytes;
             self.entries.insert(
                 session_key.to_owned(),
@@ -640,7 +643,7 @@ impl HistoryCache {
                 if let Some(text) = &c.summary {
                     out.push(HistoryItem {
                         role: SUMMARY_ROLE.into(),
-                        text: text.clone(),
+                        text: Arc::clone(text),
                         tool_calls: Vec::new(),
                         tool_call_id: None,
                         seq: None,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipc::control::ExecPolicy;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 pub use exec::{environment as exec_environment, plan as exec_plan, Invocation};
@@ -22,11 +23,34 @@ pub const MAX_RESULT_CHARS: usize = 16_000;
 pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolDef {
     pub name: &'static str,
     pub description: &'static str,
     pub parameters: Value,
+    /// `parameters` as JSON text, written once: every model request offers the tools.
+    pub schema: Box<RawValue>,
+}
+
+impl PartialEq for ToolDef {
+    /// `schema` is written from `parameters`.
+    fn eq(&self, other: &ToolDef) -> bool {
+        (self.name, self.description, &self.parameters)
+            == (other.name, other.description, &other.parameters)
+    }
+}
+
+impl ToolDef {
+    fn new(name: &'static str, description: &'static str, parameters: Value) -> ToolDef {
+        let schema = serde_json::value::to_raw_value(&parameters)
+            .unwrap_or_else(|_| RawValue::NULL.to_owned());
+        ToolDef {
+            name,
+            description,
+            parameters,
+            schema,
+        }
+    }
 }
 
 /// A tool call requested by the model.
@@ -158,46 +182,46 @@ pub fn definitions() -> Vec<&'static ToolDef> {
 
 fn build_definitions() -> Vec<ToolDef> {
     vec![
-        ToolDef {
-            name: "read",
-            description: "Read a text file in the workspace. offset is the first line (1-based), limit the number of lines.",
-            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path"],
+        ToolDef::new(
+            "read",
+            "Read a text file in the workspace. offset is the first line (1-based), limit the number of lines.",
+            json!({"type": "object", "additionalProperties": false, "required": ["path"],
                 "properties": {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1},
                                "limit": {"type": "integer", "minimum": 1}}}),
-        },
-        ToolDef {
-            name: "write",
-            description: "Create or overwrite a text file in the workspace.",
-            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
+        ),
+        ToolDef::new(
+            "write",
+            "Create or overwrite a text file in the workspace.",
+            json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
                 "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
-        },
-        ToolDef {
-            name: "edit",
-            description: "Replace exact text in a workspace file. Each oldText must occur exactly once.",
-            parameters: json!({"type": "object", "additionalProperties": false, "required": ["path", "edits"],
+        ),
+        ToolDef::new(
+            "edit",
+            "Replace exact text in a workspace file. Each oldText must occur exactly once.",
+            json!({"type": "object", "additionalProperties": false, "required": ["path", "edits"],
                 "properties": {"path": {"type": "string"}, "edits": {"type": "array", "minItems": 1,
                     "items": {"type": "object", "additionalProperties": false, "required": ["oldText", "newText"],
                               "properties": {"oldText": {"type": "string", "minLength": 1}, "newText": {"type": "string"}}}}}}),
-        },
-        ToolDef {
-            name: "ls",
-            description: "List a directory in the workspace.",
-            parameters: json!({"type": "object", "additionalProperties": false,
+        ),
+        ToolDef::new(
+            "ls",
+            "List a directory in the workspace.",
+            json!({"type": "object", "additionalProperties": false,
                 "properties": {"path": {"type": "string"}}}),
-        },
-        ToolDef {
-            name: MESSAGE_TOOL,
-            description: "Send a message to the user now, in the conversation this request came from (for progress or the answer itself). Do not repeat it in your final reply.",
-            parameters: json!({"type": "object", "additionalProperties": false, "required": ["text"],
+        ),
+        ToolDef::new(
+            MESSAGE_TOOL,
+            "Send a message to the user now, in the conversation this request came from (for progress or the answer itself). Do not repeat it in your final reply.",
+            json!({"type": "object", "additionalProperties": false, "required": ["text"],
                 "properties": {"text": {"type": "string", "minLength": 1}}}),
-        },
-        ToolDef {
-            name: "exec",
-            description: "Run a shell command in the workspace (subject to the agent's exec policy).",
-            parameters: json!({"type": "object", "additionalProperties": false, "required": ["command"],
+        ),
+        ToolDef::new(
+            "exec",
+            "Run a shell command in the workspace (subject to the agent's exec policy).",
+            json!({"type": "object", "additionalProperties": false, "required": ["command"],
                 "properties": {"command": {"type": "string", "minLength": 1},
                                "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 3600}}}),
-        },
+        ),
     ]
 }
 

@@ -414,7 +414,7 @@ fn a_steered_message_skips_unstarted_calls_and_joins_the_next_request_r_b3() {
         panic!("{a:?}")
     };
     let last = next.messages.last().unwrap();
-    assert_eq!((last.role, last.content.as_str()), ("user", "stop, do X"));
+    assert_eq!((last.role, &*last.content), ("user", "stop, do X"));
     assert_eq!(t.steered(), ["r2".to_owned()]);
 }
 
@@ -651,7 +651,7 @@ fn tool_round_appends_runs_and_calls_the_model_again_r_e4() {
     };
     let roles: Vec<_> = req.messages.iter().map(|m| m.role).collect();
     assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
-    assert_eq!(req.messages[3].content, "out-b");
+    assert_eq!(&*req.messages[3].content, "out-b");
     t.handle(Input::Model(LlmEvent::Delta("Done.".into())), t0, 6);
     t.handle(Input::Model(LlmEvent::Usage(usage(2))), t0, 6);
     let a = t.handle(Input::Model(LlmEvent::Done(Terminal::default())), t0, 7);

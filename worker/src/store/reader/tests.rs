@@ -121,7 +121,7 @@ async fn cached_history_equals_a_full_read() {
     .await
     .unwrap();
     let h = check(&mut warm, 100);
-    assert_eq!(h[0].role, SUMMARY_ROLE);
+    assert_eq!(&*h[0].role, SUMMARY_ROLE);
     assert_eq!(h[1].seq, Some(call_seq));
     turn(&w, "r9", true).await;
     check(&mut warm, 100);
@@ -135,7 +135,7 @@ async fn cached_history_equals_a_full_read() {
     assert!(check(&mut warm, 100).is_empty());
     turn(&w, "r11", false).await;
     let h = check(&mut warm, 100);
-    assert_eq!(h[0].text, "question r11");
+    assert_eq!(&*h[0].text, "question r11");
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn cache_is_bounded() {
     for i in 0..(CACHE_MAX_SESSIONS + 10) {
         let item = HistoryItem {
             role: "user".into(),
-            text: "x".repeat(100),
+            text: "x".repeat(100).into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
             seq: Some(1),
