@@ -382,8 +382,12 @@ impl EventHub {
     /// A run's events after `after_seq` published up to `upto` (a connection's start: it
     /// got the later ones live).
     /// Lets go of the logs of runs that ended long enough ago ([`crate::run_log`]).
-    pub fn expire_runs(&self, now: std::time::Instant) {
-        self.state().log.expire(now);
+    /// Expires the replay buffer's old runs; `true` when it gave back most of its room
+    /// since the last call.
+    pub fn expire_runs(&self, now: std::time::Instant) -> bool {
+        let mut st = self.state();
+        st.log.expire(now);
+        st.log.take_shrank()
     }
 
     pub fn replay(

@@ -64,6 +64,8 @@ pub struct RunLog<E> {
     /// Runs in the order they ended (for expiry and for the total cap).
     ended: VecDeque<(Instant, Arc<str>)>,
     bytes: usize,
+    /// The table gave back most of its room since [`RunLog::take_shrank`] last asked.
+    shrank: bool,
 }
 
 impl<E> Default for RunLog<E> {
@@ -72,6 +74,7 @@ impl<E> Default for RunLog<E> {
             runs: HashMap::new(),
             ended: VecDeque::new(),
             bytes: 0,
+            shrank: false,
         }
     }
 }
@@ -134,7 +137,14 @@ impl<E: Logged> RunLog<E> {
         if self.runs.capacity() > 4 * self.runs.len() + 64 {
             self.runs.shrink_to_fit();
             self.ended.shrink_to_fit();
+            self.shrank = true;
         }
+    }
+
+    /// Whether the log gave back most of its room since the last call (a burst of runs
+    /// expired): the heap is worth trimming.
+    pub fn take_shrank(&mut self) -> bool {
+        std::mem::take(&mut self.shrank)
     }
 
     /// The run's events after `after_seq` published no later than `upto` (`hub_seq`).

@@ -16,7 +16,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::approvals;
 use super::command::{Command, FailedAgents};
-use super::run_table::{PendingOp, RunEntry};
+use super::run_table::{PendingOp, RunEntry, Unsettled};
 use super::slot::WorkerSlot;
 use crate::config::Config;
 use crate::events::EventHub;
@@ -119,6 +119,8 @@ pub struct Control {
     pub(super) effects: Vec<Effect>,
     pub(super) workers: HashMap<String, WorkerSlot>,
     pub(super) runs: HashMap<String, RunEntry>,
+    /// `runs` not yet settled, by session.
+    pub(super) unsettled: Unsettled,
     pub(super) finished: VecDeque<String>,
     pub(super) shutdown: Option<(Instant, oneshot::Sender<()>)>,
     /// Session operations sent to workers and not yet answered.
@@ -150,6 +152,7 @@ impl Control {
             effects: Vec::new(),
             workers: HashMap::new(),
             runs: HashMap::new(),
+            unsettled: Unsettled::default(),
             finished: VecDeque::new(),
             shutdown: None,
             ops: HashMap::new(),

@@ -403,7 +403,7 @@ impl Control {
             None => crashed(slot, agent_id, &cause, uptime, crash, queued),
         };
         if after == Some(AfterExit::Retire) {
-            self.retired_now(now);
+            self.trim_soon(now);
         }
         Some((cause, after, next))
     }

@@ -56,10 +56,7 @@ impl Control {
         if self.charges.contains_key(&r.run_id) || self.runs.contains_key(&r.run_id) {
             return Ok(false);
         }
-        let busy = self
-            .runs
-            .values()
-            .any(|e| e.session_key == r.session_key && e.is_unsettled())
+        let busy = !self.unsettled.of(&r.session_key).is_empty()
             || self
                 .charges
                 .values()

@@ -16,9 +16,10 @@ use super::slot::{AfterExit, WorkerState};
 pub(super) const TRIM_AFTER: Duration = Duration::from_secs(2);
 
 impl Control {
-    /// A worker retired at `now`: trim the heap soon (its link's buffers and the tasks that
-    /// served it are freed, and the allocator would keep those pages).
-    pub(super) fn retired_now(&mut self, now: Instant) {
+    /// Trim the heap soon: a worker retired at `now` (its link's buffers and the tasks that
+    /// served it are freed, and the allocator would keep those pages), or a burst of runs
+    /// expired from the run table and the replay buffer.
+    pub(super) fn trim_soon(&mut self, now: Instant) {
         self.trim_at.get_or_insert(now + TRIM_AFTER);
     }
 

@@ -24,6 +24,7 @@ impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
         let run_id = d.run.run_id.clone();
         self.deps.metrics.run_accepted(&d.agent_id);
+        self.unsettled.add(&d.run.session_key, &run_id);
         self.runs.insert(
             run_id.clone(),
             RunEntry {
@@ -71,17 +72,24 @@ impl Control {
         }
     }
 
-    pub(super) fn active_runs(&self) -> HashMap<String, Vec<String>> {
-        let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
-        for (id, e) in &self.runs {
-            if e.is_unsettled() {
-                by_session
-                    .entry(e.session_key.clone())
-                    .or_default()
-                    .push(id.clone());
-            }
+    /// The unsettled index says what a scan of the run table says (tests).
+    #[cfg(test)]
+    pub(super) fn unsettled_index_holds(&self) -> bool {
+        let mut scanned: HashMap<&str, std::collections::BTreeSet<&str>> = HashMap::new();
+        for (id, e) in self.runs.iter().filter(|(_, e)| e.is_unsettled()) {
+            scanned.entry(&e.session_key).or_default().insert(id);
         }
-        by_session
+        let indexed = self.unsettled.by_session();
+        indexed.len() == scanned.len()
+            && indexed.iter().all(|(session, runs)| {
+                let set: std::collections::BTreeSet<&str> =
+                    runs.iter().map(String::as_str).collect();
+                set.len() == runs.len() && scanned.get(session.as_str()) == Some(&set)
+            })
+    }
+
+    pub(super) fn active_runs(&self) -> HashMap<String, Vec<String>> {
+        self.unsettled.by_session().clone()
     }
 
     /// The outcome is durable: publish the terminal events, then answer the waiters.
@@ -93,6 +101,7 @@ impl Control {
             outcome: outcome.clone(),
             at: self.now.at,
         };
+        self.unsettled.settle(&entry.session_key, &run_id);
         let (waiters, deferred) = match std::mem::replace(&mut entry.state, terminal) {
             RunState::Persisting { waiters, deferred } => (waiters, deferred),
             RunState::Active { waiters, .. } => (waiters, TerminalEvents::default()),
@@ -105,14 +114,7 @@ impl Control {
         // before the session's next run may start on the wire (the gate opens below).
         let watched = self.deps.hub.sessions_watched();
         if let Some(entry) = self.runs.get(&run_id).filter(|_| watched) {
-            let still: Vec<String> = self
-                .runs
-                .iter()
-                .filter(|(id, e)| {
-                    **id != run_id && e.session_key == entry.session_key && e.is_unsettled()
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
+            let still = self.unsettled.of(&entry.session_key).to_vec();
             let run = RunRef {
                 run_id: &run_id,
                 session_key: &entry.session_key,
@@ -311,11 +313,18 @@ impl Control {
                 }
             }
         }
+        let mut shrank = false;
         if self.runs.capacity() > 4 * self.runs.len() + 64 {
             self.runs.shrink_to_fit();
             self.finished.shrink_to_fit();
+            shrank = true;
         }
-        self.deps.hub.expire_runs(self.now.at);
+        self.unsettled.shrink();
+        shrank |= self.deps.hub.expire_runs(self.now.at);
+        if shrank {
+            // A burst of runs has been let go of: give the pages back (see `retire`).
+            self.trim_soon(self.now.at);
+        }
     }
 
     /// Aborts the session's runs (all, or `run_id`): queued ones end at once, running ones

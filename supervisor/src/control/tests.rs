@@ -88,7 +88,12 @@ impl Harness {
             at: self.start + Duration::from_millis(ms),
             wall_ms: self.wall0 + ms,
         };
-        self.core.handle(cmd, now)
+        let effects = self.core.handle(cmd, now);
+        assert!(
+            self.core.unsettled_index_holds(),
+            "the unsettled index is the run table's"
+        );
+        effects
     }
 
     fn tick(&mut self, ms: u64) -> Vec<Effect> {
