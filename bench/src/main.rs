@@ -129,6 +129,11 @@ enum Scenario {
         /// Retired agents whose first turn is timed.
         #[arg(long, default_value_t = 20)]
         retired_turns: usize,
+        /// Seconds to wait after the last retirement before measuring again
+        /// (`retired_settled`): past 300, the finished outcomes (60 s) and the replay buffer
+        /// (300 s) have let go of the runs. 0: no second measurement.
+        #[arg(long, default_value_t = 0)]
+        settle: u64,
     },
     /// One session's turn latency near turn 10, 100 and 1 000.
     SessionLength {
@@ -236,17 +241,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             concurrency,
             idle_exit,
             retired_turns,
+            settle,
         } => {
-            let bin = loopgate_bin(&args);
-            scale::density(
-                &bin,
-                args.api,
+            let plan = scale::Density {
                 agents,
                 concurrency,
                 idle_exit,
                 retired_turns,
-            )
-            .await?
+                settle,
+            };
+            scale::density(&loopgate_bin(&args), args.api, &plan).await?
         }
         Scenario::SessionLength { turns, window } => {
             scale::session_length(&target(&args, None).await?, turns, window).await?
@@ -601,7 +605,18 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
     }
     out.insert(
         "density".into(),
-        scale::density(&bin, args.api, 3, 2, 1, 2).await?,
+        scale::density(
+            &bin,
+            args.api,
+            &scale::Density {
+                agents: 3,
+                concurrency: 2,
+                idle_exit: 1,
+                retired_turns: 2,
+                settle: 0,
+            },
+        )
+        .await?,
     );
     {
         let t = Target::spawned(

@@ -45,17 +45,36 @@ fn footprint(root: u32) -> Value {
     })
 }
 
-/// `n` agents, one turn each (`concurrency` at a time): the footprint with every worker
-/// live, then after they all retired (`idle_exit` seconds of idleness), then the first turn
-/// of `retired_turns` retired agents, one after another.
+/// What `density` does.
+pub struct Density {
+    /// Agents, one turn each.
+    pub agents: usize,
+    /// Turns at a time.
+    pub concurrency: usize,
+    /// `workers.idle_exit_seconds`.
+    pub idle_exit: u64,
+    /// Retired agents whose next first turn is timed.
+    pub retired_turns: usize,
+    /// Seconds after the last retirement to measure again (0: not at all).
+    pub settle: u64,
+}
+
+/// `agents` agents, one turn each (`concurrency` at a time): the footprint with every worker
+/// live, then after they all retired (`idle_exit` seconds of idleness), then (with `settle`)
+/// once the gateway's time-bounded caches let go, then the first turn of `retired_turns`
+/// retired agents, one after another.
 pub async fn density(
     loopgate: &std::path::Path,
     api: scripted_model::wire::Api,
-    n: usize,
-    concurrency: usize,
-    idle_exit: u64,
-    retired_turns: usize,
+    plan: &Density,
 ) -> anyhow::Result<Value> {
+    let &Density {
+        agents: n,
+        concurrency,
+        idle_exit,
+        retired_turns,
+        settle,
+    } = plan;
     let agents: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
     let s = spawn::Spawned::start_with(loopgate, &agents, None, api, Some(idle_exit)).await?;
     let t = Target::spawned(s, &agents);
@@ -95,6 +114,12 @@ pub async fn density(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let retired = footprint(pid);
+    let settled = if settle > 0 {
+        tokio::time::sleep(Duration::from_secs(settle)).await;
+        footprint(pid)
+    } else {
+        Value::Null
+    };
     let mut again = Vec::with_capacity(retired_turns);
     let mut c = Client::connect(&t.url, t.token.as_deref()).await?;
     for agent in agents.iter().take(retired_turns) {
@@ -108,6 +133,7 @@ pub async fn density(
         "all_turns_s": all_turns_s,
         "first_turn_of_a_new_agent": summarize(&first),
         "idle_before": idle_before, "live": live, "retired": retired,
+        "retired_settled": settled, "settle_s": settle,
         "first_turn_of_a_retired_agent": summarize(&again),
     }))
 }
