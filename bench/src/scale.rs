@@ -15,8 +15,20 @@ use crate::{check_ok, spawn, turn_params, Target};
 /// PSS (proportional set size: shared pages divided among their users) of `pid`, in bytes,
 /// from `/proc/<pid>/smaps_rollup`.
 pub fn pss(pid: u32) -> Option<u64> {
+    rollup(pid, "Pss:")
+}
+
+/// The anonymous part of [`pss`]: the process's own memory (heap, stacks), without the
+/// pages of its binary and libraries, which the first use of a code path faults in once
+/// for the whole process.
+pub fn pss_anon(pid: u32) -> Option<u64> {
+    rollup(pid, "Pss_Anon:")
+}
+
+/// A `smaps_rollup` line of `pid` (kB) in bytes.
+fn rollup(pid: u32, key: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    let line = text.lines().find(|l| l.starts_with("Pss:"))?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -37,6 +49,7 @@ fn footprint(root: u32) -> Value {
         "workers": workers.len(),
         "pss_bytes": total_pss,
         "supervisor_pss_bytes": pss(root),
+        "supervisor_pss_anon_bytes": pss_anon(root),
         "supervisor_fds": fds(root),
         "fds": total_fds,
         "pss_per_worker_bytes": if worker_pss.is_empty() { Value::Null } else {
