@@ -615,3 +615,54 @@ impl Encoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_read_for_its_last_user_text_size_and_stream_flags() {
+        let body = json!({
+            "model": "m",
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "first \"quoted\"\nline"},
+                7,
+                {"role": "assistant", "content": [{"type": "text", "text": "two words"}]},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "last one"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
+            ],
+        });
+        let a = Api::Completions.asked(body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            a.last_user, "last one",
+            "a tool result round is not what was said"
+        );
+        // be brief (2) + first "quoted" line (3) + two words (2) + alast one (2) + empty (1).
+        assert_eq!(a.prompt_tokens, 10);
+        assert!(a.stream && a.include_usage);
+        let ollama = json!({"messages": [{"role": "user", "content": "hi"}]});
+        let a = Api::Ollama.asked(ollama.to_string().as_bytes()).unwrap();
+        assert!(a.stream, "Ollama streams unless told not to");
+        assert!(!a.include_usage);
+    }
+
+    #[test]
+    fn what_is_not_the_api_is_refused_as_the_provider_would() {
+        let e = Api::Responses.asked(br#"{"messages": []}"#).unwrap_err();
+        assert_eq!(e, "Expected 'input' to be an array");
+        let e = Api::Completions
+            .asked(br#"{"messages": "no"}"#)
+            .unwrap_err();
+        assert_eq!(e, "Expected 'messages' to be an array");
+        let e = Api::Completions.asked(b"{\"messages\": [").unwrap_err();
+        assert!(e.starts_with("invalid JSON"), "{e}");
+        let a = Api::Responses
+            .asked(br#"{"input": [{"role": "user", "content": "x"}], "stream": "yes", "instructions": "a b"}"#)
+            .unwrap();
+        assert!(!a.stream, "a stream flag that is not a bool is not one");
+        assert_eq!((a.last_user.as_str(), a.prompt_tokens), ("x", 3));
+    }
+}
