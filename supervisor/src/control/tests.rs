@@ -445,8 +445,9 @@ fn finished_outcomes_are_kept_a_minute_then_forgotten() {
     );
 }
 
-/// Issue 24: the outcomes of a burst of runs are kept a minute; once most have expired the
-/// heap is trimmed (2 s later, once), and nothing asks for a trim before.
+/// Issue 24: the outcomes of a burst of runs are kept a minute; as they expire the heap is
+/// trimmed 2 s after the table gave back most of its room (once or twice as it empties,
+/// never per run), and nothing asks for a trim before.
 #[test]
 fn when_a_burst_of_finished_runs_expires_the_heap_is_trimmed_issue_24() {
     let trims = |e: &[Effect]| e.iter().filter(|e| matches!(e, Effect::TrimHeap)).count();
@@ -454,36 +455,25 @@ fn when_a_burst_of_finished_runs_expires_the_heap_is_trimmed_issue_24() {
     let (_, _done) = h.dispatch(0, "r0");
     let mut link = h.ready(10, 1, 42);
     h.finish_ok(20, "r0");
-    // 300 runs over 3 s, each recorded just after it ends.
+    // 300 runs over 30 s.
     for i in 1..300u64 {
-        let ms = 100 + i * 10;
+        let ms = 100 * i;
         let _ = h.dispatch(ms, &format!("r{i}"));
         // The worker reads what it is sent.
         while link.try_recv().is_ok() {}
-        let (run_id, outcome) = {
-            let mut t = RunTerminal::without_work(
-                &format!("r{i}"),
-                RunStatus::Ok,
-                h.wall0 + ms,
-                String::new(),
-                None,
-            );
-            t.error = None;
-            persisted(&h.message(ms + 1, 1, WorkerToControl::Finished(t))).remove(0)
-        };
-        h.at(ms + 2, Command::Persisted { run_id, outcome });
+        h.finish_ok(ms + 1, &format!("r{i}"));
     }
     let mut at = Vec::new();
-    for s in 4..=70u64 {
+    for s in 31..=100u64 {
         if trims(&h.tick(s * 1000)) > 0 {
             at.push(s);
         }
     }
-    assert_eq!(at.len(), 1, "one trim for the burst: {at:?}");
     assert!(
-        at[0] > 62,
-        "after the outcomes expired and 2 s more: {at:?}"
+        (1..=2).contains(&at.len()),
+        "a trim or two for the burst: {at:?}"
     );
+    assert!(at[0] > 62, "after outcomes expired and 2 s more: {at:?}");
 }
 
 fn approval(id: &str, created_ms: u64, expires_ms: u64) -> WorkerToControl {
