@@ -28,6 +28,9 @@ pub struct RawWorkers {
     pub crash_loop_window_seconds: Option<u64>,
     /// A worker with nothing to do for this long drains and exits (0: never).
     pub idle_exit_seconds: Option<u64>,
+    /// Most workers running at once (0: no cap): past it, the least recently used idle
+    /// ones retire early.
+    pub max_live: Option<usize>,
 }
 
 /// Worker supervision policy.
@@ -40,6 +43,8 @@ pub struct WorkersConfig {
     pub crash_loop_window: Duration,
     /// How long a worker may have nothing to do before it retires (`None`: never).
     pub idle_exit: Option<Duration>,
+    /// Most workers running at once (`None`: no cap); see `control::retire`.
+    pub max_live: Option<usize>,
 }
 
 pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, String> {
@@ -66,6 +71,7 @@ pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, String> {
             0 => None,
             s => Some(Duration::from_secs(s)),
         },
+        max_live: w.max_live.filter(|n| *n > 0),
     })
 }
 

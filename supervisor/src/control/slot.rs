@@ -89,6 +89,9 @@ pub(super) struct WorkerSlot {
     pub(super) idle_since: Option<Instant>,
     /// The worker retired when idle: the next one is not a restart.
     pub(super) retired: bool,
+    /// When a frame was last handed to this agent's worker (least recently used first when
+    /// `workers.max_live` needs room).
+    pub(super) last_used: Option<Instant>,
     /// Operator restarts waiting for the new worker.
     pub(super) restart_waiters:
         Vec<oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>>,
@@ -110,6 +113,7 @@ impl WorkerSlot {
             kill_reason: None,
             idle_since: None,
             retired: false,
+            last_used: None,
             restart_waiters: Vec::new(),
         }
     }

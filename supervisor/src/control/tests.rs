@@ -57,6 +57,8 @@ struct Harness {
     wall0: u64,
     ms: u64,
     failed: watch::Receiver<FailedAgents>,
+    /// The agent the helpers below act for (`main` unless a test moves it).
+    agent: &'static str,
     _dir: tempfile::TempDir,
 }
 
@@ -76,6 +78,7 @@ impl Harness {
             wall0,
             ms: 0,
             failed,
+            agent: "main",
             _dir: dir,
         }
     }
@@ -117,7 +120,7 @@ impl Harness {
         let (done, rx) = oneshot::channel();
         let run = SubmitRun {
             run_id: run_id.into(),
-            session_key: "agent:main:s".into(),
+            session_key: format!("agent:{}:s", self.agent),
             message: "hi".into(),
             extra_system_prompt: None,
             timeout_ms,
@@ -130,7 +133,7 @@ impl Harness {
         };
         let d = Dispatch {
             run,
-            agent_id: "main".into(),
+            agent_id: self.agent.into(),
             done,
         };
         (self.at(ms, Command::Dispatch(d)), rx)
@@ -141,7 +144,7 @@ impl Harness {
     fn ready(&mut self, ms: u64, generation: u64, pid: u32) -> mpsc::Receiver<ControlToWorker> {
         let (link, rx) = LinkHandle::for_tests(64);
         let ev = LinkEvent::Ready {
-            agent_id: "main".into(),
+            agent_id: self.agent.into(),
             generation,
             pid,
             link,
@@ -153,7 +156,7 @@ impl Harness {
 
     fn exited(&mut self, ms: u64, generation: u64, cause: &str) -> Vec<Effect> {
         let ev = LinkEvent::Exited {
-            agent_id: "main".into(),
+            agent_id: self.agent.into(),
             generation,
             cause: cause.into(),
             failures: Vec::new(),
@@ -164,7 +167,7 @@ impl Harness {
 
     fn spawn_failed(&mut self, ms: u64, generation: u64) -> Vec<Effect> {
         let ev = LinkEvent::SpawnFailed {
-            agent_id: "main".into(),
+            agent_id: self.agent.into(),
             generation,
             error: "no such file".into(),
         };
@@ -173,7 +176,7 @@ impl Harness {
 
     fn message(&mut self, ms: u64, generation: u64, msg: WorkerToControl) -> Vec<Effect> {
         let ev = LinkEvent::Message {
-            agent_id: "main".into(),
+            agent_id: self.agent.into(),
             generation,
             msg: Box::new(msg),
             deferred: TerminalEvents::default(),
@@ -720,6 +723,75 @@ fn an_idle_worker_retires_and_the_next_run_starts_a_new_one_uncounted() {
     assert_eq!(trims(&h.tick(8_049)), 0);
     assert_eq!(trims(&h.tick(8_050)), 1);
     assert_eq!(trims(&h.tick(9_000)), 0, "once per retirement burst");
+}
+
+/// Issue 24: past `workers.max_live`, a worker that starts makes the least recently used
+/// idle worker retire at once (a retirement, not a restart); a worker with a run is never
+/// retired for room, and the count comes back within the cap on the tick after one idles.
+#[test]
+fn past_max_live_the_least_recently_used_idle_worker_retires_issue_24() {
+    let text = format!(
+        "{CONFIG}max_live = 2\nidle_exit_seconds = 0\n[agents.list.main]\n[agents.list.b]\n[agents.list.c]\n"
+    );
+    let mut h = Harness::new(&text);
+    let state = |h: &Harness, agent: &str| {
+        h.core
+            .worker_statuses()
+            .into_iter()
+            .find(|w| w.agent_id == agent)
+            .map(|w| w.state)
+            .unwrap_or_default()
+    };
+    let drained = |link: &mut mpsc::Receiver<ControlToWorker>| {
+        let mut drained = false;
+        while let Ok(f) = link.try_recv() {
+            drained |= matches!(f, ControlToWorker::Drain { .. });
+        }
+        drained
+    };
+    // main, then b, then main again: b is now the least recently used.
+    let _ = h.dispatch(0, "r1");
+    let mut main = h.ready(10, 1, 41);
+    h.finish_ok(100, "r1");
+    h.agent = "b";
+    let _ = h.dispatch(200, "r2");
+    let mut b = h.ready(210, 1, 42);
+    h.finish_ok(300, "r2");
+    h.agent = "main";
+    let _ = h.dispatch(400, "r3");
+    h.finish_ok(410, "r3");
+    // c starts: three would run, so b retires.
+    h.agent = "c";
+    let (effects, _) = h.dispatch(600, "r4");
+    assert_eq!(spawned(&effects), Some(1), "c starts");
+    assert_eq!(state(&h, "b"), "draining");
+    assert_eq!(state(&h, "main"), "ready");
+    assert!(drained(&mut b) && !drained(&mut main));
+    h.agent = "b";
+    h.exited(650, 1, "exited with status 0");
+    assert_eq!(state(&h, "b"), "idle", "retired");
+    // main busy, c starting: b starts again over the cap, and nobody is retired for it.
+    h.agent = "main";
+    let _ = h.dispatch(700, "r5");
+    h.agent = "b";
+    let (effects, _) = h.dispatch(800, "r6");
+    assert_eq!(spawned(&effects), Some(2), "b starts again");
+    assert_eq!(state(&h, "main"), "ready", "a worker with a run stays");
+    assert!(!drained(&mut main));
+    // c runs r4 and has nothing left to do: the next tick retires it.
+    h.agent = "c";
+    let _c = h.ready(810, 1, 43);
+    h.finish_ok(900, "r4");
+    h.tick(1_000);
+    assert_eq!(state(&h, "c"), "draining");
+    assert_eq!(state(&h, "main"), "ready");
+    let b_status = h
+        .core
+        .worker_statuses()
+        .into_iter()
+        .find(|w| w.agent_id == "b")
+        .map(|w| w.restarts);
+    assert_eq!(b_status, Some(0), "a retirement for room is not a restart");
 }
 
 /// A worker with a run in flight, a pending approval or an open session operation never

@@ -18,6 +18,7 @@ impl Control {
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return Delivery::Refused(format!("unknown agent {agent_id:?}"));
         };
+        slot.last_used = Some(self.now.at);
         match &mut slot.state {
             WorkerState::Ready { link, .. } => match link.try_send(msg) {
                 Ok(()) => Delivery::Sent,
@@ -188,5 +189,6 @@ impl Control {
             env,
             metrics: self.deps.metrics.clone(),
         })));
+        self.make_room(Some(agent_id));
     }
 }
