@@ -134,6 +134,9 @@ enum Scenario {
         /// (300 s) have let go of the runs. 0: no second measurement.
         #[arg(long, default_value_t = 0)]
         settle: u64,
+        /// `workers.max_live` of the spawned gateway (0: no cap).
+        #[arg(long, default_value_t = 0)]
+        max_live: usize,
     },
     /// One session's turn latency near turn 10, 100 and 1 000.
     SessionLength {
@@ -242,6 +245,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             idle_exit,
             retired_turns,
             settle,
+            max_live,
         } => {
             let plan = scale::Density {
                 agents,
@@ -249,6 +253,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 idle_exit,
                 retired_turns,
                 settle,
+                max_live: (max_live > 0).then_some(max_live),
             };
             scale::density(&loopgate_bin(&args), args.api, &plan).await?
         }
@@ -614,6 +619,7 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
                 idle_exit: 1,
                 retired_turns: 2,
                 settle: 0,
+                max_live: None,
             },
         )
         .await?,

@@ -70,6 +70,8 @@ pub struct Density {
     pub retired_turns: usize,
     /// Seconds after the last retirement to measure again (0: not at all).
     pub settle: u64,
+    /// `workers.max_live` (`None`: no cap).
+    pub max_live: Option<usize>,
 }
 
 /// `agents` agents, one turn each (`concurrency` at a time): the footprint with every worker
@@ -87,9 +89,14 @@ pub async fn density(
         idle_exit,
         retired_turns,
         settle,
+        max_live,
     } = plan;
     let agents: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
-    let s = spawn::Spawned::start_with(loopgate, &agents, None, api, Some(idle_exit)).await?;
+    let workers = spawn::Workers {
+        idle_exit: Some(idle_exit),
+        max_live,
+    };
+    let s = spawn::Spawned::start_with(loopgate, &agents, None, api, workers).await?;
     let t = Target::spawned(s, &agents);
     let pid = t.pid.context("the spawned gateway's pid")?;
     if pss(pid).is_none() {
@@ -146,7 +153,7 @@ pub async fn density(
         "all_turns_s": all_turns_s,
         "first_turn_of_a_new_agent": summarize(&first),
         "idle_before": idle_before, "live": live, "retired": retired,
-        "retired_settled": settled, "settle_s": settle,
+        "retired_settled": settled, "settle_s": settle, "max_live": max_live,
         "first_turn_of_a_retired_agent": summarize(&again),
     }))
 }

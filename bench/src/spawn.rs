@@ -26,12 +26,22 @@ pub struct Spawned {
     _dir: tempfile::TempDir,
 }
 
+/// `[workers]` settings a scenario asks for (each written only when set: builds from before
+/// a key existed refuse it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Workers {
+    /// `workers.idle_exit_seconds`.
+    pub idle_exit: Option<u64>,
+    /// `workers.max_live`.
+    pub max_live: Option<usize>,
+}
+
 fn config(
     model: &ScriptedModel,
     api: Api,
     agents: &[String],
     token: &str,
-    idle_exit: Option<u64>,
+    workers: Workers,
 ) -> String {
     let (api_name, model_url) = (api.config_name(), api.base_url(model.addr()));
     let mut c = format!(
@@ -39,9 +49,11 @@ fn config(
          [models.providers.scripted]\napi = \"{api_name}\"\nbase_url = \"{model_url}\"\n\n\
          # The crash-recovery scenario kills workers on purpose.\n[workers]\ncrash_loop_max = 1000\n"
     );
-    // Only when asked: builds before idle retirement do not know the key.
-    if let Some(s) = idle_exit {
+    if let Some(s) = workers.idle_exit {
         c.push_str(&format!("idle_exit_seconds = {s}\n"));
+    }
+    if let Some(n) = workers.max_live {
+        c.push_str(&format!("max_live = {n}\n"));
     }
     for a in agents.iter().filter(|a| a.as_str() != "main") {
         c.push_str(&format!("\n[agents.list.{a}]\n"));
@@ -57,16 +69,16 @@ impl Spawned {
         stamped: Option<(usize, u64)>,
         api: Api,
     ) -> anyhow::Result<Spawned> {
-        Self::start_with(loopgate, agents, stamped, api, None).await
+        Self::start_with(loopgate, agents, stamped, api, Workers::default()).await
     }
 
-    /// Like [`Spawned::start`]; `idle_exit`: `workers.idle_exit_seconds`.
+    /// Like [`Spawned::start`], with `[workers]` settings.
     pub async fn start_with(
         loopgate: &Path,
         agents: &[String],
         stamped: Option<(usize, u64)>,
         api: Api,
-        idle_exit: Option<u64>,
+        workers: Workers,
     ) -> anyhow::Result<Spawned> {
         let model = ScriptedModel::start().await?;
         model.set_default(match stamped {
@@ -81,7 +93,7 @@ impl Spawned {
         let token = format!("bench-{}", scripted_model::now_micros());
         std::fs::write(
             dir.path().join("loopgate.toml"),
-            config(&model, api, agents, &token, idle_exit),
+            config(&model, api, agents, &token, workers),
         )?;
         let (child, _) = start_serve(loopgate, dir.path()).await?;
         let pid = child.id().context("gateway pid")?;
@@ -141,7 +153,13 @@ pub async fn measure_startup(loopgate: &Path) -> anyhow::Result<(Duration, Durat
     let token = "startup";
     std::fs::write(
         dir.path().join("loopgate.toml"),
-        config(&model, Api::Completions, &["main".into()], token, None),
+        config(
+            &model,
+            Api::Completions,
+            &["main".into()],
+            token,
+            Workers::default(),
+        ),
     )?;
     let start = Instant::now();
     let mut child = Command::new(loopgate)
