@@ -63,8 +63,9 @@ enum Block<'a> {
         thinking: &'a str,
         signature: &'a str,
     },
+    /// The text's JSON literal ([`super::Text::json`]).
     Text {
-        text: &'a str,
+        text: &'a serde_json::value::RawValue,
     },
     ToolUse {
         id: &'a str,
@@ -73,7 +74,7 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: &'a str,
+        content: &'a serde_json::value::RawValue,
     },
 }
 
@@ -100,7 +101,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 "user",
                 vec![Block::ToolResult {
                     tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
-                    content: &m.content,
+                    content: m.content.json(),
                 }],
             ),
             "assistant" => {
@@ -114,7 +115,9 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                     });
                 }
                 if !m.content.is_empty() {
-                    blocks.push(Block::Text { text: &m.content });
+                    blocks.push(Block::Text {
+                        text: m.content.json(),
+                    });
                 }
                 for c in &m.tool_calls {
                     // The API wants an object; arguments that are not one are sent empty.
@@ -127,7 +130,12 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 ("assistant", blocks)
             }
             _ if m.content.is_empty() => continue,
-            _ => ("user", vec![Block::Text { text: &m.content }]),
+            _ => (
+                "user",
+                vec![Block::Text {
+                    text: m.content.json(),
+                }],
+            ),
         };
         if blocks.is_empty() {
             continue;

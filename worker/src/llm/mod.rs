@@ -12,6 +12,9 @@ pub mod limits;
 pub mod ollama;
 pub mod responses;
 pub mod sse;
+pub mod text;
+
+pub use text::Text;
 
 use ipc::control::Usage;
 use tokio::sync::mpsc;
@@ -22,8 +25,9 @@ use crate::tools::{ToolCall, ToolDef};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatMessage {
     pub role: &'static str,
-    /// Shared with the reader's history cache: a turn does not copy its history's text.
-    pub content: std::sync::Arc<str>,
+    /// Shared with the reader's history cache: a turn neither copies nor escapes its
+    /// history's text again.
+    pub content: Text,
     /// Assistant messages: the tool calls it made.
     pub tool_calls: Vec<ToolCall>,
     /// Tool messages: the call this answers.
@@ -69,7 +73,7 @@ impl LlmError {
 }
 
 impl ChatMessage {
-    pub fn text(role: &'static str, content: impl Into<std::sync::Arc<str>>) -> Self {
+    pub fn text(role: &'static str, content: impl Into<Text>) -> Self {
         Self {
             role,
             content: content.into(),
@@ -323,4 +327,74 @@ pub(crate) async fn finish(
         let _ = tx.send(Ok(LlmEvent::ToolCalls(calls))).await;
     }
     let _ = tx.send(Ok(LlmEvent::Done(terminal))).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every API's body carries each message's text exactly, whatever it holds, now that the
+    /// texts go in as literals written once ([`Text::json`]).
+    #[test]
+    fn each_apis_body_carries_the_texts_exactly() {
+        let texts = [
+            "quote \" and backslash \\",
+            "line\nbreak\ttab \u{1}",
+            "emoji 😀 and </script>",
+        ];
+        let call = crate::tools::ToolCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        };
+        let req = ModelRequest {
+            messages: std::sync::Arc::new(vec![
+                ChatMessage::text("system", "sys"),
+                ChatMessage::text("user", texts[0]),
+                ChatMessage {
+                    tool_calls: vec![call],
+                    ..ChatMessage::text("assistant", texts[1])
+                },
+                ChatMessage {
+                    tool_call_id: Some("c1".into()),
+                    ..ChatMessage::text("tool", texts[2])
+                },
+            ]),
+            tools: vec![],
+            choice: None,
+            thinking: None,
+        };
+        fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::String(s) => out.push(s.clone()),
+                serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+                serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+                _ => {}
+            }
+        }
+        for api in [
+            "openai-completions",
+            "openai-responses",
+            "anthropic-messages",
+            "ollama",
+        ] {
+            let spec: ipc::control::ModelSpec = serde_json::from_value(serde_json::json!({
+                "provider": "p", "api": api, "base_url": "http://x", "model": "m",
+                "request_timeout_ms": 1, "idle_timeout_ms": 1}))
+            .unwrap();
+            let bytes = match api {
+                "openai-completions" => serde_json::to_vec(&completions::body("m", &spec, &req)),
+                "openai-responses" => serde_json::to_vec(&responses::body("m", &spec, &req)),
+                "anthropic-messages" => serde_json::to_vec(&anthropic::body("m", &spec, &req)),
+                _ => serde_json::to_vec(&ollama::body("m", &spec, &req)),
+            }
+            .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            let mut found = Vec::new();
+            strings(&v, &mut found);
+            for t in texts {
+                assert!(found.iter().any(|s| s == t), "{api}: {t:?} not in {v}");
+            }
+        }
+    }
 }

@@ -42,7 +42,8 @@ struct Options {
 #[derive(Serialize)]
 struct Msg<'a> {
     role: &'a str,
-    content: &'a str,
+    /// The text's JSON literal, written once per message ([`super::Text::json`]).
+    content: &'a serde_json::value::RawValue,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<CallOut<'a>>,
 }
@@ -67,7 +68,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
             .iter()
             .map(|m| Msg {
                 role: m.role,
-                content: &m.content,
+                content: m.content.json(),
                 tool_calls: m
                     .tool_calls
                     .iter()

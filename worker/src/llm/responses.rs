@@ -52,7 +52,8 @@ struct Reasoning {
 enum Item<'a> {
     Message {
         role: &'a str,
-        content: &'a str,
+        /// The text's JSON literal ([`super::Text::json`]).
+        content: &'a serde_json::value::RawValue,
     },
     Typed {
         #[serde(rename = "type")]
@@ -63,7 +64,7 @@ enum Item<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         arguments: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        output: Option<&'a str>,
+        output: Option<&'a serde_json::value::RawValue>,
     },
 }
 
@@ -92,13 +93,13 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
                 call_id: m.tool_call_id.as_deref().unwrap_or(""),
                 name: None,
                 arguments: None,
-                output: Some(&m.content),
+                output: Some(m.content.json()),
             }),
             role => {
                 if !m.content.is_empty() || m.tool_calls.is_empty() {
                     input.push(Item::Message {
                         role,
-                        content: &m.content,
+                        content: m.content.json(),
                     });
                 }
                 for c in &m.tool_calls {

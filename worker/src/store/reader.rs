@@ -19,8 +19,9 @@ const QUEUE: usize = 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryItem {
     pub role: Arc<str>,
-    /// Shared by the history cache and every turn's request (cloning an item copies no text).
-    pub text: Arc<str>,
+    /// Shared by the history cache and every turn's request (cloning an item copies no text,
+    /// and its JSON literal is written once).
+    pub text: crate::llm::Text,
     /// Assistant: the tool calls it made.
     pub tool_calls: Vec<crate::tools::ToolCall>,
     /// Tool result: the call it answers.
@@ -548,7 +549,7 @@ struct Cached {
     limit: usize,
     /// Rows up to this `seq` are in `items`.
     last_seq: i64,
-    summary: Option<Arc<str>>,
+    summary: Option<crate::llm::Text>,
     items: std::collections::VecDeque<HistoryItem>,
     bytes: usize,
     used: u64,
@@ -589,7 +590,7 @@ impl HistoryCache {
             }
             let bytes = items.iter().map(item_bytes).sum::<usize>()
                 + summary.as_ref().map_or(0, String::len);
-            let summary = summary.map(Arc::from);
+            let summary = summary.map(crate::llm::Text::from);
             self.bytes += bytes;
             self.entries.insert(
                 session_key.to_owned(),
@@ -643,7 +644,7 @@ impl HistoryCache {
                 if let Some(text) = &c.summary {
                     out.push(HistoryItem {
                         role: SUMMARY_ROLE.into(),
-                        text: Arc::clone(text),
+                        text: text.clone(),
                         tool_calls: Vec::new(),
                         tool_call_id: None,
                         seq: None,
