@@ -555,8 +555,10 @@ struct Cached {
     used: u64,
 }
 
+/// What an item holds: its text twice (the text and, once a request used it, its JSON
+/// literal, `Text::json`), its tool calls and room for the rest.
 fn item_bytes(i: &HistoryItem) -> usize {
-    i.text.len()
+    2 * i.text.len()
         + i.tool_calls
             .iter()
             .map(|c| c.arguments.len() + c.name.len() + c.id.len())
@@ -589,7 +591,7 @@ impl HistoryCache {
                 items.push_back(history_item(seq, role, text, &json)?);
             }
             let bytes = items.iter().map(item_bytes).sum::<usize>()
-                + summary.as_ref().map_or(0, String::len);
+                + summary.as_ref().map_or(0, |s| 2 * s.len());
             let summary = summary.map(crate::llm::Text::from);
             self.bytes += bytes;
             self.entries.insert(
