@@ -50,12 +50,13 @@ pub fn split_chunks(text: &str, n: usize) -> Vec<String> {
 }
 
 impl Reply {
-    fn cut(text: &str, chunks: usize, after_chunks: usize, tail: Tail) -> Self {
+    /// `pieces` at once, then `tail`; no reasoning, no tool call, finish `stop`.
+    fn plain(pieces: Vec<String>, tail: Tail) -> Self {
         Reply {
             stamped: false,
-            pieces: split_chunks(text, chunks),
+            stop_after: pieces.len(),
+            pieces,
             delay: Duration::ZERO,
-            stop_after: after_chunks,
             tail,
             finish_reason: "stop".into(),
             tool_calls: vec![],
@@ -63,6 +64,13 @@ impl Reply {
             keepalive: Duration::ZERO,
             end_turn: None,
             cut: false,
+        }
+    }
+
+    fn cut(text: &str, chunks: usize, after_chunks: usize, tail: Tail) -> Self {
+        Reply {
+            stop_after: after_chunks,
+            ..Reply::plain(split_chunks(text, chunks), tail)
         }
     }
 
@@ -84,13 +92,8 @@ impl Reply {
                     make(&text, chunks)
                 };
                 Reply {
-                    stamped: false,
-                    stop_after: pieces.len(),
-                    pieces,
                     delay: Duration::from_millis(delay_ms),
-                    tail: Tail::Finish,
                     finish_reason: finish_reason.unwrap_or_else(|| "stop".into()),
-                    tool_calls: vec![],
                     reasoning: if reasoning.is_empty() {
                         vec![]
                     } else {
@@ -98,7 +101,7 @@ impl Reply {
                     },
                     keepalive: Duration::from_millis(keepalive_ms),
                     end_turn,
-                    cut: false,
+                    ..Reply::plain(pieces, Tail::Finish)
                 }
             }
             // A response cut short after `after_chunks`: it stalls, holds until released,
@@ -130,16 +133,8 @@ impl Reply {
             ),
             Step::Stamped { chunks, delay_ms } => Reply {
                 stamped: true,
-                stop_after: chunks.max(1),
-                pieces: vec![String::new(); chunks.max(1)],
                 delay: Duration::from_millis(delay_ms),
-                tail: Tail::Finish,
-                finish_reason: "stop".into(),
-                tool_calls: vec![],
-                reasoning: vec![],
-                keepalive: Duration::ZERO,
-                end_turn: None,
-                cut: false,
+                ..Reply::plain(vec![String::new(); chunks.max(1)], Tail::Finish)
             },
             Step::ToolCalls {
                 text,
@@ -154,11 +149,7 @@ impl Reply {
                     make(&text, 2)
                 };
                 Reply {
-                    stamped: false,
-                    stop_after: pieces.len(),
-                    pieces,
                     delay: Duration::from_millis(delay_ms),
-                    tail: Tail::Finish,
                     finish_reason: if cut { "length" } else { "tool_calls" }.into(),
                     tool_calls: calls,
                     reasoning: if reasoning.is_empty() {
@@ -166,24 +157,11 @@ impl Reply {
                     } else {
                         make(&reasoning, 2)
                     },
-                    keepalive: Duration::ZERO,
-                    end_turn: None,
                     cut,
+                    ..Reply::plain(pieces, Tail::Finish)
                 }
             }
-            Step::HttpError { .. } | Step::Flood { .. } => Reply {
-                stamped: false,
-                pieces: vec![],
-                delay: Duration::ZERO,
-                stop_after: 0,
-                tail: Tail::Disconnect,
-                finish_reason: "stop".into(),
-                tool_calls: vec![],
-                reasoning: vec![],
-                keepalive: Duration::ZERO,
-                end_turn: None,
-                cut: false,
-            },
+            Step::HttpError { .. } | Step::Flood { .. } => Reply::plain(vec![], Tail::Disconnect),
         }
     }
 
