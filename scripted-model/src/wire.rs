@@ -167,15 +167,19 @@ impl Api {
             Api::Responses => req.input,
             _ => req.messages,
         };
-        let Some(messages) =
-            messages.and_then(|m| serde_json::from_str::<Vec<&RawValue>>(m.get()).ok())
-        else {
+        let Some(messages) = messages else {
             return Err(format!("Expected '{list}' to be an array"));
         };
-        let messages: Vec<Message> = messages
-            .iter()
-            .map(|m| serde_json::from_str(m.get()).unwrap_or_default())
-            .collect();
+        // One pass for the usual list; element by element (anything that is not an object
+        // reads as empty) only when that fails.
+        let messages: Vec<Message> = match serde_json::from_str(messages.get()) {
+            Ok(list) => list,
+            Err(_) => serde_json::from_str::<Vec<&RawValue>>(messages.get())
+                .map_err(|_| format!("Expected '{list}' to be an array"))?
+                .iter()
+                .map(|m| serde_json::from_str(m.get()).unwrap_or_default())
+                .collect(),
+        };
         let mut last_user = None;
         let mut prompt_tokens = 0;
         for m in &messages {
