@@ -49,7 +49,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
         .history(session_key.clone(), prompt::HISTORY_LIMIT)
         .await
         .map_err(|e| unavailable(format!("cannot read the session history: {e}")))?;
-    if history.is_empty() {
+    if history.messages.is_empty() {
         return Ok(nothing("no transcript"));
     }
     let req = prompt::request(String::new(), &history, Vec::new());
@@ -57,7 +57,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
     let Some(cut) = compaction::cut(&req.messages, budget.keep_recent) else {
         return Ok(nothing("nothing to compact"));
     };
-    let Some(kept_from_seq) = req.messages[cut].seq else {
+    let Some(kept_from_seq) = req.messages.get(cut).and_then(|m| m.seq) else {
         return Ok(nothing("nothing to compact"));
     };
     let tokens_before = compaction::estimate(&req);
@@ -65,7 +65,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
         .saturating_mul(4)
         .saturating_sub(2_000)
         .max(4_000);
-    let summarize = prompt::compaction_request(&req.messages[1..cut], max_chars);
+    let summarize = prompt::compaction_request(&req.messages.cloned(1..cut), max_chars);
     let hook_ctx = ctx.hook_ctx(&session_key, "");
     let summarized = cut as u64 - 1;
     ctx.observe_later(&hook_ctx, "before_compaction", || {
@@ -79,10 +79,10 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
             "the model's summary was empty; nothing was changed".into(),
         ));
     }
-    let mut compacted = req.messages[cut..].to_vec();
+    let mut compacted = req.messages.cloned(cut..req.messages.len());
     compacted.insert(0, prompt::summary_message(summary.trim()));
     let after = crate::llm::ModelRequest {
-        messages: std::sync::Arc::new(compacted),
+        messages: std::sync::Arc::new(compacted.into()),
         tools: Vec::new(),
         choice: None,
         thinking: None,

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use ipc::control::CompactionSpec;
 
-use crate::llm::{ChatMessage, ModelRequest};
+use crate::llm::{ChatMessage, Messages, ModelRequest};
 use crate::tools::ToolDef;
 
 /// Context window assumed when the provider's is not configured.
@@ -84,7 +84,7 @@ pub fn estimate(req: &ModelRequest) -> u64 {
 /// `messages[cut..]` kept. The kept tail is as long as fits `keep_recent` (at least the last
 /// message), never starts with a tool result (a call and its results stay together), and
 /// starts at a stored message. `None` when there is nothing worth summarizing.
-pub fn cut(messages: &[ChatMessage], keep_recent: u64) -> Option<usize> {
+pub fn cut(messages: &Messages, keep_recent: u64) -> Option<usize> {
     let len = messages.len();
     if len < 3 {
         return None;
@@ -171,10 +171,14 @@ mod tests {
             m("user", 3),
             m("assistant", 4),
         ];
-        assert_eq!(cut(&msgs, 210), Some(3));
-        assert_eq!(cut(&msgs, 10), Some(4), "the last message is always kept");
+        assert_eq!(cut(&msgs.clone().into(), 210), Some(3));
         assert_eq!(
-            cut(&msgs, 100_000),
+            cut(&msgs.clone().into(), 10),
+            Some(4),
+            "the last message is always kept"
+        );
+        assert_eq!(
+            cut(&msgs.clone().into(), 100_000),
             Some(2),
             "at least the oldest message is summarized"
         );
@@ -189,7 +193,7 @@ mod tests {
         };
         let msgs = vec![sys.clone(), m("user", 1), call, m("tool", 3), m("tool", 4)];
         assert_eq!(
-            cut(&msgs, 210),
+            cut(&msgs.clone().into(), 210),
             Some(2),
             "the call is kept with its results"
         );
@@ -210,7 +214,7 @@ mod tests {
             m("tool", 6),
         ];
         // The two results fit the tail but their call does not: the tail grows to the call.
-        assert_eq!(cut(&msgs, 210), Some(4));
+        assert_eq!(cut(&msgs.clone().into(), 210), Some(4));
         // A tail starting at an unstored message cannot be recorded.
         let msgs = vec![
             sys,
@@ -218,13 +222,13 @@ mod tests {
             m("assistant", 2),
             ChatMessage::text("user", "x".repeat(396)),
         ];
-        assert_eq!(cut(&msgs, 10), None);
+        assert_eq!(cut(&msgs.clone().into(), 10), None);
     }
 
     #[test]
     fn estimate_counts_messages_and_tools() {
         let req = ModelRequest {
-            messages: std::sync::Arc::new(vec![ChatMessage::text("user", "x".repeat(400))]),
+            messages: std::sync::Arc::new(vec![ChatMessage::text("user", "x".repeat(400))].into()),
             tools: crate::tools::offered(Some(&["read".to_owned()])),
             choice: None,
             thinking: None,

@@ -4,9 +4,8 @@
 
 use std::path::Path;
 
-use crate::llm::{ChatMessage, ModelRequest};
-use crate::store::reader::SUMMARY_ROLE;
-use crate::store::HistoryItem;
+pub use crate::llm::messages::{summary_message, SUMMARY_PREFIX};
+use crate::llm::{ChatMessage, History, Messages, ModelRequest};
 use crate::tools::ToolDef;
 
 /// Built-in base prompt (replaced by `agents.*.system_prompt`).
@@ -156,16 +155,6 @@ pub fn system_prompt(
     s
 }
 
-/// How a compaction summary is shown to the model: a user message standing for the older
-/// conversation it replaced.
-pub fn summary_message(summary: &str) -> ChatMessage {
-    ChatMessage::text("user", format!("{SUMMARY_PREFIX}\n\n{summary}"))
-}
-
-/// Opens the message that carries a compaction summary.
-pub const SUMMARY_PREFIX: &str =
-    "[The earlier part of this conversation was compacted. Summary of it:]";
-
 /// The instructions for the model call that writes a compaction summary.
 pub const COMPACTION_PROMPT: &str = "You summarize a conversation so that it can continue with \
 less context. Keep what the rest of the conversation needs: the user's goals and requests, \
@@ -218,13 +207,16 @@ pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelReque
         transcript = transcript[cut..].to_owned();
     }
     ModelRequest {
-        messages: std::sync::Arc::new(vec![
-            ChatMessage::text("system", COMPACTION_PROMPT),
-            ChatMessage::text(
-                "user",
-                format!("Summarize this conversation:\n\n{transcript}"),
-            ),
-        ]),
+        messages: std::sync::Arc::new(
+            vec![
+                ChatMessage::text("system", COMPACTION_PROMPT),
+                ChatMessage::text(
+                    "user",
+                    format!("Summarize this conversation:\n\n{transcript}"),
+                ),
+            ]
+            .into(),
+        ),
         tools: Vec::new(),
         choice: None,
         thinking: None,
@@ -232,58 +224,13 @@ pub fn compaction_request(older: &[ChatMessage], max_chars: usize) -> ModelReque
 }
 
 /// Builds the model request: system prompt then the history (which ends with the current
-/// user message, already persisted).
-/// Assistant tool calls and tool results keep their pairing; a tool result whose call is not
-/// in the window (cut by the history limit) is dropped, since providers reject orphans.
-pub fn request(
-    system: String,
-    history: &[HistoryItem],
-    tools: Vec<&'static ToolDef>,
-) -> ModelRequest {
-    let mut messages = Vec::with_capacity(history.len() + 1);
-    messages.push(ChatMessage::text("system", system));
-    let mut open_calls: Vec<&str> = Vec::new();
-    for h in history {
-        match &*h.role {
-            "assistant" => {
-                if h.text.is_empty() && h.tool_calls.is_empty() {
-                    continue;
-                }
-                open_calls = h.tool_calls.iter().map(|c| c.id.as_str()).collect();
-                messages.push(ChatMessage {
-                    tool_calls: h.tool_calls.clone(),
-                    seq: h.seq,
-                    ..ChatMessage::text("assistant", h.text.clone())
-                });
-            }
-            SUMMARY_ROLE => {
-                open_calls.clear();
-                messages.push(summary_message(&h.text));
-            }
-            "toolResult" => {
-                let Some(id) = h.tool_call_id.as_deref() else {
-                    continue;
-                };
-                if !open_calls.contains(&id) {
-                    continue;
-                }
-                messages.push(ChatMessage {
-                    tool_call_id: Some(id.to_owned()),
-                    seq: h.seq,
-                    ..ChatMessage::text("tool", h.text.clone())
-                });
-            }
-            _ => {
-                open_calls.clear();
-                messages.push(ChatMessage {
-                    seq: h.seq,
-                    ..ChatMessage::text("user", h.text.clone())
-                });
-            }
-        }
-    }
+/// user message, already persisted), shared with the reader's cache, not copied.
+pub fn request(system: String, history: &History, tools: Vec<&'static ToolDef>) -> ModelRequest {
     ModelRequest {
-        messages: std::sync::Arc::new(messages),
+        messages: std::sync::Arc::new(Messages::new(
+            vec![ChatMessage::text("system", system)],
+            history.messages.clone(),
+        )),
         tools,
         choice: None,
         thinking: None,
@@ -293,6 +240,7 @@ pub fn request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::messages::{Conversion, Row};
 
     #[tokio::test]
     async fn bootstrap_caps_per_file_and_total_r_b7() {
@@ -326,20 +274,34 @@ mod tests {
         assert_eq!(cap("hi", 5), ("hi".to_owned(), false));
     }
 
+    /// The history as the reader's cache converts it.
+    fn history(rows: Vec<Row>) -> History {
+        let mut conversion = Conversion::default();
+        let mut messages = Vec::new();
+        let count = rows.len();
+        for r in rows {
+            conversion.push(&mut messages, r);
+        }
+        History {
+            messages: std::sync::Arc::new(messages),
+            rows: count,
+        }
+    }
+
     #[test]
     fn request_puts_system_first_and_keeps_order() {
-        let h = vec![
+        let h = history(vec![
             item("user", "one", None),
             item("assistant", "two", None),
             item("user", "three", None),
-        ];
+        ]);
         let r = request("sys".into(), &h, vec![]);
         let roles: Vec<_> = r.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
     }
 
-    fn item(role: &str, text: &str, call_id: Option<&str>) -> HistoryItem {
-        HistoryItem {
+    fn item(role: &str, text: &str, call_id: Option<&str>) -> Row {
+        Row {
             role: role.into(),
             text: text.into(),
             tool_calls: vec![],
@@ -355,16 +317,16 @@ mod tests {
             name: "ls".into(),
             arguments: "{}".into(),
         };
-        let h = vec![
+        let h = history(vec![
             item("toolResult", "orphan", Some("c0")),
             item("user", "list", None),
-            HistoryItem {
+            Row {
                 tool_calls: vec![call.clone()],
                 ..item("assistant", "", None)
             },
             item("toolResult", "a.txt", Some("c1")),
             item("assistant", "done", None),
-        ];
+        ]);
         let r = request("sys".into(), &h, vec![]);
         let roles: Vec<_> = r.messages.iter().map(|m| m.role).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);

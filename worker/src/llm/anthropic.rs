@@ -17,7 +17,9 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::{finish, send, LlmError, LlmEvent, ModelRequest, Terminal};
+use super::{
+    finish, send, ChatMessage, LlmError, LlmEvent, Messages, ModelRequest, SignedThinking, Terminal,
+};
 
 /// The `anthropic-version` header.
 pub const VERSION: &str = "2023-06-01";
@@ -32,7 +34,7 @@ pub struct Body<'a> {
     max_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
-    messages: Vec<Msg<'a>>,
+    messages: Conversation<'a>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
@@ -51,9 +53,9 @@ struct ThinkingOut {
 }
 
 #[derive(Serialize)]
-struct Msg<'a> {
+struct Msg<C> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: C,
 }
 
 #[derive(Serialize)]
@@ -85,8 +87,100 @@ struct ToolOut<'a> {
     input_schema: &'a serde_json::value::RawValue,
 }
 
-/// The body for `req`: consecutive messages of one role are merged (tool results of one
-/// round become one user message), empty text blocks are left out (the API refuses them).
+/// The conversation as the API takes it: system messages left out (they go in `system`),
+/// consecutive messages of one role merged into one (the tool results of a round become one
+/// user message), empty text blocks left out (the API refuses them). Written while the body
+/// is serialized: no list of wire messages is built first.
+pub struct Conversation<'a>(&'a Messages);
+
+/// The role `m` is sent under, or `None` when it gives no block.
+fn wire_role(m: &ChatMessage) -> Option<&'static str> {
+    match m.role {
+        "system" => None,
+        "tool" => Some("user"),
+        "assistant" => (signed(m).is_some() || !m.content.is_empty() || !m.tool_calls.is_empty())
+            .then_some("assistant"),
+        _ => (!m.content.is_empty()).then_some("user"),
+    }
+}
+
+/// Signed reasoning to send back (unsigned reasoning is not sent).
+fn signed(m: &ChatMessage) -> Option<&SignedThinking> {
+    m.thinking.as_ref().filter(|t| !t.signature.is_empty())
+}
+
+impl Serialize for Conversation<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(None)?;
+        let mut group: Vec<&ChatMessage> = Vec::new();
+        let mut role = "";
+        for m in self.0.iter() {
+            let Some(r) = wire_role(m) else {
+                continue;
+            };
+            if r != role && !group.is_empty() {
+                seq.serialize_element(&Msg {
+                    role,
+                    content: Blocks(&group),
+                })?;
+                group.clear();
+            }
+            role = r;
+            group.push(m);
+        }
+        if !group.is_empty() {
+            seq.serialize_element(&Msg {
+                role,
+                content: Blocks(&group),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// The content blocks of messages merged into one.
+struct Blocks<'g, 'a>(&'g [&'a ChatMessage]);
+
+impl Serialize for Blocks<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(None)?;
+        for m in self.0 {
+            if m.role == "tool" {
+                seq.serialize_element(&Block::ToolResult {
+                    tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
+                    content: m.content.json(),
+                })?;
+                continue;
+            }
+            // Signed reasoning goes back first, as the API requires when the turn called
+            // tools while thinking.
+            if let Some(t) = signed(m) {
+                seq.serialize_element(&Block::Thinking {
+                    thinking: &t.text,
+                    signature: &t.signature,
+                })?;
+            }
+            if !m.content.is_empty() {
+                seq.serialize_element(&Block::Text {
+                    text: m.content.json(),
+                })?;
+            }
+            for c in &m.tool_calls {
+                // The API wants an object; arguments that are not one are sent empty.
+                seq.serialize_element(&Block::ToolUse {
+                    id: &c.id,
+                    name: &c.name,
+                    input: super::args_object(&c.arguments),
+                })?;
+            }
+        }
+        seq.end()
+    }
+}
+
+/// The body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     let system: Vec<&str> = req
         .messages
@@ -94,67 +188,13 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         .filter(|m| m.role == "system")
         .map(|m| &*m.content)
         .collect();
-    let mut messages: Vec<Msg<'a>> = Vec::with_capacity(req.messages.len());
-    for m in req.messages.iter().filter(|m| m.role != "system") {
-        let (role, mut blocks) = match m.role {
-            "tool" => (
-                "user",
-                vec![Block::ToolResult {
-                    tool_use_id: m.tool_call_id.as_deref().unwrap_or(""),
-                    content: m.content.json(),
-                }],
-            ),
-            "assistant" => {
-                let mut blocks = Vec::with_capacity(2 + m.tool_calls.len());
-                // Signed reasoning goes back first, as the API requires when the turn
-                // called tools while thinking.
-                if let Some(t) = m.thinking.as_ref().filter(|t| !t.signature.is_empty()) {
-                    blocks.push(Block::Thinking {
-                        thinking: &t.text,
-                        signature: &t.signature,
-                    });
-                }
-                if !m.content.is_empty() {
-                    blocks.push(Block::Text {
-                        text: m.content.json(),
-                    });
-                }
-                for c in &m.tool_calls {
-                    // The API wants an object; arguments that are not one are sent empty.
-                    blocks.push(Block::ToolUse {
-                        id: &c.id,
-                        name: &c.name,
-                        input: super::args_object(&c.arguments),
-                    });
-                }
-                ("assistant", blocks)
-            }
-            _ if m.content.is_empty() => continue,
-            _ => (
-                "user",
-                vec![Block::Text {
-                    text: m.content.json(),
-                }],
-            ),
-        };
-        if blocks.is_empty() {
-            continue;
-        }
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.append(&mut blocks),
-            _ => messages.push(Msg {
-                role,
-                content: blocks,
-            }),
-        }
-    }
     let budget = req.thinking.and_then(|t| t.anthropic_budget());
     Body {
         model,
         // The thinking budget is part of `max_tokens`: the reply keeps its own room.
         max_tokens: spec.max_output_tokens.unwrap_or(MAX_TOKENS) + budget.unwrap_or(0),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
-        messages,
+        messages: Conversation(&req.messages),
         stream: true,
         // Thinking requires the default temperature.
         temperature: spec.temperature.filter(|_| budget.is_none()),
@@ -396,16 +436,19 @@ mod tests {
             ..ChatMessage::text("tool", "x")
         };
         let req = ModelRequest {
-            messages: std::sync::Arc::new(vec![
-                ChatMessage::text("system", "sys"),
-                ChatMessage::text("user", "hi"),
-                ChatMessage {
-                    tool_calls: vec![call("a"), call("b")],
-                    ..ChatMessage::text("assistant", "")
-                },
-                result("a"),
-                result("b"),
-            ]),
+            messages: std::sync::Arc::new(
+                vec![
+                    ChatMessage::text("system", "sys"),
+                    ChatMessage::text("user", "hi"),
+                    ChatMessage {
+                        tool_calls: vec![call("a"), call("b")],
+                        ..ChatMessage::text("assistant", "")
+                    },
+                    result("a"),
+                    result("b"),
+                ]
+                .into(),
+            ),
             tools: vec![],
             choice: None,
             thinking: None,

@@ -14,13 +14,13 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{finish, send, FunctionTool, LlmError, LlmEvent, ModelRequest, Terminal};
+use super::{finish, send, ChatMessage, FunctionTool, LlmError, LlmEvent, ModelRequest, Terminal};
 
 /// `POST /chat/completions` body.
 #[derive(Serialize)]
 pub struct Body<'a> {
     model: &'a str,
-    messages: Vec<Msg<'a>>,
+    messages: super::EachMessage<'a, Msg<'a>>,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,31 +64,32 @@ struct FnCall<'a> {
     arguments: &'a str,
 }
 
+/// One message as the API takes it.
+fn msg(m: &ChatMessage) -> Msg<'_> {
+    Msg {
+        role: m.role,
+        content: m.content.json(),
+        tool_calls: m
+            .tool_calls
+            .iter()
+            .map(|c| CallOut {
+                id: &c.id,
+                kind: "function",
+                function: FnCall {
+                    name: &c.name,
+                    arguments: &c.arguments,
+                },
+            })
+            .collect(),
+        tool_call_id: m.tool_call_id.as_deref(),
+    }
+}
+
 /// The `POST {base_url}/chat/completions` body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
         model,
-        messages: req
-            .messages
-            .iter()
-            .map(|m| Msg {
-                role: m.role,
-                content: m.content.json(),
-                tool_calls: m
-                    .tool_calls
-                    .iter()
-                    .map(|c| CallOut {
-                        id: &c.id,
-                        kind: "function",
-                        function: FnCall {
-                            name: &c.name,
-                            arguments: &c.arguments,
-                        },
-                    })
-                    .collect(),
-                tool_call_id: m.tool_call_id.as_deref(),
-            })
-            .collect(),
+        messages: super::EachMessage::new(&req.messages, msg),
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,

@@ -9,11 +9,13 @@ pub mod calls;
 pub mod client;
 pub mod completions;
 pub mod limits;
+pub mod messages;
 pub mod ollama;
 pub mod responses;
 pub mod sse;
 pub mod text;
 
+pub use messages::{History, Messages};
 pub use text::Text;
 
 use ipc::control::Usage;
@@ -85,13 +87,33 @@ impl ChatMessage {
     }
 }
 
+/// A JSON array of `messages`, each as `wire` makes it, written while the body is
+/// serialized: no list of wire messages is built first (a long history allocated one per
+/// message on every request).
+pub struct EachMessage<'a, T> {
+    messages: &'a Messages,
+    wire: fn(&'a ChatMessage) -> T,
+}
+
+impl<'a, T> EachMessage<'a, T> {
+    pub fn new(messages: &'a Messages, wire: fn(&'a ChatMessage) -> T) -> Self {
+        EachMessage { messages, wire }
+    }
+}
+
+impl<'a, T: serde::Serialize> serde::Serialize for EachMessage<'a, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.messages.iter().map(self.wire))
+    }
+}
+
 /// A request for one model response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
     /// Shared, not copied: the turn keeps the request it sent (to retry it, or to append the
     /// tool round), and the model call holds it only until its body is written. A change
     /// (`Arc::make_mut`) copies only if the call still holds it.
-    pub messages: std::sync::Arc<Vec<ChatMessage>>,
+    pub messages: std::sync::Arc<Messages>,
     /// Tools the model may call (empty: none offered).
     pub tools: Vec<&'static ToolDef>,
     /// Another provider or model for this run (`before_model_resolve`); `None`: the agent's.
@@ -347,19 +369,24 @@ mod tests {
             name: "read".into(),
             arguments: "{\"path\":\"a\"}".into(),
         };
-        let req = ModelRequest {
-            messages: std::sync::Arc::new(vec![
-                ChatMessage::text("system", "sys"),
+        // System prompt, shared history and the turn's own message: the three parts of a
+        // request's list, written as one.
+        let mut messages = Messages::new(
+            vec![ChatMessage::text("system", "sys")],
+            std::sync::Arc::new(vec![
                 ChatMessage::text("user", texts[0]),
                 ChatMessage {
                     tool_calls: vec![call],
                     ..ChatMessage::text("assistant", texts[1])
                 },
-                ChatMessage {
-                    tool_call_id: Some("c1".into()),
-                    ..ChatMessage::text("tool", texts[2])
-                },
             ]),
+        );
+        messages.push(ChatMessage {
+            tool_call_id: Some("c1".into()),
+            ..ChatMessage::text("tool", texts[2])
+        });
+        let req = ModelRequest {
+            messages: std::sync::Arc::new(messages),
             tools: vec![],
             choice: None,
             thinking: None,

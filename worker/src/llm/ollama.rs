@@ -14,13 +14,16 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::{args_object, finish, send, FunctionTool, LlmError, LlmEvent, ModelRequest, Terminal};
+use super::{
+    args_object, finish, send, ChatMessage, FunctionTool, LlmError, LlmEvent, ModelRequest,
+    Terminal,
+};
 
 /// `POST /api/chat` body.
 #[derive(Serialize)]
 pub struct Body<'a> {
     model: &'a str,
-    messages: Vec<Msg<'a>>,
+    messages: super::EachMessage<'a, Msg<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<FunctionTool<'a>>,
@@ -59,28 +62,29 @@ struct FnCall<'a> {
     arguments: Value,
 }
 
+/// One message as the API takes it.
+fn msg(m: &ChatMessage) -> Msg<'_> {
+    Msg {
+        role: m.role,
+        content: m.content.json(),
+        tool_calls: m
+            .tool_calls
+            .iter()
+            .map(|c| CallOut {
+                function: FnCall {
+                    name: &c.name,
+                    arguments: args_object(&c.arguments),
+                },
+            })
+            .collect(),
+    }
+}
+
 /// The body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
         model,
-        messages: req
-            .messages
-            .iter()
-            .map(|m| Msg {
-                role: m.role,
-                content: m.content.json(),
-                tool_calls: m
-                    .tool_calls
-                    .iter()
-                    .map(|c| CallOut {
-                        function: FnCall {
-                            name: &c.name,
-                            arguments: args_object(&c.arguments),
-                        },
-                    })
-                    .collect(),
-            })
-            .collect(),
+        messages: super::EachMessage::new(&req.messages, msg),
         stream: true,
         tools: req.tools.iter().map(|t| FunctionTool::of(t)).collect(),
         options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then_some(

@@ -19,7 +19,9 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::{finish, send, EndTurn, LlmError, LlmEvent, ModelRequest, ResponsesTerminal, Terminal};
+use super::{
+    finish, send, EndTurn, LlmError, LlmEvent, Messages, ModelRequest, ResponsesTerminal, Terminal,
+};
 
 /// `POST /responses` body.
 #[derive(Serialize)]
@@ -27,7 +29,7 @@ pub struct Body<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: Option<String>,
-    input: Vec<Item<'a>>,
+    input: Input<'a>,
     stream: bool,
     store: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +79,45 @@ struct ToolOut<'a> {
     parameters: &'a serde_json::value::RawValue,
 }
 
+/// The conversation as `input` items: each message, and each tool call as its own
+/// `function_call` item, written while the body is serialized (no list built first).
+pub struct Input<'a>(&'a Messages);
+
+impl Serialize for Input<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(None)?;
+        for m in self.0.iter().filter(|m| m.role != "system") {
+            if m.role == "tool" {
+                seq.serialize_element(&Item::Typed {
+                    kind: "function_call_output",
+                    call_id: m.tool_call_id.as_deref().unwrap_or(""),
+                    name: None,
+                    arguments: None,
+                    output: Some(m.content.json()),
+                })?;
+                continue;
+            }
+            if !m.content.is_empty() || m.tool_calls.is_empty() {
+                seq.serialize_element(&Item::Message {
+                    role: m.role,
+                    content: m.content.json(),
+                })?;
+            }
+            for c in &m.tool_calls {
+                seq.serialize_element(&Item::Typed {
+                    kind: "function_call",
+                    call_id: &c.id,
+                    name: Some(&c.name),
+                    arguments: Some(&c.arguments),
+                    output: None,
+                })?;
+            }
+        }
+        seq.end()
+    }
+}
+
 /// The body for `req`.
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     let system: Vec<&str> = req
@@ -85,39 +126,10 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         .filter(|m| m.role == "system")
         .map(|m| &*m.content)
         .collect();
-    let mut input = Vec::with_capacity(req.messages.len());
-    for m in req.messages.iter().filter(|m| m.role != "system") {
-        match m.role {
-            "tool" => input.push(Item::Typed {
-                kind: "function_call_output",
-                call_id: m.tool_call_id.as_deref().unwrap_or(""),
-                name: None,
-                arguments: None,
-                output: Some(m.content.json()),
-            }),
-            role => {
-                if !m.content.is_empty() || m.tool_calls.is_empty() {
-                    input.push(Item::Message {
-                        role,
-                        content: m.content.json(),
-                    });
-                }
-                for c in &m.tool_calls {
-                    input.push(Item::Typed {
-                        kind: "function_call",
-                        call_id: &c.id,
-                        name: Some(&c.name),
-                        arguments: Some(&c.arguments),
-                        output: None,
-                    });
-                }
-            }
-        }
-    }
     Body {
         model,
         instructions: (!system.is_empty()).then(|| system.join("\n\n")),
-        input,
+        input: Input(&req.messages),
         stream: true,
         store: false,
         temperature: spec.temperature,
@@ -377,22 +389,25 @@ mod tests {
     #[test]
     fn the_body_carries_instructions_calls_and_outputs() {
         let req = ModelRequest {
-            messages: std::sync::Arc::new(vec![
-                ChatMessage::text("system", "be brief"),
-                ChatMessage::text("user", "hi"),
-                ChatMessage {
-                    tool_calls: vec![ToolCall {
-                        id: "c1".into(),
-                        name: "read".into(),
-                        arguments: "{}".into(),
-                    }],
-                    ..ChatMessage::text("assistant", "")
-                },
-                ChatMessage {
-                    tool_call_id: Some("c1".into()),
-                    ..ChatMessage::text("tool", "file")
-                },
-            ]),
+            messages: std::sync::Arc::new(
+                vec![
+                    ChatMessage::text("system", "be brief"),
+                    ChatMessage::text("user", "hi"),
+                    ChatMessage {
+                        tool_calls: vec![ToolCall {
+                            id: "c1".into(),
+                            name: "read".into(),
+                            arguments: "{}".into(),
+                        }],
+                        ..ChatMessage::text("assistant", "")
+                    },
+                    ChatMessage {
+                        tool_call_id: Some("c1".into()),
+                        ..ChatMessage::text("tool", "file")
+                    },
+                ]
+                .into(),
+            ),
             tools: vec![],
             choice: None,
             thinking: None,

@@ -14,7 +14,7 @@ pub mod writer;
 
 use ipc::control::{RunStatus, Usage};
 
-pub use reader::{DisplayHistory, HistoryItem, Reader};
+pub use reader::{DisplayHistory, Reader};
 pub use writer::{SessionInfo, Writer};
 
 /// The bytes of the database at `path` and its WAL (what the disk budget counts).

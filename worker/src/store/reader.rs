@@ -3,7 +3,6 @@
 //! readers).
 
 use std::path::Path;
-use std::sync::Arc;
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
@@ -12,27 +11,14 @@ use tokio::sync::oneshot;
 use ipc::control::{InputConsumed, StoredMessage, MAX_INPUT_RUN_IDS};
 
 use super::StoreError;
+use crate::llm::History;
+use cache::HistoryCache;
+
+mod cache;
 
 const QUEUE: usize = 1024;
 
-/// One message of a session's history, as the model sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistoryItem {
-    pub role: Arc<str>,
-    /// Shared by the history cache and every turn's request (cloning an item copies no text,
-    /// and its JSON literal is written once).
-    pub text: crate::llm::Text,
-    /// Assistant: the tool calls it made.
-    pub tool_calls: Vec<crate::tools::ToolCall>,
-    /// Tool result: the call it answers.
-    pub tool_call_id: Option<String>,
-    /// Transcript position (`None` for the compaction summary, which stands for many).
-    pub seq: Option<i64>,
-}
-
-/// The role of the history item that carries the latest compaction summary (first, when the
-/// session was compacted).
-pub const SUMMARY_ROLE: &str = "compactionSummary";
+pub use crate::llm::messages::SUMMARY_ROLE;
 
 /// The current transcript window for display (`chat.history`).
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +36,7 @@ enum Cmd {
     History {
         session_key: String,
         limit: usize,
-        reply: oneshot::Sender<Result<Vec<HistoryItem>, StoreError>>,
+        reply: oneshot::Sender<Result<History, StoreError>>,
     },
     Display {
         session_key: String,
@@ -139,12 +125,9 @@ impl Reader {
         Ok(Reader { tx })
     }
 
-    /// The last `limit` messages of the session's current window, oldest first.
-    pub async fn history(
-        &self,
-        session_key: String,
-        limit: usize,
-    ) -> Result<Vec<HistoryItem>, StoreError> {
+    /// The last `limit` rows of the session's current window, as the model sees them
+    /// (oldest first), shared with the reader's cache.
+    pub async fn history(&self, session_key: String, limit: usize) -> Result<History, StoreError> {
         self.tx
             .ask(|reply| Cmd::History {
                 session_key,
@@ -491,201 +474,6 @@ fn display(
         next_offset: truncated.then_some(offset.saturating_add(read)),
         consumed,
     })
-}
-
-/// One transcript row as the model sees it.
-fn history_item(
-    seq: i64,
-    role: String,
-    text: Option<String>,
-    json: &str,
-) -> Result<HistoryItem, StoreError> {
-    // Plain text rows carry their text in a column; tool-bearing rows (and rows written
-    // before schema v2) are read from the entry.
-    Ok(match text {
-        Some(text) => HistoryItem {
-            role: role.into(),
-            text: text.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            seq: Some(seq),
-        },
-        None => {
-            let entry = parse_entry(json)?;
-            let message = entry.get("message").cloned().unwrap_or(Value::Null);
-            HistoryItem {
-                role: role.into(),
-                text: text_of(&message).into(),
-                tool_calls: tool_calls_of(&message),
-                tool_call_id: message
-                    .get("toolCallId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                seq: Some(seq),
-            }
-        }
-    })
-}
-
-/// Most text the history cache holds (all sessions), in bytes.
-const CACHE_MAX_BYTES: usize = 4 * 1024 * 1024;
-/// Most sessions the history cache holds.
-const CACHE_MAX_SESSIONS: usize = 64;
-
-/// The model's view of recently used sessions, kept by the reader thread so that a turn reads
-/// only the rows written since the last one. The transcript is append-only and every row gets
-/// a higher `seq`; a reset, a compaction or a new session id changes the session row, and any
-/// such change (or a different `limit`) drops the entry and reads the window in full.
-#[derive(Default)]
-struct HistoryCache {
-    entries: std::collections::HashMap<String, Cached>,
-    bytes: usize,
-    clock: u64,
-}
-
-struct Cached {
-    /// The session row when it was read.
-    key: Bounds,
-    limit: usize,
-    /// Rows up to this `seq` are in `items`.
-    last_seq: i64,
-    summary: Option<crate::llm::Text>,
-    items: std::collections::VecDeque<HistoryItem>,
-    bytes: usize,
-    used: u64,
-}
-
-/// What an item holds: its text twice (the text and, once a request used it, its JSON
-/// literal, `Text::json`), its tool calls and room for the rest.
-fn item_bytes(i: &HistoryItem) -> usize {
-    2 * i.text.len()
-        + i.tool_calls
-            .iter()
-            .map(|c| c.arguments.len() + c.name.len() + c.id.len())
-            .sum::<usize>()
-        + 64
-}
-
-impl HistoryCache {
-    fn history(
-        &mut self,
-        conn: &Connection,
-        session_key: &str,
-        limit: usize,
-    ) -> Result<Vec<HistoryItem>, StoreError> {
-        let Some(key) = Bounds::read(conn, session_key)? else {
-            self.forget(session_key);
-            return Ok(Vec::new());
-        };
-        self.clock += 1;
-        let fresh = self
-            .entries
-            .get(session_key)
-            .is_some_and(|c| c.key == key && c.limit == limit);
-        if !fresh {
-            self.forget(session_key);
-            let Window { summary, rows } = window(conn, &key, limit, 0, true)?;
-            let last_seq = rows.first().map_or(0, |r| r.0);
-            let mut items = std::collections::VecDeque::with_capacity(rows.len());
-            for (seq, role, text, json, _) in rows.into_iter().rev() {
-                items.push_back(history_item(seq, role, text, &json)?);
-            }
-            let bytes = items.iter().map(item_bytes).sum::<usize>()
-                + summary.as_ref().map_or(0, |s| 2 * s.len());
-            let summary = summary.map(crate::llm::Text::from);
-            self.bytes += bytes;
-            self.entries.insert(
-                session_key.to_owned(),
-                Cached {
-                    key,
-                    limit,
-                    last_seq,
-                    summary,
-                    items,
-                    bytes,
-                    used: self.clock,
-                },
-            );
-        } else if let Some(c) = self.entries.get_mut(session_key) {
-            // Only what was written since the last read.
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, role, text, entry_json FROM transcript
-                 WHERE session_id = ?1 AND seq > ?2 AND role NOT IN ('reset', 'compaction')
-                 ORDER BY seq",
-            )?;
-            let rows = stmt.query_map(
-                params![c.key.session_id, c.last_seq.max(c.key.after(true))],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                        r.get::<_, String>(3)?,
-                    ))
-                },
-            )?;
-            for row in rows {
-                let (seq, role, text, json) = row?;
-                let item = history_item(seq, role, text, &json)?;
-                c.last_seq = seq;
-                c.bytes += item_bytes(&item);
-                self.bytes += item_bytes(&item);
-                c.items.push_back(item);
-            }
-            while c.items.len() > limit {
-                if let Some(old) = c.items.pop_front() {
-                    c.bytes -= item_bytes(&old);
-                    self.bytes -= item_bytes(&old);
-                }
-            }
-            c.used = self.clock;
-        }
-        let out = match self.entries.get(session_key) {
-            Some(c) => {
-                let mut out = Vec::with_capacity(c.items.len() + 1);
-                if let Some(text) = &c.summary {
-                    out.push(HistoryItem {
-                        role: SUMMARY_ROLE.into(),
-                        text: text.clone(),
-                        tool_calls: Vec::new(),
-                        tool_call_id: None,
-                        seq: None,
-                    });
-                }
-                out.extend(c.items.iter().cloned());
-                out
-            }
-            None => Vec::new(),
-        };
-        self.evict(session_key);
-        Ok(out)
-    }
-
-    fn forget(&mut self, session_key: &str) {
-        if let Some(c) = self.entries.remove(session_key) {
-            self.bytes -= c.bytes;
-        }
-    }
-
-    /// Drops the least recently used sessions (never `keep`) while over the caps; a session
-    /// over the byte cap on its own is not kept at all.
-    fn evict(&mut self, keep: &str) {
-        while self.bytes > CACHE_MAX_BYTES || self.entries.len() > CACHE_MAX_SESSIONS {
-            let victim = self
-                .entries
-                .iter()
-                .filter(|(k, _)| k.as_str() != keep)
-                .min_by_key(|(_, c)| c.used)
-                .map(|(k, _)| k.clone());
-            match victim {
-                Some(k) => self.forget(&k),
-                None => {
-                    self.forget(keep);
-                    break;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ impl Turn {
             .saturating_mul(4)
             .saturating_sub(2_000)
             .max(4_000);
-        let mut summarize = prompt::compaction_request(&req.messages[1..cut], max_chars);
+        let mut summarize = prompt::compaction_request(&req.messages.cloned(1..cut), max_chars);
         summarize.choice.clone_from(&req.choice);
         let start = Action::Emit(EventBody::Compaction {
             phase: ipc::control::CompactionPhase::Start,
@@ -263,11 +263,11 @@ impl Turn {
             );
         };
         let mut messages = Vec::with_capacity(job.pending.messages.len() - job.cut + 2);
-        messages.push(job.pending.messages[0].clone());
+        messages.extend(job.pending.messages.first().cloned());
         messages.push(prompt::summary_message(&summary));
-        messages.extend(job.pending.messages[job.cut..].iter().cloned());
+        messages.extend(job.pending.messages.iter().skip(job.cut).cloned());
         let next = ModelRequest {
-            messages: std::sync::Arc::new(messages),
+            messages: std::sync::Arc::new(messages.into()),
             tools: job.pending.tools.clone(),
             choice: job.pending.choice.clone(),
             thinking: job.pending.thinking,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::store::{BeginRun, Compaction, FinishRun, NewMessage, Role, Writer};
 use ipc::control::RunStatus;
+use std::sync::Arc;
 
 const KEY: &str = "agent:main:main";
 
@@ -82,15 +83,15 @@ async fn cached_history_equals_a_full_read() {
         assert_eq!(cached, full);
         cached
     };
-    assert!(check(&mut warm, 7).is_empty());
+    assert_eq!(check(&mut warm, 7).rows, 0);
     turn(&w, "r1", false).await;
-    assert_eq!(check(&mut warm, 7).len(), 2);
+    assert_eq!(check(&mut warm, 7).rows, 2);
     let call_seq = turn(&w, "r2", true).await;
-    assert_eq!(check(&mut warm, 7).len(), 6);
+    assert_eq!(check(&mut warm, 7).rows, 6);
     for i in 3..8 {
         turn(&w, &format!("r{i}"), i % 2 == 0).await;
         let h = check(&mut warm, 7);
-        assert_eq!(h.len(), 7, "the limit holds");
+        assert_eq!(h.rows, 7, "the limit holds");
     }
     // A different limit is a different view.
     check(&mut warm, 100);
@@ -121,40 +122,36 @@ async fn cached_history_equals_a_full_read() {
     .await
     .unwrap();
     let h = check(&mut warm, 100);
-    assert_eq!(&*h[0].role, SUMMARY_ROLE);
-    assert_eq!(h[1].seq, Some(call_seq));
+    assert!(h.messages[0]
+        .content
+        .starts_with(crate::llm::messages::SUMMARY_PREFIX));
+    assert_eq!(h.messages[1].seq, Some(call_seq));
     turn(&w, "r9", true).await;
     check(&mut warm, 100);
 
     w.reset(KEY.into(), "reset".into(), 6).await.unwrap();
-    assert!(check(&mut warm, 100).is_empty());
+    assert_eq!(check(&mut warm, 100).rows, 0);
     turn(&w, "r10", false).await;
-    assert_eq!(check(&mut warm, 100).len(), 2);
+    assert_eq!(check(&mut warm, 100).rows, 2);
 
     w.delete(KEY.into(), true).await.unwrap();
-    assert!(check(&mut warm, 100).is_empty());
+    assert_eq!(check(&mut warm, 100).rows, 0);
     turn(&w, "r11", false).await;
     let h = check(&mut warm, 100);
-    assert_eq!(&*h[0].text, "question r11");
+    assert_eq!(&*h.messages[0].content, "question r11");
 }
 
 #[test]
 fn cache_is_bounded() {
     let mut c = HistoryCache::default();
-    for i in 0..(CACHE_MAX_SESSIONS + 10) {
-        let item = HistoryItem {
-            role: "user".into(),
-            text: "x".repeat(100).into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            seq: Some(1),
-        };
-        let bytes = item_bytes(&item);
+    for i in 0..(cache::CACHE_MAX_SESSIONS + 10) {
+        let m = crate::llm::ChatMessage::text("user", "x".repeat(100));
+        let bytes = cache::message_bytes(&m);
         c.bytes += bytes;
         c.clock += 1;
         c.entries.insert(
             format!("k{i}"),
-            Cached {
+            cache::Cached {
                 key: Bounds {
                     session_id: format!("s{i}"),
                     window_start: 0,
@@ -163,15 +160,18 @@ fn cache_is_bounded() {
                 },
                 limit: 10,
                 last_seq: 1,
-                summary: None,
-                items: [item].into(),
+                history: crate::llm::History {
+                    messages: Arc::new(vec![m]),
+                    rows: 1,
+                },
+                conversion: Default::default(),
                 bytes,
                 used: c.clock,
             },
         );
         c.evict(&format!("k{i}"));
     }
-    assert_eq!(c.entries.len(), CACHE_MAX_SESSIONS);
+    assert_eq!(c.entries.len(), cache::CACHE_MAX_SESSIONS);
     assert!(
         !c.entries.contains_key("k0"),
         "the least recently used went first"

@@ -24,7 +24,7 @@ fn spec(timeout: Option<u64>) -> TurnSpec {
 
 fn req() -> ModelRequest {
     ModelRequest {
-        messages: std::sync::Arc::new(vec![ChatMessage::text("user", "hi")]),
+        messages: std::sync::Arc::new(vec![ChatMessage::text("user", "hi")].into()),
         tools: vec![],
         choice: None,
         thinking: None,

@@ -188,13 +188,16 @@ fn tool_round_over_budget_compacts_first_r_b7() {
             Input::Begun {
                 session_id: "s".into(),
                 request: Ok(Prepared::Call(ModelRequest {
-                    messages: std::sync::Arc::new(vec![
-                        ChatMessage::text("system", "sys"),
-                        ChatMessage {
-                            seq: Some(1),
-                            ..ChatMessage::text("user", "q".repeat(2000))
-                        },
-                    ]),
+                    messages: std::sync::Arc::new(
+                        vec![
+                            ChatMessage::text("system", "sys"),
+                            ChatMessage {
+                                seq: Some(1),
+                                ..ChatMessage::text("user", "q".repeat(2000))
+                            },
+                        ]
+                        .into(),
+                    ),
                     tools: vec![],
                     choice: None,
                     thinking: None,
