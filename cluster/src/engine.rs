@@ -1,0 +1,228 @@
+//! The connection to the engine and the buckets and stream every gateway of a cluster
+//! shares, made by whichever gateway starts first (the same config makes the same ones).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+
+use crate::names::{
+    check_name, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM, TX_SUBJECTS,
+};
+use crate::settings::Settings;
+
+/// How long one engine request may take before it counts as failed (a lost quorum stalls
+/// writes; the caller sees an error, never a silent success).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idempotency keys are kept this long (the gateway db keeps them as long as their runs).
+pub const RUNS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot reach the NATS cluster at {urls}: {why}")]
+    Connect { urls: String, why: String },
+    /// The engine refused or did not answer (no quorum, timeout, server gone): nothing is
+    /// known to be recorded.
+    #[error("the cluster engine did not record it: {0}")]
+    Engine(String),
+    #[error("corrupt cluster record {key}: {why}")]
+    Corrupt { key: String, why: String },
+    #[error("invalid name: {0}")]
+    Name(String),
+    /// This gateway's settings disagree with the cluster's.
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+impl ClusterError {
+    pub(crate) fn engine(e: impl std::fmt::Display) -> ClusterError {
+        ClusterError::Engine(e.to_string())
+    }
+}
+
+/// Runs `op` again while the engine fails it, until it succeeds, fails otherwise or
+/// `within` has passed. For operations that are safe to repeat (conditional writes,
+/// deduplicated publishes, reads): while a stream elects a leader or a route comes up the
+/// engine answers "no responders" or nothing at all for a few seconds.
+pub(crate) async fn retrying<T, F, Fut>(within: Duration, mut op: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(25);
+    loop {
+        match op().await {
+            Err(ClusterError::Engine(why)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(why = why.as_str(), "Cluster engine busy; trying again.");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether `e` (or what caused it) is the engine refusing a conditional write because the
+/// subject's last sequence was not the expected one (both of the server's codes for it).
+pub(crate) fn wrong_last_sequence(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(js) = err.downcast_ref::<async_nats::jetstream::Error>() {
+            let code = js.error_code();
+            return code == async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE
+                || code == async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// One gateway's handle on the cluster's engine.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) node: String,
+    pub(crate) lease_ttl: Duration,
+    pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
+    pub(crate) runs: kv::Store,
+    pub(crate) outcomes: kv::Store,
+    pub(crate) placement: kv::Store,
+}
+
+impl Engine {
+    /// Connects to any of the settings' servers and makes sure the cluster's buckets and
+    /// stream exist (refusing a lease TTL other than the one the cluster was made with).
+    pub async fn connect(settings: &Settings) -> Result<Engine, ClusterError> {
+        check_name(&settings.node).map_err(ClusterError::Name)?;
+        let urls = settings.nats.join(", ");
+        let addrs = settings
+            .nats
+            .iter()
+            .map(|u| u.parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ClusterError::Connect {
+                urls: urls.clone(),
+                why: e.to_string(),
+            })?;
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("loopgate {}", settings.node))
+            .connection_timeout(REQUEST_TIMEOUT)
+            .request_timeout(Some(REQUEST_TIMEOUT))
+            .connect(addrs)
+            .await
+            .map_err(|e| ClusterError::Connect {
+                urls: urls.clone(),
+                why: e.to_string(),
+            })?;
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(REQUEST_TIMEOUT);
+        let replicas = settings.replicas;
+        // A cluster that is still forming refuses placements for a moment.
+        let within = 3 * REQUEST_TIMEOUT;
+        let runs = retrying(within, || bucket(&js, RUNS_BUCKET, RUNS_MAX_AGE, replicas)).await?;
+        let outcomes = retrying(within, || {
+            bucket(&js, OUTCOMES_BUCKET, RUNS_MAX_AGE, replicas)
+        })
+        .await?;
+        let placement = retrying(within, || {
+            bucket(&js, PLACEMENT_BUCKET, settings.lease_ttl, replicas)
+        })
+        .await?;
+        retrying(within, || tx_stream(&js, replicas)).await?;
+        Ok(Engine {
+            node: settings.node.clone(),
+            lease_ttl: settings.lease_ttl,
+            client,
+            js,
+            runs,
+            outcomes,
+            placement,
+        })
+    }
+
+    /// This gateway's node name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether the connection to the engine is up (not whether it has quorum: a write says).
+    pub fn connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+}
+
+/// The transcript stream, made if missing.
+async fn tx_stream(js: &jetstream::Context, replicas: usize) -> Result<(), ClusterError> {
+    js.get_or_create_stream(stream::Config {
+        name: TX_STREAM.into(),
+        subjects: vec![TX_SUBJECTS.into()],
+        num_replicas: replicas,
+        storage: stream::StorageType::File,
+        retention: stream::RetentionPolicy::Limits,
+        // A record is refused rather than one dropped: the log is the transcript.
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await
+    .map_err(ClusterError::engine)?;
+    Ok(())
+}
+
+/// Waits until `store` answers reads: a bucket just made has no responders for a moment.
+async fn ready(name: &str, store: &kv::Store) -> Result<(), ClusterError> {
+    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+    loop {
+        match store.get("ready-probe").await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(ClusterError::Engine(format!(
+                    "bucket {name} does not answer: {e}"
+                )))
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// The bucket `name` with one value per key, made if missing; an existing bucket whose
+/// entries live another length of time is the cluster's and this gateway's config disagrees.
+async fn bucket(
+    js: &jetstream::Context,
+    name: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<kv::Store, ClusterError> {
+    let made = js
+        .create_key_value(kv::Config {
+            bucket: name.into(),
+            history: 1,
+            max_age,
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await;
+    let store = match made {
+        Ok(store) => store,
+        Err(made) => js
+            .get_key_value(name)
+            .await
+            .map_err(|e| ClusterError::Engine(format!("bucket {name}: {made}; then {e}")))?,
+    };
+    ready(name, &store).await?;
+    let age = store
+        .status()
+        .await
+        .map_err(ClusterError::engine)?
+        .max_age();
+    if age != max_age {
+        return Err(ClusterError::Mismatch(format!(
+            "the cluster's bucket {name} keeps entries {} s, this gateway's config says {} s (cluster.lease_ttl_seconds must be the same on every gateway)",
+            age.as_secs(),
+            max_age.as_secs()
+        )));
+    }
+    Ok(store)
+}

@@ -1,0 +1,202 @@
+//! Real NATS servers on loopback, clustered with JetStream, for tests and demos: the
+//! `nats-server` that `scripts/install-nats` installs (or `$LOOPGATE_NATS_SERVER`).
+//! Ports are picked free at start; readiness is each server's `/healthz` (JetStream up and
+//! in contact with a meta leader), never a sleep.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a cluster may take to become healthy.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// The `nats-server` binary: `$LOOPGATE_NATS_SERVER`, else the one `scripts/install-nats`
+/// put under the workspace's `target/tools`, else `nats-server` on `PATH`.
+pub fn server_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("LOOPGATE_NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    let installed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/nats/bin/nats-server");
+    if installed.exists() {
+        return installed;
+    }
+    PathBuf::from("nats-server")
+}
+
+/// One server of a [`LocalCluster`].
+pub struct Server {
+    pub name: String,
+    pub client_port: u16,
+    pub cluster_port: u16,
+    pub monitor_port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+/// `n` NATS servers in one JetStream cluster, stopped when dropped.
+pub struct LocalCluster {
+    dir: PathBuf,
+    pub servers: Vec<Server>,
+}
+
+impl LocalCluster {
+    /// Starts `n` servers keeping their data under `dir` and waits until all are healthy.
+    pub fn start(n: usize, dir: &Path) -> Result<LocalCluster, String> {
+        let mut last = String::new();
+        // A picked port can be taken by someone else before the server binds it: start
+        // again with other ports.
+        for _ in 0..3 {
+            let ports = free_ports(3 * n)?;
+            let servers = (0..n)
+                .map(|i| Server {
+                    name: format!("n{}", i + 1),
+                    client_port: ports[3 * i],
+                    cluster_port: ports[3 * i + 1],
+                    monitor_port: ports[3 * i + 2],
+                    child: None,
+                })
+                .collect();
+            let mut c = LocalCluster {
+                dir: dir.to_owned(),
+                servers,
+            };
+            for i in 0..n {
+                c.spawn(i)?;
+            }
+            match c.wait_ready() {
+                Ok(()) => return Ok(c),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), String> {
+        let routes = self
+            .servers
+            .iter()
+            .map(|s| format!("nats://127.0.0.1:{}", s.cluster_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let s = &mut self.servers[i];
+        let store = self.dir.join(&s.name);
+        std::fs::create_dir_all(&store).map_err(|e| format!("{}: {e}", store.display()))?;
+        let log = std::fs::File::create(self.dir.join(format!("{}.log", s.name)))
+            .map_err(|e| format!("log of {}: {e}", s.name))?;
+        let bin = server_binary();
+        let child = Command::new(&bin)
+            .args(["-a", "127.0.0.1", "-p"])
+            .arg(s.client_port.to_string())
+            .arg("-m")
+            .arg(s.monitor_port.to_string())
+            .args(["-js", "-sd"])
+            .arg(&store)
+            .args(["-n", &s.name, "--cluster_name", "loopgate", "--cluster"])
+            .arg(format!("nats://127.0.0.1:{}", s.cluster_port))
+            .args(["--routes", &routes])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start {} ({e}); install it with scripts/install-nats or set LOOPGATE_NATS_SERVER",
+                    bin.display()
+                )
+            })?;
+        s.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until every running server says it is healthy.
+    pub fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + READY_WITHIN;
+        for s in &mut self.servers {
+            let Some(child) = s.child.as_mut() else {
+                continue;
+            };
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!("nats server {} exited: {status}", s.name));
+                }
+                if healthy(s.monitor_port) {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "nats server {} not healthy within {READY_WITHIN:?}",
+                        s.name
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs server `i` (its data stays for [`LocalCluster::restart`]).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers.get_mut(i).and_then(|s| s.child.take()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts server `i` again on its ports and data and waits until it is healthy.
+    pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        self.kill(i);
+        self.spawn(i)?;
+        self.wait_ready()
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// Ports free on loopback now (held together while picked so they differ).
+fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("no free port: {e}"))?;
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// `GET /healthz` answers 200.
+fn healthy(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.get(9..12) == Some(b"200"))
+}

@@ -1,0 +1,63 @@
+//! Names in the engine: buckets, streams, subjects and keys. Client-chosen strings (run ids,
+//! which are idempotency keys, and session keys) never appear in a subject or a key as
+//! written: they go in as a digest, and the records carry them in full.
+
+use sha2::{Digest, Sha256};
+
+/// Run records by run id (the idempotency key): claimed with create, so one per key.
+pub const RUNS_BUCKET: &str = "lg-runs";
+/// Terminal outcomes by run id: written with create, so the first writer wins.
+pub const OUTCOMES_BUCKET: &str = "lg-outcomes";
+/// Agent placement leases by agent id; the revision is the owner's epoch.
+pub const PLACEMENT_BUCKET: &str = "lg-placement";
+/// The transcript log: claims, commits and fences, one subject per session.
+pub const TX_STREAM: &str = "LG_TX";
+/// Subjects of [`TX_STREAM`].
+pub const TX_SUBJECTS: &str = "lg.tx.>";
+
+/// A node or agent name usable as a subject token and a key: 1-64 of `a-z A-Z 0-9 _ -`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not 1-64 characters of a-z, A-Z, 0-9, '_' or '-'"
+        ))
+    }
+}
+
+/// Hex SHA-256 of `s`: a key or subject token for a client-chosen string.
+pub fn digest(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The transcript subject of one session of one agent.
+pub fn tx_subject(agent: &str, session_key: &str) -> String {
+    // 32 hex digits of the digest: the session key itself may hold `.`, `*` or `>`.
+    let d = digest(session_key);
+    format!("lg.tx.{agent}.{}", d.get(..32).unwrap_or(&d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_strings_become_safe_tokens() {
+        assert_eq!(digest("a").len(), 64);
+        let s = tx_subject("main", "agent:main:x.y.*>");
+        assert_eq!(s.split('.').count(), 4, "{s}");
+        assert!(check_name("h-1_A").is_ok());
+        for bad in ["", "a.b", "a*", "a>", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! What the cluster stores, typed once: the engine writes and reads only these (JSON, so the
+//! chaos checker and an operator with the `nats` CLI can read them too).
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// A run some gateway accepted: what its idempotency key (the run id) is bound to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub run_id: String,
+    pub agent_id: String,
+    pub session_key: String,
+    /// Unix ms.
+    pub accepted_at: u64,
+    /// What identifies the request besides its key (a retry must ask the same).
+    pub request_hash: String,
+    /// The gateway that accepted it.
+    pub node: String,
+    /// Who started it: set once, so a run executes at most once cluster-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<StartRecord>,
+}
+
+impl RunRecord {
+    /// Whether `other` is the same acceptance (whatever happened to the run since).
+    pub fn same_request(&self, other: &RunRecord) -> bool {
+        self.run_id == other.run_id
+            && self.agent_id == other.agent_id
+            && self.session_key == other.session_key
+            && self.accepted_at == other.accepted_at
+            && self.request_hash == other.request_hash
+            && self.node == other.node
+    }
+}
+
+/// The gateway that started a run, under which placement epoch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartRecord {
+    pub node: String,
+    pub epoch: u64,
+}
+
+/// A run's terminal: the first one written is the run's, whoever wrote it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutcomeRecord {
+    pub run_id: String,
+    /// Who wrote it: the owner, or the gateway that closed the run of a lost owner.
+    pub node: String,
+    /// The gateway's stored terminal, as that gateway serialized it.
+    pub terminal: Box<RawValue>,
+}
+
+/// An agent's placement: which gateway runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementRecord {
+    pub node: String,
+    /// The ownership's epoch, once a renewal wrote it (before: the entry's revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+}
+
+/// One record of a session's transcript log.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum TxRecord {
+    /// A run takes the session's writer claim (R-C1): only commits that follow it without
+    /// any other record between are accepted.
+    #[serde(rename_all = "camelCase")]
+    Claim {
+        run_id: String,
+        session_key: String,
+        node: String,
+        epoch: u64,
+    },
+    /// Transcript entries of the claiming run.
+    #[serde(rename_all = "camelCase")]
+    Commit {
+        run_id: String,
+        session_key: String,
+        epoch: u64,
+        /// The entries as the owner's worker wrote them (a tagged record is read whole, so
+        /// they are a JSON value, not raw text).
+        entries: serde_json::Value,
+    },
+    /// The session's claim is void: its run's owner was lost and the run was closed by
+    /// another gateway. Any commit of that run after this is refused.
+    #[serde(rename_all = "camelCase")]
+    Fence {
+        run_id: String,
+        session_key: String,
+        node: String,
+        epoch: u64,
+        reason: String,
+    },
+}
+
+impl TxRecord {
+    pub fn run_id(&self) -> &str {
+        match self {
+            TxRecord::Claim { run_id, .. }
+            | TxRecord::Commit { run_id, .. }
+            | TxRecord::Fence { run_id, .. } => run_id,
+        }
+    }
+
+    /// The placement epoch it was written under.
+    pub fn epoch(&self) -> u64 {
+        match self {
+            TxRecord::Claim { epoch, .. }
+            | TxRecord::Commit { epoch, .. }
+            | TxRecord::Fence { epoch, .. } => *epoch,
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The engine's guarantees against three real NATS servers on loopback, each gateway
+//! connected to a different one (R-A3, R-C1, G1 in `../shared/design/cluster.md`).
+
+use std::time::{Duration, Instant};
+
+use cluster::local::LocalCluster;
+use cluster::{Accepted, Acquired, Ended, Engine, Lease, Refused, RunRecord, Settings, Start};
+use serde_json::value::RawValue;
+
+struct Fixture {
+    nats: LocalCluster,
+    _dir: tempfile::TempDir,
+}
+
+fn cluster() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = LocalCluster::start(3, dir.path()).unwrap();
+    Fixture { nats, _dir: dir }
+}
+
+/// Gateway `node`, connected first to server `first` (the client knows them all).
+async fn gateway(f: &Fixture, node: &str, first: usize) -> Engine {
+    let mut urls = f.nats.urls();
+    urls.rotate_left(first);
+    Engine::connect(&Settings {
+        nats: urls,
+        node: node.into(),
+        lease_ttl: Duration::from_secs(2),
+        replicas: 3,
+    })
+    .await
+    .unwrap()
+}
+
+fn record(run: &str, node: &str, hash: &str) -> RunRecord {
+    RunRecord {
+        run_id: run.into(),
+        agent_id: "main".into(),
+        session_key: "agent:main:main".into(),
+        accepted_at: 1,
+        request_hash: hash.into(),
+        node: node.into(),
+        started: None,
+    }
+}
+
+fn raw(s: &str) -> Box<RawValue> {
+    RawValue::from_string(s.to_owned()).unwrap()
+}
+
+async fn held(e: &Engine, agent: &str) -> Lease {
+    match e.acquire(agent).await.unwrap() {
+        Acquired::Held(l) => l,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_key_is_claimed_once_and_a_run_ends_once_cluster_wide_r_a3() {
+    let f = cluster();
+    let (a, b, c) = (
+        gateway(&f, "h1", 0).await,
+        gateway(&f, "h2", 1).await,
+        gateway(&f, "h3", 2).await,
+    );
+    assert_eq!(
+        a.accept(&record("k1", "h1", "x")).await.unwrap(),
+        Accepted::New
+    );
+    // Its own retry (the first answer lost) is still its own.
+    assert_eq!(
+        a.accept(&record("k1", "h1", "x")).await.unwrap(),
+        Accepted::New
+    );
+    assert_eq!(
+        c.accept(&record("k1", "h3", "x")).await.unwrap(),
+        Accepted::Existing(record("k1", "h1", "x")),
+        "a retry on another gateway finds the first run"
+    );
+    assert!(matches!(
+        b.accept(&record("k1", "h2", "other")).await.unwrap(),
+        Accepted::Conflict(_)
+    ));
+
+    // A waiter on the third gateway, started before the run ends.
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move { c.wait_outcome("k1").await })
+    };
+    // Two writers race; exactly one terminal is the run's.
+    let (ea, eb) = tokio::join!(
+        a.end("k1", raw(r#"{"status":"ok"}"#)),
+        b.end("k1", raw(r#"{"status":"error"}"#))
+    );
+    let (ea, eb) = (ea.unwrap(), eb.unwrap());
+    let winner = match (&ea, &eb) {
+        (Ended::First, Ended::Already(o)) => {
+            assert_eq!(o.node, "h1");
+            r#"{"status":"ok"}"#
+        }
+        (Ended::Already(o), Ended::First) => {
+            assert_eq!(o.node, "h2");
+            r#"{"status":"error"}"#
+        }
+        other => panic!("not exactly one first writer: {other:?}"),
+    };
+    let seen = waiter.await.unwrap().unwrap();
+    assert_eq!(seen.terminal.get(), winner);
+    for e in [&a, &b, &c] {
+        let o = e.outcome("k1").await.unwrap().unwrap();
+        assert_eq!(
+            o.terminal.get(),
+            winner,
+            "every gateway reads the same outcome"
+        );
+    }
+}
+
+#[tokio::test]
+async fn one_owner_per_agent_epochs_grow_and_a_replaced_owner_learns_it() {
+    let f = cluster();
+    let (a, b) = (gateway(&f, "h1", 0).await, gateway(&f, "h2", 1).await);
+    let mut la = held(&a, "a1").await;
+    assert_eq!(
+        b.acquire("a1").await.unwrap(),
+        Acquired::Owned {
+            node: "h1".into(),
+            epoch: la.epoch
+        }
+    );
+    assert!(a.renew(&mut la).await.unwrap());
+    assert_eq!(b.owner("a1").await.unwrap(), Some(("h1".into(), la.epoch)));
+
+    // h1 stops renewing: within the lease TTL (plus the engine's expiry sweep) h2 owns it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let lb = loop {
+        match b.acquire("a1").await.unwrap() {
+            Acquired::Held(l) => break l,
+            Acquired::Owned { .. } if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            other => panic!("h1's lease never lapsed: {other:?}"),
+        }
+    };
+    assert!(lb.epoch > la.epoch, "a later owner has a larger epoch");
+    assert!(
+        !a.renew(&mut la).await.unwrap(),
+        "the old owner learns it lost"
+    );
+    assert_eq!(b.owner("a1").await.unwrap(), Some(("h2".into(), lb.epoch)));
+
+    // A gateway that gives an agent up lets another take it at once.
+    b.release(&lb).await.unwrap();
+    let la2 = held(&a, "a1").await;
+    assert!(la2.epoch > lb.epoch);
+}
+
+#[tokio::test]
+async fn a_run_starts_at_most_once_whichever_owner_gets_there_first() {
+    let f = cluster();
+    let (a, b) = (gateway(&f, "h1", 0).await, gateway(&f, "h2", 2).await);
+    a.accept(&record("r1", "h1", "x")).await.unwrap();
+    let la = held(&a, "main").await;
+    assert_eq!(a.start("r1", &la).await.unwrap(), Start::Mine);
+    assert_eq!(a.start("r1", &la).await.unwrap(), Start::Mine, "idempotent");
+    a.release(&la).await.unwrap();
+    let lb = held(&b, "main").await;
+    match b.start("r1", &lb).await.unwrap() {
+        Start::Taken(s) => assert_eq!((s.node.as_str(), s.epoch), ("h1", la.epoch)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        b.start("never-accepted", &lb).await.unwrap(),
+        Start::Unknown
+    );
+}
+
+#[tokio::test]
+async fn the_engine_refuses_superseded_fenced_and_stale_writers_r_c1() {
+    let f = cluster();
+    let (a, b) = (gateway(&f, "h1", 0).await, gateway(&f, "h2", 1).await);
+    let s = "agent:main:s1";
+    let la = held(&a, "main").await;
+    let mut c1 = a.claim(&la, s, "r1").await.unwrap().unwrap();
+    a.commit(&mut c1, serde_json::from_str(r#"["one"]"#).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    a.commit(&mut c1, serde_json::from_str(r#"["two"]"#).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    // A later run of the session takes the claim: r1 can commit nothing more.
+    let mut c2 = a.claim(&la, s, "r2").await.unwrap().unwrap();
+    assert_eq!(
+        a.commit(&mut c1, serde_json::from_str(r#"["late"]"#).unwrap())
+            .await
+            .unwrap(),
+        Err(Refused::Fenced)
+    );
+
+    // h1 is lost; h2 takes the agent and closes r2, fencing the session first.
+    a.release(&la).await.unwrap();
+    let lb = held(&b, "main").await;
+    b.fence(&lb, s, "r2", "owner h1 lost").await.unwrap();
+    assert_eq!(
+        a.commit(
+            &mut c2,
+            serde_json::from_str(r#"["from the old owner"]"#).unwrap()
+        )
+        .await
+        .unwrap(),
+        Err(Refused::Fenced)
+    );
+    assert_eq!(
+        a.claim(&la, s, "r3").await.unwrap(),
+        Err(Refused::StaleEpoch { newer: lb.epoch }),
+        "the old owner cannot claim a session the new one wrote to"
+    );
+    // The new owner goes on.
+    let mut c4 = b.claim(&lb, s, "r4").await.unwrap().unwrap();
+    b.commit(&mut c4, serde_json::from_str(r#"["four"]"#).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let log = a.session_log("main", s).await.unwrap();
+    let kinds: Vec<String> = log
+        .iter()
+        .map(|(_, r)| {
+            let v = serde_json::to_value(r).unwrap();
+            format!("{}:{}", v["kind"].as_str().unwrap(), r.run_id())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "claim:r1",
+            "commit:r1",
+            "commit:r1",
+            "claim:r2",
+            "fence:r2",
+            "claim:r4",
+            "commit:r4"
+        ]
+    );
+    assert!(log.windows(2).all(|w| w[0].0 < w[1].0), "in order");
+    assert!(b
+        .session_log("main", "agent:main:none")
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn writes_go_on_with_one_server_of_three_killed() {
+    let mut f = cluster();
+    let a = gateway(&f, "h1", 0).await;
+    let b = gateway(&f, "h2", 1).await;
+    a.accept(&record("before", "h1", "x")).await.unwrap();
+    f.nats.kill(0);
+    // h1's client reconnects to a live server; the streams whose leader was lost elect
+    // another (NATS takes a few seconds). Retried until a deadline, as a gateway would.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (e, run) in [(&a, "after-a"), (&b, "after-b")] {
+        loop {
+            match e.accept(&record(run, e.node(), "x")).await {
+                Ok(acc) => {
+                    assert_eq!(acc, Accepted::New);
+                    break;
+                }
+                Err(err) if Instant::now() < deadline => {
+                    eprintln!("{}: {err}; retrying", e.node());
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(err) => panic!("no write within 30 s of losing one server: {err}"),
+            }
+        }
+    }
+    assert_eq!(
+        b.run("before").await.unwrap().map(|r| r.node),
+        Some("h1".into()),
+        "what was recorded before the loss is still there"
+    );
+}
