@@ -130,6 +130,7 @@ impl Engine {
         })
         .await?;
         retrying(within, || tx_stream(&js, replicas)).await?;
+        retrying(within, || Engine::runs_stream(&js, replicas)).await?;
         Ok(Engine {
             node: settings.node.clone(),
             lease_ttl: settings.lease_ttl,

@@ -12,7 +12,9 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod dispatch;
 pub mod engine;
+pub mod events;
 mod kv;
 pub mod lease;
 pub mod local;
@@ -22,6 +24,7 @@ pub mod runs;
 pub mod settings;
 pub mod transcript;
 
+pub use dispatch::{Delivery, RunQueue};
 pub use engine::{ClusterError, Engine};
 pub use lease::{Acquired, Lease, Start};
 pub use records::{OutcomeRecord, RunRecord, StartRecord, TxRecord};

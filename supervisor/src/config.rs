@@ -93,6 +93,9 @@ pub struct RawConfig {
     /// `[[hooks.<event>]]`: plugin hooks, for every agent.
     #[serde(default)]
     pub hooks: std::collections::BTreeMap<String, Vec<RawHook>>,
+    /// `[cluster]`: cluster mode (absent: one gateway, no NATS).
+    #[serde(default)]
+    pub cluster: Option<cluster::RawSettings>,
 }
 
 /// Overrides from the command line and environment (applied over the file).
@@ -128,6 +131,8 @@ pub struct Config {
     pub disk_reserve_bytes: u64,
     /// Settings that load but weaken the sandbox (logged at start and reload).
     pub warnings: Vec<String>,
+    /// `[cluster]`: `None` runs today's single-host gateway.
+    pub cluster: Option<cluster::Settings>,
 }
 
 impl fmt::Debug for Config {
@@ -218,6 +223,12 @@ impl Config {
             gateway_hooks,
             disk_reserve_bytes: disk::resolve_reserve(&raw.disk).map_err(err)?,
             warnings,
+            cluster: raw
+                .cluster
+                .as_ref()
+                .map(cluster::RawSettings::validate)
+                .transpose()
+                .map_err(err)?,
         })
     }
 

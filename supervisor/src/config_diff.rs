@@ -100,6 +100,9 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
     if old.gateway_hooks != new.gateway_hooks {
         out.push("hooks: gateway_start / gateway_stop hooks changed".into());
     }
+    if old.cluster != new.cluster {
+        out.push("cluster: changed; applies after a restart (this gateway keeps its place in the cluster until then)".into());
+    }
     out
 }
 

@@ -68,6 +68,48 @@ pub struct Deferred {
     run: Option<crate::run_log::RunTag>,
     /// Only connections with this scope (or admin) get the event.
     scope: Option<ipc::gateway::Scope>,
+    /// Relayed from another gateway of the cluster (not relayed again).
+    remote: bool,
+}
+
+/// A run's event as it travels to the other gateways of a cluster (`clustered::relay`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Relayed {
+    /// `agent` or `chat`.
+    pub event: String,
+    pub payload: Arc<str>,
+    pub drop_if_slow: bool,
+    pub session_key: Arc<str>,
+    pub run_id: Arc<str>,
+    pub seq: u64,
+    pub terminal: bool,
+}
+
+impl Deferred {
+    /// An event another gateway of the cluster published for one of its runs; `None` for
+    /// an event name this build does not relay.
+    pub fn relayed(r: Relayed) -> Option<Self> {
+        let event = [ipc::gateway::events::AGENT, ipc::gateway::events::CHAT]
+            .into_iter()
+            .find(|e| *e == r.event)?;
+        Some(Self {
+            event,
+            payload: r.payload,
+            drop_if_slow: r.drop_if_slow,
+            cap: None,
+            subscribers_only: false,
+            session: None,
+            run_session: Some(r.session_key.clone()),
+            run: Some(crate::run_log::RunTag {
+                run_id: r.run_id,
+                seq: r.seq,
+                terminal: r.terminal,
+            }),
+            scope: None,
+            remote: true,
+        })
+    }
 }
 
 /// A run's terminal events, published once its outcome is durable. Publishing it, or
@@ -107,6 +149,7 @@ impl Deferred {
                 ),
             }),
             scope: None,
+            remote: false,
         }
     }
 
@@ -122,6 +165,7 @@ impl Deferred {
             run_session: None,
             run: None,
             scope: None,
+            remote: false,
         }
     }
 
@@ -137,6 +181,7 @@ impl Deferred {
             run_session: None,
             run: None,
             scope: None,
+            remote: false,
         }
     }
 
@@ -152,6 +197,7 @@ impl Deferred {
             run_session: None,
             run: None,
             scope: None,
+            remote: false,
         }
     }
 
@@ -177,6 +223,7 @@ impl Deferred {
             run_session: None,
             run: None,
             scope: None,
+            remote: false,
         }
     }
 
@@ -199,6 +246,7 @@ impl Deferred {
                 ),
             }),
             scope: None,
+            remote: false,
         }
     }
 
@@ -219,6 +267,7 @@ impl Deferred {
             run_session: None,
             run: None,
             scope: None,
+            remote: false,
         }
     }
 
@@ -245,6 +294,8 @@ pub struct EventHub {
     /// Connections that watch sessions (`sessions.subscribe`, `sessions.messages.subscribe`):
     /// with none, session events are not built at all.
     session_watchers: Arc<std::sync::atomic::AtomicUsize>,
+    /// Cluster mode: this gateway's run events also go to the other gateways (set once).
+    relay: Arc<std::sync::OnceLock<tokio::sync::mpsc::Sender<Relayed>>>,
 }
 
 #[derive(Default)]
@@ -283,7 +334,15 @@ impl EventHub {
             tx,
             state: Arc::default(),
             session_watchers: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            relay: Arc::default(),
         }
+    }
+
+    /// Cluster mode: from now on this gateway's run events are also handed to `relay`
+    /// (dropped when it is full: across gateways run events are at most once; outcomes are
+    /// durable in the cluster).
+    pub fn relay_to(&self, relay: tokio::sync::mpsc::Sender<Relayed>) {
+        let _ = self.relay.set(relay);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, HubState> {
@@ -326,7 +385,7 @@ impl EventHub {
             *last = (*last).max(seq);
         }
         for d in events {
-            Self::send_locked(&self.tx, &mut st, d);
+            self.send_locked(&mut st, d);
         }
     }
 
@@ -339,7 +398,7 @@ impl EventHub {
         }
         let seq = st.started.remove(run_id).map_or(1, |last| last + 1);
         for d in &terminal(seq) {
-            Self::send_locked(&self.tx, &mut st, d);
+            self.send_locked(&mut st, d);
         }
     }
 
@@ -376,7 +435,7 @@ impl EventHub {
 
     pub fn publish_deferred(&self, d: &Deferred) {
         let mut st = self.state();
-        Self::send_locked(&self.tx, &mut st, d);
+        self.send_locked(&mut st, d);
     }
 
     /// A run's events after `after_seq` published up to `upto` (a connection's start: it
@@ -399,7 +458,7 @@ impl EventHub {
         self.state().log.replay(run_id, after_seq, upto)
     }
 
-    fn send_locked(tx: &broadcast::Sender<Arc<HubEvent>>, st: &mut HubState, d: &Deferred) {
+    fn send_locked(&self, st: &mut HubState, d: &Deferred) {
         st.last += 1;
         let ev = Arc::new(HubEvent {
             hub_seq: st.last,
@@ -414,9 +473,20 @@ impl EventHub {
         });
         if let Some(tag) = &d.run {
             st.log.record(tag, &ev, std::time::Instant::now());
+            if let (Some(relay), false) = (self.relay.get(), d.remote) {
+                let _ = relay.try_send(Relayed {
+                    event: d.event.to_owned(),
+                    payload: d.payload.clone(),
+                    drop_if_slow: d.drop_if_slow,
+                    session_key: d.run_session.clone().unwrap_or_else(|| Arc::from("")),
+                    run_id: tag.run_id.clone(),
+                    seq: tag.seq,
+                    terminal: tag.terminal,
+                });
+            }
         }
         // No receivers is fine: nobody is listening.
-        let _ = tx.send(ev);
+        let _ = self.tx.send(ev);
     }
 }
 

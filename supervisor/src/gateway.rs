@@ -54,6 +54,8 @@ pub struct Gateway {
     /// loaded at start and kept in step by every change.
     session_overrides: std::sync::Mutex<std::collections::HashMap<String, SessionOverrides>>,
     pub metrics: crate::metrics::Metrics,
+    /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
+    pub cluster: std::sync::OnceLock<Arc<crate::clustered::Clustered>>,
 }
 
 impl Gateway {
@@ -86,6 +88,7 @@ impl Gateway {
             self_presence: self_presence(),
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics: crate::metrics::Metrics::new(),
+            cluster: std::sync::OnceLock::new(),
         }
     }
 

@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod client;
+pub mod clustered;
 pub mod config;
 pub mod config_check;
 pub mod config_diff;

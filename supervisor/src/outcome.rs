@@ -9,8 +9,9 @@ use ipc::gateway::{AgentResult, AgentWaitResult};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-/// A run's durable terminal record.
-#[derive(Debug, Clone, PartialEq)]
+/// A run's durable terminal record (also what cluster mode records as a run's outcome).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StoredTerminal {
     pub status: String,
     pub started_at: Option<u64>,

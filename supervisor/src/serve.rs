@@ -66,7 +66,12 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let _lock = acquire_lock(&opts.state_dir)?;
     warn_unsupported(&config);
     let db = open_gateway_db(&opts.state_dir, config.disk_reserve_bytes)?;
+    let cluster = config.cluster.clone();
     let core = start_core(&opts, config, db, started).await;
+    let gw = core.gw.clone();
+    if let Some(settings) = cluster {
+        join_cluster(&gw, &settings).await?;
+    }
     let mut serving = Serving::start(
         core,
         signals,
@@ -77,8 +82,34 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     .await?;
     let stop = serving.until_stop(&source).await;
     let stop_hooks = serving.drain(stop).await;
+    // Drained: the agents this gateway owned go to the others at once.
+    if let Some(c) = gw.cluster.get() {
+        c.release_all().await;
+    }
     serving.stop(stop_hooks).await;
     Ok(())
+}
+
+/// Cluster mode: connects to the cluster before this gateway serves anyone, and starts
+/// taking its share of the agents. A cluster it cannot reach is a failed start.
+async fn join_cluster(gw: &Arc<Gateway>, settings: &cluster::Settings) -> Result<(), ExitCode> {
+    match crate::clustered::Clustered::connect(settings).await {
+        Ok(c) => {
+            tracing::info!(
+                node = settings.node.as_str(),
+                servers = settings.nats.join(", ").as_str(),
+                "Joined the cluster."
+            );
+            let _ = gw.cluster.set(c.clone());
+            // Runs until the gateway stops.
+            drop(c.start(gw.clone()).await);
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("loopgate: cannot join the cluster: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
 }
 
 /// The state dir before the config is read: socket paths that fit, a private directory

@@ -3,6 +3,7 @@ mod approvals;
 mod bench_smoke;
 mod catalog;
 mod chaos;
+mod cluster;
 mod cluster_engine;
 mod compaction;
 mod control_ui;

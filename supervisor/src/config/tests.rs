@@ -241,3 +241,33 @@ fn self_hosted_detection() {
     assert!(is_self_hosted("http://192.168.1.2/v1"));
     assert!(!is_self_hosted("https://api.openai.com/v1"));
 }
+
+/// No `[cluster]`: today's single-host gateway. A usable section is validated with its
+/// defaults; one the gateway cannot use is refused naming the key (issue 25).
+#[test]
+fn the_cluster_section_is_opt_in_and_checked() {
+    assert_eq!(load("").unwrap().cluster, None);
+    let c = load(
+        "[cluster]\nnats = [\"nats://127.0.0.1:4222\", \"nats://127.0.0.1:4223\"]\nnode = \"h1\"\n",
+    )
+    .unwrap();
+    let s = c.cluster.unwrap();
+    assert_eq!(s.node, "h1");
+    assert_eq!(s.lease_ttl, std::time::Duration::from_secs(5));
+    for (text, key) in [
+        ("[cluster]\nnats = []\nnode = \"h1\"\n", "cluster.nats"),
+        (
+            "[cluster]\nnats = [\"nats://x:1\"]\nnode = \"a.b\"\n",
+            "cluster.node",
+        ),
+        (
+            "[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nlease_ttl_seconds = 0\n",
+            "cluster.lease_ttl_seconds",
+        ),
+    ] {
+        let e = load(text).unwrap_err();
+        assert!(e.message.starts_with(key), "{}", e.message);
+    }
+    let e = load("[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nleader = true\n").unwrap_err();
+    assert!(e.message.contains("leader"), "{}", e.message);
+}

@@ -234,6 +234,8 @@ pub(super) enum Admitted {
         session_key: String,
     },
     Finished(crate::outcome::StoredTerminal),
+    /// Cluster mode: accepted here, run by the agent's owner; its outcome when recorded.
+    Elsewhere(tokio::task::JoinHandle<Result<crate::outcome::StoredTerminal, String>>),
     Refused(ErrorShape),
 }
 
@@ -268,6 +270,9 @@ pub(super) async fn admit<A: serde::Serialize>(
     let mut turn = a.turn.take();
     if let Some(t) = &mut turn {
         t.wait_previous().await;
+    }
+    if let Some(c) = gw.cluster.get() {
+        return admit_clustered(c, out, req_id, a, plan, ack).await;
     }
     let mut room = match QueueRoom::reserve(gw, &a).await {
         Ok(room) => room,
@@ -449,29 +454,12 @@ fn gateway_refusal(gw: &Gateway, agent_id: &str) -> Option<ErrorShape> {
 
 /// Hands a recorded run to the control actor; one it cannot take is recorded as failed, so
 /// the run still ends once.
-async fn hand_over(gw: &Gateway, a: Admission, plan: Plan, accepted_at: u64) -> Admitted {
-    let timeout_ms = match a.timeout_ms {
-        Some(0) => None,
-        Some(ms) => Some(ms),
-        None => plan.agent_timeout_ms,
-    };
+async fn hand_over(gw: &Gateway, mut a: Admission, plan: Plan, accepted_at: u64) -> Admitted {
     let (done, rx) = oneshot::channel();
     let dispatch = Dispatch {
         agent_id: a.route.agent_id.clone(),
         done,
-        run: SubmitRun {
-            run_id: a.run_id.clone(),
-            session_key: a.route.session_key.clone(),
-            message: a.message,
-            extra_system_prompt: a.extra_system_prompt,
-            timeout_ms,
-            accepted_at,
-            model: plan.run_model,
-            strict_model: plan.strict_model,
-            thinking: plan.levels.thinking,
-            reasoning: plan.levels.reasoning,
-            queue: Some(plan.queue),
-        },
+        run: submit_run(&mut a, plan, accepted_at),
     };
     if let Err(e) = gw.control.dispatch(dispatch) {
         let o = Outcome::from_terminal(
@@ -491,6 +479,82 @@ async fn hand_over(gw: &Gateway, a: Admission, plan: Plan, accepted_at: u64) -> 
         return Admitted::Started(rx);
     }
     Admitted::Started(rx)
+}
+
+/// The run as a worker gets it.
+fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
+    let timeout_ms = match a.timeout_ms {
+        Some(0) => None,
+        Some(ms) => Some(ms),
+        None => plan.agent_timeout_ms,
+    };
+    SubmitRun {
+        run_id: a.run_id.clone(),
+        session_key: a.route.session_key.clone(),
+        message: std::mem::take(&mut a.message),
+        extra_system_prompt: a.extra_system_prompt.take(),
+        timeout_ms,
+        accepted_at,
+        model: plan.run_model,
+        strict_model: plan.strict_model,
+        thinking: plan.levels.thinking,
+        reasoning: plan.levels.reasoning,
+        queue: Some(plan.queue),
+    }
+}
+
+/// Cluster mode's admission (`[cluster]`): the key is claimed cluster-wide and the run
+/// queued for its agent's owner, which may be this gateway or another; the answer comes
+/// from the cluster's outcome record.
+async fn admit_clustered<A: serde::Serialize>(
+    c: &Arc<crate::clustered::Clustered>,
+    out: &Out,
+    req_id: &str,
+    mut a: Admission,
+    plan: Plan,
+    ack: impl FnOnce(u64) -> A,
+) -> Admitted {
+    use crate::clustered::Submitted;
+    let accepted_at = now_ms();
+    let record = cluster::RunRecord {
+        run_id: a.run_id.clone(),
+        agent_id: a.route.agent_id.clone(),
+        session_key: a.route.session_key.clone(),
+        accepted_at,
+        request_hash: request_hash(&a.message, a.extra_system_prompt.as_deref()),
+        node: c.engine.node().to_owned(),
+        started: None,
+    };
+    let run = submit_run(&mut a, plan, accepted_at);
+    match crate::clustered::submit(c, record, run).await {
+        Err(e) => {
+            tracing::warn!(error = e.as_str(), "Cannot record an accepted run in the cluster.");
+            Admitted::Refused(ErrorShape::unavailable(
+                format!("cannot accept the run: {e}"),
+                Some(1000),
+            ))
+        }
+        Ok(Submitted::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
+            "idempotencyKey {:?} was already used for a different request ({why}); use a new key for a new request",
+            a.run_id
+        ))),
+        Ok(Submitted::InFlight {
+            agent_id,
+            session_key,
+        }) => Admitted::InFlight {
+            agent_id,
+            session_key,
+        },
+        Ok(Submitted::Finished(t)) => Admitted::Finished(t),
+        Ok(Submitted::New) => {
+            out.ok_with(req_id, &ack(accepted_at)).await;
+            let c = c.clone();
+            let run_id = a.run_id.clone();
+            Admitted::Elsewhere(tokio::spawn(async move {
+                crate::clustered::outcome(&c, &run_id).await
+            }))
+        }
+    }
 }
 
 /// What identifies a request besides its route: hex SHA-256 over the message and the extra

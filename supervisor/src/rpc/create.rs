@@ -156,6 +156,6 @@ pub(super) async fn sessions_create(
             };
             reply::<m::SessionsCreate>(out, &req.id, &r).await
         }
-        Admitted::Started(_) => {}
+        Admitted::Started(_) | Admitted::Elsewhere(_) => {}
     }
 }

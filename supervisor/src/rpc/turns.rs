@@ -122,6 +122,29 @@ pub(super) async fn agent(
                 .await;
             }
         },
+        // Cluster mode: the outcome another gateway (or this one, as the owner) recorded.
+        Admitted::Elsewhere(waiting) => {
+            let done = tokio::select! {
+                r = waiting => r.map_err(|e| e.to_string()).and_then(|r| r),
+                _ = gw.stopping.cancelled() => Err("the gateway stopped before the run finished".into()),
+            };
+            match done {
+                Ok(t) => match StoredFinal::parse(&t.final_json) {
+                    Ok(stored) => {
+                        out.after_events(gw.hub.published()).await;
+                        out.res(&stored.frame(&req.id)).await
+                    }
+                    Err(e) => {
+                        let why = format!("the result is unreadable: {e}");
+                        out.err(&req.id, ErrorShape::unavailable(why, None)).await
+                    }
+                },
+                Err(why) => {
+                    out.err(&req.id, ErrorShape::unavailable(why, Some(1000)))
+                        .await
+                }
+            }
+        }
     }
 }
 
@@ -167,7 +190,7 @@ pub(super) async fn chat_send(
         Admitted::InFlight { .. } => reply::<m::ChatSend>(out, &req.id, &ack("in_flight")).await,
         Admitted::Finished(_) => reply::<m::ChatSend>(out, &req.id, &ack("ok")).await,
         // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
-        Admitted::Started(_) => {}
+        Admitted::Started(_) | Admitted::Elsewhere(_) => {}
     }
 }
 
@@ -238,6 +261,15 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) 
             }
         },
     };
+    // Cluster mode: a run another gateway accepted or runs.
+    if let (None, Some(c)) = (&pending, gw.cluster.get()) {
+        let result = tokio::select! {
+            r = crate::clustered::wait_result(c, &p.run_id, window) => r.unwrap_or(timed_out),
+            _ = gw.stopping.cancelled() => draining,
+        };
+        out.after_events(gw.hub.published()).await;
+        return reply::<m::AgentWait>(out, &req.id, &result).await;
+    }
     let result = match pending {
         Some(rx) => tokio::select! {
             r = tokio::time::timeout(window, rx) => match r {

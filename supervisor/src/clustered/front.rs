@@ -1,0 +1,122 @@
+//! The front door's side: a run accepted here is claimed cluster-wide and queued for its
+//! agent's owner; its outcome is read from the cluster, whoever wrote it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use cluster::{Accepted, RunRecord};
+use ipc::gateway::AgentWaitResult;
+
+use super::{Clustered, Travelling};
+use crate::outcome::{stored_wait_result, StoredTerminal};
+
+/// How a submission went.
+pub enum Submitted {
+    /// Claimed and queued: the answer comes with the outcome.
+    New,
+    /// Accepted before (any gateway) and not ended yet.
+    InFlight {
+        agent_id: String,
+        session_key: String,
+    },
+    /// Accepted before and ended: its outcome.
+    Finished(StoredTerminal),
+    /// The key was used for a different request (why).
+    Conflict(String),
+}
+
+/// Claims `run.run_id` (the idempotency key) cluster-wide for this request, durably, and
+/// puts the run on `agent_id`'s queue. A retry of a run whose first attempt was claimed but
+/// never queued (its gateway died in between) queues it again.
+pub async fn submit(
+    c: &Clustered,
+    node_record: RunRecord,
+    run: ipc::control::SubmitRun,
+) -> Result<Submitted, String> {
+    let travelling = Travelling {
+        agent_id: node_record.agent_id.clone(),
+        request_hash: node_record.request_hash.clone(),
+        run,
+    };
+    let payload = serde_json::to_vec(&travelling).map_err(|e| e.to_string())?;
+    // Room for the headers the engine adds.
+    let limit = c.engine.max_payload().saturating_sub(4096);
+    if payload.len() > limit {
+        return Err(format!(
+            "the run is {} bytes with its message; cluster mode carries at most {limit} bytes per run (the NATS servers' max_payload)",
+            payload.len()
+        ));
+    }
+    let run_id = node_record.run_id.clone();
+    match c
+        .engine
+        .accept(&node_record)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Accepted::New => {}
+        Accepted::Conflict(why) => return Ok(Submitted::Conflict(why)),
+        Accepted::Existing(first) => {
+            if let Some(done) = c.engine.outcome(&run_id).await.map_err(|e| e.to_string())? {
+                return terminal(&done).map(Submitted::Finished);
+            }
+            // Queued again in case the first front door died before queuing it (a run
+            // queued twice is started once: `Engine::start`).
+            c.engine
+                .enqueue(&first.agent_id, &run_id, Bytes::from(payload))
+                .await
+                .map_err(|e| e.to_string())?;
+            return Ok(Submitted::InFlight {
+                agent_id: first.agent_id,
+                session_key: first.session_key,
+            });
+        }
+    }
+    c.engine
+        .enqueue(&node_record.agent_id, &run_id, Bytes::from(payload))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Submitted::New)
+}
+
+/// Waits for the run's outcome, wherever it is written.
+pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, String> {
+    let done = c
+        .engine
+        .wait_outcome(run_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    terminal(&done)
+}
+
+/// `agent.wait` for a run this gateway does not know: the cluster's outcome, waiting up to
+/// `window`; `None` when it is not over by then (or unknown everywhere).
+pub async fn wait_result(c: &Clustered, run_id: &str, window: Duration) -> Option<AgentWaitResult> {
+    let read = |t: StoredTerminal| stored_wait_result(run_id, &t);
+    match c.engine.outcome(run_id).await {
+        Ok(Some(done)) => return terminal(&done).ok().map(read),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(run_id, error = %e, "Cannot read a run's outcome from the cluster.");
+            return None;
+        }
+    }
+    if !matches!(c.engine.run(run_id).await, Ok(Some(_))) {
+        // Unknown everywhere: like OpenClaw, wait out the window.
+        tokio::time::sleep(window).await;
+        return None;
+    }
+    match tokio::time::timeout(window, outcome(c, run_id)).await {
+        Ok(Ok(t)) => Some(read(t)),
+        _ => None,
+    }
+}
+
+fn terminal(done: &cluster::OutcomeRecord) -> Result<StoredTerminal, String> {
+    serde_json::from_str(done.terminal.get()).map_err(|e| {
+        format!(
+            "the cluster's outcome of {} is unreadable: {e}",
+            done.run_id
+        )
+    })
+}

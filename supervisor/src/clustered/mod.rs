@@ -1,0 +1,191 @@
+//! Cluster mode in the gateway (`[cluster]`, issue 25): every gateway is a front door, and
+//! each agent runs on the one gateway that holds its placement lease.
+//!
+//! - `front.rs`: admission's cluster path: the idempotency key claimed cluster-wide
+//!   (`cluster::Engine::accept`), the run put on its agent's queue, the final answer and
+//!   `agent.wait` from the cluster's outcome record (first writer wins).
+//! - `owner.rs`: an owned agent's queue: each run is started once cluster-wide, handed to
+//!   this gateway's control actor as if admitted here, and its outcome recorded in the
+//!   cluster before the delivery is acknowledged. A run that a lost owner started is closed
+//!   `error` (never run again: its tools may have run).
+//! - `relay.rs`: run events between gateways, so a client sees a run's stream on any
+//!   gateway (at most once across gateways; outcomes are durable).
+//! - here: the placement loop, which takes unowned agents, renews held leases three times
+//!   per TTL, and on a lost lease stops the agent's worker at once.
+//!
+//! Without `[cluster]` none of this runs: no NATS, today's code paths.
+
+mod front;
+mod owner;
+mod relay;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cluster::{Acquired, Engine, Lease, Settings};
+use serde::{Deserialize, Serialize};
+
+use crate::gateway::Gateway;
+
+pub use front::{outcome, submit, wait_result, Submitted};
+
+/// A run on its way to its agent's owner.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Travelling {
+    agent_id: String,
+    request_hash: String,
+    run: ipc::control::SubmitRun,
+}
+
+/// This gateway's place in the cluster.
+pub struct Clustered {
+    pub engine: Engine,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+/// A lease this gateway holds, and the task serving the agent's run queue under it.
+struct Held {
+    lease: Lease,
+    /// When the engine last confirmed the lease (a lease not confirmed for a TTL may have
+    /// been taken: the agent stops here).
+    confirmed: Instant,
+    queue: tokio::task::JoinHandle<()>,
+}
+
+impl Clustered {
+    /// Connects to the cluster (making its streams and buckets if this gateway is first).
+    pub async fn connect(settings: &Settings) -> Result<Arc<Clustered>, cluster::ClusterError> {
+        Ok(Arc::new(Clustered {
+            engine: Engine::connect(settings).await?,
+            held: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The agents this gateway owns now, with their epochs.
+    pub fn owned(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<_> = self
+            .held()
+            .iter()
+            .map(|(a, h)| (a.clone(), h.lease.epoch))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Relays run events between this gateway and the others, and runs the placement loop
+    /// until the gateway stops.
+    pub async fn start(self: &Arc<Self>, gw: Arc<Gateway>) -> tokio::task::JoinHandle<()> {
+        relay::start(&gw, self).await;
+        let me = self.clone();
+        tokio::spawn(async move {
+            let every = me.engine.lease_ttl() / 3;
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => me.place(&gw).await,
+                    _ = gw.stopping.cancelled() => break,
+                }
+            }
+        })
+    }
+
+    /// One round: renew what is held, take what nobody holds.
+    async fn place(self: &Arc<Self>, gw: &Arc<Gateway>) {
+        let agents: Vec<String> = gw
+            .config()
+            .agents
+            .iter()
+            .map(|a| a.id.as_str().to_owned())
+            .collect();
+        let draining = gw.draining.load(std::sync::atomic::Ordering::Relaxed);
+        for agent in agents {
+            let held = self
+                .held()
+                .get(&agent)
+                .map(|h| (h.lease.clone(), h.confirmed));
+            match held {
+                Some((mut lease, confirmed)) => match self.engine.renew(&mut lease).await {
+                    Ok(true) => {
+                        if let Some(h) = self.held().get_mut(&agent) {
+                            h.lease = lease;
+                            h.confirmed = Instant::now();
+                        }
+                    }
+                    Ok(false) => self.lost(gw, &agent, "another gateway owns it now").await,
+                    Err(e) if confirmed.elapsed() >= self.engine.lease_ttl() => {
+                        let why = format!("the lease could not be renewed for a whole TTL: {e}");
+                        self.lost(gw, &agent, &why).await
+                    }
+                    Err(e) => {
+                        tracing::warn!(agent = agent.as_str(), error = %e, "Cannot renew an agent's lease; retrying.")
+                    }
+                },
+                None if draining => {}
+                None => match self.engine.acquire(&agent).await {
+                    Ok(Acquired::Held(lease)) => self.took(gw, lease),
+                    Ok(Acquired::Owned { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(agent = agent.as_str(), error = %e, "Cannot ask for an agent's lease.")
+                    }
+                },
+            }
+        }
+    }
+
+    fn took(self: &Arc<Self>, gw: &Arc<Gateway>, lease: Lease) {
+        tracing::info!(
+            agent = lease.agent.as_str(),
+            epoch = lease.epoch,
+            "This gateway owns the agent now."
+        );
+        let queue = tokio::spawn(owner::serve_queue(gw.clone(), self.clone(), lease.clone()));
+        self.held().insert(
+            lease.agent.clone(),
+            Held {
+                lease,
+                confirmed: Instant::now(),
+                queue,
+            },
+        );
+    }
+
+    /// The lease is gone: nothing more of the agent runs here. Its runs end (their outcomes
+    /// lose to the new owner's, who closes them); the worker is stopped at once so that no
+    /// tool runs on under a stale epoch.
+    async fn lost(&self, gw: &Arc<Gateway>, agent: &str, why: &str) {
+        let Some(h) = self.held().remove(agent) else {
+            return;
+        };
+        h.queue.abort();
+        tracing::error!(
+            agent,
+            epoch = h.lease.epoch,
+            why,
+            "This gateway lost the agent; stopping its worker."
+        );
+        if let Err(e) = gw.control.restart_worker(agent.to_owned(), true).await {
+            tracing::warn!(agent, error = %e.message, "Cannot stop the worker of a lost agent.");
+        }
+    }
+
+    /// Gives every lease up (the gateway drained): other gateways take the agents at once.
+    pub async fn release_all(&self) {
+        let held: Vec<Held> = self.held().drain().map(|(_, h)| h).collect();
+        for h in held {
+            h.queue.abort();
+            if let Err(e) = self.engine.release(&h.lease).await {
+                tracing::warn!(agent = h.lease.agent.as_str(), error = %e, "Cannot give an agent's lease up; it lapses after its TTL.");
+            }
+        }
+    }
+}
+
+/// How long the queue of an agent waits before pulling again after the engine failed it.
+const PULL_AGAIN: Duration = Duration::from_millis(500);

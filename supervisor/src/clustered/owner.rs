@@ -1,0 +1,212 @@
+//! The owner's side: an owned agent's run queue, served while the lease is held. Each run
+//! is started once cluster-wide, then runs here exactly as a run admitted here does (the
+//! gateway db records it, the control actor dispatches it to the agent's worker); once its
+//! outcome is recorded locally it is recorded in the cluster (first writer wins) and only
+//! then is the delivery acknowledged.
+
+use std::sync::Arc;
+
+use cluster::{Delivery, Ended, Lease, Start, StartRecord};
+use ipc::control::{RunStatus, RunTerminal};
+use tokio::sync::oneshot;
+
+use super::{Clustered, Travelling, PULL_AGAIN};
+use crate::control::{Dispatch, WaitReply};
+use crate::events::now_ms;
+use crate::gateway::Gateway;
+use crate::gatewaydb::{AcceptOutcome, NewRun, StoredRun};
+use crate::outcome::{Outcome, StoredTerminal};
+
+/// Pulls `lease.agent`'s runs until the task is aborted (the lease lost or given up).
+pub(super) async fn serve_queue(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease) {
+    loop {
+        let mut queue = match c.engine.run_queue(&lease.agent).await {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(agent = lease.agent.as_str(), error = %e, "Cannot pull the agent's runs; trying again.");
+                tokio::time::sleep(PULL_AGAIN).await;
+                continue;
+            }
+        };
+        while let Some(next) = queue.next().await {
+            match next {
+                Ok(d) => {
+                    tokio::spawn(run_delivery(gw.clone(), c.clone(), lease.clone(), d));
+                }
+                Err(e) => {
+                    tracing::warn!(agent = lease.agent.as_str(), error = %e, "A delivery of the agent's runs failed.");
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(PULL_AGAIN).await;
+    }
+}
+
+/// One delivered run, from its start to its acknowledgement.
+async fn run_delivery(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease, d: Delivery) {
+    let t: Travelling = match serde_json::from_slice(&d.payload) {
+        Ok(t) => t,
+        Err(e) => {
+            // Nothing can run it: dropped, said once.
+            tracing::error!(agent = lease.agent.as_str(), error = %e, "Dropping an unreadable queued run.");
+            let _ = d.ack().await;
+            return;
+        }
+    };
+    let run_id = t.run.run_id.clone();
+    let terminal = match decide(&c, &lease, &t).await {
+        Ok(Decision::Done) => {
+            let _ = d.ack().await;
+            return;
+        }
+        Ok(Decision::Orphan(by)) => orphan_terminal(&t, &by),
+        Ok(Decision::Run) => match run_here(&gw, &d, t).await {
+            Some(terminal) => terminal,
+            // The gateway is stopping: the delivery goes to the next owner.
+            None => return,
+        },
+        Err(e) => {
+            // Not acknowledged: delivered again after the ack wait.
+            tracing::warn!(run_id = run_id.as_str(), error = %e, "Cannot start a queued run now.");
+            return;
+        }
+    };
+    record(&c, &d, &run_id, &terminal).await;
+}
+
+enum Decision {
+    /// Ended already: nothing to do.
+    Done,
+    /// Started by an owner that is gone (or by this gateway before it restarted).
+    Orphan(StartRecord),
+    /// This gateway runs it.
+    Run,
+}
+
+async fn decide(
+    c: &Clustered,
+    lease: &Lease,
+    t: &Travelling,
+) -> Result<Decision, cluster::ClusterError> {
+    if c.engine.outcome(&t.run.run_id).await?.is_some() {
+        return Ok(Decision::Done);
+    }
+    Ok(match c.engine.start(&t.run.run_id, lease).await? {
+        Start::Mine => Decision::Run,
+        Start::Taken(by) => Decision::Orphan(by),
+        // Queued but never accepted cannot happen (accept comes first); nothing to run.
+        Start::Unknown => Decision::Done,
+    })
+}
+
+/// The terminal of a run whose owner was lost while it ran: an error naming the loss. It
+/// is not run again: its tools may have run (fail-stop, as OpenClaw).
+fn orphan_terminal(t: &Travelling, by: &StartRecord) -> StoredTerminal {
+    let why = format!(
+        "the gateway running this run ({}, epoch {}) was lost; the run was not retried because its tools may have run",
+        by.node, by.epoch
+    );
+    error_terminal(t, why)
+}
+
+/// `t` ended `error` without running, saying why.
+fn error_terminal(t: &Travelling, why: String) -> StoredTerminal {
+    Outcome::from_terminal(
+        &RunTerminal::without_work(&t.run.run_id, RunStatus::Error, now_ms(), why, None),
+        &t.run.session_key,
+        &t.agent_id,
+    )
+    .stored()
+}
+
+/// Runs `t` through this gateway's control actor; its terminal once recorded locally.
+/// The delivery is kept from going to another owner while the run lasts.
+async fn run_here(gw: &Arc<Gateway>, d: &Delivery, t: Travelling) -> Option<StoredTerminal> {
+    let run_id = t.run.run_id.clone();
+    let accepted = gw
+        .db
+        .accept(NewRun {
+            run_id: run_id.clone(),
+            agent_id: t.agent_id.clone(),
+            session_key: t.run.session_key.clone(),
+            accepted_at: t.run.accepted_at,
+            request_hash: t.request_hash.clone(),
+        })
+        .await;
+    let rx: oneshot::Receiver<Arc<Outcome>> = match accepted {
+        Ok(AcceptOutcome::Inserted) => {
+            let failed = Travelling {
+                run: ipc::control::SubmitRun {
+                    message: String::new(),
+                    ..t.run.clone()
+                },
+                agent_id: t.agent_id.clone(),
+                request_hash: t.request_hash.clone(),
+            };
+            let (done, rx) = oneshot::channel();
+            let dispatch = Dispatch {
+                agent_id: t.agent_id.clone(),
+                done,
+                run: t.run,
+            };
+            if let Err(e) = gw.control.dispatch(dispatch) {
+                let terminal = error_terminal(&failed, format!("cannot start the run: {e}"));
+                let _ = gw.db.finish(run_id.clone(), terminal.clone()).await;
+                return Some(terminal);
+            }
+            rx
+        }
+        Ok(AcceptOutcome::Existing(existing)) => match *existing {
+            StoredRun::Terminal { terminal, .. } => return Some(terminal),
+            StoredRun::Active { .. } => match gw.control.wait(run_id.clone()).await {
+                Ok(WaitReply::Done(o)) => return Some(o.stored()),
+                Ok(WaitReply::Pending(rx)) => rx,
+                Ok(WaitReply::Unknown) | Err(_) => return None,
+            },
+        },
+        Ok(AcceptOutcome::Conflict(why)) => {
+            // This gateway's db holds the key for another request (it ran it before it
+            // joined the cluster): nothing of it can be recorded here.
+            return Some(error_terminal(&t, format!("cannot run it here: {why}")));
+        }
+        Err(e) => {
+            tracing::warn!(run_id = run_id.as_str(), error = %e, "Cannot record a queued run.");
+            return None;
+        }
+    };
+    let mut rx = rx;
+    let every = gw
+        .cluster
+        .get()
+        .map_or(std::time::Duration::from_secs(1), |c| {
+            c.engine.lease_ttl() / 3
+        });
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            done = &mut rx => return done.ok().map(|o| o.stored()),
+            _ = tick.tick() => { let _ = d.progress().await; }
+        }
+    }
+}
+
+/// Records `terminal` as the run's outcome in the cluster, then acknowledges the delivery.
+/// Unrecorded, the delivery is not acknowledged: the next owner finds the run started and
+/// closes it.
+async fn record(c: &Clustered, d: &Delivery, run_id: &str, terminal: &StoredTerminal) {
+    let raw = match serde_json::to_string(terminal).map(serde_json::value::RawValue::from_string) {
+        Ok(Ok(raw)) => raw,
+        _ => return,
+    };
+    match c.engine.end(run_id, raw).await {
+        Ok(Ended::First) | Ok(Ended::Already(_)) => {
+            if let Err(e) = d.ack().await {
+                tracing::warn!(run_id, error = %e, "A run's outcome is recorded but its delivery could not be acknowledged; it is seen again and skipped.");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(run_id, error = %e, "Cannot record a run's outcome in the cluster.")
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Cluster mode end to end (issue 25): three NATS servers and three gateways on loopback,
+//! one scripted model behind them all. R-A3 (a retry replays the outcome) and G1 (one
+//! outcome per run) across gateways; an owner killed mid-run.
+
+use std::time::{Duration, Instant};
+
+use cluster::local::LocalCluster;
+use loopgate_tests::{hold, reply, streamed, Gateway};
+use nix::sys::signal::Signal;
+use scripted_model::{wire::Api, ScriptedModel};
+use serde_json::{json, Value};
+
+/// The lease TTL of these clusters (seconds): failover within it plus the engine's sweep.
+const TTL: u64 = 2;
+
+struct Cluster {
+    gateways: Vec<Gateway>,
+    model: ScriptedModel,
+    _nats: LocalCluster,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = LocalCluster::start(3, dir.path()).unwrap();
+        let model = ScriptedModel::start().await.unwrap();
+        let urls = nats
+            .urls()
+            .iter()
+            .map(|u| format!("{u:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut gateways = Vec::new();
+        for i in 1..=n {
+            let extra = format!(
+                "\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
+            );
+            gateways.push(
+                Gateway::start_with_provider_api(
+                    Api::Completions,
+                    &Api::Completions.base_url(model.addr()),
+                    "scripted-1",
+                    &extra,
+                )
+                .await,
+            );
+        }
+        Cluster {
+            gateways,
+            model,
+            _nats: nats,
+            _dir: dir,
+        }
+    }
+
+    /// The gateway that owns `main` (its only agent), as it said when it took it.
+    fn owner(&self) -> Option<usize> {
+        self.gateways.iter().position(|g| {
+            g.logs
+                .all()
+                .iter()
+                .any(|l| l.contains("This gateway owns the agent now."))
+        })
+    }
+}
+
+async fn wait_result(gw: &Gateway, run_id: &str) -> Value {
+    let mut c = gw.connect().await;
+    c.call("agent.wait", json!({"runId": run_id, "timeoutMs": 30_000}))
+        .await["payload"]
+        .clone()
+}
+
+/// A run submitted on one gateway is waited on from another; a retry with its key on a
+/// third gets the same outcome, not a second run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_on_one_gateway_wait_on_another_retry_on_a_third_r_a3() {
+    let cl = Cluster::start(3).await;
+    cl.model.push(reply("the answer"));
+    let mut c1 = cl.gateways[0].connect().await;
+    let (_, fin) = c1
+        .turn(json!({"message": "hi", "idempotencyKey": "k1"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "the answer",
+        "{fin}"
+    );
+    let waited = wait_result(&cl.gateways[1], "k1").await;
+    assert_eq!(waited["status"], "ok", "{waited}");
+
+    let mut c3 = cl.gateways[2].connect().await;
+    let id = c3
+        .send("agent", json!({"message": "hi", "idempotencyKey": "k1"}))
+        .await;
+    let again = c3.res(&id).await;
+    assert_eq!(
+        again["payload"], fin["payload"],
+        "the same outcome, replayed"
+    );
+    assert_eq!(
+        cl.model.requests().len(),
+        1,
+        "one model request for one run"
+    );
+
+    // The same key for another message is refused on any gateway.
+    let id = c3
+        .send("agent", json!({"message": "other", "idempotencyKey": "k1"}))
+        .await;
+    let refused = c3.res(&id).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+}
+
+/// kill -9 of the gateway that owns an agent, mid-run: the run ends `error` naming the
+/// loss on every gateway (its tools are never run again), and the agent's next run
+/// completes on another gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() {
+    let mut cl = Cluster::start(3).await;
+    cl.model.push(reply("warm"));
+    let mut c = cl.gateways[0].connect().await;
+    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
+        .await;
+    let owner = cl.owner().expect("some gateway owns main");
+
+    cl.model.push(hold("never finished"));
+    let mut co = cl.gateways[owner].connect().await;
+    co.start_streaming(json!({"message": "long", "idempotencyKey": "k2"}))
+        .await;
+    let killed = Instant::now();
+    cl.gateways[owner].stop(Signal::SIGKILL).await;
+
+    let others: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
+    for &i in &others {
+        let r = wait_result(&cl.gateways[i], "k2").await;
+        assert_eq!(r["status"], "error", "{r}");
+        assert!(
+            r["error"].as_str().unwrap_or_default().contains("was lost"),
+            "{r}"
+        );
+    }
+    let failed_over = killed.elapsed();
+
+    cl.model.push(reply("after the loss"));
+    let mut cn = cl.gateways[others[0]].connect().await;
+    let (_, fin) = cn
+        .turn(json!({"message": "again", "idempotencyKey": "k3"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "after the loss"
+    );
+    eprintln!("owner lost -> its run closed on every gateway in {failed_over:?}");
+    assert!(
+        failed_over < Duration::from_secs(TTL + 10),
+        "failover took {failed_over:?}"
+    );
+    // The killed run's model request was made once and never again.
+    let longs = cl
+        .model
+        .requests()
+        .iter()
+        .filter(|r| r.body["messages"].to_string().contains("\"long\""))
+        .count();
+    assert_eq!(longs, 1);
+}
+
+/// A client on a gateway that does not own the agent sees the run's stream: the `agent`
+/// events as they are produced and the `chat` final, relayed from the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_any_gateway_sees_the_runs_stream() {
+    let cl = Cluster::start(2).await;
+    cl.model.push(reply("warm"));
+    let mut c = cl.gateways[0].connect().await;
+    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
+        .await;
+    let owner = cl.owner().expect("some gateway owns main");
+    let other = 1 - owner;
+
+    cl.model.push(streamed("streamed from the owner", 3, 5));
+    let mut co = cl.gateways[other].connect().await;
+    let id = co
+        .send(
+            "agent",
+            json!({"message": "stream it", "idempotencyKey": "s1"}),
+        )
+        .await;
+    assert_eq!(co.res(&id).await["payload"]["status"], "accepted");
+    co.agent_event("s1", |p| p["stream"] == "assistant").await;
+    co.agent_event("s1", |p| {
+        p["stream"] == "lifecycle" && p["data"]["phase"] == "end"
+    })
+    .await;
+    let fin = co.res(&id).await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "streamed from the owner"
+    );
+    assert_eq!(co.assistant_text("s1"), "streamed from the owner");
+
+    cl.model.push(reply("chat answer"));
+    let id = co
+        .send(
+            "chat.send",
+            json!({"sessionKey": "agent:main:main", "message": "chat", "idempotencyKey": "c1"}),
+        )
+        .await;
+    assert_eq!(co.res(&id).await["ok"], true);
+    let fin = co.chat_event("c1", |p| p["state"] == "final").await;
+    assert!(fin.to_string().contains("chat answer"), "{fin}");
+}
