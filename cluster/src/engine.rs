@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv, stream};
 
 use crate::names::{
-    check_name, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM, TX_SUBJECTS,
+    check_name, NODES_BUCKET, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM,
+    TX_SUBJECTS,
 };
 use crate::settings::Settings;
 
@@ -88,6 +89,7 @@ pub struct Engine {
     pub(crate) runs: kv::Store,
     pub(crate) outcomes: kv::Store,
     pub(crate) placement: kv::Store,
+    pub(crate) nodes: kv::Store,
 }
 
 impl Engine {
@@ -129,6 +131,10 @@ impl Engine {
             bucket(&js, PLACEMENT_BUCKET, settings.lease_ttl, replicas)
         })
         .await?;
+        let nodes = retrying(within, || {
+            bucket(&js, NODES_BUCKET, settings.lease_ttl, replicas)
+        })
+        .await?;
         retrying(within, || tx_stream(&js, replicas)).await?;
         retrying(within, || Engine::runs_stream(&js, replicas)).await?;
         Ok(Engine {
@@ -139,6 +145,7 @@ impl Engine {
             runs,
             outcomes,
             placement,
+            nodes,
         })
     }
 
@@ -150,6 +157,49 @@ impl Engine {
     /// Whether the connection to the engine is up (not whether it has quorum: a write says).
     pub fn connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    /// Says this gateway is alive (a member for one lease TTL from now).
+    pub async fn heartbeat(&self) -> Result<(), ClusterError> {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let value = serde_json::to_vec(&crate::records::NodeRecord {
+            node: self.node.clone(),
+            at,
+        })
+        .map_err(ClusterError::engine)?;
+        self.nodes
+            .put(&self.node, value.into())
+            .await
+            .map_err(ClusterError::engine)?;
+        Ok(())
+    }
+
+    /// The gateways that said they were alive within the last lease TTL, sorted.
+    pub async fn members(&self) -> Result<Vec<String>, ClusterError> {
+        use futures_util::TryStreamExt;
+        let mut keys: Vec<String> = self
+            .nodes
+            .keys()
+            .await
+            .map_err(ClusterError::engine)?
+            .try_collect()
+            .await
+            .map_err(ClusterError::engine)?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// `ok` when the engine answers a JetStream request now, else why not.
+    pub async fn health(&self) -> String {
+        if !self.connected() {
+            return "disconnected from every NATS server".into();
+        }
+        match self.js.query_account().await {
+            Ok(_) => "ok".into(),
+            Err(e) => format!("not answering: {e}"),
+        }
     }
 }
 

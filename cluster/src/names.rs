@@ -10,6 +10,8 @@ pub const RUNS_BUCKET: &str = "lg-runs";
 pub const OUTCOMES_BUCKET: &str = "lg-outcomes";
 /// Agent placement leases by agent id; the revision is the owner's epoch.
 pub const PLACEMENT_BUCKET: &str = "lg-placement";
+/// The gateways of the cluster, each key renewed while its gateway runs (lease TTL).
+pub const NODES_BUCKET: &str = "lg-nodes";
 /// The transcript log: claims, commits and fences, one subject per session.
 pub const TX_STREAM: &str = "LG_TX";
 /// Subjects of [`TX_STREAM`].

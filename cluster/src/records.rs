@@ -63,6 +63,15 @@ pub struct PlacementRecord {
     pub epoch: Option<u64>,
 }
 
+/// A gateway of the cluster, renewed while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    pub node: String,
+    /// Unix ms of the last renewal.
+    pub at: u64,
+}
+
 /// One record of a session's transcript log.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]

@@ -84,7 +84,7 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let stop_hooks = serving.drain(stop).await;
     // Drained: the agents this gateway owned go to the others at once.
     if let Some(c) = gw.cluster.get() {
-        c.release_all().await;
+        c.release_all(&gw).await;
     }
     serving.stop(stop_hooks).await;
     Ok(())

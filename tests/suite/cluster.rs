@@ -34,7 +34,7 @@ impl Cluster {
         let mut gateways = Vec::new();
         for i in 1..=n {
             let extra = format!(
-                "\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
+                "\n[gateway.metrics]\nenabled = true\n\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
             );
             gateways.push(
                 Gateway::start_with_provider_api(
@@ -123,6 +123,13 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
     c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
         .await;
     let owner = cl.owner().expect("some gateway owns main");
+    let before = cl.gateways[(owner + 1) % 3].status().await["cluster"].clone();
+    assert_eq!(before["members"], json!(["h1", "h2", "h3"]), "{before}");
+    assert_eq!(before["engine"], "ok");
+    let main = &before["agents"][0];
+    assert_eq!(main["agentId"], "main");
+    assert_eq!(main["owner"], format!("h{}", owner + 1));
+    let old_epoch = main["epoch"].as_u64().unwrap();
 
     cl.model.push(hold("never finished"));
     let mut co = cl.gateways[owner].connect().await;
@@ -152,6 +159,21 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
         "after the loss"
     );
     eprintln!("owner lost -> its run closed on every gateway in {failed_over:?}");
+    let after = cl.gateways[others[0]].status().await["cluster"].clone();
+    let main = &after["agents"][0];
+    assert_ne!(main["owner"], format!("h{}", owner + 1), "{after}");
+    assert!(main["epoch"].as_u64().unwrap() > old_epoch, "{after}");
+    // The new owner counted the lost owner's run it closed.
+    let mut closed = 0;
+    for &i in &others {
+        let text = cl.gateways[i].http("GET", "/metrics", &[]).await.text();
+        closed += text
+            .lines()
+            .filter(|l| l.starts_with("loopgate_cluster_runs_of_lost_owners_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    assert_eq!(closed, 1);
     assert!(
         failed_over < Duration::from_secs(TTL + 10),
         "failover took {failed_over:?}"

@@ -504,6 +504,34 @@ pub struct HealthParams {
 pub struct StatusResult {
     pub supervisor: SupervisorStatus,
     pub workers: Vec<WorkerStatus>,
+    /// Cluster mode only (`[cluster]`): this gateway's view of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// The cluster as one gateway sees it (`status`, cluster mode).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// This gateway's node name.
+    pub node: String,
+    /// Gateways alive within the last lease TTL.
+    pub members: Vec<String>,
+    /// `ok`, or why the engine does not answer.
+    pub engine: String,
+    /// Each configured agent's owner now.
+    pub agents: Vec<ClusterAgent>,
+}
+
+/// Who runs an agent now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAgent {
+    pub agent_id: String,
+    /// The owner's node name (`None`: nobody holds it now).
+    pub owner: Option<String>,
+    /// The ownership's epoch (grows with every new owner).
+    pub epoch: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -80,6 +80,25 @@ pub fn status(s: &StatusResult) -> String {
             out.push_str(&format!("    failed: {}\n", printable(reason)));
         }
     }
+    if let Some(c) = &s.cluster {
+        out.push_str(&format!(
+            "\ncluster     node {}  engine {}\nmembers     {}\n{:<16} {:<16} {:>8}\n",
+            printable(&c.node),
+            printable(&c.engine),
+            printable(&c.members.join(", ")),
+            "AGENT",
+            "OWNER",
+            "EPOCH"
+        ));
+        for a in &c.agents {
+            out.push_str(&format!(
+                "{:<16} {:<16} {:>8}\n",
+                printable(&a.agent_id),
+                printable(a.owner.as_deref().unwrap_or("-")),
+                a.epoch.map(|e| e.to_string()).unwrap_or_else(|| "-".into())
+            ));
+        }
+    }
     out
 }
 

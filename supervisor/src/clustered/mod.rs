@@ -78,6 +78,27 @@ impl Clustered {
         v
     }
 
+    /// The cluster as this gateway sees it now (`status`). What the engine cannot answer
+    /// shows as unknown, never as an error of the whole status.
+    pub async fn status(&self, agents: &[String]) -> ipc::gateway::ClusterStatus {
+        let members = self.engine.members().await.unwrap_or_default();
+        let mut out = Vec::with_capacity(agents.len());
+        for agent in agents {
+            let owner = self.engine.owner(agent).await.ok().flatten();
+            out.push(ipc::gateway::ClusterAgent {
+                agent_id: agent.clone(),
+                owner: owner.as_ref().map(|(node, _)| node.clone()),
+                epoch: owner.map(|(_, epoch)| epoch),
+            });
+        }
+        ipc::gateway::ClusterStatus {
+            node: self.engine.node().to_owned(),
+            members,
+            engine: self.engine.health().await,
+            agents: out,
+        }
+    }
+
     /// Relays run events between this gateway and the others, and runs the placement loop
     /// until the gateway stops.
     pub async fn start(self: &Arc<Self>, gw: Arc<Gateway>) -> tokio::task::JoinHandle<()> {
@@ -96,8 +117,11 @@ impl Clustered {
         })
     }
 
-    /// One round: renew what is held, take what nobody holds.
+    /// One round: say this gateway is alive, renew what is held, take what nobody holds.
     async fn place(self: &Arc<Self>, gw: &Arc<Gateway>) {
+        if let Err(e) = self.engine.heartbeat().await {
+            tracing::warn!(error = %e, "Cannot tell the cluster this gateway is alive.");
+        }
         let agents: Vec<String> = gw
             .config()
             .agents
@@ -145,6 +169,7 @@ impl Clustered {
             epoch = lease.epoch,
             "This gateway owns the agent now."
         );
+        gw.metrics.cluster_took(&lease.agent);
         let queue = tokio::spawn(owner::serve_queue(gw.clone(), self.clone(), lease.clone()));
         self.held().insert(
             lease.agent.clone(),
@@ -176,10 +201,11 @@ impl Clustered {
     }
 
     /// Gives every lease up (the gateway drained): other gateways take the agents at once.
-    pub async fn release_all(&self) {
+    pub async fn release_all(&self, gw: &Gateway) {
         let held: Vec<Held> = self.held().drain().map(|(_, h)| h).collect();
         for h in held {
             h.queue.abort();
+            gw.metrics.cluster_let_go(&h.lease.agent, false);
             if let Err(e) = self.engine.release(&h.lease).await {
                 tracing::warn!(agent = h.lease.agent.as_str(), error = %e, "Cannot give an agent's lease up; it lapses after its TTL.");
             }

@@ -60,7 +60,10 @@ async fn run_delivery(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease, d: Deli
             let _ = d.ack().await;
             return;
         }
-        Ok(Decision::Orphan(by)) => orphan_terminal(&t, &by),
+        Ok(Decision::Orphan(by)) => {
+            gw.metrics.cluster_orphan(&t.agent_id);
+            orphan_terminal(&t, &by)
+        }
         Ok(Decision::Run) => match run_here(&gw, &d, t).await {
             Some(terminal) => terminal,
             // The gateway is stopping: the delivery goes to the next owner.

@@ -270,9 +270,15 @@ fn the_cluster_section_is_opt_in_and_checked() {
     }
     // The shipped example's cluster section, switched on, loads.
     let example = include_str!("../../../deploy/loopgate.toml.example");
-    let on = ["[cluster]", "nats =", "node =", "lease_ttl_seconds =", "replicas ="]
-        .iter()
-        .fold(example.to_owned(), |t, k| t.replace(&format!("# {k}"), k));
+    let on = [
+        "[cluster]",
+        "nats =",
+        "node =",
+        "lease_ttl_seconds =",
+        "replicas =",
+    ]
+    .iter()
+    .fold(example.to_owned(), |t, k| t.replace(&format!("# {k}"), k));
     assert_eq!(load(&on).unwrap().cluster.unwrap().replicas, 3);
     let e = load("[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nleader = true\n").unwrap_err();
     assert!(e.message.contains("leader"), "{}", e.message);

@@ -279,6 +279,8 @@ impl Control {
                 rss_bytes: None,
             },
             workers: self.worker_statuses(),
+            // Filled in off the actor (it asks the cluster).
+            cluster: None,
         }
     }
 

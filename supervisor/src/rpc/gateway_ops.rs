@@ -181,7 +181,18 @@ pub(super) async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
         .status(gw.connections.load(Ordering::Relaxed))
         .await
     {
-        Ok(s) => reply::<m::GatewayStatus>(out, &req.id, &s).await,
+        Ok(mut s) => {
+            if let Some(c) = gw.cluster.get() {
+                let agents: Vec<String> = gw
+                    .config()
+                    .agents
+                    .iter()
+                    .map(|a| a.id.as_str().to_owned())
+                    .collect();
+                s.cluster = Some(c.status(&agents).await);
+            }
+            reply::<m::GatewayStatus>(out, &req.id, &s).await
+        }
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }
