@@ -95,28 +95,45 @@ pub struct Engine {
 impl Engine {
     /// Connects to any of the settings' servers and makes sure the cluster's buckets and
     /// stream exist (refusing a lease TTL other than the one the cluster was made with).
-    pub async fn connect(settings: &Settings) -> Result<Engine, ClusterError> {
+    pub async fn connect(
+        settings: &Settings,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Engine, ClusterError> {
         check_name(&settings.node).map_err(ClusterError::Name)?;
         let urls = settings.nats.join(", ");
+        let failed = |why: String| ClusterError::Connect {
+            urls: urls.clone(),
+            why,
+        };
         let addrs = settings
             .nats
             .iter()
             .map(|u| u.parse::<async_nats::ServerAddr>())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ClusterError::Connect {
-                urls: urls.clone(),
-                why: e.to_string(),
-            })?;
-        let client = async_nats::ConnectOptions::new()
+            .map_err(|e| failed(e.to_string()))?;
+        let mut options = async_nats::ConnectOptions::new()
             .name(format!("loopgate {}", settings.node))
             .connection_timeout(REQUEST_TIMEOUT)
-            .request_timeout(Some(REQUEST_TIMEOUT))
+            .request_timeout(Some(REQUEST_TIMEOUT));
+        if let Some(name) = &settings.auth.token_env {
+            let token = env(name).filter(|t| !t.is_empty()).ok_or_else(|| {
+                failed(format!("cluster.token_env names {name}, which is not set"))
+            })?;
+            options = options.token(token);
+        }
+        if let Some(path) = &settings.auth.credentials_file {
+            options = options
+                .credentials_file(path)
+                .await
+                .map_err(|e| failed(format!("credentials file {}: {e}", path.display())))?;
+        }
+        if let Some(ca) = &settings.auth.tls_ca_file {
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        let client = options
             .connect(addrs)
             .await
-            .map_err(|e| ClusterError::Connect {
-                urls: urls.clone(),
-                why: e.to_string(),
-            })?;
+            .map_err(|e| failed(e.to_string()))?;
         let mut js = jetstream::new(client.clone());
         js.set_timeout(REQUEST_TIMEOUT);
         let replicas = settings.replicas;

@@ -48,12 +48,19 @@ impl Server {
 /// `n` NATS servers in one JetStream cluster, stopped when dropped.
 pub struct LocalCluster {
     dir: PathBuf,
+    /// Clients must present this token (`--auth`), if set.
+    token: Option<String>,
     pub servers: Vec<Server>,
 }
 
 impl LocalCluster {
     /// Starts `n` servers keeping their data under `dir` and waits until all are healthy.
     pub fn start(n: usize, dir: &Path) -> Result<LocalCluster, String> {
+        Self::start_with(n, dir, None)
+    }
+
+    /// Like [`LocalCluster::start`]; with `token`, clients must present it.
+    pub fn start_with(n: usize, dir: &Path, token: Option<&str>) -> Result<LocalCluster, String> {
         let mut last = String::new();
         // A picked port can be taken by someone else before the server binds it: start
         // again with other ports.
@@ -70,6 +77,7 @@ impl LocalCluster {
                 .collect();
             let mut c = LocalCluster {
                 dir: dir.to_owned(),
+                token: token.map(str::to_owned),
                 servers,
             };
             for i in 0..n {
@@ -100,7 +108,11 @@ impl LocalCluster {
         let log = std::fs::File::create(self.dir.join(format!("{}.log", s.name)))
             .map_err(|e| format!("log of {}: {e}", s.name))?;
         let bin = server_binary();
-        let child = Command::new(&bin)
+        let mut cmd = Command::new(&bin);
+        if let Some(token) = &self.token {
+            cmd.args(["--auth", token]);
+        }
+        let child = cmd
             .args(["-a", "127.0.0.1", "-p"])
             .arg(s.client_port.to_string())
             .arg("-m")

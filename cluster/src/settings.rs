@@ -1,5 +1,6 @@
 //! `[cluster]`: the raw section as the config file has it, and its validated form.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -21,6 +22,12 @@ pub struct RawSettings {
     pub lease_ttl_seconds: Option<u64>,
     /// Copies of each stream and bucket (1 for a one-server test cluster).
     pub replicas: Option<usize>,
+    /// The environment variable holding the NATS servers' token (`--auth`).
+    pub token_env: Option<String>,
+    /// A NATS credentials file (user JWT and NKEY seed).
+    pub credentials_file: Option<PathBuf>,
+    /// The CA that signs the servers' certificates (`tls://` URLs).
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 /// `[cluster]`, validated.
@@ -30,6 +37,27 @@ pub struct Settings {
     pub node: String,
     pub lease_ttl: Duration,
     pub replicas: usize,
+    pub auth: Auth,
+}
+
+/// How a gateway proves itself to the NATS servers.
+#[derive(Clone, Default, PartialEq)]
+pub struct Auth {
+    /// The name of the environment variable with the token (its value is read at connect).
+    pub token_env: Option<String>,
+    pub credentials_file: Option<PathBuf>,
+    pub tls_ca_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names and paths only: the token itself is never here.
+        f.debug_struct("Auth")
+            .field("token_env", &self.token_env)
+            .field("credentials_file", &self.credentials_file)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .finish()
+    }
 }
 
 impl RawSettings {
@@ -54,11 +82,33 @@ impl RawSettings {
                 "cluster.replicas: {replicas} is outside 1..=5 (JetStream keeps at most 5 copies)"
             ));
         }
+        if let Some(name) = &self.token_env {
+            let ok =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(format!(
+                    "cluster.token_env: {name:?} is not an environment variable name"
+                ));
+            }
+        }
+        for (key, path) in [
+            ("cluster.credentials_file", &self.credentials_file),
+            ("cluster.tls_ca_file", &self.tls_ca_file),
+        ] {
+            if let Some(p) = path.as_ref().filter(|p| !p.is_absolute()) {
+                return Err(format!("{key}: {} is not an absolute path", p.display()));
+            }
+        }
         Ok(Settings {
             nats: self.nats.clone(),
             node: self.node.clone(),
             lease_ttl: Duration::from_secs(ttl),
             replicas,
+            auth: Auth {
+                token_env: self.token_env.clone(),
+                credentials_file: self.credentials_file.clone(),
+                tls_ca_file: self.tls_ca_file.clone(),
+            },
         })
     }
 }
@@ -118,6 +168,20 @@ mod tests {
             (raw(&["nats://x:1"], ""), "cluster.node"),
             (raw(&["nats://x:1"], "h.1"), "cluster.node"),
             (raw(&["nats://x:1"], "h 1"), "cluster.node"),
+            (
+                RawSettings {
+                    token_env: Some("A-B".into()),
+                    ..raw(&["nats://x:1"], "h1")
+                },
+                "cluster.token_env",
+            ),
+            (
+                RawSettings {
+                    credentials_file: Some("rel.creds".into()),
+                    ..raw(&["nats://x:1"], "h1")
+                },
+                "cluster.credentials_file",
+            ),
             (
                 RawSettings {
                     lease_ttl_seconds: Some(1),

@@ -70,7 +70,7 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let core = start_core(&opts, config, db, started).await;
     let gw = core.gw.clone();
     if let Some(settings) = cluster {
-        join_cluster(&gw, &settings).await?;
+        join_cluster(&gw, &settings, &opts.env).await?;
     }
     let mut serving = Serving::start(
         core,
@@ -92,8 +92,12 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
 
 /// Cluster mode: connects to the cluster before this gateway serves anyone, and starts
 /// taking its share of the agents. A cluster it cannot reach is a failed start.
-async fn join_cluster(gw: &Arc<Gateway>, settings: &cluster::Settings) -> Result<(), ExitCode> {
-    match crate::clustered::Clustered::connect(settings).await {
+async fn join_cluster(
+    gw: &Arc<Gateway>,
+    settings: &cluster::Settings,
+    env: &HashMap<String, String>,
+) -> Result<(), ExitCode> {
+    match crate::clustered::Clustered::connect(settings, env).await {
         Ok(c) => {
             tracing::info!(
                 node = settings.node.as_str(),

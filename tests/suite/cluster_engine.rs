@@ -22,14 +22,46 @@ fn cluster() -> Fixture {
 async fn gateway(f: &Fixture, node: &str, first: usize) -> Engine {
     let mut urls = f.nats.urls();
     urls.rotate_left(first);
-    Engine::connect(&Settings {
-        nats: urls,
+    Engine::connect(&settings(urls, node), &|_| None)
+        .await
+        .unwrap()
+}
+
+fn settings(nats: Vec<String>, node: &str) -> Settings {
+    Settings {
+        nats,
         node: node.into(),
         lease_ttl: Duration::from_secs(2),
         replicas: 3,
-    })
-    .await
-    .unwrap()
+        auth: Default::default(),
+    }
+}
+
+/// Servers that require a token: a gateway without it, or with another, is refused at
+/// connect with the reason; with it, it works. The token comes from the environment
+/// variable `cluster.token_env` names, never from the config file.
+#[tokio::test]
+async fn a_cluster_with_a_token_refuses_gateways_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = LocalCluster::start_with(3, dir.path(), Some("s3cret")).unwrap();
+    let mut s = settings(nats.urls(), "h1");
+    let refused = Engine::connect(&s, &|_| None).await.err().unwrap();
+    assert!(
+        matches!(refused, cluster::ClusterError::Connect { .. }),
+        "{refused}"
+    );
+    s.auth.token_env = Some("NATS_TOKEN".into());
+    let unset = Engine::connect(&s, &|_| None).await.err().unwrap();
+    assert!(unset.to_string().contains("NATS_TOKEN"), "{unset}");
+    let wrong = Engine::connect(&s, &|_| Some("nope".into())).await;
+    assert!(wrong.is_err());
+    let e = Engine::connect(&s, &|n| (n == "NATS_TOKEN").then(|| "s3cret".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        e.accept(&record("t1", "h1", "x")).await.unwrap(),
+        Accepted::New
+    );
 }
 
 fn record(run: &str, node: &str, hash: &str) -> RunRecord {

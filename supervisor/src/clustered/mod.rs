@@ -56,9 +56,13 @@ struct Held {
 
 impl Clustered {
     /// Connects to the cluster (making its streams and buckets if this gateway is first).
-    pub async fn connect(settings: &Settings) -> Result<Arc<Clustered>, cluster::ClusterError> {
+    /// `env`: the gateway's environment (`cluster.token_env` is read from it).
+    pub async fn connect(
+        settings: &Settings,
+        env: &HashMap<String, String>,
+    ) -> Result<Arc<Clustered>, cluster::ClusterError> {
         Ok(Arc::new(Clustered {
-            engine: Engine::connect(settings).await?,
+            engine: Engine::connect(settings, &|name| env.get(name).cloned()).await?,
             held: Mutex::new(HashMap::new()),
         }))
     }
