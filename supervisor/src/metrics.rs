@@ -59,12 +59,51 @@ struct Inner {
     queue_depth: Family<L, Gauge>,
     active_runs: Family<L, Gauge>,
     sessions: Family<L, Gauge>,
-    /// Cluster mode: leases held now, taken, lost; runs of lost owners ended here.
-    cluster_leases: Gauge,
-    cluster_takeovers: Family<L, Counter>,
-    cluster_lost: Family<L, Counter>,
-    cluster_orphans: Family<L, Counter>,
+    cluster: ClusterSeries,
     reported: Arc<Reported>,
+}
+
+/// Cluster mode: leases held now, taken, lost; runs of lost owners ended here.
+struct ClusterSeries {
+    leases: Gauge,
+    takeovers: Family<L, Counter>,
+    lost: Family<L, Counter>,
+    orphans: Family<L, Counter>,
+}
+
+impl ClusterSeries {
+    fn register(r: &mut Registry) -> ClusterSeries {
+        let leases = Gauge::default();
+        r.register(
+            "cluster_leases_held",
+            "Cluster mode: agents this gateway owns now",
+            leases.clone(),
+        );
+        let takeovers = Family::<L, Counter>::default();
+        r.register(
+            "cluster_leases_taken",
+            "Cluster mode: agent leases this gateway took, by agent",
+            takeovers.clone(),
+        );
+        let lost = Family::<L, Counter>::default();
+        r.register(
+            "cluster_leases_lost",
+            "Cluster mode: agent leases this gateway lost without giving them up, by agent",
+            lost.clone(),
+        );
+        let orphans = Family::<L, Counter>::default();
+        r.register(
+            "cluster_runs_of_lost_owners",
+            "Cluster mode: runs a lost owner had started, ended error here, by agent",
+            orphans.clone(),
+        );
+        ClusterSeries {
+            leases,
+            takeovers,
+            lost,
+            orphans,
+        }
+    }
 }
 
 /// Counters workers reported, per agent.
@@ -210,30 +249,7 @@ impl Metrics {
             "Sessions with a run running or queued, by agent",
             sessions.clone(),
         );
-        let cluster_leases = Gauge::default();
-        r.register(
-            "cluster_leases_held",
-            "Cluster mode: agents this gateway owns now",
-            cluster_leases.clone(),
-        );
-        let cluster_takeovers = Family::<L, Counter>::default();
-        r.register(
-            "cluster_leases_taken",
-            "Cluster mode: agent leases this gateway took, by agent",
-            cluster_takeovers.clone(),
-        );
-        let cluster_lost = Family::<L, Counter>::default();
-        r.register(
-            "cluster_leases_lost",
-            "Cluster mode: agent leases this gateway lost without giving them up, by agent",
-            cluster_lost.clone(),
-        );
-        let cluster_orphans = Family::<L, Counter>::default();
-        r.register(
-            "cluster_runs_of_lost_owners",
-            "Cluster mode: runs a lost owner had started, ended error here, by agent",
-            cluster_orphans.clone(),
-        );
+        let cluster = ClusterSeries::register(&mut r);
         let reported = Arc::new(Reported::default());
         r.register_collector(Box::new(reported.clone()));
         Metrics(Arc::new(Inner {
@@ -257,34 +273,32 @@ impl Metrics {
             queue_depth,
             active_runs,
             sessions,
-            cluster_leases,
-            cluster_takeovers,
-            cluster_lost,
-            cluster_orphans,
+            cluster,
             reported,
         }))
     }
 
     /// Cluster mode: this gateway took `agent`'s lease.
     pub fn cluster_took(&self, agent: &str) {
-        self.0.cluster_leases.inc();
+        self.0.cluster.leases.inc();
         self.0
-            .cluster_takeovers
+            .cluster
+            .takeovers
             .get_or_create(&agent_l(agent))
             .inc();
     }
 
     /// Cluster mode: this gateway no longer holds `agent` (`lost`: without giving it up).
     pub fn cluster_let_go(&self, agent: &str, lost: bool) {
-        self.0.cluster_leases.dec();
+        self.0.cluster.leases.dec();
         if lost {
-            self.0.cluster_lost.get_or_create(&agent_l(agent)).inc();
+            self.0.cluster.lost.get_or_create(&agent_l(agent)).inc();
         }
     }
 
     /// Cluster mode: a run a lost owner started was ended here.
     pub fn cluster_orphan(&self, agent: &str) {
-        self.0.cluster_orphans.get_or_create(&agent_l(agent)).inc();
+        self.0.cluster.orphans.get_or_create(&agent_l(agent)).inc();
     }
 
     pub fn run_accepted(&self, agent: &str) {

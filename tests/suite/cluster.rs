@@ -22,6 +22,11 @@ struct Cluster {
 
 impl Cluster {
     async fn start(n: usize) -> Cluster {
+        Self::start_with(n, "").await
+    }
+
+    /// `n` gateways with `extra` TOML (before the `[cluster]` table).
+    async fn start_with(n: usize, extra_agents: &str) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let nats = LocalCluster::start(3, dir.path()).unwrap();
         let model = ScriptedModel::start().await.unwrap();
@@ -34,7 +39,7 @@ impl Cluster {
         let mut gateways = Vec::new();
         for i in 1..=n {
             let extra = format!(
-                "\n[gateway.metrics]\nenabled = true\n\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
+                "\n{extra_agents}\n[gateway.metrics]\nenabled = true\n\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
             );
             gateways.push(
                 Gateway::start_with_provider_api(
@@ -54,14 +59,29 @@ impl Cluster {
         }
     }
 
-    /// The gateway that owns `main` (its only agent), as it said when it took it.
-    fn owner(&self) -> Option<usize> {
-        self.gateways.iter().position(|g| {
-            g.logs
-                .all()
-                .iter()
-                .any(|l| l.contains("This gateway owns the agent now."))
-        })
+    /// The gateway that owns `main` (its only agent) once ownership settled: the gateway its
+    /// rendezvous hash prefers among the running ones holds it (agents move to it when idle).
+    async fn settled_owner(&self) -> usize {
+        let alive: Vec<usize> = (0..self.gateways.len())
+            .filter(|i| self.gateways[*i].child.is_some())
+            .collect();
+        let preferred = *alive
+            .iter()
+            .max_by_key(|i| cluster::names::digest(&format!("main/h{}", **i + 1)))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.gateways[alive[0]].status().await;
+            let c = &s["cluster"];
+            let owner = c["agents"][0]["owner"].as_str().map(str::to_owned);
+            if owner == Some(format!("h{}", preferred + 1))
+                && c["members"].as_array().map(Vec::len) == Some(alive.len())
+            {
+                return preferred;
+            }
+            assert!(Instant::now() < deadline, "ownership never settled: {s}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 
@@ -122,7 +142,7 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
     let mut c = cl.gateways[0].connect().await;
     c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
         .await;
-    let owner = cl.owner().expect("some gateway owns main");
+    let owner = cl.settled_owner().await;
     let before = cl.gateways[(owner + 1) % 3].status().await["cluster"].clone();
     assert_eq!(before["members"], json!(["h1", "h2", "h3"]), "{before}");
     assert_eq!(before["engine"], "ok");
@@ -197,7 +217,7 @@ async fn a_client_on_any_gateway_sees_the_runs_stream() {
     let mut c = cl.gateways[0].connect().await;
     c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
         .await;
-    let owner = cl.owner().expect("some gateway owns main");
+    let owner = cl.settled_owner().await;
     let other = 1 - owner;
 
     cl.model.push(streamed("streamed from the owner", 3, 5));
@@ -231,4 +251,58 @@ async fn a_client_on_any_gateway_sees_the_runs_stream() {
     assert_eq!(co.res(&id).await["ok"], true);
     let fin = co.chat_event("c1", |p| p["state"] == "final").await;
     assert!(fin.to_string().contains("chat answer"), "{fin}");
+}
+
+/// Agents spread over the gateways: each ends up on the gateway its rendezvous hash
+/// prefers (the first gateway up takes them all, then hands each to its preferred member
+/// once it is idle), and runs of each agent complete wherever they are submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_spread_over_the_gateways_and_run_wherever_submitted() {
+    let agents = ["main", "a1", "a2", "a3", "a4", "a5"];
+    let extra: String = agents[1..]
+        .iter()
+        .map(|a| format!("[agents.list.{a}]\n"))
+        .collect();
+    let cl = Cluster::start_with(3, &extra).await;
+    let preferred = |agent: &str| {
+        (1..=3)
+            .max_by_key(|i| cluster::names::digest(&format!("{agent}/h{i}")))
+            .map(|i| format!("h{i}"))
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let owners = loop {
+        let s = cl.gateways[2].status().await;
+        let owners: Vec<(String, String)> = s["cluster"]["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["agentId"].as_str().unwrap().to_owned(),
+                    a["owner"].as_str().unwrap_or("-").to_owned(),
+                )
+            })
+            .collect();
+        if owners.iter().all(|(a, o)| *o == preferred(a)) {
+            break owners;
+        }
+        assert!(Instant::now() < deadline, "agents never settled: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let distinct: std::collections::HashSet<&String> = owners.iter().map(|(_, o)| o).collect();
+    assert!(distinct.len() >= 2, "the agents spread: {owners:?}");
+    for (i, agent) in agents.iter().enumerate() {
+        cl.model.push(reply(&format!("answer of {agent}")));
+        let mut c = cl.gateways[i % 3].connect().await;
+        let (_, fin) = c
+            .turn(
+                json!({"message": "hi", "agentId": agent, "idempotencyKey": format!("k-{agent}")}),
+            )
+            .await;
+        assert_eq!(
+            fin["payload"]["result"]["payloads"][0]["text"],
+            format!("answer of {agent}")
+        );
+    }
 }

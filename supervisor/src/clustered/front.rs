@@ -79,14 +79,21 @@ pub async fn submit(
     Ok(Submitted::New)
 }
 
-/// Waits for the run's outcome, wherever it is written.
+/// Waits for the run's outcome, wherever it is written. The engine going away for a while
+/// (a lost server, a leader election) only delays it: the wait starts again until the
+/// outcome is there (the caller stops waiting when the gateway stops).
 pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, String> {
-    let done = c
-        .engine
-        .wait_outcome(run_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    terminal(&done)
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match c.engine.wait_outcome(run_id).await {
+            Ok(done) => return terminal(&done),
+            Err(e) => {
+                tracing::debug!(run_id, error = %e, "Waiting for a run's outcome again.");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
 }
 
 /// `agent.wait` for a run this gateway does not know: the cluster's outcome, waiting up to

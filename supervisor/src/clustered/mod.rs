@@ -17,13 +17,14 @@
 
 mod front;
 mod owner;
+mod placement;
 mod relay;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster::{Acquired, Engine, Lease, Settings};
+use cluster::{Engine, Lease, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::gateway::Gateway;
@@ -43,6 +44,8 @@ struct Travelling {
 pub struct Clustered {
     pub engine: Engine,
     held: Mutex<HashMap<String, Held>>,
+    /// Agents another gateway should take, since when this gateway saw nobody holding them.
+    unowned_since: Mutex<HashMap<String, Instant>>,
 }
 
 /// A lease this gateway holds, and the task serving the agent's run queue under it.
@@ -52,6 +55,8 @@ struct Held {
     /// been taken: the agent stops here).
     confirmed: Instant,
     queue: tokio::task::JoinHandle<()>,
+    /// Deliveries of the agent's queue still being handled here.
+    deliveries: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Clustered {
@@ -64,6 +69,7 @@ impl Clustered {
         Ok(Arc::new(Clustered {
             engine: Engine::connect(settings, &|name| env.get(name).cloned()).await?,
             held: Mutex::new(HashMap::new()),
+            unowned_since: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -121,52 +127,6 @@ impl Clustered {
         })
     }
 
-    /// One round: say this gateway is alive, renew what is held, take what nobody holds.
-    async fn place(self: &Arc<Self>, gw: &Arc<Gateway>) {
-        if let Err(e) = self.engine.heartbeat().await {
-            tracing::warn!(error = %e, "Cannot tell the cluster this gateway is alive.");
-        }
-        let agents: Vec<String> = gw
-            .config()
-            .agents
-            .iter()
-            .map(|a| a.id.as_str().to_owned())
-            .collect();
-        let draining = gw.draining.load(std::sync::atomic::Ordering::Relaxed);
-        for agent in agents {
-            let held = self
-                .held()
-                .get(&agent)
-                .map(|h| (h.lease.clone(), h.confirmed));
-            match held {
-                Some((mut lease, confirmed)) => match self.engine.renew(&mut lease).await {
-                    Ok(true) => {
-                        if let Some(h) = self.held().get_mut(&agent) {
-                            h.lease = lease;
-                            h.confirmed = Instant::now();
-                        }
-                    }
-                    Ok(false) => self.lost(gw, &agent, "another gateway owns it now").await,
-                    Err(e) if confirmed.elapsed() >= self.engine.lease_ttl() => {
-                        let why = format!("the lease could not be renewed for a whole TTL: {e}");
-                        self.lost(gw, &agent, &why).await
-                    }
-                    Err(e) => {
-                        tracing::warn!(agent = agent.as_str(), error = %e, "Cannot renew an agent's lease; retrying.")
-                    }
-                },
-                None if draining => {}
-                None => match self.engine.acquire(&agent).await {
-                    Ok(Acquired::Held(lease)) => self.took(gw, lease),
-                    Ok(Acquired::Owned { .. }) => {}
-                    Err(e) => {
-                        tracing::warn!(agent = agent.as_str(), error = %e, "Cannot ask for an agent's lease.")
-                    }
-                },
-            }
-        }
-    }
-
     fn took(self: &Arc<Self>, gw: &Arc<Gateway>, lease: Lease) {
         tracing::info!(
             agent = lease.agent.as_str(),
@@ -174,15 +134,31 @@ impl Clustered {
             "This gateway owns the agent now."
         );
         gw.metrics.cluster_took(&lease.agent);
-        let queue = tokio::spawn(owner::serve_queue(gw.clone(), self.clone(), lease.clone()));
+        let deliveries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let queue = self.serve(gw, &lease, &deliveries);
         self.held().insert(
             lease.agent.clone(),
             Held {
                 lease,
                 confirmed: Instant::now(),
                 queue,
+                deliveries,
             },
         );
+    }
+
+    fn serve(
+        self: &Arc<Self>,
+        gw: &Arc<Gateway>,
+        lease: &Lease,
+        deliveries: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(owner::serve_queue(
+            gw.clone(),
+            self.clone(),
+            lease.clone(),
+            deliveries.clone(),
+        ))
     }
 
     /// The lease is gone: nothing more of the agent runs here. Its runs end (their outcomes

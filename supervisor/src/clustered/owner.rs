@@ -4,6 +4,7 @@
 //! outcome is recorded locally it is recorded in the cluster (first writer wins) and only
 //! then is the delivery acknowledged.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cluster::{Delivery, Ended, Lease, Start, StartRecord};
@@ -18,7 +19,14 @@ use crate::gatewaydb::{AcceptOutcome, NewRun, StoredRun};
 use crate::outcome::{Outcome, StoredTerminal};
 
 /// Pulls `lease.agent`'s runs until the task is aborted (the lease lost or given up).
-pub(super) async fn serve_queue(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease) {
+/// `deliveries` counts those still being handled (the agent is handed to another gateway
+/// only when none is).
+pub(super) async fn serve_queue(
+    gw: Arc<Gateway>,
+    c: Arc<Clustered>,
+    lease: Lease,
+    deliveries: Arc<AtomicUsize>,
+) {
     loop {
         let mut queue = match c.engine.run_queue(&lease.agent).await {
             Ok(q) => q,
@@ -31,7 +39,13 @@ pub(super) async fn serve_queue(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Leas
         while let Some(next) = queue.next().await {
             match next {
                 Ok(d) => {
-                    tokio::spawn(run_delivery(gw.clone(), c.clone(), lease.clone(), d));
+                    deliveries.fetch_add(1, Ordering::SeqCst);
+                    let (gw, c, lease, count) =
+                        (gw.clone(), c.clone(), lease.clone(), deliveries.clone());
+                    tokio::spawn(async move {
+                        run_delivery(gw, c, lease, d).await;
+                        count.fetch_sub(1, Ordering::SeqCst);
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(agent = lease.agent.as_str(), error = %e, "A delivery of the agent's runs failed.");
