@@ -28,6 +28,6 @@ pub use dispatch::{Delivery, RunQueue};
 pub use engine::{ClusterError, Engine};
 pub use lease::{Acquired, Lease, Start};
 pub use records::{OutcomeRecord, RunRecord, StartRecord, TxRecord};
-pub use runs::{Accepted, Ended};
+pub use runs::{Accepted, Ended, OutcomeFeed};
 pub use settings::{RawSettings, Settings};
 pub use transcript::{Claim, Refused};

@@ -116,6 +116,39 @@ impl Engine {
     }
 }
 
+/// Every outcome recorded from now on, whichever run it ends (one watch per gateway,
+/// instead of one per waiting run).
+pub struct OutcomeFeed {
+    watch: kv::Watch,
+}
+
+impl OutcomeFeed {
+    /// The next outcome recorded; `None` when the watch ended (the connection was lost).
+    pub async fn next(&mut self) -> Option<Result<OutcomeRecord, ClusterError>> {
+        loop {
+            let entry = match self.watch.next().await? {
+                Ok(e) => e,
+                Err(e) => return Some(Err(ClusterError::engine(e))),
+            };
+            if entry.operation == Operation::Put {
+                return Some(decode(&entry.key, &entry.value));
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Follows the outcomes recorded from now on.
+    pub async fn outcome_feed(&self) -> Result<OutcomeFeed, ClusterError> {
+        let watch = self
+            .outcomes
+            .watch_all()
+            .await
+            .map_err(ClusterError::engine)?;
+        Ok(OutcomeFeed { watch })
+    }
+}
+
 /// Stores `value` (as JSON) at `key` unless a value is there.
 async fn create<T: Serialize>(
     store: &kv::Store,

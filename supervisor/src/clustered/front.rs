@@ -79,21 +79,29 @@ pub async fn submit(
     Ok(Submitted::New)
 }
 
-/// Waits for the run's outcome, wherever it is written. The engine going away for a while
-/// (a lost server, a leader election) only delays it: the wait starts again until the
-/// outcome is there (the caller stops waiting when the gateway stops).
+/// Waits for the run's outcome, wherever it is written (the engine going away for a while
+/// only delays it; the caller stops waiting when the gateway stops).
 pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, String> {
+    let (id, rx) = c.waiters.add(run_id);
+    // Registered first: an outcome recorded from now on wakes it; one recorded before is
+    // read here.
     let mut pause = Duration::from_millis(100);
     loop {
-        match c.engine.wait_outcome(run_id).await {
-            Ok(done) => return terminal(&done),
+        match c.engine.outcome(run_id).await {
+            Ok(Some(done)) => {
+                c.waiters.forget(run_id, id);
+                return terminal(&done);
+            }
+            Ok(None) => break,
             Err(e) => {
-                tracing::debug!(run_id, error = %e, "Waiting for a run's outcome again.");
+                tracing::debug!(run_id, error = %e, "Reading a run's outcome again.");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
         }
     }
+    rx.await
+        .map_err(|_| "the gateway stopped before the run finished".to_owned())
 }
 
 /// `agent.wait` for a run this gateway does not know: the cluster's outcome, waiting up to
@@ -113,13 +121,20 @@ pub async fn wait_result(c: &Clustered, run_id: &str, window: Duration) -> Optio
         tokio::time::sleep(window).await;
         return None;
     }
-    match tokio::time::timeout(window, outcome(c, run_id)).await {
+    let (id, rx) = c.waiters.add(run_id);
+    if let Ok(Some(done)) = c.engine.outcome(run_id).await {
+        c.waiters.forget(run_id, id);
+        return terminal(&done).ok().map(read);
+    }
+    let waited = tokio::time::timeout(window, rx).await;
+    c.waiters.forget(run_id, id);
+    match waited {
         Ok(Ok(t)) => Some(read(t)),
         _ => None,
     }
 }
 
-fn terminal(done: &cluster::OutcomeRecord) -> Result<StoredTerminal, String> {
+pub(super) fn terminal(done: &cluster::OutcomeRecord) -> Result<StoredTerminal, String> {
     serde_json::from_str(done.terminal.get()).map_err(|e| {
         format!(
             "the cluster's outcome of {} is unreadable: {e}",

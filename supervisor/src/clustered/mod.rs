@@ -8,6 +8,7 @@
 //!   this gateway's control actor as if admitted here, and its outcome recorded in the
 //!   cluster before the delivery is acknowledged. A run that a lost owner started is closed
 //!   `error` (never run again: its tools may have run).
+//! - `waiters.rs`: one watch per gateway on every outcome, waking the runs waited for here.
 //! - `relay.rs`: run events between gateways, so a client sees a run's stream on any
 //!   gateway (at most once across gateways; outcomes are durable).
 //! - here: the placement loop, which takes unowned agents, renews held leases three times
@@ -19,6 +20,7 @@ mod front;
 mod owner;
 mod placement;
 mod relay;
+mod waiters;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +48,8 @@ pub struct Clustered {
     held: Mutex<HashMap<String, Held>>,
     /// Agents another gateway should take, since when this gateway saw nobody holding them.
     unowned_since: Mutex<HashMap<String, Instant>>,
+    /// Runs whose outcome someone here waits for.
+    waiters: waiters::Waiters,
 }
 
 /// A lease this gateway holds, and the task serving the agent's run queue under it.
@@ -70,6 +74,7 @@ impl Clustered {
             engine: Engine::connect(settings, &|name| env.get(name).cloned()).await?,
             held: Mutex::new(HashMap::new()),
             unowned_since: Mutex::new(HashMap::new()),
+            waiters: waiters::Waiters::default(),
         }))
     }
 
@@ -113,6 +118,7 @@ impl Clustered {
     /// until the gateway stops.
     pub async fn start(self: &Arc<Self>, gw: Arc<Gateway>) -> tokio::task::JoinHandle<()> {
         relay::start(&gw, self).await;
+        waiters::start(self, gw.stopping.clone());
         let me = self.clone();
         tokio::spawn(async move {
             let every = me.engine.lease_ttl() / 3;
