@@ -96,19 +96,7 @@ impl Engine {
         check_name(agent).map_err(ClusterError::Name)?;
         let subject = format!("lg.run.{agent}");
         let id = format!("run.{}", digest(run_id));
-        retrying(REQUEST_TIMEOUT, || async {
-            let publish = jetstream::message::PublishMessage::build()
-                .payload(payload.clone())
-                .message_id(&id);
-            self.js
-                .send_publish(subject.clone(), publish)
-                .await
-                .map_err(ClusterError::engine)?
-                .await
-                .map_err(ClusterError::engine)
-        })
-        .await?;
-        Ok(())
+        self.publish_once(&subject, payload, &id).await
     }
 
     /// The largest payload the engine takes in one message.

@@ -166,6 +166,29 @@ impl Engine {
         })
     }
 
+    /// Publishes `payload` on `subject` once: repeated (while the engine is busy, or after a
+    /// lost answer) within the stream's duplicate window, it is stored once under `id`.
+    pub(crate) async fn publish_once(
+        &self,
+        subject: &str,
+        payload: bytes::Bytes,
+        id: &str,
+    ) -> Result<(), ClusterError> {
+        retrying(REQUEST_TIMEOUT, || async {
+            let publish = jetstream::message::PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(id);
+            self.js
+                .send_publish(subject.to_owned(), publish)
+                .await
+                .map_err(ClusterError::engine)?
+                .await
+                .map_err(ClusterError::engine)
+        })
+        .await?;
+        Ok(())
+    }
+
     /// This gateway's node name.
     pub fn node(&self) -> &str {
         &self.node

@@ -131,19 +131,7 @@ impl Engine {
         let payload = Bytes::from(serde_json::to_vec(&record).map_err(ClusterError::engine)?);
         let subject = tx_subject(&lease.agent, session_key);
         let id = format!("fence.{}.{}", crate::names::digest(run_id), lease.epoch);
-        retrying(REQUEST_TIMEOUT, || async {
-            let publish = PublishMessage::build()
-                .payload(payload.clone())
-                .message_id(&id);
-            self.js
-                .send_publish(subject.clone(), publish)
-                .await
-                .map_err(ClusterError::engine)?
-                .await
-                .map_err(ClusterError::engine)
-        })
-        .await?;
-        Ok(())
+        self.publish_once(&subject, payload, &id).await
     }
 
     /// The records of one session of `agent`, oldest first (the checker's and a rebuilding

@@ -232,6 +232,14 @@ impl Config {
         })
     }
 
+    /// The configured agents' ids, `main` first.
+    pub fn agent_ids(&self) -> Vec<String> {
+        self.agents
+            .iter()
+            .map(|a| a.id.as_str().to_owned())
+            .collect()
+    }
+
     pub fn agent(&self, id: &str) -> Option<&AgentConfig> {
         self.agents.iter().find(|a| a.id.as_str() == id)
     }

@@ -35,12 +35,7 @@ impl Clustered {
         if !members.contains(&me) {
             members.push(me.clone());
         }
-        let agents: Vec<String> = gw
-            .config()
-            .agents
-            .iter()
-            .map(|a| a.id.as_str().to_owned())
-            .collect();
+        let agents = gw.config().agent_ids();
         let draining = gw.draining.load(Ordering::Relaxed);
         for agent in agents {
             let mine = preferred(&agent, &members) == Some(me.as_str());

@@ -183,13 +183,7 @@ pub(super) async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
     {
         Ok(mut s) => {
             if let Some(c) = gw.cluster.get() {
-                let agents: Vec<String> = gw
-                    .config()
-                    .agents
-                    .iter()
-                    .map(|a| a.id.as_str().to_owned())
-                    .collect();
-                s.cluster = Some(c.status(&agents).await);
+                s.cluster = Some(c.status(&gw.config().agent_ids()).await);
             }
             reply::<m::GatewayStatus>(out, &req.id, &s).await
         }
