@@ -5,9 +5,7 @@
 //! owns the agent then, which finds the run started by the lost owner and closes it
 //! (`Engine::start`): a run is never executed twice.
 
-use std::time::Duration;
-
-use async_nats::jetstream::{self, consumer, stream, AckKind};
+use async_nats::jetstream::{self, consumer, AckKind};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
@@ -16,6 +14,8 @@ use crate::names::{check_name, digest};
 
 /// The stream of runs waiting for their owner.
 pub const RUNS_STREAM: &str = "LG_RUNS";
+/// Its subjects: one per agent.
+pub const RUNS_SUBJECTS: &str = "lg.run.*";
 
 /// A run delivered to this gateway as its agent's owner.
 pub struct Delivery {
@@ -66,25 +66,6 @@ impl RunQueue {
 }
 
 impl Engine {
-    pub(crate) async fn runs_stream(
-        js: &jetstream::Context,
-        replicas: usize,
-    ) -> Result<(), ClusterError> {
-        js.get_or_create_stream(stream::Config {
-            name: RUNS_STREAM.into(),
-            subjects: vec!["lg.run.*".into()],
-            num_replicas: replicas,
-            storage: stream::StorageType::File,
-            retention: stream::RetentionPolicy::WorkQueue,
-            discard: stream::DiscardPolicy::New,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(ClusterError::engine)?;
-        Ok(())
-    }
-
     /// Puts an accepted run on its agent's queue. Publishing the same run again within two
     /// minutes stores it once.
     pub async fn enqueue(

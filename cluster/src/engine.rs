@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, stream};
 
+use crate::dispatch::{RUNS_STREAM, RUNS_SUBJECTS};
 use crate::names::{
     check_name, NODES_BUCKET, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM,
     TX_SUBJECTS,
@@ -152,8 +153,17 @@ impl Engine {
             bucket(&js, NODES_BUCKET, settings.lease_ttl, replicas)
         })
         .await?;
-        retrying(within, || tx_stream(&js, replicas)).await?;
-        retrying(within, || Engine::runs_stream(&js, replicas)).await?;
+        // The transcript log keeps every record; a run queue forgets a run once acknowledged.
+        let limits = stream::RetentionPolicy::Limits;
+        retrying(within, || {
+            stream(&js, TX_STREAM, TX_SUBJECTS, limits, replicas)
+        })
+        .await?;
+        let work = stream::RetentionPolicy::WorkQueue;
+        retrying(within, || {
+            stream(&js, RUNS_STREAM, RUNS_SUBJECTS, work, replicas)
+        })
+        .await?;
         Ok(Engine {
             node: settings.node.clone(),
             lease_ttl: settings.lease_ttl,
@@ -243,15 +253,22 @@ impl Engine {
     }
 }
 
-/// The transcript stream, made if missing.
-async fn tx_stream(js: &jetstream::Context, replicas: usize) -> Result<(), ClusterError> {
+/// The stream `name` over `subjects`, made if missing: replicated, on disk, refusing a new
+/// record rather than dropping one (the transcript log, the run queues), deduplicating
+/// repeated publishes for two minutes.
+async fn stream(
+    js: &jetstream::Context,
+    name: &str,
+    subjects: &str,
+    retention: stream::RetentionPolicy,
+    replicas: usize,
+) -> Result<(), ClusterError> {
     js.get_or_create_stream(stream::Config {
-        name: TX_STREAM.into(),
-        subjects: vec![TX_SUBJECTS.into()],
+        name: name.into(),
+        subjects: vec![subjects.into()],
         num_replicas: replicas,
         storage: stream::StorageType::File,
-        retention: stream::RetentionPolicy::Limits,
-        // A record is refused rather than one dropped: the log is the transcript.
+        retention,
         discard: stream::DiscardPolicy::New,
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
