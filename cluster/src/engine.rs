@@ -153,7 +153,7 @@ impl Engine {
             bucket(&js, NODES_BUCKET, settings.lease_ttl, replicas)
         })
         .await?;
-        // The transcript log keeps every record; a run queue forgets a run once acknowledged.
+        // The journals keep every record; a run queue forgets a run once acknowledged.
         let limits = stream::RetentionPolicy::Limits;
         retrying(within, || {
             stream(&js, TX_STREAM, TX_SUBJECTS, limits, replicas)
@@ -254,7 +254,7 @@ impl Engine {
 }
 
 /// The stream `name` over `subjects`, made if missing: replicated, on disk, refusing a new
-/// record rather than dropping one (the transcript log, the run queues), deduplicating
+/// record rather than dropping one (the journals, the run queues), deduplicating
 /// repeated publishes for two minutes.
 async fn stream(
     js: &jetstream::Context,

@@ -1,7 +1,9 @@
-//! Run events across gateways: each gateway publishes the events of the runs it owns on its
-//! own subject, and every gateway follows all the others'. Core NATS: in order from one
-//! gateway, at most once (a gateway that is disconnected misses what was sent meanwhile;
-//! outcomes, which are durable, are not carried here).
+//! Between gateways on core NATS (nothing here is stored):
+//! - run events: each gateway publishes the events of the runs it owns on its own subject,
+//!   and every gateway follows all the others'; in order from one gateway, at most once (a
+//!   gateway that is disconnected misses what was sent meanwhile; outcomes, which are
+//!   durable, are not carried here);
+//! - requests to one gateway (a session operation for an agent it owns), answered by it.
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -50,5 +52,70 @@ impl Engine {
             own: self.event_subject(),
             sub,
         })
+    }
+}
+
+/// Requests other gateways sent to this one, each with where to answer.
+pub struct Requests {
+    sub: async_nats::Subscriber,
+}
+
+/// One request to this gateway.
+pub struct Request {
+    pub payload: Bytes,
+    reply: Option<async_nats::Subject>,
+}
+
+impl Requests {
+    /// The next request; `None` when the subscription ended.
+    pub async fn next(&mut self) -> Option<Request> {
+        self.sub.next().await.map(|m| Request {
+            payload: m.payload,
+            reply: m.reply,
+        })
+    }
+}
+
+impl Engine {
+    fn request_subject(node: &str) -> String {
+        format!("lg.req.{node}")
+    }
+
+    /// Follows the requests sent to this gateway.
+    pub async fn requests(&self) -> Result<Requests, ClusterError> {
+        let sub = self
+            .client
+            .subscribe(Self::request_subject(&self.node))
+            .await
+            .map_err(ClusterError::engine)?;
+        Ok(Requests { sub })
+    }
+
+    /// Answers `request` (nothing if its sender no longer waits).
+    pub async fn answer(&self, request: Request, payload: Bytes) -> Result<(), ClusterError> {
+        let Some(reply) = request.reply else {
+            return Ok(());
+        };
+        self.client
+            .publish(reply, payload)
+            .await
+            .map_err(ClusterError::engine)
+    }
+
+    /// Sends `payload` to gateway `node` and waits up to `timeout` for its answer.
+    pub async fn ask(
+        &self,
+        node: &str,
+        payload: Bytes,
+        timeout: std::time::Duration,
+    ) -> Result<Bytes, ClusterError> {
+        let request = async_nats::Request::new()
+            .payload(payload)
+            .timeout(Some(timeout));
+        self.client
+            .send_request(Self::request_subject(node), request)
+            .await
+            .map(|m| m.payload)
+            .map_err(|e| ClusterError::Engine(format!("gateway {node} did not answer: {e}")))
     }
 }

@@ -5,8 +5,9 @@
 //!   once, first writer wins ([`runs`]: bucket `create`);
 //! - one gateway owns an agent at a time, through a lease whose epoch only grows, and a run
 //!   is started at most once ([`lease`]);
-//! - a transcript commit is accepted only if nothing was written to its session since its
-//!   run's claim, checked by the engine ([`transcript`]).
+//! - an agent's database is a cache of its journal, and a write is accepted only if nothing
+//!   was written to the journal since the writer's last record: after a takeover, the
+//!   previous owner can write nothing ([`journal`]).
 //!
 //! [`local`] starts real NATS servers on loopback for tests and demos.
 
@@ -15,6 +16,7 @@
 pub mod dispatch;
 pub mod engine;
 pub mod events;
+pub mod journal;
 mod kv;
 pub mod lease;
 pub mod local;
@@ -22,12 +24,11 @@ pub mod names;
 pub mod records;
 pub mod runs;
 pub mod settings;
-pub mod transcript;
 
 pub use dispatch::{Delivery, RunQueue};
 pub use engine::{ClusterError, Engine};
+pub use journal::{Record as JournalRecord, Refused, Replay};
 pub use lease::{Acquired, Lease, Start};
-pub use records::{OutcomeRecord, RunRecord, StartRecord, TxRecord};
+pub use records::{OutcomeRecord, RunRecord, StartRecord};
 pub use runs::{Accepted, Ended, OutcomeFeed};
 pub use settings::{RawSettings, Settings};
-pub use transcript::{Claim, Refused};

@@ -12,7 +12,7 @@ pub const OUTCOMES_BUCKET: &str = "lg-outcomes";
 pub const PLACEMENT_BUCKET: &str = "lg-placement";
 /// The gateways of the cluster, each key renewed while its gateway runs (lease TTL).
 pub const NODES_BUCKET: &str = "lg-nodes";
-/// The transcript log: claims, commits and fences, one subject per session.
+/// The agents' journals: one subject per agent ([`journal_subject`]).
 pub const TX_STREAM: &str = "LG_TX";
 /// Subjects of [`TX_STREAM`].
 pub const TX_SUBJECTS: &str = "lg.tx.>";
@@ -41,11 +41,9 @@ pub fn digest(s: &str) -> String {
         .collect()
 }
 
-/// The transcript subject of one session of one agent.
-pub fn tx_subject(agent: &str, session_key: &str) -> String {
-    // 32 hex digits of the digest: the session key itself may hold `.`, `*` or `>`.
-    let d = digest(session_key);
-    format!("lg.tx.{agent}.{}", d.get(..32).unwrap_or(&d))
+/// The journal subject of an agent (a checked name: see [`check_name`]).
+pub fn journal_subject(agent: &str) -> String {
+    format!("lg.tx.{agent}")
 }
 
 #[cfg(test)]
@@ -55,8 +53,7 @@ mod tests {
     #[test]
     fn client_strings_become_safe_tokens() {
         assert_eq!(digest("a").len(), 64);
-        let s = tx_subject("main", "agent:main:x.y.*>");
-        assert_eq!(s.split('.').count(), 4, "{s}");
+        assert_eq!(journal_subject("main"), "lg.tx.main");
         assert!(check_name("h-1_A").is_ok());
         for bad in ["", "a.b", "a*", "a>", "a b", &"x".repeat(65)] {
             assert!(check_name(bad).is_err(), "{bad:?}");

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use cluster::journal::Kind as JournalKind;
 use cluster::local::LocalCluster;
 use cluster::{Accepted, Acquired, Ended, Engine, Lease, Refused, RunRecord, Settings, Start};
 use serde_json::value::RawValue;
@@ -27,7 +28,7 @@ async fn gateway(f: &Fixture, node: &str, first: usize) -> Engine {
         .unwrap()
 }
 
-fn settings(nats: Vec<String>, node: &str) -> Settings {
+pub(crate) fn settings(nats: Vec<String>, node: &str) -> Settings {
     Settings {
         nats,
         node: node.into(),
@@ -207,81 +208,66 @@ async fn a_run_starts_at_most_once_whichever_owner_gets_there_first() {
     );
 }
 
+/// The writer fence across hosts (R-C1): an agent's journal takes a write only after the
+/// record its writer names; a takeover ends the previous owner's writes; a record too large
+/// for one message is read back whole; a reader starts where it left off.
 #[tokio::test]
-async fn the_engine_refuses_superseded_fenced_and_stale_writers_r_c1() {
+async fn the_journal_refuses_a_writer_behind_it_and_an_owner_taken_over_r_c1() {
     let f = cluster();
     let (a, b) = (gateway(&f, "h1", 0).await, gateway(&f, "h2", 1).await);
-    let s = "agent:main:s1";
     let la = held(&a, "main").await;
-    let mut c1 = a.claim(&la, s, "r1").await.unwrap().unwrap();
-    a.commit(&mut c1, serde_json::from_str(r#"["one"]"#).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    a.commit(&mut c1, serde_json::from_str(r#"["two"]"#).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    // A later run of the session takes the claim: r1 can commit nothing more.
-    let mut c2 = a.claim(&la, s, "r2").await.unwrap().unwrap();
+    let t1 = a.journal_takeover(&la).await.unwrap();
+    let s1 = a.journal_append(&la, t1, b"one").await.unwrap().unwrap();
+    let s2 = a.journal_append(&la, s1, b"two").await.unwrap().unwrap();
+    assert!(t1 < s1 && s1 < s2);
     assert_eq!(
-        a.commit(&mut c1, serde_json::from_str(r#"["late"]"#).unwrap())
-            .await
-            .unwrap(),
-        Err(Refused::Fenced)
+        a.journal_append(&la, s1, b"behind").await.unwrap(),
+        Err(Refused),
+        "a writer that missed a record is refused"
     );
+    // The same publish again (an answer lost) is stored once.
+    assert_eq!(a.journal_append(&la, s1, b"two").await.unwrap(), Ok(s2));
 
-    // h1 is lost; h2 takes the agent and closes r2, fencing the session first.
+    // h1 is paused past its lease; h2 takes the agent over: h1 can write nothing more.
     a.release(&la).await.unwrap();
     let lb = held(&b, "main").await;
-    b.fence(&lb, s, "r2", "owner h1 lost").await.unwrap();
+    let t2 = b.journal_takeover(&lb).await.unwrap();
     assert_eq!(
-        a.commit(
-            &mut c2,
-            serde_json::from_str(r#"["from the old owner"]"#).unwrap()
-        )
-        .await
-        .unwrap(),
-        Err(Refused::Fenced)
+        a.journal_append(&la, s2, b"from the old owner")
+            .await
+            .unwrap(),
+        Err(Refused)
     );
-    assert_eq!(
-        a.claim(&la, s, "r3").await.unwrap(),
-        Err(Refused::StaleEpoch { newer: lb.epoch }),
-        "the old owner cannot claim a session the new one wrote to"
-    );
-    // The new owner goes on.
-    let mut c4 = b.claim(&lb, s, "r4").await.unwrap().unwrap();
-    b.commit(&mut c4, serde_json::from_str(r#"["four"]"#).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    // A record over the engine's message size goes as parts and reads back whole.
+    let big: Vec<u8> = (0..b.max_payload() * 2 + 10).map(|i| i as u8).collect();
+    let s3 = b.journal_append(&lb, t2, &big).await.unwrap().unwrap();
 
-    let log = a.session_log("main", s).await.unwrap();
-    let kinds: Vec<String> = log
+    let all = a.journal_read("main", 0).await.unwrap();
+    assert_eq!(all.last, s3);
+    let seen: Vec<(JournalKind, String, u64, usize)> = all
+        .records
         .iter()
-        .map(|(_, r)| {
-            let v = serde_json::to_value(r).unwrap();
-            format!("{}:{}", v["kind"].as_str().unwrap(), r.run_id())
-        })
+        .map(|r| (r.kind, r.node.clone(), r.epoch, r.changes.len()))
         .collect();
     assert_eq!(
-        kinds,
+        seen,
         [
-            "claim:r1",
-            "commit:r1",
-            "commit:r1",
-            "claim:r2",
-            "fence:r2",
-            "claim:r4",
-            "commit:r4"
+            (JournalKind::Takeover, "h1".into(), la.epoch, 0),
+            (JournalKind::Changes, "h1".into(), la.epoch, 3),
+            (JournalKind::Changes, "h1".into(), la.epoch, 3),
+            (JournalKind::Takeover, "h2".into(), lb.epoch, 0),
+            (JournalKind::Changes, "h2".into(), lb.epoch, big.len()),
         ]
     );
-    assert!(log.windows(2).all(|w| w[0].0 < w[1].0), "in order");
-    assert!(b
-        .session_log("main", "agent:main:none")
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(all.records[4].changes, big);
+    // Read from where a cache stopped.
+    let tail = b.journal_read("main", s2).await.unwrap();
+    assert_eq!(tail.records.len(), 2);
+    assert_eq!(tail.last, s3);
+    let none = b.journal_read("main", s3).await.unwrap();
+    assert!(none.records.is_empty());
+    assert_eq!(none.last, s3);
+    assert_eq!(b.journal_read("other", 0).await.unwrap().last, 0);
 }
 
 #[tokio::test]
