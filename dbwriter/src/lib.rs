@@ -8,9 +8,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
+pub mod journal;
 mod migrate;
 mod reserve;
 
+pub use journal::{Journal, Refusal};
 pub use migrate::{migrate, top, MigrateError, Step};
 pub use reserve::Reserve;
 
@@ -256,6 +258,8 @@ pub struct Options<C> {
     /// Released when the disk is all but full, or when a commit finds it full (that commit
     /// is then tried once more); see [`Reserve`].
     pub reserve: Option<std::sync::Arc<Reserve>>,
+    /// Each transaction's changes are recorded here before it commits ([`journal`]).
+    pub journal: Option<Box<dyn Journal>>,
 }
 
 impl<C> Options<C> {
@@ -267,6 +271,7 @@ impl<C> Options<C> {
             durable: |_| false,
             stats: Default::default(),
             reserve: None,
+            journal: None,
         }
     }
 }
@@ -285,7 +290,11 @@ pub fn start<C: Send + 'static>(
         durable,
         stats,
         reserve,
+        mut journal,
     } = options;
+    if let Some(j) = &journal {
+        journal::install(&conn, j.tables()).map_err(std::io::Error::other)?;
+    }
     let (queue, mut rx) = channel::<C>(queue_len);
     std::thread::Builder::new()
         .name(name.to_owned())
@@ -305,7 +314,14 @@ pub fn start<C: Send + 'static>(
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = FULL");
                 }
-                run_batch(&mut conn, batch, &mut apply, &stats, reserve.as_deref());
+                run_batch(
+                    &mut conn,
+                    batch,
+                    &mut apply,
+                    &stats,
+                    reserve.as_deref(),
+                    journal.as_deref_mut(),
+                );
                 if full {
                     let _ = exec(&conn, "PRAGMA synchronous = NORMAL");
                 }
@@ -320,6 +336,7 @@ fn run_batch<C>(
     apply: &mut impl FnMut(&Connection, C, &Savepoint) -> Held,
     stats: &CommitStats,
     reserve: Option<&Reserve>,
+    journal: Option<&mut dyn Journal>,
 ) {
     let mut held = Vec::with_capacity(batch.len());
     let savepoint = Savepoint {
@@ -329,6 +346,9 @@ fn run_batch<C>(
         exec(conn, "BEGIN")?;
         for cmd in batch {
             held.push(apply(conn, cmd, &savepoint));
+        }
+        if let Some(j) = journal {
+            journal::record(conn, j)?;
         }
         let at = std::time::Instant::now();
         let mut done = exec(conn, "COMMIT");
