@@ -146,6 +146,36 @@ pub struct AgentSpec {
     /// Since: protocol v2 (additive). The agent's disk budget (`[disk]`).
     #[serde(default)]
     pub disk: crate::disk::DiskPolicy,
+    /// Since: protocol v2 (additive). Cluster mode: the agent's database is a cache of its
+    /// journal in the cluster. The worker asks for the records it lacks (`JournalSync`)
+    /// before it takes any run or session op, and records every transaction there
+    /// (`Journal`) before committing it.
+    #[serde(default)]
+    pub journaled: bool,
+}
+
+/// Since: protocol v2 (additive). One transaction of an agent's journal, replayed into its
+/// database: `changes` as `dbwriter::journal` wrote them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalChanges {
+    pub seq: u64,
+    pub changes: String,
+}
+
+/// Since: protocol v2 (additive). What became of a `Journal` write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum JournalAck {
+    /// Stored as record `seq`: the transaction may commit.
+    Stored { seq: u64 },
+    /// Refused: another record is last (a newer owner took the agent over, or this worker
+    /// missed a record). Nothing was stored.
+    Refused { reason: String },
+    /// Not known to be stored (the engine did not answer, this gateway does not own the
+    /// agent): the transaction must not commit, and the worker's copy may be behind.
+    Failed { error: String },
+    #[serde(other)]
+    Unknown,
 }
 
 /// When and how much of a session's context is summarized (R-B7, OpenClaw section 6.8).
@@ -575,6 +605,18 @@ pub enum ControlToWorker {
         #[serde(default)]
         pattern: Option<String>,
     },
+    /// Since: protocol v2 (additive). Records of the agent's journal the worker lacks, in
+    /// order, answering `JournalSync`; the last frame has `last` (the journal's last
+    /// sequence: the worker's next write follows it) or `error` (the worker cannot serve).
+    JournalReplay {
+        records: Vec<JournalChanges>,
+        #[serde(default)]
+        last: Option<u64>,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Since: protocol v2 (additive). Answer to `Journal` with the same `id`.
+    Journaled { id: u64, ack: JournalAck },
     #[serde(other)]
     Unknown,
 }
@@ -611,6 +653,16 @@ pub enum WorkerToControl {
     /// Since: protocol v2 (additive). The worker's counters (after each run's end and each
     /// heartbeat), for `/metrics`.
     Counters(crate::metrics::WorkerCounters),
+    /// Since: protocol v2 (additive). A journaled worker's first frame: send the journal's
+    /// records after `after` (the last one its database holds).
+    JournalSync { after: u64 },
+    /// Since: protocol v2 (additive). Record one transaction in the agent's journal after
+    /// record `after`; answered by `Journaled` with the same `id`.
+    Journal {
+        id: u64,
+        after: u64,
+        changes: String,
+    },
     /// Since: protocol v1; v1 only (a v2 worker answers with `SessionDone`). Answer to
     /// `Session`: the result as JSON text, or a typed error.
     SessionResult {

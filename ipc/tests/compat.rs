@@ -47,6 +47,7 @@ fn spec() -> AgentSpec {
         fallbacks: Vec::new(),
         diagnostics: Default::default(),
         disk: Default::default(),
+        journaled: false,
     }
 }
 
@@ -652,11 +653,51 @@ fn additive_agent_spec_fields_round_trip() {
             warn_ms: 1_000,
             abort_min_ms: 3_000,
         },
+        journaled: true,
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();
     let back: AgentSpec = decode_body(&bytes).unwrap();
     assert_eq!(back, spec);
+}
+
+/// Cluster mode's journal frames (additive in v2) round-trip.
+#[test]
+fn journal_frames_round_trip() {
+    for up in [
+        WorkerToControl::JournalSync { after: 7 },
+        WorkerToControl::Journal {
+            id: 3,
+            after: 9,
+            changes: r#"[{"t":"runs","op":"upsert","row":{"run_id":"r"}}]"#.into(),
+        },
+    ] {
+        let back: WorkerToControl = decode_body(&encode_body(&up).unwrap()).unwrap();
+        assert_eq!(back, up);
+    }
+    for down in [
+        ControlToWorker::JournalReplay {
+            records: vec![JournalChanges {
+                seq: 4,
+                changes: "[]".into(),
+            }],
+            last: Some(5),
+            error: None,
+        },
+        ControlToWorker::Journaled {
+            id: 3,
+            ack: JournalAck::Stored { seq: 10 },
+        },
+        ControlToWorker::Journaled {
+            id: 4,
+            ack: JournalAck::Refused {
+                reason: "a newer owner".into(),
+            },
+        },
+    ] {
+        let back: ControlToWorker = decode_body(&encode_body(&down).unwrap()).unwrap();
+        assert_eq!(back, down);
+    }
 }
 
 #[test]
