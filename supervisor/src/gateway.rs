@@ -55,7 +55,7 @@ pub struct Gateway {
     session_overrides: std::sync::Mutex<std::collections::HashMap<String, SessionOverrides>>,
     pub metrics: crate::metrics::Metrics,
     /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
-    pub cluster: std::sync::OnceLock<Arc<crate::clustered::Clustered>>,
+    pub cluster: crate::clustered::ClusterCell,
 }
 
 impl Gateway {
@@ -88,7 +88,7 @@ impl Gateway {
             self_presence: self_presence(),
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics: crate::metrics::Metrics::new(),
-            cluster: std::sync::OnceLock::new(),
+            cluster: Default::default(),
         }
     }
 
@@ -186,6 +186,11 @@ impl Gateway {
     }
 
     /// Records which environment variables are set (their names only).
+    pub fn with_cluster(mut self, cell: crate::clustered::ClusterCell) -> Self {
+        self.cluster = cell;
+        self
+    }
+
     pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
         self.metrics = metrics;
         self

@@ -63,12 +63,14 @@ struct Inner {
     reported: Arc<Reported>,
 }
 
-/// Cluster mode: leases held now, taken, lost; runs of lost owners ended here.
+/// Cluster mode: leases held now, taken, lost; runs of lost owners ended here; journal
+/// writes the engine refused.
 struct ClusterSeries {
     leases: Gauge,
     takeovers: Family<L, Counter>,
     lost: Family<L, Counter>,
     orphans: Family<L, Counter>,
+    refused: Family<L, Counter>,
 }
 
 impl ClusterSeries {
@@ -97,11 +99,18 @@ impl ClusterSeries {
             "Cluster mode: runs a lost owner had started, ended error here, by agent",
             orphans.clone(),
         );
+        let refused = Family::<L, Counter>::default();
+        r.register(
+            "cluster_journal_writes_refused",
+            "Cluster mode: transactions of this gateway's workers the agent's journal refused (fenced: another record came first), by agent",
+            refused.clone(),
+        );
         ClusterSeries {
             leases,
             takeovers,
             lost,
             orphans,
+            refused,
         }
     }
 }
@@ -299,6 +308,11 @@ impl Metrics {
     /// Cluster mode: a run a lost owner started was ended here.
     pub fn cluster_orphan(&self, agent: &str) {
         self.0.cluster.orphans.get_or_create(&agent_l(agent)).inc();
+    }
+
+    /// Cluster mode: `agent`'s journal refused a write of this gateway's worker.
+    pub fn cluster_refused(&self, agent: &str) {
+        self.0.cluster.refused.get_or_create(&agent_l(agent)).inc();
     }
 
     pub fn run_accepted(&self, agent: &str) {

@@ -242,6 +242,7 @@ async fn start_core(
     started: Instant,
 ) -> Core {
     let hub = EventHub::new();
+    let cluster = crate::clustered::ClusterCell::default();
     let allowed_exec = allowed_exec(&db).await;
     let metrics = crate::metrics::Metrics::new();
     metrics.gateway_commits(db.commits.clone());
@@ -255,12 +256,14 @@ async fn start_core(
         started,
         notifier: opts.notifier.clone(),
         allowed_exec,
+        cluster: cluster.clone(),
     });
     let (drain_tx, drain_rx) = mpsc::channel::<Duration>(4);
     let gw = Arc::new(
         Gateway::new(config, control, db.clone(), hub, started, failed, drain_tx)
             .with_env(&opts.env)
-            .with_metrics(metrics),
+            .with_metrics(metrics)
+            .with_cluster(cluster),
     );
     let (reload_tx, reload_rx) = mpsc::channel::<oneshot::Sender<ReloadResult>>(1);
     let _ = gw.reload_requests.set(reload_tx);

@@ -56,6 +56,8 @@ pub struct SpawnSpec {
     /// Environment passed to the worker (an allow-list; everything else is cleared).
     pub env: Vec<(String, String)>,
     pub metrics: crate::metrics::Metrics,
+    /// Cluster mode: the agent's journal, which the worker's database is a cache of.
+    pub journal: Option<std::sync::Arc<crate::clustered::Clustered>>,
 }
 
 /// What a link reports to the control actor.
@@ -124,7 +126,7 @@ pub enum LinkSendError {
     Closed(Box<ControlToWorker>),
 }
 
-fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
+fn agent_spec(agent: &AgentConfig, journaled: bool) -> Result<AgentSpec, String> {
     let model = agent.model.as_ref().ok_or_else(|| {
         format!(
             "agent {:?} has no model configured (set agents.defaults.model or agents.list.{}.model)",
@@ -172,6 +174,7 @@ fn agent_spec(agent: &AgentConfig) -> Result<AgentSpec, String> {
                 model: m.model.clone(),
             })
             .collect(),
+        journaled,
     })
 }
 
@@ -193,7 +196,8 @@ pub fn spawn(spec: SpawnSpec, hub: EventHub, events: mpsc::Sender<LinkEvent>) {
             }
             Ok(started) => {
                 let metrics = spec.metrics.clone();
-                relay(started, agent_id, generation, hub, events, metrics).await
+                let journal = spec.journal.clone();
+                relay(started, agent_id, generation, hub, events, metrics, journal).await
             }
         }
     });
@@ -214,7 +218,7 @@ struct Started {
 }
 
 async fn start(spec: &SpawnSpec) -> Result<Started, String> {
-    let agent_spec = agent_spec(&spec.agent)?;
+    let agent_spec = agent_spec(&spec.agent, spec.journal.is_some())?;
     std::fs::create_dir_all(&spec.run_dir)
         .map_err(|e| format!("cannot create {}: {e}", spec.run_dir.display()))?;
     set_private(&spec.run_dir);
@@ -382,6 +386,7 @@ async fn relay(
     hub: EventHub,
     events: mpsc::Sender<LinkEvent>,
     metrics: crate::metrics::Metrics,
+    journal: Option<std::sync::Arc<crate::clustered::Clustered>>,
 ) {
     let Started {
         mut child,
@@ -392,6 +397,10 @@ async fn relay(
         writer,
     } = started;
     let (tx, rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
+    let journal = journal.map(|c| JournalPort {
+        cluster: c,
+        answers: tx.clone(),
+    });
     let ready = LinkEvent::Ready {
         agent_id: agent_id.clone(),
         generation,
@@ -412,6 +421,7 @@ async fn relay(
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
+        journal,
     };
     let exit = relay.read_frames(&mut reader, &mut child, pid).await;
     // What still waits for a gate goes on now, in order and ungated: its worker is gone, and
@@ -568,6 +578,14 @@ struct Relay {
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
     closing: bool,
+    /// Cluster mode: where the worker's journal frames go.
+    journal: Option<JournalPort>,
+}
+
+/// Cluster mode: the worker's journal requests, carried out and answered on its link.
+struct JournalPort {
+    cluster: std::sync::Arc<crate::clustered::Clustered>,
+    answers: mpsc::Sender<ControlToWorker>,
 }
 
 impl Relay {
@@ -617,6 +635,53 @@ impl Relay {
         }
     }
 
+    /// Cluster mode: the worker asks for the journal records its database lacks.
+    fn journal_sync(&self, after: u64) {
+        let Some(port) = &self.journal else {
+            tracing::warn!(
+                agent = self.agent_id.as_str(),
+                "A worker asked for a journal sync outside cluster mode."
+            );
+            return;
+        };
+        let (cluster, to, agent) = (
+            port.cluster.clone(),
+            port.answers.clone(),
+            self.agent_id.clone(),
+        );
+        tokio::spawn(async move { cluster.journal_sync(&agent, after, &to).await });
+    }
+
+    /// Cluster mode: the worker records a transaction before committing it (its writer
+    /// waits for the answer, so a worker's writes arrive one at a time).
+    fn journal_write(&self, id: u64, after: u64, changes: String) {
+        let Some(port) = &self.journal else {
+            tracing::warn!(
+                agent = self.agent_id.as_str(),
+                "A worker sent a journal write outside cluster mode."
+            );
+            return;
+        };
+        let (cluster, to, agent, metrics) = (
+            port.cluster.clone(),
+            port.answers.clone(),
+            self.agent_id.clone(),
+            self.metrics.clone(),
+        );
+        tokio::spawn(async move {
+            let ack = cluster.journal_write(&agent, after, &changes).await;
+            if let ipc::control::JournalAck::Refused { reason } = &ack {
+                metrics.cluster_refused(&agent);
+                tracing::warn!(
+                    agent = agent.as_str(),
+                    reason = reason.as_str(),
+                    "The agent's journal refused a write of its worker here."
+                );
+            }
+            let _ = to.send(ControlToWorker::Journaled { id, ack }).await;
+        });
+    }
+
     /// The session a frame belongs to, if it belongs to one.
     fn session_of(&self, msg: &WorkerToControl) -> Option<(String, String)> {
         let run_id = match msg {
@@ -649,6 +714,17 @@ impl Relay {
     /// Publishes or forwards one frame, unless its session waits for an earlier run's
     /// terminal events (then it is held). `false` once the control actor is gone.
     async fn handle(&mut self, msg: WorkerToControl) -> bool {
+        let msg = match msg {
+            WorkerToControl::JournalSync { after } => {
+                self.journal_sync(after);
+                return true;
+            }
+            WorkerToControl::Journal { id, after, changes } => {
+                self.journal_write(id, after, changes);
+                return true;
+            }
+            other => other,
+        };
         let session = self.session_of(&msg).filter(|_| !self.closing);
         let msg = match &session {
             Some((key, run)) => match self.gates.admit(key, Some(run), msg) {

@@ -16,7 +16,7 @@ const TTL: u64 = 2;
 struct Cluster {
     gateways: Vec<Gateway>,
     model: ScriptedModel,
-    _nats: LocalCluster,
+    nats: LocalCluster,
     _dir: tempfile::TempDir,
 }
 
@@ -54,7 +54,7 @@ impl Cluster {
         Cluster {
             gateways,
             model,
-            _nats: nats,
+            nats,
             _dir: dir,
         }
     }
@@ -83,6 +83,43 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// A gateway process and its descendants (workers, their tools): a host to pause.
+fn family(pid: u32) -> Vec<i32> {
+    let mut out = vec![pid as i32];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        let tasks = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten();
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            out.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+        i += 1;
+    }
+    out
+}
+
+fn signal_all(pids: &[i32], sig: Signal) {
+    for p in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), sig);
+    }
+}
+
+/// The sum of a counter's series in gateway `gw`'s `/metrics`.
+async fn counter(gw: &Gateway, name: &str) -> u64 {
+    let text = gw.http("GET", "/metrics", &[]).await.text();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 async fn wait_result(gw: &Gateway, run_id: &str) -> Value {
@@ -198,14 +235,58 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
         failed_over < Duration::from_secs(TTL + 10),
         "failover took {failed_over:?}"
     );
-    // The killed run's model request was made once and never again.
+    // The killed run's model request was made once and never again (later requests carry
+    // its user message in their history, never as the message they answer).
     let longs = cl
         .model
         .requests()
         .iter()
-        .filter(|r| r.body["messages"].to_string().contains("\"long\""))
+        .filter(|r| {
+            r.body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .map(|m| m["content"].clone())
+                == Some(json!("long"))
+        })
         .count();
     assert_eq!(longs, 1);
+
+    // The new owner rebuilt the agent's database from its journal: every surviving
+    // gateway shows the same history, the lost owner's part included (the lost run's user
+    // message, without a reply).
+    let mut seen = Vec::new();
+    for &i in &others {
+        let mut c = cl.gateways[i].connect().await;
+        seen.push(history(&mut c, "main").await);
+    }
+    assert_eq!(
+        seen[0],
+        [
+            "user: warm up",
+            "assistant: warm",
+            "user: long",
+            "user: again",
+            "assistant: after the loss"
+        ]
+    );
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// `chat.history` of `session`, one `role: text` line per message.
+async fn history(c: &mut loopgate_tests::Client, session: &str) -> Vec<String> {
+    let h = c.call("chat.history", json!({"sessionKey": session})).await;
+    h["payload"]["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{h}"))
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or("?"),
+                m["content"][0]["text"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
 }
 
 /// A client on a gateway that does not own the agent sees the run's stream: the `agent`
@@ -303,6 +384,100 @@ async fn agents_spread_over_the_gateways_and_run_wherever_submitted() {
         assert_eq!(
             fin["payload"]["result"]["payloads"][0]["text"],
             format!("answer of {agent}")
+        );
+    }
+}
+
+/// A paused owner (SIGSTOP of its supervisor, worker and tools) loses the agent; resumed
+/// after the takeover, with its model's answer arriving, it can commit nothing (R-C1 across
+/// hosts): the agent's journal holds nothing of its epoch after the new owner's takeover,
+/// and no gateway's history shows the answer it got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_resumed_after_takeover_cannot_commit_r_c1() {
+    let cl = Cluster::start(3).await;
+    cl.model.push(reply("warm"));
+    let mut c = cl.gateways[0].connect().await;
+    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
+        .await;
+    let owner = cl.settled_owner().await;
+    let watcher = (owner + 1) % 3;
+
+    cl.model.push(hold("from the paused owner"));
+    let mut cw = cl.gateways[watcher].connect().await;
+    // Returns once the owner's model call is under way: its first piece reached the watcher.
+    cw.start_streaming(json!({"message": "paused", "idempotencyKey": "p"}))
+        .await;
+    let paused = family(cl.gateways[owner].pid());
+    assert!(paused.len() >= 2, "the gateway and its worker: {paused:?}");
+    signal_all(&paused, Signal::SIGSTOP);
+
+    let r = wait_result(&cl.gateways[watcher], "p").await;
+    assert_eq!(r["status"], "error", "{r}");
+    assert!(
+        r["error"].as_str().unwrap_or_default().contains("was lost"),
+        "{r}"
+    );
+
+    // Resumed: its worker gets the rest of the answer and tries to record it.
+    cl.model.release();
+    signal_all(&paused, Signal::SIGCONT);
+    let old = &cl.gateways[owner];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counter(old, "loopgate_cluster_leases_lost_total").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the resumed owner never saw its lease gone"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "resumed owner: journal writes refused {}",
+        counter(old, "loopgate_cluster_journal_writes_refused_total").await
+    );
+
+    // The next run completes on the new owner, after what the resumed one could do.
+    cl.model.push(reply("after"));
+    let (_, fin) = cw
+        .turn(json!({"message": "next", "idempotencyKey": "n"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "after",
+        "{fin}"
+    );
+
+    let checker = cluster::Engine::connect(
+        &super::cluster_engine::settings(cl.nats.urls(), "checker"),
+        &|_| None,
+    )
+    .await
+    .unwrap();
+    let journal = checker.journal_read("main", 0).await.unwrap();
+    let takeovers = journal
+        .records
+        .iter()
+        .filter(|r| r.kind == cluster::journal::Kind::Takeover)
+        .count();
+    assert!(takeovers >= 2, "{:?}", journal.records);
+    let fenced = cluster::journal::fenced(&journal.records);
+    assert!(fenced.is_empty(), "commits of a fenced owner: {fenced:?}");
+    assert!(!journal
+        .records
+        .iter()
+        .any(|r| String::from_utf8_lossy(&r.changes).contains("from the paused owner")));
+    for gw in &cl.gateways {
+        let mut c = gw.connect().await;
+        let h = history(&mut c, "main").await;
+        assert_eq!(
+            h,
+            [
+                "user: warm up",
+                "assistant: warm",
+                "user: paused",
+                "user: next",
+                "assistant: after"
+            ],
+            "on h{}",
+            gw.pid()
         );
     }
 }

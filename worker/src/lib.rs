@@ -120,10 +120,36 @@ pub struct Options {
 
 /// Runs the worker until it is drained or its supervisor goes away.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    let (spec, mut reader, writer) =
+    let (spec, mut reader, mut writer) =
         link::connect(&opts.connect, &opts.agent_id, &opts.token).await?;
     let db_path = PathBuf::from(&spec.db_path);
-    let (db_writer, recovered) = Writer::open(&db_path, now_ms())?;
+    // Cluster mode: the database catches up with the agent's journal before anything else.
+    let synced = match spec.journaled {
+        true => Some(store::journal::sync(&db_path, &mut reader, &mut writer).await?),
+        false => None,
+    };
+    let (out_tx, out_rx) = outbox::new(outbox::STREAM_CAP);
+    let write_task = tokio::spawn(outbox::write_out(out_rx, writer));
+    // Told when the journal stops taking this worker's writes: the worker stops.
+    let journal_stopped = Arc::new(tokio::sync::Notify::new());
+    let (mut frames, db_writer, recovered) = match synced {
+        None => {
+            let (w, n) = Writer::open(&db_path, now_ms())?;
+            (link::frames(reader), w, n)
+        }
+        Some(synced) => {
+            let pending = store::journal::Pending::default();
+            let frames = link::frames_answering_journal(reader, synced.early, pending.clone());
+            let journal = store::journal::Link::new(
+                out_tx.clone(),
+                pending,
+                synced.last,
+                journal_stopped.clone(),
+            );
+            let (w, n) = Writer::open_journaled(&db_path, now_ms(), journal).await?;
+            (frames, w, n)
+        }
+    };
     if recovered > 0 {
         tracing::warn!(
             runs = recovered,
@@ -132,8 +158,6 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     }
     let db_reader = Reader::open(&db_path)?;
     let llm = build_llm(&spec.model, &opts.env);
-    let (out_tx, out_rx) = outbox::new(outbox::STREAM_CAP);
-    let write_task = tokio::spawn(outbox::write_out(out_rx, writer));
     // The supervisor labels relayed lines with agent and pid.
     tracing::info!("Worker started.");
     let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
@@ -159,7 +183,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     diag_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            frame = reader.next() => match frame {
+            frame = frames.next() => match frame {
                 Some(Ok(msg)) => w.on_frame(msg),
                 Some(Err(e)) => {
                     tracing::error!(error = %e, "Bad frame from the supervisor; stopping.");
@@ -173,6 +197,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             _ = sleep_until(w.wake_at), if w.wake_at.is_some() => w.wake(),
             _ = sleep_until(w.drain_deadline), if w.drain_deadline.is_some() && !w.drain_expired => w.drain_expired(),
             _ = sleep_until(w.orphan_deadline), if w.orphan_deadline.is_some() => break,
+            _ = journal_stopped.notified() => break,
         }
         if w.finished() {
             break;
@@ -339,6 +364,9 @@ impl Worker {
                 if let Some(tx) = self.decisions.get(&run_id) {
                     let _ = tx.try_send(agent::driver::Decided { id, decision });
                 }
+            }
+            ControlToWorker::JournalReplay { .. } | ControlToWorker::Journaled { .. } => {
+                tracing::warn!("Ignoring a journal frame outside the journal's sync.")
             }
             ControlToWorker::Unknown => {
                 tracing::warn!("Ignoring an unknown frame from a newer supervisor.")

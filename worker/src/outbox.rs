@@ -185,7 +185,10 @@ fn weight(msg: &WorkerToControl) -> usize {
             r.command.len() + r.argv.iter().map(String::len).sum::<usize>()
         }
         WorkerToControl::Diagnostic(r) => r.excerpt.as_ref().map_or(0, String::len),
-        WorkerToControl::Rejected { .. }
+        // Never shrunk: the journal's writer refuses a transaction too large for a frame.
+        WorkerToControl::Journal { changes, .. } => changes.len(),
+        WorkerToControl::JournalSync { .. }
+        | WorkerToControl::Rejected { .. }
         | WorkerToControl::Pong { .. }
         | WorkerToControl::Drained { .. }
         | WorkerToControl::ApprovalClosed { .. }

@@ -11,12 +11,19 @@
 //! - `waiters.rs`: one watch per gateway on every outcome, waking the runs waited for here.
 //! - `relay.rs`: run events between gateways, so a client sees a run's stream on any
 //!   gateway (at most once across gateways; outcomes are durable).
+//! - `journal.rs`: the agents' journals for this gateway's workers (a worker's database is
+//!   a cache of its agent's journal: replayed at start, each transaction recorded before it
+//!   commits).
+//! - `ops.rs`: session operations asked here for an agent another gateway owns, carried out
+//!   there.
 //! - here: the placement loop, which takes unowned agents, renews held leases three times
 //!   per TTL, and on a lost lease stops the agent's worker at once.
 //!
 //! Without `[cluster]` none of this runs: no NATS, today's code paths.
 
 mod front;
+mod journal;
+mod ops;
 mod owner;
 mod placement;
 mod relay;
@@ -32,6 +39,10 @@ use serde::{Deserialize, Serialize};
 use crate::gateway::Gateway;
 
 pub use front::{outcome, submit, wait_result, Submitted};
+
+/// Where the gateway keeps its place in the cluster, once joined: shared by the gateway's
+/// state and the control actor (which gives it to the workers it starts).
+pub type ClusterCell = Arc<std::sync::OnceLock<Arc<Clustered>>>;
 
 /// A run on its way to its agent's owner.
 #[derive(Serialize, Deserialize)]
@@ -119,6 +130,7 @@ impl Clustered {
     pub async fn start(self: &Arc<Self>, gw: Arc<Gateway>) -> tokio::task::JoinHandle<()> {
         relay::start(&gw, self).await;
         waiters::start(self, gw.stopping.clone());
+        self.serve_ops(gw.clone()).await;
         let me = self.clone();
         tokio::spawn(async move {
             let every = me.engine.lease_ttl() / 3;
@@ -175,14 +187,15 @@ impl Clustered {
             return;
         };
         h.queue.abort();
+        gw.metrics.cluster_let_go(agent, true);
         tracing::error!(
             agent,
             epoch = h.lease.epoch,
             why,
             "This gateway lost the agent; stopping its worker."
         );
-        if let Err(e) = gw.control.restart_worker(agent.to_owned(), true).await {
-            tracing::warn!(agent, error = %e.message, "Cannot stop the worker of a lost agent.");
+        if let Err(e) = gw.control.stop_worker(agent.to_owned()).await {
+            tracing::warn!(agent, error = %e, "Cannot stop the worker of a lost agent.");
         }
     }
 

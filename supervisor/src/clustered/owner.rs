@@ -27,6 +27,25 @@ pub(super) async fn serve_queue(
     lease: Lease,
     deliveries: Arc<AtomicUsize>,
 ) {
+    // Nothing of the agent runs or is closed here before its previous owner is fenced off
+    // the journal: after this record, whatever it still sends is refused.
+    loop {
+        match c.engine.journal_takeover(&lease).await {
+            Ok(seq) => {
+                tracing::info!(
+                    agent = lease.agent.as_str(),
+                    epoch = lease.epoch,
+                    seq,
+                    "Took the agent's journal over."
+                );
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(agent = lease.agent.as_str(), error = %e, "Cannot take the agent's journal over; trying again.");
+                tokio::time::sleep(PULL_AGAIN).await;
+            }
+        }
+    }
     loop {
         let mut queue = match c.engine.run_queue(&lease.agent).await {
             Ok(q) => q,

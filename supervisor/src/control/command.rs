@@ -84,6 +84,12 @@ pub enum Command {
         force: bool,
         reply: oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>,
     },
+    /// Cluster mode: this gateway lost the agent's lease. Its worker is killed at once (no
+    /// tool may run on under a stale epoch) and not started again until a run or session
+    /// operation needs it; its crash-loop record is untouched.
+    StopWorker {
+        agent_id: String,
+    },
     /// A new config: reconcile the worker set (agents added, removed, changed).
     Reload(Arc<Config>),
     Link(LinkEvent),

@@ -224,6 +224,7 @@ impl Control {
                 force,
                 reply,
             } => self.restart_worker(&agent_id, force, reply),
+            Command::StopWorker { agent_id } => self.stop_worker(&agent_id),
             Command::Reload(config) => self.reconcile(config),
             Command::Link(ev) => self.link_event(ev),
             Command::Persisted { run_id, outcome } => self.persisted(run_id, outcome),

@@ -148,7 +148,11 @@ impl Control {
             WorkerToControl::Counters(c) => {
                 self.deps.metrics.worker_counters(agent_id, generation, c)
             }
-            WorkerToControl::Event(_) | WorkerToControl::Unknown => {}
+            // The link's relay handles events and the journal's frames itself.
+            WorkerToControl::Event(_)
+            | WorkerToControl::JournalSync { .. }
+            | WorkerToControl::Journal { .. }
+            | WorkerToControl::Unknown => {}
         }
     }
 
@@ -601,6 +605,42 @@ impl Control {
         if was_failed {
             tracing::info!(agent = agent_id, "Crash-loop breaker reset by operator.");
             self.publish_failed();
+        }
+    }
+
+    /// Kills the agent's worker, which then goes back to `Idle` ([`Command::StopWorker`]).
+    pub(super) fn stop_worker(&mut self, agent_id: &str) {
+        let Some(slot) = self.workers.get_mut(agent_id) else {
+            return;
+        };
+        let why = "stopped: this gateway lost the agent's cluster lease";
+        match &mut slot.state {
+            WorkerState::Ready { pid, link, .. } => {
+                let (pid, link) = (*pid, Some(link.clone()));
+                slot.kill_reason = Some(why.into());
+                self.effects.push(Effect::Kill { pid });
+                slot.state = WorkerState::Draining {
+                    pid,
+                    since: self.now.at,
+                    then: AfterExit::Retire,
+                    queued: VecDeque::new(),
+                    link,
+                };
+            }
+            WorkerState::Draining { pid, then, .. } => {
+                slot.kill_reason = Some(why.into());
+                self.effects.push(Effect::Kill { pid: *pid });
+                if *then == AfterExit::Restart {
+                    *then = AfterExit::Retire;
+                }
+            }
+            // A worker still starting asks for its journal first, which this gateway no
+            // longer serves: it stops by itself.
+            WorkerState::Spawning { .. }
+            | WorkerState::Backoff { .. }
+            | WorkerState::Idle
+            | WorkerState::Failed { .. }
+            | WorkerState::Exited => {}
         }
     }
 

@@ -221,6 +221,15 @@ impl ControlHandle {
             .map_err(|_| RpcError::new(ErrorCode::Internal, "the gateway is shutting down"))?
     }
 
+    /// Cluster mode: kills the agent's worker now, without starting another
+    /// ([`Command::StopWorker`]).
+    pub async fn stop_worker(&self, agent_id: String) -> Result<(), ControlError> {
+        self.tx
+            .send(Command::StopWorker { agent_id })
+            .await
+            .map_err(|_| ControlError::Closed)
+    }
+
     pub async fn reload(&self, config: Arc<Config>) -> Result<(), ControlError> {
         self.tx
             .send(Command::Reload(config))
@@ -254,6 +263,9 @@ pub struct ControlDeps {
     /// `allow-always` exec patterns by agent, from the gateway db.
     pub allowed_exec: HashMap<String, Vec<String>>,
     pub metrics: crate::metrics::Metrics,
+    /// Cluster mode, once joined: workers then keep their databases as caches of the
+    /// agents' journals.
+    pub cluster: crate::clustered::ClusterCell,
 }
 
 /// Starts the control actor; returns its handle, a view of failed agents and the task.
@@ -286,6 +298,7 @@ pub fn start(
         notifier,
         allowed_exec,
         metrics,
+        cluster,
     } = deps;
     let (core, failed_rx) = Control::new(
         CoreDeps {
@@ -306,6 +319,7 @@ pub fn start(
         notifier,
         tx: tx.clone(),
         link_tx,
+        cluster,
     };
     let task = tokio::spawn(shell.run(rx));
     (ControlHandle { tx }, failed_rx, task)

@@ -22,6 +22,7 @@ pub(super) struct Shell {
     pub tx: mpsc::Sender<Command>,
     /// Where worker links report.
     pub link_tx: mpsc::Sender<LinkEvent>,
+    pub cluster: crate::clustered::ClusterCell,
 }
 
 impl Shell {
@@ -52,7 +53,8 @@ impl Shell {
 
     fn apply(&mut self, effect: Effect) {
         match effect {
-            Effect::Spawn(spec) => {
+            Effect::Spawn(mut spec) => {
+                spec.journal = self.cluster.get().cloned();
                 worker_link::spawn(*spec, self.hub.clone(), self.link_tx.clone())
             }
             Effect::Kill { pid } => {

@@ -188,6 +188,7 @@ impl Control {
             run_dir: crate::paths::run_dir(&self.deps.config.state_dir),
             env,
             metrics: self.deps.metrics.clone(),
+            journal: None,
         })));
         self.make_room(Some(agent_id));
     }

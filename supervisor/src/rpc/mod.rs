@@ -258,5 +258,8 @@ async fn session_op(
             ),
         ));
     };
-    gw.control.session_op(agent_id, op).await
+    match gw.cluster.get() {
+        Some(c) => c.session_op(gw, agent_id, op).await,
+        None => gw.control.session_op(agent_id, op).await,
+    }
 }

@@ -33,6 +33,7 @@ fn relay(tx: mpsc::Sender<LinkEvent>) -> Relay {
         runs: HashMap::new(),
         gates: SessionGates::new(),
         closing: false,
+        journal: None,
     }
 }
 

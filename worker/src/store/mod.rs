@@ -8,6 +8,7 @@
 //! a read-only connection on another thread for history and enrichment reads (R-J6); it never
 //! blocks the writer (WAL).
 
+pub mod journal;
 pub mod reader;
 pub mod schema;
 pub mod writer;
@@ -40,6 +41,9 @@ pub enum StoreError {
     Closed,
     #[error("the session changed meanwhile")]
     Changed,
+    /// Cluster mode: the agent's journal did not take the write, so nothing was committed.
+    #[error("not recorded in the cluster: {0}")]
+    Journal(String),
 }
 
 impl From<dbwriter::QueueError> for StoreError {
@@ -53,7 +57,10 @@ impl From<dbwriter::QueueError> for StoreError {
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        StoreError::Sqlite(e.to_string())
+        match dbwriter::journal::refusal(&e) {
+            Some(why) => StoreError::Journal(why.to_owned()),
+            None => StoreError::Sqlite(e.to_string()),
+        }
     }
 }
 

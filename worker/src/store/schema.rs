@@ -81,6 +81,13 @@ const LADDER: &[dbwriter::Step<'static>] = &[
                 entry_id TEXT NOT NULL
              ) STRICT;
              CREATE INDEX input_alias_session ON input_alias(session_id);"],
+    // v7: cluster mode: the last record of the agent's journal this database holds (the
+    // database is then a cache of the journal; see `store::journal`).
+    &["CREATE TABLE journal_state(
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                last_seq INTEGER NOT NULL
+             ) STRICT;
+             INSERT INTO journal_state VALUES (1, 0);"],
 ];
 
 pub const SCHEMA_VERSION: i64 = dbwriter::top(LADDER);
@@ -115,13 +122,13 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(version(&conn), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(SCHEMA_VERSION, 7);
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
         let e = migrate(&conn).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "storage error: agent database schema version 7 is newer than this build supports (6)"
+            "storage error: agent database schema version 8 is newer than this build supports (7)"
         );
     }
 }

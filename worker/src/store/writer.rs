@@ -75,6 +75,11 @@ enum Cmd {
         reply: oneshot::Sender<Result<bool, StoreError>>,
     },
     Audit(AuditRecord),
+    /// Cluster mode's crash recovery, journaled like any write ([`recover`]).
+    Recover {
+        now: u64,
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
 }
 
 /// The error recorded on a run whose stale claim stuck-session recovery released.
@@ -100,24 +105,37 @@ impl Writer {
     /// claims) and starts the writer thread. Returns the handle and the number of runs
     /// recovered.
     pub fn open(path: &Path, now_ms: u64) -> Result<(Writer, usize), StoreError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
-        }
-        let named = |e: String| {
-            StoreError::Sqlite(format!(
-                "cannot open the agent database {}: {e} (a damaged database is never replaced; restore it or move it aside)",
-                path.display()
-            ))
-        };
-        let mut conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
-        schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
+        let mut conn = open_migrated(path)?;
         let recovered = recover(&mut conn, now_ms)?;
-        let options = dbwriter::Options::new(QUEUE, MAX_BATCH);
+        Ok((Writer::start(conn, None)?, recovered))
+    }
+
+    /// Cluster mode: like [`Writer::open`] over a database already synced with the agent's
+    /// journal, every transaction (the crash recovery first) recorded there before it
+    /// commits.
+    pub async fn open_journaled(
+        path: &Path,
+        now_ms: u64,
+        journal: super::journal::Link,
+    ) -> Result<(Writer, usize), StoreError> {
+        let writer = Writer::start(open_migrated(path)?, Some(Box::new(journal)))?;
+        let recovered = writer
+            .tx
+            .ask(|reply| Cmd::Recover { now: now_ms, reply })
+            .await?;
+        Ok((writer, recovered))
+    }
+
+    fn start(
+        conn: Connection,
+        journal: Option<Box<dyn dbwriter::Journal>>,
+    ) -> Result<Writer, StoreError> {
+        let mut options = dbwriter::Options::new(QUEUE, MAX_BATCH);
+        options.journal = journal;
         let commits = options.stats.clone();
         let tx = dbwriter::start("agent-db-writer", conn, options, apply_one)
             .map_err(|e| StoreError::Sqlite(format!("cannot start the writer thread: {e}")))?;
-        Ok((Writer { tx, commits }, recovered))
+        Ok(Writer { tx, commits })
     }
 
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
@@ -280,13 +298,31 @@ impl Writer {
     }
 }
 
+/// Opens the agent database read-write and brings its schema up to this build's.
+pub(super) fn open_migrated(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let named = |e: String| {
+        StoreError::Sqlite(format!(
+            "cannot open the agent database {}: {e} (a damaged database is never replaced; restore it or move it aside)",
+            path.display()
+        ))
+    };
+    let conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
+    schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
+    Ok(conn)
+}
+
 /// `result`, delivered once the batch commits.
 fn answer<T: Send + 'static>(
     tx: oneshot::Sender<Result<T, StoreError>>,
     result: Result<T, StoreError>,
 ) -> dbwriter::Held {
-    dbwriter::Held::to(tx, result, |e| {
-        StoreError::Sqlite(format!("commit failed: {e}"))
+    dbwriter::Held::to(tx, result, |e| match dbwriter::journal::refusal(e) {
+        Some(why) => StoreError::Journal(why.to_owned()),
+        None => StoreError::Sqlite(format!("commit failed: {e}")),
     })
 }
 
@@ -395,6 +431,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 compact(c, &sid, None, &compaction)
             }),
         ),
+        Cmd::Recover { now, reply } => answer(reply, sp.run(conn, |c| end_interrupted(c, now))),
         Cmd::Audit(rec) => {
             if let Err(e) = sp.run(conn, |c| audit(c, &rec)) {
                 tracing::warn!(error = %e, "Cannot write an audit record.");
@@ -780,6 +817,12 @@ fn release_claim(
 /// running (so the next turn on the session works).
 fn recover(conn: &mut Connection, now_ms: u64) -> Result<usize, StoreError> {
     let tx = conn.transaction()?;
+    let n = end_interrupted(&tx, now_ms)?;
+    tx.commit()?;
+    Ok(n)
+}
+
+fn end_interrupted(tx: &Connection, now_ms: u64) -> Result<usize, StoreError> {
     let n = tx
         .prepare_cached(
             "UPDATE runs SET status = 'error', ended_at = ?1, error = ?2 WHERE status = 'running'",
@@ -791,7 +834,6 @@ fn recover(conn: &mut Connection, now_ms: u64) -> Result<usize, StoreError> {
            AND active_writer_run_id NOT IN (SELECT run_id FROM runs WHERE status = 'running')",
     )?
     .execute([])?;
-    tx.commit()?;
     Ok(n)
 }
 

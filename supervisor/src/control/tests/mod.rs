@@ -537,6 +537,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         notifier: crate::systemd::Notifier::new(None, None),
         allowed_exec: core.allowed_exec,
         metrics: core.metrics,
+        cluster: Default::default(),
     });
     let (done, outcome) = oneshot::channel();
     let run = SubmitRun {

@@ -1,0 +1,126 @@
+//! The agents' journals, for this gateway's workers (see `cluster::journal` and
+//! `worker::store::journal`): a worker of an agent this gateway owns replays the records
+//! its database lacks, then records each transaction before committing it. Only the lease
+//! holder's workers are served; the engine refuses whatever a taken-over owner still sends.
+
+use ipc::control::{ControlToWorker, JournalAck, JournalChanges};
+use tokio::sync::mpsc;
+
+use super::Clustered;
+
+/// Most bytes of records in one replay frame (the link's frames are at most 16 MiB).
+const REPLAY_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
+impl Clustered {
+    /// The lease this gateway holds on `agent`, if any.
+    fn lease_of(&self, agent: &str) -> Option<cluster::Lease> {
+        self.held().get(agent).map(|h| h.lease.clone())
+    }
+
+    /// Answers a worker's `JournalSync`: the records of `agent`'s journal after `after`, in
+    /// frames, the last one saying where the journal ends (or why the worker cannot serve).
+    pub(crate) async fn journal_sync(
+        &self,
+        agent: &str,
+        after: u64,
+        to: &mpsc::Sender<ControlToWorker>,
+    ) {
+        let replay = match self.lease_of(agent) {
+            None => Err(format!(
+                "gateway {} does not own agent {agent} (another gateway runs it)",
+                self.engine.node()
+            )),
+            Some(_) => self
+                .engine
+                .journal_read(agent, after)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        let replay = match replay {
+            Ok(r) => r,
+            Err(error) => {
+                let _ = to
+                    .send(ControlToWorker::JournalReplay {
+                        records: Vec::new(),
+                        last: None,
+                        error: Some(error),
+                    })
+                    .await;
+                return;
+            }
+        };
+        let mut frame = Vec::new();
+        let mut bytes = 0;
+        for r in replay.records {
+            if r.kind != cluster::journal::Kind::Changes {
+                continue;
+            }
+            let changes = match String::from_utf8(r.changes) {
+                Ok(c) => c,
+                Err(_) => {
+                    let error = format!("journal record {} of {agent} is not UTF-8", r.seq);
+                    let _ = to
+                        .send(ControlToWorker::JournalReplay {
+                            records: Vec::new(),
+                            last: None,
+                            error: Some(error),
+                        })
+                        .await;
+                    return;
+                }
+            };
+            if bytes + changes.len() > REPLAY_FRAME_BYTES && !frame.is_empty() {
+                let records = std::mem::take(&mut frame);
+                bytes = 0;
+                let more = ControlToWorker::JournalReplay {
+                    records,
+                    last: None,
+                    error: None,
+                };
+                if to.send(more).await.is_err() {
+                    return;
+                }
+            }
+            bytes += changes.len();
+            frame.push(JournalChanges {
+                seq: r.seq,
+                changes,
+            });
+        }
+        let _ = to
+            .send(ControlToWorker::JournalReplay {
+                records: frame,
+                last: Some(replay.last),
+                error: None,
+            })
+            .await;
+    }
+
+    /// Records one transaction of `agent`'s worker after record `after`.
+    pub(crate) async fn journal_write(&self, agent: &str, after: u64, changes: &str) -> JournalAck {
+        let Some(lease) = self.lease_of(agent) else {
+            return JournalAck::Failed {
+                error: format!(
+                    "gateway {} no longer owns agent {agent}",
+                    self.engine.node()
+                ),
+            };
+        };
+        match self
+            .engine
+            .journal_append(&lease, after, changes.as_bytes())
+            .await
+        {
+            Ok(Ok(seq)) => JournalAck::Stored { seq },
+            Ok(Err(cluster::Refused)) => JournalAck::Refused {
+                reason: format!(
+                    "another record follows journal record {after} of agent {agent} (taken over by a newer owner than epoch {})",
+                    lease.epoch
+                ),
+            },
+            Err(e) => JournalAck::Failed {
+                error: e.to_string(),
+            },
+        }
+    }
+}
