@@ -76,6 +76,14 @@ pub struct Replay {
     pub last: u64,
 }
 
+/// A journal's last message: its sequence and the epoch it was written under (both 0 for
+/// an empty journal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Last {
+    pub seq: u64,
+    pub epoch: u64,
+}
+
 /// The journal refused a write: another record came after the one the writer named (a
 /// newer owner took the agent over, or this writer missed a record).
 #[derive(Debug, PartialEq, Eq)]
@@ -116,15 +124,25 @@ impl Engine {
 
     /// Writes the takeover record of `lease` after the subject's last record: from then on
     /// nothing written before it can be followed by its writer. Returns its sequence.
-    pub async fn journal_takeover(&self, lease: &Lease) -> Result<u64, ClusterError> {
+    ///
+    /// Refused when the journal's last record was written under a newer epoch than the
+    /// lease's: a newer owner took the agent over already, and a takeover after its records
+    /// would let this stale owner write again.
+    pub async fn journal_takeover(
+        &self,
+        lease: &Lease,
+    ) -> Result<Result<u64, Refused>, ClusterError> {
         for _ in 0..16 {
             let last = self.journal_last(&lease.agent).await?;
+            if last.epoch > lease.epoch {
+                return Ok(Err(Refused));
+            }
             let headers = self.headers(lease, Kind::Takeover);
             match self
-                .journal_publish(lease, headers, Bytes::new(), last)
+                .journal_publish(lease, headers, Bytes::new(), last.seq)
                 .await?
             {
-                Ok(seq) => return Ok(seq),
+                Ok(seq) => return Ok(Ok(seq)),
                 // The previous owner wrote in between: after its record, then.
                 Err(_) => continue,
             }
@@ -181,7 +199,7 @@ impl Engine {
     }
 
     /// The sequence of the last record of `agent`'s journal (0: none).
-    pub async fn journal_last(&self, agent: &str) -> Result<u64, ClusterError> {
+    pub async fn journal_last(&self, agent: &str) -> Result<Last, ClusterError> {
         let subject = journal_subject(agent);
         retrying(REQUEST_TIMEOUT, || async {
             let stream = self
@@ -190,8 +208,25 @@ impl Engine {
                 .await
                 .map_err(ClusterError::engine)?;
             match stream.get_last_raw_message_by_subject(&subject).await {
-                Ok(m) => Ok(m.sequence),
-                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(0),
+                Ok(m) => {
+                    let epoch = m
+                        .headers
+                        .get(EPOCH)
+                        .and_then(|e| e.as_str().parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            ClusterError::Engine(format!(
+                                "journal record {} on {TX_STREAM}: no Lg-Epoch (written by another program?)",
+                                m.sequence
+                            ))
+                        })?;
+                    Ok(Last {
+                        seq: m.sequence,
+                        epoch,
+                    })
+                }
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                    Ok(Last { seq: 0, epoch: 0 })
+                }
                 Err(e) => Err(ClusterError::engine(e)),
             }
         })

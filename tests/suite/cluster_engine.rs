@@ -216,7 +216,7 @@ async fn the_journal_refuses_a_writer_behind_it_and_an_owner_taken_over_r_c1() {
     let f = cluster();
     let (a, b) = (gateway(&f, "h1", 0).await, gateway(&f, "h2", 1).await);
     let la = held(&a, "main").await;
-    let t1 = a.journal_takeover(&la).await.unwrap();
+    let t1 = a.journal_takeover(&la).await.unwrap().unwrap();
     let s1 = a.journal_append(&la, t1, b"one").await.unwrap().unwrap();
     let s2 = a.journal_append(&la, s1, b"two").await.unwrap().unwrap();
     assert!(t1 < s1 && s1 < s2);
@@ -231,12 +231,22 @@ async fn the_journal_refuses_a_writer_behind_it_and_an_owner_taken_over_r_c1() {
     // h1 is paused past its lease; h2 takes the agent over: h1 can write nothing more.
     a.release(&la).await.unwrap();
     let lb = held(&b, "main").await;
-    let t2 = b.journal_takeover(&lb).await.unwrap();
+    let t2 = b.journal_takeover(&lb).await.unwrap().unwrap();
     assert_eq!(
         a.journal_append(&la, s2, b"from the old owner")
             .await
             .unwrap(),
         Err(Refused)
+    );
+    // Nor can it take the journal back with a late takeover of its own (which would put
+    // its records after the newer owner's), nor write after the newer owner's record.
+    assert_eq!(a.journal_takeover(&la).await.unwrap(), Err(Refused));
+    assert_eq!(
+        a.journal_last("main").await.unwrap(),
+        cluster::journal::Last {
+            seq: t2,
+            epoch: lb.epoch
+        }
     );
     // A record over the engine's message size goes as parts and reads back whole.
     let big: Vec<u8> = (0..b.max_payload() * 2 + 10).map(|i| i as u8).collect();

@@ -30,11 +30,7 @@ impl Clustered {
                 "gateway {} does not own agent {agent} (another gateway runs it)",
                 self.engine.node()
             )),
-            Some(_) => self
-                .engine
-                .journal_read(agent, after)
-                .await
-                .map_err(|e| e.to_string()),
+            Some(lease) => self.replay_for(&lease, after).await,
         };
         let replay = match replay {
             Ok(r) => r,
@@ -94,6 +90,36 @@ impl Clustered {
                 error: None,
             })
             .await;
+    }
+
+    /// The records after `after`, unless a newer owner wrote in the journal: then this
+    /// gateway's lease is stale, and a worker synced to the newer owner's records must not
+    /// append after them.
+    async fn replay_for(
+        &self,
+        lease: &cluster::Lease,
+        after: u64,
+    ) -> Result<cluster::Replay, String> {
+        let agent = lease.agent.as_str();
+        let replay = self
+            .engine
+            .journal_read(agent, after)
+            .await
+            .map_err(|e| e.to_string())?;
+        let last = self
+            .engine
+            .journal_last(agent)
+            .await
+            .map_err(|e| e.to_string())?;
+        if last.epoch > lease.epoch {
+            return Err(format!(
+                "a newer owner (epoch {}) took agent {agent} over from gateway {} (epoch {})",
+                last.epoch,
+                self.engine.node(),
+                lease.epoch
+            ));
+        }
+        Ok(replay)
     }
 
     /// Records one transaction of `agent`'s worker after record `after`.

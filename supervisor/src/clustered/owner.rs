@@ -31,7 +31,7 @@ pub(super) async fn serve_queue(
     // the journal: after this record, whatever it still sends is refused.
     loop {
         match c.engine.journal_takeover(&lease).await {
-            Ok(seq) => {
+            Ok(Ok(seq)) => {
                 tracing::info!(
                     agent = lease.agent.as_str(),
                     epoch = lease.epoch,
@@ -39,6 +39,20 @@ pub(super) async fn serve_queue(
                     "Took the agent's journal over."
                 );
                 break;
+            }
+            Ok(Err(cluster::Refused)) => {
+                // A newer owner's record is in the journal: this lease is stale. Let the
+                // agent go from outside this task (letting go stops it).
+                let (c, gw, agent, epoch) =
+                    (c.clone(), gw.clone(), lease.agent.clone(), lease.epoch);
+                tokio::spawn(async move {
+                    let still = c.held().get(&agent).is_some_and(|h| h.lease.epoch == epoch);
+                    if still {
+                        c.lost(&gw, &agent, "a newer owner took the agent's journal over")
+                            .await
+                    }
+                });
+                return;
             }
             Err(e) => {
                 tracing::warn!(agent = lease.agent.as_str(), error = %e, "Cannot take the agent's journal over; trying again.");
