@@ -193,6 +193,13 @@ pub struct CompactionSpec {
 }
 
 /// The built-in tools, in the order they are offered.
+/// The exit status of a worker that stopped because its agent's journal (cluster mode) did
+/// not take it: it could not sync (this gateway does not own the agent, or the engine did
+/// not answer) or a write was refused or unconfirmed. Not a crash: the supervisor starts
+/// the next worker only when there is work for it, and never counts it toward a crash loop.
+/// Since: protocol v2 (additive).
+pub const EXIT_JOURNAL_STOPPED: u8 = 75;
+
 pub const TOOL_NAMES: &[&str] = &["read", "write", "edit", "ls", "message", "exec"];
 
 /// A plugin hook: an external command run for one event.

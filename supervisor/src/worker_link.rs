@@ -87,6 +87,8 @@ pub enum LinkEvent {
         generation: u64,
         /// Human-readable cause, e.g. `killed by signal 9 (SIGKILL)`.
         cause: String,
+        /// It exited `ipc::control::EXIT_JOURNAL_STOPPED` (cluster mode): not a crash.
+        journal_stopped: bool,
         /// Runs this link saw start, with their failure events (published by the control
         /// actor once each failure is durable).
         failures: Vec<(String, Vec<Deferred>)>,
@@ -437,6 +439,9 @@ async fn relay(
         Some(s) => s,
         None => reap(&mut child, &agent_id, pid).await,
     };
+    let journal_stopped = status
+        .as_ref()
+        .is_ok_and(|s| s.code() == Some(i32::from(ipc::control::EXIT_JOURNAL_STOPPED)));
     let cause = exit_cause(status, stderr_task, &last_error).await;
     let failures = failures(runs, &agent_id, &cause);
     let _ = events
@@ -444,6 +449,7 @@ async fn relay(
             agent_id,
             generation,
             cause,
+            journal_stopped,
             failures,
             unsent,
         })

@@ -179,6 +179,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(DONE_QUEUE);
     let (diag_tx, mut diag_rx) = mpsc::channel::<stuck::DiagMsg>(stuck::DIAG_QUEUE);
     let mut w = Worker::new(ctx, done_tx, diag_tx);
+    let mut stopped_by_journal = false;
     let mut diag_tick = tokio::time::interval(w.diag.tracker.tick());
     diag_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -197,7 +198,10 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             _ = sleep_until(w.wake_at), if w.wake_at.is_some() => w.wake(),
             _ = sleep_until(w.drain_deadline), if w.drain_deadline.is_some() && !w.drain_expired => w.drain_expired(),
             _ = sleep_until(w.orphan_deadline), if w.orphan_deadline.is_some() => break,
-            _ = journal_stopped.notified() => break,
+            _ = journal_stopped.notified() => {
+                stopped_by_journal = true;
+                break;
+            }
         }
         if w.finished() {
             break;
@@ -215,6 +219,12 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
     checkpoint_at_exit(db_path).await;
+    if stopped_by_journal {
+        return Err(store::journal::JournalStopped(
+            "the agent's journal stopped taking this worker's writes".into(),
+        )
+        .into());
+    }
     tracing::info!("Worker stopped.");
     Ok(())
 }

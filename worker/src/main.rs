@@ -80,6 +80,10 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(worker::run(opts)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<worker::store::journal::JournalStopped>() => {
+            tracing::warn!(reason = %e, "Worker stopped: the agent's journal did not take it.");
+            ExitCode::from(ipc::control::EXIT_JOURNAL_STOPPED)
+        }
         Err(e) => {
             tracing::error!(error = %e, "Worker failed.");
             ExitCode::from(1)

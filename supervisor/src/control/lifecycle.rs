@@ -59,7 +59,7 @@ impl Control {
                         &agent_id,
                         format!("failed to start: {error}"),
                         HashMap::new(),
-                        true,
+                        Gone::SpawnFailed,
                     );
                 }
             }
@@ -73,9 +73,16 @@ impl Control {
                 agent_id,
                 generation,
                 cause,
+                journal_stopped,
                 failures,
                 unsent,
-            } => self.worker_exited(agent_id, generation, cause, failures, unsent),
+            } => {
+                let how = match journal_stopped {
+                    true => Gone::JournalStopped,
+                    false => Gone::Exited,
+                };
+                self.worker_exited(agent_id, generation, cause, how, failures, unsent)
+            }
         }
     }
 
@@ -163,6 +170,7 @@ impl Control {
         agent_id: String,
         generation: u64,
         cause: String,
+        how: Gone,
         failures: Vec<(String, Vec<Deferred>)>,
         unsent: Vec<ControlToWorker>,
     ) {
@@ -212,7 +220,7 @@ impl Control {
         for m in carried.into_iter().rev() {
             slot.held.push_front(m);
         }
-        self.worker_gone(&agent_id, cause, failures.into_iter().collect(), false);
+        self.worker_gone(&agent_id, cause, failures.into_iter().collect(), how);
     }
 
     fn worker_ready(&mut self, agent_id: String, generation: u64, pid: u32, link: LinkHandle) {
@@ -296,11 +304,11 @@ impl Control {
         agent_id: &str,
         cause: String,
         mut failures: HashMap<String, Vec<Deferred>>,
-        spawn_failed: bool,
+        how: Gone,
     ) {
         let seed = self.next_nonce;
         self.next_nonce += 1;
-        let Some((cause, after, next)) = self.after_exit(agent_id, cause, seed) else {
+        let Some((cause, after, next)) = self.after_exit(agent_id, cause, how, seed) else {
             return;
         };
         let Some(slot) = self.workers.get_mut(agent_id) else {
@@ -324,7 +332,7 @@ impl Control {
                 (None, fail, failed_now)
             }
         };
-        let verb = if spawn_failed {
+        let verb = if how == Gone::SpawnFailed {
             "could not start"
         } else {
             "exited during the run"
@@ -354,6 +362,7 @@ impl Control {
         &mut self,
         agent_id: &str,
         cause: String,
+        how: Gone,
         seed: u64,
     ) -> Option<(String, Option<AfterExit>, AfterGone)> {
         let now = self.now.at;
@@ -369,10 +378,16 @@ impl Control {
             WorkerState::Ready { since, .. } => (None, Some(now - *since)),
             _ => (None, None),
         };
-        let expected = after.is_some();
+        let expected = after.is_some() || how == Gone::JournalStopped;
         self.deps.metrics.worker_exited(agent_id, !expected);
         self.deps.metrics.worker_retired(agent_id);
-        if expected {
+        if how == Gone::JournalStopped && after.is_none() {
+            tracing::warn!(
+                agent = agent_id,
+                cause = cause.as_str(),
+                "Worker stopped: the agent's journal did not take it (not counted as a crash)."
+            );
+        } else if expected {
             tracing::info!(agent = agent_id, cause = cause.as_str(), "Worker exited.");
         } else {
             tracing::error!(
@@ -404,6 +419,7 @@ impl Control {
                 state: WorkerState::Exited,
                 fail: queued,
             },
+            None if how == Gone::JournalStopped => journal_stopped(slot, crash, queued),
             None => crashed(slot, agent_id, &cause, uptime, crash, queued),
         };
         if after == Some(AfterExit::Retire) {
@@ -685,6 +701,42 @@ impl Crash {
 /// A worker crashed at `now`: the breaker trips after `max` crashes within `window` (the
 /// agent is failed until an operator restarts it), else the next start waits a backoff that
 /// doubles per consecutive crash (reset by an uptime longer than the window).
+/// How a worker went away.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Gone {
+    Exited,
+    SpawnFailed,
+    /// It exited `ipc::control::EXIT_JOURNAL_STOPPED`.
+    JournalStopped,
+}
+
+/// A worker its agent's journal did not take (cluster mode): this gateway may not own the
+/// agent any more, or the engine did not answer. Not a crash (an agent must not be marked
+/// failed for the cluster's state): with nothing waiting the agent goes back to `Idle`, and
+/// its next run or session operation starts a worker; what waits goes to the next worker
+/// after the crash backoff, which grows as for crashes.
+fn journal_stopped(
+    slot: &mut WorkerSlot,
+    crash: Crash,
+    queued: VecDeque<ControlToWorker>,
+) -> AfterGone {
+    if queued.is_empty() {
+        return AfterGone::Next {
+            state: WorkerState::Idle,
+            fail: queued,
+        };
+    }
+    let delay = backoff(crash.initial, crash.cap, slot.attempt, crash.seed);
+    slot.attempt += 1;
+    AfterGone::Next {
+        state: WorkerState::Backoff {
+            until: crash.now + delay,
+            queued,
+        },
+        fail: VecDeque::new(),
+    }
+}
+
 fn crashed(
     slot: &mut WorkerSlot,
     agent_id: &str,

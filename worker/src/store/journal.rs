@@ -65,6 +65,18 @@ fn set_last_seq(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
         .map(|_| ())
 }
 
+/// The agent's journal did not take this worker (see `ipc::control::EXIT_JOURNAL_STOPPED`).
+#[derive(Debug)]
+pub struct JournalStopped(pub String);
+
+impl std::fmt::Display for JournalStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JournalStopped {}
+
 /// What [`sync`] leaves: where the journal ends, and the frames that arrived meanwhile.
 pub struct Synced {
     pub last: u64,
@@ -97,9 +109,10 @@ pub async fn sync(
                 error,
             })) => {
                 if let Some(e) = error {
-                    anyhow::bail!(
+                    return Err(JournalStopped(format!(
                         "cannot bring the agent database up to the cluster's journal: {e}"
-                    );
+                    ))
+                    .into());
                 }
                 for r in &records {
                     let tx = conn.transaction()?;

@@ -155,10 +155,21 @@ impl Harness {
     }
 
     fn exited(&mut self, ms: u64, generation: u64, cause: &str) -> Vec<Effect> {
+        self.exited_as(ms, generation, cause, false)
+    }
+
+    fn exited_as(
+        &mut self,
+        ms: u64,
+        generation: u64,
+        cause: &str,
+        journal_stopped: bool,
+    ) -> Vec<Effect> {
         let ev = LinkEvent::Exited {
             agent_id: self.agent.into(),
             generation,
             cause: cause.into(),
+            journal_stopped,
             failures: Vec::new(),
             unsent: Vec::new(),
         };
@@ -333,6 +344,33 @@ fn the_crash_loop_breaker_opens_at_its_count_within_the_window_and_an_operator_c
     let _link = h.ready(t + 600_003, 4, 9);
     assert!(answer.try_recv().unwrap().is_ok());
     assert_eq!(h.state(), "ready");
+}
+
+/// Cluster mode: a worker its agent's journal did not take (this gateway lost the agent,
+/// or the engine did not answer) is not a crash. However often it happens, the agent is
+/// never marked failed: with nothing waiting it goes back to idle, and what waits goes to
+/// the next worker after a backoff.
+#[test]
+fn a_worker_the_journal_did_not_take_is_not_a_crash() {
+    let mut h = Harness::new(CONFIG);
+    let (_, _queued) = h.dispatch(0, "r1");
+    let mut t = 10;
+    for generation in 1..=5 {
+        h.exited_as(t, generation, "exited with status 75", true);
+        assert_eq!(h.state(), "backoff", "what waits goes to the next worker");
+        t += h.backoff_left().as_millis() as u64 + 1;
+        assert_eq!(spawned(&h.tick(t)), Some(generation + 1));
+        t += 1;
+    }
+    assert!(!h.failed.borrow().contains_key("main"));
+    // Nothing waits (the run went to worker 6, which then stopped): idle, no restart.
+    let _link = h.ready(t, 6, 9);
+    let mut t = t + 1;
+    h.exited_as(t, 6, "exited with status 75", true);
+    assert_ne!(h.state(), "failed");
+    t += 600_000;
+    assert_eq!(spawned(&h.tick(t)), None);
+    assert!(!h.failed.borrow().contains_key("main"));
 }
 
 #[test]
