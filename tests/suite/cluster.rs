@@ -481,3 +481,52 @@ async fn a_paused_owner_resumed_after_takeover_cannot_commit_r_c1() {
         );
     }
 }
+
+/// An agent that comes back to a gateway it had left goes on there: the worker it had is
+/// stopped when the agent is handed over, and the next one syncs from the journal (before,
+/// the idle worker left running named a record long past, and the first run back ended
+/// `error` when the journal refused its write). R-C1 across owners, three moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_handed_back_to_a_gateway_it_left_goes_on_there_r_c1() {
+    async fn turn(cl: &Cluster, i: usize, text: &str, key: &str) {
+        cl.model.push(reply(text));
+        let mut c = cl.gateways[i].connect().await;
+        let (_, fin) = c.turn(json!({"message": key, "idempotencyKey": key})).await;
+        assert_eq!(fin["payload"]["status"], "ok", "{key}: {fin}");
+    }
+    let mut cl = Cluster::start(3).await;
+    let first = cl.settled_owner().await;
+    let entry = (first + 1) % 3;
+    turn(&cl, entry, "one", "k1").await;
+
+    // The owner dies: the next preferred gateway takes the agent and runs a turn (its
+    // worker syncs and stays).
+    cl.gateways[first].stop(Signal::SIGKILL).await;
+    let second = cl.settled_owner().await;
+    turn(&cl, second, "two", "k2").await;
+
+    // The first comes back and is preferred again: the agent is handed back to it.
+    cl.gateways[first].spawn().await;
+    assert_eq!(cl.settled_owner().await, first);
+    turn(&cl, second, "three", "k3").await;
+
+    // It dies again: the agent returns to the gateway it had left, whose turn completes.
+    cl.gateways[first].stop(Signal::SIGKILL).await;
+    assert_eq!(cl.settled_owner().await, second);
+    turn(&cl, second, "four", "k4").await;
+
+    let want = [
+        "user: k1",
+        "assistant: one",
+        "user: k2",
+        "assistant: two",
+        "user: k3",
+        "assistant: three",
+        "user: k4",
+        "assistant: four",
+    ];
+    for (i, gw) in cl.gateways.iter().enumerate().filter(|(i, _)| *i != first) {
+        let mut c = gw.connect().await;
+        assert_eq!(history(&mut c, "main").await, want, "on gateway {i}");
+    }
+}

@@ -8,6 +8,9 @@ use tokio::sync::mpsc;
 
 use super::Clustered;
 
+/// Longest wait of a starting worker for its gateway's takeover record.
+const TAKEOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Most bytes of records in one replay frame (the link's frames are at most 16 MiB).
 const REPLAY_FRAME_BYTES: usize = 4 * 1024 * 1024;
 
@@ -15,6 +18,33 @@ impl Clustered {
     /// The lease this gateway holds on `agent`, if any.
     fn lease_of(&self, agent: &str) -> Option<cluster::Lease> {
         self.held().get(agent).map(|h| h.lease.clone())
+    }
+
+    /// The lease on `agent` once its takeover record is in the journal (waiting for it up
+    /// to [`TAKEOVER_WAIT`]); `None` if this gateway does not hold the agent.
+    async fn taken_lease(&self, agent: &str) -> Result<cluster::Lease, String> {
+        let not_mine = || {
+            format!(
+                "gateway {} does not own agent {agent} (another gateway runs it)",
+                self.engine.node()
+            )
+        };
+        let mut taken = self
+            .held()
+            .get(agent)
+            .map(|h| h.taken.subscribe())
+            .ok_or_else(not_mine)?;
+        let waited = tokio::time::timeout(TAKEOVER_WAIT, taken.wait_for(|t| *t))
+            .await
+            .map(|r| r.is_ok());
+        match waited {
+            Ok(true) => self.lease_of(agent).ok_or_else(not_mine),
+            Ok(false) => Err(not_mine()),
+            Err(_) => Err(format!(
+                "gateway {} has not taken agent {agent}'s journal over within {TAKEOVER_WAIT:?}",
+                self.engine.node()
+            )),
+        }
     }
 
     /// Answers a worker's `JournalSync`: the records of `agent`'s journal after `after`, in
@@ -25,12 +55,9 @@ impl Clustered {
         after: u64,
         to: &mpsc::Sender<ControlToWorker>,
     ) {
-        let replay = match self.lease_of(agent) {
-            None => Err(format!(
-                "gateway {} does not own agent {agent} (another gateway runs it)",
-                self.engine.node()
-            )),
-            Some(lease) => self.replay_for(&lease, after).await,
+        let replay = match self.taken_lease(agent).await {
+            Err(e) => Err(e),
+            Ok(lease) => self.replay_for(&lease, after).await,
         };
         let replay = match replay {
             Ok(r) => r,

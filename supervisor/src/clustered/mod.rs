@@ -72,6 +72,9 @@ struct Held {
     queue: tokio::task::JoinHandle<()>,
     /// Deliveries of the agent's queue still being handled here.
     deliveries: Arc<std::sync::atomic::AtomicUsize>,
+    /// True once this lease's takeover record is in the agent's journal: workers sync only
+    /// after it (a worker synced before it would be fenced by its own owner's record).
+    taken: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Clustered {
@@ -153,7 +156,8 @@ impl Clustered {
         );
         gw.metrics.cluster_took(&lease.agent);
         let deliveries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let queue = self.serve(gw, &lease, &deliveries);
+        let taken = Arc::new(tokio::sync::watch::Sender::new(false));
+        let queue = self.serve(gw, &lease, &deliveries, &taken);
         self.held().insert(
             lease.agent.clone(),
             Held {
@@ -161,6 +165,7 @@ impl Clustered {
                 confirmed: Instant::now(),
                 queue,
                 deliveries,
+                taken,
             },
         );
     }
@@ -170,12 +175,14 @@ impl Clustered {
         gw: &Arc<Gateway>,
         lease: &Lease,
         deliveries: &Arc<std::sync::atomic::AtomicUsize>,
+        taken: &Arc<tokio::sync::watch::Sender<bool>>,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(owner::serve_queue(
             gw.clone(),
             self.clone(),
             lease.clone(),
             deliveries.clone(),
+            taken.clone(),
         ))
     }
 

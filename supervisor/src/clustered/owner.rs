@@ -26,10 +26,12 @@ pub(super) async fn serve_queue(
     c: Arc<Clustered>,
     lease: Lease,
     deliveries: Arc<AtomicUsize>,
+    taken: Arc<tokio::sync::watch::Sender<bool>>,
 ) {
     // Nothing of the agent runs or is closed here before its previous owner is fenced off
-    // the journal: after this record, whatever it still sends is refused.
-    loop {
+    // the journal: after this record, whatever it still sends is refused. Once per lease:
+    // a second takeover record would fence this gateway's own synced worker.
+    while !*taken.borrow() {
         match c.engine.journal_takeover(&lease).await {
             Ok(Ok(seq)) => {
                 tracing::info!(
@@ -38,7 +40,7 @@ pub(super) async fn serve_queue(
                     seq,
                     "Took the agent's journal over."
                 );
-                break;
+                taken.send_replace(true);
             }
             Ok(Err(cluster::Refused)) => {
                 // A newer owner's record is in the journal: this lease is stale. Let the

@@ -130,7 +130,7 @@ impl Clustered {
         };
         held.queue.abort();
         if held.deliveries.load(Ordering::SeqCst) > 0 {
-            let queue = self.serve(gw, &held.lease, &held.deliveries);
+            let queue = self.serve(gw, &held.lease, &held.deliveries, &held.taken);
             self.held()
                 .insert(agent.to_owned(), super::Held { queue, ..held });
             return;
@@ -145,6 +145,12 @@ impl Clustered {
             Err(e) => {
                 tracing::warn!(agent, error = %e, "Cannot give an agent's lease up; it lapses after its TTL.")
             }
+        }
+        // Its worker's copy of the journal is the last this gateway saw: should the agent
+        // come back here, the next worker syncs afresh (an idle one left running would name
+        // a record long past and be refused mid-run).
+        if let Err(e) = gw.control.stop_worker(agent.to_owned()).await {
+            tracing::warn!(agent, error = %e, "Cannot stop the worker of an agent handed over.");
         }
     }
 }

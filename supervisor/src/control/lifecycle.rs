@@ -629,7 +629,7 @@ impl Control {
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return;
         };
-        let why = "stopped: this gateway lost the agent's cluster lease";
+        let why = "stopped: this gateway no longer holds the agent's cluster lease";
         match &mut slot.state {
             WorkerState::Ready { pid, link, .. } => {
                 let (pid, link) = (*pid, Some(link.clone()));
