@@ -5,13 +5,21 @@ use anyhow::{anyhow, bail, Context};
 use futures_util::{SinkExt, StreamExt};
 use ipc::gateway::{AgentParams, ClientInfo, ConnectAuth, ConnectParams, Method, RequestFrame};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
 use tokio_tungstenite::tungstenite::Message;
 
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+enum Conn {
+    Ws(Box<Ws>),
+    /// The gateway's local socket: one JSON frame per line.
+    Unix(BufReader<UnixStream>),
+}
+
 pub struct Client {
-    ws: Ws,
+    conn: Conn,
     next: u64,
 }
 
@@ -21,11 +29,23 @@ pub struct Frame {
 }
 
 impl Client {
+    /// Connects to `url`: `ws://...`, or `unix:<path>` for a gateway's local socket (a
+    /// local client: no token needed).
     pub async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<Client> {
-        let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-            .await
-            .with_context(|| format!("connect {url}"))?;
-        let mut c = Client { ws, next: 0 };
+        let conn = match url.strip_prefix("unix:") {
+            Some(path) => Conn::Unix(BufReader::new(
+                UnixStream::connect(path)
+                    .await
+                    .with_context(|| format!("connect {path}"))?,
+            )),
+            None => {
+                let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+                    .await
+                    .with_context(|| format!("connect {url}"))?;
+                Conn::Ws(Box::new(ws))
+            }
+        };
+        let mut c = Client { conn, next: 0 };
         let challenge = c.read().await?;
         if challenge.value["event"] != "connect.challenge" {
             bail!("expected connect.challenge, got {}", challenge.value);
@@ -63,15 +83,33 @@ impl Client {
         self.next += 1;
         let id = format!("b{}", self.next);
         let frame = RequestFrame::new(id.clone(), method, serde_json::to_value(params)?);
-        self.ws
-            .send(Message::text(serde_json::to_string(&frame)?))
-            .await?;
+        let text = serde_json::to_string(&frame)?;
+        match &mut self.conn {
+            Conn::Ws(ws) => ws.send(Message::text(text)).await?,
+            Conn::Unix(s) => {
+                s.get_mut()
+                    .write_all(format!("{text}\n").as_bytes())
+                    .await?;
+            }
+        }
         Ok(id)
     }
 
     pub async fn read(&mut self) -> anyhow::Result<Frame> {
+        let ws = match &mut self.conn {
+            Conn::Ws(ws) => ws,
+            Conn::Unix(s) => {
+                let mut line = String::new();
+                if s.read_line(&mut line).await? == 0 {
+                    bail!("connection ended");
+                }
+                return Ok(Frame {
+                    value: serde_json::from_str(&line)?,
+                });
+            }
+        };
         loop {
-            match self.ws.next().await {
+            match ws.next().await {
                 Some(Ok(Message::Text(t))) => {
                     return Ok(Frame {
                         value: serde_json::from_str(t.as_str())?,

@@ -8,6 +8,7 @@
 //! and `smoke` (all of them, tiny, for CI). Output: a table, or JSON with `--json`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod chaos;
 mod client;
 mod floor;
 mod procs;
@@ -147,6 +148,25 @@ enum Scenario {
     },
     /// Every scenario at a tiny size; fails unless every turn completed (CI).
     Smoke,
+    /// Cluster mode under host faults (three hosts in network namespaces, each with a NATS
+    /// server and a gateway; root only): kills and partitions mid-run, then checks every
+    /// run's outcome, the journals, the model's requests and every gateway's history.
+    /// Exits 1 on any violation. Not a benchmark and not in CI: `scripts/cluster-chaos`.
+    ClusterChaos {
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        #[arg(long, default_value_t = 20)]
+        agents: usize,
+        #[arg(long, default_value_t = 10)]
+        kills: usize,
+        #[arg(long, default_value_t = 10)]
+        partitions: usize,
+        #[arg(long, default_value_t = 5)]
+        lease_ttl: u64,
+        /// Seed of the run's choices (agents, sessions, front doors).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 /// Where the gateway is.
@@ -261,6 +281,31 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scale::session_length(&target(&args, None).await?, turns, window).await?
         }
         Scenario::Smoke => smoke(&args).await?,
+        Scenario::ClusterChaos {
+            runs,
+            agents,
+            kills,
+            partitions,
+            lease_ttl,
+            seed,
+        } => {
+            let o = chaos::Options {
+                loopgate: loopgate_bin(&args),
+                runs,
+                agents,
+                kills,
+                partitions,
+                lease_ttl,
+                seed,
+            };
+            let report = chaos::run(o).await?;
+            let bad = report["violations"].as_u64().unwrap_or(1);
+            if bad > 0 {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                bail!("{bad} violations");
+            }
+            report
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
