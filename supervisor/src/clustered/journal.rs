@@ -61,16 +61,7 @@ impl Clustered {
         };
         let replay = match replay {
             Ok(r) => r,
-            Err(error) => {
-                let _ = to
-                    .send(ControlToWorker::JournalReplay {
-                        records: Vec::new(),
-                        last: None,
-                        error: Some(error),
-                    })
-                    .await;
-                return;
-            }
+            Err(error) => return refuse_sync(to, error).await,
         };
         let mut frame = Vec::new();
         let mut bytes = 0;
@@ -82,14 +73,7 @@ impl Clustered {
                 Ok(c) => c,
                 Err(_) => {
                     let error = format!("journal record {} of {agent} is not UTF-8", r.seq);
-                    let _ = to
-                        .send(ControlToWorker::JournalReplay {
-                            records: Vec::new(),
-                            last: None,
-                            error: Some(error),
-                        })
-                        .await;
-                    return;
+                    return refuse_sync(to, error).await;
                 }
             };
             if bytes + changes.len() > REPLAY_FRAME_BYTES && !frame.is_empty() {
@@ -176,4 +160,15 @@ impl Clustered {
             },
         }
     }
+}
+
+/// Tells a syncing worker why it cannot serve (it exits; the next one syncs again).
+async fn refuse_sync(to: &mpsc::Sender<ControlToWorker>, error: String) {
+    let _ = to
+        .send(ControlToWorker::JournalReplay {
+            records: Vec::new(),
+            last: None,
+            error: Some(error),
+        })
+        .await;
 }
