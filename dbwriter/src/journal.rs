@@ -25,16 +25,9 @@ pub trait Journal: Send + 'static {
 
 /// The journal refused or could not record a transaction (in the error every command of
 /// that transaction is told; see [`refusal`]).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Refusal(pub String);
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refusal {}
 
 /// Why the journal refused, if that is why a transaction failed (carried in the one
 /// `rusqlite::Error` variant that holds any error without a feature).

@@ -66,16 +66,9 @@ fn set_last_seq(conn: &Connection, seq: u64) -> rusqlite::Result<()> {
 }
 
 /// The agent's journal did not take this worker (see `ipc::control::EXIT_JOURNAL_STOPPED`).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct JournalStopped(pub String);
-
-impl std::fmt::Display for JournalStopped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for JournalStopped {}
 
 /// What [`sync`] leaves: where the journal ends, and the frames that arrived meanwhile.
 pub struct Synced {
