@@ -112,16 +112,9 @@ impl LocalCluster {
         if let Some(token) = &self.token {
             cmd.args(["--auth", token]);
         }
+        let ports = (s.client_port, s.monitor_port, s.cluster_port);
         let child = cmd
-            .args(["-a", "127.0.0.1", "-p"])
-            .arg(s.client_port.to_string())
-            .arg("-m")
-            .arg(s.monitor_port.to_string())
-            .args(["-js", "-sd"])
-            .arg(&store)
-            .args(["-n", &s.name, "--cluster_name", "loopgate", "--cluster"])
-            .arg(format!("nats://127.0.0.1:{}", s.cluster_port))
-            .args(["--routes", &routes])
+            .args(server_args(&s.name, "127.0.0.1", ports, &store, &routes))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -186,6 +179,36 @@ impl Drop for LocalCluster {
     }
 }
 
+/// The arguments of one JetStream server of the `loopgate` cluster: `name` listening on
+/// `host` at `(client, monitor, cluster)` ports, its data under `store`, `routes` the
+/// comma-separated cluster URLs of every server.
+pub fn server_args(
+    name: &str,
+    host: &str,
+    (client, monitor, cluster): (u16, u16, u16),
+    store: &Path,
+    routes: &str,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    for a in [
+        "-a",
+        host,
+        "-p",
+        &client.to_string(),
+        "-m",
+        &monitor.to_string(),
+    ] {
+        args.push(a.into());
+    }
+    args.extend(["-js".into(), "-sd".into(), store.as_os_str().to_owned()]);
+    for a in ["-n", name, "--cluster_name", "loopgate", "--cluster"] {
+        args.push(a.into());
+    }
+    args.push(format!("nats://{host}:{cluster}").into());
+    args.extend(["--routes".into(), routes.into()]);
+    args
+}
+
 /// Ports free on loopback now (held together while picked so they differ).
 fn free_ports(n: usize) -> Result<Vec<u16>, String> {
     let held = (0..n)
@@ -200,7 +223,13 @@ fn free_ports(n: usize) -> Result<Vec<u16>, String> {
 
 /// `GET /healthz` answers 200.
 fn healthy(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+    healthy_at("127.0.0.1", port)
+}
+
+/// Whether the server monitored at `host:port` says it is healthy (JetStream in contact
+/// with a meta leader).
+pub fn healthy_at(host: &str, port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect((host, port)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));

@@ -3,8 +3,6 @@
 //! killed host comes back as a rebooted one would.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,16 +67,14 @@ impl Host {
             .collect::<Vec<_>>()
             .join(",");
         let log = File::create(setup.dir.join(format!("{}-nats.log", self.node())))?;
+        let name = format!("n{}", self.index + 1);
+        let ports = (NATS_CLIENT, NATS_MONITOR, NATS_ROUTE);
         let nats = Command::new("ip")
             .args(["netns", "exec", &ns])
             .arg(&setup.nats_server)
-            .args(["-a", &self.ip, "-p", &NATS_CLIENT.to_string()])
-            .args(["-m", &NATS_MONITOR.to_string(), "-js", "-sd"])
-            .arg(&store)
-            .args(["-n", &format!("n{}", self.index + 1)])
-            .args(["--cluster_name", "loopgate", "--cluster"])
-            .arg(format!("nats://{}:{NATS_ROUTE}", self.ip))
-            .args(["--routes", &routes])
+            .args(cluster::local::server_args(
+                &name, &self.ip, ports, &store, &routes,
+            ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -91,7 +87,7 @@ impl Host {
     /// Waits until this host's NATS server is healthy.
     pub fn wait_nats(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + UP_WITHIN;
-        while !monitor_healthy(&self.ip) {
+        while !cluster::local::healthy_at(&self.ip, NATS_MONITOR) {
             if let Some(n) = self.nats.as_mut() {
                 if let Ok(Some(status)) = n.try_wait() {
                     bail!("nats server of {} exited ({status})", self.node());
@@ -224,17 +220,4 @@ fn set_private(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     Ok(())
-}
-
-/// The NATS server's health check (JetStream in contact with a meta leader) answers 200.
-fn monitor_healthy(ip: &str) -> bool {
-    let Ok(mut s) = TcpStream::connect((ip, NATS_MONITOR)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.get(9..12) == Some(b"200"))
 }
