@@ -16,6 +16,9 @@ use crate::settings::Settings;
 /// writes; the caller sees an error, never a silent success).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often the client pings an idle server (two unanswered: reconnect elsewhere).
+const CLIENT_PING: Duration = Duration::from_secs(2);
+
 /// Idempotency keys are kept this long (the gateway db keeps them as long as their runs).
 pub const RUNS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -115,6 +118,9 @@ impl Engine {
         let mut options = async_nats::ConnectOptions::new()
             .name(format!("loopgate {}", settings.node))
             .connection_timeout(REQUEST_TIMEOUT)
+            // A server that stopped answering (its host cut off) is left for another of
+            // the list within seconds, not the default two minutes.
+            .ping_interval(CLIENT_PING)
             .request_timeout(Some(REQUEST_TIMEOUT));
         if let Some(name) = &settings.auth.token_env {
             let token = env(name).filter(|t| !t.is_empty()).ok_or_else(|| {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::engine::{retrying, ClusterError, Engine, REQUEST_TIMEOUT};
+use crate::engine::{retrying, ClusterError, Engine};
 use crate::kv::{create, current, taken, Created};
 use crate::names::{check_name, digest};
 use crate::records::{PlacementRecord, RunRecord, StartRecord};
@@ -99,11 +99,24 @@ impl Engine {
         }
     }
 
-    /// Renews `lease`: `Ok(false)` when it was lost (another gateway owns the agent now, or
-    /// the entry expired): the caller must stop running the agent at once.
-    pub async fn renew(&self, lease: &mut Lease) -> Result<bool, ClusterError> {
+    /// Renews `lease`, giving up (an error) once `within` has passed: `Ok(false)` when it
+    /// was lost (another gateway owns the agent now, or the entry expired): the caller must
+    /// stop running the agent at once. `within` is what is left of the lease: an answer
+    /// later than that is no use (the lease may have lapsed meanwhile).
+    pub async fn renew(&self, lease: &mut Lease, within: Duration) -> Result<bool, ClusterError> {
+        match tokio::time::timeout(within, self.renew_now(lease, within)).await {
+            Ok(renewed) => renewed,
+            Err(_) => Err(ClusterError::Engine(format!(
+                "no answer to the renewal of {}'s lease within {} ms",
+                lease.agent,
+                within.as_millis()
+            ))),
+        }
+    }
+
+    async fn renew_now(&self, lease: &mut Lease, within: Duration) -> Result<bool, ClusterError> {
         let value = self.placement_value(Some(lease.epoch))?;
-        let written = retrying(REQUEST_TIMEOUT, || async {
+        let written = retrying(within, || async {
             match self
                 .placement
                 .update(&lease.agent, value.clone(), lease.revision)

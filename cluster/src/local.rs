@@ -113,8 +113,10 @@ impl LocalCluster {
             cmd.args(["--auth", token]);
         }
         let ports = (s.client_port, s.monitor_port, s.cluster_port);
+        let args = server_args(&s.name, "127.0.0.1", ports, &store, &routes)
+            .map_err(|e| format!("config of {}: {e}", s.name))?;
         let child = cmd
-            .args(server_args(&s.name, "127.0.0.1", ports, &store, &routes))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -181,15 +183,20 @@ impl Drop for LocalCluster {
 
 /// The arguments of one JetStream server of the `loopgate` cluster: `name` listening on
 /// `host` at `(client, monitor, cluster)` ports, its data under `store`, `routes` the
-/// comma-separated cluster URLs of every server.
+/// comma-separated cluster URLs of every server. Writes [`FAILURE_DETECTION`] as a config
+/// file under `store`, which the arguments name.
 pub fn server_args(
     name: &str,
     host: &str,
     (client, monitor, cluster): (u16, u16, u16),
     store: &Path,
     routes: &str,
-) -> Vec<std::ffi::OsString> {
-    let mut args: Vec<std::ffi::OsString> = Vec::new();
+) -> std::io::Result<Vec<std::ffi::OsString>> {
+    // The failure detection every server of a loopgate cluster should have, as a config
+    // file beside the server's data (flags given after it add to it).
+    let conf = store.join("failure-detection.conf");
+    std::fs::write(&conf, FAILURE_DETECTION)?;
+    let mut args: Vec<std::ffi::OsString> = vec!["-c".into(), conf.into_os_string()];
     for a in [
         "-a",
         host,
@@ -206,8 +213,12 @@ pub fn server_args(
     }
     args.push(format!("nats://{host}:{cluster}").into());
     args.extend(["--routes".into(), routes.into()]);
-    args
+    Ok(args)
 }
+
+/// The NATS server settings a loopgate cluster needs to notice a dead or cut-off peer in
+/// seconds (`deploy/nats-failure-detection.conf`, shipped for operators too).
+pub const FAILURE_DETECTION: &str = include_str!("../../deploy/nats-failure-detection.conf");
 
 /// Ports free on loopback now (held together while picked so they differ).
 fn free_ports(n: usize) -> Result<Vec<u16>, String> {

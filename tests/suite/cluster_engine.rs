@@ -161,7 +161,7 @@ async fn one_owner_per_agent_epochs_grow_and_a_replaced_owner_learns_it() {
             epoch: la.epoch
         }
     );
-    assert!(a.renew(&mut la).await.unwrap());
+    assert!(a.renew(&mut la, Duration::from_secs(5)).await.unwrap());
     assert_eq!(b.owner("a1").await.unwrap(), Some(("h1".into(), la.epoch)));
 
     // h1 stops renewing: within the lease TTL (plus the engine's expiry sweep) h2 owns it.
@@ -177,7 +177,7 @@ async fn one_owner_per_agent_epochs_grow_and_a_replaced_owner_learns_it() {
     };
     assert!(lb.epoch > la.epoch, "a later owner has a larger epoch");
     assert!(
-        !a.renew(&mut la).await.unwrap(),
+        !a.renew(&mut la, Duration::from_secs(5)).await.unwrap(),
         "the old owner learns it lost"
     );
     assert_eq!(b.owner("a1").await.unwrap(), Some(("h2".into(), lb.epoch)));

@@ -74,7 +74,7 @@ impl Host {
             .arg(&setup.nats_server)
             .args(cluster::local::server_args(
                 &name, &self.ip, ports, &store, &routes,
-            ))
+            )?)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

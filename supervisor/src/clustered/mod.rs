@@ -66,8 +66,9 @@ pub struct Clustered {
 /// A lease this gateway holds, and the task serving the agent's run queue under it.
 struct Held {
     lease: Lease,
-    /// When the engine last confirmed the lease (a lease not confirmed for a TTL may have
-    /// been taken: the agent stops here).
+    /// When the renewal (or the take) the engine last confirmed was sent: the lease is
+    /// good for a TTL from then (a lease not confirmed for a TTL may have been taken: the
+    /// agent stops here).
     confirmed: Instant,
     queue: tokio::task::JoinHandle<()>,
     /// Deliveries of the agent's queue still being handled here.
@@ -148,7 +149,8 @@ impl Clustered {
         })
     }
 
-    fn took(self: &Arc<Self>, gw: &Arc<Gateway>, lease: Lease) {
+    /// `asked`: when the lease was asked for (it is good for a TTL from then).
+    fn took(self: &Arc<Self>, gw: &Arc<Gateway>, lease: Lease, asked: Instant) {
         tracing::info!(
             agent = lease.agent.as_str(),
             epoch = lease.epoch,
@@ -162,7 +164,7 @@ impl Clustered {
             lease.agent.clone(),
             Held {
                 lease,
-                confirmed: Instant::now(),
+                confirmed: asked,
                 queue,
                 deliveries,
                 taken,

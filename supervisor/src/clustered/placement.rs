@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cluster::Acquired;
+use futures_util::future::join_all;
 
 use super::Clustered;
 use crate::gateway::Gateway;
@@ -25,35 +26,57 @@ pub(super) fn preferred<'a>(agent: &str, members: &'a [String]) -> Option<&'a st
 
 impl Clustered {
     /// One round: say this gateway is alive, renew what is held (handing over what another
-    /// member prefers, once idle), take what this gateway should.
+    /// member prefers, once idle), take what this gateway should. The engine is asked about
+    /// every agent at once: while it is slow to answer (a stream electing a leader), one
+    /// agent's wait never delays another's renewal past its lease.
     pub(super) async fn place(self: &Arc<Self>, gw: &Arc<Gateway>) {
-        if let Err(e) = self.engine.heartbeat().await {
+        let me = self.engine.node().to_owned();
+        let (alive, members) = tokio::join!(self.engine.heartbeat(), self.engine.members());
+        if let Err(e) = alive {
             tracing::warn!(error = %e, "Cannot tell the cluster this gateway is alive.");
         }
-        let me = self.engine.node().to_owned();
-        let mut members = self.engine.members().await.unwrap_or_default();
+        let mut members = members.unwrap_or_default();
         if !members.contains(&me) {
             members.push(me.clone());
         }
         let agents = gw.config().agent_ids();
         let draining = gw.draining.load(Ordering::Relaxed);
-        for agent in agents {
-            let mine = preferred(&agent, &members) == Some(me.as_str());
-            if self.held().contains_key(&agent) {
-                if self.renew(gw, &agent).await && !mine && !draining {
-                    self.hand_over(gw, &agent).await;
-                }
-            } else if !draining && (mine || self.unowned_long(&agent).await) {
-                match self.engine.acquire(&agent).await {
-                    Ok(Acquired::Held(lease)) => {
-                        self.unowned().remove(&agent);
-                        self.took(gw, lease)
-                    }
-                    Ok(Acquired::Owned { .. }) => {}
-                    Err(e) => {
-                        tracing::warn!(agent = agent.as_str(), error = %e, "Cannot ask for an agent's lease.")
-                    }
-                }
+        let mine = |agent: &str| preferred(agent, &members) == Some(me.as_str());
+        let (held, free): (Vec<String>, Vec<String>) = {
+            let h = self.held();
+            agents.into_iter().partition(|a| h.contains_key(a))
+        };
+        let renewals = held
+            .iter()
+            .map(|agent| async move { (agent, self.renew(gw, agent).await) });
+        let takes = free
+            .iter()
+            .filter(|_| !draining)
+            .map(|agent| self.take_if_due(gw, agent, mine(agent)));
+        let (renewed, _) = tokio::join!(join_all(renewals), join_all(takes));
+        for (agent, still) in renewed {
+            if still && !mine(agent) && !draining {
+                self.hand_over(gw, agent).await;
+            }
+        }
+    }
+
+    /// Takes `agent` if this gateway prefers it, or if nobody has held it for a whole TTL.
+    async fn take_if_due(self: &Arc<Self>, gw: &Arc<Gateway>, agent: &str, mine: bool) {
+        if !mine && !self.unowned_long(agent).await {
+            return;
+        }
+        // The lease is good for a TTL from before it was asked for (the engine's clock on
+        // it starts no earlier).
+        let asked = Instant::now();
+        match self.engine.acquire(agent).await {
+            Ok(Acquired::Held(lease)) => {
+                self.unowned().remove(agent);
+                self.took(gw, lease, asked)
+            }
+            Ok(Acquired::Owned { .. }) => {}
+            Err(e) => {
+                tracing::warn!(agent, error = %e, "Cannot ask for an agent's lease.")
             }
         }
     }
@@ -77,7 +100,9 @@ impl Clustered {
         }
     }
 
-    /// Renews `agent`'s lease; `false` when it is not held any more.
+    /// Renews `agent`'s lease; `false` when it is not held any more. A lease is good for a
+    /// TTL from when its last successful renewal was sent; a renewal not answered by then
+    /// loses it (another gateway may have taken it since).
     async fn renew(&self, gw: &Arc<Gateway>, agent: &str) -> bool {
         let Some((mut lease, confirmed)) = self
             .held()
@@ -86,11 +111,14 @@ impl Clustered {
         else {
             return false;
         };
-        match self.engine.renew(&mut lease).await {
+        let ttl = self.engine.lease_ttl();
+        let sent = Instant::now();
+        let left = (confirmed + ttl).saturating_duration_since(sent);
+        match self.engine.renew(&mut lease, left).await {
             Ok(true) => {
                 if let Some(h) = self.held().get_mut(agent) {
                     h.lease = lease;
-                    h.confirmed = Instant::now();
+                    h.confirmed = sent;
                 }
                 true
             }
@@ -98,7 +126,7 @@ impl Clustered {
                 self.lost(gw, agent, "another gateway owns it now").await;
                 false
             }
-            Err(e) if confirmed.elapsed() >= self.engine.lease_ttl() => {
+            Err(e) if confirmed.elapsed() >= ttl => {
                 let why = format!("the lease could not be renewed for a whole TTL: {e}");
                 self.lost(gw, agent, &why).await;
                 false
