@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv, object_store, stream};
 
 use crate::dispatch::{RUNS_STREAM, RUNS_SUBJECTS};
 use crate::names::{
     check_name, NODES_BUCKET, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM,
-    TX_SUBJECTS,
+    TX_SUBJECTS, WORKSPACE_HEADS_BUCKET, WORKSPACE_OBJECTS,
 };
 use crate::settings::Settings;
 
@@ -94,6 +94,10 @@ pub struct Engine {
     pub(crate) outcomes: kv::Store,
     pub(crate) placement: kv::Store,
     pub(crate) nodes: kv::Store,
+    pub(crate) workspaces: kv::Store,
+    pub(crate) objects: object_store::ObjectStore,
+    /// Largest workspace that moves with its agent (bytes of files).
+    pub(crate) workspace_cap: u64,
 }
 
 impl Engine {
@@ -159,6 +163,11 @@ impl Engine {
             bucket(&js, NODES_BUCKET, settings.lease_ttl, replicas)
         })
         .await?;
+        let workspaces = retrying(within, || {
+            bucket(&js, WORKSPACE_HEADS_BUCKET, Duration::ZERO, replicas)
+        })
+        .await?;
+        let objects = retrying(within, || objects(&js, WORKSPACE_OBJECTS, replicas)).await?;
         // The journals keep every record; a run queue forgets a run once acknowledged.
         let limits = stream::RetentionPolicy::Limits;
         retrying(within, || {
@@ -179,6 +188,9 @@ impl Engine {
             outcomes,
             placement,
             nodes,
+            workspaces,
+            objects,
+            workspace_cap: settings.workspace_max_bytes,
         })
     }
 
@@ -203,6 +215,11 @@ impl Engine {
         })
         .await?;
         Ok(())
+    }
+
+    /// The largest workspace (bytes of files) that moves with its agent.
+    pub fn workspace_cap(&self) -> u64 {
+        self.workspace_cap
     }
 
     /// This gateway's node name.
@@ -282,6 +299,30 @@ async fn stream(
     .await
     .map_err(ClusterError::engine)?;
     Ok(())
+}
+
+/// The object store `name`, made if missing (replicated, on disk, compressed).
+async fn objects(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+) -> Result<object_store::ObjectStore, ClusterError> {
+    let made = js
+        .create_object_store(object_store::Config {
+            bucket: name.into(),
+            num_replicas: replicas,
+            storage: stream::StorageType::File,
+            compression: true,
+            ..Default::default()
+        })
+        .await;
+    match made {
+        Ok(store) => Ok(store),
+        Err(made) => js
+            .get_object_store(name)
+            .await
+            .map_err(|e| ClusterError::Engine(format!("object store {name}: {made}; then {e}"))),
+    }
 }
 
 /// Waits until `store` answers reads: a bucket just made has no responders for a moment.

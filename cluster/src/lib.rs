@@ -7,12 +7,16 @@
 //!   is started at most once ([`lease`]);
 //! - an agent's database is a cache of its journal, and a write is accepted only if nothing
 //!   was written to the journal since the writer's last record: after a takeover, the
-//!   previous owner can write nothing ([`journal`]).
+//!   previous owner can write nothing ([`journal`]);
+//! - an agent's workspace files follow it: snapshotted at the end of each run, restored by
+//!   a new owner, the current snapshot named by a head only the latest owner can replace
+//!   ([`workspace`], [`archive`]).
 //!
 //! [`local`] starts real NATS servers on loopback for tests and demos.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod archive;
 pub mod dispatch;
 pub mod engine;
 pub mod events;
@@ -24,6 +28,7 @@ pub mod names;
 pub mod records;
 pub mod runs;
 pub mod settings;
+pub mod workspace;
 
 pub use dispatch::{Delivery, RunQueue};
 pub use engine::{ClusterError, Engine};
@@ -32,3 +37,4 @@ pub use lease::{Acquired, Lease, Start};
 pub use records::{OutcomeRecord, RunRecord, StartRecord};
 pub use runs::{Accepted, Ended, OutcomeFeed};
 pub use settings::{RawSettings, Settings};
+pub use workspace::{Claimed as WorkspaceClaimed, Head as WorkspaceHeadAt, Pinned, WorkspaceHead};

@@ -12,6 +12,11 @@ pub const OUTCOMES_BUCKET: &str = "lg-outcomes";
 pub const PLACEMENT_BUCKET: &str = "lg-placement";
 /// The gateways of the cluster, each key renewed while its gateway runs (lease TTL).
 pub const NODES_BUCKET: &str = "lg-nodes";
+/// Each agent's current workspace snapshot (see `workspace`), written with the revision
+/// its writer last saw.
+pub const WORKSPACE_HEADS_BUCKET: &str = "lg-workspace";
+/// The workspace snapshots themselves (object store).
+pub const WORKSPACE_OBJECTS: &str = "lg-workspaces";
 /// The agents' journals: one subject per agent ([`journal_subject`]).
 pub const TX_STREAM: &str = "LG_TX";
 /// Subjects of [`TX_STREAM`].

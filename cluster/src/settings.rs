@@ -7,6 +7,8 @@ use serde::Deserialize;
 
 /// Default placement lease: an agent whose owner stops renewing moves after this long.
 pub const DEFAULT_LEASE_TTL_SECONDS: u64 = 5;
+/// Default cap on a workspace that moves with its agent, in MiB.
+pub const DEFAULT_WORKSPACE_MAX_MIB: u64 = 64;
 /// Default copies of every stream and bucket (RAFT replicas): three survive one lost server.
 pub const DEFAULT_REPLICAS: usize = 3;
 
@@ -22,6 +24,8 @@ pub struct RawSettings {
     pub lease_ttl_seconds: Option<u64>,
     /// Copies of each stream and bucket (1 for a one-server test cluster).
     pub replicas: Option<usize>,
+    /// The largest workspace (MiB of files) snapshotted to move with its agent.
+    pub workspace_max_mib: Option<u64>,
     /// The environment variable holding the NATS servers' token (`--auth`).
     pub token_env: Option<String>,
     /// A NATS credentials file (user JWT and NKEY seed).
@@ -37,6 +41,7 @@ pub struct Settings {
     pub node: String,
     pub lease_ttl: Duration,
     pub replicas: usize,
+    pub workspace_max_bytes: u64,
     pub auth: Auth,
 }
 
@@ -82,6 +87,12 @@ impl RawSettings {
                 "cluster.replicas: {replicas} is outside 1..=5 (JetStream keeps at most 5 copies)"
             ));
         }
+        let workspace_mib = self.workspace_max_mib.unwrap_or(DEFAULT_WORKSPACE_MAX_MIB);
+        if !(1..=4096).contains(&workspace_mib) {
+            return Err(format!(
+                "cluster.workspace_max_mib: {workspace_mib} is outside 1..=4096"
+            ));
+        }
         if let Some(name) = &self.token_env {
             let ok =
                 !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -104,6 +115,7 @@ impl RawSettings {
             node: self.node.clone(),
             lease_ttl: Duration::from_secs(ttl),
             replicas,
+            workspace_max_bytes: workspace_mib * 1024 * 1024,
             auth: Auth {
                 token_env: self.token_env.clone(),
                 credentials_file: self.credentials_file.clone(),
@@ -156,6 +168,7 @@ mod tests {
             .unwrap();
         assert_eq!(s.lease_ttl, Duration::from_secs(5));
         assert_eq!(s.replicas, 3);
+        assert_eq!(s.workspace_max_bytes, 64 << 20);
     }
 
     #[test]
@@ -188,6 +201,13 @@ mod tests {
                     ..raw(&["nats://x:1"], "h1")
                 },
                 "cluster.lease_ttl_seconds",
+            ),
+            (
+                RawSettings {
+                    workspace_max_mib: Some(0),
+                    ..raw(&["nats://x:1"], "h1")
+                },
+                "cluster.workspace_max_mib",
             ),
             (
                 RawSettings {

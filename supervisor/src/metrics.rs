@@ -71,6 +71,9 @@ struct ClusterSeries {
     lost: Family<L, Counter>,
     orphans: Family<L, Counter>,
     refused: Family<L, Counter>,
+    snapshots: Family<L, Counter>,
+    restores: Family<L, Counter>,
+    pinned: Family<L, Gauge>,
 }
 
 impl ClusterSeries {
@@ -105,12 +108,33 @@ impl ClusterSeries {
             "Cluster mode: transactions of this gateway's workers the agent's journal refused (fenced: another record came first), by agent",
             refused.clone(),
         );
+        let snapshots = Family::<L, Counter>::default();
+        r.register(
+            "cluster_workspace_snapshots",
+            "Cluster mode: workspace snapshots this gateway stored, by agent",
+            snapshots.clone(),
+        );
+        let restores = Family::<L, Counter>::default();
+        r.register(
+            "cluster_workspace_restores",
+            "Cluster mode: workspaces this gateway restored from a snapshot on taking their agent, by agent",
+            restores.clone(),
+        );
+        let pinned = Family::<L, Gauge>::default();
+        r.register(
+            "cluster_workspace_pinned",
+            "Cluster mode: 1 while the agent's workspace is over cluster.workspace_max_mib here (not snapshotted; the agent stays on this gateway), by agent",
+            pinned.clone(),
+        );
         ClusterSeries {
             leases,
             takeovers,
             lost,
             orphans,
             refused,
+            snapshots,
+            restores,
+            pinned,
         }
     }
 }
@@ -300,6 +324,8 @@ impl Metrics {
     /// Cluster mode: this gateway no longer holds `agent` (`lost`: without giving it up).
     pub fn cluster_let_go(&self, agent: &str, lost: bool) {
         self.0.cluster.leases.dec();
+        // Pinned here means while here.
+        self.0.cluster.pinned.get_or_create(&agent_l(agent)).set(0);
         if lost {
             self.0.cluster.lost.get_or_create(&agent_l(agent)).inc();
         }
@@ -313,6 +339,25 @@ impl Metrics {
     /// Cluster mode: `agent`'s journal refused a write of this gateway's worker.
     pub fn cluster_refused(&self, agent: &str) {
         self.0.cluster.refused.get_or_create(&agent_l(agent)).inc();
+    }
+
+    /// Cluster mode: `agent`'s workspace was snapshotted (`pinned`: it was too large, and
+    /// stays here instead).
+    pub fn cluster_workspace_snapshot(&self, agent: &str, pinned: bool) {
+        let l = agent_l(agent);
+        if !pinned {
+            self.0.cluster.snapshots.get_or_create(&l).inc();
+        }
+        self.0
+            .cluster
+            .pinned
+            .get_or_create(&l)
+            .set(i64::from(pinned));
+    }
+
+    /// Cluster mode: `agent`'s workspace was restored from the cluster's snapshot.
+    pub fn cluster_workspace_restored(&self, agent: &str) {
+        self.0.cluster.restores.get_or_create(&agent_l(agent)).inc();
     }
 
     pub fn run_accepted(&self, agent: &str) {

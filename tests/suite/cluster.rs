@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 /// The lease TTL of these clusters (seconds): failover within it plus the engine's sweep.
 const TTL: u64 = 2;
 
-struct Cluster {
-    gateways: Vec<Gateway>,
-    model: ScriptedModel,
+pub(super) struct Cluster {
+    pub(super) gateways: Vec<Gateway>,
+    pub(super) model: ScriptedModel,
     nats: LocalCluster,
     _dir: tempfile::TempDir,
 }
@@ -27,6 +27,12 @@ impl Cluster {
 
     /// `n` gateways with `extra` TOML (before the `[cluster]` table).
     async fn start_with(n: usize, extra_agents: &str) -> Cluster {
+        Self::start_opts(n, extra_agents, "").await
+    }
+
+    /// `n` gateways with `extra_agents` TOML before the `[cluster]` table and
+    /// `extra_cluster` keys in it.
+    pub(super) async fn start_opts(n: usize, extra_agents: &str, extra_cluster: &str) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let nats = LocalCluster::start(3, dir.path()).unwrap();
         let model = ScriptedModel::start().await.unwrap();
@@ -39,7 +45,7 @@ impl Cluster {
         let mut gateways = Vec::new();
         for i in 1..=n {
             let extra = format!(
-                "\n{extra_agents}\n[gateway.metrics]\nenabled = true\n\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n"
+                "\n{extra_agents}\n[gateway.metrics]\nenabled = true\n\n[cluster]\nnats = [{urls}]\nnode = \"h{i}\"\nlease_ttl_seconds = {TTL}\n{extra_cluster}\n"
             );
             gateways.push(
                 Gateway::start_with_provider_api(
@@ -61,7 +67,7 @@ impl Cluster {
 
     /// The gateway that owns `main` (its only agent) once ownership settled: the gateway its
     /// rendezvous hash prefers among the running ones holds it (agents move to it when idle).
-    async fn settled_owner(&self) -> usize {
+    pub(super) async fn settled_owner(&self) -> usize {
         let alive: Vec<usize> = (0..self.gateways.len())
             .filter(|i| self.gateways[*i].child.is_some())
             .collect();
@@ -114,7 +120,7 @@ fn signal_all(pids: &[i32], sig: Signal) {
 }
 
 /// The sum of a counter's series in gateway `gw`'s `/metrics`.
-async fn counter(gw: &Gateway, name: &str) -> u64 {
+pub(super) async fn counter(gw: &Gateway, name: &str) -> u64 {
     let text = gw.http("GET", "/metrics", &[]).await.text();
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))

@@ -34,6 +34,7 @@ pub(crate) fn settings(nats: Vec<String>, node: &str) -> Settings {
         node: node.into(),
         lease_ttl: Duration::from_secs(2),
         replicas: 3,
+        workspace_max_bytes: 1 << 20,
         auth: Default::default(),
     }
 }

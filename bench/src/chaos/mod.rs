@@ -203,6 +203,7 @@ impl World {
             node: "chaos-checker".into(),
             lease_ttl: Duration::from_secs(o.lease_ttl),
             replicas: 3,
+            workspace_max_bytes: 64 << 20,
             auth: Default::default(),
         };
         let engine = cluster::Engine::connect(&settings, &|_| None)

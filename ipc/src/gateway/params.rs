@@ -532,6 +532,13 @@ pub struct ClusterAgent {
     pub owner: Option<String>,
     /// The ownership's epoch (grows with every new owner).
     pub epoch: Option<u64>,
+    /// Bytes of files in the agent's last workspace snapshot (`None`: none yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_bytes: Option<u64>,
+    /// The gateway the agent is pinned to because its workspace is over
+    /// `cluster.workspace_max_mib` (it does not move while that gateway lives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_to: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

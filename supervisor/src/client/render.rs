@@ -82,20 +82,27 @@ pub fn status(s: &StatusResult) -> String {
     }
     if let Some(c) = &s.cluster {
         out.push_str(&format!(
-            "\ncluster     node {}  engine {}\nmembers     {}\n{:<16} {:<16} {:>8}\n",
+            "\ncluster     node {}  engine {}\nmembers     {}\n{:<16} {:<16} {:>8}  {}\n",
             printable(&c.node),
             printable(&c.engine),
             printable(&c.members.join(", ")),
             "AGENT",
             "OWNER",
-            "EPOCH"
+            "EPOCH",
+            "WORKSPACE"
         ));
         for a in &c.agents {
+            let workspace = match (&a.pinned_to, a.workspace_bytes) {
+                (Some(node), _) => format!("pinned to {} (over the cap)", printable(node)),
+                (None, Some(bytes)) => format!("{bytes} bytes"),
+                (None, None) => "-".into(),
+            };
             out.push_str(&format!(
-                "{:<16} {:<16} {:>8}\n",
+                "{:<16} {:<16} {:>8}  {}\n",
                 printable(&a.agent_id),
                 printable(a.owner.as_deref().unwrap_or("-")),
-                a.epoch.map(|e| e.to_string()).unwrap_or_else(|| "-".into())
+                a.epoch.map(|e| e.to_string()).unwrap_or_else(|| "-".into()),
+                workspace
             ));
         }
     }

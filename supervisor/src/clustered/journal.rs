@@ -32,7 +32,7 @@ impl Clustered {
         let mut taken = self
             .held()
             .get(agent)
-            .map(|h| h.taken.subscribe())
+            .map(|h| h.shared.taken.subscribe())
             .ok_or_else(not_mine)?;
         let waited = tokio::time::timeout(TAKEOVER_WAIT, taken.wait_for(|t| *t))
             .await

@@ -28,6 +28,7 @@ mod owner;
 mod placement;
 mod relay;
 mod waiters;
+mod workspace;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,11 +72,30 @@ struct Held {
     /// agent stops here).
     confirmed: Instant,
     queue: tokio::task::JoinHandle<()>,
+    shared: Serving,
+}
+
+/// What the task serving a lease shares with the rest of the gateway.
+#[derive(Clone)]
+struct Serving {
     /// Deliveries of the agent's queue still being handled here.
     deliveries: Arc<std::sync::atomic::AtomicUsize>,
-    /// True once this lease's takeover record is in the agent's journal: workers sync only
-    /// after it (a worker synced before it would be fenced by its own owner's record).
+    /// True once this lease's takeover record is in the agent's journal and its workspace
+    /// is restored: workers sync only after it (a worker synced before it would be fenced
+    /// by its own owner's record).
     taken: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The agent's workspace snapshot, as this owner knows it.
+    workspace: workspace::Workspace,
+}
+
+impl Serving {
+    fn new() -> Serving {
+        Serving {
+            deliveries: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            taken: Arc::new(tokio::sync::watch::Sender::new(false)),
+            workspace: Arc::default(),
+        }
+    }
 }
 
 impl Clustered {
@@ -115,10 +135,16 @@ impl Clustered {
         let mut out = Vec::with_capacity(agents.len());
         for agent in agents {
             let owner = self.engine.owner(agent).await.ok().flatten();
+            let head = self.engine.workspace_head(agent).await.ok().flatten();
             out.push(ipc::gateway::ClusterAgent {
                 agent_id: agent.clone(),
                 owner: owner.as_ref().map(|(node, _)| node.clone()),
                 epoch: owner.map(|(_, epoch)| epoch),
+                workspace_bytes: head
+                    .as_ref()
+                    .filter(|h| h.object.is_some())
+                    .map(|h| h.bytes),
+                pinned_to: head.and_then(|h| h.pinned).map(|p| p.node),
             });
         }
         ipc::gateway::ClusterStatus {
@@ -157,17 +183,15 @@ impl Clustered {
             "This gateway owns the agent now."
         );
         gw.metrics.cluster_took(&lease.agent);
-        let deliveries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let taken = Arc::new(tokio::sync::watch::Sender::new(false));
-        let queue = self.serve(gw, &lease, &deliveries, &taken);
+        let shared = Serving::new();
+        let queue = self.serve(gw, &lease, &shared);
         self.held().insert(
             lease.agent.clone(),
             Held {
                 lease,
                 confirmed: asked,
                 queue,
-                deliveries,
-                taken,
+                shared,
             },
         );
     }
@@ -176,15 +200,13 @@ impl Clustered {
         self: &Arc<Self>,
         gw: &Arc<Gateway>,
         lease: &Lease,
-        deliveries: &Arc<std::sync::atomic::AtomicUsize>,
-        taken: &Arc<tokio::sync::watch::Sender<bool>>,
+        shared: &Serving,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(owner::serve_queue(
             gw.clone(),
             self.clone(),
             lease.clone(),
-            deliveries.clone(),
-            taken.clone(),
+            shared.clone(),
         ))
     }
 
@@ -213,6 +235,9 @@ impl Clustered {
         let held: Vec<Held> = self.held().drain().map(|(_, h)| h).collect();
         for h in held {
             h.queue.abort();
+            // What the last runs left goes with the agent (unchanged: nothing is sent).
+            self.snapshot_workspace(gw, &h.lease, &h.shared.workspace)
+                .await;
             gw.metrics.cluster_let_go(&h.lease.agent, false);
             if let Err(e) = self.engine.release(&h.lease).await {
                 tracing::warn!(agent = h.lease.agent.as_str(), error = %e, "Cannot give an agent's lease up; it lapses after its TTL.");

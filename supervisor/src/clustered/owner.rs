@@ -4,7 +4,7 @@
 //! outcome is recorded locally it is recorded in the cluster (first writer wins) and only
 //! then is the delivery acknowledged.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use cluster::{Delivery, Ended, Lease, Start, StartRecord};
@@ -25,42 +25,30 @@ pub(super) async fn serve_queue(
     gw: Arc<Gateway>,
     c: Arc<Clustered>,
     lease: Lease,
-    deliveries: Arc<AtomicUsize>,
-    taken: Arc<tokio::sync::watch::Sender<bool>>,
+    shared: super::Serving,
 ) {
+    let super::Serving {
+        deliveries,
+        taken,
+        workspace,
+    } = shared;
     // Nothing of the agent runs or is closed here before its previous owner is fenced off
     // the journal: after this record, whatever it still sends is refused. Once per lease:
     // a second takeover record would fence this gateway's own synced worker.
-    while !*taken.borrow() {
-        match c.engine.journal_takeover(&lease).await {
-            Ok(Ok(seq)) => {
-                tracing::info!(
-                    agent = lease.agent.as_str(),
-                    epoch = lease.epoch,
-                    seq,
-                    "Took the agent's journal over."
-                );
-                taken.send_replace(true);
-            }
-            Ok(Err(cluster::Refused)) => {
-                // A newer owner's record is in the journal: this lease is stale. Let the
-                // agent go from outside this task (letting go stops it).
-                let (c, gw, agent, epoch) =
-                    (c.clone(), gw.clone(), lease.agent.clone(), lease.epoch);
-                tokio::spawn(async move {
-                    let still = c.held().get(&agent).is_some_and(|h| h.lease.epoch == epoch);
-                    if still {
-                        c.lost(&gw, &agent, "a newer owner took the agent's journal over")
-                            .await
-                    }
-                });
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(agent = lease.agent.as_str(), error = %e, "Cannot take the agent's journal over; trying again.");
-                tokio::time::sleep(PULL_AGAIN).await;
-            }
+    if !*taken.borrow() {
+        if let Err(why) = take_over(&c, &lease, &workspace, &gw).await {
+            // This lease is stale. Let the agent go from outside this task (letting go
+            // aborts it, and stops the worker).
+            let (c, gw, agent, epoch) = (c.clone(), gw.clone(), lease.agent.clone(), lease.epoch);
+            tokio::spawn(async move {
+                let still = c.held().get(&agent).is_some_and(|h| h.lease.epoch == epoch);
+                if still {
+                    c.lost(&gw, &agent, why).await
+                }
+            });
+            return;
         }
+        taken.send_replace(true);
     }
     loop {
         let mut queue = match c.engine.run_queue(&lease.agent).await {
@@ -75,10 +63,15 @@ pub(super) async fn serve_queue(
             match next {
                 Ok(d) => {
                     deliveries.fetch_add(1, Ordering::SeqCst);
-                    let (gw, c, lease, count) =
-                        (gw.clone(), c.clone(), lease.clone(), deliveries.clone());
+                    let (gw, c, lease, ws, count) = (
+                        gw.clone(),
+                        c.clone(),
+                        lease.clone(),
+                        workspace.clone(),
+                        deliveries.clone(),
+                    );
                     tokio::spawn(async move {
-                        run_delivery(gw, c, lease, d).await;
+                        run_delivery(gw, c, lease, ws, d).await;
                         count.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
@@ -92,8 +85,53 @@ pub(super) async fn serve_queue(
     }
 }
 
+/// Fences the previous owner off the agent's journal and its workspace head, and restores
+/// the workspace, retrying while the engine fails; `Err`: a newer owner did it first.
+async fn take_over(
+    c: &Clustered,
+    lease: &Lease,
+    workspace: &super::workspace::Workspace,
+    gw: &Gateway,
+) -> Result<(), &'static str> {
+    let agent = lease.agent.as_str();
+    loop {
+        match c.engine.journal_takeover(lease).await {
+            Ok(Ok(seq)) => {
+                tracing::info!(
+                    agent,
+                    epoch = lease.epoch,
+                    seq,
+                    "Took the agent's journal over."
+                );
+                break;
+            }
+            Ok(Err(cluster::Refused)) => return Err("a newer owner took the agent's journal over"),
+            Err(e) => {
+                tracing::warn!(agent, error = %e, "Cannot take the agent's journal over; trying again.");
+                tokio::time::sleep(PULL_AGAIN).await;
+            }
+        }
+    }
+    loop {
+        match c.restore_workspace(gw, lease, workspace).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => return Err("a newer owner took the agent's workspace over"),
+            Err(e) => {
+                tracing::warn!(agent, error = %e, "Cannot claim the agent's workspace; trying again.");
+                tokio::time::sleep(PULL_AGAIN).await;
+            }
+        }
+    }
+}
+
 /// One delivered run, from its start to its acknowledgement.
-async fn run_delivery(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease, d: Delivery) {
+async fn run_delivery(
+    gw: Arc<Gateway>,
+    c: Arc<Clustered>,
+    lease: Lease,
+    ws: super::workspace::Workspace,
+    d: Delivery,
+) {
     let t: Travelling = match serde_json::from_slice(&d.payload) {
         Ok(t) => t,
         Err(e) => {
@@ -114,7 +152,12 @@ async fn run_delivery(gw: Arc<Gateway>, c: Arc<Clustered>, lease: Lease, d: Deli
             orphan_terminal(&t, &by)
         }
         Ok(Decision::Run) => match run_here(&gw, &d, t).await {
-            Some(terminal) => terminal,
+            Some(terminal) => {
+                // Its files go with the agent before its outcome is told: a run that ended
+                // ok never comes back without them on another owner.
+                c.snapshot_workspace(&gw, &lease, &ws).await;
+                terminal
+            }
             // The gateway is stopping: the delivery goes to the next owner.
             None => return,
         },

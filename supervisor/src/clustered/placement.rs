@@ -140,10 +140,12 @@ impl Clustered {
 
     /// Gives `agent` up to the member that prefers it, if nothing of it is in flight here.
     async fn hand_over(self: &Arc<Self>, gw: &Arc<Gateway>, agent: &str) {
+        let me = self.engine.node().to_owned();
         let busy = |c: &Clustered| {
-            c.held()
-                .get(agent)
-                .is_some_and(|h| h.deliveries.load(Ordering::SeqCst) > 0)
+            c.held().get(agent).is_some_and(|h| {
+                h.shared.deliveries.load(Ordering::SeqCst) > 0
+                    || super::workspace::stays(&h.shared.workspace, &me)
+            })
         };
         let running = match gw.control.active_runs().await {
             Ok(runs) => runs.get(agent).is_some_and(|r| !r.is_empty()),
@@ -157,12 +159,16 @@ impl Clustered {
             return;
         };
         held.queue.abort();
-        if held.deliveries.load(Ordering::SeqCst) > 0 {
-            let queue = self.serve(gw, &held.lease, &held.deliveries, &held.taken);
+        if held.shared.deliveries.load(Ordering::SeqCst) > 0 {
+            let queue = self.serve(gw, &held.lease, &held.shared);
             self.held()
                 .insert(agent.to_owned(), super::Held { queue, ..held });
             return;
         }
+        // The files of its last runs go with it (unchanged since the last run's end:
+        // nothing is sent).
+        self.snapshot_workspace(gw, &held.lease, &held.shared.workspace)
+            .await;
         gw.metrics.cluster_let_go(agent, false);
         match self.engine.release(&held.lease).await {
             Ok(()) => tracing::info!(
