@@ -10,6 +10,7 @@
 
 mod chaos;
 mod client;
+mod clusterbench;
 mod floor;
 mod procs;
 mod scale;
@@ -152,6 +153,20 @@ enum Scenario {
     /// server and a gateway; root only): kills and partitions mid-run, then checks every
     /// run's outcome, the journals, the model's requests and every gateway's history.
     /// Exits 1 on any violation. Not a benchmark and not in CI: `scripts/cluster-chaos`.
+    /// Cluster mode's throughput and CPU per run: three NATS servers (R3) and `gateways`
+    /// gateways on this host, one `throughput` client per gateway at once, after the agents
+    /// settled on their owners. CPU counts the gateways, their workers and the servers.
+    /// Needs `nats-server` (scripts/install-nats, or $LOOPGATE_NATS_SERVER).
+    ClusterThroughput {
+        #[arg(long, default_value_t = 3)]
+        gateways: usize,
+        /// Sessions per gateway.
+        #[arg(long, default_value_t = 16)]
+        sessions: usize,
+        /// Turns per session.
+        #[arg(long, default_value_t = 20)]
+        turns: usize,
+    },
     ClusterChaos {
         #[arg(long, default_value_t = 200)]
         runs: usize,
@@ -170,12 +185,12 @@ enum Scenario {
 }
 
 /// Where the gateway is.
-struct Target {
-    url: String,
-    token: Option<String>,
-    pid: Option<u32>,
-    agents: Vec<String>,
-    _spawned: Option<spawn::Spawned>,
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) token: Option<String>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) agents: Vec<String>,
+    pub(crate) _spawned: Option<spawn::Spawned>,
 }
 
 impl Target {
@@ -281,6 +296,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scale::session_length(&target(&args, None).await?, turns, window).await?
         }
         Scenario::Smoke => smoke(&args).await?,
+        Scenario::ClusterThroughput {
+            gateways,
+            sessions,
+            turns,
+        } => {
+            clusterbench::run(clusterbench::Options {
+                loopgate: loopgate_bin(&args),
+                gateways,
+                sessions,
+                turns,
+                agents: args.agents.clone(),
+            })
+            .await?
+        }
         Scenario::ClusterChaos {
             runs,
             agents,
@@ -344,7 +373,7 @@ fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-fn turn_params(n: usize, session: &str, agent: &str) -> ipc::gateway::AgentParams {
+pub(crate) fn turn_params(n: usize, session: &str, agent: &str) -> ipc::gateway::AgentParams {
     ipc::gateway::AgentParams {
         message: format!("bench turn {n}"),
         // The agent is part of the key: turns on many agents start in the same microsecond.
@@ -398,14 +427,14 @@ async fn latency(t: &Target, turns: usize, warmup: usize) -> anyhow::Result<Valu
     )
 }
 
-fn check_ok(fin: &Value) -> anyhow::Result<()> {
+pub(crate) fn check_ok(fin: &Value) -> anyhow::Result<()> {
     if fin["status"] != "ok" {
         bail!("turn did not complete ok: {fin}");
     }
     Ok(())
 }
 
-async fn throughput(t: &Target, sessions: usize, turns: usize) -> anyhow::Result<Value> {
+pub(crate) async fn throughput(t: &Target, sessions: usize, turns: usize) -> anyhow::Result<Value> {
     let mut clients = Vec::new();
     for _ in 0..sessions {
         clients.push(Client::connect(&t.url, t.token.as_deref()).await?);

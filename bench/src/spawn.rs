@@ -111,6 +111,44 @@ impl Spawned {
     }
 }
 
+/// A gateway of a cluster this benchmark started, answered by a model shared by all of
+/// them; killed when dropped.
+pub struct Member {
+    pub url: String,
+    pub pid: u32,
+    pub state: std::path::PathBuf,
+    _child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Member {
+    /// Starts `loopgate serve` with `agents` on `model` and the `[cluster]` table `cluster`.
+    pub async fn start(
+        loopgate: &Path,
+        model: &ScriptedModel,
+        agents: &[String],
+        token: &str,
+        cluster: &str,
+    ) -> anyhow::Result<Member> {
+        let dir = tempfile::tempdir()?;
+        let mut toml = config(model, Api::Completions, agents, token, Workers::default());
+        toml.push_str(cluster);
+        std::fs::write(dir.path().join("loopgate.toml"), toml)?;
+        let (child, _) = start_serve(loopgate, dir.path()).await?;
+        let pid = child.id().context("gateway pid")?;
+        let addr = std::fs::read_to_string(dir.path().join("gateway.addr"))?
+            .trim()
+            .to_owned();
+        Ok(Member {
+            url: format!("ws://{addr}/"),
+            pid,
+            state: dir.path().to_owned(),
+            _child: child,
+            _dir: dir,
+        })
+    }
+}
+
 /// Starts `loopgate serve` and waits for its readiness line; returns the child and the time
 /// it took.
 async fn start_serve(loopgate: &Path, state: &Path) -> anyhow::Result<(Child, Duration)> {
