@@ -16,12 +16,12 @@ const TTL: u64 = 2;
 pub(super) struct Cluster {
     pub(super) gateways: Vec<Gateway>,
     pub(super) model: ScriptedModel,
-    nats: LocalCluster,
+    pub(super) nats: LocalCluster,
     _dir: tempfile::TempDir,
 }
 
 impl Cluster {
-    async fn start(n: usize) -> Cluster {
+    pub(super) async fn start(n: usize) -> Cluster {
         Self::start_with(n, "").await
     }
 
@@ -279,7 +279,7 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
 }
 
 /// `chat.history` of `session`, one `role: text` line per message.
-async fn history(c: &mut loopgate_tests::Client, session: &str) -> Vec<String> {
+pub(super) async fn history(c: &mut loopgate_tests::Client, session: &str) -> Vec<String> {
     let h = c.call("chat.history", json!({"sessionKey": session})).await;
     h["payload"]["messages"]
         .as_array()

@@ -5,6 +5,7 @@ mod catalog;
 mod chaos;
 mod cluster;
 mod cluster_engine;
+mod cluster_ops;
 mod cluster_resume;
 mod cluster_workspace;
 mod compaction;

@@ -80,6 +80,8 @@ struct Held {
 struct Serving {
     /// Deliveries of the agent's queue still being handled here.
     deliveries: Arc<std::sync::atomic::AtomicUsize>,
+    /// Notified each time one of them is done.
+    delivered: Arc<tokio::sync::Notify>,
     /// True once this lease's takeover record is in the agent's journal and its workspace
     /// is restored: workers sync only after it (a worker synced before it would be fenced
     /// by its own owner's record).
@@ -89,9 +91,26 @@ struct Serving {
 }
 
 impl Serving {
+    /// Waits until no delivery is being handled (at most `within`, then says so).
+    async fn settled(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            // Made before the check, so a delivery ending in between still wakes it.
+            let done = self.delivered.notified();
+            if self.deliveries.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, done).await.is_err() {
+                tracing::warn!("Runs' outcomes not recorded in the cluster in time; the next owner closes them.");
+                return;
+            }
+        }
+    }
+
     fn new() -> Serving {
         Serving {
             deliveries: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            delivered: Arc::new(tokio::sync::Notify::new()),
             taken: Arc::new(tokio::sync::watch::Sender::new(false)),
             workspace: Arc::default(),
         }
@@ -235,6 +254,9 @@ impl Clustered {
         let held: Vec<Held> = self.held().drain().map(|(_, h)| h).collect();
         for h in held {
             h.queue.abort();
+            // A run the drain let finish is recorded in the cluster by its delivery's task:
+            // let it, or the next owner would close the run as a lost owner's.
+            h.shared.settled(RECORD_WAIT).await;
             // What the last runs left goes with the agent (unchanged: nothing is sent).
             self.snapshot_workspace(gw, &h.lease, &h.shared.workspace)
                 .await;
@@ -245,6 +267,9 @@ impl Clustered {
         }
     }
 }
+
+/// Longest wait of a drained gateway for its runs' outcomes to be recorded in the cluster.
+const RECORD_WAIT: Duration = Duration::from_secs(30);
 
 /// How long the queue of an agent waits before pulling again after the engine failed it.
 const PULL_AGAIN: Duration = Duration::from_millis(500);

@@ -29,6 +29,7 @@ pub(super) async fn serve_queue(
 ) {
     let super::Serving {
         deliveries,
+        delivered,
         taken,
         workspace,
     } = shared;
@@ -63,16 +64,18 @@ pub(super) async fn serve_queue(
             match next {
                 Ok(d) => {
                     deliveries.fetch_add(1, Ordering::SeqCst);
-                    let (gw, c, lease, ws, count) = (
+                    let (gw, c, lease, ws, count, done) = (
                         gw.clone(),
                         c.clone(),
                         lease.clone(),
                         workspace.clone(),
                         deliveries.clone(),
+                        delivered.clone(),
                     );
                     tokio::spawn(async move {
                         run_delivery(gw, c, lease, ws, d).await;
                         count.fetch_sub(1, Ordering::SeqCst);
+                        done.notify_waiters();
                     });
                 }
                 Err(e) => {

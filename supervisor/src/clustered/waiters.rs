@@ -2,7 +2,8 @@
 //! outcome (a watch per waiting run cost the engine a consumer per run), and the runs
 //! waited for here. A waiter registers, then reads the outcome once, so an outcome recorded
 //! before it registered is not missed; the feed wakes it otherwise. When the feed is lost it
-//! starts again, and every waiter's outcome is read once more.
+//! starts again, and every waiter's outcome is read once more; every few seconds too, in
+//! case the feed stalled without saying so.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +63,12 @@ impl Waiters {
     }
 }
 
+/// How often the outcomes of the runs waited for here are read again, whatever the feed
+/// says: a watch can stall without ending after the servers restart (seen here after a
+/// quorum loss: the outcome was recorded, the front door waited on), and a run must never
+/// wait forever for an outcome that is there.
+const SWEEP_EVERY: Duration = Duration::from_secs(3);
+
 /// Follows the cluster's outcomes for this gateway's waiters until the gateway stops.
 pub(super) fn start(c: &Arc<Clustered>, stopping: tokio_util::sync::CancellationToken) {
     let c = c.clone();
@@ -69,25 +76,34 @@ pub(super) fn start(c: &Arc<Clustered>, stopping: tokio_util::sync::Cancellation
         loop {
             match c.engine.outcome_feed().await {
                 Ok(mut feed) => {
-                    // Outcomes recorded while there was no feed.
-                    for run_id in c.waiters.pending() {
-                        if let Ok(Some(done)) = c.engine.outcome(&run_id).await {
-                            if let Ok(t) = super::front::terminal(&done) {
-                                c.waiters.wake(&run_id, &t);
-                            }
-                        }
-                    }
-                    while let Some(next) = feed.next().await {
-                        match next {
-                            Ok(done) => {
-                                if let Ok(t) = super::front::terminal(&done) {
-                                    c.waiters.wake(&done.run_id, &t);
+                    // The first tick at once: outcomes recorded while there was no feed.
+                    let mut sweep = tokio::time::interval(SWEEP_EVERY);
+                    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    let mut first = true;
+                    loop {
+                        tokio::select! {
+                            next = feed.next() => match next {
+                                Some(Ok(done)) => {
+                                    if let Ok(t) = super::front::terminal(&done) {
+                                        c.waiters.wake(&done.run_id, &t);
+                                    }
                                 }
+                                Some(Err(e)) => {
+                                    tracing::debug!(error = %e, "The outcome feed failed.");
+                                    break;
+                                }
+                                None => break,
+                            },
+                            _ = sweep.tick() => {
+                                let found = sweep_pending(&c).await;
+                                if found > 0 && !first {
+                                    // The feed should have told: follow it afresh.
+                                    tracing::debug!(found, "Outcomes the feed missed; following it again.");
+                                    break;
+                                }
+                                first = false;
                             }
-                            Err(e) => {
-                                tracing::debug!(error = %e, "The outcome feed failed.");
-                                break;
-                            }
+                            _ = stopping.cancelled() => return,
                         }
                     }
                 }
@@ -101,4 +117,18 @@ pub(super) fn start(c: &Arc<Clustered>, stopping: tokio_util::sync::Cancellation
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     });
+}
+
+/// Reads the outcome of every run waited for here; wakes the ended ones. How many it woke.
+async fn sweep_pending(c: &Clustered) -> usize {
+    let mut woke = 0;
+    for run_id in c.waiters.pending() {
+        if let Ok(Some(done)) = c.engine.outcome(&run_id).await {
+            if let Ok(t) = super::front::terminal(&done) {
+                c.waiters.wake(&run_id, &t);
+                woke += 1;
+            }
+        }
+    }
+    woke
 }
