@@ -116,6 +116,13 @@ async fn rounds_and_check(w: &mut World, o: &Options) -> anyhow::Result<Value> {
             .extend(r.failover);
         probes_failed.extend(r.probes_failed);
     }
+    // A run whose client gave up (no answer in time, a dropped connection) may still have
+    // been accepted: its key names it in the cluster, and it is checked like any other.
+    for r in runs.iter_mut().filter(|r| r.run_id.is_none()) {
+        if let Some(rec) = w.engine.run(&r.key).await? {
+            r.run_id = Some(rec.run_id);
+        }
+    }
     let agents: Vec<String> = w.setup.agents.clone();
     let urls: Vec<String> = w.hosts.iter().map(Host::url).collect();
     eprintln!("checking (state under {})", w.setup.dir.display());
