@@ -16,6 +16,9 @@ use crate::settings::Settings;
 /// writes; the caller sees an error, never a silent success).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long `health` waits for the engine.
+const HEALTH_WITHIN: Duration = Duration::from_secs(2);
+
 /// How often the client pings an idle server (two unanswered: reconnect elsewhere).
 const CLIENT_PING: Duration = Duration::from_secs(2);
 
@@ -264,14 +267,21 @@ impl Engine {
         Ok(keys)
     }
 
-    /// `ok` when the engine answers a JetStream request now, else why not.
+    /// `ok` when the engine can serve the cluster now, else why not: a read the placement
+    /// bucket's stream leader answers (a server alone answers account questions without
+    /// quorum; a stream without a leader, as after losing quorum, does not answer this).
     pub async fn health(&self) -> String {
         if !self.connected() {
             return "disconnected from every NATS server".into();
         }
-        match self.js.query_account().await {
-            Ok(_) => "ok".into(),
-            Err(e) => format!("not answering: {e}"),
+        let probe = crate::kv::read_current(&self.placement, "health-probe");
+        match tokio::time::timeout(HEALTH_WITHIN, probe).await {
+            Ok(Ok(_)) => "ok".into(),
+            Ok(Err(e)) => format!("not answering: {e}"),
+            Err(_) => format!(
+                "not answering: no stream leader replied within {} s (no quorum?)",
+                HEALTH_WITHIN.as_secs()
+            ),
         }
     }
 }

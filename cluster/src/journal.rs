@@ -154,8 +154,30 @@ impl Engine {
     }
 
     /// The whole records of `agent`'s journal after sequence `after`, oldest first, and the
-    /// subject's last sequence.
+    /// subject's last sequence, as the stream's leader has it. The records come through a
+    /// consumer, which a replica may serve before it caught up (seen after a quorum loss:
+    /// a worker synced without its own owner's takeover record, then every write of it was
+    /// refused); so the leader's last sequence is read too, and the read done again until
+    /// it reaches it.
     pub async fn journal_read(&self, agent: &str, after: u64) -> Result<Replay, ClusterError> {
+        let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+        loop {
+            let replay = self.journal_read_once(agent, after).await?;
+            let last = self.journal_last(agent).await?;
+            if last.seq <= replay.last {
+                return Ok(replay);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ClusterError::Engine(format!(
+                    "agent {agent}'s journal: its readers stop at record {} while its leader has {}",
+                    replay.last, last.seq
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn journal_read_once(&self, agent: &str, after: u64) -> Result<Replay, ClusterError> {
         use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
         use futures_util::StreamExt;
         let subject = journal_subject(agent);

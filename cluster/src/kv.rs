@@ -33,7 +33,10 @@ pub(crate) fn taken(e: &kv::UpdateError) -> bool {
     e.kind() == UpdateErrorKind::WrongLastRevision || wrong_last_sequence(e)
 }
 
-async fn read_current(store: &kv::Store, key: &str) -> Result<Option<Current>, ClusterError> {
+pub(crate) async fn read_current(
+    store: &kv::Store,
+    key: &str,
+) -> Result<Option<Current>, ClusterError> {
     let subject = format!("{}{key}", store.prefix);
     match store.stream.get_last_raw_message_by_subject(&subject).await {
         Ok(m) => {
