@@ -187,12 +187,15 @@ async fn decide(
     lease: &Lease,
     t: &Travelling,
 ) -> Result<Decision, cluster::ClusterError> {
-    if c.engine.outcome(&t.run.run_id).await?.is_some() {
-        return Ok(Decision::Done);
-    }
+    // The start mark first: for a run not started yet (nearly every delivery) it is all
+    // there is to read. A run ended already (its acknowledgement lost) that this gateway
+    // started ends here again from its own record, the first terminal standing.
     Ok(match c.engine.start(&t.run.run_id, lease).await? {
         Start::Mine => Decision::Run,
-        Start::Taken(by) => Decision::Orphan(by),
+        Start::Taken(by) => match c.engine.outcome(&t.run.run_id).await? {
+            Some(_) => Decision::Done,
+            None => Decision::Orphan(by),
+        },
         // Queued but never accepted cannot happen (accept comes first); nothing to run.
         Start::Unknown => Decision::Done,
     })
