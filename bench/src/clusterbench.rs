@@ -71,6 +71,8 @@ pub async fn run(o: Options) -> anyhow::Result<Value> {
         );
         all
     };
+    let monitors: Vec<u16> = nats.servers.iter().map(|s| s.monitor_port).collect();
+    let engine_before = engine_counts(&monitors);
     let before = snapshot(&members);
     let start = Instant::now();
     let runs = members.iter().map(|m| {
@@ -86,6 +88,7 @@ pub async fn run(o: Options) -> anyhow::Result<Value> {
     let reports = futures_util::future::join_all(runs).await;
     let elapsed = start.elapsed().as_secs_f64();
     let after = snapshot(&members);
+    let engine_after = engine_counts(&monitors);
     let mut completed = 0u64;
     for r in &reports {
         let r = r.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
@@ -114,10 +117,33 @@ pub async fn run(o: Options) -> anyhow::Result<Value> {
         "turns_per_s": completed as f64 / elapsed,
         "cpu_ms_per_turn": per(cpu_all),
         "nats_cpu_ms_per_turn": per(cpu_nats),
+        // JetStream API requests the servers served (reads, writes, acks are not), and
+        // journal records written, per turn.
+        "engine_api_requests_per_turn": (engine_after.0 - engine_before.0) as f64 / completed.max(1) as f64,
+        "journal_records_per_turn": (engine_after.1 - engine_before.1) as f64 / completed.max(1) as f64,
         "per_gateway": reports.into_iter().filter_map(Result::ok).map(|r| json!({
             "turns_per_s": r["turns_per_s"], "turn_latency": r["turn_latency"],
         })).collect::<Vec<_>>(),
     }))
+}
+
+/// JetStream API requests served by all the servers, and the journal stream's last sequence.
+fn engine_counts(monitors: &[u16]) -> (u64, u64) {
+    let (mut api, mut journal) = (0, 0);
+    for port in monitors {
+        let Some(j) = cluster::local::monitor_json("127.0.0.1", *port, "/jsz?streams=true") else {
+            continue;
+        };
+        api += j["api"]["total"].as_u64().unwrap_or(0);
+        for account in j["account_details"].as_array().into_iter().flatten() {
+            for s in account["stream_detail"].as_array().into_iter().flatten() {
+                if s["name"] == cluster::names::TX_STREAM {
+                    journal = journal.max(s["state"]["last_seq"].as_u64().unwrap_or(0));
+                }
+            }
+        }
+    }
+    (api, journal)
 }
 
 /// Waits until every agent has an owner, every gateway is a member, and the owners stayed

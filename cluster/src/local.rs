@@ -240,15 +240,27 @@ fn healthy(port: u16) -> bool {
 /// Whether the server monitored at `host:port` says it is healthy (JetStream in contact
 /// with a meta leader).
 pub fn healthy_at(host: &str, port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect((host, port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if n >= 12 && buf.get(9..12) == Some(b"200"))
+    monitor_get(host, port, "/healthz").is_some_and(|(status, _)| status == 200)
+}
+
+/// `GET path` of the monitoring endpoint at `host:port` parsed as JSON (`/jsz`, `/varz`).
+pub fn monitor_json(host: &str, port: u16, path: &str) -> Option<serde_json::Value> {
+    let (status, body) = monitor_get(host, port, path)?;
+    (status == 200).then(|| serde_json::from_slice(&body).ok())?
+}
+
+/// The status and body of `GET path` on a monitoring endpoint.
+fn monitor_get(host: &str, port: u16, path: &str) -> Option<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect((host, port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let status = std::str::from_utf8(out.get(9..12)?).ok()?.parse().ok()?;
+    let body = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(Vec::new(), |at| out[at + 4..].to_vec());
+    Some((status, body))
 }
