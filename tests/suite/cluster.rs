@@ -280,7 +280,17 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
 
 /// `chat.history` of `session`, one `role: text` line per message.
 pub(super) async fn history(c: &mut loopgate_tests::Client, session: &str) -> Vec<String> {
-    let h = c.call("chat.history", json!({"sessionKey": session})).await;
+    // As a client does: an agent between owners (a hand-over under way) answers
+    // UNAVAILABLE, retryable; ask again after the pause it names.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let h = loop {
+        let h = c.call("chat.history", json!({"sessionKey": session})).await;
+        if h["ok"] == true || h["error"]["retryable"] != true || Instant::now() > deadline {
+            break h;
+        }
+        let pause = h["error"]["retryAfterMs"].as_u64().unwrap_or(500);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    };
     h["payload"]["messages"]
         .as_array()
         .unwrap_or_else(|| panic!("{h}"))
