@@ -66,7 +66,8 @@ impl Host {
             .map(|ip| format!("nats://{ip}:{NATS_ROUTE}"))
             .collect::<Vec<_>>()
             .join(",");
-        let log = File::create(setup.dir.join(format!("{}-nats.log", self.node())))?;
+        // Appended: a restarted host's earlier lives stay readable after the run.
+        let log = append(&setup.dir.join(format!("{}-nats.log", self.node())))?;
         let name = format!("n{}", self.index + 1);
         let ports = (NATS_CLIENT, NATS_MONITOR, NATS_ROUTE);
         let nats = Command::new("ip")
@@ -117,7 +118,7 @@ impl Host {
         set_private(&state)?;
         std::fs::write(state.join("loopgate.toml"), self.config(setup, all))?;
         let log_path = setup.dir.join(format!("{}-gateway.log", self.node()));
-        let log = File::create(&log_path)?;
+        let log = append(&log_path)?;
         let gateway = Command::new("ip")
             .args(["netns", "exec", &ns])
             .arg(&setup.loopgate)
@@ -220,4 +221,9 @@ fn set_private(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     Ok(())
+}
+
+/// `path` opened to append to (made if missing).
+fn append(path: &std::path::Path) -> std::io::Result<File> {
+    File::options().create(true).append(true).open(path)
 }
