@@ -205,7 +205,19 @@ impl Engine {
         }
         let mut parts = Parts::default();
         let mut messages = consumer.messages().await.map_err(ClusterError::engine)?;
-        while let Some(m) = messages.next().await {
+        loop {
+            // A consumer whose server went away can stall without ending: never wait on it
+            // longer than on any engine request.
+            let next = tokio::time::timeout(REQUEST_TIMEOUT, messages.next())
+                .await
+                .map_err(|_| {
+                    ClusterError::Engine(format!(
+                        "agent {agent}'s journal: no record after {} within {} s",
+                        replay.last,
+                        REQUEST_TIMEOUT.as_secs()
+                    ))
+                })?;
+            let Some(m) = next else { break };
             let m = m.map_err(ClusterError::engine)?;
             let info = m.info().map_err(ClusterError::engine)?;
             let (seq, left) = (info.stream_sequence, info.pending);
