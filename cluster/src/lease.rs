@@ -18,6 +18,9 @@ use crate::names::{check_name, digest};
 use crate::records::{PlacementRecord, RunRecord, StartRecord};
 use crate::runs::decode;
 
+/// Longest wait for one renewal's acknowledgement before it is sent again.
+const RENEW_ATTEMPT: Duration = Duration::from_secs(1);
+
 /// An agent's lease, held by this gateway.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lease {
@@ -116,15 +119,19 @@ impl Engine {
 
     async fn renew_now(&self, lease: &mut Lease, within: Duration) -> Result<bool, ClusterError> {
         let value = self.placement_value(Some(lease.epoch))?;
+        // Each attempt waits a second at most: an acknowledgement lost while a stream
+        // changes leaders would otherwise spend the whole lease on one publish (seen after a
+        // kill: takes went through while every renewal waited out its budget). A repeat of
+        // a write that was stored is refused and then recognized below.
         let written = retrying(within, || async {
-            match self
+            let update = self
                 .placement
-                .update(&lease.agent, value.clone(), lease.revision)
-                .await
-            {
-                Ok(rev) => Ok(Some(rev)),
-                Err(e) if taken(&e) => Ok(None),
-                Err(e) => Err(ClusterError::engine(e)),
+                .update(&lease.agent, value.clone(), lease.revision);
+            match tokio::time::timeout(RENEW_ATTEMPT, update).await {
+                Ok(Ok(rev)) => Ok(Some(rev)),
+                Ok(Err(e)) if taken(&e) => Ok(None),
+                Ok(Err(e)) => Err(ClusterError::engine(e)),
+                Err(_) => Err(ClusterError::Engine("no acknowledgement within 1 s".into())),
             }
         })
         .await?;
