@@ -101,6 +101,8 @@ pub struct Engine {
     pub(crate) objects: object_store::ObjectStore,
     /// Largest workspace that moves with its agent (bytes of files).
     pub(crate) workspace_cap: u64,
+    /// When this gateway's last heartbeat was recorded (a write needs quorum).
+    last_write: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl Engine {
@@ -194,6 +196,7 @@ impl Engine {
             workspaces,
             objects,
             workspace_cap: settings.workspace_max_bytes,
+            last_write: Default::default(),
         })
     }
 
@@ -249,6 +252,8 @@ impl Engine {
             .put(&self.node, value.into())
             .await
             .map_err(ClusterError::engine)?;
+        *self.last_write.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::time::Instant::now());
         Ok(())
     }
 
@@ -267,12 +272,21 @@ impl Engine {
         Ok(keys)
     }
 
-    /// `ok` when the engine can serve the cluster now, else why not: a read the placement
-    /// bucket's stream leader answers (a server alone answers account questions without
-    /// quorum; a stream without a leader, as after losing quorum, does not answer this).
+    /// `ok` when the engine can serve the cluster now, else why not: this gateway's
+    /// heartbeat was recorded within the lease TTL, and the placement bucket's stream leader
+    /// answers a read (a server alone answers account questions without quorum).
     pub async fn health(&self) -> String {
         if !self.connected() {
             return "disconnected from every NATS server".into();
+        }
+        // A lone server may still answer reads for a moment after quorum is gone; writes
+        // tell: the heartbeats, written three times per lease TTL.
+        let last = *self.last_write.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = last.filter(|at| at.elapsed() > self.lease_ttl) {
+            return format!(
+                "not answering: no write recorded for {} s (no quorum?)",
+                at.elapsed().as_secs()
+            );
         }
         let probe = crate::kv::read_current(&self.placement, "health-probe");
         match tokio::time::timeout(HEALTH_WITHIN, probe).await {
