@@ -91,17 +91,10 @@ impl Spawned {
         });
         let dir = tempfile::tempdir()?;
         let token = format!("bench-{}", scripted_model::now_micros());
-        std::fs::write(
-            dir.path().join("loopgate.toml"),
-            config(&model, api, agents, &token, workers),
-        )?;
-        let (child, _) = start_serve(loopgate, dir.path()).await?;
-        let pid = child.id().context("gateway pid")?;
-        let addr = std::fs::read_to_string(dir.path().join("gateway.addr"))?
-            .trim()
-            .to_owned();
+        let toml = config(&model, api, agents, &token, workers);
+        let (child, pid, url) = serve_with(loopgate, dir.path(), &toml).await?;
         Ok(Spawned {
-            url: format!("ws://{addr}/"),
+            url,
             token,
             pid,
             _child: child,
@@ -133,20 +126,29 @@ impl Member {
         let dir = tempfile::tempdir()?;
         let mut toml = config(model, Api::Completions, agents, token, Workers::default());
         toml.push_str(cluster);
-        std::fs::write(dir.path().join("loopgate.toml"), toml)?;
-        let (child, _) = start_serve(loopgate, dir.path()).await?;
-        let pid = child.id().context("gateway pid")?;
-        let addr = std::fs::read_to_string(dir.path().join("gateway.addr"))?
-            .trim()
-            .to_owned();
+        let (child, pid, url) = serve_with(loopgate, dir.path(), &toml).await?;
         Ok(Member {
-            url: format!("ws://{addr}/"),
+            url,
             pid,
             state: dir.path().to_owned(),
             _child: child,
             _dir: dir,
         })
     }
+}
+
+/// Writes `toml` as the config in `state`, starts `loopgate serve` there and waits until it
+/// is ready: the child, its pid and its WebSocket URL.
+async fn serve_with(
+    loopgate: &Path,
+    state: &Path,
+    toml: &str,
+) -> anyhow::Result<(Child, u32, String)> {
+    std::fs::write(state.join("loopgate.toml"), toml)?;
+    let (child, _) = start_serve(loopgate, state).await?;
+    let pid = child.id().context("gateway pid")?;
+    let addr = std::fs::read_to_string(state.join("gateway.addr"))?;
+    Ok((child, pid, format!("ws://{}/", addr.trim())))
 }
 
 /// Starts `loopgate serve` and waits for its readiness line; returns the child and the time
