@@ -65,6 +65,16 @@ impl Cluster {
         }
     }
 
+    /// One turn on the first gateway (the agent's worker up on its owner), then the
+    /// settled owner (see [`Cluster::settled_owner`]).
+    pub(super) async fn warmed_owner(&self) -> usize {
+        self.model.push(reply("warm"));
+        let mut c = self.gateways[0].connect().await;
+        c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
+            .await;
+        self.settled_owner().await
+    }
+
     /// The gateway that owns `main` (its only agent) once ownership settled: the gateway its
     /// rendezvous hash prefers among the running ones holds it (agents move to it when idle).
     pub(super) async fn settled_owner(&self) -> usize {
@@ -310,11 +320,7 @@ pub(super) async fn history(c: &mut loopgate_tests::Client, session: &str) -> Ve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_any_gateway_sees_the_runs_stream() {
     let cl = Cluster::start(2).await;
-    cl.model.push(reply("warm"));
-    let mut c = cl.gateways[0].connect().await;
-    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
-        .await;
-    let owner = cl.settled_owner().await;
+    let owner = cl.warmed_owner().await;
     let other = 1 - owner;
 
     cl.model.push(streamed("streamed from the owner", 3, 5));

@@ -16,11 +16,7 @@ use super::cluster::{counter, Cluster};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draining_an_owner_hands_its_agent_over_with_its_run_done() {
     let mut cl = Cluster::start(3).await;
-    cl.model.push(reply("warm"));
-    let mut c = cl.gateways[0].connect().await;
-    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
-        .await;
-    let owner = cl.settled_owner().await;
+    let owner = cl.warmed_owner().await;
     let others: Vec<usize> = (0..3).filter(|i| *i != owner).collect();
 
     let args = json!({"path": "draft.md", "content": "v1"}).to_string();

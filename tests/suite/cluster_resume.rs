@@ -10,11 +10,7 @@ use super::cluster::Cluster;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_resumes_on_a_gateway_that_neither_owns_nor_took_it() {
     let cl = Cluster::start_opts(3, "", "").await;
-    cl.model.push(loopgate_tests::reply("warm"));
-    let mut c = cl.gateways[0].connect().await;
-    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
-        .await;
-    let owner = cl.settled_owner().await;
+    let owner = cl.warmed_owner().await;
     let (front, third) = ((owner + 1) % 3, (owner + 2) % 3);
 
     cl.model.push(streamed("resumed on another gateway", 4, 5));

@@ -23,11 +23,7 @@ async fn main_agent(cl: &Cluster, gw: usize) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_files_move_with_it_and_a_workspace_over_the_cap_is_pinned() {
     let mut cl = Cluster::start_opts(3, "", "workspace_max_mib = 1").await;
-    cl.model.push(reply("warm"));
-    let mut c = cl.gateways[0].connect().await;
-    c.turn(json!({"message": "warm up", "idempotencyKey": "w"}))
-        .await;
-    let owner = cl.settled_owner().await;
+    let owner = cl.warmed_owner().await;
     let mut co = cl.gateways[owner].connect().await;
 
     // A run on the owner writes a file: snapshotted at its end.
