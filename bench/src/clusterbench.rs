@@ -44,12 +44,7 @@ pub async fn run(o: Options) -> anyhow::Result<Value> {
         chunks: 4,
         delay_ms: 0,
     });
-    let urls = nats
-        .urls()
-        .iter()
-        .map(|u| format!("{u:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let urls = nats.urls_toml();
     let token = format!("bench-{}", scripted_model::now_micros());
     let mut members = Vec::new();
     for i in 1..=o.gateways {

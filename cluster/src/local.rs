@@ -95,6 +95,15 @@ impl LocalCluster {
         self.servers.iter().map(Server::url).collect()
     }
 
+    /// The client URLs as the items of a TOML array (`cluster.nats = [..]` of a gateway).
+    pub fn urls_toml(&self) -> String {
+        self.urls()
+            .iter()
+            .map(|u| format!("{u:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn spawn(&mut self, i: usize) -> Result<(), String> {
         let routes = self
             .servers

@@ -36,12 +36,7 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let nats = LocalCluster::start(3, dir.path()).unwrap();
         let model = ScriptedModel::start().await.unwrap();
-        let urls = nats
-            .urls()
-            .iter()
-            .map(|u| format!("{u:?}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let urls = nats.urls_toml();
         let mut gateways = Vec::new();
         for i in 1..=n {
             let extra = format!(
