@@ -16,8 +16,9 @@
 //!   commits).
 //! - `ops.rs`: session operations asked here for an agent another gateway owns, carried out
 //!   there.
-//! - here: the placement loop, which takes unowned agents, renews held leases three times
-//!   per TTL, and on a lost lease stops the agent's worker at once.
+//! - here: the placement loop, which renews held leases three times per TTL (on a lost
+//!   lease stopping the agent's worker at once) and, beside it, says this gateway is alive
+//!   and takes unowned agents.
 //!
 //! Without `[cluster]` none of this runs: no NATS, today's code paths.
 
@@ -60,6 +61,8 @@ pub struct Clustered {
     held: Mutex<HashMap<String, Held>>,
     /// Agents another gateway should take, since when this gateway saw nobody holding them.
     unowned_since: Mutex<HashMap<String, Instant>>,
+    /// The live members as the last taking round read them (this gateway included).
+    members: Mutex<Vec<String>>,
     /// Runs whose outcome someone here waits for.
     waiters: waiters::Waiters,
 }
@@ -128,6 +131,7 @@ impl Clustered {
             engine: Engine::connect(settings, &|name| env.get(name).cloned()).await?,
             held: Mutex::new(HashMap::new()),
             unowned_since: Mutex::new(HashMap::new()),
+            members: Mutex::new(Vec::new()),
             waiters: waiters::Waiters::default(),
         }))
     }
@@ -185,11 +189,26 @@ impl Clustered {
             let every = me.engine.lease_ttl() / 3;
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Renewals never wait on the rest: a heartbeat, a member listing or a take can
+            // each hang for the engine's request timeout while a stream elects a leader, and
+            // a round that waited on them renewed too late (seen in the chaos run: survivors
+            // lost every lease they held, took them again, and lost them again, for 30 s
+            // after a kill). One taking round runs at a time, beside the renewals.
+            let mut taking: Option<tokio::task::JoinHandle<()>> = None;
             loop {
                 tokio::select! {
-                    _ = tick.tick() => me.place(&gw).await,
+                    _ = tick.tick() => {
+                        if taking.as_ref().is_none_or(|t| t.is_finished()) {
+                            let (me, gw) = (me.clone(), gw.clone());
+                            taking = Some(tokio::spawn(async move { me.take_round(&gw).await }));
+                        }
+                        me.renew_round(&gw).await;
+                    }
                     _ = gw.stopping.cancelled() => break,
                 }
+            }
+            if let Some(t) = taking {
+                t.abort();
             }
         })
     }

@@ -25,11 +25,35 @@ pub(super) fn preferred<'a>(agent: &str, members: &'a [String]) -> Option<&'a st
 }
 
 impl Clustered {
-    /// One round: say this gateway is alive, renew what is held (handing over what another
-    /// member prefers, once idle), take what this gateway should. The engine is asked about
-    /// every agent at once: while it is slow to answer (a stream electing a leader), one
-    /// agent's wait never delays another's renewal past its lease.
-    pub(super) async fn place(self: &Arc<Self>, gw: &Arc<Gateway>) {
+    /// Renews every lease held, all at once (while the engine is slow to answer, one
+    /// agent's wait never delays another's renewal past its lease), then hands over, once
+    /// idle, what another live member prefers.
+    pub(super) async fn renew_round(self: &Arc<Self>, gw: &Arc<Gateway>) {
+        let held: Vec<String> = self.held().keys().cloned().collect();
+        let renewals = held
+            .iter()
+            .map(|agent| async move { (agent, self.renew(gw, agent).await) });
+        let renewed = join_all(renewals).await;
+        if gw.draining.load(Ordering::Relaxed) {
+            return;
+        }
+        let members = self
+            .members
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let me = self.engine.node();
+        for (agent, still) in renewed {
+            // Members unknown yet (no taking round done): nothing is handed over.
+            let elsewhere = preferred(agent, &members).is_some_and(|p| p != me);
+            if still && elsewhere {
+                self.hand_over(gw, agent).await;
+            }
+        }
+    }
+
+    /// Says this gateway is alive, reads the live members, and takes the agents it should.
+    pub(super) async fn take_round(self: &Arc<Self>, gw: &Arc<Gateway>) {
         let me = self.engine.node().to_owned();
         let (alive, members) = tokio::join!(self.engine.heartbeat(), self.engine.members());
         if let Err(e) = alive {
@@ -39,26 +63,24 @@ impl Clustered {
         if !members.contains(&me) {
             members.push(me.clone());
         }
-        let agents = gw.config().agent_ids();
-        let draining = gw.draining.load(Ordering::Relaxed);
-        let mine = |agent: &str| preferred(agent, &members) == Some(me.as_str());
-        let (held, free): (Vec<String>, Vec<String>) = {
-            let h = self.held();
-            agents.into_iter().partition(|a| h.contains_key(a))
-        };
-        let renewals = held
-            .iter()
-            .map(|agent| async move { (agent, self.renew(gw, agent).await) });
-        let takes = free
-            .iter()
-            .filter(|_| !draining)
-            .map(|agent| self.take_if_due(gw, agent, mine(agent)));
-        let (renewed, _) = tokio::join!(join_all(renewals), join_all(takes));
-        for (agent, still) in renewed {
-            if still && !mine(agent) && !draining {
-                self.hand_over(gw, agent).await;
-            }
+        *self.members.lock().unwrap_or_else(|p| p.into_inner()) = members.clone();
+        if gw.draining.load(Ordering::Relaxed) {
+            return;
         }
+        let free: Vec<String> = {
+            let h = self.held();
+            gw.config()
+                .agent_ids()
+                .into_iter()
+                .filter(|a| !h.contains_key(a))
+                .collect()
+        };
+        let mine = |agent: &str| preferred(agent, &members) == Some(me.as_str());
+        join_all(
+            free.iter()
+                .map(|agent| self.take_if_due(gw, agent, mine(agent))),
+        )
+        .await;
     }
 
     /// Takes `agent` if this gateway prefers it, or if nobody has held it for a whole TTL.
