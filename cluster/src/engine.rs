@@ -257,6 +257,38 @@ impl Engine {
         Ok(())
     }
 
+    /// The engine's streams that are not whole yet, each with why (no leader, a replica
+    /// offline or behind its leader): empty once the engine has healed from a fault. A
+    /// second fault before that may find no quorum (a server back from a partition is
+    /// still catching up while another goes).
+    pub async fn lagging_streams(&self) -> Result<Vec<String>, ClusterError> {
+        use futures_util::TryStreamExt;
+        let names: Vec<String> = self
+            .js
+            .stream_names()
+            .try_collect()
+            .await
+            .map_err(ClusterError::engine)?;
+        let mut lagging = Vec::new();
+        for name in names {
+            let stream = self
+                .js
+                .get_stream(&name)
+                .await
+                .map_err(ClusterError::engine)?;
+            let Some(cluster) = &stream.cached_info().cluster else {
+                continue;
+            };
+            if cluster.leader.is_none() {
+                lagging.push(format!("{name}: no leader"));
+            }
+            for peer in cluster.replicas.iter().filter(|p| p.offline || !p.current) {
+                lagging.push(format!("{name}: {} behind", peer.name));
+            }
+        }
+        Ok(lagging)
+    }
+
     /// The gateways that said they were alive within the last lease TTL, sorted.
     pub async fn members(&self) -> Result<Vec<String>, ClusterError> {
         use futures_util::TryStreamExt;

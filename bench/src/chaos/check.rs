@@ -74,9 +74,7 @@ pub async fn outcomes(
                 } else {
                     f.runs_error += 1;
                     let why = t["error"].as_str().unwrap_or("?");
-                    // The gist: node names, epochs and ids vary.
-                    let gist: String = why.chars().take(60).collect();
-                    *f.errors.entry(gist).or_default() += 1;
+                    *f.errors.entry(gist(why)).or_default() += 1;
                 }
                 status.insert(r.key.clone(), s);
             }
@@ -226,4 +224,41 @@ pub async fn histories(
         }
     }
     Ok(())
+}
+
+/// An error's gist, so that like errors count together: its first 80 characters with each
+/// run of digits (epochs, exit codes, ids) as `#` and each quoted name (agents) as `"…"`.
+fn gist(why: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    for c in why.chars() {
+        match c {
+            '"' if quoted => quoted = false,
+            '"' => {
+                quoted = true;
+                out.push_str("\"…\"");
+            }
+            _ if quoted => {}
+            '0'..='9' if out.ends_with('#') => {}
+            '0'..='9' => out.push('#'),
+            _ => out.push(c),
+        }
+        if out.chars().count() >= 80 {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn like_errors_share_a_gist() {
+        let a = super::gist("the gateway running this run (h1, epoch 1187) was lost");
+        let b = super::gist("the gateway running this run (h1, epoch 3) was lost");
+        assert_eq!(a, b);
+        assert_eq!(a, "the gateway running this run (h#, epoch #) was lost");
+        let w = super::gist(r#"worker for agent "a00" exited during the run: stopped"#);
+        assert_eq!(w, r#"worker for agent "…" exited during the run: stopped"#);
+    }
 }

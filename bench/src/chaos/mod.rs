@@ -4,7 +4,7 @@
 //! cluster mode, on a bridge to this namespace (where the scripted model and the clients
 //! are). Each round submits runs across the agents, waits until the victim host is running
 //! one of them, then either kills the host (SIGKILL of its gateway, workers and NATS server)
-//! or partitions it (its link down, or heavy `tc netem` loss), times each of its agents'
+//! or partitions it (its link down, or heavy random packet loss), times each of its agents'
 //! failover with a probe run on a survivor, and heals it (restarted on its data, or its link
 //! restored). Afterwards [`check`] reads the cluster and asks every gateway. Needs root.
 
@@ -228,9 +228,23 @@ impl World {
         Ok(w)
     }
 
-    /// Every agent owned, by the gateway that prefers it.
+    /// The engine whole again (every stream led, every replica caught up: the next fault
+    /// must not find a server still catching up from the last, which is two faults at
+    /// once and no quorum), and every agent owned by the gateway that prefers it.
     async fn settled(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + SETTLE_WITHIN;
+        let mut lagging = Vec::new();
+        while Instant::now() < deadline {
+            match self.engine.lagging_streams().await {
+                Ok(l) if l.is_empty() => break,
+                Ok(l) => lagging = l,
+                Err(e) => lagging = vec![e.to_string()],
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if Instant::now() >= deadline {
+            bail!("the engine never healed: {lagging:?}");
+        }
         loop {
             let owners = self.owners().await;
             let settled = self.setup.agents.iter().all(|a| {

@@ -1,6 +1,8 @@
 //! The hosts' network: one network namespace per host on a bridge in this one, so that a
 //! host can be cut off (its bridge port down) or made lossy (`tc netem` on both ends of its
-//! link) while its processes keep running. Needs root (`ip`, `tc`); removed when dropped.
+//! link, or, on a kernel without `sch_netem`, iptables' `statistic` match dropping packets at
+//! random on the host's link) while its processes keep running. Needs root (`ip`, `tc`, and
+//! `iptables` where there is no netem); removed when dropped.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +23,9 @@ pub struct Net {
 
 /// A flapping link's rhythm: down, then up.
 const FLAP: (Duration, Duration) = (Duration::from_millis(400), Duration::from_millis(300));
+
+/// The iptables tried for random loss, in order (the legacy one needs no nf_tables).
+const IPTABLES: [&str; 2] = ["iptables-legacy", "iptables"];
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
     run("ip", args)
@@ -106,12 +111,15 @@ impl Net {
         ip(&["link", "set", &self.port(i), "down"])
     }
 
-    /// Makes host `i`'s link lossy: `netem` loss of `percent` in both directions, or,
-    /// where the kernel has no `netem` (no `sch_netem`), the link flapping down and up.
-    /// Returns what it did.
+    /// Makes host `i`'s link lossy: `netem` loss of `percent` in both directions; where the
+    /// kernel has no `netem` (no `sch_netem`), the same random loss by iptables; where
+    /// neither exists, the link flapping down and up. Returns what it did.
     pub fn lossy(&mut self, i: usize, percent: u32) -> anyhow::Result<&'static str> {
         if self.netem(i, percent).is_ok() {
             return Ok("netem");
+        }
+        if let Some(iptables) = self.random_drop(i, percent) {
+            return Ok(iptables);
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (port, flag) = (self.port(i), stop.clone());
@@ -140,6 +148,46 @@ impl Net {
         run("tc", &inner)
     }
 
+    /// Drops `percent` of the packets in and out of host `i`'s link (not its loopback, as
+    /// netem on the link would), by iptables' `statistic` match in the host's namespace.
+    /// Returns the iptables used, or `None` when none works here.
+    fn random_drop(&self, i: usize, percent: u32) -> Option<&'static str> {
+        let ns = self.ns(i);
+        let p = format!("{:.2}", f64::from(percent) / 100.0);
+        for iptables in IPTABLES {
+            let rule = |chain: &str, dir: &str| {
+                run(
+                    "ip",
+                    &[
+                        "netns",
+                        "exec",
+                        &ns,
+                        iptables,
+                        "-A",
+                        chain,
+                        dir,
+                        "eth0",
+                        "-m",
+                        "statistic",
+                        "--mode",
+                        "random",
+                        "--probability",
+                        &p,
+                        "-j",
+                        "DROP",
+                    ],
+                )
+            };
+            if rule("INPUT", "-i").is_ok() {
+                if rule("OUTPUT", "-o").is_ok() {
+                    return Some(iptables);
+                }
+                let _ = run("ip", &["netns", "exec", &ns, iptables, "-F"]);
+            }
+        }
+        None
+    }
+
     /// Undoes [`Net::cut`] and [`Net::lossy`] on host `i`.
     pub fn heal(&mut self, i: usize) -> anyhow::Result<()> {
         let (flapping, others) = std::mem::take(&mut self.flapping)
@@ -154,6 +202,9 @@ impl Net {
         // Absent qdiscs are fine: only one of the two faults was applied.
         let _ = run("tc", &["qdisc", "del", "dev", &port, "root"]);
         let _ = run("tc", &["-n", &ns, "qdisc", "del", "dev", "eth0", "root"]);
+        for iptables in IPTABLES {
+            let _ = run("ip", &["netns", "exec", &ns, iptables, "-F"]);
+        }
         ip(&["link", "set", &port, "up"])
     }
 }
