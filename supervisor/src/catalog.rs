@@ -62,11 +62,11 @@ pub fn models(config: &Config, env_set: &HashSet<String>) -> ModelsListResult {
     }
 }
 
-/// `chat.metadata` for one agent: its model; no slash commands.
+/// `chat.metadata` for one agent: its model and the slash commands.
 pub fn chat_metadata(agent: &AgentConfig, env_set: &HashSet<String>) -> ChatMetadataResult {
     ChatMetadataResult {
         models: agent.model.iter().map(|m| choice(m, env_set)).collect(),
-        commands: Vec::new(),
+        commands: crate::rpc::commands::catalog(true),
         account_selection: AccountSelection::automatic(),
         runtime_selection_locked: false,
     }

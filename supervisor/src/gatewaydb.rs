@@ -167,6 +167,10 @@ enum Cmd {
         oneshot::Sender<Result<(Vec<SessionRow>, u64), DbError>>,
     ),
     DeleteSession(String, oneshot::Sender<Result<bool, DbError>>),
+    SessionById(
+        String,
+        oneshot::Sender<Result<Option<(String, String)>, DbError>>,
+    ),
     SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
     Devices(devices::DeviceCmd),
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
@@ -248,6 +252,14 @@ impl GatewayDb {
     /// Removes a session from the index; `true` if it was there.
     pub async fn delete_session(&self, session_key: String) -> Result<bool, DbError> {
         self.tx.ask(|tx| Cmd::DeleteSession(session_key, tx)).await
+    }
+
+    /// The session (key, agent id) whose transcript id is `session_id`, if one is known.
+    pub async fn session_by_id(
+        &self,
+        session_id: String,
+    ) -> Result<Option<(String, String)>, DbError> {
+        self.tx.ask(|tx| Cmd::SessionById(session_id, tx)).await
     }
 
     /// Every session's own settings (`sessions.patch` model, thinking, reasoning).
@@ -348,6 +360,8 @@ const LADDER: &[dbwriter::Step<'static>] = &[
                 created_at INTEGER NOT NULL,
                 PRIMARY KEY (agent_id, pattern)
              ) STRICT;"],
+    // v9: sessions found by their transcript id (`agent` with `sessionId` alone, R-A1).
+    &["CREATE INDEX sessions_by_id ON sessions(session_id) WHERE session_id IS NOT NULL;"],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
@@ -414,6 +428,20 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                     .execute(params![key])
                     .map(|n| n > 0)
                     .map_err(DbError::from)
+            }),
+        ),
+        Cmd::SessionById(id, tx) => answer(
+            tx,
+            sp.run(conn, |c| {
+                // The most recently used, should an id ever be on two rows (a session
+                // deleted from the index and its key used again with the old transcript).
+                c.prepare_cached(
+                    "SELECT session_key, agent_id FROM sessions WHERE session_id = ?1
+                     ORDER BY updated_at DESC LIMIT 1",
+                )?
+                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(DbError::from)
             }),
         ),
         Cmd::Devices(d) => devices::apply(conn, d, sp),

@@ -131,6 +131,28 @@ impl Outcome {
     }
 }
 
+/// The outcome of a send the gateway answered itself (a slash command): `ok`, its reply
+/// the one payload, no model.
+pub fn command_terminal(
+    run_id: &str,
+    route: &crate::rpc::Route,
+    accepted_at: u64,
+    ended_at: u64,
+    reply: &str,
+) -> StoredTerminal {
+    let t = RunTerminal {
+        payloads: vec![ipc::control::Payload {
+            text: reply.to_owned(),
+            is_error: false,
+        }],
+        error: None,
+        started_at: Some(accepted_at),
+        duration_ms: ended_at.saturating_sub(accepted_at),
+        ..RunTerminal::without_work(run_id, RunStatus::Ok, ended_at, String::new(), None)
+    };
+    Outcome::from_terminal(&t, &route.session_key, &route.agent_id).stored()
+}
+
 /// `agent.wait` result of a stored terminal run.
 pub fn stored_wait_result(run_id: &str, t: &StoredTerminal) -> AgentWaitResult {
     #[derive(Deserialize)]

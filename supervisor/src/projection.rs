@@ -204,6 +204,7 @@ pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
             ))],
             timestamp: 0,
             recorded: None,
+            injected: None,
         })
         .ok()?,
         None => serde_json::from_str(&m.message_json).ok()?,

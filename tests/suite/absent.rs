@@ -76,10 +76,6 @@ async fn absent_features_answer_empty_in_openclaws_shapes_r_d3() {
             .await),
         json!({"branches": []})
     );
-    assert_eq!(
-        ok(&c.call("commands.list", json!({"scope": "text"})).await),
-        json!({"commands": []})
-    );
     let ch = ok(&c
         .call(
             "channels.status",

@@ -157,12 +157,6 @@ pub struct CommandsListParams {
     pub include_args: Option<bool>,
 }
 
-/// `commands.list`: loopgate interprets no slash commands in messages.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct CommandsListResult {
-    pub commands: Vec<Value>,
-}
-
 /// `channels.status` params. Closed.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -100,8 +100,8 @@ pub struct KeySource {
 #[serde(rename_all = "camelCase")]
 pub struct ChatMetadataResult {
     pub models: Vec<ModelChoice>,
-    /// Slash commands the gateway interprets: none.
-    pub commands: Vec<serde_json::Value>,
+    /// Slash commands the gateway interprets (as `commands.list` lists them).
+    pub commands: Vec<super::CommandEntry>,
     pub account_selection: AccountSelection,
     pub runtime_selection_locked: bool,
 }

@@ -1,7 +1,7 @@
 //! The one table of Gateway methods: each method's wire name, the scope it needs, its params
 //! type and its result type, written once (in the style of codex's app-server protocol). The
 //! macro makes [`Method`] (name, parse, scope) and one marker type per method in [`m`]
-//! (`m::ChatSend: MethodSpec<Params = ChatSendParams, Result = ChatSendAck>`), so a handler
+//! (`m::ChatSend: MethodSpec<Params = ChatSendParams, Result = ChatSendResult>`), so a handler
 //! that reads `m::X::Params` and answers `m::X::Result` is checked against its entry.
 //!
 //! Adding a method: one entry here, then its handler and its arm in the supervisor's
@@ -106,7 +106,7 @@ gateway_methods! {
     ExecAllowlistGet = "loopgate.exec.allowlist", Approvals, AnyParams => ExecAllowlistResult;
     ExecAllowlistRemove = "loopgate.exec.allowlist.remove", Admin,
         ExecAllowlistRemoveParams => ExecAllowlistRemoveResult;
-    ChatSend = "chat.send", Write, ChatSendParams => ChatSendAck;
+    ChatSend = "chat.send", Write, ChatSendParams => ChatSendResult;
     ChatHistory = "chat.history", Read, ChatHistoryParams => ChatHistoryResult;
     /// The first page a client loads (the same handler as `chat.history`).
     ChatStartup = "chat.startup", Read, ChatHistoryParams => ChatHistoryResult;

@@ -24,6 +24,15 @@ pub struct ChatSendAck {
     pub status: String,
 }
 
+/// What `chat.send` answers: its ack, or, for a `/stop` message, what `chat.abort` would
+/// (as OpenClaw answers one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ChatSendResult {
+    Ack(ChatSendAck),
+    Stopped(ChatAbortResult),
+}
+
 /// The answer to `chat.abort`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -207,6 +207,58 @@ pub struct ChatMessage {
         skip_serializing_if = "Option::is_none"
     )]
     pub recorded: Option<MessagePlace>,
+    /// Set on a reply the gateway wrote itself (a slash command's), as OpenClaw marks one.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<Injected>,
+}
+
+/// What marks a gateway-injected reply (OpenClaw: provider `openclaw`, model
+/// `gateway-injected`, no usage), with the idempotency key of the message it answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Injected {
+    pub stop_reason: String,
+    pub usage: ZeroUsage,
+    pub api: String,
+    pub provider: String,
+    pub model: String,
+    pub idempotency_key: String,
+}
+
+impl Injected {
+    /// The marks of a reply to the message sent under `idempotency_key`.
+    pub fn reply_to(idempotency_key: &str) -> Self {
+        Injected {
+            stop_reason: "stop".into(),
+            usage: ZeroUsage::default(),
+            api: "openai-responses".into(),
+            provider: "openclaw".into(),
+            model: "gateway-injected".into(),
+            idempotency_key: idempotency_key.into(),
+        }
+    }
+}
+
+/// OpenClaw's usage block, all zero: no model was asked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZeroUsage {
+    pub input: u64,
+    pub output: u64,
+    pub total_tokens: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub cost: ZeroCost,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ZeroCost {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total: u64,
 }
 
 /// Where a message is in its session's transcript (`__openclaw` on history messages):
@@ -229,6 +281,7 @@ impl ChatMessage {
             content: vec![TextBlock::new(text)],
             timestamp,
             recorded: None,
+            injected: None,
         }
     }
 }
@@ -256,6 +309,13 @@ pub struct TextBlock {
     #[serde(rename = "type")]
     pub kind: String,
     pub text: String,
+    /// A notice that the session changed (`/new`, `/reset`, `/compact`), as OpenClaw marks it.
+    #[serde(
+        rename = "openclawStatusNotice",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub status_notice: bool,
 }
 
 impl TextBlock {
@@ -263,6 +323,7 @@ impl TextBlock {
         Self {
             kind: "text".into(),
             text: text.into(),
+            status_notice: false,
         }
     }
 }

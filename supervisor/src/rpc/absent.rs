@@ -4,9 +4,9 @@
 
 use super::*;
 use ipc::gateway::{
-    ApprovalHistoryResult, BranchesResult, ChannelsStatusResult, CommandsListResult,
-    CronListResult, CronStatusResult, NodeListResult, NodePairListResult, ProgressCardResult,
-    TalkCatalogResult, TasksListResult, UpdateStatusResult,
+    ApprovalHistoryResult, BranchesResult, ChannelsStatusResult, CronListResult, CronStatusResult,
+    NodeListResult, NodePairListResult, ProgressCardResult, TalkCatalogResult, TasksListResult,
+    UpdateStatusResult,
 };
 
 /// `cron.list`'s page size when none is asked (OpenClaw's).
@@ -111,11 +111,6 @@ pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, meth
                 ErrorShape::unavailable("Session observer is unavailable.", None),
             )
             .await
-        }
-        Method::CommandsList => {
-            if params::<m::CommandsList>(&req, out).await.is_some() {
-                reply::<m::CommandsList>(out, &req.id, &CommandsListResult::default()).await
-            }
         }
         Method::ChannelsStatus => {
             if params::<m::ChannelsStatus>(&req, out).await.is_some() {

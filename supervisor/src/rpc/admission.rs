@@ -31,7 +31,7 @@ impl AdmissionTurn {
         )
     }
 
-    async fn wait_previous(&mut self) {
+    pub(super) async fn wait_previous(&mut self) {
         if let Some(p) = self.previous.take() {
             let _ = p.await;
         }
@@ -67,7 +67,7 @@ pub fn is_ordered(method: &str) -> bool {
 }
 
 /// Where a run goes.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Route {
     pub agent_id: String,
     pub session_key: String,
@@ -139,14 +139,63 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
         });
     }
     if p.session_id.is_some() {
-        return Err(
-            "sessionId without sessionKey is not supported by loopgate yet; pass sessionKey".into(),
-        );
+        // Callers resolve a `sessionId` first (`session_id_only`, `resolve_session_id`).
+        return Err("sessionId must be resolved to its session first".into());
     }
     let agent_id = explicit.unwrap_or_else(|| "main".into());
     Ok(Route {
         session_key: format!("agent:{agent_id}:main"),
         agent_id,
+    })
+}
+
+/// The `sessionId` a run is addressed by alone (R-A1): no `sessionKey` and no `agent:` key
+/// in `to`, which win over it.
+pub fn session_id_only(p: &AgentParams) -> Option<&str> {
+    let keyed = p.session_key.is_some() || p.to.as_ref().is_some_and(|t| t.starts_with("agent:"));
+    (!keyed).then_some(p.session_id.as_deref()).flatten()
+}
+
+/// The session a `sessionId` names (R-A1): the session this gateway's index knows it for,
+/// checked against an explicit `agentId`. An id this gateway has not seen is refused
+/// (OpenClaw resolves an id only to an existing session; a new one needs a key).
+pub(super) async fn resolve_session_id(
+    gw: &Gateway,
+    id: &str,
+    agent_id: Option<&str>,
+) -> Result<Route, String> {
+    let id = id.trim();
+    if id.is_empty() || id.len() > 512 {
+        return Err("sessionId must be 1-512 characters".into());
+    }
+    let found = gw
+        .db
+        .session_by_id(id.to_owned())
+        .await
+        .map_err(|e| format!("cannot look the sessionId up: {e}"))?;
+    let Some((session_key, agent)) = found else {
+        return Err(format!(
+            "unknown sessionId {id:?}: no session on this gateway has it (pass sessionKey)"
+        ));
+    };
+    if gw.config().agent(&agent).is_none() {
+        return Err(format!(
+            "sessionId {id:?} belongs to agent {agent:?}, which is not configured"
+        ));
+    }
+    if let Some(explicit) = agent_id {
+        let explicit =
+            AgentId::parse(explicit).map_err(|_| format!("unknown agent id {explicit:?}"))?;
+        if explicit.as_str() != agent {
+            return Err(format!(
+                "sessionId {id:?} belongs to agent {agent:?}, not {:?}",
+                explicit.as_str()
+            ));
+        }
+    }
+    Ok(Route {
+        agent_id: agent,
+        session_key,
     })
 }
 
@@ -258,18 +307,19 @@ pub(super) async fn admit<A: serde::Serialize>(
     mut a: Admission,
     ack: impl FnOnce(u64) -> A,
 ) -> Admitted {
+    // Admitted after the request read before it on this connection; the next one goes when
+    // this returns (dispatched, refused or answered). Planned only then: a session setting
+    // the previous message changed (`/think high`, then a question) applies to this one.
+    let mut turn = a.turn.take();
+    if let Some(t) = &mut turn {
+        t.wait_previous().await;
+    }
     let plan = match plan(gw, &mut a) {
         Ok(plan) => plan,
         Err(refused) => return Admitted::Refused(refused),
     };
     if let Some(refused) = gateway_refusal(gw, &a.route.agent_id) {
         return Admitted::Refused(refused);
-    }
-    // Admitted after the request read before it on this connection; the next one goes when
-    // this returns (dispatched, refused or answered).
-    let mut turn = a.turn.take();
-    if let Some(t) = &mut turn {
-        t.wait_previous().await;
     }
     if let Some(c) = gw.cluster.get() {
         return admit_clustered(c, out, req_id, a, plan, ack).await;

@@ -16,6 +16,19 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
+    match compact_session(gw, out, route).await {
+        Ok(result) => reply::<m::SessionsCompact>(out, &req.id, &result).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// Compacts the session's context now (`sessions.compact`, `/compact`), telling
+/// subscribers as it starts and ends.
+pub(super) async fn compact_session(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: Route,
+) -> Result<SessionsCompactResult, ErrorShape> {
     // The lane's own check: a run in progress or queued (the worker checks again, and the
     // writer fence once more when the summary is recorded).
     let active = gw.control.active_runs().await.unwrap_or_default();
@@ -27,7 +40,7 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
             "Session {} has an active run; retry after it finishes.",
             route.session_key
         );
-        return out.err(&req.id, ErrorShape::invalid(msg)).await;
+        return Err(ErrorShape::invalid(msg));
     }
     let operation_id = uuid::Uuid::new_v4().to_string();
     let op_event =
@@ -91,9 +104,9 @@ pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: 
                     tokens_after,
                 }),
             };
-            reply::<m::SessionsCompact>(out, &req.id, &result).await
+            Ok(result)
         }
-        Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) => out.err(&req.id, session_error(e)).await,
+        Ok(other) => Err(unexpected_reply(&other)),
+        Err(e) => Err(session_error(e)),
     }
 }

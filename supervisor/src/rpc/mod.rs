@@ -12,15 +12,15 @@ use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{m, MethodSpec, Scope};
 use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentSessions, AgentSummary,
-    AgentWaitResult, AgentsListResult, ApprovalReplay, ChatAbortResult, ChatSendAck, CliAgentRow,
-    CliAgents, CliProjection, DrainResult, ErrorShape, HealthResult, Heartbeat, HeartbeatStatus,
-    HistoryDefaults, HistoryReset, Method, PatchResolved, PatchedEntry, PendingInputs, PreviewItem,
-    QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef, SessionDefaults,
-    SessionDefaultsStatus, SessionMessagesResult, SessionPreview, SessionRow, SessionSummary,
-    SessionsChanged, SessionsDeleteResult, SessionsDescribeResult, SessionsListParams,
-    SessionsListResult, SessionsPatchResult, SessionsPreviewResult, SessionsResetResult,
-    SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit, TaskCounts,
-    DEFAULT_WAIT_TIMEOUT_MS,
+    AgentWaitResult, AgentsListResult, ApprovalReplay, ChatAbortResult, ChatSendAck,
+    ChatSendResult, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape, HealthResult,
+    Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryReset, Method, PatchResolved, PatchedEntry,
+    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef,
+    SessionDefaults, SessionDefaultsStatus, SessionMessagesResult, SessionPreview, SessionRow,
+    SessionSummary, SessionsChanged, SessionsDeleteResult, SessionsDescribeResult,
+    SessionsListParams, SessionsListResult, SessionsPatchResult, SessionsPreviewResult,
+    SessionsResetResult, SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit,
+    TaskCounts, DEFAULT_WAIT_TIMEOUT_MS,
 };
 use ipc::{ErrorCode, RpcError};
 use serde_json::{json, Value};
@@ -39,6 +39,8 @@ mod absent;
 mod admission;
 mod approvals;
 mod chat;
+mod command_run;
+pub(crate) mod commands;
 mod compact;
 mod create;
 mod devices;
@@ -122,7 +124,7 @@ pub async fn handle(
         Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
         Method::ExecAllowlistGet => approvals::exec_allowlist(gw, req, out).await,
         Method::ExecAllowlistRemove => approvals::exec_allowlist_remove(gw, req, out).await,
-        Method::ChatSend => chat_send(gw, req, out, turn).await,
+        Method::ChatSend => chat_send(gw, session, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
         Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
@@ -169,7 +171,6 @@ pub async fn handle(
         | Method::SessionsBranchesList
         | Method::SessionsCompanionState
         | Method::SessionsObserverVisibility
-        | Method::CommandsList
         | Method::ChannelsStatus
         | Method::LastHeartbeat
         | Method::NodeList
@@ -177,6 +178,7 @@ pub async fn handle(
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
         | Method::ApprovalHistory => absent(gw, req, out, method).await,
+        Method::CommandsList => command_run::commands_list(req, out).await,
         Method::ExecApprovalList => approvals::exec_approval_list(gw, req, out).await,
         Method::ExecApprovalResolve => {
             approvals::exec_approval_resolve(gw, session, req, out).await

@@ -270,20 +270,30 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     let Some(p) = params::<m::SessionsPatch>(&req, out).await else {
         return;
     };
+    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
+        return;
+    };
+    match patch_session(gw, &route, &p).await {
+        Ok(result) => reply::<m::SessionsPatch>(out, &req.id, &result).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// Applies a patch to the session routed (`sessions.patch`, and the commands that change
+/// a setting) and tells subscribers.
+pub(super) async fn patch_session(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    p: &ipc::gateway::SessionsPatchParams,
+) -> Result<SessionsPatchResult, ErrorShape> {
     let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
     if let Some(Some(l)) = &p.label {
         if l.chars().count() > MAX_LABEL_CHARS {
             let too_long = format!("label is longer than {MAX_LABEL_CHARS} characters");
-            return out.err(&req.id, invalid(&too_long)).await;
+            return Err(invalid(&too_long));
         }
     }
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    let settings = match patched_settings(gw, &route, &p) {
-        Ok(s) => s,
-        Err(e) => return out.err(&req.id, invalid(&e)).await,
-    };
+    let settings = patched_settings(gw, route, p).map_err(|e| invalid(&e))?;
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: p
@@ -298,7 +308,7 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             .queue_mode
             .map(|m| m.map(|m| m.as_str().to_owned())),
     };
-    let patched = gw
+    let row = gw
         .db
         .patch_session(
             route.session_key.clone(),
@@ -306,15 +316,10 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             patch,
             now,
         )
-        .await;
-    let row = match patched {
-        Ok(r) => r,
-        Err(e) => {
-            let error =
-                ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500));
-            return out.err(&req.id, error).await;
-        }
-    };
+        .await
+        .map_err(|e| {
+            ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500))
+        })?;
     gw.update_session_overrides(&route.session_key, |o| settings.apply(o));
     let config = gw.config();
     let active = gw.control.active_runs().await.unwrap_or_default();
@@ -324,9 +329,9 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
         .publish_deferred(&crate::events::Deferred::sessions_changed(
             &SessionsChanged::changed("patch", now, view.clone()),
         ));
-    let result = SessionsPatchResult {
+    Ok(SessionsPatchResult {
         ok: true,
-        key: route.session_key,
+        key: route.session_key.clone(),
         entry: PatchedEntry {
             session_id: row.session_id,
             updated_at: row.updated_at,
@@ -337,8 +342,7 @@ pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &O
             model_provider: view.model_provider,
             model: view.model,
         },
-    };
-    reply::<m::SessionsPatch>(out, &req.id, &result).await;
+    })
 }
 
 /// The session's own settings a patch changes: `None` leaves one as it is, `Some(None)`
@@ -610,6 +614,20 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };
+    match reset_session(gw, out, route, reason).await {
+        Ok(result) => reply::<m::SessionsReset>(out, &req.id, &result).await,
+        Err(e) => out.err(&req.id, e).await,
+    }
+}
+
+/// Starts the session's transcript afresh, keeping its id (`sessions.reset`, `/new`,
+/// `/reset`); subscribers drop what they show of the old one.
+pub(super) async fn reset_session(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: Route,
+    reason: ResetReason,
+) -> Result<SessionsResetResult, ErrorShape> {
     let op = SessionOp::Reset {
         session_key: route.session_key.clone(),
         reason,
@@ -627,7 +645,7 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                         &SessionsChanged::changed(reason.as_str(), now_ms(), row),
                     ));
             }
-            let result = SessionsResetResult {
+            Ok(SessionsResetResult {
                 ok: true,
                 key: route.session_key,
                 entry: ResetEntry {
@@ -637,11 +655,10 @@ pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &O
                 resolved: ResolvedAgentRef {
                     agent_id: route.agent_id,
                 },
-            };
-            reply::<m::SessionsReset>(out, &req.id, &result).await;
+            })
         }
-        Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) => out.err(&req.id, session_error(e)).await,
+        Ok(other) => Err(unexpected_reply(&other)),
+        Err(e) => Err(session_error(e)),
     }
 }
 

@@ -42,7 +42,11 @@ pub(super) async fn agent(
             )
             .await;
     }
-    let route = match route(&p, |id| gw.config().agent(id).is_some()) {
+    let routed = match session_id_only(&p) {
+        Some(id) => resolve_session_id(gw, id, p.agent_id.as_deref()).await,
+        None => route(&p, |id| gw.config().agent(id).is_some()),
+    };
+    let route = match routed {
         Ok(r) => r,
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
@@ -150,6 +154,7 @@ pub(super) async fn agent(
 
 pub(super) async fn chat_send(
     gw: &Arc<Gateway>,
+    session: &Session,
     req: RequestFrame,
     out: &Out,
     turn: Option<AdmissionTurn>,
@@ -169,6 +174,14 @@ pub(super) async fn chat_send(
         return;
     };
     let run_id = p.idempotency_key.clone();
+    if p.suppress_command_interpretation != Some(true) {
+        if let Some(command) = super::commands::parse(&p.message) {
+            return super::command_run::chat_command(
+                gw, session, &req, out, route, run_id, &p.message, command, turn,
+            )
+            .await;
+        }
+    }
     let admission = Admission {
         turn,
         run_id: run_id.clone(),
@@ -181,9 +194,11 @@ pub(super) async fn chat_send(
         thinking: p.thinking,
         queue_mode: p.queue_mode,
     };
-    let ack = |status: &str| ChatSendAck {
-        run_id: run_id.clone(),
-        status: status.into(),
+    let ack = |status: &str| {
+        ChatSendResult::Ack(ChatSendAck {
+            run_id: run_id.clone(),
+            status: status.into(),
+        })
     };
     match admit(gw, out, &req.id, admission, |_| ack("started")).await {
         Admitted::Refused(e) => out.err(&req.id, e).await,

@@ -79,3 +79,23 @@ fn keys_with_controls_or_bidi_marks_are_refused() {
     }
     assert!(route(&p(None, Some("é-日本-ok")), configured).is_ok());
 }
+
+#[test]
+fn a_session_id_routes_only_without_a_key_r_a1() {
+    let with = |key: Option<&str>, to: Option<&str>| AgentParams {
+        session_id: Some("0190-abc".into()),
+        session_key: key.map(Into::into),
+        to: to.map(Into::into),
+        ..p(None, None)
+    };
+    assert_eq!(session_id_only(&with(None, None)), Some("0190-abc"));
+    assert_eq!(
+        session_id_only(&with(None, Some("+15551234"))),
+        Some("0190-abc")
+    );
+    assert_eq!(session_id_only(&with(Some("k"), None)), None);
+    assert_eq!(session_id_only(&with(None, Some("agent:ops:x"))), None);
+    assert_eq!(session_id_only(&p(None, Some("k"))), None);
+    // Unresolved, `route` refuses it rather than picking a session.
+    assert!(route(&with(None, None), configured).is_err());
+}

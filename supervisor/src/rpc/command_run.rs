@@ -1,0 +1,414 @@
+//! What a slash command sent as a `chat.send` message does (parsing and wording in
+//! `commands.rs`). As on OpenClaw: the send is acked as usual, then answered by one chat
+//! `final` whose message the gateway wrote (no model request, no lifecycle events), and
+//! the command has its effect on the session; `/stop` is answered as `chat.abort` is.
+//! Each command needs the scope of the method that has the same effect (`/new` needs what
+//! `sessions.reset` needs). The send is recorded as a run, so its key replays and
+//! `agent.wait` answers for it.
+
+use ipc::gateway::{
+    ChatEvent, ChatMessage, ChatSendResult, ChatState, Injected, SessionsPatchParams, TextBlock,
+};
+use ipc::session_ops::ResetReason;
+use ipc::thinking::Thinking;
+
+use super::commands::{says, Command};
+use super::compact::compact_session;
+use super::sessions::{patch_session, reset_session, session_info};
+use super::*;
+
+/// `commands.list`: the commands a message may be (with their arguments unless
+/// `includeArgs` is false).
+pub(super) async fn commands_list(req: RequestFrame, out: &Out) {
+    if let Some(p) = params::<m::CommandsList>(&req, out).await {
+        let commands = super::commands::catalog(p.include_args.unwrap_or(true));
+        let result = ipc::gateway::CommandsListResult { commands };
+        reply::<m::CommandsList>(out, &req.id, &result).await
+    }
+}
+
+/// A command's reply, and whether it tells of a change to the session (OpenClaw marks
+/// those `openclawStatusNotice`).
+struct Said {
+    text: String,
+    notice: bool,
+}
+
+impl Said {
+    fn plain(text: impl Into<String>) -> Said {
+        Said {
+            text: text.into(),
+            notice: false,
+        }
+    }
+
+    fn notice(text: impl Into<String>) -> Said {
+        Said {
+            text: text.into(),
+            notice: true,
+        }
+    }
+}
+
+/// The method whose scope a command needs.
+fn scope_of(command: &Command) -> Method {
+    match command {
+        Command::New(_) | Command::Reset(_) => Method::SessionsReset,
+        Command::Stop => Method::ChatAbort,
+        Command::Compact(_) => Method::SessionsCompact,
+        Command::Status => Method::SessionsList,
+        Command::Think(_) | Command::Model(_) | Command::Queue(_) | Command::Reasoning(_) => {
+            Method::SessionsPatch
+        }
+    }
+}
+
+/// Answers a `chat.send` whose message is `command`, in its connection's order.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn chat_command(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    req: &RequestFrame,
+    out: &Out,
+    route: Route,
+    run_id: String,
+    message: &str,
+    command: Command,
+    mut turn: Option<AdmissionTurn>,
+) {
+    let needed = scope_of(&command).scope();
+    if !session.has_scope(needed) {
+        return out.err(&req.id, missing_scope(needed)).await;
+    }
+    // After the messages sent before it on this connection, before the ones after it: a
+    // `/think high` then a question runs the question with the new level.
+    if let Some(t) = &mut turn {
+        t.wait_previous().await;
+    }
+    if command == Command::Stop {
+        return stop(gw, req, out, route).await;
+    }
+    let accepted_at = now_ms();
+    let accepted = gw
+        .db
+        .accept(crate::gatewaydb::NewRun {
+            run_id: run_id.clone(),
+            agent_id: route.agent_id.clone(),
+            session_key: route.session_key.clone(),
+            accepted_at,
+            request_hash: request_hash(message, None),
+        })
+        .await;
+    let ack = |status: &str| {
+        ChatSendResult::Ack(ChatSendAck {
+            run_id: run_id.clone(),
+            status: status.into(),
+        })
+    };
+    match accepted {
+        Err(e) => {
+            let e = ErrorShape::unavailable(format!("cannot accept the run: {e}"), Some(500));
+            return out.err(&req.id, e).await;
+        }
+        Ok(AcceptOutcome::Conflict(why)) => {
+            let e = ErrorShape::invalid(format!(
+                "idempotencyKey {run_id:?} was already used for a different request ({why}); use a new key for a new request"
+            ));
+            return out.err(&req.id, e).await;
+        }
+        Ok(AcceptOutcome::Existing(existing)) => {
+            let status = match *existing {
+                StoredRun::Active { .. } => "in_flight",
+                StoredRun::Terminal { .. } => "ok",
+            };
+            return reply::<m::ChatSend>(out, &req.id, &ack(status)).await;
+        }
+        Ok(AcceptOutcome::Inserted) => {}
+    }
+    reply::<m::ChatSend>(out, &req.id, &ack("started")).await;
+    let said = perform(gw, out, &route, command).await;
+    // The session's settings are what the next message of this connection runs with.
+    drop(turn);
+    answer(gw, &route, &run_id, accepted_at, said).await;
+}
+
+/// `/stop`: the session's runs end as `chat.abort` ends them, and the send is answered
+/// with what `chat.abort` answers (after the aborted runs' events, as OpenClaw).
+async fn stop(gw: &Arc<Gateway>, req: &RequestFrame, out: &Out, route: Route) {
+    match gw
+        .control
+        .abort(route.session_key, None, StopReason::Rpc)
+        .await
+    {
+        Ok(Ok(ids)) => {
+            out.after_events(gw.hub.published()).await;
+            let result = ChatAbortResult {
+                ok: true,
+                aborted: !ids.is_empty(),
+                run_ids: ids,
+            };
+            reply::<m::ChatSend>(out, &req.id, &ChatSendResult::Stopped(result)).await
+        }
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(e) => out.err(&req.id, control_error(e)).await,
+    }
+}
+
+/// Does what `command` asks of the session; what went wrong is said in the reply.
+async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command: Command) -> Said {
+    let patch = |f: fn(&mut SessionsPatchParams, String), v: String| {
+        let mut p = SessionsPatchParams {
+            key: route.session_key.clone(),
+            ..Default::default()
+        };
+        f(&mut p, v);
+        p
+    };
+    match command {
+        Command::New(model) => renew(gw, out, route, ResetReason::New, model).await,
+        Command::Reset(model) => renew(gw, out, route, ResetReason::Reset, model).await,
+        Command::Think(None) => {
+            let level = gw.session_overrides(&route.session_key).thinking;
+            Said::plain(format!(
+                "Current thinking level: {}. Use one of: {}.",
+                level.as_deref().unwrap_or("default"),
+                levels(gw, route).join(", ")
+            ))
+        }
+        Command::Think(Some(level)) => {
+            let Ok(parsed) = super::thinking::parse_level(&level) else {
+                return Said::plain(format!(
+                    "Unknown thinking level \"{level}\". Use one of: {}.",
+                    levels(gw, route).join(", ")
+                ));
+            };
+            let (reasons, model) = reasoning_of(gw, route);
+            if parsed != Thinking::Off && !reasons {
+                return Said::plain(says::think_unsupported(&level, &model, &["off"]));
+            }
+            let p = patch(
+                |p, v| p.thinking_level = Some(Some(v)),
+                parsed.as_str().into(),
+            );
+            match patch_session(gw, route, &p).await {
+                Ok(_) => Said::plain(says::think_set(parsed.as_str())),
+                Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+            }
+        }
+        Command::Model(None) => Said::plain(format!("Current model: {}.", model_of(gw, route))),
+        Command::Model(Some(m)) => set_model(gw, route, m).await,
+        Command::Queue(None) => {
+            let mode = gw
+                .session_overrides(&route.session_key)
+                .queue_mode
+                .unwrap_or_else(|| gw.config().queue.mode);
+            Said::plain(format!("Current queue mode: {}.", mode.as_str()))
+        }
+        Command::Queue(Some(arg)) => {
+            let mode = arg.split_whitespace().next().unwrap_or_default();
+            let Some(parsed) = ipc::queue::QueueMode::parse(mode) else {
+                return Said::plain(format!(
+                    "Unknown queue mode \"{mode}\". Use one of: steer, followup, collect, interrupt."
+                ));
+            };
+            if arg.split_whitespace().nth(1).is_some() {
+                return Said::plain(
+                    "⚠️ Only the queue mode can be set here (debounce, cap and drop are set in messages.queue of the config).",
+                );
+            }
+            let p = patch(|p, v| p.queue_mode = Some(Some(v)), parsed.as_str().into());
+            match patch_session(gw, route, &p).await {
+                Ok(_) => Said::plain(says::queue_set(parsed.as_str())),
+                Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+            }
+        }
+        Command::Reasoning(None) => {
+            let r = gw.session_overrides(&route.session_key).reasoning;
+            Said::plain(format!(
+                "Current reasoning visibility: {}. Use one of: on, off, stream.",
+                r.as_deref().unwrap_or("off")
+            ))
+        }
+        Command::Reasoning(Some(mode)) => match super::thinking::parse_reasoning(&mode) {
+            Err(_) => Said::plain(format!(
+                "Unknown reasoning mode \"{mode}\". Use one of: on, off, stream."
+            )),
+            Ok(r) => {
+                let p = patch(|p, v| p.reasoning_level = Some(Some(v)), r.as_str().into());
+                match patch_session(gw, route, &p).await {
+                    Ok(_) => Said::plain(says::reasoning_set(r.as_str())),
+                    Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+                }
+            }
+        },
+        Command::Compact(Some(_)) => Said::plain(
+            "⚠️ /compact takes no instructions here; send /compact alone to compact the session.",
+        ),
+        Command::Compact(None) => match compact_session(gw, out, route.clone()).await {
+            Ok(r) => match r.result {
+                Some(done) => Said::notice(format!(
+                    "⚙️ Compacted {} messages: ~{} → ~{} tokens.",
+                    done.messages_summarized, done.tokens_before, done.tokens_after
+                )),
+                None => Said::notice(format!(
+                    "⚙️ Nothing compacted: {}.",
+                    r.reason.as_deref().unwrap_or("nothing to compact")
+                )),
+            },
+            Err(e) => Said::notice(format!("⚙️ Compaction failed: {}", e.message)),
+        },
+        Command::Status => status(gw, route).await,
+        // Answered before anything is recorded (see `stop`).
+        Command::Stop => Said::plain(""),
+    }
+}
+
+/// `/new`, `/reset`: the transcript starts afresh (same session id) and the session's own
+/// queue mode is dropped, as OpenClaw does; its other settings stay. With a model, the
+/// session then runs on it.
+async fn renew(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: &Route,
+    reason: ResetReason,
+    model: Option<String>,
+) -> Said {
+    if let Err(e) = reset_session(gw, out, route.clone(), reason).await {
+        return Said::plain(format!("⚠️ The session was not reset: {}", e.message));
+    }
+    let clear = SessionsPatchParams {
+        key: route.session_key.clone(),
+        queue_mode: Some(None),
+        ..Default::default()
+    };
+    if let Err(e) = patch_session(gw, route, &clear).await {
+        tracing::warn!(error = %e.message, "Cannot clear a reset session's queue mode.");
+    }
+    let done = match reason {
+        ResetReason::New => says::NEW,
+        _ => says::RESET,
+    };
+    match model {
+        None => Said::notice(done),
+        Some(m) => {
+            let set = set_model(gw, route, m).await;
+            Said::notice(format!("{done}\n{}", set.text))
+        }
+    }
+}
+
+async fn set_model(gw: &Arc<Gateway>, route: &Route, model: String) -> Said {
+    let p = SessionsPatchParams {
+        key: route.session_key.clone(),
+        model: Some(Some(model)),
+        ..Default::default()
+    };
+    match patch_session(gw, route, &p).await {
+        Ok(_) => match gw.session_model(&route.session_key) {
+            Some(own) => Said::plain(says::model_set(&own)),
+            None => Said::plain(says::model_default(&model_of(gw, route))),
+        },
+        Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+    }
+}
+
+/// The model the session's runs use: its own, else its agent's.
+fn model_of(gw: &Gateway, route: &Route) -> String {
+    if let Some(own) = gw.session_model(&route.session_key) {
+        return own;
+    }
+    let config = gw.config();
+    match config.agent(&route.agent_id).and_then(|a| a.model.as_ref()) {
+        Some(m) => format!("{}/{}", m.provider, m.model),
+        None => "none configured".into(),
+    }
+}
+
+/// Whether the session's model reasons, and its name.
+fn reasoning_of(gw: &Gateway, route: &Route) -> (bool, String) {
+    let config = gw.config();
+    let Some((agent, own)) = config
+        .agent(&route.agent_id)
+        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+    else {
+        return (false, model_of(gw, route));
+    };
+    let run_model = gw.session_model(&route.session_key).and_then(|m| {
+        let (provider, model) = m.split_once('/')?;
+        Some(ipc::control::RunModel {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        })
+    });
+    super::thinking::model_reasons(agent, own, run_model.as_ref())
+}
+
+/// The thinking levels the session's model takes.
+fn levels(gw: &Gateway, route: &Route) -> Vec<&'static str> {
+    if reasoning_of(gw, route).0 {
+        Thinking::ALL.iter().map(|t| t.as_str()).collect()
+    } else {
+        vec!["off"]
+    }
+}
+
+/// `/status`: the gateway, the session's model and settings, its tokens.
+async fn status(gw: &Arc<Gateway>, route: &Route) -> Said {
+    let own = gw.session_overrides(&route.session_key);
+    let row = session_info(gw, route).await.ok();
+    let tokens = row.as_ref().map_or((0, 0), |r| {
+        (r.input_tokens.unwrap_or(0), r.output_tokens.unwrap_or(0))
+    });
+    let session_id = row
+        .as_ref()
+        .and_then(|r| r.session_id.clone())
+        .unwrap_or_else(|| "none yet".into());
+    let uptime = gw.started.elapsed().as_secs();
+    let queue = own.queue_mode.unwrap_or_else(|| gw.config().queue.mode);
+    Said::plain(format!(
+        "🦞 loopgate {}\n⏱️ Uptime: gateway {}m {}s\n\n🧠 Model: {}\n🧮 Tokens: {} in / {} out\n\n🧵 Session: {} • id {}\n🎛️ Modes: think {} · reasoning {}\n🪢 Queue: {}",
+        env!("CARGO_PKG_VERSION"),
+        uptime / 60,
+        uptime % 60,
+        model_of(gw, route),
+        tokens.0,
+        tokens.1,
+        route.session_key,
+        session_id,
+        own.thinking.as_deref().unwrap_or("default"),
+        own.reasoning.as_deref().unwrap_or("off"),
+        queue.as_str(),
+    ))
+}
+
+/// Publishes the command's reply as its send's one chat `final` and records the send's
+/// outcome (`ok`, the reply as its payload).
+async fn answer(gw: &Arc<Gateway>, route: &Route, run_id: &str, accepted_at: u64, said: Said) {
+    let ts = now_ms();
+    let message = ChatMessage {
+        content: vec![TextBlock {
+            status_notice: said.notice,
+            ..TextBlock::new(&said.text)
+        }],
+        injected: Some(Injected::reply_to(run_id)),
+        ..ChatMessage::assistant(&said.text, ts)
+    };
+    let chat = ChatEvent {
+        run_id: run_id.to_owned(),
+        session_key: route.session_key.clone(),
+        agent_id: route.agent_id.clone(),
+        seq: 1,
+        state: ChatState::Final {
+            message: Some(message),
+            stop_reason: Some("stop".into()),
+            message_id: None,
+            message_seq: None,
+        },
+    };
+    gw.hub
+        .publish_deferred(&crate::events::Deferred::chat(&chat));
+    let terminal = crate::outcome::command_terminal(run_id, route, accepted_at, ts, &said.text);
+    if let Err(e) = gw.db.finish(run_id.to_owned(), terminal).await {
+        tracing::warn!(error = %e, "Cannot record a command's outcome.");
+    }
+}

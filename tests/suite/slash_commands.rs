@@ -1,0 +1,297 @@
+//! Slash commands typed as a chat message (issue 26 item 2): interpreted at admission as
+//! OpenClaw does (recorded in `openclaw-observed/chat-surface-2026.9.6.md` section 2), never
+//! sent to the model; `commands.list` lists exactly those. R-B1 (the session's thinking and
+//! model), R-B3 (its queue mode), R-H1 (`/new` is the `command:new` reset).
+
+use loopgate_tests::{hold, reply, Client, Gateway};
+use serde_json::{json, Value};
+
+/// Sends `text` with `key` on the session and returns its ack and its one chat `final`.
+async fn command(c: &mut Client, session: &str, text: &str, key: &str) -> (Value, Value) {
+    let ack = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": session, "message": text, "idempotencyKey": key}),
+        )
+        .await;
+    assert_eq!(
+        ack["payload"],
+        json!({"runId": key, "status": "started"}),
+        "{ack}"
+    );
+    let fin = c.chat_event(key, |p| p["state"] == "final").await;
+    (ack, fin["payload"].clone())
+}
+
+fn text(fin: &Value) -> &str {
+    fin["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+async fn row(c: &mut Client, key: &str) -> Value {
+    let list = c.call("sessions.list", json!({"search": key})).await;
+    list["payload"]["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|r| r["key"] == format!("agent:main:{key}")))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_change_the_session_and_never_reach_the_model_r_b3() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let ack = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "cmds", "message": "hello first turn", "idempotencyKey": "c-0"}),
+        )
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    c.chat_event("c-0", |p| p["state"] == "final").await;
+    let asked = gw.model.requests().len();
+
+    let (_, fin) = command(&mut c, "cmds", "/queue followup", "c-1").await;
+    assert_eq!(text(&fin), "⚙️ Queue mode set to followup.", "{fin}");
+    let m = &fin["message"];
+    assert_eq!(
+        (
+            &m["provider"],
+            &m["model"],
+            &m["stopReason"],
+            &m["idempotencyKey"]
+        ),
+        (
+            &json!("openclaw"),
+            &json!("gateway-injected"),
+            &json!("stop"),
+            &json!("c-1")
+        ),
+        "{fin}"
+    );
+    assert_eq!(m["usage"]["totalTokens"], 0, "{fin}");
+    assert_eq!(row(&mut c, "cmds").await["effectiveQueueMode"], "followup");
+
+    let (_, fin) = command(&mut c, "cmds", "/think high", "c-2").await;
+    assert_eq!(
+        text(&fin),
+        "Thinking level \"high\" is not supported for scripted/scripted-1. Use one of: off.",
+        "{fin}"
+    );
+    let (_, fin) = command(&mut c, "cmds", "/reasoning stream", "c-3").await;
+    assert_eq!(text(&fin), "⚙️ Reasoning stream enabled.", "{fin}");
+    let (_, fin) = command(&mut c, "cmds", "/status", "c-4").await;
+    for part in [
+        "🦞 loopgate",
+        "🧠 Model: scripted/scripted-1",
+        "reasoning stream",
+        "🪢 Queue: followup",
+    ] {
+        assert!(text(&fin).contains(part), "{part:?} missing: {fin}");
+    }
+
+    // `/new`: a fresh transcript, the session's queue mode dropped, its reasoning kept.
+    let (_, fin) = command(&mut c, "cmds", "/new", "c-5").await;
+    assert_eq!(text(&fin), "✅ New session started.", "{fin}");
+    assert_eq!(
+        fin["message"]["content"][0]["openclawStatusNotice"], true,
+        "{fin}"
+    );
+    let r = row(&mut c, "cmds").await;
+    assert_eq!(r["effectiveQueueMode"], "steer", "{r}");
+    let h = c.call("chat.history", json!({"sessionKey": "cmds"})).await;
+    let said: Vec<&str> = h["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert!(
+        !said.contains(&"hello first turn"),
+        "the old transcript is gone: {h}"
+    );
+
+    // No command asked the model, and none had a run of its own on the wire.
+    assert_eq!(gw.model.requests().len(), asked);
+    for key in ["c-1", "c-2", "c-3", "c-4", "c-5"] {
+        let own: Vec<&Value> = c
+            .seen
+            .iter()
+            .filter(|f| f["type"] == "event" && f["payload"]["runId"] == key)
+            .collect();
+        assert_eq!(
+            own.len(),
+            1,
+            "{key}: one chat final and nothing else: {own:?}"
+        );
+    }
+
+    // The key replays: the same send is answered `ok` and not run again; `agent.wait` knows it.
+    let again = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "cmds", "message": "/queue followup", "idempotencyKey": "c-1"}),
+        )
+        .await;
+    assert_eq!(
+        again["payload"],
+        json!({"runId": "c-1", "status": "ok"}),
+        "{again}"
+    );
+    let w = c
+        .call("agent.wait", json!({"runId": "c-1", "timeoutMs": 1000}))
+        .await;
+    assert_eq!(w["payload"]["status"], "ok", "{w}");
+
+    // A slash that is not a command, or a send that asks for no interpretation, is a message.
+    for (i, (params, said)) in [
+        (json!({"message": "/tmp/x is full"}), "/tmp/x is full"),
+        (
+            json!({"message": "/new", "suppressCommandInterpretation": true}),
+            "/new",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = format!("c-text-{i}");
+        let mut p = params;
+        p["sessionKey"] = json!("cmds");
+        p["idempotencyKey"] = json!(key);
+        let before = gw.model.requests().len();
+        c.call("chat.send", p).await;
+        c.chat_event(&key, |p| p["state"] == "final").await;
+        let got = gw.model.requests();
+        assert_eq!(got.len(), before + 1, "{said:?} reached the model");
+        assert!(got[before].body.to_string().contains(said), "{said:?}");
+    }
+}
+
+/// `/stop` ends the session's run and is answered as `chat.abort` is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_aborts_the_running_turn_as_chat_abort_does() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    gw.model.push(hold("never finished"));
+    let ack = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "stopper", "message": "a slow one", "idempotencyKey": "s-1"}),
+        )
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    c.agent_event("s-1", |p| {
+        p["stream"] == "lifecycle" && p["data"]["phase"] == "start"
+    })
+    .await;
+    let stop = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "stopper", "message": "/stop", "idempotencyKey": "s-2"}),
+        )
+        .await;
+    assert_eq!(
+        stop["payload"],
+        json!({"ok": true, "aborted": true, "runIds": ["s-1"]}),
+        "{stop}"
+    );
+    c.chat_event("s-1", |p| p["state"] == "aborted").await;
+    // Nothing to stop: answered, nothing aborted.
+    let idle = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "stopper", "message": "/stop", "idempotencyKey": "s-3"}),
+        )
+        .await;
+    assert_eq!(idle["payload"]["aborted"], false, "{idle}");
+}
+
+/// A command applies to the messages sent after it on the connection, even back to back:
+/// `/model` then a question asks the new model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_applies_to_the_next_message_sent_right_after_it_r_b1() {
+    let second = scripted_model::ScriptedModel::start().await.unwrap();
+    let gw = Gateway::start_with(&format!(
+        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
+        second.base_url()
+    ))
+    .await;
+    let mut c = gw.connect().await;
+    second.push(reply("from second"));
+    let first = c
+        .send(
+            "chat.send",
+            json!({"sessionKey": "pick", "message": "/model second/big-2", "idempotencyKey": "m-1"}),
+        )
+        .await;
+    let next = c
+        .send(
+            "chat.send",
+            json!({"sessionKey": "pick", "message": "which model?", "idempotencyKey": "m-2"}),
+        )
+        .await;
+    c.res(&first).await;
+    c.res(&next).await;
+    let fin = c.chat_event("m-1", |p| p["state"] == "final").await;
+    assert_eq!(
+        text(&fin["payload"]),
+        "⚙️ Session model set to second/big-2.",
+        "{fin}"
+    );
+    c.chat_event("m-2", |p| p["state"] == "final").await;
+    assert_eq!(
+        second.requests().len(),
+        1,
+        "the question went to the new model"
+    );
+    assert_eq!(second.requests()[0].body["model"], "big-2");
+    // Back to the agent's own model.
+    let (_, fin) = command(&mut c, "pick", "/model scripted/scripted-1", "m-3").await;
+    assert_eq!(
+        text(&fin),
+        "Session model reset to configured default (scripted/scripted-1).",
+        "{fin}"
+    );
+}
+
+/// `commands.list` names exactly the commands interpreted, in OpenClaw's entry shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_list_names_what_is_interpreted() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("commands.list", json!({})).await;
+    let all = r["payload"]["commands"].as_array().expect("commands");
+    let mut names: Vec<&str> = all.iter().filter_map(|e| e["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "compact",
+            "model",
+            "new",
+            "queue",
+            "reasoning",
+            "reset",
+            "status",
+            "stop",
+            "think"
+        ]
+    );
+    let new = all.iter().find(|e| e["name"] == "new").expect("new");
+    assert_eq!(
+        new,
+        &json!({"name":"new","nativeName":"new","textAliases":["/new"],"description":"Start a new session.","category":"session","source":"native","scope":"both","acceptsArgs":true})
+    );
+    let bare = c.call("commands.list", json!({"includeArgs": false})).await;
+    assert!(bare["payload"]["commands"]
+        .as_array()
+        .expect("commands")
+        .iter()
+        .all(|e| e.get("args").is_none()));
+    let meta = c.call("chat.metadata", json!({})).await;
+    assert_eq!(
+        meta["payload"]["commands"].as_array().map(Vec::len),
+        Some(all.len())
+    );
+}
