@@ -361,7 +361,7 @@ const LADDER: &[dbwriter::Step<'static>] = &[
                 PRIMARY KEY (agent_id, pattern)
              ) STRICT;"],
     // v9: sessions found by their transcript id (`agent` with `sessionId` alone, R-A1).
-    &["CREATE INDEX sessions_by_id ON sessions(session_id) WHERE session_id IS NOT NULL;"],
+    &["CREATE INDEX IF NOT EXISTS sessions_by_id ON sessions(session_id) WHERE session_id IS NOT NULL;"],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {

@@ -48,6 +48,7 @@ async fn a_v3_database_migrates_and_patches() {
                  ALTER TABLE sessions DROP COLUMN queue_mode;
                  DROP TABLE device_tokens;
                  DROP TABLE exec_allowlist;
+                 DROP INDEX sessions_by_id;
                  PRAGMA user_version = 3;",
         )
         .unwrap();
