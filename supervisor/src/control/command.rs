@@ -49,6 +49,9 @@ pub enum Command {
     },
     Wait {
         run_id: String,
+        /// The gateway db has the run accepted: if it is not here yet (admission acks
+        /// before it hands the run over), wait for it rather than call it unknown.
+        expected: bool,
         reply: oneshot::Sender<WaitReply>,
     },
     Status {

@@ -119,6 +119,8 @@ pub struct Control {
     pub(super) effects: Vec<Effect>,
     pub(super) workers: HashMap<String, WorkerSlot>,
     pub(super) runs: HashMap<String, RunEntry>,
+    /// Waiters of runs accepted but not handed over yet, joined to the run when it is.
+    pub(super) expected: HashMap<String, Vec<oneshot::Sender<Arc<crate::outcome::Outcome>>>>,
     /// `runs` not yet settled, by session.
     pub(super) unsettled: Unsettled,
     pub(super) finished: VecDeque<String>,
@@ -152,6 +154,7 @@ impl Control {
             effects: Vec::new(),
             workers: HashMap::new(),
             runs: HashMap::new(),
+            expected: HashMap::new(),
             unsettled: Unsettled::default(),
             finished: VecDeque::new(),
             shutdown: None,
@@ -196,8 +199,12 @@ impl Control {
                 let _ = reply.send(self.reserve(room));
             }
             Command::Unreserve { run_id } => self.unreserve(&run_id),
-            Command::Wait { run_id, reply } => {
-                let _ = reply.send(self.wait(&run_id));
+            Command::Wait {
+                run_id,
+                expected,
+                reply,
+            } => {
+                let _ = reply.send(self.wait(&run_id, expected));
             }
             Command::Status { connections, reply } => {
                 let _ = reply.send(self.status(connections));

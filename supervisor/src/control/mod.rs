@@ -99,8 +99,23 @@ impl ControlHandle {
     }
 
     pub async fn wait(&self, run_id: String) -> Result<WaitReply, ControlError> {
+        self.wait_as(run_id, false).await
+    }
+
+    /// Like [`ControlHandle::wait`], for a run the gateway db has accepted: one not handed
+    /// to the actor yet is waited for (admission acks a run before it hands it over, so a
+    /// client's `agent.wait` right after the ack can arrive first).
+    pub async fn wait_expected(&self, run_id: String) -> Result<WaitReply, ControlError> {
+        self.wait_as(run_id, true).await
+    }
+
+    async fn wait_as(&self, run_id: String, expected: bool) -> Result<WaitReply, ControlError> {
         let (reply, rx) = oneshot::channel();
-        self.try_send(Command::Wait { run_id, reply })?;
+        self.try_send(Command::Wait {
+            run_id,
+            expected,
+            reply,
+        })?;
         rx.await.map_err(|_| ControlError::Closed)
     }
 

@@ -20,18 +20,23 @@ use crate::events::{Deferred, TerminalEvents};
 use crate::outcome::Outcome;
 use crate::projection::RunRef;
 
+/// Most runs waited for before they are handed over (each a client's `agent.wait`).
+const MAX_EXPECTED: usize = 4096;
+
 impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
         let run_id = d.run.run_id.clone();
         self.deps.metrics.run_accepted(&d.agent_id);
         self.unsettled.add(&d.run.session_key, &run_id);
+        let mut waiters = vec![d.done];
+        waiters.extend(self.expected.remove(&run_id).unwrap_or_default());
         self.runs.insert(
             run_id.clone(),
             RunEntry {
                 agent_id: d.agent_id.clone(),
                 session_key: d.run.session_key.clone(),
                 state: RunState::Active {
-                    waiters: vec![d.done],
+                    waiters,
                     clock: RunClock::new(d.run.timeout_ms.map(Duration::from_millis)),
                 },
             },
@@ -57,8 +62,22 @@ impl Control {
         }
     }
 
-    pub(super) fn wait(&mut self, run_id: &str) -> WaitReply {
+    pub(super) fn wait(&mut self, run_id: &str, expected: bool) -> WaitReply {
         match self.runs.get_mut(run_id) {
+            None if expected => {
+                // Waiters given up (their `agent.wait` timed out) are dropped first; past
+                // the cap the run is called unknown (its waiter then waits out its window).
+                self.expected.retain(|_, ws| {
+                    ws.retain(|w| !w.is_closed());
+                    !ws.is_empty()
+                });
+                if self.expected.len() >= MAX_EXPECTED {
+                    return WaitReply::Unknown;
+                }
+                let (tx, rx) = oneshot::channel();
+                self.expected.entry(run_id.to_owned()).or_default().push(tx);
+                WaitReply::Pending(rx)
+            }
             None => WaitReply::Unknown,
             Some(entry) => match &mut entry.state {
                 RunState::Terminal { outcome, .. } => WaitReply::Done(outcome.clone()),

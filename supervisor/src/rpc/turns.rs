@@ -265,6 +265,18 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) 
                 let result = stored_wait_result(&p.run_id, &terminal);
                 return reply::<m::AgentWait>(out, &req.id, &result).await;
             }
+            // Accepted here and not handed over yet (the ack goes out first): wait for it.
+            Ok(Some(StoredRun::Active { .. })) if gw.cluster.get().is_none() => {
+                match gw.control.wait_expected(p.run_id.clone()).await {
+                    Ok(WaitReply::Done(o)) => {
+                        out.after_events(gw.hub.published()).await;
+                        return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
+                    }
+                    Ok(WaitReply::Pending(rx)) => Some(rx),
+                    Ok(WaitReply::Unknown) => None,
+                    Err(e) => return out.err(&req.id, control_error(e)).await,
+                }
+            }
             Ok(_) => None,
             Err(e) => {
                 return out

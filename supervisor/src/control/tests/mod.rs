@@ -217,11 +217,16 @@ impl Harness {
     }
 
     fn wait(&mut self, ms: u64, run_id: &str) -> WaitReply {
+        self.wait_as(ms, run_id, false)
+    }
+
+    fn wait_as(&mut self, ms: u64, run_id: &str, expected: bool) -> WaitReply {
         let (reply, mut rx) = oneshot::channel();
         let effects = self.at(
             ms,
             Command::Wait {
                 run_id: run_id.into(),
+                expected,
                 reply,
             },
         );
@@ -464,6 +469,31 @@ fn past_the_drain_deadline_what_is_left_ends_and_the_stop_completes() {
     let (run_id, outcome) = ended[0].clone();
     h.at(7_002, Command::Persisted { run_id, outcome });
     assert!(stopped.try_recv().is_ok(), "stopped");
+}
+
+/// An `agent.wait` that reaches the actor between the run's ack and its hand-over (seen
+/// under load: a run that ended `ok` was reported `timeout` after the whole window) waits
+/// for the run; one whose waiter gave up is dropped, not kept.
+#[test]
+fn a_wait_for_an_accepted_run_not_yet_handed_over_joins_it() {
+    let mut h = Harness::new(CONFIG);
+    assert!(matches!(h.wait(0, "r1"), WaitReply::Unknown));
+    let WaitReply::Pending(mut early) = h.wait_as(0, "r1", true) else {
+        panic!("an expected run is waited for");
+    };
+    let WaitReply::Pending(gave_up) = h.wait_as(0, "r0", true) else {
+        panic!("an expected run is waited for");
+    };
+    drop(gave_up);
+    let (_, mut done) = h.dispatch(5, "r1");
+    let _link = h.ready(10, 1, 42);
+    h.finish_ok(100, "r1");
+    assert_eq!(done.try_recv().unwrap().status, RunStatus::Ok);
+    assert_eq!(early.try_recv().unwrap().status, RunStatus::Ok);
+    let WaitReply::Pending(_kept) = h.wait_as(200, "r2", true) else {
+        panic!("an expected run is waited for");
+    };
+    assert_eq!(h.core.expected.len(), 1, "r0's waiter gave up: dropped");
 }
 
 #[test]
