@@ -103,28 +103,85 @@ pub fn lifecycle(
     Some((event, chat.map(|c| run.chat(seq, c))))
 }
 
-/// An assistant delta: the `agent` event (cumulative `text` and the `delta`) and the chat
-/// `delta`.
+/// A run's reply text as clients see it (issue 26 item 4, OpenClaw's shape): `agent`
+/// events carry the current assistant message's text, which starts over with each message
+/// (`itemId` `<run>:<n>`); chat deltas and the chat `final` carry the whole run's, each
+/// message after a blank line.
+#[derive(Debug, Default)]
+pub struct ReplyText {
+    /// The run's, messages joined by a blank line.
+    run: String,
+    /// The current message's.
+    message: String,
+    /// Messages begun: the current one's number.
+    items: u32,
+    /// The current message is over (recorded, or a tool call came): more text begins
+    /// another.
+    closed: bool,
+}
+
+impl ReplyText {
+    /// Adds text of the current message; returns the chat delta (after a blank line when
+    /// it begins a message after another).
+    pub fn push(&mut self, delta: &str) -> String {
+        if delta.is_empty() {
+            return String::new();
+        }
+        let mut chat_delta = String::new();
+        if self.items == 0 || self.closed {
+            self.items += 1;
+            self.closed = false;
+            self.message.clear();
+            if !self.run.is_empty() {
+                chat_delta.push_str("\n\n");
+            }
+        }
+        chat_delta.push_str(delta);
+        self.run.push_str(&chat_delta);
+        self.message.push_str(delta);
+        chat_delta
+    }
+
+    /// The current assistant message ended: the next text is another.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// The whole run's text (the chat `final`).
+    pub fn run(&self) -> &str {
+        &self.run
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.run.is_empty()
+    }
+}
+
+/// An assistant delta: the `agent` event (the message's text so far, the `delta` and its
+/// `itemId`) and the chat `delta` (the run's text so far and `chat_delta`, see
+/// [`ReplyText::push`]).
 pub fn assistant(
     run: &RunRef<'_>,
     seq: u64,
     ts: u64,
-    text: &str,
+    reply: &ReplyText,
     delta: &str,
+    chat_delta: &str,
 ) -> (AgentEvent, ChatEvent) {
     let agent = run.agent(
         seq,
         ts,
         AgentData::Assistant(AssistantData {
-            text: text.to_owned(),
+            text: reply.message.clone(),
             delta: delta.to_owned(),
+            item_id: Some(format!("{}:{}", run.run_id, reply.items)),
         }),
     );
     let chat = run.chat(
         seq,
         ChatState::Delta {
-            delta_text: delta.to_owned(),
-            message: ChatMessage::assistant(text, ts),
+            delta_text: chat_delta.to_owned(),
+            message: ChatMessage::assistant(&reply.run, ts),
         },
     );
     (agent, chat)
@@ -139,6 +196,7 @@ pub fn thinking(run: &RunRef<'_>, seq: u64, ts: u64, text: &str, delta: &str) ->
         AgentData::Thinking(AssistantData {
             text: text.to_owned(),
             delta: delta.to_owned(),
+            item_id: None,
         }),
     )
 }

@@ -370,7 +370,8 @@ fn set_private(dir: &std::path::Path) {
 /// Per-run streaming state kept by the link.
 struct Streaming {
     session_key: String,
-    text: String,
+    /// The reply text told so far, per message and for the run.
+    text: crate::projection::ReplyText,
     /// The run's reasoning told so far (only runs that asked to show it send any).
     thinking: String,
     last_seq: u64,

@@ -20,6 +20,7 @@ mod lanes;
 mod metrics;
 mod operations;
 mod ordering;
+mod previews;
 mod providers;
 mod queue_modes;
 mod real_llm;

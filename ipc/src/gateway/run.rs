@@ -79,9 +79,13 @@ pub struct LifecycleData {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantData {
-    /// The run's text so far.
+    /// The current assistant message's text so far (reasoning: the attempt's).
     pub text: String,
     pub delta: String,
+    /// Which assistant message of the run (`<runId>:<n>`, from 1), as OpenClaw's `itemId`:
+    /// `text` starts over when it changes. Absent on reasoning.
+    #[serde(rename = "itemId", default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -95,15 +95,42 @@ fn lifecycle_error_is_chat_error_or_aborted() {
 
 #[test]
 fn assistant_deltas_are_cumulative_and_projected_to_chat() {
-    let (agent, chat) = assistant(&RUN, 3, 4, "hello wor", "wor");
+    let mut reply = ReplyText::default();
+    reply.push("hello ");
+    let chat_delta = reply.push("wor");
+    let (agent, chat) = assistant(&RUN, 3, 4, &reply, "wor", &chat_delta);
     assert_eq!(
         to_json(&agent)["data"],
-        json!({"text": "hello wor", "delta": "wor"})
+        json!({"text": "hello wor", "delta": "wor", "itemId": format!("{}:1", RUN.run_id)})
     );
     let chat = to_json(&chat);
     assert_eq!(chat["state"], "delta");
     assert_eq!(chat["deltaText"], "wor");
     assert_eq!(chat["message"]["content"][0]["text"], "hello wor");
+}
+
+/// Issue 26 item 4, as OpenClaw: the agent text starts over with each assistant message
+/// (a new `itemId`), the chat text goes on for the run with the next message after a blank
+/// line; a closed message with no more text begins nothing.
+#[test]
+fn each_assistant_message_is_its_own_item_and_chat_text_spans_the_run() {
+    let mut reply = ReplyText::default();
+    assert_eq!(reply.push("Let me check."), "Let me check.");
+    reply.close();
+    reply.close();
+    assert_eq!(reply.push(""), "");
+    assert_eq!(reply.push("Tool result"), "\n\nTool result");
+    let chat_delta = reply.push(" received.");
+    assert_eq!(chat_delta, " received.");
+    let (agent, chat) = assistant(&RUN, 9, 9, &reply, " received.", &chat_delta);
+    let data = &to_json(&agent)["data"];
+    assert_eq!(data["text"], "Tool result received.");
+    assert_eq!(data["itemId"], format!("{}:2", RUN.run_id));
+    assert_eq!(
+        to_json(&chat)["message"]["content"][0]["text"],
+        "Let me check.\n\nTool result received."
+    );
+    assert_eq!(reply.run(), "Let me check.\n\nTool result received.");
 }
 
 /// `args` is a JSON object whatever the model sent: parsed, malformed or clipped.

@@ -103,7 +103,7 @@ pub(super) fn project(
                 ev.run_id.clone(),
                 Streaming {
                     session_key: l.session_key.clone().unwrap_or_default(),
-                    text: String::new(),
+                    text: Default::default(),
                     thinking: String::new(),
                     last_seq: ev.seq,
                     started_at: l.started_at,
@@ -124,7 +124,14 @@ pub(super) fn project(
     };
     match &ev.body {
         EventBody::Lifecycle(l) => {
-            match p::lifecycle(&run, ev.seq, ev.ts, l, &st.text, st.reply_place.as_ref()) {
+            match p::lifecycle(
+                &run,
+                ev.seq,
+                ev.ts,
+                l,
+                st.text.run(),
+                st.reply_place.as_ref(),
+            ) {
                 // Terminal: held until the control actor has recorded the outcome.
                 Some((agent, Some(chat))) => st
                     .deferred
@@ -140,13 +147,13 @@ pub(super) fn project(
             }
         }
         EventBody::Assistant { delta } => {
-            st.text.push_str(delta);
+            let chat_delta = st.text.push(delta);
             let run = RunRef {
                 run_id: &ev.run_id,
                 session_key: &st.session_key,
                 agent_id,
             };
-            let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta);
+            let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta, &chat_delta);
             out.push(Deferred::agent(&agent));
             out.push(Deferred::chat(&chat));
         }
@@ -158,6 +165,8 @@ pub(super) fn project(
             result_json,
             is_error,
         } => {
+            // A tool call ends the assistant message it came with.
+            st.text.close();
             let t = ToolEvent {
                 phase: *phase,
                 tool_call_id,
@@ -195,8 +204,16 @@ pub(super) fn project(
             let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
             out.push(Deferred::agent(&agent));
         }
-        EventBody::RunStatus { .. } => run_status(&run, ev, &mut st.thinking, out),
+        EventBody::RunStatus { .. } => {
+            // The next attempt's text is a message of its own.
+            st.text.close();
+            run_status(&run, ev, &mut st.thinking, out)
+        }
         EventBody::Message(stored) => {
+            if stored.role == "assistant" {
+                // Recorded: the message is over; more text is the next one's.
+                st.text.close();
+            }
             let watched = hub.sessions_watched();
             // Unwatched, only an assistant message matters (the reply's place for the chat
             // `final`): the user's and tool results are not parsed for nobody.
