@@ -120,11 +120,18 @@ impl Deferred {
 pub struct TerminalEvents {
     pub events: Vec<Deferred>,
     pub gate: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Its clients were told all there is already (a steered run taken into another's
+    /// turn): no terminal events of its own.
+    pub told: bool,
 }
 
 impl TerminalEvents {
     pub fn ungated(events: Vec<Deferred>) -> Self {
-        Self { events, gate: None }
+        Self {
+            events,
+            gate: None,
+            told: false,
+        }
     }
 }
 

@@ -444,6 +444,7 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
         aborted: (t.status == RunStatus::Aborted).then_some(true),
         session_id: None,
         session_key: None,
+        carried_by: None,
     };
     let text = t
         .payloads
@@ -463,6 +464,20 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
             None,
         ),
     }
+}
+
+/// A steered run's message taken into another run's turn: its one event, a chat `final`
+/// with no message (OpenClaw's shape; the answer streams in the carrier).
+pub fn taken_in(run: &RunRef<'_>, seq: u64) -> ChatEvent {
+    run.chat(
+        seq,
+        ChatState::Final {
+            message: None,
+            stop_reason: None,
+            message_id: None,
+            message_seq: None,
+        },
+    )
 }
 
 /// A session row's `status` after a run that ended with stored status `last` (`None`: no

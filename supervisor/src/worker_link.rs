@@ -380,6 +380,8 @@ struct Streaming {
     deferred: Vec<Deferred>,
     /// Where the run's reply was recorded (`{id, seq, runId}`), for its chat `final`.
     reply_place: Option<ipc::gateway::MessagePlace>,
+    /// Steered into another run's turn: its clients were told so, and hear nothing more.
+    carried: bool,
 }
 
 async fn relay(
@@ -756,9 +758,16 @@ impl Relay {
                 // control actor settles the run in the hub once it has handled this terminal
                 // (an abort it handles first still numbers its terminal after what was seen).
                 let ended = self.hub.is_ended(&t.run_id);
+                let mut told = false;
                 let events = match self.runs.remove(&t.run_id) {
                     _ if ended => Vec::new(),
-                    // Steered into another turn (its `start` was told): that turn's outcome.
+                    // Taken into another run's turn: its clients heard that, and nothing more
+                    // (its outcome, the carrier's, is for `agent.wait`).
+                    Some(st) if st.carried => {
+                        told = true;
+                        Vec::new()
+                    }
+                    // Carried without being told (an older worker): that turn's outcome.
                     Some(st) if t.carried_by.is_some() => {
                         let run = RunRef {
                             run_id: &t.run_id,
@@ -807,7 +816,7 @@ impl Relay {
                     }
                     None => None,
                 };
-                TerminalEvents { events, gate }
+                TerminalEvents { events, gate, told }
             }
             _ => TerminalEvents::default(),
         };

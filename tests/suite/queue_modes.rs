@@ -50,8 +50,10 @@ fn texts(fin: &Value) -> Vec<&str> {
 }
 
 /// `steer` (the default): the second message joins the running turn. It is the last user
-/// message of that run's next model request, its run starts in the turn, and it ends with
-/// the turn's outcome, the record naming the carrier.
+/// message of that run's next model request, and it ends with the turn's outcome, the
+/// record naming the carrier. On the wire as OpenClaw's (issue 26 item 3): the steered run
+/// gets one chat `final` with no message when the turn takes it in, and no lifecycle or
+/// assistant events of its own; the answer streams in the carrier as its next item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steered_message_joins_the_running_turn_and_ends_with_it_r_b3() {
     let gw = Gateway::start().await;
@@ -62,10 +64,11 @@ async fn a_steered_message_joins_the_running_turn_and_ends_with_it_r_b3() {
         .start_streaming(json!({"message": "one", "idempotencyKey": "st-1", "sessionKey": "st"}))
         .await;
     let second = queue(&mut c, "st-2", "st", None).await;
-    // Recorded in the running turn: its run has started there.
-    c.agent_event("st-2", |p| p["data"]["phase"] == "start")
-        .await;
+    // The worker answers a later question on the link once it has the message in hand.
+    c.call("diagnostics.lanes", json!({})).await;
     gw.model.release();
+    let taken = c.chat_event("st-2", |p| p["state"] == "final").await;
+    assert!(taken["payload"].get("message").is_none(), "{taken}");
     let f1 = c.res(&first).await;
     assert_eq!(f1["payload"]["status"], "ok", "{f1}");
     assert_eq!(texts(&f1), ["First answer.", "Second answer."], "{f1}");
@@ -81,8 +84,18 @@ async fn a_steered_message_joins_the_running_turn_and_ends_with_it_r_b3() {
         "{}",
         requests[1].body
     );
-    // Its chat terminal names its own run; a wait says who carried it.
-    c.chat_event("st-2", |p| p["state"] == "final").await;
+    // No events of its own but that one; the answer was the carrier's second item.
+    let own: Vec<&Value> = c
+        .seen
+        .iter()
+        .filter(|f| f["type"] == "event" && f["payload"]["runId"] == "st-2")
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(c.seen.iter().any(|f| f["event"] == "agent"
+        && f["payload"]["runId"] == "st-1"
+        && f["payload"]["data"]["itemId"] == "st-1:2"
+        && f["payload"]["data"]["text"] == "Second answer."));
+    // A wait says who carried it.
     let w = c
         .call("agent.wait", json!({"runId": "st-2", "timeoutMs": 1000}))
         .await;
@@ -360,8 +373,8 @@ async fn aborting_a_steered_message_leaves_its_turn_alone_r_b3() {
         .start_streaming(json!({"message": "one", "idempotencyKey": "sa-1", "sessionKey": "sa"}))
         .await;
     let second = queue(&mut c, "sa-2", "sa", None).await;
-    c.agent_event("sa-2", |p| p["data"]["phase"] == "start")
-        .await;
+    // The worker answers a later question on the link once it has the message in hand.
+    c.call("diagnostics.lanes", json!({})).await;
     let r = c
         .call("chat.abort", json!({"sessionKey": "sa", "runId": "sa-2"}))
         .await;

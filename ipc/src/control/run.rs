@@ -307,6 +307,11 @@ pub struct Lifecycle {
     /// The session key the run belongs to (sent with `start`).
     #[serde(default)]
     pub session_key: Option<String>,
+    /// Since: protocol v2 (additive). On a `start`: the run's message was taken into this
+    /// other run's turn (steered, R-B3) and has no turn of its own; its clients hear only
+    /// that (OpenClaw's shape), and its outcome follows with the carrier's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_by: Option<String>,
 }
 
 /// Terminal status of a run.

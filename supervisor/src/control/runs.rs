@@ -183,7 +183,7 @@ impl Control {
         // A run that ended before it started (aborted while queued in its lane, refused by
         // its worker) published nothing: its clients still get the terminal events (R-A5).
         // One another turn carried ends with that turn's outcome (R-B3).
-        let deferred = if deferred.events.is_empty() && deferred.gate.is_none() {
+        let deferred = if deferred.events.is_empty() && deferred.gate.is_none() && !deferred.told {
             let run = RunRef {
                 run_id: &t.run_id,
                 session_key: &entry.session_key,

@@ -22,6 +22,7 @@ fn lc(phase: Phase) -> Lifecycle {
         aborted: None,
         session_id: None,
         session_key: Some("agent:main:main".into()),
+        carried_by: None,
     }
 }
 

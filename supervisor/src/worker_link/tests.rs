@@ -18,6 +18,7 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
             aborted: None,
             session_id: None,
             session_key: Some("agent:main:s".into()),
+            carried_by: None,
         }),
     })
 }

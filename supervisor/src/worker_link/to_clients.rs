@@ -99,18 +99,29 @@ pub(super) fn project(
     if let EventBody::Lifecycle(l) = &ev.body {
         if l.phase == Phase::Start {
             hub.run_started(&ev.run_id);
-            runs.insert(
-                ev.run_id.clone(),
-                Streaming {
-                    session_key: l.session_key.clone().unwrap_or_default(),
-                    text: Default::default(),
-                    thinking: String::new(),
-                    last_seq: ev.seq,
-                    started_at: l.started_at,
-                    deferred: Vec::new(),
-                    reply_place: None,
-                },
-            );
+            let st = Streaming {
+                session_key: l.session_key.clone().unwrap_or_default(),
+                text: Default::default(),
+                thinking: String::new(),
+                last_seq: ev.seq,
+                started_at: l.started_at,
+                deferred: Vec::new(),
+                reply_place: None,
+                carried: l.carried_by.is_some(),
+            };
+            if st.carried {
+                // Steered and taken into another run's turn (R-B3): as OpenClaw, one chat
+                // `final` with no message and no lifecycle of its own.
+                let run = RunRef {
+                    run_id: &ev.run_id,
+                    session_key: &st.session_key,
+                    agent_id,
+                };
+                out.push(Deferred::chat(&p::taken_in(&run, ev.seq)));
+                runs.insert(ev.run_id.clone(), st);
+                return;
+            }
+            runs.insert(ev.run_id.clone(), st);
         }
     }
     let Some(st) = runs.get_mut(&ev.run_id) else {

@@ -382,6 +382,7 @@ impl Turn {
             aborted: None,
             session_id: None,
             session_key: None,
+            carried_by: None,
         }
     }
 

@@ -310,6 +310,8 @@ impl Driver {
 
     /// Records a transcript message (told to clients); the turn hears where it went.
     async fn append(&mut self, m: Box<NewMessage>) {
+        // A steered message: its own run is taken into this turn once it is recorded.
+        let steered = m.input_run_id.clone().filter(|id| *id != self.run.run_id);
         let res = self
             .ctx
             .writer
@@ -318,6 +320,9 @@ impl Driver {
         if let Ok(a) = &res {
             if let Some(m) = a.display.clone() {
                 told(&self.ctx, &self.run.run_id, self.seq, m).await;
+            }
+            if let Some(id) = steered {
+                taken_in(&self.ctx, &self.run.session_key, id, &self.run.run_id).await;
             }
         }
         self.pending.push_back(Input::Appended(res.map(|a| a.seq)));
@@ -500,8 +505,6 @@ impl Driver {
                     while let Ok(m) = self.steer.try_recv() {
                         match m {
                             SteerMsg::Add(s) if self.turn.accepts_steering() => {
-                                steered_start(&self.ctx, &self.run.session_key, s.run_id.clone())
-                                    .await;
                                 self.pending.push_back(Input::Steer(s));
                             }
                             SteerMsg::Add(_) => {}
@@ -566,12 +569,10 @@ impl Driver {
     /// A message steered into the session, or one taken back.
     async fn on_steer(&mut self, msg: Option<SteerMsg>) -> Option<Input> {
         match msg {
-            // Taken: its run has started, in this turn (R-B3). Declined ones (the outcome
-            // is being recorded) are handed back to run after.
-            Some(SteerMsg::Add(s)) if self.turn.accepts_steering() => {
-                steered_start(&self.ctx, &self.run.session_key, s.run_id.clone()).await;
-                Some(Input::Steer(s))
-            }
+            // Taken: its message goes into this turn's next model request (R-B3), and its
+            // run is told so once it is recorded (`append`). Declined ones (the outcome is
+            // being recorded) are handed back to run after.
+            Some(SteerMsg::Add(s)) if self.turn.accepts_steering() => Some(Input::Steer(s)),
             Some(SteerMsg::Add(_)) => None,
             Some(SteerMsg::Drop(id)) => {
                 self.turn.unsteer(&id);
@@ -652,9 +653,9 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
     }
 }
 
-/// The lifecycle `start` of a run whose message was steered into another run's turn; its
-/// terminal follows that turn's.
-async fn steered_start(ctx: &Arc<Ctx>, session_key: &str, run_id: String) {
+/// Tells the supervisor a steered run's message was taken into `carrier`'s turn: that
+/// run's `start`, marked `carried_by` (it has no turn of its own; R-B3).
+async fn taken_in(ctx: &Arc<Ctx>, session_key: &str, run_id: String, carrier: &str) {
     let at = now_ms();
     let ev = RunEvent {
         run_id,
@@ -669,6 +670,7 @@ async fn steered_start(ctx: &Arc<Ctx>, session_key: &str, run_id: String) {
             aborted: None,
             session_id: None,
             session_key: Some(session_key.to_owned()),
+            carried_by: Some(carrier.to_owned()),
         }),
     };
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
