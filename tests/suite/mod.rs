@@ -25,6 +25,7 @@ mod providers;
 mod queue_modes;
 mod real_llm;
 mod reload;
+mod reply_rules;
 mod resume;
 mod retire;
 mod retries;

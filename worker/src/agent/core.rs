@@ -262,6 +262,10 @@ pub struct Turn {
     empty_retries: u32,
     /// Texts delivered with the `message` tool (R-E3).
     sent: Vec<String>,
+    /// A `message` send in the latest tool batch: the turn's answer when the model then has
+    /// nothing more to say. One sent in an earlier batch is progress, not the answer (R-E3,
+    /// the seed's rule: a progress message counts only from the settled turn's last batch).
+    answered_by_send: bool,
     /// Compactions done in this run.
     compactions: u32,
     /// Retries of the current model call (R-B4).
@@ -313,6 +317,7 @@ impl Turn {
             finalized: false,
             empty_retries: 0,
             sent: Vec::new(),
+            answered_by_send: false,
             compactions: 0,
             steering: VecDeque::new(),
             steered: Vec::new(),

@@ -159,6 +159,7 @@ impl Turn {
                     delta: format!("{text}\n\n"),
                 }));
                 self.sent.push(text);
+                self.answered_by_send = true;
             }
         }
         if let Some(req) = self.request.as_mut() {
@@ -254,6 +255,7 @@ impl Turn {
         let text = std::mem::take(&mut self.text);
         self.tool_calls += calls.len();
         self.tool_error = None;
+        self.answered_by_send = false;
         let signed = (!self.reasoning_signature.is_empty()).then(|| crate::llm::SignedThinking {
             text: self.reasoning.clone(),
             signature: std::mem::take(&mut self.reasoning_signature),

@@ -215,7 +215,7 @@ impl Turn {
         }
         if !self.visible()
             && self.tool_error.is_none()
-            && self.sent.is_empty()
+            && !self.answered_by_send
             && self.continued.is_empty()
         {
             // Retries exhausted: report it, and leave a notice in history (R-F3).
@@ -447,7 +447,7 @@ impl Turn {
         now: Instant,
     ) -> Option<(Phase, Vec<Action>)> {
         if self.visible()
-            || !self.sent.is_empty()
+            || self.answered_by_send
             || !self.continued.is_empty()
             || self.model_calls >= MAX_MODEL_CALLS
         {

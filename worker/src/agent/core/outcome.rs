@@ -78,8 +78,8 @@ impl Turn {
     /// The fallback tool-error warning, when the last tool batch failed and the final
     /// response says nothing visible (R-F2).
     pub(super) fn warning(&self) -> Option<String> {
-        if !self.sent.is_empty() {
-            // A reply was delivered by the `message` tool.
+        if self.answered_by_send {
+            // The last tool batch delivered the reply with the `message` tool.
             return None;
         }
         // A denied exec fails the automation even when the model then answers (R-F4).

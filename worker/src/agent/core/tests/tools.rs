@@ -327,3 +327,100 @@ fn cancel_during_a_tool_aborts_it_and_failed_append_ends_the_run() {
     assert_eq!(f.status, RunStatus::Error);
     assert!(f.error.as_ref().unwrap().starts_with("run superseded"));
 }
+
+fn message_call(id: &str, text: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: crate::tools::MESSAGE_TOOL.into(),
+        arguments: serde_json::json!({ "text": text }).to_string(),
+    }
+}
+
+/// Runs the batch `calls` asked for to the end, each with `outcome`, up to the next model
+/// call; returns that call's actions.
+fn run_batch(t: &mut Turn, calls: Vec<ToolCall>, failing: bool, now: Instant) -> Vec<Action> {
+    let n = calls.len();
+    ask_for(t, calls, now);
+    let mut last = Vec::new();
+    for i in 0..n {
+        t.handle(Input::Appended(Ok(10 + i as i64)), now, 3);
+        let content = if failing { "boom" } else { "done" };
+        t.handle(
+            Input::ToolDone(ToolOutcome {
+                content: content.into(),
+                is_error: failing,
+            }),
+            now,
+            4,
+        );
+        last = t.handle(Input::Appended(Ok(20 + i as i64)), now, 5);
+    }
+    last
+}
+
+/// The model's response is empty: what the core does next.
+fn empty_response(t: &mut Turn, now: Instant) -> Vec<Action> {
+    t.handle(
+        Input::Model(LlmEvent::Done(Terminal::reason("stop"))),
+        now,
+        6,
+    )
+}
+
+fn call_without_tools(a: &[Action]) -> bool {
+    a.iter()
+        .any(|a| matches!(a, Action::CallModel(req) if req.tools.is_empty()))
+}
+
+/// Issue 26 item 5 (R-E3, R-F2, R-F4, the seed's reply rules): a `message` send is the
+/// turn's answer only from its last tool batch. "Working on it…", then tools that fail and
+/// an empty final, gets the finalization pass and then the failure warning (it ended `ok`
+/// with no answer before); a send in the last batch still needs no pass.
+#[test]
+fn a_progress_message_is_the_answer_only_from_the_last_tool_batch_r_e3() {
+    let t0 = Instant::now();
+    let mut t = Turn::new(spec(None), t0, 0);
+    begun(&mut t, t0);
+    run_batch(
+        &mut t,
+        vec![message_call("m1", "Working on it…")],
+        false,
+        t0,
+    );
+    run_batch(&mut t, vec![tool_call("a")], true, t0);
+    let a = empty_response(&mut t, t0);
+    assert!(call_without_tools(&a), "the finalization pass: {a:?}");
+    let a = empty_response(&mut t, t0);
+    let a = match a.last() {
+        Some(Action::Persist(_)) => t.handle(Input::Persisted(Ok(())), t0, 9),
+        _ => a,
+    };
+    let Some(Action::Finish(term)) = a.last() else {
+        panic!("{a:?}")
+    };
+    let texts: Vec<(&str, bool)> = term
+        .payloads
+        .iter()
+        .map(|p| (p.text.as_str(), p.is_error))
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|(t, e)| *e && t.contains("The ls tool failed")),
+        "the failure is told: {texts:?}"
+    );
+
+    // Sent in the last batch: that is the answer, no pass.
+    let mut t = Turn::new(spec(None), t0, 0);
+    begun(&mut t, t0);
+    run_batch(&mut t, vec![tool_call("a")], false, t0);
+    run_batch(&mut t, vec![message_call("m2", "Here it is.")], false, t0);
+    let a = empty_response(&mut t, t0);
+    assert!(!call_without_tools(&a), "{a:?}");
+    let a = t.handle(Input::Persisted(Ok(())), t0, 9);
+    let Some(Action::Finish(term)) = a.last() else {
+        panic!("{a:?}")
+    };
+    assert_eq!(term.status, RunStatus::Ok);
+    assert_eq!(term.payloads[0].text, "Here it is.");
+}

@@ -1,0 +1,56 @@
+//! The seed's reply rules (issue 26 item 5): a `message` send is the turn's answer only from
+//! its last tool batch (R-E3); otherwise an empty final gets the tool-free finalization pass
+//! and the failed tool's warning (R-F2, R-F4), on the real binaries.
+
+use loopgate_tests::{reply, Gateway};
+use scripted_model::{ScriptedCall, Step};
+use serde_json::json;
+
+fn calls(id: &str, name: &str, arguments: &str) -> Step {
+    Step::ToolCalls {
+        text: String::new(),
+        calls: vec![ScriptedCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }],
+        cut: false,
+        delay_ms: 0,
+        reasoning: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_message_then_failing_tools_is_not_the_answer_r_e3() {
+    let gw = Gateway::start().await;
+    gw.model
+        .push(calls("m1", "message", r#"{"text": "Working on it…"}"#));
+    gw.model
+        .push(calls("r1", "read", r#"{"path": "no-such-file.txt"}"#));
+    gw.model.push(reply(""));
+    gw.model.push(reply(""));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "do it", "idempotencyKey": "pm-1"}))
+        .await;
+    let payloads = fin["payload"]["result"]["payloads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(payloads[0]["text"], "Working on it…", "{fin}");
+    assert!(
+        payloads.iter().any(|p| p["isError"] == true
+            && p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("The read tool failed"))),
+        "the failure is told, not an answerless ok: {fin}"
+    );
+    let requests = gw.model.requests();
+    assert_eq!(requests.len(), 4, "the finalization pass was made");
+    let last = &requests[3].body;
+    assert!(
+        last.get("tools")
+            .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+        "the pass offers no tools: {last}"
+    );
+}
