@@ -54,3 +54,50 @@ async fn a_progress_message_then_failing_tools_is_not_the_answer_r_e3() {
         "the pass offers no tools: {last}"
     );
 }
+
+/// R-H2, issue 26 item 5: a `message` send goes through `message_sending` when it is sent:
+/// a cancelled one is never streamed nor a payload, and is no delivery proof (no
+/// `sourceReplyDelivered`); a rewritten one is delivered as rewritten, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_send_is_delivered_as_the_guard_left_it_r_h2() {
+    let gw = Gateway::start_with(concat!(
+        "[[hooks.message_sending]]\n",
+        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] fine\\\"}'; fi\"]\n",
+    ))
+    .await;
+    gw.model
+        .push(calls("m1", "message", r#"{"text": "this is forbidden"}"#));
+    gw.model.push(reply(""));
+    gw.model.push(reply(""));
+    let mut c = gw.connect().await;
+    let (_, fin) = c
+        .turn(json!({"message": "send it", "idempotencyKey": "g-1"}))
+        .await;
+    let meta = &fin["payload"]["result"]["meta"];
+    assert!(
+        meta.get("terminalReceipt").is_none(),
+        "a cancelled send is no delivery proof: {fin}"
+    );
+    assert!(
+        !c.assistant_text("g-1").contains("forbidden"),
+        "never streamed"
+    );
+    assert!(!fin.to_string().contains("this is forbidden"), "{fin}");
+
+    gw.model
+        .push(calls("m2", "message", r#"{"text": "all good"}"#));
+    gw.model.push(reply(""));
+    let (_, fin) = c
+        .turn(json!({"message": "send it", "idempotencyKey": "g-2"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"],
+        json!([{"text": "[reviewed] fine"}]),
+        "{fin}"
+    );
+    assert_eq!(
+        fin["payload"]["result"]["meta"]["terminalReceipt"]["sourceReplyDelivered"], true,
+        "{fin}"
+    );
+    assert!(c.assistant_text("g-2").contains("[reviewed] fine"));
+}

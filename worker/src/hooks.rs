@@ -514,6 +514,7 @@ mod tests {
                 &ctx(),
                 &call(),
                 ToolOutcome {
+                    delivered: None,
                     content: "the secret".into(),
                     is_error: false,
                 },
@@ -526,6 +527,7 @@ mod tests {
                 &ctx(),
                 &call(),
                 ToolOutcome {
+                    delivered: None,
                     content: "kept".into(),
                     is_error: false,
                 },

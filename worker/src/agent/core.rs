@@ -373,6 +373,11 @@ impl Turn {
         EventBody::Lifecycle(self.lifecycle(LPhase::Finishing))
     }
 
+    /// Messages the `message` tool delivered in this run.
+    pub fn sent_count(&self) -> usize {
+        self.sent.len()
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done)
     }

@@ -432,7 +432,16 @@ impl Driver {
         let (ctx, hook_ctx) = (&self.ctx, &self.hook_ctx);
         if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
             let mut kept = Vec::with_capacity(t.payloads.len());
-            for p in std::mem::take(&mut t.payloads) {
+            // Messages the `message` tool sent were guarded when they were sent (they lead
+            // the payloads of an `ok` run): only the rest is guarded now.
+            let sent = if t.status == ipc::control::RunStatus::Ok {
+                self.turn.sent_count().min(t.payloads.len())
+            } else {
+                0
+            };
+            let mut payloads = std::mem::take(&mut t.payloads);
+            kept.extend(payloads.drain(..sent));
+            for p in payloads {
                 if let Some(text) = ctx.hooks.message_sending(hook_ctx, &p.text).await {
                     kept.push(ipc::control::Payload { text, ..p });
                 }

@@ -67,6 +67,9 @@ pub struct ToolCall {
 pub struct ToolOutcome {
     pub content: String,
     pub is_error: bool,
+    /// The `message` tool: the text delivered, as the `message_sending` hooks left it
+    /// (`None`: the call's own text, or another tool).
+    pub delivered: Option<String>,
 }
 
 impl ToolOutcome {
@@ -74,6 +77,7 @@ impl ToolOutcome {
         Self {
             content: cap(content.into()),
             is_error: false,
+            delivered: None,
         }
     }
 
@@ -81,6 +85,7 @@ impl ToolOutcome {
         Self {
             content: cap(content.into()),
             is_error: true,
+            delivered: None,
         }
     }
 }

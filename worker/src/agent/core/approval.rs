@@ -115,6 +115,7 @@ impl Turn {
         let content = denied(id, reason, &command);
         self.denied = Some(content.clone());
         let outcome = ToolOutcome {
+            delivered: None,
             content,
             is_error: true,
         };

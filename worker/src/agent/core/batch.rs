@@ -154,7 +154,11 @@ impl Turn {
         // A sent message reaches the user now, on the assistant stream.
         let mut delivered = Vec::new();
         if call.name == crate::tools::MESSAGE_TOOL && !outcome.is_error {
-            if let Some(text) = crate::tools::message_text(&call.arguments) {
+            let text = outcome
+                .delivered
+                .clone()
+                .or_else(|| crate::tools::message_text(&call.arguments));
+            if let Some(text) = text {
                 delivered.push(Action::Emit(EventBody::Assistant {
                     delta: format!("{text}\n\n"),
                 }));

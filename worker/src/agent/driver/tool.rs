@@ -50,12 +50,35 @@ pub(super) fn start_tool(
                 Ok(call) => call,
                 Err(reason) => {
                     return ToolOutcome {
+                        delivered: None,
                         content: reason,
                         is_error: true,
                     }
                 }
             };
-            let outcome = tools::execute(&tools_ctx, &call).await;
+            // A message goes through the `message_sending` guards before it is delivered: a
+            // cancelled one is not sent (an error the model sees, never delivery proof), a
+            // rewritten one is delivered as rewritten (R-H2).
+            let mut delivered = None;
+            if call.name == tools::MESSAGE_TOOL && ctx.hooks.has("message_sending") {
+                if let Some(text) = tools::message_text(&call.arguments) {
+                    match ctx.hooks.message_sending(&hook_ctx, &text).await {
+                        None => {
+                            return ToolOutcome {
+                                content: "Not sent: a message_sending hook cancelled the message."
+                                    .into(),
+                                is_error: true,
+                                delivered: None,
+                            }
+                        }
+                        Some(kept) => delivered = Some(kept),
+                    }
+                }
+            }
+            let mut outcome = tools::execute(&tools_ctx, &call).await;
+            if !outcome.is_error {
+                outcome.delivered = delivered;
+            }
             ctx.observe_later(&hook_ctx, "after_tool_call", || {
                 vec![json!({
                     "toolName": call.name, "toolCallId": call.id,
@@ -81,6 +104,7 @@ pub(super) async fn next_tool(tool: &mut Option<ToolRun>) -> ToolItem {
         res = &mut t.task => ToolItem::Done(match res {
             Ok(outcome) => outcome,
             Err(e) => ToolOutcome {
+                delivered: None,
                 content: format!("the tool failed: {e}"),
                 is_error: true,
             },

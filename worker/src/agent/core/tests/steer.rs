@@ -26,6 +26,7 @@ fn a_steered_message_skips_unstarted_calls_and_joins_the_next_request_r_b3() {
     assert!(t.handle(steer("r2", "stop, do X"), t0, 4).is_empty());
     let a = t.handle(
         Input::ToolDone(ToolOutcome {
+            delivered: None,
             content: "listing".into(),
             is_error: false,
         }),

@@ -136,6 +136,7 @@ fn tool_round_appends_runs_and_calls_the_model_again_r_e4() {
         assert_eq!(a[1], Action::RunTool(tool_call(id)));
         let a = t.handle(
             Input::ToolDone(ToolOutcome {
+                delivered: None,
                 content: format!("out-{id}"),
                 is_error: false,
             }),
@@ -210,6 +211,7 @@ fn tool_round_over_budget_compacts_first_r_b7() {
         t.handle(Input::Appended(Ok(2)), t0, 2);
         t.handle(
             Input::ToolDone(ToolOutcome {
+                delivered: None,
                 content: "r".repeat(1200),
                 is_error: false,
             }),
@@ -304,6 +306,7 @@ fn cancel_during_a_tool_aborts_it_and_failed_append_ends_the_run() {
     assert!(t
         .handle(
             Input::ToolDone(ToolOutcome {
+                delivered: None,
                 content: "late".into(),
                 is_error: false
             }),
@@ -347,6 +350,7 @@ fn run_batch(t: &mut Turn, calls: Vec<ToolCall>, failing: bool, now: Instant) ->
         let content = if failing { "boom" } else { "done" };
         t.handle(
             Input::ToolDone(ToolOutcome {
+                delivered: None,
                 content: content.into(),
                 is_error: failing,
             }),
