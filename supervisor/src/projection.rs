@@ -147,6 +147,20 @@ impl ReplyText {
         self.closed = true;
     }
 
+    /// The current message as it was recorded, in place of what was streamed of it (the
+    /// `message_sending` guards changed the final reply; empty: they cancelled it).
+    pub fn settle(&mut self, recorded: &str) {
+        let kept = self.run.len().saturating_sub(self.message.len());
+        self.run.truncate(kept);
+        if recorded.is_empty() {
+            let trimmed = self.run.trim_end_matches("\n\n").len();
+            self.run.truncate(trimmed);
+        } else {
+            self.run.push_str(recorded);
+        }
+        self.message = recorded.to_owned();
+    }
+
     /// The whole run's text (the chat `final`).
     pub fn run(&self) -> &str {
         &self.run
@@ -445,6 +459,7 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
         session_id: None,
         session_key: None,
         carried_by: None,
+        reply: None,
     };
     let text = t
         .payloads

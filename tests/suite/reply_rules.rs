@@ -101,3 +101,50 @@ async fn a_guarded_send_is_delivered_as_the_guard_left_it_r_h2() {
     );
     assert!(c.assistant_text("g-2").contains("[reviewed] fine"));
 }
+
+/// R-H2, issue 26 item 5: `message_sending` protects chat users too: a cancelled final reply
+/// is in neither the chat `final` nor `chat.history`; a rewritten one shows rewritten in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_final_reply_is_what_chat_and_history_show_r_h2() {
+    let gw = Gateway::start_with(concat!(
+        "[[hooks.message_sending]]\n",
+        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] ok\\\"}'; fi\"]\n",
+    ))
+    .await;
+    gw.model.push(reply("this is forbidden"));
+    gw.model.push(reply("this is fine"));
+    let mut c = gw.connect().await;
+    let mut finals = Vec::new();
+    // One after the other (sent together, the second would be steered into the first).
+    for (key, text) in [("h-1", "first"), ("h-2", "second")] {
+        let ack = c
+            .call(
+                "chat.send",
+                json!({"sessionKey": "guarded", "message": text, "idempotencyKey": key}),
+            )
+            .await;
+        assert_eq!(ack["payload"]["status"], "started", "{ack}");
+        finals.push(c.chat_event(key, |p| p["state"] == "final").await);
+    }
+    assert!(
+        !finals[0].to_string().contains("forbidden"),
+        "a cancelled reply is not the chat final: {}",
+        finals[0]
+    );
+    assert_eq!(
+        finals[1]["payload"]["message"]["content"][0]["text"], "[reviewed] ok",
+        "{}",
+        finals[1]
+    );
+    let h = c
+        .call("chat.history", json!({"sessionKey": "guarded"}))
+        .await;
+    let said: Vec<&str> = h["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(said, ["[reviewed] ok"], "{h}");
+}

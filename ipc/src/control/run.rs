@@ -312,6 +312,11 @@ pub struct Lifecycle {
     /// that (OpenClaw's shape), and its outcome follows with the carrier's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_by: Option<String>,
+    /// Since: protocol v2 (additive). On an `end`: the run's final reply as the
+    /// `message_sending` guards left it, sent only when they changed it (empty: cancelled);
+    /// the chat `final` shows it in place of the streamed text of that message (R-H2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 /// Terminal status of a run.

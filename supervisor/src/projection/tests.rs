@@ -23,6 +23,7 @@ fn lc(phase: Phase) -> Lifecycle {
         session_id: None,
         session_key: Some("agent:main:main".into()),
         carried_by: None,
+        reply: None,
     }
 }
 
@@ -400,4 +401,23 @@ fn recorded_messages_get_their_place_and_a_user_send_its_key() {
     assert!(display_message(&stored("user", None, "{oops")).is_none());
     let call = json!({"role": "assistant", "content": [{"type": "toolCall", "id": "c"}]});
     assert!(!is_reply(&call));
+}
+
+/// R-H2: a guarded final reply replaces what was streamed of its message in the run's text;
+/// a cancelled one leaves the earlier messages only.
+#[test]
+fn a_guarded_reply_settles_the_runs_text() {
+    let two = || {
+        let mut reply = ReplyText::default();
+        reply.push("Let me check.");
+        reply.close();
+        reply.push("the secret is 42");
+        reply
+    };
+    let mut rewritten = two();
+    rewritten.settle("[redacted]");
+    assert_eq!(rewritten.run(), "Let me check.\n\n[redacted]");
+    let mut cancelled = two();
+    cancelled.settle("");
+    assert_eq!(cancelled.run(), "Let me check.");
 }

@@ -19,6 +19,7 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
             session_id: None,
             session_key: Some("agent:main:s".into()),
             carried_by: None,
+            reply: None,
         }),
     })
 }

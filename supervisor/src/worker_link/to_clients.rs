@@ -135,6 +135,10 @@ pub(super) fn project(
     };
     match &ev.body {
         EventBody::Lifecycle(l) => {
+            if let Some(reply) = &l.reply {
+                // The final reply as the `message_sending` guards left it (R-H2).
+                st.text.settle(reply);
+            }
             match p::lifecycle(
                 &run,
                 ev.seq,

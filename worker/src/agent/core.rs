@@ -393,6 +393,7 @@ impl Turn {
             session_id: None,
             session_key: None,
             carried_by: None,
+            reply: None,
         }
     }
 

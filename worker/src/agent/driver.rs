@@ -102,6 +102,9 @@ struct Driver {
     tool_started: Option<Instant>,
     /// The approval this run waits for, if any (closed if the run ends first).
     pending_approval: Option<String>,
+    /// The final reply and what the `message_sending` guards left of it (`None`:
+    /// cancelled), once they ran over it before it was recorded (R-H2).
+    guarded: Option<(String, Option<String>)>,
     cancel: watch::Receiver<Option<StopReason>>,
     cancel_open: bool,
     steer: mpsc::Receiver<SteerMsg>,
@@ -165,6 +168,7 @@ impl Driver {
             tool: None,
             tool_started: None,
             pending_approval: None,
+            guarded: None,
             cancel,
             cancel_open: true,
             steer,
@@ -263,9 +267,15 @@ impl Driver {
 
     /// A run event to the supervisor (seen by the audit ledger and the compaction hooks);
     /// the user message follows the lifecycle start.
-    async fn emit(&mut self, body: EventBody) {
+    async fn emit(&mut self, mut body: EventBody) {
         // Observed progress: a reply delta, a tool step, a status (R-I1).
         self.probe.progressed();
+        // The chat `final` shows the reply as the guards left it, when they changed it.
+        if let (EventBody::Lifecycle(l), Some((original, kept))) = (&mut body, &self.guarded) {
+            if l.phase == ipc::control::Phase::End && kept.as_ref() != Some(original) {
+                l.reply = Some(kept.clone().unwrap_or_default());
+            }
+        }
         if let Some(rec) = audit_record(&self.run, &body, &mut self.tool_started) {
             self.ctx.writer.audit(rec);
         }
@@ -405,7 +415,35 @@ impl Driver {
     }
 
     /// Records the outcome; the turn hears whether it was.
-    async fn persist(&mut self, f: Box<FinishRun>) {
+    /// The final reply through the `message_sending` guards before it is recorded (R-H2):
+    /// history and the chat `final` show what they left; a cancelled reply is recorded
+    /// silent (`NO_REPLY`: hidden from history).
+    async fn guard_reply(&mut self, f: &mut FinishRun) {
+        if f.status != ipc::control::RunStatus::Ok || !self.ctx.hooks.has("message_sending") {
+            return;
+        }
+        let Some(a) = f.assistant.as_mut() else {
+            return;
+        };
+        if !crate::agent::reply::has_visible_text(&a.text)
+            || crate::agent::reply::is_silent(&a.text)
+        {
+            return;
+        }
+        let original = a.text.clone();
+        let kept = self
+            .ctx
+            .hooks
+            .message_sending(&self.hook_ctx, &original)
+            .await;
+        a.text = kept
+            .clone()
+            .unwrap_or_else(|| crate::agent::reply::SILENT_TOKEN.into());
+        self.guarded = Some((original, kept));
+    }
+
+    async fn persist(&mut self, mut f: Box<FinishRun>) {
+        self.guard_reply(&mut f).await;
         // Model work is over: clients hear `finishing` while the outcome is
         // recorded (the terminal event follows the write).
         self.seq += 1;
@@ -442,7 +480,14 @@ impl Driver {
             let mut payloads = std::mem::take(&mut t.payloads);
             kept.extend(payloads.drain(..sent));
             for p in payloads {
-                if let Some(text) = ctx.hooks.message_sending(hook_ctx, &p.text).await {
+                // The final reply was guarded before it was recorded: not twice.
+                let text = match &self.guarded {
+                    Some((original, guarded)) if !p.is_error && p.text == *original => {
+                        guarded.clone()
+                    }
+                    _ => ctx.hooks.message_sending(hook_ctx, &p.text).await,
+                };
+                if let Some(text) = text {
                     kept.push(ipc::control::Payload { text, ..p });
                 }
             }
@@ -680,6 +725,7 @@ async fn taken_in(ctx: &Arc<Ctx>, session_key: &str, run_id: String, carrier: &s
             session_id: None,
             session_key: Some(session_key.to_owned()),
             carried_by: Some(carrier.to_owned()),
+            reply: None,
         }),
     };
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;
