@@ -268,3 +268,30 @@ async fn a_primary_stalled_past_its_deadline_hands_over_and_an_abort_stops_all_r
     assert_eq!(fin["payload"]["summary"], "aborted", "{fin}");
     assert_eq!((gw.model.requests().len(), backup.requests().len()), (2, 3));
 }
+
+/// Issue 26 item 6 (R-B4, R-B5): the execution deadline is the model attempt's. A primary
+/// that keeps the stream alive (so the idle timeout never strikes) but says nothing past
+/// the run's `timeout` hands the request to the fallback with a fresh budget, instead of
+/// ending the run `timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_past_its_execution_deadline_hands_over_with_a_fresh_budget_r_b5() {
+    let (gw, backup) = with_fallback(30.0).await;
+    let mut c = gw.connect().await;
+    gw.model.push(Step::Stall {
+        text: "never".into(),
+        chunks: 1,
+        after_chunks: 0,
+    });
+    let (_, fin) = c
+        .turn(json!({"message": "slow", "idempotencyKey": "ed-1", "timeout": 1}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let meta = &fin["payload"]["result"]["meta"];
+    assert_eq!(meta["agentMeta"]["provider"], "backup", "{meta}");
+    assert_eq!(backup.requests().len(), 1);
+    let handover = c.agent_event("ed-1", |p| p["stream"] == "run_status").await;
+    assert_eq!(
+        handover["payload"]["data"]["reason"], "timeout",
+        "{handover}"
+    );
+}

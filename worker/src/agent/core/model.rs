@@ -33,8 +33,14 @@ impl Turn {
         match input {
             Input::Model(ev) => self.streamed(ev, run_deadline, idle_deadline, now, wall_ms),
             Input::ModelFailed(e) => self.model_failed(e, run_deadline, now, wall_ms),
-            // The run's deadline first, then the attempt's idle deadline.
+            // The execution deadline first, then the attempt's idle deadline. The deadline is
+            // the attempt's: a fallback model takes the request with a fresh one (R-B4,
+            // R-B5); with none left, the run times out.
             Input::Tick if run_deadline.is_some_and(|d| now >= d) => {
+                let fresh = self.spec.timeout.map(|t| now + t);
+                if let Some(next) = self.fall_back(fresh, now, RetryReason::Timeout) {
+                    return next;
+                }
                 self.time_out(Action::AbortModel, wall_ms)
             }
             Input::Tick if now >= idle_deadline => self.idle_timed_out(run_deadline, now, wall_ms),

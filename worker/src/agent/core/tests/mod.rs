@@ -284,6 +284,47 @@ fn run_timeout_ends_with_timeout_status() {
     assert!(term.payloads.is_empty());
 }
 
+/// Issue 26 item 6 (R-B4, R-B5): the execution deadline belongs to the model attempt: a
+/// primary that runs out of it hands the request to the fallback model with a fresh budget
+/// (it ended the run before); the fallback that runs out too times the run out.
+#[test]
+fn a_timed_out_attempt_hands_over_to_the_fallback_with_a_fresh_budget_r_b5() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut s = spec(Some(5));
+    s.idle_timeout = Duration::from_secs(60);
+    s.fallbacks = vec![crate::llm::ModelChoice {
+        provider: "p2".into(),
+        model: "m2".into(),
+        context_window: None,
+    }];
+    let mut t = Turn::new(s, t0, 0);
+    begun(&mut t, t0);
+    let a = t.handle(Input::Tick, at(5_000), 5);
+    assert_eq!(a[0], Action::AbortModel, "{a:?}");
+    assert!(
+        a.iter().any(|a| matches!(
+            a,
+            Action::Emit(EventBody::RunStatus {
+                phase: ipc::control::RunStatusPhase::Fallback,
+                ..
+            })
+        )),
+        "{a:?}"
+    );
+    assert!(
+        a.iter().any(|a| matches!(a, Action::CallModel(req) if req.choice.as_ref().is_some_and(|c| c.model == "m2"))),
+        "{a:?}"
+    );
+    assert_eq!(t.next_deadline(), Some(at(10_000)), "a fresh 5 s");
+    assert!(t.handle(Input::Tick, at(9_000), 6).is_empty());
+    let a = t.handle(Input::Tick, at(10_000), 7);
+    let Some(Action::Persist(f)) = a.get(1) else {
+        panic!("{a:?}")
+    };
+    assert_eq!(f.status, RunStatus::Timeout);
+}
+
 #[test]
 fn provider_error_and_fenced_persist_end_in_error() {
     let t0 = Instant::now();
