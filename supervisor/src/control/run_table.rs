@@ -116,12 +116,26 @@ pub(super) struct RunClock {
     pub paused_since: Option<Instant>,
 }
 
+/// The grace a worker gives a compaction under way at its deadline (once a run; the
+/// worker's `COMPACTION_GRACE`).
+const COMPACTION_GRACE: Duration = Duration::from_secs(30);
+
 impl RunClock {
     pub fn new(timeout: Option<Duration>) -> Self {
         Self {
             timeout,
             ..Self::default()
         }
+    }
+
+    /// The clock of a run whose execution deadline is `timeout` per model attempt, with
+    /// `fallbacks` fallback models: each attempt, and the finalization pass, may take a
+    /// whole `timeout` (R-B5), and a compaction one grace, before the backstop counts.
+    pub fn for_attempts(timeout: Option<Duration>, fallbacks: usize) -> Self {
+        let calls = u32::try_from(fallbacks)
+            .unwrap_or(u32::MAX)
+            .saturating_add(2);
+        Self::new(timeout.map(|t| t.saturating_mul(calls).saturating_add(COMPACTION_GRACE)))
     }
 
     /// What a tick sees at `now`: whether the run has started, and whether it waits for an
@@ -254,5 +268,13 @@ mod tests {
             !RunClock::new(None).overdue(at(1_000_000)),
             "no deadline, no backstop"
         );
+        // A fallback and the finalization pass each get a fresh deadline in the worker.
+        let mut c = RunClock::for_attempts(Some(Duration::from_secs(60)), 1);
+        c.observe(at(0), true, false);
+        assert!(
+            !c.overdue(at(240)),
+            "3 x 60 s + 30 s of compaction grace + 30 s"
+        );
+        assert!(c.overdue(at(241)));
     }
 }

@@ -28,6 +28,11 @@ impl Control {
         let run_id = d.run.run_id.clone();
         self.deps.metrics.run_accepted(&d.agent_id);
         self.unsettled.add(&d.run.session_key, &run_id);
+        let fallbacks = self
+            .deps
+            .config
+            .agent(&d.agent_id)
+            .map_or(0, |a| a.fallbacks.len());
         let mut waiters = vec![d.done];
         waiters.extend(self.expected.remove(&run_id).unwrap_or_default());
         self.runs.insert(
@@ -37,7 +42,10 @@ impl Control {
                 session_key: d.run.session_key.clone(),
                 state: RunState::Active {
                     waiters,
-                    clock: RunClock::new(d.run.timeout_ms.map(Duration::from_millis)),
+                    clock: RunClock::for_attempts(
+                        d.run.timeout_ms.map(Duration::from_millis),
+                        fallbacks,
+                    ),
                 },
             },
         );
@@ -517,7 +525,7 @@ impl Control {
                 "A run passed its deadline and the grace after it with no outcome from its worker; ended by the gateway."
             );
             let error = format!(
-                "the run passed its deadline ({} s) and {} s of grace with no outcome from its worker; ended by the gateway",
+                "the run passed its deadline ({} s, every model call it may make counted) and {} s of grace with no outcome from its worker; ended by the gateway",
                 timeout.as_secs(),
                 DEADLINE_GRACE.as_secs()
             );

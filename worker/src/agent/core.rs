@@ -258,6 +258,8 @@ pub struct Turn {
     after_tools: bool,
     /// The tool-free finalization pass was used (R-F4).
     finalized: bool,
+    /// A compaction ran past the execution deadline once and got its grace (R-B5).
+    compaction_grace_used: bool,
     /// Model calls repeated because the reply was empty (R-F3).
     empty_retries: u32,
     /// Texts delivered with the `message` tool (R-E3).
@@ -315,6 +317,7 @@ impl Turn {
             xml: XmlFilter::default(),
             after_tools: false,
             finalized: false,
+            compaction_grace_used: false,
             empty_retries: 0,
             sent: Vec::new(),
             answered_by_send: false,

@@ -651,7 +651,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
 }
 
 /// A run whose worker never reports its outcome (a lost terminal) is ended by the gateway
-/// once it is past its deadline and 30 s of grace, counted from when it was seen started and
+/// once it is past its deadline (every model call it may make counted) and 30 s of grace, counted from when it was seen started and
 /// not while it waits for an operator; the worker is told to cancel it (issue 23).
 #[test]
 fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
@@ -688,18 +688,19 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
     );
     h.message(140_000, 1, WorkerToControl::Pong { nonce: 2 });
     h.tick(140_001);
-    // 60 s + 30 s of grace + 40 s waiting (as ticks saw it), after its start at 60.5 s: due
-    // after 190.5 s.
-    h.message(190_000, 1, WorkerToControl::Pong { nonce: 3 });
-    assert!(persisted(&h.tick(190_400)).is_empty(), "r2 waits with r1");
-    let effects = h.tick(190_600);
+    // Its deadline is 60 s per model call (the call and a finalization pass: 120 s) and a
+    // compaction's 30 s of grace, then 30 s of grace and 40 s waiting (as ticks saw it),
+    // after its start at 60.5 s: due after 280.5 s.
+    h.message(280_000, 1, WorkerToControl::Pong { nonce: 3 });
+    assert!(persisted(&h.tick(280_400)).is_empty(), "r2 waits with r1");
+    let effects = h.tick(280_600);
     let ended = persisted(&effects);
     assert_eq!(ended.len(), 1, "{effects:?}");
     assert_eq!(ended[0].0, "r1");
     assert_eq!(ended[0].1.status, RunStatus::Error);
     let error = ended[0].1.error.clone().unwrap_or_default();
     assert!(
-        error.contains("deadline (60 s)") && error.contains("30 s of grace"),
+        error.contains("deadline (150 s") && error.contains("30 s of grace"),
         "{error}"
     );
     let mut cancelled = false;
@@ -708,13 +709,13 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
     }
     assert!(cancelled, "the worker is told to stop it");
     // With r1 ended, r2 is the session's run, long past its own deadline.
-    let ended = persisted(&h.tick(190_700));
+    let ended = persisted(&h.tick(280_700));
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0].0, "r2");
     // Its terminal, if it comes now, changes nothing (the first wins).
-    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, w + 191_000, String::new(), None);
+    let mut t = RunTerminal::without_work("r1", RunStatus::Ok, w + 281_000, String::new(), None);
     t.error = None;
-    assert!(persisted(&h.message(191_000, 1, WorkerToControl::Finished(t))).is_empty());
+    assert!(persisted(&h.message(281_000, 1, WorkerToControl::Finished(t))).is_empty());
 }
 
 fn reserve(

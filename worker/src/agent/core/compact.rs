@@ -14,6 +14,9 @@ use crate::agent::{prompt, reply};
 use crate::llm::{LlmEvent, ModelRequest};
 use crate::store::Compaction;
 
+/// How long a compaction under way at the execution deadline may still take (once a run).
+pub(super) const COMPACTION_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Turn {
     /// `Compacting`: the summary of the older context streams in (shown to no one).
     pub(super) fn on_compacting(
@@ -30,8 +33,19 @@ impl Turn {
             Input::ModelFailed(e) => {
                 self.compaction_failed(job, run_deadline, now, e.to_string(), wall_ms)
             }
-            // The run's deadline first, then the summary call's idle deadline.
+            // The run's deadline first, then the summary call's idle deadline. A summary
+            // under way at the deadline gets one bounded grace to finish (R-B5): cutting it
+            // off would lose the work and leave the session over its budget.
             Input::Tick if run_deadline.is_some_and(|d| now >= d) => {
+                if !self.compaction_grace_used {
+                    self.compaction_grace_used = true;
+                    let phase = Phase::Compacting {
+                        run_deadline: Some(now + COMPACTION_GRACE),
+                        idle_deadline,
+                        job,
+                    };
+                    return (phase, Vec::new());
+                }
                 self.time_out(Action::AbortModel, wall_ms)
             }
             Input::Tick if now >= idle_deadline => {

@@ -460,16 +460,20 @@ impl Turn {
             return None;
         }
         let mut req = self.request.take()?;
+        let mut deadline = run_deadline;
         if self.after_tools && !self.finalized {
             self.finalized = true;
             req.tools.clear();
+            // The pass is a call of its own: it gets its own deadline, not what the
+            // settled attempt left (R-B5).
+            deadline = self.spec.timeout.map(|t| now + t);
         } else if self.empty_retries < MAX_EMPTY_RETRIES && self.tool_error.is_none() {
             self.empty_retries += 1;
         } else {
             self.request = Some(req);
             return None;
         }
-        let (phase, call) = self.call_model(req, run_deadline, now);
+        let (phase, call) = self.call_model(req, deadline, now);
         Some((phase, vec![call]))
     }
 

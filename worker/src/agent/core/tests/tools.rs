@@ -428,3 +428,84 @@ fn a_progress_message_is_the_answer_only_from_the_last_tool_batch_r_e3() {
     assert_eq!(term.status, RunStatus::Ok);
     assert_eq!(term.payloads[0].text, "Here it is.");
 }
+
+/// Issue 26 item 6 (R-B5): the tool-free finalization pass gets a deadline of its own, not
+/// what the settled attempt left of the run's.
+#[test]
+fn the_finalization_pass_gets_its_own_deadline_r_b5() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut t = Turn::new(spec(Some(5)), t0, 0);
+    begun(&mut t, t0);
+    run_batch(&mut t, vec![tool_call("a")], false, at(4_000));
+    let a = empty_response(&mut t, at(4_900));
+    assert!(call_without_tools(&a), "the finalization pass: {a:?}");
+    assert_eq!(t.next_deadline(), Some(at(9_900)), "5 s of its own");
+}
+
+/// Issue 26 item 6 (R-B5): a compaction under way at the execution deadline gets one
+/// bounded grace to finish; past it, the run times out.
+#[test]
+fn a_compaction_at_the_deadline_gets_one_bounded_grace_r_b5() {
+    let t0 = Instant::now();
+    let small = TurnSpec {
+        context: ContextBudget::new(
+            Some(1024),
+            &ipc::control::CompactionSpec {
+                reserve_tokens: Some(256),
+                keep_recent_tokens: Some(100),
+            },
+        ),
+        idle_timeout: Duration::from_secs(120),
+        ..spec(Some(5))
+    };
+    let mut t = Turn::new(small, t0, 0);
+    t.handle(
+        Input::Begun {
+            session_id: "s".into(),
+            request: Ok(Prepared::Call(ModelRequest {
+                messages: std::sync::Arc::new(
+                    vec![
+                        ChatMessage::text("system", "sys"),
+                        ChatMessage {
+                            seq: Some(1),
+                            ..ChatMessage::text("user", "q".repeat(2000))
+                        },
+                    ]
+                    .into(),
+                ),
+                tools: vec![],
+                choice: None,
+                thinking: None,
+            })),
+        },
+        t0,
+        0,
+    );
+    ask_for(&mut t, vec![tool_call("a")], t0);
+    t.handle(Input::Appended(Ok(2)), t0, 2);
+    t.handle(
+        Input::ToolDone(ToolOutcome {
+            delivered: None,
+            content: "r".repeat(1200),
+            is_error: false,
+        }),
+        t0,
+        3,
+    );
+    let a = t.handle(Input::Appended(Ok(3)), t0, 4);
+    assert!(
+        matches!(a.first(), Some(Action::Emit(EventBody::Compaction { .. }))),
+        "compacting: {a:?}"
+    );
+    let deadline = t0 + Duration::from_secs(5);
+    let a = t.handle(Input::Tick, deadline, 5);
+    assert!(a.is_empty(), "the grace: {a:?}");
+    let grace = deadline + crate::agent::core::compact::COMPACTION_GRACE;
+    assert_eq!(t.next_deadline(), Some(grace));
+    let a = t.handle(Input::Tick, grace, 6);
+    let Some(Action::Persist(f)) = a.get(1) else {
+        panic!("{a:?}")
+    };
+    assert_eq!(f.status, RunStatus::Timeout);
+}
