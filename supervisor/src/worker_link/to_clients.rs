@@ -97,31 +97,8 @@ pub(super) fn project(
 ) {
     use crate::projection::{self as p, CompactionEvent, ToolEvent};
     if let EventBody::Lifecycle(l) = &ev.body {
-        if l.phase == Phase::Start {
-            hub.run_started(&ev.run_id);
-            let st = Streaming {
-                session_key: l.session_key.clone().unwrap_or_default(),
-                text: Default::default(),
-                thinking: String::new(),
-                last_seq: ev.seq,
-                started_at: l.started_at,
-                deferred: Vec::new(),
-                reply_place: None,
-                carried: l.carried_by.is_some(),
-            };
-            if st.carried {
-                // Steered and taken into another run's turn (R-B3): as OpenClaw, one chat
-                // `final` with no message and no lifecycle of its own.
-                let run = RunRef {
-                    run_id: &ev.run_id,
-                    session_key: &st.session_key,
-                    agent_id,
-                };
-                out.push(Deferred::chat(&p::taken_in(&run, ev.seq)));
-                runs.insert(ev.run_id.clone(), st);
-                return;
-            }
-            runs.insert(ev.run_id.clone(), st);
+        if l.phase == Phase::Start && started(hub, agent_id, runs, ev, l, out) {
+            return;
         }
     }
     let Some(st) = runs.get_mut(&ev.run_id) else {
@@ -224,37 +201,84 @@ pub(super) fn project(
             st.text.close();
             run_status(&run, ev, &mut st.thinking, out)
         }
-        EventBody::Message(stored) => {
-            if stored.role == "assistant" {
-                // Recorded: the message is over; more text is the next one's.
-                st.text.close();
-            }
-            let watched = hub.sessions_watched();
-            // Unwatched, only an assistant message matters (the reply's place for the chat
-            // `final`): the user's and tool results are not parsed for nobody.
-            if !watched && stored.role != "assistant" {
-                return;
-            }
-            let Some((message, place)) = p::display_message(stored) else {
-                tracing::warn!(
-                    run_id = ev.run_id.as_str(),
-                    "A recorded message from the worker is not a JSON object; not told to clients."
-                );
-                return;
-            };
-            if p::is_reply(&message) {
-                st.reply_place = Some(place.clone());
-            }
-            if watched {
-                out.push(Deferred::session_message(&p::session_message(
-                    &st.session_key,
-                    agent_id,
-                    message,
-                    &place,
-                )));
-            }
-        }
+        EventBody::Message(stored) => recorded(hub, agent_id, st, ev, stored, out),
         EventBody::Unknown => {}
+    }
+}
+
+/// A run's `start`: its streaming state begins. True if that is all its clients hear of
+/// it: steered and taken into another run's turn (R-B3), as OpenClaw, one chat `final` with
+/// no message and no lifecycle of its own.
+fn started(
+    hub: &EventHub,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    ev: &ipc::control::RunEvent,
+    l: &ipc::control::Lifecycle,
+    out: &mut Vec<Deferred>,
+) -> bool {
+    hub.run_started(&ev.run_id);
+    let st = Streaming {
+        session_key: l.session_key.clone().unwrap_or_default(),
+        text: Default::default(),
+        thinking: String::new(),
+        last_seq: ev.seq,
+        started_at: l.started_at,
+        deferred: Vec::new(),
+        reply_place: None,
+        carried: l.carried_by.is_some(),
+    };
+    let carried = st.carried;
+    if carried {
+        let run = RunRef {
+            run_id: &ev.run_id,
+            session_key: &st.session_key,
+            agent_id,
+        };
+        out.push(Deferred::chat(&crate::projection::taken_in(&run, ev.seq)));
+    }
+    runs.insert(ev.run_id.clone(), st);
+    carried
+}
+
+/// A message the run recorded: it closes the assistant message it is; its place is the
+/// reply's for the chat `final`; followers of the session get it.
+fn recorded(
+    hub: &EventHub,
+    agent_id: &str,
+    st: &mut Streaming,
+    ev: &ipc::control::RunEvent,
+    stored: &ipc::control::StoredMessage,
+    out: &mut Vec<Deferred>,
+) {
+    use crate::projection as p;
+    if stored.role == "assistant" {
+        // Recorded: the message is over; more text is the next one's.
+        st.text.close();
+    }
+    let watched = hub.sessions_watched();
+    // Unwatched, only an assistant message matters (the reply's place for the chat
+    // `final`): the user's and tool results are not parsed for nobody.
+    if !watched && stored.role != "assistant" {
+        return;
+    }
+    let Some((message, place)) = p::display_message(stored) else {
+        tracing::warn!(
+            run_id = ev.run_id.as_str(),
+            "A recorded message from the worker is not a JSON object; not told to clients."
+        );
+        return;
+    };
+    if p::is_reply(&message) {
+        st.reply_place = Some(place.clone());
+    }
+    if watched {
+        out.push(Deferred::session_message(&p::session_message(
+            &st.session_key,
+            agent_id,
+            message,
+            &place,
+        )));
     }
 }
 
