@@ -2,23 +2,8 @@
 //! its last tool batch (R-E3); otherwise an empty final gets the tool-free finalization pass
 //! and the failed tool's warning (R-F2, R-F4), on the real binaries.
 
-use loopgate_tests::{reply, Gateway};
-use scripted_model::{ScriptedCall, Step};
+use loopgate_tests::{reply, tool_call as calls, Gateway, REVIEW_HOOK};
 use serde_json::json;
-
-fn calls(id: &str, name: &str, arguments: &str) -> Step {
-    Step::ToolCalls {
-        text: String::new(),
-        calls: vec![ScriptedCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        }],
-        cut: false,
-        delay_ms: 0,
-        reasoning: String::new(),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progress_message_then_failing_tools_is_not_the_answer_r_e3() {
@@ -60,11 +45,7 @@ async fn a_progress_message_then_failing_tools_is_not_the_answer_r_e3() {
 /// `sourceReplyDelivered`); a rewritten one is delivered as rewritten, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guarded_send_is_delivered_as_the_guard_left_it_r_h2() {
-    let gw = Gateway::start_with(concat!(
-        "[[hooks.message_sending]]\n",
-        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] fine\\\"}'; fi\"]\n",
-    ))
-    .await;
+    let gw = Gateway::start_with(&REVIEW_HOOK.replace("[reviewed] ok", "[reviewed] fine")).await;
     gw.model
         .push(calls("m1", "message", r#"{"text": "this is forbidden"}"#));
     gw.model.push(reply(""));
@@ -106,11 +87,7 @@ async fn a_guarded_send_is_delivered_as_the_guard_left_it_r_h2() {
 /// is in neither the chat `final` nor `chat.history`; a rewritten one shows rewritten in both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guarded_final_reply_is_what_chat_and_history_show_r_h2() {
-    let gw = Gateway::start_with(concat!(
-        "[[hooks.message_sending]]\n",
-        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] ok\\\"}'; fi\"]\n",
-    ))
-    .await;
+    let gw = Gateway::start_with(REVIEW_HOOK).await;
     gw.model.push(reply("this is forbidden"));
     gw.model.push(reply("this is fine"));
     let mut c = gw.connect().await;

@@ -516,12 +516,7 @@ async fn followers_get_each_recorded_message_with_its_place_r_d3() {
 /// survives a gateway restart; other sessions keep the agent's model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_keeps_the_model_picked_for_it_r_d3() {
-    let second = scripted_model::ScriptedModel::start().await.unwrap();
-    let mut gw = Gateway::start_with(&format!(
-        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
-        second.base_url()
-    ))
-    .await;
+    let (mut gw, second) = Gateway::start_with_second().await;
     let mut c = gw.connect().await;
     let bad = c
         .call("sessions.patch", json!({"key": "pick", "model": "second/"}))

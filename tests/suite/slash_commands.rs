@@ -211,12 +211,7 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
 /// `/model` then a question asks the new model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_applies_to_the_next_message_sent_right_after_it_r_b1() {
-    let second = scripted_model::ScriptedModel::start().await.unwrap();
-    let gw = Gateway::start_with(&format!(
-        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
-        second.base_url()
-    ))
-    .await;
+    let (gw, second) = Gateway::start_with_second().await;
     let mut c = gw.connect().await;
     second.push(reply("from second"));
     let first = c

@@ -871,11 +871,7 @@ async fn exec_streams_updates_and_abort_kills_the_group_r_e4() {
 /// R-H2: a `message_sending` hook cancels a reply (no payload) or rewrites it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_sending_hook_cancels_or_rewrites_r_h2() {
-    let gw = Gateway::start_with(concat!(
-        "[[hooks.message_sending]]\n",
-        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] ok\\\"}'; fi\"]\n",
-    ))
-    .await;
+    let gw = Gateway::start_with(loopgate_tests::REVIEW_HOOK).await;
     gw.model.push(text("this is forbidden"));
     gw.model.push(text("this is fine"));
     let mut c = gw.connect().await;

@@ -366,12 +366,7 @@ async fn run_timeout_param_ends_run_as_timeout_r_b4() {
 /// provider or a provider without a model is refused before the run is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_run_provider_and_model_params() {
-    let second = scripted_model::ScriptedModel::start().await.unwrap();
-    let gw = Gateway::start_with(&format!(
-        "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
-        second.base_url()
-    ))
-    .await;
+    let (gw, second) = Gateway::start_with_second().await;
     let mut c = gw.connect().await;
     second.push(text("from second", 2));
     let (_, fin) = c

@@ -164,6 +164,20 @@ impl Gateway {
         Self::start_opts(extra, 30.0).await
     }
 
+    /// A gateway with a second provider, `second` (chat completions), on a scripted model
+    /// of its own, returned beside it.
+    pub async fn start_with_second() -> (Gateway, scripted_model::ScriptedModel) {
+        let second = scripted_model::ScriptedModel::start()
+            .await
+            .expect("a second scripted model");
+        let gw = Self::start_with(&format!(
+            "[models.providers.second]\napi = \"openai-completions\"\nbase_url = \"{}\"\n",
+            second.base_url()
+        ))
+        .await;
+        (gw, second)
+    }
+
     /// Full control: extra TOML and the scripted provider's model idle timeout.
     pub async fn start_opts(extra: &str, idle_timeout_seconds: f64) -> Gateway {
         Self::start_full("", extra, idle_timeout_seconds).await
@@ -539,6 +553,13 @@ pub fn hold(text: &str) -> scripted_model::Step {
         after_chunks: 1,
     }
 }
+
+/// A `message_sending` hook that cancels a text with `forbidden` in it and rewrites any
+/// other to `[reviewed] ok` (R-H2).
+pub const REVIEW_HOOK: &str = concat!(
+    "[[hooks.message_sending]]\n",
+    "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"content\\\": \\\"[reviewed] ok\\\"}'; fi\"]\n",
+);
 
 /// A model response that asks for one tool call.
 pub fn tool_call(id: &str, name: &str, arguments: &str) -> scripted_model::Step {

@@ -174,39 +174,9 @@ fn tool_round_appends_runs_and_calls_the_model_again_r_e4() {
 #[test]
 fn tool_round_over_budget_compacts_first_r_b7() {
     let t0 = Instant::now();
-    let small = || TurnSpec {
-        context: ContextBudget::new(
-            Some(1024),
-            &ipc::control::CompactionSpec {
-                reserve_tokens: Some(256),
-                keep_recent_tokens: Some(100),
-            },
-        ),
-        ..spec(None)
-    };
+    let small = || over_budget(spec(None));
     let start = |t: &mut Turn| {
-        t.handle(
-            Input::Begun {
-                session_id: "s".into(),
-                request: Ok(Prepared::Call(ModelRequest {
-                    messages: std::sync::Arc::new(
-                        vec![
-                            ChatMessage::text("system", "sys"),
-                            ChatMessage {
-                                seq: Some(1),
-                                ..ChatMessage::text("user", "q".repeat(2000))
-                            },
-                        ]
-                        .into(),
-                    ),
-                    tools: vec![],
-                    choice: None,
-                    thinking: None,
-                })),
-            },
-            t0,
-            0,
-        );
+        t.handle(begun_over_budget(), t0, 0);
         ask_for(t, vec![tool_call("a")], t0);
         t.handle(Input::Appended(Ok(2)), t0, 2);
         t.handle(
@@ -429,6 +399,42 @@ fn a_progress_message_is_the_answer_only_from_the_last_tool_batch_r_e3() {
     assert_eq!(term.payloads[0].text, "Here it is.");
 }
 
+/// `spec` with a context window small enough that one big tool result crosses it.
+fn over_budget(spec: TurnSpec) -> TurnSpec {
+    TurnSpec {
+        context: ContextBudget::new(
+            Some(1024),
+            &ipc::control::CompactionSpec {
+                reserve_tokens: Some(256),
+                keep_recent_tokens: Some(100),
+            },
+        ),
+        ..spec
+    }
+}
+
+/// The run begun with a long user message already in its context.
+fn begun_over_budget() -> Input {
+    Input::Begun {
+        session_id: "s".into(),
+        request: Ok(Prepared::Call(ModelRequest {
+            messages: std::sync::Arc::new(
+                vec![
+                    ChatMessage::text("system", "sys"),
+                    ChatMessage {
+                        seq: Some(1),
+                        ..ChatMessage::text("user", "q".repeat(2000))
+                    },
+                ]
+                .into(),
+            ),
+            tools: vec![],
+            choice: None,
+            thinking: None,
+        })),
+    }
+}
+
 /// Issue 26 item 6 (R-B5): the tool-free finalization pass gets a deadline of its own, not
 /// what the settled attempt left of the run's.
 #[test]
@@ -449,39 +455,11 @@ fn the_finalization_pass_gets_its_own_deadline_r_b5() {
 fn a_compaction_at_the_deadline_gets_one_bounded_grace_r_b5() {
     let t0 = Instant::now();
     let small = TurnSpec {
-        context: ContextBudget::new(
-            Some(1024),
-            &ipc::control::CompactionSpec {
-                reserve_tokens: Some(256),
-                keep_recent_tokens: Some(100),
-            },
-        ),
         idle_timeout: Duration::from_secs(120),
-        ..spec(Some(5))
+        ..over_budget(spec(Some(5)))
     };
     let mut t = Turn::new(small, t0, 0);
-    t.handle(
-        Input::Begun {
-            session_id: "s".into(),
-            request: Ok(Prepared::Call(ModelRequest {
-                messages: std::sync::Arc::new(
-                    vec![
-                        ChatMessage::text("system", "sys"),
-                        ChatMessage {
-                            seq: Some(1),
-                            ..ChatMessage::text("user", "q".repeat(2000))
-                        },
-                    ]
-                    .into(),
-                ),
-                tools: vec![],
-                choice: None,
-                thinking: None,
-            })),
-        },
-        t0,
-        0,
-    );
+    t.handle(begun_over_budget(), t0, 0);
     ask_for(&mut t, vec![tool_call("a")], t0);
     t.handle(Input::Appended(Ok(2)), t0, 2);
     t.handle(
