@@ -290,3 +290,43 @@ async fn commands_list_names_what_is_interpreted() {
         Some(all.len())
     );
 }
+
+/// `openclaw agent --message /queue collect`: the same commands by `agent`, answered
+/// `accepted` then by the final result with the reply as its payload; no model request;
+/// the key replays that result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_by_agent_answer_with_their_reply_as_the_result() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let (accepted, fin) = c
+        .turn(json!({"sessionKey": "cli", "message": "/queue collect", "idempotencyKey": "a-1"}))
+        .await;
+    assert_eq!(
+        accepted["payload"]["sessionKey"], "agent:main:cli",
+        "{accepted}"
+    );
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "⚙️ Queue mode set to collect.",
+        "{fin}"
+    );
+    assert_eq!(row(&mut c, "cli").await["effectiveQueueMode"], "collect");
+    let again = c
+        .call(
+            "agent",
+            json!({"sessionKey": "cli", "message": "/queue collect", "idempotencyKey": "a-1"}),
+        )
+        .await;
+    assert_eq!(
+        again["payload"], fin["payload"],
+        "the key replays the result"
+    );
+    let (_, fin) = c
+        .turn(json!({"sessionKey": "cli", "message": "/stop", "idempotencyKey": "a-2"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"], "⚙️ Nothing to stop.",
+        "{fin}"
+    );
+    assert!(gw.model.requests().is_empty(), "no command asked the model");
+}

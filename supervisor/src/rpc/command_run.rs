@@ -1,7 +1,8 @@
-//! What a slash command sent as a `chat.send` message does (parsing and wording in
-//! `commands.rs`). As on OpenClaw: the send is acked as usual, then answered by one chat
-//! `final` whose message the gateway wrote (no model request, no lifecycle events), and
-//! the command has its effect on the session; `/stop` is answered as `chat.abort` is.
+//! What a slash command sent as a `chat.send` (or `agent`) message does (parsing and
+//! wording in `commands.rs`). As on OpenClaw: the send is acked as usual, then answered by
+//! one chat `final` whose message the gateway wrote (no model request, no lifecycle
+//! events), and the command has its effect on the session; `/stop` by `chat.send` is
+//! answered as `chat.abort` is. By `agent`, the final result carries the reply.
 //! Each command needs the scope of the method that has the same effect (`/new` needs what
 //! `sessions.reset` needs). The send is recorded as a run, so its key replays and
 //! `agent.wait` answers for it.
@@ -63,9 +64,19 @@ fn scope_of(command: &Command) -> Method {
     }
 }
 
-/// Answers a `chat.send` whose message is `command`, in its connection's order.
+/// The method a command came by: its answers take that method's shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Door {
+    /// `chat.send`: acked `started`, answered by the chat `final` (the Control UI, the TUI).
+    Chat,
+    /// `agent`: acked `accepted`, answered by the final result (`openclaw agent`).
+    Agent,
+}
+
+/// Answers a `chat.send` or `agent` request whose message is `command`, in its
+/// connection's order.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn chat_command(
+pub(super) async fn run_command(
     gw: &Arc<Gateway>,
     session: &Session,
     req: &RequestFrame,
@@ -75,6 +86,7 @@ pub(super) async fn chat_command(
     message: &str,
     command: Command,
     mut turn: Option<AdmissionTurn>,
+    door: Door,
 ) {
     let needed = scope_of(&command).scope();
     if !session.has_scope(needed) {
@@ -85,7 +97,7 @@ pub(super) async fn chat_command(
     if let Some(t) = &mut turn {
         t.wait_previous().await;
     }
-    if command == Command::Stop {
+    if command == Command::Stop && door == Door::Chat {
         return stop(gw, req, out, route).await;
     }
     let accepted_at = now_ms();
@@ -99,11 +111,18 @@ pub(super) async fn chat_command(
             request_hash: request_hash(message, None),
         })
         .await;
-    let ack = |status: &str| {
+    let chat_ack = |status: &str| {
         ChatSendResult::Ack(ChatSendAck {
             run_id: run_id.clone(),
             status: status.into(),
         })
+    };
+    let agent_ack = |status: &str, at: Option<u64>| AgentAck {
+        run_id: run_id.clone(),
+        session_key: route.session_key.clone(),
+        agent_id: route.agent_id.clone(),
+        status: status.into(),
+        accepted_at: at,
     };
     match accepted {
         Err(e) => {
@@ -117,19 +136,62 @@ pub(super) async fn chat_command(
             return out.err(&req.id, e).await;
         }
         Ok(AcceptOutcome::Existing(existing)) => {
-            let status = match *existing {
-                StoredRun::Active { .. } => "in_flight",
-                StoredRun::Terminal { .. } => "ok",
+            return match (*existing, door) {
+                (StoredRun::Active { .. }, Door::Chat) => {
+                    reply::<m::ChatSend>(out, &req.id, &chat_ack("in_flight")).await
+                }
+                (StoredRun::Terminal { .. }, Door::Chat) => {
+                    reply::<m::ChatSend>(out, &req.id, &chat_ack("ok")).await
+                }
+                (StoredRun::Active { .. }, Door::Agent) => {
+                    reply::<m::Agent>(out, &req.id, &agent_ack("in_flight", None)).await
+                }
+                (StoredRun::Terminal { terminal, .. }, Door::Agent) => {
+                    final_result(out, &req.id, &terminal.final_json).await
+                }
             };
-            return reply::<m::ChatSend>(out, &req.id, &ack(status)).await;
         }
         Ok(AcceptOutcome::Inserted) => {}
     }
-    reply::<m::ChatSend>(out, &req.id, &ack("started")).await;
-    let said = perform(gw, out, &route, command).await;
+    match door {
+        Door::Chat => reply::<m::ChatSend>(out, &req.id, &chat_ack("started")).await,
+        Door::Agent => {
+            let ack = agent_ack("accepted", Some(accepted_at));
+            reply::<m::Agent>(out, &req.id, &ack).await
+        }
+    }
+    let said = match command {
+        // `/stop` by `agent`: its answer is a final result like any other.
+        Command::Stop => match gw
+            .control
+            .abort(route.session_key.clone(), None, StopReason::Rpc)
+            .await
+        {
+            Ok(Ok(ids)) if !ids.is_empty() => Said::plain("⚙️ Agent was aborted."),
+            Ok(Ok(_)) => Said::plain("⚙️ Nothing to stop."),
+            Ok(Err(m)) => Said::plain(format!("⚠️ {m}")),
+            Err(e) => Said::plain(format!("⚠️ {}", control_error(e).message)),
+        },
+        other => perform(gw, out, &route, other).await,
+    };
     // The session's settings are what the next message of this connection runs with.
     drop(turn);
-    answer(gw, &route, &run_id, accepted_at, said).await;
+    let terminal = answer(gw, &route, &run_id, accepted_at, said).await;
+    if door == Door::Agent {
+        out.after_events(gw.hub.published()).await;
+        final_result(out, &req.id, &terminal.final_json).await;
+    }
+}
+
+/// The final `agent` response of a command, from its stored result.
+async fn final_result(out: &Out, req_id: &str, final_json: &str) {
+    match crate::outcome::StoredFinal::parse(final_json) {
+        Ok(stored) => out.res(&stored.frame(req_id)).await,
+        Err(e) => {
+            let e = ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None);
+            out.err(req_id, e).await
+        }
+    }
 }
 
 /// `/stop`: the session's runs end as `chat.abort` ends them, and the send is answered
@@ -258,7 +320,7 @@ async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command: Command) 
             Err(e) => Said::notice(format!("⚙️ Compaction failed: {}", e.message)),
         },
         Command::Status => status(gw, route).await,
-        // Answered before anything is recorded (see `stop`).
+        // Answered by the caller (`stop`, or the `agent` path in `run_command`).
         Command::Stop => Said::plain(""),
     }
 }
@@ -382,8 +444,14 @@ async fn status(gw: &Arc<Gateway>, route: &Route) -> Said {
 }
 
 /// Publishes the command's reply as its send's one chat `final` and records the send's
-/// outcome (`ok`, the reply as its payload).
-async fn answer(gw: &Arc<Gateway>, route: &Route, run_id: &str, accepted_at: u64, said: Said) {
+/// outcome (`ok`, the reply as its payload), which it returns.
+async fn answer(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    run_id: &str,
+    accepted_at: u64,
+    said: Said,
+) -> crate::outcome::StoredTerminal {
     let ts = now_ms();
     let message = ChatMessage {
         content: vec![TextBlock {
@@ -408,7 +476,8 @@ async fn answer(gw: &Arc<Gateway>, route: &Route, run_id: &str, accepted_at: u64
     gw.hub
         .publish_deferred(&crate::events::Deferred::chat(&chat));
     let terminal = crate::outcome::command_terminal(run_id, route, accepted_at, ts, &said.text);
-    if let Err(e) = gw.db.finish(run_id.to_owned(), terminal).await {
+    if let Err(e) = gw.db.finish(run_id.to_owned(), terminal.clone()).await {
         tracing::warn!(error = %e, "Cannot record a command's outcome.");
     }
+    terminal
 }

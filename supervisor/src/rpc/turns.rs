@@ -51,6 +51,22 @@ pub(super) async fn agent(
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
     let run_id = p.idempotency_key.clone();
+    // `openclaw agent --message /new`: a command, as on `chat.send`.
+    if let Some(command) = super::commands::parse(&p.message) {
+        return super::command_run::run_command(
+            gw,
+            session,
+            &req,
+            out,
+            route,
+            run_id,
+            &p.message,
+            command,
+            turn,
+            super::command_run::Door::Agent,
+        )
+        .await;
+    }
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
         turn,
@@ -176,8 +192,17 @@ pub(super) async fn chat_send(
     let run_id = p.idempotency_key.clone();
     if p.suppress_command_interpretation != Some(true) {
         if let Some(command) = super::commands::parse(&p.message) {
-            return super::command_run::chat_command(
-                gw, session, &req, out, route, run_id, &p.message, command, turn,
+            return super::command_run::run_command(
+                gw,
+                session,
+                &req,
+                out,
+                route,
+                run_id,
+                &p.message,
+                command,
+                turn,
+                super::command_run::Door::Chat,
             )
             .await;
         }
