@@ -73,10 +73,64 @@ pub(super) enum Door {
     Agent,
 }
 
+/// A `chat.send` or `agent` request: what [`command_or`] needs of it.
+pub(super) struct Sent<'a> {
+    req: &'a RequestFrame,
+    route: &'a Route,
+    run_id: &'a str,
+    message: &'a str,
+}
+
+impl<'a> Sent<'a> {
+    pub(super) fn new(
+        req: &'a RequestFrame,
+        route: &'a Route,
+        run_id: &'a str,
+        message: &'a str,
+    ) -> Self {
+        Sent {
+            req,
+            route,
+            run_id,
+            message,
+        }
+    }
+}
+
+/// Answers the request here if its message is a slash command (`None`); else gives its
+/// place in the connection's order back, for a run.
+pub(super) async fn command_or(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    out: &Out,
+    sent: Sent<'_>,
+    turn: Option<AdmissionTurn>,
+    door: Door,
+) -> Option<Option<AdmissionTurn>> {
+    let Some(command) = super::commands::parse(sent.message) else {
+        return Some(turn);
+    };
+    let (route, run_id) = (sent.route.clone(), sent.run_id.to_owned());
+    run_command(
+        gw,
+        session,
+        sent.req,
+        out,
+        route,
+        run_id,
+        sent.message,
+        command,
+        turn,
+        door,
+    )
+    .await;
+    None
+}
+
 /// Answers a `chat.send` or `agent` request whose message is `command`, in its
 /// connection's order.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn run_command(
+async fn run_command(
     gw: &Arc<Gateway>,
     session: &Session,
     req: &RequestFrame,

@@ -1,7 +1,27 @@
 //! The turn methods: `agent` (acknowledged, then answered with the run's final result),
 //! `chat.send`, `chat.abort` and `agent.wait`.
 
+use super::command_run::{command_or, Door, Sent};
 use super::*;
+
+/// The checks of `agent` params beyond their types: a message with text, an idempotency
+/// key, an extra system prompt within its cap.
+fn agent_params_error(p: &ipc::gateway::AgentParams) -> Option<String> {
+    if let Some(m) = turn_params_error(
+        &p.message,
+        &p.idempotency_key,
+        "message must be a non-empty string",
+    ) {
+        return Some(m);
+    }
+    let extra = p.extra_system_prompt.as_ref().map_or(0, String::len);
+    (extra > ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES).then(|| {
+        format!(
+            "extraSystemPrompt is {extra} bytes; the limit is {}",
+            ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES
+        )
+    })
+}
 
 pub(super) async fn agent(
     gw: &Arc<Gateway>,
@@ -23,24 +43,8 @@ pub(super) async fn agent(
             .await;
     }
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
-    if let Some(m) = turn_params_error(
-        &p.message,
-        &p.idempotency_key,
-        "message must be a non-empty string",
-    ) {
+    if let Some(m) = agent_params_error(&p) {
         return out.err(&req.id, invalid(m)).await;
-    }
-    let extra = p.extra_system_prompt.as_ref().map_or(0, String::len);
-    if extra > ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES {
-        return out
-            .err(
-                &req.id,
-                invalid(format!(
-                    "extraSystemPrompt is {extra} bytes; the limit is {}",
-                    ipc::gateway::MAX_EXTRA_SYSTEM_PROMPT_BYTES
-                )),
-            )
-            .await;
     }
     let routed = match session_id_only(&p) {
         Some(id) => resolve_session_id(gw, id, p.agent_id.as_deref()).await,
@@ -52,21 +56,10 @@ pub(super) async fn agent(
     };
     let run_id = p.idempotency_key.clone();
     // `openclaw agent --message /new`: a command, as on `chat.send`.
-    if let Some(command) = super::commands::parse(&p.message) {
-        return super::command_run::run_command(
-            gw,
-            session,
-            &req,
-            out,
-            route,
-            run_id,
-            &p.message,
-            command,
-            turn,
-            super::command_run::Door::Agent,
-        )
-        .await;
-    }
+    let sent = Sent::new(&req, &route, &run_id, &p.message);
+    let Some(turn) = command_or(gw, session, out, sent, turn, Door::Agent).await else {
+        return;
+    };
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
         turn,
@@ -190,23 +183,15 @@ pub(super) async fn chat_send(
         return;
     };
     let run_id = p.idempotency_key.clone();
-    if p.suppress_command_interpretation != Some(true) {
-        if let Some(command) = super::commands::parse(&p.message) {
-            return super::command_run::run_command(
-                gw,
-                session,
-                &req,
-                out,
-                route,
-                run_id,
-                &p.message,
-                command,
-                turn,
-                super::command_run::Door::Chat,
-            )
-            .await;
-        }
-    }
+    let turn = if p.suppress_command_interpretation == Some(true) {
+        turn
+    } else {
+        let sent = Sent::new(&req, &route, &run_id, &p.message);
+        let Some(turn) = command_or(gw, session, out, sent, turn, Door::Chat).await else {
+            return;
+        };
+        turn
+    };
     let admission = Admission {
         turn,
         run_id: run_id.clone(),
