@@ -32,6 +32,7 @@ use crate::store::{AuditRecord, BeginRun, Compaction, FinishRun, NewMessage};
 use crate::tools::{self, ToolCall, ToolCtx};
 use crate::{now_ms, Ctx};
 
+mod guard;
 mod model;
 mod prepare;
 mod tool;
@@ -415,33 +416,6 @@ impl Driver {
     }
 
     /// Records the outcome; the turn hears whether it was.
-    /// The final reply through the `message_sending` guards before it is recorded (R-H2):
-    /// history and the chat `final` show what they left; a cancelled reply is recorded
-    /// silent (`NO_REPLY`: hidden from history).
-    async fn guard_reply(&mut self, f: &mut FinishRun) {
-        if f.status != ipc::control::RunStatus::Ok || !self.ctx.hooks.has("message_sending") {
-            return;
-        }
-        let Some(a) = f.assistant.as_mut() else {
-            return;
-        };
-        if !crate::agent::reply::has_visible_text(&a.text)
-            || crate::agent::reply::is_silent(&a.text)
-        {
-            return;
-        }
-        let original = a.text.clone();
-        let kept = self
-            .ctx
-            .hooks
-            .message_sending(&self.hook_ctx, &original)
-            .await;
-        a.text = kept
-            .clone()
-            .unwrap_or_else(|| crate::agent::reply::SILENT_TOKEN.into());
-        self.guarded = Some((original, kept));
-    }
-
     async fn persist(&mut self, mut f: Box<FinishRun>) {
         self.guard_reply(&mut f).await;
         // Model work is over: clients hear `finishing` while the outcome is
@@ -467,32 +441,8 @@ impl Driver {
     /// The run is finished: its reply through the `message_sending` hooks, the observers
     /// told, the approval it waited for closed.
     async fn finish(&mut self, mut t: Box<RunTerminal>) -> Driven {
+        self.guard_payloads(&mut t).await;
         let (ctx, hook_ctx) = (&self.ctx, &self.hook_ctx);
-        if ctx.hooks.has("message_sending") && !t.payloads.is_empty() {
-            let mut kept = Vec::with_capacity(t.payloads.len());
-            // Messages the `message` tool sent were guarded when they were sent (they lead
-            // the payloads of an `ok` run): only the rest is guarded now.
-            let sent = if t.status == ipc::control::RunStatus::Ok {
-                self.turn.sent_count().min(t.payloads.len())
-            } else {
-                0
-            };
-            let mut payloads = std::mem::take(&mut t.payloads);
-            kept.extend(payloads.drain(..sent));
-            for p in payloads {
-                // The final reply was guarded before it was recorded: not twice.
-                let text = match &self.guarded {
-                    Some((original, guarded)) if !p.is_error && p.text == *original => {
-                        guarded.clone()
-                    }
-                    _ => ctx.hooks.message_sending(hook_ctx, &p.text).await,
-                };
-                if let Some(text) = text {
-                    kept.push(ipc::control::Payload { text, ..p });
-                }
-            }
-            t.payloads = kept;
-        }
         ctx.observe_later(hook_ctx, "message_sent", || {
             t.payloads
                 .iter()
