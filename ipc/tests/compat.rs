@@ -52,6 +52,32 @@ fn spec() -> AgentSpec {
 }
 
 /// One sample of every message type, named for its fixture file.
+/// A lifecycle `Event` of `run_id` (`seq`, at `ts`).
+fn lifecycle_event(run_id: &str, seq: u64, ts: u64, l: Lifecycle) -> Sample {
+    Sample::Up(WorkerToControl::Event(RunEvent {
+        run_id: run_id.into(),
+        seq,
+        ts,
+        body: EventBody::Lifecycle(l),
+    }))
+}
+
+/// A lifecycle `phase` of a run started at `started_at`, nothing else said.
+fn phase_at(phase: Phase, started_at: u64) -> Lifecycle {
+    Lifecycle {
+        phase,
+        started_at: Some(started_at),
+        ended_at: None,
+        error: None,
+        stop_reason: None,
+        aborted: None,
+        session_id: None,
+        session_key: None,
+        carried_by: None,
+        reply: None,
+    }
+}
+
 fn samples() -> Vec<(&'static str, Sample)> {
     vec![
         (
@@ -156,23 +182,16 @@ fn samples() -> Vec<(&'static str, Sample)> {
         ),
         (
             "event_lifecycle",
-            Sample::Up(WorkerToControl::Event(RunEvent {
-                run_id: "run-1".into(),
-                seq: 1,
-                ts: 1_764_480_000_001,
-                body: EventBody::Lifecycle(Lifecycle {
-                    phase: Phase::Start,
-                    started_at: Some(1_764_480_000_001),
-                    ended_at: None,
-                    error: None,
-                    stop_reason: None,
-                    aborted: None,
+            lifecycle_event(
+                "run-1",
+                1,
+                1_764_480_000_001,
+                Lifecycle {
                     session_id: Some("019a0000-0000-7000-8000-000000000000".into()),
                     session_key: Some("agent:main:main".into()),
-                    carried_by: None,
-                    reply: None,
-                }),
-            })),
+                    ..phase_at(Phase::Start, 1_764_480_000_001)
+                },
+            ),
         ),
         (
             "event_assistant",
@@ -417,63 +436,44 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
         ),
         (
             "event_lifecycle_timeout",
-            Sample::Up(WorkerToControl::Event(RunEvent {
-                run_id: "run-3".into(),
-                seq: 6,
-                ts: 1_764_480_000_006,
-                body: EventBody::Lifecycle(Lifecycle {
-                    phase: Phase::Error,
-                    started_at: Some(1_764_480_000_001),
+            lifecycle_event(
+                "run-3",
+                6,
+                1_764_480_000_006,
+                Lifecycle {
                     ended_at: Some(1_764_480_000_006),
                     error: Some("run timed out after 1 s".into()),
                     stop_reason: Some(RunStopReason::Timeout),
-                    aborted: None,
-                    session_id: None,
-                    session_key: None,
-                    carried_by: None,
-                    reply: None,
-                }),
-            })),
+                    ..phase_at(Phase::Error, 1_764_480_000_001)
+                },
+            ),
         ),
         (
             "event_lifecycle_taken_in",
-            Sample::Up(WorkerToControl::Event(RunEvent {
-                run_id: "run-4".into(),
-                seq: 1,
-                ts: 1_764_480_000_007,
-                body: EventBody::Lifecycle(Lifecycle {
-                    phase: Phase::Start,
-                    started_at: Some(1_764_480_000_007),
-                    ended_at: None,
-                    error: None,
-                    stop_reason: None,
-                    aborted: None,
-                    session_id: None,
+            lifecycle_event(
+                "run-4",
+                1,
+                1_764_480_000_007,
+                Lifecycle {
                     session_key: Some("agent:main:main".into()),
                     carried_by: Some("run-3".into()),
-                    reply: None,
-                }),
-            })),
+                    ..phase_at(Phase::Start, 1_764_480_000_007)
+                },
+            ),
         ),
         (
             "event_lifecycle_end_guarded",
-            Sample::Up(WorkerToControl::Event(RunEvent {
-                run_id: "run-5".into(),
-                seq: 4,
-                ts: 1_764_480_000_009,
-                body: EventBody::Lifecycle(Lifecycle {
-                    phase: Phase::End,
-                    started_at: Some(1_764_480_000_008),
+            lifecycle_event(
+                "run-5",
+                4,
+                1_764_480_000_009,
+                Lifecycle {
                     ended_at: Some(1_764_480_000_009),
-                    error: None,
                     stop_reason: Some(RunStopReason::Stop),
-                    aborted: None,
-                    session_id: None,
-                    session_key: None,
-                    carried_by: None,
                     reply: Some("[reviewed] ok".into()),
-                }),
-            })),
+                    ..phase_at(Phase::End, 1_764_480_000_008)
+                },
+            ),
         ),
         (
             "finished_length",

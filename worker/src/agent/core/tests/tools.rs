@@ -175,21 +175,7 @@ fn tool_round_appends_runs_and_calls_the_model_again_r_e4() {
 fn tool_round_over_budget_compacts_first_r_b7() {
     let t0 = Instant::now();
     let small = || over_budget(spec(None));
-    let start = |t: &mut Turn| {
-        t.handle(begun_over_budget(), t0, 0);
-        ask_for(t, vec![tool_call("a")], t0);
-        t.handle(Input::Appended(Ok(2)), t0, 2);
-        t.handle(
-            Input::ToolDone(ToolOutcome {
-                delivered: None,
-                content: "r".repeat(1200),
-                is_error: false,
-            }),
-            t0,
-            3,
-        );
-        t.handle(Input::Appended(Ok(3)), t0, 4)
-    };
+    let start = |t: &mut Turn| over_budget_round(t, t0);
     let mut t = Turn::new(small(), t0, 0);
     let a = start(&mut t);
     let [Action::Emit(EventBody::Compaction {
@@ -413,6 +399,24 @@ fn over_budget(spec: TurnSpec) -> TurnSpec {
     }
 }
 
+/// The run begun over budget, then one tool round whose big result crosses the window:
+/// what the core does once the result is recorded.
+fn over_budget_round(t: &mut Turn, t0: Instant) -> Vec<Action> {
+    t.handle(begun_over_budget(), t0, 0);
+    ask_for(t, vec![tool_call("a")], t0);
+    t.handle(Input::Appended(Ok(2)), t0, 2);
+    t.handle(
+        Input::ToolDone(ToolOutcome {
+            delivered: None,
+            content: "r".repeat(1200),
+            is_error: false,
+        }),
+        t0,
+        3,
+    );
+    t.handle(Input::Appended(Ok(3)), t0, 4)
+}
+
 /// The run begun with a long user message already in its context.
 fn begun_over_budget() -> Input {
     Input::Begun {
@@ -459,19 +463,7 @@ fn a_compaction_at_the_deadline_gets_one_bounded_grace_r_b5() {
         ..over_budget(spec(Some(5)))
     };
     let mut t = Turn::new(small, t0, 0);
-    t.handle(begun_over_budget(), t0, 0);
-    ask_for(&mut t, vec![tool_call("a")], t0);
-    t.handle(Input::Appended(Ok(2)), t0, 2);
-    t.handle(
-        Input::ToolDone(ToolOutcome {
-            delivered: None,
-            content: "r".repeat(1200),
-            is_error: false,
-        }),
-        t0,
-        3,
-    );
-    let a = t.handle(Input::Appended(Ok(3)), t0, 4);
+    let a = over_budget_round(&mut t, t0);
     assert!(
         matches!(a.first(), Some(Action::Emit(EventBody::Compaction { .. }))),
         "compacting: {a:?}"
