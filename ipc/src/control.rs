@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RpcError;
 pub use crate::session_ops::{
-    InputConsumed, ResetReason, SessionOp, SessionReply, StoredMessage, MAX_INPUT_RUN_IDS,
+    InputConsumed, MediaBytes, ResetReason, SessionOp, SessionReply, StoredMessage,
+    MAX_INPUT_RUN_IDS,
 };
 
 /// First frame on every control connection, sent by the connecting side.
@@ -471,6 +472,10 @@ pub struct ModelSpec {
     /// provider's default; Anthropic's, which requires one, 8192).
     #[serde(default)]
     pub max_output_tokens: Option<u64>,
+    /// Since: protocol v2 (additive). The models of this provider that take image inputs
+    /// (`input = ["text", "image"]` in their config); any other gets images as a note.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_models: Vec<String>,
 }
 
 impl fmt::Debug for ModelSpec {
@@ -488,7 +493,15 @@ impl fmt::Debug for ModelSpec {
             .field("retry_base_ms", &self.retry_base_ms)
             .field("retry_max_ms", &self.retry_max_ms)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("image_models", &self.image_models)
             .finish()
+    }
+}
+
+impl ModelSpec {
+    /// Whether `model` of this provider takes image inputs.
+    pub fn takes_images(&self, model: &str) -> bool {
+        self.image_models.iter().any(|m| m == model)
     }
 }
 
@@ -561,6 +574,10 @@ pub struct SubmitRun {
     /// arrives; `None`: it waits as a followup (no cap).
     #[serde(default)]
     pub queue: Option<crate::queue::QueuePolicy>,
+    /// Since: protocol v2 (additive). The message's attachments, checked and decoded by the
+    /// supervisor (images and text files), in the order sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 /// A provider and model picked for one run.
@@ -581,6 +598,7 @@ impl fmt::Debug for SubmitRun {
             .field("message_len", &self.message.len())
             .field("timeout_ms", &self.timeout_ms)
             .field("model", &self.model)
+            .field("attachments", &self.attachments)
             .finish()
     }
 }
@@ -683,5 +701,7 @@ pub enum WorkerToControl {
     Unknown,
 }
 
+mod attachment;
 mod run;
+pub use attachment::*;
 pub use run::*;

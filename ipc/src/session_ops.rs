@@ -73,6 +73,9 @@ pub enum SessionOp {
     /// Since: protocol v2 (additive). Every session lane of the worker, with its
     /// diagnostic classification (`diagnostics.lanes`). `session_key` is unused (empty).
     Lanes,
+    /// Since: protocol v2 (additive). An attachment a message of the session carries, by
+    /// the digits of its digest a `media://inbound/` name holds (the Control UI shows it).
+    Media { session_key: String, digest: String },
     #[serde(other)]
     Unknown,
 }
@@ -177,9 +180,34 @@ pub enum SessionReply {
         /// Runs executing now.
         active: u32,
     },
+    /// Since: protocol v2 (additive). `None`: no message of the session carries it.
+    Media {
+        #[serde(default)]
+        found: Option<MediaBytes>,
+    },
     Failed {
         error: RpcError,
     },
     #[serde(other)]
     Unknown,
+}
+
+/// An attachment's bytes, as stored.
+///
+/// Since: protocol v2 (additive).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct MediaBytes {
+    pub mime_type: String,
+    pub size_bytes: u64,
+    /// Base64.
+    pub data: String,
+}
+
+impl std::fmt::Debug for MediaBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MediaBytes")
+            .field("mime_type", &self.mime_type)
+            .field("size_bytes", &self.size_bytes)
+            .finish()
+    }
 }

@@ -30,6 +30,7 @@ fn spec() -> AgentSpec {
             retry_base_ms: None,
             retry_max_ms: None,
             max_output_tokens: None,
+            image_models: Vec::new(),
         },
         max_concurrent: 8,
         bootstrap_max_chars: 20_000,
@@ -122,6 +123,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 thinking: None,
                 reasoning: None,
                 queue: None,
+                attachments: Vec::new(),
             })),
         ),
         (
@@ -424,6 +426,31 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                 thinking: Some(ipc::thinking::Thinking::XHigh),
                 reasoning: Some(ipc::thinking::ReasoningMode::Stream),
                 queue: None,
+                attachments: Vec::new(),
+            })),
+        ),
+        (
+            "submit_attachments",
+            Sample::Down(ControlToWorker::Submit(SubmitRun {
+                run_id: "run-4".into(),
+                session_key: "agent:main:main".into(),
+                message: String::new(),
+                extra_system_prompt: None,
+                timeout_ms: None,
+                accepted_at: 1_764_480_000_000,
+                model: None,
+                strict_model: false,
+                thinking: None,
+                reasoning: None,
+                queue: None,
+                attachments: vec![ipc::control::Attachment {
+                    kind: ipc::control::AttachmentKind::Image,
+                    mime_type: "image/png".into(),
+                    file_name: Some("dot.png".into()),
+                    digest: "ab".repeat(32),
+                    size_bytes: 3,
+                    data: "AAEC".into(),
+                }],
             })),
         ),
         (
@@ -641,9 +668,14 @@ fn additive_run_fields_and_events_round_trip() {
             provider: "second".into(),
             model: "big-2".into(),
         }),
+        attachments: Vec::new(),
     };
     let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
     assert_eq!(back, submit);
+    let mut model = spec().model;
+    model.image_models = vec!["scripted-1".into()];
+    let back: ModelSpec = decode_body(&encode_body(&model).unwrap()).unwrap();
+    assert!(back.takes_images("scripted-1") && !back.takes_images("other"));
     let ev = RunEvent {
         run_id: "r".into(),
         seq: 3,
@@ -830,8 +862,17 @@ fn debug_output_redacts_secrets_and_content() {
         thinking: None,
         reasoning: None,
         queue: None,
+        attachments: vec![ipc::control::Attachment {
+            kind: ipc::control::AttachmentKind::Text,
+            mime_type: "text/plain".into(),
+            file_name: None,
+            digest: "d".into(),
+            size_bytes: 9,
+            data: "cHJpdmF0ZSBmaWxl".into(),
+        }],
     };
     assert!(!format!("{submit:?}").contains("private"));
+    assert!(!format!("{submit:?}").contains("cHJpdmF0ZSBmaWxl"));
 }
 
 /// Closed sets that cross the link as names decode a name from a newer peer as `Unknown`

@@ -4,14 +4,14 @@
 
 use ipc::control::{
     Lifecycle, Phase, RetryReason, RunStatus, RunStatusPhase, RunStopReason, RunTerminal,
-    StoredMessage,
+    StoredMedia, StoredMessage,
 };
 use ipc::gateway::{
     AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
     ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, MessagePlace, ReplyPayload, ResultError, ResultMeta, RetryInfo, RunResult,
-    RunStatusData, SessionMessage, SessionRow, SessionsChanged, TerminalReceipt, TerminalReply,
-    ToolData, ToolPhase, UsageOut,
+    LifecyclePhase, MediaEntry, MediaImageLayout, MediaSlot, MessagePlace, ReplyPayload,
+    ResultError, ResultMeta, RetryInfo, RunResult, RunStatusData, SessionMessage, SessionRow,
+    SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -282,10 +282,17 @@ pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
         None => serde_json::from_str(&m.message_json).ok()?,
     };
     let obj = message.as_object_mut()?;
+    let stored: Vec<StoredMedia> = obj
+        .remove("media")
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    let (media, media_image_layout) = media_entries(&stored);
     let place = MessagePlace {
         id: m.entry_id.clone(),
         seq: m.seq,
         run_id: m.run_id.clone(),
+        media,
+        media_image_layout,
     };
     if let (Some(run), "user") = (&m.run_id, m.role.as_str()) {
         obj.entry("idempotencyKey")
@@ -293,6 +300,32 @@ pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
     }
     obj.insert("__openclaw".into(), serde_json::to_value(&place).ok()?);
     Some((message, place))
+}
+
+/// A message's attachments as `chat.history` names them (`__openclaw.media`), and a slot
+/// for each image.
+fn media_entries(stored: &[StoredMedia]) -> (Vec<MediaEntry>, Option<MediaImageLayout>) {
+    let media: Vec<MediaEntry> = stored
+        .iter()
+        .map(|s| MediaEntry {
+            url: s.url(),
+            content_type: s.mime_type.clone(),
+            kind: s.kind.media_kind().to_owned(),
+            file_name: s.file_name.clone(),
+            size_bytes: s.size_bytes,
+        })
+        .collect();
+    let slots: Vec<MediaSlot> = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind == ipc::control::AttachmentKind::Image)
+        .map(|(i, _)| MediaSlot {
+            kind: "inline".into(),
+            fact_index: i,
+        })
+        .collect();
+    let layout = (!slots.is_empty()).then_some(MediaImageLayout { slots });
+    (media, layout)
 }
 
 /// Whether a recorded message is a reply (an assistant message without tool calls).

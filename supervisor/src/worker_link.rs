@@ -149,6 +149,7 @@ fn agent_spec(agent: &AgentConfig, journaled: bool) -> Result<AgentSpec, String>
         retry_base_ms: m.retry_base_ms,
         retry_max_ms: m.retry_max_ms,
         max_output_tokens: m.max_output_tokens,
+        image_models: m.image_models(),
     };
     Ok(AgentSpec {
         agent_id: agent.id.as_str().to_owned(),

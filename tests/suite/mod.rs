@@ -1,5 +1,6 @@
 mod absent;
 mod approvals;
+mod attachments;
 mod bench_smoke;
 mod catalog;
 mod chaos;

@@ -225,7 +225,7 @@ impl Lane {
     }
 
     /// Hands `run`'s message to the running turn; gives it back if there is none to take it.
-    fn steer(&mut self, run: SubmitRun, now: Instant, seq: u64) -> Option<SubmitRun> {
+    fn steer(&mut self, mut run: SubmitRun, now: Instant, seq: u64) -> Option<SubmitRun> {
         let Some(r) = self.running.as_mut() else {
             return Some(run);
         };
@@ -237,13 +237,20 @@ impl Lane {
         let s = Steered {
             run_id: run.run_id.clone(),
             text: run.message.clone(),
+            attachments: std::mem::take(&mut run.attachments),
         };
         match r.steer.try_send(SteerMsg::Add(s)) {
             Ok(()) => {
                 r.steered.push((run, now, seq));
                 None
             }
-            Err(_) => Some(run),
+            Err(e) => {
+                // Not taken: the message waits with its attachments.
+                if let SteerMsg::Add(s) = e.into_inner() {
+                    run.attachments = s.attachments;
+                }
+                Some(run)
+            }
         }
     }
 
@@ -292,11 +299,16 @@ impl Lane {
             let Some(mut first) = batch.next() else {
                 return Ok(None);
             };
-            let rest: Vec<SubmitRun> = batch.collect();
+            let mut rest: Vec<SubmitRun> = batch.collect();
             if !rest.is_empty() {
                 let mut texts = vec![first.message.as_str()];
                 texts.extend(rest.iter().map(|r| r.message.as_str()));
-                first.message = collected(&texts);
+                let message = collected(&texts);
+                first.message = message;
+                // The collected turn's message carries every message's attachments.
+                for r in &mut rest {
+                    first.attachments.append(&mut r.attachments);
+                }
                 carried.extend(rest.into_iter().map(|r| r.run_id));
             }
             first

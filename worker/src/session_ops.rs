@@ -32,6 +32,20 @@ impl Worker {
             }
             SessionOp::Compact { session_key } => self.session_compact(op_id, session_key),
             SessionOp::Lanes => self.session_lanes(op_id),
+            SessionOp::Media {
+                session_key,
+                digest,
+            } => {
+                let ctx = self.ctx.clone();
+                self.answer(op_id, async move {
+                    let found = ctx
+                        .reader
+                        .media(session_key, digest)
+                        .await
+                        .map_err(store_error)?;
+                    Ok(SessionReply::Media { found })
+                })
+            }
             SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
                 Err(RpcError::new(

@@ -16,6 +16,7 @@ fn submit(i: usize) -> ControlToWorker {
         thinking: None,
         reasoning: None,
         queue: None,
+        attachments: Vec::new(),
     })
 }
 

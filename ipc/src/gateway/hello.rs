@@ -83,4 +83,6 @@ pub struct Policy {
     pub max_payload: usize,
     pub max_buffered_bytes: usize,
     pub tick_interval_ms: u64,
+    /// The attachment sizes `chat.send` and `agent` take.
+    pub attachments: super::AttachmentPolicy,
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 mod absent;
 mod approvals;
+mod attachments;
 mod catalog;
 mod commands;
 mod devices;
@@ -27,6 +28,7 @@ mod sessions;
 mod surrogates;
 pub use absent::*;
 pub use approvals::*;
+pub use attachments::*;
 pub use catalog::*;
 pub use commands::*;
 pub use devices::*;

@@ -41,7 +41,7 @@ pub struct AgentParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attachments: Option<Vec<Value>>,
+    pub attachments: Option<Vec<super::ChatAttachment>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +118,7 @@ pub struct ChatSendParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to_id: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attachments: Option<Vec<Value>>,
+    pub attachments: Option<Vec<super::ChatAttachment>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_bindings: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -276,6 +276,13 @@ pub struct MessagePlace {
     /// The run that recorded it (absent: not written by a run, e.g. injected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// The message's attachments (the Control UI fetches each from
+    /// `/__openclaw__/assistant-media`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<super::MediaEntry>,
+    /// Where its images go: one slot per image, by its index in `media`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_image_layout: Option<super::MediaImageLayout>,
 }
 
 impl ChatMessage {

@@ -43,7 +43,7 @@ pub async fn submit(
     let limit = c.engine.max_payload().saturating_sub(4096);
     if payload.len() > limit {
         return Err(format!(
-            "the run is {} bytes with its message; cluster mode carries at most {limit} bytes per run (the NATS servers' max_payload)",
+            "the run is {} bytes with its message and attachments; cluster mode carries at most {limit} bytes per run (the NATS servers' max_payload)",
             payload.len()
         ));
     }

@@ -240,6 +240,7 @@ async fn run_here(gw: &Arc<Gateway>, d: &Delivery, t: Travelling) -> Option<Stor
             let failed = Travelling {
                 run: ipc::control::SubmitRun {
                     message: String::new(),
+                    attachments: Vec::new(),
                     ..t.run.clone()
                 },
                 agent_id: t.agent_id.clone(),

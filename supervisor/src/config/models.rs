@@ -59,6 +59,18 @@ pub struct RawModelEntry {
     pub reasoning: Option<bool>,
     /// Its own context window, in tokens (default: the provider's).
     pub context_window: Option<u64>,
+    /// What it takes as input, as OpenClaw's model config says it: `["text"]` (the default)
+    /// or `["text", "image"]`. A model without `image` gets a note instead of each image.
+    pub input: Option<Vec<String>>,
+}
+
+impl RawModelEntry {
+    /// Whether the model takes image inputs.
+    pub fn images(&self) -> bool {
+        self.input
+            .as_ref()
+            .is_some_and(|i| i.iter().any(|k| k == "image"))
+    }
 }
 
 /// One model's capabilities, resolved.
@@ -66,6 +78,8 @@ pub struct RawModelEntry {
 pub struct ModelCaps {
     pub reasoning: bool,
     pub context_window: Option<u64>,
+    /// It takes image inputs.
+    pub images: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +98,8 @@ pub struct ResolvedModel {
     pub max_output_tokens: Option<u64>,
     /// Whether `model` can think.
     pub reasoning: bool,
+    /// Whether `model` takes image inputs.
+    pub images: bool,
     /// Every model the provider's config describes, by name (for a per-run choice).
     pub models: BTreeMap<String, ModelCaps>,
 }
@@ -95,7 +111,22 @@ impl ResolvedModel {
         self.models.get(model).copied().unwrap_or(ModelCaps {
             reasoning: false,
             context_window: self.context_window,
+            images: false,
         })
+    }
+
+    /// The models of this provider that take image inputs, by name.
+    pub fn image_models(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .models
+            .iter()
+            .filter(|(_, c)| c.images)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if self.images && !names.contains(&self.model) {
+            names.push(self.model.clone());
+        }
+        names
     }
 
     /// The model's context window: the provider's `context_window`, else the default.
@@ -160,6 +191,15 @@ fn check_provider(key: &str, p: &RawProvider) -> Result<(), String> {
             "{key}.context_window: must be between 1024 and 100000000 tokens"
         ));
     }
+    for (name, m) in &p.models {
+        for kind in m.input.iter().flatten() {
+            if !matches!(kind.as_str(), "text" | "image") {
+                return Err(format!(
+                    "{key}.models.{name:?}.input: {kind:?} is not an input kind (text, image)"
+                ));
+            }
+        }
+    }
     if let Some(env) = &p.api_key_env {
         if env.is_empty() || env.contains('=') {
             return Err(format!("{key}.api_key_env: {env:?} is not a variable name"));
@@ -221,6 +261,7 @@ pub(super) fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedM
             .get(model)
             .and_then(|m| m.reasoning)
             .unwrap_or(false),
+        images: p.models.get(model).is_some_and(RawModelEntry::images),
         models: p
             .models
             .iter()
@@ -228,6 +269,7 @@ pub(super) fn resolve_model(id: &str, p: &RawProvider, model: &str) -> ResolvedM
                 let caps = ModelCaps {
                     reasoning: m.reasoning.unwrap_or(false),
                     context_window: m.context_window.or(p.context_window),
+                    images: m.images(),
                 };
                 (name.clone(), caps)
             })

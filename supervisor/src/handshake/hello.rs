@@ -88,6 +88,10 @@ pub(super) fn hello_ok(
             max_payload: MAX_PAYLOAD_BYTES,
             max_buffered_bytes: config.gateway.max_buffered_bytes,
             tick_interval_ms: TICK_INTERVAL_MS,
+            attachments: match gw.cluster.get() {
+                Some(c) => ipc::gateway::AttachmentPolicy::within(c.engine.max_payload() as u64),
+                None => ipc::gateway::AttachmentPolicy::GATEWAY,
+            },
         },
     }
 }

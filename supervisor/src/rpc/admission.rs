@@ -216,6 +216,22 @@ pub(super) struct Admission {
     pub(super) thinking: Option<String>,
     /// `queueMode`, as sent.
     pub(super) queue_mode: Option<String>,
+    /// The message's attachments, checked ([`super::attachments::normalize`]).
+    pub(super) attachments: Vec<ipc::control::Attachment>,
+    /// Images need a model that takes them (`agent`, as OpenClaw refuses); otherwise a
+    /// text-only model gets a note for each (`chat.send`).
+    pub(super) images_need_model: bool,
+}
+
+impl Admission {
+    /// What identifies the request besides its route.
+    fn request_hash(&self) -> String {
+        request_hash(
+            &self.message,
+            self.extra_system_prompt.as_deref(),
+            &self.attachments,
+        )
+    }
 }
 
 /// The provider and model a run asked for, checked against the config: `model` may be
@@ -336,7 +352,7 @@ pub(super) async fn admit<A: serde::Serialize>(
             agent_id: a.route.agent_id.clone(),
             session_key: a.route.session_key.clone(),
             accepted_at,
-            request_hash: request_hash(&a.message, a.extra_system_prompt.as_deref()),
+            request_hash: a.request_hash(),
         })
         .await;
     match accepted {
@@ -384,7 +400,10 @@ impl QueueRoom {
             run_id: a.run_id.clone(),
             agent_id: a.route.agent_id.clone(),
             session_key: a.route.session_key.clone(),
-            bytes: (a.message.len() + a.extra_system_prompt.as_ref().map_or(0, String::len)) as u64,
+            bytes: (a.message.len()
+                + a.extra_system_prompt.as_ref().map_or(0, String::len)
+                + a.attachments.iter().map(|x| x.data.len()).sum::<usize>())
+                as u64,
         };
         match gw.control.reserve(ask).await {
             Ok(Ok(true)) => Ok(QueueRoom {
@@ -451,6 +470,9 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
         &session,
     )
     .map_err(invalid)?;
+    if a.images_need_model {
+        check_images(agent, model, run_model.as_ref(), &a.attachments)?;
+    }
     // Request > session > config (R-B3).
     let mut queue = config.queue;
     match a
@@ -477,6 +499,37 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
         levels,
         queue,
     })
+}
+
+/// An `agent` run's images need a model that takes them: refused as OpenClaw refuses
+/// (`UnsupportedAttachmentError`), naming the first image.
+fn check_images(
+    agent: &crate::config::AgentConfig,
+    own: &crate::config::ResolvedModel,
+    run_model: Option<&ipc::control::RunModel>,
+    attachments: &[ipc::control::Attachment],
+) -> Result<(), ErrorShape> {
+    let Some(image) = attachments
+        .iter()
+        .find(|a| a.kind == ipc::control::AttachmentKind::Image)
+    else {
+        return Ok(());
+    };
+    let takes = match run_model {
+        None => own.images,
+        Some(m) => agent
+            .providers
+            .iter()
+            .find(|p| p.provider == m.provider)
+            .is_some_and(|p| p.caps(&m.model).images),
+    };
+    if takes {
+        return Ok(());
+    }
+    let name = image.file_name.as_deref().unwrap_or("(unnamed)");
+    Err(ErrorShape::invalid(format!(
+        "UnsupportedAttachmentError: attachment {name}: active model does not accept image inputs"
+    )))
 }
 
 /// Why the gateway takes no run for `agent_id` now: it is draining, or the agent's
@@ -550,6 +603,7 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
         thinking: plan.levels.thinking,
         reasoning: plan.levels.reasoning,
         queue: Some(plan.queue),
+        attachments: std::mem::take(&mut a.attachments),
     }
 }
 
@@ -571,7 +625,7 @@ async fn admit_clustered<A: serde::Serialize>(
         agent_id: a.route.agent_id.clone(),
         session_key: a.route.session_key.clone(),
         accepted_at,
-        request_hash: request_hash(&a.message, a.extra_system_prompt.as_deref()),
+        request_hash: a.request_hash(),
         node: c.engine.node().to_owned(),
         started: None,
     };
@@ -607,9 +661,13 @@ async fn admit_clustered<A: serde::Serialize>(
     }
 }
 
-/// What identifies a request besides its route: hex SHA-256 over the message and the extra
-/// system prompt.
-pub(super) fn request_hash(message: &str, extra: Option<&str>) -> String {
+/// What identifies a request besides its route: hex SHA-256 over the message, the extra
+/// system prompt and the attachments' digests (none: as before attachments were taken).
+pub(super) fn request_hash(
+    message: &str,
+    extra: Option<&str>,
+    attachments: &[ipc::control::Attachment],
+) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(message.as_bytes());
@@ -617,18 +675,23 @@ pub(super) fn request_hash(message: &str, extra: Option<&str>) -> String {
     if let Some(e) = extra {
         h.update(e.as_bytes());
     }
+    for a in attachments {
+        h.update([0u8]);
+        h.update(a.digest.as_bytes());
+    }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The checks `agent` and `chat.send` share: a message with text (`empty` says what is
-/// wrong otherwise) and an idempotency key.
+/// The checks `agent` and `chat.send` share: a message with text, unless it has
+/// attachments (`empty` says what is wrong otherwise), and an idempotency key.
 pub(super) fn turn_params_error(
     message: &str,
     idempotency_key: &str,
     empty: &str,
+    attached: bool,
 ) -> Option<String> {
     use ipc::gateway::{MAX_IDEMPOTENCY_KEY_BYTES, MAX_MESSAGE_BYTES};
-    if message.trim().is_empty() {
+    if message.trim().is_empty() && !attached {
         Some(empty.to_owned())
     } else if message.len() > MAX_MESSAGE_BYTES {
         Some(format!(

@@ -162,7 +162,7 @@ async fn run_command(
             agent_id: route.agent_id.clone(),
             session_key: route.session_key.clone(),
             accepted_at,
-            request_hash: request_hash(message, None),
+            request_hash: request_hash(message, None, &[]),
         })
         .await;
     let chat_ack = |status: &str| {

@@ -47,7 +47,7 @@ pub(super) async fn sessions_create(
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     if let Some(m) = &first {
-        if let Some(e) = turn_params_error(m, &run_id, "message must not be empty") {
+        if let Some(e) = turn_params_error(m, &run_id, "message must not be empty", false) {
             let msg = format!("invalid sessions.create params: {e}");
             return out.err(&req.id, ErrorShape::invalid(msg)).await;
         }
@@ -132,6 +132,8 @@ pub(super) async fn sessions_create(
         model: None,
         thinking: None,
         queue_mode: None,
+        attachments: Vec::new(),
+        images_need_model: false,
     };
     let started = SessionsCreateResult {
         run_started: true,

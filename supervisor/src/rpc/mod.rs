@@ -38,6 +38,7 @@ use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
 mod absent;
 mod admission;
 mod approvals;
+mod attachments;
 mod chat;
 mod command_run;
 pub(crate) mod commands;

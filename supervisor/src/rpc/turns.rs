@@ -1,16 +1,18 @@
 //! The turn methods: `agent` (acknowledged, then answered with the run's final result),
 //! `chat.send`, `chat.abort` and `agent.wait`.
 
+use super::attachments::{normalize, Takes};
 use super::command_run::{command_or, Door, Sent};
 use super::*;
 
-/// The checks of `agent` params beyond their types: a message with text, an idempotency
-/// key, an extra system prompt within its cap.
-fn agent_params_error(p: &ipc::gateway::AgentParams) -> Option<String> {
+/// The checks of `agent` params beyond their types: a message with text (or attachments),
+/// an idempotency key, an extra system prompt within its cap.
+fn agent_params_error(p: &ipc::gateway::AgentParams, attached: bool) -> Option<String> {
     if let Some(m) = turn_params_error(
         &p.message,
         &p.idempotency_key,
         "message must be a non-empty string",
+        attached,
     ) {
         return Some(m);
     }
@@ -30,8 +32,12 @@ pub(super) async fn agent(
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
-    let Some(p) = params::<m::Agent>(&req, out).await else {
+    let Some(mut p) = params::<m::Agent>(&req, out).await else {
         return;
+    };
+    let attachments = match normalize(p.attachments.take(), Takes::ImagesAndText) {
+        Ok(a) => a,
+        Err(m) => return out.err(&req.id, ErrorShape::invalid(m)).await,
     };
     // As OpenClaw: picking the model of a run is an admin's call.
     if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(Scope::Admin) {
@@ -43,7 +49,7 @@ pub(super) async fn agent(
             .await;
     }
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
-    if let Some(m) = agent_params_error(&p) {
+    if let Some(m) = agent_params_error(&p, !attachments.is_empty()) {
         return out.err(&req.id, invalid(m)).await;
     }
     let routed = match session_id_only(&p) {
@@ -55,10 +61,16 @@ pub(super) async fn agent(
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
     let run_id = p.idempotency_key.clone();
-    // `openclaw agent --message /new`: a command, as on `chat.send`.
-    let sent = Sent::new(&req, &route, &run_id, &p.message);
-    let Some(turn) = command_or(gw, session, out, sent, turn, Door::Agent).await else {
-        return;
+    // `openclaw agent --message /new`: a command, as on `chat.send` (a message with
+    // attachments is content for the model).
+    let turn = if attachments.is_empty() {
+        let sent = Sent::new(&req, &route, &run_id, &p.message);
+        let Some(turn) = command_or(gw, session, out, sent, turn, Door::Agent).await else {
+            return;
+        };
+        turn
+    } else {
+        turn
     };
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
@@ -72,6 +84,8 @@ pub(super) async fn agent(
         model: p.model,
         thinking: p.thinking,
         queue_mode: p.queue_mode,
+        attachments,
+        images_need_model: true,
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -168,14 +182,19 @@ pub(super) async fn chat_send(
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
-    let Some(p) = params::<m::ChatSend>(&req, out).await else {
+    let Some(mut p) = params::<m::ChatSend>(&req, out).await else {
         return;
+    };
+    let attachments = match normalize(p.attachments.take(), Takes::Anything) {
+        Ok(a) => a,
+        Err(m) => return out.err(&req.id, ErrorShape::invalid(m)).await,
     };
     let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
     if let Some(m) = turn_params_error(
         &p.message,
         &p.idempotency_key,
-        "message must not be empty (attachments are not supported yet)",
+        "message or attachment required",
+        !attachments.is_empty(),
     ) {
         return out.err(&req.id, invalid(m)).await;
     }
@@ -183,7 +202,7 @@ pub(super) async fn chat_send(
         return;
     };
     let run_id = p.idempotency_key.clone();
-    let turn = if p.suppress_command_interpretation == Some(true) {
+    let turn = if p.suppress_command_interpretation == Some(true) || !attachments.is_empty() {
         turn
     } else {
         let sent = Sent::new(&req, &route, &run_id, &p.message);
@@ -203,6 +222,8 @@ pub(super) async fn chat_send(
         model: None,
         thinking: p.thinking,
         queue_mode: p.queue_mode,
+        attachments,
+        images_need_model: false,
     };
     let ack = |status: &str| {
         ChatSendResult::Ack(ChatSendAck {

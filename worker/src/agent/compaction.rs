@@ -54,7 +54,10 @@ fn message_tokens(m: &ChatMessage) -> u64 {
             .map(|c| c.id.len() + c.name.len() + c.arguments.len())
             .sum::<usize>()
         + m.tool_call_id.as_deref().map_or(0, str::len);
-    (bytes as u64).div_ceil(4) + 4
+    let images = m.images.as_ref().map_or(0, |i| {
+        i.images.len() as u64 * crate::llm::media::IMAGE_TOKENS
+    });
+    (bytes as u64).div_ceil(4) + 4 + images
 }
 
 /// Bytes of a tool definition as sent (its schema serialized once per process: the

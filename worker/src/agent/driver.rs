@@ -182,6 +182,8 @@ impl Driver {
     /// Claims the session and records the run, then prepares its model request: the turn's
     /// first input.
     async fn begin(&mut self, carried: Vec<String>) -> Input {
+        // Recorded with the message; the model reads them from the transcript.
+        let attachments = std::mem::take(&mut self.run.attachments);
         let (ctx, run, hook_ctx) = (&self.ctx, &self.run, &self.hook_ctx);
         // Over its disk budget, the agent records nothing more (issue 23 item 3).
         let db = std::path::Path::new(&ctx.spec.db_path);
@@ -199,6 +201,7 @@ impl Driver {
                 accepted_at: run.accepted_at,
                 started_at: self.turn.started_at(),
                 user_text: run.message.clone(),
+                attachments,
                 carried,
             })
             .await;

@@ -307,6 +307,7 @@ mod tests {
             tool_calls: vec![],
             tool_call_id: call_id.map(Into::into),
             seq: None,
+            media: Vec::new(),
         }
     }
 

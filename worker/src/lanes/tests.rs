@@ -19,6 +19,7 @@ fn run(id: &str, mode: QueueMode, cap: u32, drop: QueueDrop) -> SubmitRun {
             cap,
             drop,
         }),
+        attachments: Vec::new(),
     }
 }
 

@@ -78,6 +78,18 @@ enum Block<'a> {
         tool_use_id: &'a str,
         content: &'a serde_json::value::RawValue,
     },
+    Image {
+        source: ImageSource<'a>,
+    },
+}
+
+/// An image block's bytes: `{type: "base64", media_type, data}`.
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 #[derive(Serialize)]
@@ -90,8 +102,8 @@ struct ToolOut<'a> {
 /// The conversation as the API takes it: system messages left out (they go in `system`),
 /// consecutive messages of one role merged into one (the tool results of a round become one
 /// user message), empty text blocks left out (the API refuses them). Written while the body
-/// is serialized: no list of wire messages is built first.
-pub struct Conversation<'a>(&'a Messages);
+/// is serialized: no list of wire messages is built first. The flag: the model takes images.
+pub struct Conversation<'a>(&'a Messages, bool);
 
 /// The role `m` is sent under, or `None` when it gives no block.
 fn wire_role(m: &ChatMessage) -> Option<&'static str> {
@@ -122,7 +134,7 @@ impl Serialize for Conversation<'_> {
             if r != role && !group.is_empty() {
                 seq.serialize_element(&Msg {
                     role,
-                    content: Blocks(&group),
+                    content: Blocks(&group, self.1),
                 })?;
                 group.clear();
             }
@@ -132,15 +144,15 @@ impl Serialize for Conversation<'_> {
         if !group.is_empty() {
             seq.serialize_element(&Msg {
                 role,
-                content: Blocks(&group),
+                content: Blocks(&group, self.1),
             })?;
         }
         seq.end()
     }
 }
 
-/// The content blocks of messages merged into one.
-struct Blocks<'g, 'a>(&'g [&'a ChatMessage]);
+/// The content blocks of messages merged into one (the flag: the model takes images).
+struct Blocks<'g, 'a>(&'g [&'a ChatMessage], bool);
 
 impl Serialize for Blocks<'_, '_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -162,9 +174,17 @@ impl Serialize for Blocks<'_, '_> {
                     signature: &t.signature,
                 })?;
             }
-            if !m.content.is_empty() {
-                seq.serialize_element(&Block::Text {
-                    text: m.content.json(),
+            let text = m.text_for(self.1);
+            if !text.is_empty() {
+                seq.serialize_element(&Block::Text { text: text.json() })?;
+            }
+            for i in m.images_for(self.1) {
+                seq.serialize_element(&Block::Image {
+                    source: ImageSource {
+                        kind: "base64",
+                        media_type: &i.mime_type,
+                        data: &i.data,
+                    },
                 })?;
             }
             for c in &m.tool_calls {
@@ -194,7 +214,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
         // The thinking budget is part of `max_tokens`: the reply keeps its own room.
         max_tokens: spec.max_output_tokens.unwrap_or(MAX_TOKENS) + budget.unwrap_or(0),
         system: (!system.is_empty()).then(|| system.join("\n\n")),
-        messages: Conversation(&req.messages),
+        messages: Conversation(&req.messages, spec.takes_images(model)),
         stream: true,
         // Thinking requires the default temperature.
         temperature: spec.temperature.filter(|_| budget.is_none()),

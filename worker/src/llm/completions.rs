@@ -8,6 +8,7 @@
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
+use super::media::DataUrl;
 use futures_util::StreamExt;
 use ipc::control::{ModelSpec, Usage};
 use serde::Serialize;
@@ -42,12 +43,52 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct Msg<'a> {
     role: &'a str,
-    /// The text's JSON literal, written once per message ([`super::Text::json`]).
-    content: &'a serde_json::value::RawValue,
+    content: Content<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<CallOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+}
+
+/// A message's content: its text's JSON literal, written once per message
+/// ([`super::Text::json`]), or, with images, a text part then an `image_url` part per image.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a serde_json::value::RawValue),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text {
+        text: &'a serde_json::value::RawValue,
+    },
+    ImageUrl {
+        image_url: ImageUrl<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
+}
+
+impl<'a> Content<'a> {
+    fn of(m: &'a ChatMessage, takes_images: bool) -> Self {
+        let images = m.images_for(takes_images);
+        let text = m.text_for(takes_images).json();
+        if images.is_empty() {
+            return Content::Text(text);
+        }
+        let mut parts = Vec::with_capacity(images.len() + 1);
+        parts.push(Part::Text { text });
+        parts.extend(images.iter().map(|i| Part::ImageUrl {
+            image_url: ImageUrl { url: DataUrl(i) },
+        }));
+        Content::Parts(parts)
+    }
 }
 
 #[derive(Serialize)]
@@ -65,10 +106,10 @@ struct FnCall<'a> {
 }
 
 /// One message as the API takes it.
-fn msg(m: &ChatMessage) -> Msg<'_> {
+fn msg(m: &ChatMessage, takes_images: bool) -> Msg<'_> {
     Msg {
         role: m.role,
-        content: m.content.json(),
+        content: Content::of(m, takes_images),
         tool_calls: m
             .tool_calls
             .iter()
@@ -89,7 +130,7 @@ fn msg(m: &ChatMessage) -> Msg<'_> {
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
         model,
-        messages: super::EachMessage::new(&req.messages, msg),
+        messages: super::EachMessage::new(&req.messages, msg, spec.takes_images(model)),
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,

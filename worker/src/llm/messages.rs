@@ -44,6 +44,8 @@ pub struct Row {
     pub tool_call_id: Option<String>,
     /// Transcript position (`None` for the compaction summary, which stands for many).
     pub seq: Option<i64>,
+    /// User: the message's attachments, with their bytes.
+    pub media: Vec<super::media::Media>,
 }
 
 /// The transcript role of the row that carries the latest compaction summary (first, when
@@ -94,9 +96,14 @@ impl Conversion {
             }
             _ => {
                 self.open_calls.clear();
+                let message = if row.media.is_empty() {
+                    ChatMessage::text("user", row.text)
+                } else {
+                    super::media::user_message(&row.text, &row.media)
+                };
                 out.push(ChatMessage {
                     seq: row.seq,
-                    ..ChatMessage::text("user", row.text)
+                    ..message
                 });
             }
         }
@@ -235,6 +242,7 @@ mod tests {
                 .collect(),
             tool_call_id: call_id.map(str::to_owned),
             seq: Some(1),
+            media: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod calls;
 pub mod client;
 pub mod completions;
 pub mod limits;
+pub mod media;
 pub mod messages;
 pub mod ollama;
 pub mod responses;
@@ -39,6 +40,9 @@ pub struct ChatMessage {
     /// Assistant: the response's signed reasoning (Anthropic wants it back, first, on the
     /// assistant turn that called tools while thinking).
     pub thinking: Option<SignedThinking>,
+    /// User: the message's images, and its text for a model that takes none
+    /// ([`media::user_message`]).
+    pub images: Option<std::sync::Arc<media::Images>>,
 }
 
 /// Reasoning with the provider's signature over it.
@@ -83,27 +87,33 @@ impl ChatMessage {
             tool_call_id: None,
             seq: None,
             thinking: None,
+            images: None,
         }
     }
 }
 
-/// A JSON array of `messages`, each as `wire` makes it, written while the body is
-/// serialized: no list of wire messages is built first (a long history allocated one per
-/// message on every request).
+/// A JSON array of `messages`, each as `wire` makes it (told whether the model takes
+/// images), written while the body is serialized: no list of wire messages is built first
+/// (a long history allocated one per message on every request).
 pub struct EachMessage<'a, T> {
     messages: &'a Messages,
-    wire: fn(&'a ChatMessage) -> T,
+    wire: fn(&'a ChatMessage, bool) -> T,
+    images: bool,
 }
 
 impl<'a, T> EachMessage<'a, T> {
-    pub fn new(messages: &'a Messages, wire: fn(&'a ChatMessage) -> T) -> Self {
-        EachMessage { messages, wire }
+    pub fn new(messages: &'a Messages, wire: fn(&'a ChatMessage, bool) -> T, images: bool) -> Self {
+        EachMessage {
+            messages,
+            wire,
+            images,
+        }
     }
 }
 
 impl<'a, T: serde::Serialize> serde::Serialize for EachMessage<'a, T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.messages.iter().map(self.wire))
+        s.collect_seq(self.messages.iter().map(|m| (self.wire)(m, self.images)))
     }
 }
 
@@ -133,6 +143,9 @@ impl ModelRequest {
             .iter()
             .map(|m| {
                 m.content.len()
+                    + m.images.as_ref().map_or(0, |i| {
+                        i.images.iter().map(|x| x.data.len() + 64).sum::<usize>()
+                    })
                     + 64
                     + m.tool_calls
                         .iter()

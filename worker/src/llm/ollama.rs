@@ -47,6 +47,9 @@ struct Msg<'a> {
     role: &'a str,
     /// The text's JSON literal, written once per message ([`super::Text::json`]).
     content: &'a serde_json::value::RawValue,
+    /// The message's images, base64 (Ollama's own form).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<CallOut<'a>>,
 }
@@ -63,10 +66,15 @@ struct FnCall<'a> {
 }
 
 /// One message as the API takes it.
-fn msg(m: &ChatMessage) -> Msg<'_> {
+fn msg(m: &ChatMessage, takes_images: bool) -> Msg<'_> {
     Msg {
         role: m.role,
-        content: m.content.json(),
+        content: m.text_for(takes_images).json(),
+        images: m
+            .images_for(takes_images)
+            .iter()
+            .map(|i| &*i.data)
+            .collect(),
         tool_calls: m
             .tool_calls
             .iter()
@@ -84,7 +92,7 @@ fn msg(m: &ChatMessage) -> Msg<'_> {
 pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body<'a> {
     Body {
         model,
-        messages: super::EachMessage::new(&req.messages, msg),
+        messages: super::EachMessage::new(&req.messages, msg, spec.takes_images(model)),
         stream: true,
         tools: req.tools.iter().map(|t| FunctionTool::of(t)).collect(),
         options: (spec.temperature.is_some() || spec.max_output_tokens.is_some()).then_some(

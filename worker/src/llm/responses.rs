@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
+use super::media::DataUrl;
 use super::{
     finish, send, EndTurn, LlmError, LlmEvent, Messages, ModelRequest, ResponsesTerminal, Terminal,
 };
@@ -54,8 +55,7 @@ struct Reasoning {
 enum Item<'a> {
     Message {
         role: &'a str,
-        /// The text's JSON literal ([`super::Text::json`]).
-        content: &'a serde_json::value::RawValue,
+        content: Content<'a>,
     },
     Typed {
         #[serde(rename = "type")]
@@ -70,6 +70,27 @@ enum Item<'a> {
     },
 }
 
+/// A message's content: the text's JSON literal ([`super::Text::json`]), or, with images,
+/// an `input_text` part then an `input_image` part per image.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a serde_json::value::RawValue),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    InputText {
+        text: &'a serde_json::value::RawValue,
+    },
+    InputImage {
+        detail: &'static str,
+        image_url: DataUrl<'a>,
+    },
+}
+
 #[derive(Serialize)]
 struct ToolOut<'a> {
     #[serde(rename = "type")]
@@ -80,8 +101,9 @@ struct ToolOut<'a> {
 }
 
 /// The conversation as `input` items: each message, and each tool call as its own
-/// `function_call` item, written while the body is serialized (no list built first).
-pub struct Input<'a>(&'a Messages);
+/// `function_call` item, written while the body is serialized (no list built first). The
+/// flag: the model takes images.
+pub struct Input<'a>(&'a Messages, bool);
 
 impl Serialize for Input<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -99,9 +121,21 @@ impl Serialize for Input<'_> {
                 continue;
             }
             if !m.content.is_empty() || m.tool_calls.is_empty() {
+                let text = m.text_for(self.1).json();
+                let images = m.images_for(self.1);
+                let content = if images.is_empty() {
+                    Content::Text(text)
+                } else {
+                    let mut parts = vec![Part::InputText { text }];
+                    parts.extend(images.iter().map(|i| Part::InputImage {
+                        detail: "auto",
+                        image_url: DataUrl(i),
+                    }));
+                    Content::Parts(parts)
+                };
                 seq.serialize_element(&Item::Message {
                     role: m.role,
-                    content: m.content.json(),
+                    content,
                 })?;
             }
             for c in &m.tool_calls {
@@ -129,7 +163,7 @@ pub fn body<'a>(model: &'a str, spec: &ModelSpec, req: &'a ModelRequest) -> Body
     Body {
         model,
         instructions: (!system.is_empty()).then(|| system.join("\n\n")),
-        input: Input(&req.messages),
+        input: Input(&req.messages, spec.takes_images(model)),
         stream: true,
         store: false,
         temperature: spec.temperature,

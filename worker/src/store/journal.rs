@@ -22,7 +22,14 @@ use crate::link::{LinkReader, LinkWriter};
 use crate::outbox::Outbox;
 
 /// The tables the journal carries (the audit ledger stays local).
-pub const TABLES: &[&str] = &["sessions", "runs", "transcript", "input_alias"];
+pub const TABLES: &[&str] = &[
+    "sessions",
+    "runs",
+    "transcript",
+    "input_alias",
+    "media",
+    "transcript_media",
+];
 /// Longest wait for one frame of the replay.
 const REPLAY_IDLE: Duration = Duration::from_secs(120);
 /// Longest wait for the journal to answer a write (the engine retries a lost leader for

@@ -129,6 +129,8 @@ pub struct NewMessage {
     /// User: the run whose message this is when it is not the writing run's own (a message
     /// steered into a running turn keeps its own run id, so `inputRunIds` finds it).
     pub input_run_id: Option<String>,
+    /// User: the message's attachments (kept once per content in the `media` table).
+    pub media: Vec<ipc::control::Attachment>,
 }
 
 impl NewMessage {
@@ -148,6 +150,7 @@ impl NewMessage {
             reasoning: None,
             diagnostics: Vec::new(),
             input_run_id: None,
+            media: Vec::new(),
         }
     }
 }
@@ -178,6 +181,8 @@ pub struct BeginRun {
     pub accepted_at: u64,
     pub started_at: u64,
     pub user_text: String,
+    /// The user message's attachments.
+    pub attachments: Vec<ipc::control::Attachment>,
     /// Runs whose messages this one's user text carries (collected, summarized): their
     /// receipts point at it.
     pub carried: Vec<String>,

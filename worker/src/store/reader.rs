@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use ipc::control::{InputConsumed, StoredMessage, MAX_INPUT_RUN_IDS};
+use ipc::control::{InputConsumed, MediaBytes, StoredMessage, MAX_INPUT_RUN_IDS};
 
 use super::StoreError;
 use crate::llm::History;
@@ -52,6 +52,11 @@ enum Cmd {
     LastAssistant {
         session_key: String,
         reply: oneshot::Sender<Result<Option<String>, StoreError>>,
+    },
+    Media {
+        session_key: String,
+        digest: String,
+        reply: oneshot::Sender<Result<Option<MediaBytes>, StoreError>>,
     },
 }
 
@@ -118,6 +123,13 @@ impl Reader {
                         Cmd::LastAssistant { session_key, reply } => {
                             let _ = reply.send(last_assistant(&conn, &session_key));
                         }
+                        Cmd::Media {
+                            session_key,
+                            digest,
+                            reply,
+                        } => {
+                            let _ = reply.send(media(&conn, &session_key, &digest));
+                        }
                     }
                 }
             })
@@ -176,6 +188,58 @@ impl Reader {
             .ask(|reply| Cmd::LastAssistant { session_key, reply })
             .await
     }
+}
+
+impl Reader {
+    /// An attachment a message of the session carries, by the leading digits of its digest
+    /// (lowercase hex; anything else finds nothing).
+    pub async fn media(
+        &self,
+        session_key: String,
+        digest: String,
+    ) -> Result<Option<MediaBytes>, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::Media {
+                session_key,
+                digest,
+                reply,
+            })
+            .await
+    }
+}
+
+fn media(
+    conn: &Connection,
+    session_key: &str,
+    digits: &str,
+) -> Result<Option<MediaBytes>, StoreError> {
+    let hex = !digits.is_empty()
+        && digits.len() <= 64
+        && digits
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex {
+        return Ok(None);
+    }
+    // Digests starting with `digits`: from `digits` up to (not including) `digits` + "g".
+    let end = format!("{digits}g");
+    Ok(conn
+        .prepare_cached(
+            "SELECT m.mime_type, m.size_bytes, m.data
+             FROM sessions s
+             JOIN transcript_media t ON t.session_id = s.session_id
+             JOIN media m ON m.digest = t.digest
+             WHERE s.session_key = ?1 AND t.digest >= ?2 AND t.digest < ?3
+             LIMIT 1",
+        )?
+        .query_row(params![session_key, digits, end], |r| {
+            Ok(MediaBytes {
+                mime_type: r.get(0)?,
+                size_bytes: r.get::<_, i64>(1)?.max(0) as u64,
+                data: r.get(2)?,
+            })
+        })
+        .optional()?)
 }
 
 fn claims(conn: &Connection) -> Result<Vec<Claim>, StoreError> {

@@ -88,6 +88,24 @@ const LADDER: &[dbwriter::Step<'static>] = &[
                 last_seq INTEGER NOT NULL
              ) STRICT;
              INSERT INTO journal_state VALUES (1, 0);"],
+    // v8: attachments (issue 26), kept once per content (`media`, by SHA-256 digest) and
+    // referred to by the transcript rows that carry them (`transcript_media`, in order);
+    // a digest no row refers to any more is deleted with the last row.
+    &["CREATE TABLE media(
+                digest TEXT PRIMARY KEY,
+                mime_type TEXT NOT NULL,
+                size_bytes INTEGER NOT NULL,
+                data TEXT NOT NULL,
+                created_at INTEGER NOT NULL
+             ) STRICT;
+             CREATE TABLE transcript_media(
+                session_id TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                position INTEGER NOT NULL,
+                digest TEXT NOT NULL,
+                PRIMARY KEY(session_id, seq, position)
+             ) STRICT;
+             CREATE INDEX transcript_media_digest ON transcript_media(digest);"],
 ];
 
 pub const SCHEMA_VERSION: i64 = dbwriter::top(LADDER);
@@ -122,13 +140,13 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(version(&conn), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 7);
+        assert_eq!(SCHEMA_VERSION, 8);
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
         let e = migrate(&conn).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "storage error: agent database schema version 8 is newer than this build supports (7)"
+            "storage error: agent database schema version 9 is newer than this build supports (8)"
         );
     }
 }

@@ -524,6 +524,14 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
             .execute(params![session_id])?;
         c.prepare_cached("DELETE FROM input_alias WHERE session_id = ?1")?
             .execute(params![session_id])?;
+        c.prepare_cached("DELETE FROM transcript_media WHERE session_id = ?1")?
+            .execute(params![session_id])?;
+        // Attachments no other session refers to go with it.
+        c.prepare_cached(
+            "DELETE FROM media WHERE NOT EXISTS
+                (SELECT 1 FROM transcript_media t WHERE t.digest = media.digest)",
+        )?
+        .execute([])?;
     }
     c.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")?
         .execute(params![session_key])?;
@@ -565,7 +573,10 @@ fn begin(c: &Connection, b: &BeginRun) -> Result<(String, bool, Appended), Store
         b.accepted_at as i64,
         b.started_at as i64
     ])?;
-    let user = NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at);
+    let user = NewMessage {
+        media: b.attachments.clone(),
+        ..NewMessage::text(super::Role::User, b.user_text.clone(), b.started_at)
+    };
     let appended = append(c, &session_id, Some(&b.run_id), &user)?;
     let mut alias = c.prepare_cached(
         "INSERT OR REPLACE INTO input_alias(run_id, session_id, entry_id) VALUES (?1, ?2, ?3)",
@@ -671,6 +682,10 @@ fn append(
         if !m.diagnostics.is_empty() {
             obj.insert("diagnostics".into(), json!(m.diagnostics));
         }
+        if !m.media.is_empty() {
+            let refs: Vec<_> = m.media.iter().map(|a| a.stored()).collect();
+            obj.insert("media".into(), json!(refs));
+        }
     }
     let display = super::reader::stored_message(m.role.as_str(), &message, &entry_id, seq, run_id);
     let entry = json!({
@@ -680,10 +695,30 @@ fn append(
         "timestamp": m.created_at,
         "message": message,
     });
+    // A row with attachments keeps no text column: the model's view reads its entry (and
+    // the attachments it names).
+    let plain = m.tool_calls.is_empty() && m.tool_result.is_none() && m.media.is_empty();
     c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json, text)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(),
-            (m.tool_calls.is_empty() && m.tool_result.is_none()).then_some(&m.text)],
+            plain.then_some(&m.text)],
     )?;
+    for (position, a) in m.media.iter().enumerate() {
+        c.prepare_cached(
+            "INSERT OR IGNORE INTO media(digest, mime_type, size_bytes, data, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            a.digest,
+            a.mime_type,
+            a.size_bytes as i64,
+            a.data,
+            m.created_at as i64
+        ])?;
+        c.prepare_cached(
+            "INSERT INTO transcript_media(session_id, seq, position, digest) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![session_id, seq, position as i64, a.digest])?;
+    }
     c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
         .execute(params![session_id, m.created_at as i64])?;
     Ok(Appended {

@@ -130,6 +130,7 @@ impl Harness {
             thinking: None,
             reasoning: None,
             queue: None,
+            attachments: Vec::new(),
         };
         let d = Dispatch {
             run,
@@ -620,6 +621,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         thinking: None,
         reasoning: None,
         queue: None,
+        attachments: Vec::new(),
     };
     control
         .dispatch(Dispatch {

@@ -11,6 +11,7 @@ use std::time::Instant;
 use ipc::control::{EventBody, RunStatus, RunStopReason, ToolPhase};
 
 use super::{clip, Action, Input, Phase, Turn};
+use crate::llm::media::{user_message, Media};
 use crate::llm::ChatMessage;
 use crate::store::{NewMessage, Role};
 use crate::tools::ToolCall;
@@ -24,6 +25,8 @@ pub const SKIPPED: &str =
 pub struct Steered {
     pub run_id: String,
     pub text: String,
+    /// The message's attachments (recorded with it; images reach the model as parts).
+    pub attachments: Vec<ipc::control::Attachment>,
 }
 
 /// What the lane tells a running turn.
@@ -166,11 +169,19 @@ impl Turn {
             return self.next_call(req, run_deadline, now, false);
         };
         if let Some(req) = self.request.as_mut() {
-            std::sync::Arc::make_mut(&mut req.messages)
-                .push(ChatMessage::text("user", s.text.clone()));
+            let media: Vec<Media> = s
+                .attachments
+                .iter()
+                .map(|a| Media {
+                    stored: a.stored(),
+                    data: a.data.as_str().into(),
+                })
+                .collect();
+            std::sync::Arc::make_mut(&mut req.messages).push(user_message(&s.text, &media));
         }
         let message = NewMessage {
             input_run_id: Some(s.run_id.clone()),
+            media: s.attachments,
             ..NewMessage::text(Role::User, s.text, wall_ms)
         };
         (

@@ -10,10 +10,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rusqlite::{params, Connection};
+use ipc::control::StoredMedia;
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::{parse_entry, text_of, tool_calls_of, window, Bounds, Window};
+use crate::llm::media::Media;
 use crate::llm::messages::{Conversion, Row, SUMMARY_ROLE};
 use crate::llm::{ChatMessage, History};
 use crate::store::StoreError;
@@ -46,6 +48,9 @@ pub(super) struct Cached {
 /// literal, `Text::json`), its tool calls and room for the rest.
 pub(super) fn message_bytes(m: &ChatMessage) -> usize {
     2 * m.content.len()
+        + m.images.as_ref().map_or(0, |i| {
+            2 * i.text_only.len() + i.images.iter().map(|x| x.data.len()).sum::<usize>()
+        })
         + m.tool_calls
             .iter()
             .map(|c| c.arguments.len() + c.name.len() + c.id.len())
@@ -121,7 +126,7 @@ impl HistoryCache {
         let mut added = 0;
         for row in rows {
             let (seq, role, text, json) = row?;
-            let row = history_row(seq, role, text, &json)?;
+            let row = history_row(conn, seq, role, text, &json)?;
             c.last_seq = seq;
             c.history.rows += 1;
             let messages = Arc::make_mut(&mut c.history.messages);
@@ -183,12 +188,13 @@ fn read_full(
                 tool_calls: Vec::new(),
                 tool_call_id: None,
                 seq: None,
+                media: Vec::new(),
             },
         );
     }
     let count = rows.len();
     for (seq, role, text, json, _) in rows.into_iter().rev() {
-        conversion.push(&mut messages, history_row(seq, role, text, &json)?);
+        conversion.push(&mut messages, history_row(conn, seq, role, text, &json)?);
     }
     let bytes = messages.iter().map(message_bytes).sum();
     Ok(Cached {
@@ -207,6 +213,7 @@ fn read_full(
 
 /// One transcript row as the model sees it.
 fn history_row(
+    conn: &Connection,
     seq: i64,
     role: String,
     text: Option<String>,
@@ -221,6 +228,7 @@ fn history_row(
             tool_calls: Vec::new(),
             tool_call_id: None,
             seq: Some(seq),
+            media: Vec::new(),
         },
         None => {
             let entry = parse_entry(json)?;
@@ -234,7 +242,35 @@ fn history_row(
                     .and_then(Value::as_str)
                     .map(str::to_owned),
                 seq: Some(seq),
+                media: media_of(conn, &message)?,
             }
         }
     })
+}
+
+/// The attachments a stored message names, with their bytes (one the database no longer
+/// holds is left out: the message's text still names it).
+fn media_of(conn: &Connection, message: &Value) -> Result<Vec<Media>, StoreError> {
+    let Some(refs) = message.get("media") else {
+        return Ok(Vec::new());
+    };
+    let refs: Vec<StoredMedia> = serde_json::from_value(refs.clone()).unwrap_or_default();
+    let mut stmt = conn.prepare_cached("SELECT data FROM media WHERE digest = ?1")?;
+    let mut out = Vec::with_capacity(refs.len());
+    for stored in refs {
+        let data: Option<String> = stmt
+            .query_row(params![stored.digest], |r| r.get(0))
+            .optional()?;
+        match data {
+            Some(data) => out.push(Media {
+                stored,
+                data: data.into(),
+            }),
+            None => tracing::warn!(
+                digest = stored.digest.as_str(),
+                "A transcript message names an attachment the database does not hold."
+            ),
+        }
+    }
+    Ok(out)
 }

@@ -12,6 +12,7 @@ async fn turn(w: &Writer, run: &str, with_tool: bool) -> i64 {
         session_key: KEY.into(),
         accepted_at: 1,
         started_at: 2,
+        attachments: Vec::new(),
         user_text: format!("question {run}"),
         carried: Vec::new(),
     })
@@ -102,6 +103,7 @@ async fn cached_history_equals_a_full_read() {
         session_key: KEY.into(),
         accepted_at: 1,
         started_at: 2,
+        attachments: Vec::new(),
         user_text: "compact me".into(),
         carried: Vec::new(),
     })

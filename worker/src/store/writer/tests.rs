@@ -7,6 +7,7 @@ fn begin_req(run: &str) -> BeginRun {
         session_key: "agent:main:main".into(),
         accepted_at: 1,
         started_at: 2,
+        attachments: Vec::new(),
         user_text: format!("hello from {run}"),
         carried: Vec::new(),
     }

@@ -7,6 +7,7 @@ fn steer(id: &str, text: &str) -> Input {
     Input::Steer(Steered {
         run_id: id.into(),
         text: text.into(),
+        attachments: Vec::new(),
     })
 }
 

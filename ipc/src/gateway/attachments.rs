@@ -1,0 +1,103 @@
+//! Attachments as clients send them (`attachments` on `agent` and `chat.send`), the limits
+//! the gateway applies to them, and how a recorded message names them in `chat.history`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Most attachments one message may carry.
+pub const MAX_ATTACHMENTS: usize = 32;
+/// Most decoded bytes of one image attachment (OpenClaw's `maxImageBytes`: 6 MB).
+pub const MAX_IMAGE_ATTACHMENT_BYTES: u64 = 6 * 1024 * 1024;
+/// Most decoded bytes of one text attachment: it becomes prompt text.
+pub const MAX_TEXT_ATTACHMENT_BYTES: u64 = 1024 * 1024;
+/// Most decoded bytes of all a message's attachments together. Below OpenClaw's 20 MB: a
+/// run crosses the control link as one frame (16 MiB), its attachments base64-encoded.
+pub const MAX_ATTACHMENTS_BYTES: u64 = 8 * 1024 * 1024;
+
+/// One entry of `attachments`, as OpenClaw's `ChatAttachment` (open: other fields such as
+/// `origin`, `sizeBytes`, `width` are accepted and not used). The bytes are `content`
+/// (base64, a `data:` URL, or an array of byte values) or, Anthropic-style,
+/// `source: {type: "base64", media_type, data}`; an entry with neither is dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatAttachment {
+    /// `image`, `file`, ... (a hint; the bytes decide).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<AttachmentSource>,
+}
+
+/// Anthropic's form of an attachment's bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AttachmentSource {
+    /// `base64` (the only form taken).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+/// `hello-ok.policy.attachments`: the decoded sizes the gateway takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentPolicy {
+    pub max_bytes: u64,
+    pub max_image_bytes: u64,
+}
+
+impl AttachmentPolicy {
+    pub const GATEWAY: AttachmentPolicy = AttachmentPolicy {
+        max_bytes: MAX_ATTACHMENTS_BYTES,
+        max_image_bytes: MAX_IMAGE_ATTACHMENT_BYTES,
+    };
+
+    /// The policy when a run must fit one message of `frame` bytes (cluster mode: the NATS
+    /// servers' `max_payload`), its attachments base64-encoded, with room for the rest.
+    pub fn within(frame: u64) -> AttachmentPolicy {
+        let room = frame.saturating_sub(64 * 1024) / 4 * 3;
+        let max_bytes = room.min(MAX_ATTACHMENTS_BYTES);
+        AttachmentPolicy {
+            max_bytes,
+            max_image_bytes: max_bytes.min(MAX_IMAGE_ATTACHMENT_BYTES),
+        }
+    }
+}
+
+/// An attachment of a recorded message, as `chat.history` names it
+/// (`__openclaw.media[]`, as OpenClaw's): the bytes stay in the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaEntry {
+    /// `media://inbound/<name>`.
+    pub url: String,
+    pub content_type: String,
+    /// `image` or `file`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    pub size_bytes: u64,
+}
+
+/// Where a message's images are shown (`__openclaw.mediaImageLayout`): one slot per image,
+/// each pointing at its `media` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaImageLayout {
+    pub slots: Vec<MediaSlot>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaSlot {
+    /// `inline`: the model saw the image; `offloaded`: it did not (a text-only model).
+    pub kind: String,
+    pub fact_index: usize,
+}
