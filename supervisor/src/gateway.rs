@@ -46,6 +46,8 @@ pub struct Gateway {
     pub env_set: std::collections::HashSet<String>,
     /// Live authenticated connections, by connection id (`system-presence`).
     present: std::sync::Mutex<std::collections::BTreeMap<String, ipc::gateway::PresenceEntry>>,
+    /// Signs the Control UI's media tickets (`control_ui::media`); random per process.
+    pub media_key: [u8; 32],
     /// Live connections of proven devices (a revoked or rotated token closes them).
     pub(crate) device_conns: crate::device_conns::DeviceConns,
     /// The gateway's own presence entry (first in every presence list).
@@ -56,6 +58,14 @@ pub struct Gateway {
     pub metrics: crate::metrics::Metrics,
     /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
     pub cluster: crate::clustered::ClusterCell,
+}
+
+/// 32 random bytes (two v4 UUIDs' randomness, from the OS).
+fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key
 }
 
 impl Gateway {
@@ -85,6 +95,7 @@ impl Gateway {
             env_set: std::collections::HashSet::new(),
             present: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             device_conns: crate::device_conns::DeviceConns::default(),
+            media_key: random_key(),
             self_presence: self_presence(),
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics: crate::metrics::Metrics::new(),

@@ -274,6 +274,19 @@ impl crate::control_ui::Site for Site<'_> {
             .unwrap_or(false)
     }
 
+    fn media_key(&self) -> &[u8; 32] {
+        &self.gw.media_key
+    }
+
+    async fn media(
+        &self,
+        agent_id: Option<&str>,
+        session_key: &str,
+        digits: &str,
+    ) -> Result<Option<ipc::control::MediaBytes>, String> {
+        crate::rpc::session_media(self.gw, agent_id, session_key, digits).await
+    }
+
     fn boot_document(&self) -> ipc::gateway::ControlUiConfig {
         let config = self.gw.config();
         let base_path = config

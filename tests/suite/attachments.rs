@@ -358,3 +358,152 @@ async fn bad_attachments_get_clear_errors_and_contents_are_kept_once_r_a3() {
     assert_eq!(deleted["ok"], true, "{deleted}");
     assert_eq!(count("SELECT count(*) FROM media"), 0);
 }
+
+/// A built UI directory (the page only) outside the state dir.
+fn ui_root() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("control-ui");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("index.html"), "<!doctype html><title>ui</title>").unwrap();
+    for p in [d.path().to_path_buf(), root] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    d
+}
+
+fn media_path(url: &str, session: &str, extra: &str) -> String {
+    let enc = |s: &str| s.replace(':', "%3A").replace('/', "%2F");
+    format!(
+        "/ui/__openclaw__/assistant-media?source={}&sessionKey={}&agentId=main{extra}",
+        enc(url),
+        enc(session)
+    )
+}
+
+/// The Control UI shows a history message's attachments by fetching them from
+/// `__openclaw__/assistant-media` (as OpenClaw's): a checked look with the token, then the
+/// bytes with the ticket it gave; only what the session carries, and nothing a client sent
+/// is ever served as a page (R-A5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_ui_fetches_a_sessions_attachments_with_a_ticket_r_a5() {
+    let tree = ui_root();
+    let gw = Gateway::start_with(&format!(
+        "\n[gateway.control_ui]\nroot = \"{}\"\nbase_path = \"/ui\"\n",
+        tree.path().join("control-ui").display()
+    ))
+    .await;
+    let mut c = gw.connect().await;
+    let page = json!({"mimeType": "text/html", "fileName": "page.html",
+                      "content": b64("<script>alert(1)</script>")});
+    let ack = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "ui", "message": "look", "idempotencyKey": "u-1",
+                   "attachments": [dot(), page]}),
+        )
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    c.chat_event("u-1", |p| p["state"] == "final").await;
+    let rows = user_rows(&mut c, "ui").await;
+    let url = |i: usize| {
+        rows[0]["__openclaw"]["media"][i]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (image, html) = (url(0), url(1));
+    let bearer = format!("Authorization: Bearer {}", gw.token());
+
+    let anon = gw
+        .http("GET", &media_path(&image, "ui", "&meta=1"), &[])
+        .await;
+    assert_eq!(anon.status, 401, "{}", anon.text());
+    let meta = gw
+        .http("GET", &media_path(&image, "ui", "&meta=1"), &[&bearer])
+        .await;
+    assert_eq!(meta.status, 200, "{}", meta.text());
+    let m: Value = serde_json::from_slice(&meta.body).unwrap();
+    assert_eq!(m["available"], true, "{m}");
+    assert_eq!(m["mimeType"], "image/png");
+    assert_eq!(m["sizeBytes"], 70);
+    assert!(m["mediaTicketExpiresAt"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
+    let ticket = m["mediaTicket"].as_str().unwrap().to_owned();
+
+    let img = gw
+        .http(
+            "GET",
+            &media_path(&image, "ui", &format!("&mediaTicket={ticket}")),
+            &[],
+        )
+        .await;
+    assert_eq!(img.status, 200, "{}", img.text());
+    assert_eq!(img.header("content-type"), Some("image/png"));
+    assert_eq!(img.header("x-content-type-options"), Some("nosniff"));
+    assert!(img
+        .header("content-security-policy")
+        .is_some_and(|p| p.contains("sandbox")));
+    use base64::Engine;
+    assert_eq!(
+        img.body,
+        base64::engine::general_purpose::STANDARD
+            .decode(DOT)
+            .unwrap()
+    );
+    // The ticket is for that content of that session only.
+    let other = gw
+        .http(
+            "GET",
+            &media_path(&image, "elsewhere", &format!("&mediaTicket={ticket}")),
+            &[],
+        )
+        .await;
+    assert_eq!(other.status, 401);
+    let wrong = gw
+        .http(
+            "GET",
+            &media_path(&html, "ui", &format!("&mediaTicket={ticket}")),
+            &[],
+        )
+        .await;
+    assert_eq!(wrong.status, 401);
+    // Another session does not carry it, whoever asks.
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "sessionKey": "elsewhere", "idempotencyKey": "u-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok");
+    let absent = gw
+        .http(
+            "GET",
+            &media_path(&image, "elsewhere", "&meta=1"),
+            &[&bearer],
+        )
+        .await;
+    let a: Value = serde_json::from_slice(&absent.body).unwrap();
+    assert_eq!(
+        (&a["available"], &a["code"]),
+        (&json!(false), &json!("file-not-found")),
+        "{a}"
+    );
+    let made_up = gw
+        .http(
+            "GET",
+            &media_path("file:///etc/passwd", "ui", "&meta=1"),
+            &[&bearer],
+        )
+        .await;
+    let a: Value = serde_json::from_slice(&made_up.body).unwrap();
+    assert_eq!(a["code"], "file-not-found", "{a}");
+    // A page a client attached is text, never a page on the gateway's origin.
+    let served = gw
+        .http("GET", &media_path(&html, "ui", ""), &[&bearer])
+        .await;
+    assert_eq!(served.status, 200);
+    assert_eq!(
+        served.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(served.text(), "<script>alert(1)</script>");
+}

@@ -101,3 +101,29 @@ pub struct MediaSlot {
     pub kind: String,
     pub fact_index: usize,
 }
+
+/// `GET /__openclaw__/assistant-media?meta=1`: the attachment is there, with what fetches
+/// it (`mediaTicket`, until `mediaTicketExpiresAt`, ISO 8601).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaMeta {
+    /// `true`.
+    pub available: bool,
+    pub mime_type: String,
+    pub size_bytes: u64,
+    pub media_ticket: String,
+    pub media_ticket_expires_at: String,
+}
+
+/// The attachment cannot be shown (`code`: `file-not-found`, `attachment-unavailable`,
+/// `invalid-file`), with a reason the Control UI shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaUnavailable {
+    /// `false`.
+    pub available: bool,
+    pub code: String,
+    pub reason: String,
+    pub retryable: bool,
+    pub can_allow: bool,
+}

@@ -16,6 +16,7 @@
 //! only.
 
 mod files;
+pub mod media;
 mod page;
 
 use std::path::{Path, PathBuf};
@@ -143,6 +144,8 @@ pub enum Route {
     Redirect(String),
     /// The boot document.
     Config,
+    /// A session's attachment (`__openclaw__/assistant-media`).
+    Media,
     /// A file below the root (decoded, checked segments), and whether a missing one falls
     /// back to the page.
     File { rel: PathBuf, fallback: bool },
@@ -203,6 +206,9 @@ pub fn route(base: &str, path: &str, query: Option<&str>) -> Route {
         || (base.is_empty() && rel == "/__openclaw__/control-ui-config.json");
     if is_config {
         return Route::Config;
+    }
+    if rel == "/__openclaw__/assistant-media" {
+        return Route::Media;
     }
     let mapped = if let Some(i) = rel.find("/assets/") {
         // Deep links load `./assets/...` relative to themselves.
@@ -303,6 +309,15 @@ pub trait Site {
     /// or a device token it issued.
     fn bearer_ok(&self, token: Option<&str>) -> impl std::future::Future<Output = bool> + Send;
     fn boot_document(&self) -> ipc::gateway::ControlUiConfig;
+    /// The key the gateway signs media tickets with (random per process).
+    fn media_key(&self) -> &[u8; 32];
+    /// An attachment some message of the session carries, by its digest's leading digits.
+    fn media(
+        &self,
+        agent_id: Option<&str>,
+        session_key: &str,
+        digits: &str,
+    ) -> impl std::future::Future<Output = Result<Option<ipc::control::MediaBytes>, String>> + Send;
 }
 
 /// Answers a request for the UI, or `None` when the path is not under the base path.
@@ -336,6 +351,7 @@ pub async fn serve(
             r
         }
         Route::Config => config_document(site, headers).await,
+        Route::Media => media::answer(site, query, headers).await,
         Route::File { rel, fallback } => {
             file_or_page(ui, &rel, fallback && accepts_html(headers), headers).await
         }

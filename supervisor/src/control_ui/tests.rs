@@ -52,6 +52,14 @@ fn routes_under_a_base_path() {
         route("", "/__openclaw__/control-ui-config.json", None),
         Route::Config
     );
+    assert_eq!(
+        route("/ui", "/ui/__openclaw__/assistant-media", Some("meta=1")),
+        Route::Media
+    );
+    assert_eq!(
+        route("", "/__openclaw__/assistant-media", None),
+        Route::Media
+    );
 }
 
 #[test]

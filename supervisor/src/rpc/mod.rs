@@ -246,6 +246,35 @@ fn session_error(e: RpcError) -> ErrorShape {
 }
 
 /// A session operation at the agent's worker, within this connection's share.
+/// An attachment a message of `session_key` carries (the Control UI's media route): routed
+/// as `chat.history` routes the key, read by the agent's worker.
+pub(crate) async fn session_media(
+    gw: &Gateway,
+    agent_id: Option<&str>,
+    session_key: &str,
+    digits: &str,
+) -> Result<Option<ipc::control::MediaBytes>, String> {
+    let p = AgentParams {
+        session_key: Some(session_key.to_owned()),
+        agent_id: agent_id.map(str::to_owned),
+        ..Default::default()
+    };
+    let route = admission::route(&p, |id| gw.config().agent(id).is_some())?;
+    let op = SessionOp::Media {
+        session_key: route.session_key,
+        digest: digits.to_ascii_lowercase(),
+    };
+    let answer = match gw.cluster.get() {
+        Some(c) => c.session_op(gw, route.agent_id, op).await,
+        None => gw.control.session_op(route.agent_id, op).await,
+    };
+    match answer {
+        Ok(ipc::control::SessionReply::Media { found }) => Ok(found),
+        Ok(other) => Err(format!("unexpected answer from the worker: {other:?}")),
+        Err(e) => Err(e.message),
+    }
+}
+
 async fn session_op(
     gw: &Arc<Gateway>,
     out: &Out,
