@@ -507,3 +507,80 @@ async fn the_control_ui_fetches_a_sessions_attachments_with_a_ticket_r_a5() {
     );
     assert_eq!(served.text(), "<script>alert(1)</script>");
 }
+
+/// A message with an image steered into a running turn (R-B3) joins its next request with the
+/// image as a part, is recorded with it, and a collected batch carries every message's
+/// attachments into its one turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steered_and_collected_messages_keep_their_attachments_r_b3() {
+    use loopgate_tests::{hold, reply};
+    let gw = Gateway::start_api(Api::Completions, "", TAKES_IMAGES, 30.0).await;
+    gw.model.push(hold("First answer."));
+    gw.model.push(reply("Second answer."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "s-1", "sessionKey": "st"}))
+        .await;
+    let req = c
+        .send(
+            "agent",
+            json!({"message": "and this?", "idempotencyKey": "s-2", "sessionKey": "st",
+                   "attachments": [dot()]}),
+        )
+        .await;
+    let acc = c.res(&req).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    // The worker answers a later question on the link once it has the message in hand.
+    c.call("diagnostics.lanes", json!({})).await;
+    gw.model.release();
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    let requests = gw.model.requests();
+    assert_eq!(requests.len(), 2, "one run, two model calls");
+    let (image, text) = image_and_text(Api::Completions, &last_user(&requests[1].body));
+    assert_eq!(
+        image.as_deref(),
+        Some(format!("data:image/png;base64,{DOT}").as_str())
+    );
+    assert!(text.ends_with("and this?"), "{text}");
+    let rows = user_rows(&mut c, "st").await;
+    assert_eq!(
+        rows[1]["__openclaw"]["media"][0]["kind"], "image",
+        "{rows:?}"
+    );
+
+    // Collected (behind a busy turn): both messages' attachments in the one turn.
+    gw.model.push(hold("Busy."));
+    let busy = c
+        .start_streaming(json!({"message": "busy", "idempotencyKey": "c-0", "sessionKey": "co"}))
+        .await;
+    let note = json!({"mimeType": "text/plain", "fileName": "a.txt", "content": b64("alpha")});
+    for (key, attachments) in [("c-1", json!([dot()])), ("c-2", json!([note]))] {
+        let req = c
+            .send(
+                "agent",
+                json!({"message": key, "idempotencyKey": key, "sessionKey": "co",
+                       "queueMode": "collect", "attachments": attachments}),
+            )
+            .await;
+        assert_eq!(c.res(&req).await["payload"]["status"], "accepted");
+    }
+    c.call("diagnostics.lanes", json!({})).await;
+    gw.model.release();
+    assert_eq!(c.res(&busy).await["payload"]["status"], "ok");
+    let w = c
+        .call("agent.wait", json!({"runId": "c-2", "timeoutMs": 20_000}))
+        .await;
+    assert_eq!(w["payload"]["status"], "ok", "{w}");
+    let last = gw.model.requests().pop().unwrap().body;
+    let (image, text) = image_and_text(Api::Completions, &last_user(&last));
+    assert!(image.is_some(), "{last}");
+    assert!(
+        text.contains("c-1") && text.contains("c-2"),
+        "one turn: {text}"
+    );
+    assert!(
+        text.contains("<file name=\"a.txt\" mime=\"text/plain\">"),
+        "{text}"
+    );
+}
