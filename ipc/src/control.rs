@@ -578,6 +578,10 @@ pub struct SubmitRun {
     /// supervisor (images and text files), in the order sent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// Since: protocol v2 (additive). How much of its tool work the reply tells; `None`:
+    /// nothing (`off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<crate::thinking::VerboseLevel>,
 }
 
 /// A provider and model picked for one run.

@@ -134,9 +134,58 @@ impl ReasoningMode {
     }
 }
 
+/// How much of a run's tool work its final reply tells (OpenClaw's `verboseLevel`): `off`;
+/// `on`: a summary line per tool call; `full`: also each tool's output, and a failed tool's
+/// error in the warning. `SubmitRun::verbose`; `None` is off.
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerboseLevel {
+    #[default]
+    Off,
+    On,
+    Full,
+    /// A level a newer peer named; the worker tells nothing more (as with `off`).
+    #[serde(other)]
+    Unknown,
+}
+
+impl VerboseLevel {
+    /// A level by name or one of OpenClaw's aliases.
+    pub fn parse(s: &str) -> Option<VerboseLevel> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "false" | "no" | "0" => VerboseLevel::Off,
+            "on" | "minimal" | "true" | "yes" | "1" => VerboseLevel::On,
+            "full" | "all" | "everything" => VerboseLevel::Full,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerboseLevel::Off => "off",
+            VerboseLevel::On => "on",
+            VerboseLevel::Full => "full",
+            VerboseLevel::Unknown => "unknown",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verbose_levels_take_openclaws_aliases() {
+        assert_eq!(VerboseLevel::parse(" Yes"), Some(VerboseLevel::On));
+        assert_eq!(VerboseLevel::parse("everything"), Some(VerboseLevel::Full));
+        assert_eq!(VerboseLevel::parse("0"), Some(VerboseLevel::Off));
+        assert_eq!(VerboseLevel::parse("loud"), None);
+        for l in [VerboseLevel::Off, VerboseLevel::On, VerboseLevel::Full] {
+            assert_eq!(VerboseLevel::parse(l.as_str()), Some(l));
+        }
+    }
 
     #[test]
     fn levels_round_trip_and_aliases_resolve() {

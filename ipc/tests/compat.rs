@@ -124,6 +124,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 reasoning: None,
                 queue: None,
                 attachments: Vec::new(),
+                verbose: None,
             })),
         ),
         (
@@ -427,6 +428,7 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                 reasoning: Some(ipc::thinking::ReasoningMode::Stream),
                 queue: None,
                 attachments: Vec::new(),
+                verbose: None,
             })),
         ),
         (
@@ -451,6 +453,7 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                     size_bytes: 3,
                     data: "AAEC".into(),
                 }],
+                verbose: None,
             })),
         ),
         (
@@ -669,6 +672,7 @@ fn additive_run_fields_and_events_round_trip() {
             model: "big-2".into(),
         }),
         attachments: Vec::new(),
+        verbose: None,
     };
     let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
     assert_eq!(back, submit);
@@ -870,6 +874,7 @@ fn debug_output_redacts_secrets_and_content() {
             size_bytes: 9,
             data: "cHJpdmF0ZSBmaWxl".into(),
         }],
+        verbose: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
     assert!(!format!("{submit:?}").contains("cHJpdmF0ZSBmaWxl"));

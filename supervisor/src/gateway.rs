@@ -236,6 +236,8 @@ pub struct SessionOverrides {
     pub reasoning: Option<String>,
     /// What the session's messages do while it is busy (R-B3).
     pub queue_mode: Option<ipc::queue::QueueMode>,
+    /// How much of their tool work its runs' replies tell (R-B1).
+    pub verbose: Option<ipc::thinking::VerboseLevel>,
 }
 
 /// The gateway's presence entry, as OpenClaw's: host, version, platform, `mode: "gateway"`,

@@ -84,6 +84,8 @@ pub struct SessionRow {
     pub reasoning_level: Option<String>,
     /// The session's own queue mode (`sessions.patch queueMode`).
     pub queue_mode: Option<String>,
+    /// The session's own verbose level (`sessions.patch verboseLevel`, `/verbose`).
+    pub verbose_level: Option<String>,
     /// When the last run started and ended (while its outcome is kept).
     pub last_run_started_at: Option<u64>,
     pub last_run_ended_at: Option<u64>,
@@ -103,6 +105,8 @@ pub struct SessionPatch {
     pub reasoning_level: Option<Option<String>>,
     /// `Some(None)` returns the session to `messages.queue.mode`.
     pub queue_mode: Option<Option<String>>,
+    /// `Some(None)` returns the session to its agent's `verbose_default`.
+    pub verbose_level: Option<Option<String>>,
 }
 
 /// A session's own settings, as stored (canonical names).
@@ -113,6 +117,7 @@ pub struct StoredOverrides {
     pub thinking: Option<String>,
     pub reasoning: Option<String>,
     pub queue_mode: Option<String>,
+    pub verbose: Option<String>,
 }
 
 /// Filter and page of `sessions.list`.
@@ -362,6 +367,8 @@ const LADDER: &[dbwriter::Step<'static>] = &[
              ) STRICT;"],
     // v9: sessions found by their transcript id (`agent` with `sessionId` alone, R-A1).
     &["CREATE INDEX IF NOT EXISTS sessions_by_id ON sessions(session_id) WHERE session_id IS NOT NULL;"],
+    // v10: a session's own verbose level.
+    &["ALTER TABLE sessions ADD COLUMN verbose_level TEXT;"],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
@@ -449,10 +456,12 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
             tx,
             sp.run(conn, |c| {
                 let mut stmt = c.prepare_cached(
-                    "SELECT session_key, model_override, thinking_level, reasoning_level, queue_mode
+                    "SELECT session_key, model_override, thinking_level, reasoning_level, queue_mode,
+                            verbose_level
                      FROM sessions
                      WHERE model_override IS NOT NULL OR thinking_level IS NOT NULL
-                        OR reasoning_level IS NOT NULL OR queue_mode IS NOT NULL",
+                        OR reasoning_level IS NOT NULL OR queue_mode IS NOT NULL
+                        OR verbose_level IS NOT NULL",
                 )?;
                 let rows = stmt.query_map([], |r| {
                     Ok(StoredOverrides {
@@ -461,6 +470,7 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
                         thinking: r.get(2)?,
                         reasoning: r.get(3)?,
                         queue_mode: r.get(4)?,
+                        verbose: r.get(5)?,
                     })
                 })?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
@@ -628,6 +638,10 @@ fn patch_session(
         conn.prepare_cached("UPDATE sessions SET queue_mode = ?2 WHERE session_key = ?1")?
             .execute(params![key, q])?;
     }
+    if let Some(v) = &patch.verbose_level {
+        conn.prepare_cached("UPDATE sessions SET verbose_level = ?2 WHERE session_key = ?1")?
+            .execute(params![key, v])?;
+    }
     if let Some(read) = &patch.last_read_at {
         conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
             .execute(params![key, read.map(|v| v as i64)])?;
@@ -665,7 +679,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
         "SELECT s.session_key, s.agent_id, s.session_id, s.created_at, s.updated_at, s.last_run_id,
                 s.last_status, s.last_error, s.input_tokens, s.output_tokens, s.total_tokens, s.label,
                 s.last_read_at, s.model_override, s.thinking_level, s.reasoning_level,
-                r.started_at, r.ended_at, s.queue_mode
+                r.started_at, r.ended_at, s.queue_mode, s.verbose_level
          FROM sessions s LEFT JOIN runs r ON r.run_id = s.last_run_id
          {filter} ORDER BY s.updated_at DESC, s.session_key LIMIT ?5 OFFSET ?6"
     ))?;
@@ -700,6 +714,7 @@ fn list_sessions(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRow>
                     last_run_started_at: r.get::<_, Option<i64>>(16)?.map(|v| v as u64),
                     last_run_ended_at: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
                     queue_mode: r.get(18)?,
+                    verbose_level: r.get(19)?,
                 })
             },
         )?

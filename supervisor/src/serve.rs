@@ -287,7 +287,8 @@ async fn allowed_exec(db: &GatewayDb) -> HashMap<String, Vec<String>> {
     }
 }
 
-/// Sessions' own settings (model, thinking, reasoning, queue mode), kept in the gateway db.
+/// Sessions' own settings (model, thinking, reasoning, queue mode, verbose level), kept in the
+/// gateway db.
 async fn restore_session_overrides(gw: &Gateway, db: &GatewayDb) {
     match db.session_overrides().await {
         Ok(rows) => {
@@ -301,6 +302,10 @@ async fn restore_session_overrides(gw: &Gateway, db: &GatewayDb) {
                             .queue_mode
                             .as_deref()
                             .and_then(ipc::queue::QueueMode::parse),
+                        verbose: row
+                            .verbose
+                            .as_deref()
+                            .and_then(ipc::thinking::VerboseLevel::parse),
                     }
                 });
             }

@@ -44,4 +44,5 @@ mod shapes;
 mod slash_commands;
 mod tools;
 mod turn;
+mod verbose;
 mod websocket;

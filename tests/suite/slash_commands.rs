@@ -270,7 +270,8 @@ async fn commands_list_names_what_is_interpreted() {
             "reset",
             "status",
             "stop",
-            "think"
+            "think",
+            "verbose"
         ]
     );
     let new = all.iter().find(|e| e["name"] == "new").expect("new");

@@ -17,6 +17,7 @@ fn submit(i: usize) -> ControlToWorker {
         reasoning: None,
         queue: None,
         attachments: Vec::new(),
+        verbose: None,
     })
 }
 

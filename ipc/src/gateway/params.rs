@@ -38,6 +38,10 @@ pub struct AgentParams {
     pub expected_existing_session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
+    /// loopgate's own (OpenClaw's schema has none): this run's verbose level, `off`, `on`
+    /// or `full`, over the session's and the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,6 +278,14 @@ pub struct SessionsPatchParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub queue_mode: Option<Option<String>>,
+    /// `off`, `on` or `full` (and OpenClaw's aliases): how much of its tool work an `agent`
+    /// reply of the session tells (`null`: the agent's `verbose_default`).
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub verbose_level: Option<Option<String>>,
     /// Guards, accepted and not checked (as for `sessions.reset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_session_id: Option<String>,

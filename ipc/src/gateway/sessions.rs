@@ -72,6 +72,9 @@ pub struct SessionRow {
     /// The session's own queue mode (`sessions.patch queueMode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_mode: Option<String>,
+    /// The session's own verbose level (`sessions.patch verboseLevel`, `/verbose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose_level: Option<String>,
     /// The last run's start and end, and how long it ran (OpenClaw's `startedAt`,
     /// `endedAt`, `runtimeMs`); a running session has only its start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,6 +117,7 @@ impl SessionRow {
             label: None,
             last_read_at: None,
             thinking_level: None,
+            verbose_level: None,
             reasoning_level: None,
             queue_mode: None,
             started_at: None,

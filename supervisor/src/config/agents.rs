@@ -54,6 +54,9 @@ pub struct RawAgentSettings {
     pub thinking_default: Option<String>,
     /// Whether clients hear reasoning: `off` (default), `on` or `stream`.
     pub reasoning_default: Option<String>,
+    /// How much of a run's tool work its `agent` reply tells: `off` (default), `on` (a line
+    /// per tool call) or `full` (also each tool's output).
+    pub verbose_default: Option<String>,
     /// This agent's disk budget (`workspace_max_mb`, `transcript_max_mb`).
     pub disk: Option<super::disk::RawAgentDisk>,
 }
@@ -98,6 +101,7 @@ pub struct AgentConfig {
     /// Thinking level of runs and sessions that name none (`None`: the provider's default).
     pub thinking_default: Option<ipc::thinking::Thinking>,
     pub reasoning_default: ipc::thinking::ReasoningMode,
+    pub verbose_default: ipc::thinking::VerboseLevel,
     /// `None`: no execution timer.
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
@@ -211,7 +215,17 @@ fn resolve_agent(
         key,
     )?;
     let agent_dir = shared.state_dir.join("agents").join(id.as_str());
+    let verbose_default = match own
+        .verbose_default
+        .as_deref()
+        .or(defaults.verbose_default.as_deref())
+    {
+        None => ipc::thinking::VerboseLevel::Off,
+        Some(v) => ipc::thinking::VerboseLevel::parse(v)
+            .ok_or_else(|| format!("{key}.verbose_default: {v:?} must be off, on or full"))?,
+    };
     Ok(AgentConfig {
+        verbose_default,
         compaction,
         diagnostics: resolve_diagnostics(shared.diagnostics)?,
         disk,

@@ -28,7 +28,7 @@ async fn a_newer_database_is_refused_by_name_and_the_current_one_reopens() {
     assert!(e.to_string().contains("newer than this build"), "{e}");
 }
 
-/// A v3 database (before labels, device tokens and session settings) opens as v8 with
+/// A v3 database (before labels, device tokens and session settings) opens as the newest version with
 /// its sessions intact.
 #[tokio::test]
 async fn a_v3_database_migrates_and_patches() {
@@ -46,6 +46,7 @@ async fn a_v3_database_migrates_and_patches() {
                  ALTER TABLE sessions DROP COLUMN thinking_level;
                  ALTER TABLE sessions DROP COLUMN reasoning_level;
                  ALTER TABLE sessions DROP COLUMN queue_mode;
+                 ALTER TABLE sessions DROP COLUMN verbose_level;
                  DROP TABLE device_tokens;
                  DROP TABLE exec_allowlist;
                  DROP INDEX sessions_by_id;
@@ -61,6 +62,7 @@ async fn a_v3_database_migrates_and_patches() {
         thinking_level: Some(Some("high".into())),
         reasoning_level: None,
         queue_mode: Some(Some("collect".into())),
+        verbose_level: Some(Some("full".into())),
     };
     let row = db
         .patch_session("agent:main:main".into(), "main".into(), patch, 9)
@@ -79,6 +81,7 @@ async fn a_v3_database_migrates_and_patches() {
             thinking: Some("high".to_owned()),
             reasoning: None,
             queue_mode: Some("collect".to_owned()),
+            verbose: Some("full".to_owned()),
         }]
     );
     assert_eq!(

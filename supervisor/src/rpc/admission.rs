@@ -216,6 +216,8 @@ pub(super) struct Admission {
     pub(super) thinking: Option<String>,
     /// `queueMode`, as sent.
     pub(super) queue_mode: Option<String>,
+    /// `verbose` (a level name), as sent (`agent` only).
+    pub(super) verbose: Option<String>,
     /// The message's attachments, checked ([`super::attachments::normalize`]).
     pub(super) attachments: Vec<ipc::control::Attachment>,
     /// Images need a model that takes them (`agent`, as OpenClaw refuses); otherwise a
@@ -312,6 +314,7 @@ pub(super) struct Plan {
     strict_model: bool,
     levels: thinking::RunThinking,
     queue: ipc::queue::QueuePolicy,
+    verbose: ipc::thinking::VerboseLevel,
 }
 
 /// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
@@ -492,12 +495,19 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
             }
         }
     }
+    // Request > session > agent (R-B1).
+    let verbose = match a.verbose.as_deref() {
+        Some(v) => ipc::thinking::VerboseLevel::parse(v)
+            .ok_or_else(|| invalid(format!("verbose level {v:?} must be off, on or full")))?,
+        None => session.verbose.unwrap_or(agent.verbose_default),
+    };
     Ok(Plan {
         agent_timeout_ms: agent.timeout_ms,
         run_model,
         strict_model,
         levels,
         queue,
+        verbose,
     })
 }
 
@@ -604,6 +614,7 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
         reasoning: plan.levels.reasoning,
         queue: Some(plan.queue),
         attachments: std::mem::take(&mut a.attachments),
+        verbose: (plan.verbose != ipc::thinking::VerboseLevel::Off).then_some(plan.verbose),
     }
 }
 

@@ -58,9 +58,11 @@ fn scope_of(command: &Command) -> Method {
         Command::Stop => Method::ChatAbort,
         Command::Compact(_) => Method::SessionsCompact,
         Command::Status => Method::SessionsList,
-        Command::Think(_) | Command::Model(_) | Command::Queue(_) | Command::Reasoning(_) => {
-            Method::SessionsPatch
-        }
+        Command::Think(_)
+        | Command::Model(_)
+        | Command::Queue(_)
+        | Command::Reasoning(_)
+        | Command::Verbose(_) => Method::SessionsPatch,
     }
 }
 
@@ -353,6 +355,29 @@ async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command: Command) 
                 let p = patch(|p, v| p.reasoning_level = Some(Some(v)), r.as_str().into());
                 match patch_session(gw, route, &p).await {
                     Ok(_) => Said::plain(says::reasoning_set(r.as_str())),
+                    Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+                }
+            }
+        },
+        Command::Verbose(None) => {
+            let v = gw.session_overrides(&route.session_key).verbose;
+            let config = gw.config();
+            let default = config
+                .agent(&route.agent_id)
+                .map_or(ipc::thinking::VerboseLevel::Off, |a| a.verbose_default);
+            Said::plain(format!(
+                "Current verbose level: {}.\nOptions: on, full, off.",
+                v.unwrap_or(default).as_str()
+            ))
+        }
+        Command::Verbose(Some(level)) => match ipc::thinking::VerboseLevel::parse(&level) {
+            None => Said::plain(format!(
+                "Unrecognized verbose level \"{level}\". Valid levels: off, on, full."
+            )),
+            Some(v) => {
+                let p = patch(|p, v| p.verbose_level = Some(Some(v)), v.as_str().into());
+                match patch_session(gw, route, &p).await {
+                    Ok(_) => Said::plain(says::verbose_set(v.as_str())),
                     Err(e) => Said::plain(format!("⚠️ {}", e.message)),
                 }
             }

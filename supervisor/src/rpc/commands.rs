@@ -21,6 +21,8 @@ pub(super) enum Command {
     /// `/compact [instructions]`.
     Compact(Option<String>),
     Reasoning(Option<String>),
+    /// `/verbose [on|off|full]` (`/v`).
+    Verbose(Option<String>),
     Status,
 }
 
@@ -53,6 +55,7 @@ pub(super) fn parse(message: &str) -> Option<Command> {
         "queue" => Command::Queue(arg),
         "compact" => Command::Compact(arg),
         "reasoning" | "reason" => Command::Reasoning(arg),
+        "verbose" | "v" => Command::Verbose(arg),
         "status" => Command::Status,
         _ => return None,
     })
@@ -174,6 +177,19 @@ pub(crate) fn catalog(include_args: bool) -> Vec<CommandEntry> {
             )],
         ),
         entry(
+            "verbose",
+            &["verbose", "v"],
+            "Toggle verbose mode.",
+            "options",
+            true,
+            vec![arg(
+                "mode",
+                "on, off, or full",
+                "string",
+                &["on", "off", "full"],
+            )],
+        ),
+        entry(
             "model",
             &["model"],
             "Show or set the session's model.",
@@ -217,6 +233,14 @@ pub(super) mod says {
             "stream" => "⚙️ Reasoning stream enabled.".into(),
             "on" => "⚙️ Reasoning visibility enabled.".into(),
             _ => "⚙️ Reasoning visibility disabled.".into(),
+        }
+    }
+
+    pub fn verbose_set(level: &str) -> String {
+        match level {
+            "full" => "⚙️ Verbose logging set to full.".into(),
+            "on" => "⚙️ Verbose logging enabled.".into(),
+            _ => "⚙️ Verbose logging disabled.".into(),
         }
     }
 
@@ -274,6 +298,10 @@ mod tests {
         );
         assert_eq!(parse("/model"), Some(Command::Model(None)));
         assert_eq!(parse("/status"), Some(Command::Status));
+        assert_eq!(
+            parse("/v full"),
+            Some(Command::Verbose(Some("full".into())))
+        );
     }
 
     #[test]
@@ -288,8 +316,6 @@ mod tests {
             "/",
             "//new",
             "/unknowncommand arg",
-            // Not interpreted yet (verbose replies are not built): text for the model.
-            "/verbose on",
         ] {
             assert_eq!(parse(text), None, "{text:?}");
         }
@@ -312,7 +338,8 @@ mod tests {
                 "reset",
                 "status",
                 "stop",
-                "think"
+                "think",
+                "verbose"
             ]
         );
         for e in &all {

@@ -73,6 +73,7 @@ pub(super) async fn sessions_create(
         model_override: None,
         thinking_level: None,
         reasoning_level: None,
+        verbose_level: None,
         queue_mode: None,
     };
     // A key that exists is adopted: its row is kept (a new label replaces the old).
@@ -134,6 +135,7 @@ pub(super) async fn sessions_create(
         queue_mode: None,
         attachments: Vec::new(),
         images_need_model: false,
+        verbose: None,
     };
     let started = SessionsCreateResult {
         run_started: true,

@@ -143,6 +143,7 @@ pub(super) fn session_row(
         thinking_level: r.thinking_level.clone(),
         reasoning_level: r.reasoning_level.clone(),
         queue_mode: r.queue_mode.clone(),
+        verbose_level: r.verbose_level.clone(),
         effective_queue_mode: r
             .queue_mode
             .clone()
@@ -307,6 +308,7 @@ pub(super) async fn patch_session(
         queue_mode: settings
             .queue_mode
             .map(|m| m.map(|m| m.as_str().to_owned())),
+        verbose_level: settings.verbose.map(|v| v.map(|v| v.as_str().to_owned())),
     };
     let row = gw
         .db
@@ -353,6 +355,7 @@ struct Settings {
     thinking: Option<Option<String>>,
     reasoning: Option<Option<String>>,
     queue_mode: Option<Option<ipc::queue::QueueMode>>,
+    verbose: Option<Option<ipc::thinking::VerboseLevel>>,
 }
 
 impl Settings {
@@ -368,6 +371,9 @@ impl Settings {
         }
         if let Some(q) = self.queue_mode {
             o.queue_mode = q;
+        }
+        if let Some(v) = self.verbose {
+            o.verbose = v;
         }
     }
 }
@@ -409,11 +415,19 @@ fn patched_settings(
             format!("queueMode: {m:?} is not one of steer, followup, collect, interrupt")
         })?)),
     };
+    let verbose = match &p.verbose_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(v)) => Some(Some(ipc::thinking::VerboseLevel::parse(v).ok_or_else(
+            || "invalid verboseLevel (use \"on\"|\"off\"|\"full\")".to_owned(),
+        )?)),
+    };
     Ok(Settings {
         model,
         thinking,
         reasoning,
         queue_mode,
+        verbose,
     })
 }
 

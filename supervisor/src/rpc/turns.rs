@@ -86,6 +86,7 @@ pub(super) async fn agent(
         queue_mode: p.queue_mode,
         attachments,
         images_need_model: true,
+        verbose: p.verbose,
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -224,6 +225,7 @@ pub(super) async fn chat_send(
         queue_mode: p.queue_mode,
         attachments,
         images_need_model: false,
+        verbose: None,
     };
     let ack = |status: &str| {
         ChatSendResult::Ack(ChatSendAck {

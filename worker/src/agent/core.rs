@@ -82,6 +82,8 @@ pub struct TurnSpec {
     pub fallbacks: Vec<crate::llm::ModelChoice>,
     /// Whether clients hear the run's reasoning (as it streams, or once per response).
     pub reasoning: ipc::thinking::ReasoningMode,
+    /// How much of its tool work the reply tells (R-B1).
+    pub verbose: ipc::thinking::VerboseLevel,
     /// How long an `exec` waits for an operator's approval before it is denied.
     pub approval_timeout: Duration,
 }
@@ -286,6 +288,9 @@ pub struct Turn {
     steered: Vec<String>,
     /// An `exec` of this run was denied (R-F4): the reply says so.
     denied: Option<String>,
+    /// Verbose runs: a summary of each tool call (and, `full`, its output), in order; the
+    /// reply's first payloads (R-B1).
+    tool_notes: Vec<String>,
 }
 
 impl Turn {
@@ -325,6 +330,7 @@ impl Turn {
             steering: VecDeque::new(),
             steered: Vec::new(),
             denied: None,
+            tool_notes: Vec::new(),
         }
     }
 

@@ -638,6 +638,7 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
         retry_max: std::time::Duration::from_millis(model.retry_max_ms.unwrap_or(30_000)),
         approval_timeout: std::time::Duration::from_millis(approval_ms),
         reasoning: shown_reasoning(run.reasoning),
+        verbose: run.verbose.unwrap_or_default(),
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()

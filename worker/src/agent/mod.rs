@@ -10,4 +10,5 @@ pub mod prompt;
 pub mod reply;
 pub mod retry;
 pub mod skills;
+pub mod verbose;
 pub mod xml;

@@ -20,6 +20,7 @@ fn run(id: &str, mode: QueueMode, cap: u32, drop: QueueDrop) -> SubmitRun {
             drop,
         }),
         attachments: Vec::new(),
+        verbose: None,
     }
 }
 

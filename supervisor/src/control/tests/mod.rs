@@ -131,6 +131,7 @@ impl Harness {
             reasoning: None,
             queue: None,
             attachments: Vec::new(),
+            verbose: None,
         };
         let d = Dispatch {
             run,
@@ -622,6 +623,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         reasoning: None,
         queue: None,
         attachments: Vec::new(),
+        verbose: None,
     };
     control
         .dispatch(Dispatch {

@@ -102,6 +102,11 @@ impl Turn {
                     is_error: None,
                 });
                 let run = Action::RunTool(call.clone());
+                if let Some(note) =
+                    crate::agent::verbose::summary(self.spec.verbose, &call.name, &call.arguments)
+                {
+                    self.tool_notes.push(note);
+                }
                 (
                     Phase::Tools {
                         run_deadline,
@@ -150,6 +155,14 @@ impl Turn {
         });
         if outcome.is_error {
             self.tool_error = Some((call.name.clone(), outcome.content.clone()));
+        }
+        if let Some(note) = crate::agent::verbose::output(
+            self.spec.verbose,
+            &call.name,
+            &call.arguments,
+            &outcome.content,
+        ) {
+            self.tool_notes.push(note);
         }
         // A sent message reaches the user now, on the assistant stream.
         let mut delivered = Vec::new();

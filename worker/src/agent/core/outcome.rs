@@ -117,8 +117,9 @@ impl Turn {
         // Messages sent with the `message` tool are delivered replies; a final text that only
         // repeats one of them is a duplicate confirmation and is dropped (R-E3).
         let mut payloads: Vec<Payload> = if status == RunStatus::Ok {
-            self.sent
+            self.tool_notes
                 .iter()
+                .chain(&self.sent)
                 .chain(&self.continued)
                 .map(|t| Payload {
                     text: t.clone(),

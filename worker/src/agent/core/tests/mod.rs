@@ -18,6 +18,7 @@ fn spec(timeout: Option<u64>) -> TurnSpec {
         retry_max: Duration::from_secs(30),
         fallbacks: Vec::new(),
         reasoning: ReasoningMode::Off,
+        verbose: ipc::thinking::VerboseLevel::Off,
         approval_timeout: Duration::from_secs(30),
     }
 }
