@@ -672,7 +672,7 @@ fn additive_run_fields_and_events_round_trip() {
             model: "big-2".into(),
         }),
         attachments: Vec::new(),
-        verbose: None,
+        verbose: Some(ipc::thinking::VerboseLevel::Full),
     };
     let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
     assert_eq!(back, submit);
