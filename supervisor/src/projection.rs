@@ -87,7 +87,8 @@ pub fn lifecycle(
         }),
         LifecyclePhase::Error if l.aborted == Some(true) => Some(ChatState::Aborted {
             stop_reason: stop_name(l.stop_reason),
-            error_message: l.error.clone(),
+            error_message: None,
+            message: (!text.is_empty()).then(|| ChatMessage::assistant(text, ts)),
         }),
         LifecyclePhase::Error => Some(ChatState::Error {
             error_message: l.error.clone(),
@@ -467,7 +468,8 @@ pub fn ended_by_gateway(
     let state = match aborted {
         Some(reason) => ChatState::Aborted {
             stop_reason: Some(reason.as_str().to_owned()),
-            error_message: Some(error.to_owned()),
+            error_message: None,
+            message: None,
         },
         None => ChatState::Error {
             error_message: Some(error.to_owned()),

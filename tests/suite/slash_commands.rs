@@ -181,10 +181,7 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
         )
         .await;
     assert_eq!(ack["payload"]["status"], "started", "{ack}");
-    c.agent_event("s-1", |p| {
-        p["stream"] == "lifecycle" && p["data"]["phase"] == "start"
-    })
-    .await;
+    c.chat_event("s-1", |p| p["state"] == "delta").await;
     let stop = c
         .call(
             "chat.send",
@@ -196,7 +193,9 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
         json!({"ok": true, "aborted": true, "runIds": ["s-1"]}),
         "{stop}"
     );
-    c.chat_event("s-1", |p| p["state"] == "aborted").await;
+    // A stop is not an error (the Control UI shows an `errorMessage` as one).
+    let aborted = c.chat_event("s-1", |p| p["state"] == "aborted").await;
+    assert!(aborted["payload"].get("errorMessage").is_none(), "{aborted}");
     // Nothing to stop: answered, nothing aborted.
     let idle = c
         .call(

@@ -179,9 +179,14 @@ pub enum ChatState {
         #[serde(default)]
         stop_reason: Option<String>,
     },
+    /// A stopped run, as OpenClaw's: the text streamed so far as `message`, and no
+    /// `errorMessage` (the Control UI shows a stop with one as a failure).
     Aborted {
         stop_reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         error_message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<ChatMessage>,
     },
     /// Still running: `phase` (`starting_model` while a retry waits) and the retry, if any.
     Status {

@@ -89,10 +89,16 @@ fn lifecycle_error_is_chat_error_or_aborted() {
     l.aborted = Some(true);
     l.stop_reason = Some(RunStopReason::Rpc);
     let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "", None).unwrap().1.unwrap());
+    // A stop is not a failure (the Control UI shows one with `errorMessage` as an error);
+    // what streamed before it is kept as the message.
     assert_eq!(
-        (&chat["state"], &chat["stopReason"], &chat["errorMessage"]),
-        (&json!("aborted"), &json!("rpc"), &json!("boom"))
+        (&chat["state"], &chat["stopReason"], chat.get("errorMessage")),
+        (&json!("aborted"), &json!("rpc"), None)
     );
+    assert!(chat.get("message").is_none(), "{chat}");
+    let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "Half an ans", None).unwrap().1.unwrap());
+    assert_eq!(chat["message"]["content"][0]["text"], "Half an ans", "{chat}");
+    assert_eq!(chat["message"]["role"], "assistant");
 }
 
 #[test]
