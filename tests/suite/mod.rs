@@ -39,6 +39,7 @@ mod security_link;
 mod security_local;
 mod security_storage;
 mod session_id;
+mod session_lookup;
 mod sessions;
 mod shapes;
 mod slash_commands;

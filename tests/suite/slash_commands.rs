@@ -195,7 +195,10 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
     );
     // A stop is not an error (the Control UI shows an `errorMessage` as one).
     let aborted = c.chat_event("s-1", |p| p["state"] == "aborted").await;
-    assert!(aborted["payload"].get("errorMessage").is_none(), "{aborted}");
+    assert!(
+        aborted["payload"].get("errorMessage").is_none(),
+        "{aborted}"
+    );
     // Nothing to stop: answered, nothing aborted.
     let idle = c
         .call(

@@ -125,6 +125,10 @@ gateway_methods! {
     QuestionList = "question.list", Read, AnyParams => QuestionListResult;
     SessionsReset = "sessions.reset", Admin, SessionsResetParams => SessionsResetResult;
     SessionsDelete = "sessions.delete", Admin, SessionsDeleteParams => SessionsDeleteResult;
+    /// Which session a key, id, label or short id names (the Control UI's session URLs).
+    SessionsResolve = "sessions.resolve", Read, SessionsResolveParams => SessionsResolveResult;
+    /// Stops the session's running run (the Control UI's Stop).
+    SessionsAbort = "sessions.abort", Write, SessionsAbortParams => SessionsAbortResult;
     AgentsList = "agents.list", Read, AgentsListParams => AgentsListResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;

@@ -92,12 +92,24 @@ fn lifecycle_error_is_chat_error_or_aborted() {
     // A stop is not a failure (the Control UI shows one with `errorMessage` as an error);
     // what streamed before it is kept as the message.
     assert_eq!(
-        (&chat["state"], &chat["stopReason"], chat.get("errorMessage")),
+        (
+            &chat["state"],
+            &chat["stopReason"],
+            chat.get("errorMessage")
+        ),
         (&json!("aborted"), &json!("rpc"), None)
     );
     assert!(chat.get("message").is_none(), "{chat}");
-    let chat = to_json(&lifecycle(&RUN, 2, 3, &l, "Half an ans", None).unwrap().1.unwrap());
-    assert_eq!(chat["message"]["content"][0]["text"], "Half an ans", "{chat}");
+    let chat = to_json(
+        &lifecycle(&RUN, 2, 3, &l, "Half an ans", None)
+            .unwrap()
+            .1
+            .unwrap(),
+    );
+    assert_eq!(
+        chat["message"]["content"][0]["text"], "Half an ans",
+        "{chat}"
+    );
     assert_eq!(chat["message"]["role"], "assistant");
 }
 

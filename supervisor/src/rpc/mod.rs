@@ -47,6 +47,7 @@ mod create;
 mod devices;
 pub(crate) mod diagnostics;
 mod gateway_ops;
+mod resolve;
 mod resume;
 mod sessions;
 mod thinking;
@@ -58,6 +59,7 @@ use compact::*;
 use create::*;
 use devices::*;
 use gateway_ops::*;
+use resolve::*;
 use sessions::*;
 use turns::*;
 
@@ -130,6 +132,8 @@ pub async fn handle(
         // is refused by the params: a session key is required).
         Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
+        Method::SessionsResolve => sessions_resolve(gw, req, out).await,
+        Method::SessionsAbort => sessions_abort(gw, req, out).await,
         Method::ChatInject => chat_inject(gw, req, out).await,
         Method::SessionsList => sessions_list(gw, req, out).await,
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,

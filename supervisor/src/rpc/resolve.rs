@@ -1,0 +1,250 @@
+//! `sessions.resolve` and `sessions.abort`, as OpenClaw answers them: the Control UI resolves
+//! the session its URL names (`/chat/<agent>/<shortId>`, the end of a session key's UUID
+//! without dashes) and stops a session with `sessions.abort`.
+
+use ipc::gateway::{
+    ResolvedSession, SessionsAbortResult, SessionsResolveParams, SessionsResolveResult,
+};
+
+use super::*;
+
+/// Most candidates an ambiguous short id lists.
+const MAX_CANDIDATES: usize = 10;
+/// Most session rows a label or short id is looked for in.
+const MAX_SCANNED: u32 = 100_000;
+
+pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<m::SessionsResolve>(&req, out).await else {
+        return;
+    };
+    let invalid = |m: String| ErrorShape::invalid(m);
+    let given = [
+        p.key.is_some(),
+        p.session_id.is_some(),
+        p.label.is_some(),
+        p.short_id.is_some(),
+        p.reference.is_some(),
+    ]
+    .iter()
+    .filter(|g| **g)
+    .count();
+    if given > 1 {
+        return out
+            .err(
+                &req.id,
+                invalid(
+                    "Provide either key, sessionId, label, shortId, or reference (not multiple)"
+                        .into(),
+                ),
+            )
+            .await;
+    }
+    if given == 0 {
+        return out
+            .err(
+                &req.id,
+                invalid("Either key, sessionId, label, shortId, or reference is required".into()),
+            )
+            .await;
+    }
+    if p.slug_hint.is_some() && p.short_id.is_none() {
+        return out
+            .err(&req.id, invalid("slugHint requires shortId".into()))
+            .await;
+    }
+    let found = match lookup(gw, &p).await {
+        Ok(found) => found,
+        Err(e) => return out.err(&req.id, e).await,
+    };
+    let result = match found {
+        Found::One(s) => SessionsResolveResult {
+            ok: true,
+            found: Some(s),
+            candidates: None,
+        },
+        Found::Several(c) => SessionsResolveResult {
+            ok: false,
+            found: None,
+            candidates: Some(c),
+        },
+        Found::None(_) if p.allow_missing == Some(true) => SessionsResolveResult {
+            ok: false,
+            found: None,
+            candidates: None,
+        },
+        Found::None(what) => return out.err(&req.id, invalid(what)).await,
+    };
+    reply::<m::SessionsResolve>(out, &req.id, &result).await
+}
+
+enum Found {
+    One(ResolvedSession),
+    Several(Vec<ResolvedSession>),
+    /// Nothing: what OpenClaw says then.
+    None(String),
+}
+
+async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorShape> {
+    let db_error = |e: crate::gatewaydb::DbError| {
+        ErrorShape::unavailable(format!("cannot read the session index: {e}"), Some(500))
+    };
+    let row = |key: String, agent_id: String, label: Option<String>| ResolvedSession {
+        key,
+        agent_id,
+        display_name: label,
+    };
+    if let Some(key) = p.key.as_ref().or(p.reference.as_ref().map(|r| &r.key)) {
+        let params = AgentParams {
+            session_key: Some(key.clone()),
+            agent_id: p.agent_id.clone(),
+            ..Default::default()
+        };
+        let missing = || Found::None(format!("No session found: {key}"));
+        let Ok(route) = route(&params, |id| gw.config().agent(id).is_some()) else {
+            return Ok(missing());
+        };
+        let q = SessionQuery {
+            key: Some(route.session_key.clone()),
+            limit: 1,
+            ..SessionQuery::default()
+        };
+        let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
+        return Ok(match rows.into_iter().next() {
+            Some(r) => Found::One(row(r.session_key, r.agent_id, None)),
+            None => missing(),
+        });
+    }
+    if let Some(id) = &p.session_id {
+        return Ok(
+            match gw.db.session_by_id(id.clone()).await.map_err(db_error)? {
+                Some((key, agent_id)) if p.agent_id.as_deref().is_none_or(|a| a == agent_id) => {
+                    Found::One(row(key, agent_id, None))
+                }
+                _ => Found::None(format!("No session found: {id}")),
+            },
+        );
+    }
+    let q = SessionQuery {
+        agent_id: p.agent_id.clone(),
+        limit: MAX_SCANNED,
+        ..SessionQuery::default()
+    };
+    let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
+    if let Some(label) = &p.label {
+        let label = label.trim();
+        let matching: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.label.as_deref() == Some(label))
+            .collect();
+        return Ok(match matching.as_slice() {
+            [] => Found::None(format!("No session found with label: {label}")),
+            [one] => Found::One(row(
+                one.session_key.clone(),
+                one.agent_id.clone(),
+                one.label.clone(),
+            )),
+            several => {
+                let keys: Vec<&str> = several.iter().map(|r| r.session_key.as_str()).collect();
+                return Err(ErrorShape::invalid(format!(
+                    "Multiple sessions found with label: {label} ({})",
+                    keys.join(", ")
+                )));
+            }
+        });
+    }
+    let Some(short) = &p.short_id else {
+        return Ok(Found::None("No session found".into()));
+    };
+    let short = short.to_ascii_lowercase();
+    if !(8..=32).contains(&short.len()) || !short.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ErrorShape::invalid(
+            "shortId must be 8-32 hexadecimal characters",
+        ));
+    }
+    let mut matching: Vec<ResolvedSession> = rows
+        .into_iter()
+        .filter(|r| short_id_of(&r.session_key).starts_with(&short))
+        .map(|r| row(r.session_key, r.agent_id, r.label))
+        .collect();
+    Ok(match matching.len() {
+        0 => Found::None(format!("No session found: {short}")),
+        1 => Found::One(matching.remove(0)),
+        _ => {
+            matching.truncate(MAX_CANDIDATES);
+            Found::Several(matching)
+        }
+    })
+}
+
+/// The digits a short id is matched against: the key's last part, lowercase, no dashes.
+fn short_id_of(key: &str) -> String {
+    key.rsplit(':')
+        .next()
+        .unwrap_or(key)
+        .chars()
+        .filter(|c| *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+pub(super) async fn sessions_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+    let Some(p) = params::<m::SessionsAbort>(&req, out).await else {
+        return;
+    };
+    let none = SessionsAbortResult {
+        ok: true,
+        aborted_run_id: None,
+        status: "no-active-run".into(),
+    };
+    let session_key = match (&p.key, &p.run_id) {
+        (Some(key), _) => {
+            let Some(route) = route_key(gw, &req, out, key, p.agent_id.as_deref()).await else {
+                return;
+            };
+            route.session_key
+        }
+        // A run alone: its session, if the run is still going.
+        (None, Some(run_id)) => match gw.db.lookup(run_id.clone()).await {
+            Ok(Some(StoredRun::Active { session_key, .. })) => session_key,
+            Ok(_) => return reply::<m::SessionsAbort>(out, &req.id, &none).await,
+            Err(e) => {
+                let why = format!("cannot look up the run: {e}");
+                return out
+                    .err(&req.id, ErrorShape::unavailable(why, Some(500)))
+                    .await;
+            }
+        },
+        (None, None) => return out.err(&req.id, ErrorShape::invalid("key required")).await,
+    };
+    match gw
+        .control
+        .abort(session_key, p.run_id.clone(), StopReason::Rpc)
+        .await
+    {
+        Ok(Ok(ids)) => {
+            let result = match ids.into_iter().next() {
+                Some(id) => SessionsAbortResult {
+                    ok: true,
+                    aborted_run_id: Some(id),
+                    status: "aborted".into(),
+                },
+                None => none,
+            };
+            reply::<m::SessionsAbort>(out, &req.id, &result).await
+        }
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(e) => out.err(&req.id, control_error(e)).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_ids_are_the_keys_uuid_without_dashes() {
+        assert_eq!(
+            super::short_id_of("agent:main:6C678EE7-1a2b-4c3d-8e9f-001122334455"),
+            "6c678ee71a2b4c3d8e9f001122334455"
+        );
+        assert_eq!(super::short_id_of("plain"), "plain");
+    }
+}
