@@ -4,7 +4,7 @@
 //! not support it). R-A1 (a session named by key, id, label or short id), R-A5 (abort).
 
 use loopgate_tests::{hold, Gateway};
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_resolve_finds_a_session_by_each_name_r_a1() {
