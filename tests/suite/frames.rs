@@ -180,6 +180,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "question.list",
             "sessions.reset",
             "sessions.delete",
+            "sessions.resolve",
+            "sessions.abort",
             "agents.list",
             "agent.identity.get",
             "chat.metadata",
