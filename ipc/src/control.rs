@@ -522,6 +522,9 @@ pub enum StopReason {
     /// Since: protocol v2 (additive). Stuck-session recovery abort-drained the run: no
     /// observed progress past the abort threshold (R-I2).
     Stalled,
+    /// Since: protocol v2 (additive). The user's `/stop` command (clients see stop reason
+    /// `stop`, as OpenClaw's).
+    Command,
     #[serde(other)]
     Unknown,
 }
@@ -534,6 +537,7 @@ impl StopReason {
             StopReason::Timeout => "timeout",
             StopReason::Interrupt => "interrupt",
             StopReason::Stalled => "stalled",
+            StopReason::Command => "stop",
             StopReason::Unknown => "unknown",
         }
     }

@@ -254,6 +254,8 @@ impl From<StopReason> for RunStopReason {
             StopReason::Timeout => RunStopReason::Timeout,
             StopReason::Interrupt => RunStopReason::Interrupt,
             StopReason::Stalled => RunStopReason::Stalled,
+            // The user stopped it: `stop`, as OpenClaw says for `/stop`.
+            StopReason::Command => RunStopReason::Stop,
             StopReason::Unknown => RunStopReason::Unknown,
         }
     }

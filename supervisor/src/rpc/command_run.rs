@@ -220,7 +220,7 @@ async fn run_command(
         // `/stop` by `agent`: its answer is a final result like any other.
         Command::Stop => match gw
             .control
-            .abort(route.session_key.clone(), None, StopReason::Rpc)
+            .abort(route.session_key.clone(), None, StopReason::Command)
             .await
         {
             Ok(Ok(ids)) if !ids.is_empty() => Said::plain("⚙️ Agent was aborted."),
@@ -255,7 +255,7 @@ async fn final_result(out: &Out, req_id: &str, final_json: &str) {
 async fn stop(gw: &Arc<Gateway>, req: &RequestFrame, out: &Out, route: Route) {
     match gw
         .control
-        .abort(route.session_key, None, StopReason::Rpc)
+        .abort(route.session_key, None, StopReason::Command)
         .await
     {
         Ok(Ok(ids)) => {
