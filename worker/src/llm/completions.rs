@@ -8,7 +8,7 @@
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::media::DataUrl;
+use super::media::{Content, DataUrl};
 use futures_util::StreamExt;
 use ipc::control::{ModelSpec, Usage};
 use serde::Serialize;
@@ -43,22 +43,14 @@ struct StreamOptions {
 #[derive(Serialize)]
 struct Msg<'a> {
     role: &'a str,
-    content: Content<'a>,
+    content: Content<'a, Part<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<CallOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
 }
 
-/// A message's content: its text's JSON literal, written once per message
-/// ([`super::Text::json`]), or, with images, a text part then an `image_url` part per image.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Content<'a> {
-    Text(&'a serde_json::value::RawValue),
-    Parts(Vec<Part<'a>>),
-}
-
+/// A content part: the text, or an image as a `data:` URL.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
@@ -73,22 +65,6 @@ enum Part<'a> {
 #[derive(Serialize)]
 struct ImageUrl<'a> {
     url: DataUrl<'a>,
-}
-
-impl<'a> Content<'a> {
-    fn of(m: &'a ChatMessage, takes_images: bool) -> Self {
-        let images = m.images_for(takes_images);
-        let text = m.text_for(takes_images).json();
-        if images.is_empty() {
-            return Content::Text(text);
-        }
-        let mut parts = Vec::with_capacity(images.len() + 1);
-        parts.push(Part::Text { text });
-        parts.extend(images.iter().map(|i| Part::ImageUrl {
-            image_url: ImageUrl { url: DataUrl(i) },
-        }));
-        Content::Parts(parts)
-    }
 }
 
 #[derive(Serialize)]
@@ -109,7 +85,14 @@ struct FnCall<'a> {
 fn msg(m: &ChatMessage, takes_images: bool) -> Msg<'_> {
     Msg {
         role: m.role,
-        content: Content::of(m, takes_images),
+        content: Content::of(
+            m,
+            takes_images,
+            |text| Part::Text { text },
+            |i| Part::ImageUrl {
+                image_url: ImageUrl { url: DataUrl(i) },
+            },
+        ),
         tool_calls: m
             .tool_calls
             .iter()

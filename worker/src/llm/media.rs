@@ -158,6 +158,37 @@ impl ChatMessage {
     }
 }
 
+/// A message's content as the OpenAI APIs take it: the text's JSON literal (written once per
+/// message, [`super::Text::json`]), or, with images, a text part then an image part per
+/// image, in the API's own part type `P`.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum Content<'a, P> {
+    Text(&'a serde_json::value::RawValue),
+    Parts(Vec<P>),
+}
+
+impl<'a, P> Content<'a, P> {
+    /// `m`'s content for a model that takes images or not, its parts made by `text` and
+    /// `image`.
+    pub fn of(
+        m: &'a ChatMessage,
+        takes_images: bool,
+        text: fn(&'a serde_json::value::RawValue) -> P,
+        image: fn(&'a Image) -> P,
+    ) -> Self {
+        let images = m.images_for(takes_images);
+        let literal = m.text_for(takes_images).json();
+        if images.is_empty() {
+            return Content::Text(literal);
+        }
+        let mut parts = Vec::with_capacity(images.len() + 1);
+        parts.push(text(literal));
+        parts.extend(images.iter().map(image));
+        Content::Parts(parts)
+    }
+}
+
 /// `data:<type>;base64,<data>`, written straight into a body (no copy of the data made).
 pub struct DataUrl<'a>(pub &'a Image);
 

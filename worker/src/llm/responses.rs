@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use super::calls::Calls;
 use super::limits::{capped, Limits};
-use super::media::DataUrl;
+use super::media::{Content, DataUrl};
 use super::{
     finish, send, EndTurn, LlmError, LlmEvent, Messages, ModelRequest, ResponsesTerminal, Terminal,
 };
@@ -55,7 +55,7 @@ struct Reasoning {
 enum Item<'a> {
     Message {
         role: &'a str,
-        content: Content<'a>,
+        content: Content<'a, Part<'a>>,
     },
     Typed {
         #[serde(rename = "type")]
@@ -70,15 +70,7 @@ enum Item<'a> {
     },
 }
 
-/// A message's content: the text's JSON literal ([`super::Text::json`]), or, with images,
-/// an `input_text` part then an `input_image` part per image.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Content<'a> {
-    Text(&'a serde_json::value::RawValue),
-    Parts(Vec<Part<'a>>),
-}
-
+/// A content part: the text, or an image as a `data:` URL.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
@@ -121,18 +113,15 @@ impl Serialize for Input<'_> {
                 continue;
             }
             if !m.content.is_empty() || m.tool_calls.is_empty() {
-                let text = m.text_for(self.1).json();
-                let images = m.images_for(self.1);
-                let content = if images.is_empty() {
-                    Content::Text(text)
-                } else {
-                    let mut parts = vec![Part::InputText { text }];
-                    parts.extend(images.iter().map(|i| Part::InputImage {
+                let content = Content::of(
+                    m,
+                    self.1,
+                    |text| Part::InputText { text },
+                    |i| Part::InputImage {
                         detail: "auto",
                         image_url: DataUrl(i),
-                    }));
-                    Content::Parts(parts)
-                };
+                    },
+                );
                 seq.serialize_element(&Item::Message {
                     role: m.role,
                     content,
