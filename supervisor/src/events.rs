@@ -456,6 +456,29 @@ impl EventHub {
         st.log.take_shrank()
     }
 
+    /// The text a run's chat deltas had streamed so far (empty: none was published or kept):
+    /// what a run the gateway ends at once had said (its chat `aborted` carries it).
+    pub fn streamed_text(&self, run_id: &str) -> String {
+        let st = self.state();
+        let log = st.log.replay(run_id, 0, st.last);
+        drop(st);
+        log.events
+            .iter()
+            .rev()
+            .filter(|e| e.event == ipc::gateway::events::CHAT)
+            .find_map(|e| {
+                let v: Value = serde_json::from_str(&e.payload).ok()?;
+                (v["state"] == "delta")
+                    .then(|| {
+                        v["message"]["content"][0]["text"]
+                            .as_str()
+                            .map(str::to_owned)
+                    })
+                    .flatten()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn replay(
         &self,
         run_id: &str,

@@ -181,7 +181,8 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
         )
         .await;
     assert_eq!(ack["payload"]["status"], "started", "{ack}");
-    c.chat_event("s-1", |p| p["state"] == "delta").await;
+    let delta = c.chat_event("s-1", |p| p["state"] == "delta").await;
+    let streamed = delta["payload"]["message"]["content"][0]["text"].clone();
     let stop = c
         .call(
             "chat.send",

@@ -222,6 +222,32 @@ pub(super) fn gateway_events(
     ))
 }
 
+/// The terminal events of a run the gateway stops at once: chat `aborted` with what the run
+/// had `streamed` so far as its message (as OpenClaw's carries it).
+pub(super) fn aborted_events(
+    entry: &RunEntry,
+    run_id: &str,
+    seq: u64,
+    ended_at: u64,
+    error: &str,
+    reason: StopReason,
+    streamed: &str,
+) -> Vec<Deferred> {
+    let run = RunRef {
+        run_id,
+        session_key: &entry.session_key,
+        agent_id: &entry.agent_id,
+    };
+    let (agent, mut chat) =
+        crate::projection::ended_by_gateway(&run, seq, ended_at, None, error, Some(reason.into()));
+    if let ipc::gateway::ChatState::Aborted { message, .. } = &mut chat.state {
+        if !streamed.is_empty() {
+            *message = Some(ipc::gateway::ChatMessage::assistant(streamed, ended_at));
+        }
+    }
+    Deferred::terminal((agent, chat))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 use super::command::{Dispatch, OpResult, WaitReply};
 use super::core::{Control, Effect};
 use super::run_table::{
-    gateway_events, gateway_outcome, PendingOp, RunClock, RunEntry, RunState, DEADLINE_GRACE,
-    KEEP_FINISHED, MAX_FINISHED, MAX_PENDING_OPS,
+    aborted_events, gateway_events, gateway_outcome, PendingOp, RunClock, RunEntry, RunState,
+    DEADLINE_GRACE, KEEP_FINISHED, MAX_FINISHED, MAX_PENDING_OPS,
 };
 use super::slot::{Delivery, WorkerState};
 use crate::events::{Deferred, TerminalEvents};
@@ -281,8 +281,9 @@ impl Control {
         let (ended_at, status, stop) = (self.now.wall_ms, RunStatus::Aborted, Some(reason));
         let error = format!("run aborted ({})", reason.as_str());
         let outcome = gateway_outcome(entry, run_id, status, ended_at, &error, stop);
+        let streamed = self.deps.hub.streamed_text(run_id);
         self.deps.hub.end_run(run_id, |seq| {
-            gateway_events(entry, run_id, seq, status, ended_at, &error, stop)
+            aborted_events(entry, run_id, seq, ended_at, &error, reason, &streamed)
         });
         self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
     }
