@@ -194,10 +194,16 @@ async fn stop_aborts_the_running_turn_as_chat_abort_does() {
         json!({"ok": true, "aborted": true, "runIds": ["s-1"]}),
         "{stop}"
     );
-    // A stop is not an error (the Control UI shows an `errorMessage` as one).
+    // A stop is not an error (the Control UI shows an `errorMessage` as one); what had
+    // streamed stays, and the stop reason is `/stop`'s, as OpenClaw's.
     let aborted = c.chat_event("s-1", |p| p["state"] == "aborted").await;
     assert!(
         aborted["payload"].get("errorMessage").is_none(),
+        "{aborted}"
+    );
+    assert_eq!(aborted["payload"]["stopReason"], "stop", "{aborted}");
+    assert_eq!(
+        aborted["payload"]["message"]["content"][0]["text"], streamed,
         "{aborted}"
     );
     // Nothing to stop: answered, nothing aborted.

@@ -9,6 +9,7 @@
 //! blocks the writer (WAL).
 
 pub mod journal;
+mod media;
 pub mod reader;
 pub mod schema;
 pub mod writer;

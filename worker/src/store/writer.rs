@@ -524,14 +524,7 @@ fn delete(c: &Connection, session_key: &str, delete_transcript: bool) -> Result<
             .execute(params![session_id])?;
         c.prepare_cached("DELETE FROM input_alias WHERE session_id = ?1")?
             .execute(params![session_id])?;
-        c.prepare_cached("DELETE FROM transcript_media WHERE session_id = ?1")?
-            .execute(params![session_id])?;
-        // Attachments no other session refers to go with it.
-        c.prepare_cached(
-            "DELETE FROM media WHERE NOT EXISTS
-                (SELECT 1 FROM transcript_media t WHERE t.digest = media.digest)",
-        )?
-        .execute([])?;
+        super::media::forget_session(c, &session_id)?;
     }
     c.prepare_cached("DELETE FROM sessions WHERE session_key = ?1")?
         .execute(params![session_key])?;
@@ -702,23 +695,7 @@ fn append(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(),
             plain.then_some(&m.text)],
     )?;
-    for (position, a) in m.media.iter().enumerate() {
-        c.prepare_cached(
-            "INSERT OR IGNORE INTO media(digest, mime_type, size_bytes, data, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            a.digest,
-            a.mime_type,
-            a.size_bytes as i64,
-            a.data,
-            m.created_at as i64
-        ])?;
-        c.prepare_cached(
-            "INSERT INTO transcript_media(session_id, seq, position, digest) VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![session_id, seq, position as i64, a.digest])?;
-    }
+    super::media::keep(c, session_id, seq, &m.media, m.created_at)?;
     c.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE session_id = ?1")?
         .execute(params![session_id, m.created_at as i64])?;
     Ok(Appended {
