@@ -5,6 +5,7 @@ mod bench_smoke;
 mod catalog;
 mod chaos;
 mod cluster;
+mod cluster_attachments;
 mod cluster_engine;
 mod cluster_ops;
 mod cluster_resume;

@@ -630,6 +630,16 @@ async fn admit_clustered<A: serde::Serialize>(
     ack: impl FnOnce(u64) -> A,
 ) -> Admitted {
     use crate::clustered::Submitted;
+    // A run crosses the cluster as one NATS message: attachments past what it carries are
+    // refused here, as hello-ok's `policy.attachments` says, not failed as unavailable.
+    let policy = ipc::gateway::AttachmentPolicy::within(c.engine.max_payload() as u64);
+    let total: u64 = a.attachments.iter().map(|x| x.size_bytes).sum();
+    if total > policy.max_bytes {
+        return Admitted::Refused(ErrorShape::invalid(format!(
+            "attachments exceed size limit ({total} > {} bytes in cluster mode: one run must fit the NATS servers' max_payload)",
+            policy.max_bytes
+        )));
+    }
     let accepted_at = now_ms();
     let record = cluster::RunRecord {
         run_id: a.run_id.clone(),
