@@ -43,6 +43,17 @@ pub(super) struct RunEntry {
     pub state: RunState,
 }
 
+impl RunEntry {
+    /// The run `run_id` of this entry, as its events name it.
+    pub(super) fn run<'a>(&'a self, run_id: &'a str) -> RunRef<'a> {
+        RunRef {
+            run_id,
+            session_key: &self.session_key,
+            agent_id: &self.agent_id,
+        }
+    }
+}
+
 /// The unsettled runs of each session, in the order they came: the run table indexed by
 /// session, so that admission and session events do not scan every run the table keeps
 /// (it keeps up to [`MAX_FINISHED`] finished ones; the scan was 6 % of the supervisor's
@@ -208,11 +219,7 @@ pub(super) fn gateway_events(
     error: &str,
     stop: Option<StopReason>,
 ) -> Vec<Deferred> {
-    let run = RunRef {
-        run_id,
-        session_key: &entry.session_key,
-        agent_id: &entry.agent_id,
-    };
+    let run = entry.run(run_id);
     let aborted = match (status, stop) {
         (RunStatus::Aborted, Some(reason)) => Some(reason.into()),
         _ => None,
@@ -233,11 +240,7 @@ pub(super) fn aborted_events(
     reason: StopReason,
     streamed: &str,
 ) -> Vec<Deferred> {
-    let run = RunRef {
-        run_id,
-        session_key: &entry.session_key,
-        agent_id: &entry.agent_id,
-    };
+    let run = entry.run(run_id);
     let (agent, mut chat) =
         crate::projection::ended_by_gateway(&run, seq, ended_at, None, error, Some(reason.into()));
     if let ipc::gateway::ChatState::Aborted { message, .. } = &mut chat.state {

@@ -18,7 +18,6 @@ use super::run_table::{
 use super::slot::{Delivery, WorkerState};
 use crate::events::{Deferred, TerminalEvents};
 use crate::outcome::Outcome;
-use crate::projection::RunRef;
 
 /// Most runs waited for before they are handed over (each a client's `agent.wait`).
 const MAX_EXPECTED: usize = 4096;
@@ -142,11 +141,7 @@ impl Control {
         let watched = self.deps.hub.sessions_watched();
         if let Some(entry) = self.runs.get(&run_id).filter(|_| watched) {
             let still = self.unsettled.of(&entry.session_key).to_vec();
-            let run = RunRef {
-                run_id: &run_id,
-                session_key: &entry.session_key,
-                agent_id: &entry.agent_id,
-            };
+            let run = entry.run(&run_id);
             let changed = crate::projection::session_run_ended(
                 &run,
                 outcome.ended_at,
@@ -192,11 +187,7 @@ impl Control {
         // its worker) published nothing: its clients still get the terminal events (R-A5).
         // One another turn carried ends with that turn's outcome (R-B3).
         let deferred = if deferred.events.is_empty() && deferred.gate.is_none() && !deferred.told {
-            let run = RunRef {
-                run_id: &t.run_id,
-                session_key: &entry.session_key,
-                agent_id: &entry.agent_id,
-            };
+            let run = entry.run(&t.run_id);
             if t.carried_by.is_some() {
                 let events = crate::projection::carried_terminal(&run, 1, &t);
                 let outcome = outcome.clone();

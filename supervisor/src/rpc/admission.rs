@@ -525,15 +525,7 @@ fn check_images(
     else {
         return Ok(());
     };
-    let takes = match run_model {
-        None => own.images,
-        Some(m) => agent
-            .providers
-            .iter()
-            .find(|p| p.provider == m.provider)
-            .is_some_and(|p| p.caps(&m.model).images),
-    };
-    if takes {
+    if thinking::run_caps(agent, own, run_model).images {
         return Ok(());
     }
     let name = image.file_name.as_deref().unwrap_or("(unnamed)");

@@ -249,7 +249,6 @@ fn session_error(e: RpcError) -> ErrorShape {
     }
 }
 
-/// A session operation at the agent's worker, within this connection's share.
 /// An attachment a message of `session_key` carries (the Control UI's media route): routed
 /// as `chat.history` routes the key, read by the agent's worker.
 pub(crate) async fn session_media(
@@ -268,17 +267,14 @@ pub(crate) async fn session_media(
         session_key: route.session_key,
         digest: digits.to_ascii_lowercase(),
     };
-    let answer = match gw.cluster.get() {
-        Some(c) => c.session_op(gw, route.agent_id, op).await,
-        None => gw.control.session_op(route.agent_id, op).await,
-    };
-    match answer {
+    match at_worker(gw, route.agent_id, op).await {
         Ok(ipc::control::SessionReply::Media { found }) => Ok(found),
         Ok(other) => Err(format!("unexpected answer from the worker: {other:?}")),
         Err(e) => Err(e.message),
     }
 }
 
+/// A session operation at the agent's worker, within this connection's share.
 async fn session_op(
     gw: &Arc<Gateway>,
     out: &Out,
@@ -294,6 +290,12 @@ async fn session_op(
             ),
         ));
     };
+    at_worker(gw, agent_id, op).await
+}
+
+/// A session operation at the agent's worker: this gateway's, or (cluster mode) the
+/// owner's.
+async fn at_worker(gw: &Gateway, agent_id: String, op: SessionOp) -> crate::control::OpResult {
     match gw.cluster.get() {
         Some(c) => c.session_op(gw, agent_id, op).await,
         None => gw.control.session_op(agent_id, op).await,

@@ -7,7 +7,7 @@
 use ipc::control::RunModel;
 use ipc::thinking::{ReasoningMode, Thinking};
 
-use crate::config::{AgentConfig, ResolvedModel};
+use crate::config::{AgentConfig, ModelCaps, ResolvedModel};
 use crate::gateway::SessionOverrides;
 
 /// What a run gets: `None` for the defaults (reasoning: `None` is off).
@@ -30,23 +30,39 @@ pub(super) fn parse_reasoning(s: &str) -> Result<ReasoningMode, String> {
         .ok_or_else(|| format!("reasoning level {s:?} must be off, on or stream"))
 }
 
+/// What the config says of the model a run uses (its own pick, else the agent's): whether
+/// it thinks and takes images (an unconfigured provider's model does neither).
+pub(super) fn run_caps(
+    agent: &AgentConfig,
+    own: &ResolvedModel,
+    run_model: Option<&RunModel>,
+) -> ModelCaps {
+    match run_model {
+        None => ModelCaps {
+            reasoning: own.reasoning,
+            context_window: own.context_window,
+            images: own.images,
+        },
+        Some(m) => agent
+            .providers
+            .iter()
+            .find(|p| p.provider == m.provider)
+            .map(|p| p.caps(&m.model))
+            .unwrap_or_default(),
+    }
+}
+
 /// Whether the model a run uses (its own pick, else the agent's) can think, and its name.
 pub(super) fn model_reasons(
     agent: &AgentConfig,
     own: &ResolvedModel,
     run_model: Option<&RunModel>,
 ) -> (bool, String) {
-    match run_model {
-        None => (own.reasoning, format!("{}/{}", own.provider, own.model)),
-        Some(m) => {
-            let reasons = agent
-                .providers
-                .iter()
-                .find(|p| p.provider == m.provider)
-                .is_some_and(|p| p.caps(&m.model).reasoning);
-            (reasons, format!("{}/{}", m.provider, m.model))
-        }
-    }
+    let name = match run_model {
+        None => format!("{}/{}", own.provider, own.model),
+        Some(m) => format!("{}/{}", m.provider, m.model),
+    };
+    (run_caps(agent, own, run_model).reasoning, name)
 }
 
 /// Checks `level` against the model: only a reasoning model thinks.
