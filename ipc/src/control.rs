@@ -586,6 +586,9 @@ pub struct SubmitRun {
     /// nothing (`off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verbose: Option<crate::thinking::VerboseLevel>,
+    /// Since: protocol v2 (additive). Block streaming of the reply (R-D5); `None`: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<crate::blocks::BlockStreaming>,
 }
 
 /// A provider and model picked for one run.

@@ -8,6 +8,7 @@
 //!   `WorkerToControl`) and the frozen version handshake (`Hello` / `HelloReply`).
 //! - [`gateway`]: OpenClaw Gateway protocol v4 JSON frames spoken to clients (CLI, WebSocket
 //!   clients) over the supervisor's listeners.
+//! - [`blocks`]: block streaming settings (R-D5).
 //! - [`approval`]: exec approval requests and decisions across the control link.
 //! - [`diagnostics`]: stuck-session policy, lane reports and recoveries (R-I1..R-I3).
 //! - [`disk`]: an agent's disk budget (workspace, transcript store, free-space floor).
@@ -21,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod blocks;
 pub mod control;
 pub mod diagnostics;
 pub mod disk;

@@ -125,6 +125,7 @@ fn samples() -> Vec<(&'static str, Sample)> {
                 queue: None,
                 attachments: Vec::new(),
                 verbose: None,
+                blocks: None,
             })),
         ),
         (
@@ -429,6 +430,7 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                 queue: None,
                 attachments: Vec::new(),
                 verbose: None,
+                blocks: None,
             })),
         ),
         (
@@ -454,6 +456,44 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                     data: "AAEC".into(),
                 }],
                 verbose: None,
+                blocks: None,
+            })),
+        ),
+        (
+            "submit_verbose_blocks",
+            Sample::Down(ControlToWorker::Submit(SubmitRun {
+                run_id: "run-5".into(),
+                session_key: "agent:main:main".into(),
+                message: "hi".into(),
+                extra_system_prompt: None,
+                timeout_ms: None,
+                accepted_at: 1_764_480_000_000,
+                model: None,
+                strict_model: false,
+                thinking: None,
+                reasoning: None,
+                queue: None,
+                attachments: Vec::new(),
+                verbose: Some(ipc::thinking::VerboseLevel::Full),
+                blocks: Some(ipc::blocks::BlockStreaming {
+                    boundary: ipc::blocks::BlockBoundary::MessageEnd,
+                    min_chars: 200,
+                    max_chars: 900,
+                    prefer: ipc::blocks::BreakPreference::Sentence,
+                }),
+            })),
+        ),
+        (
+            "event_block",
+            Sample::Up(WorkerToControl::Event(RunEvent {
+                run_id: "run-5".into(),
+                seq: 3,
+                ts: 1_764_480_000_003,
+                body: EventBody::Block {
+                    text: "First paragraph.".into(),
+                    index: 0,
+                    reasoning: false,
+                },
             })),
         ),
         (
@@ -673,6 +713,7 @@ fn additive_run_fields_and_events_round_trip() {
         }),
         attachments: Vec::new(),
         verbose: Some(ipc::thinking::VerboseLevel::Full),
+        blocks: Some(ipc::blocks::BlockStreaming::default()),
     };
     let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
     assert_eq!(back, submit);
@@ -875,8 +916,15 @@ fn debug_output_redacts_secrets_and_content() {
             data: "cHJpdmF0ZSBmaWxl".into(),
         }],
         verbose: None,
+        blocks: None,
     };
     assert!(!format!("{submit:?}").contains("private"));
+    let block = EventBody::Block {
+        text: "private words".into(),
+        index: 0,
+        reasoning: false,
+    };
+    assert!(!format!("{block:?}").contains("private"));
     assert!(!format!("{submit:?}").contains("cHJpdmF0ZSBmaWxl"));
 }
 

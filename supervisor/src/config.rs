@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod agents;
+mod blocks;
 mod disk;
 mod gateway;
 mod hooks;
@@ -29,6 +30,7 @@ pub use agents::{
     DEFAULT_BOOTSTRAP_MAX_CHARS, DEFAULT_BOOTSTRAP_TOTAL_MAX_CHARS, DEFAULT_MAX_CONCURRENT,
     DEFAULT_TIMEOUT_SECONDS,
 };
+pub use blocks::{BlockSettings, RawBlockStreaming};
 pub use gateway::{
     AuthMode, BindAddr, GatewayConfig, RawAuth, RawGateway, RawMetrics,
     DEFAULT_DRAIN_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT,

@@ -7,11 +7,11 @@ use ipc::control::{
     StoredMedia, StoredMessage,
 };
 use ipc::gateway::{
-    AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, ChatErrorKind,
-    ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase, LifecycleData,
-    LifecyclePhase, MediaEntry, MediaImageLayout, MediaSlot, MessagePlace, ReplyPayload,
-    ResultError, ResultMeta, RetryInfo, RunResult, RunStatusData, SessionMessage, SessionRow,
-    SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
+    AgentData, AgentEvent, AgentMeta, AgentResult, AgentWaitResult, AssistantData, BlockData,
+    ChatErrorKind, ChatEvent, ChatMessage, ChatState, CompactionData, CompactionPhase,
+    LifecycleData, LifecyclePhase, MediaEntry, MediaImageLayout, MediaSlot, MessagePlace,
+    ReplyPayload, ResultError, ResultMeta, RetryInfo, RunResult, RunStatusData, SessionMessage,
+    SessionRow, SessionsChanged, TerminalReceipt, TerminalReply, ToolData, ToolPhase, UsageOut,
 };
 use serde_json::Value;
 
@@ -162,6 +162,11 @@ impl ReplyText {
         self.message = recorded.to_owned();
     }
 
+    /// The `itemId` of the assistant message text last went to (`None` before any).
+    pub fn item_id(&self, run_id: &str) -> Option<String> {
+        (self.items > 0).then(|| format!("{run_id}:{}", self.items))
+    }
+
     /// The whole run's text (the chat `final`).
     pub fn run(&self) -> &str {
         &self.run
@@ -212,6 +217,29 @@ pub fn thinking(run: &RunRef<'_>, seq: u64, ts: u64, text: &str, delta: &str) ->
             text: text.to_owned(),
             delta: delta.to_owned(),
             item_id: None,
+        }),
+    )
+}
+
+/// A block of the reply (block streaming, R-D5): the `agent` `block` event, naming the
+/// assistant message it was cut from (none for a reasoning block).
+pub fn block(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    text: &str,
+    index: u32,
+    is_reasoning: bool,
+    item_id: Option<String>,
+) -> AgentEvent {
+    run.agent(
+        seq,
+        ts,
+        AgentData::Block(BlockData {
+            text: text.to_owned(),
+            index,
+            is_reasoning,
+            item_id,
         }),
     )
 }

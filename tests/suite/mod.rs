@@ -2,6 +2,7 @@ mod absent;
 mod approvals;
 mod attachments;
 mod bench_smoke;
+mod block_streaming;
 mod catalog;
 mod chaos;
 mod cluster;

@@ -164,6 +164,7 @@ fn weight(msg: &WorkerToControl) -> usize {
         WorkerToControl::Event(ev) => match &ev.body {
             EventBody::Message(m) => m.message_json.len(),
             EventBody::Assistant { delta } | EventBody::Thinking { delta } => delta.len(),
+            EventBody::Block { text, .. } => text.len(),
             EventBody::Tool {
                 args_json,
                 result_json,
@@ -227,6 +228,15 @@ fn shrink(msg: WorkerToControl, size: usize) -> WorkerToControl {
                 },
                 EventBody::Thinking { delta } => EventBody::Thinking {
                     delta: cut(delta, &over),
+                },
+                EventBody::Block {
+                    text,
+                    index,
+                    reasoning,
+                } => EventBody::Block {
+                    text: cut(text, &over),
+                    index,
+                    reasoning,
                 },
                 EventBody::Tool {
                     phase,

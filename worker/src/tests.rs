@@ -18,6 +18,7 @@ fn submit(i: usize) -> ControlToWorker {
         queue: None,
         attachments: Vec::new(),
         verbose: None,
+        blocks: None,
     })
 }
 

@@ -84,6 +84,15 @@ pub enum EventBody {
         max_attempts: u32,
         reason: RetryReason,
     },
+    /// Since: protocol v2 (additive). A block of the reply, complete and ready to deliver
+    /// (block streaming, R-D5): `index` counts the run's blocks from 0; `reasoning`: the
+    /// response's reasoning as a block of its own (reasoning `on`).
+    Block {
+        text: String,
+        index: u32,
+        #[serde(default)]
+        reasoning: bool,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -133,6 +142,16 @@ impl fmt::Debug for EventBody {
                 .field("attempt", attempt)
                 .field("max_attempts", max_attempts)
                 .field("reason", reason)
+                .finish(),
+            EventBody::Block {
+                text,
+                index,
+                reasoning,
+            } => f
+                .debug_struct("Block")
+                .field("index", index)
+                .field("reasoning", reasoning)
+                .field("len", &text.len())
                 .finish(),
             EventBody::Thinking { delta } => f
                 .debug_struct("Thinking")

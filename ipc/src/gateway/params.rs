@@ -42,6 +42,10 @@ pub struct AgentParams {
     /// or `full`, over the session's and the agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verbose: Option<String>,
+    /// loopgate's own: whether this run streams its reply as `block` events (R-D5), over the
+    /// agent's `block_streaming.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_streaming: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

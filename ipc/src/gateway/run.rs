@@ -32,6 +32,23 @@ pub enum AgentData {
     /// A model attempt is being retried: `{phase: "retrying", attempt, maxAttempts, reason}`.
     #[serde(rename = "run_status")]
     RunStatus(RunStatusData),
+    /// loopgate's own (OpenClaw sends block replies only to messaging channels): a block
+    /// of the reply, complete and ready to deliver, for runs with block streaming (R-D5).
+    Block(BlockData),
+}
+
+/// A block of a run's reply: `index` counts the run's blocks from 0; `itemId` is the
+/// assistant message it was cut from; `isReasoning` marks a response's reasoning sent as a
+/// block of its own (reasoning `on`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockData {
+    pub text: String,
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_reasoning: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,8 @@ pub struct RawAgentSettings {
     /// How much of a run's tool work its `agent` reply tells: `off` (default), `on` (a line
     /// per tool call) or `full` (also each tool's output).
     pub verbose_default: Option<String>,
+    /// Block streaming of `agent` replies (R-D5).
+    pub block_streaming: Option<super::blocks::RawBlockStreaming>,
     /// This agent's disk budget (`workspace_max_mb`, `transcript_max_mb`).
     pub disk: Option<super::disk::RawAgentDisk>,
 }
@@ -102,6 +104,7 @@ pub struct AgentConfig {
     pub thinking_default: Option<ipc::thinking::Thinking>,
     pub reasoning_default: ipc::thinking::ReasoningMode,
     pub verbose_default: ipc::thinking::VerboseLevel,
+    pub block_streaming: super::blocks::BlockSettings,
     /// `None`: no execution timer.
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
@@ -224,8 +227,14 @@ fn resolve_agent(
         Some(v) => ipc::thinking::VerboseLevel::parse(v)
             .ok_or_else(|| format!("{key}.verbose_default: {v:?} must be off, on or full"))?,
     };
+    let block_streaming = super::blocks::resolve(
+        own.block_streaming.as_ref(),
+        defaults.block_streaming.as_ref(),
+        key,
+    )?;
     Ok(AgentConfig {
         verbose_default,
+        block_streaming,
         compaction,
         diagnostics: resolve_diagnostics(shared.diagnostics)?,
         disk,

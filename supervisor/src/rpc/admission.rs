@@ -218,6 +218,9 @@ pub(super) struct Admission {
     pub(super) queue_mode: Option<String>,
     /// `verbose` (a level name), as sent (`agent` only).
     pub(super) verbose: Option<String>,
+    /// `blockStreaming`, as sent (`agent` only; a `chat.send` run never streams blocks: as
+    /// on OpenClaw, its reply is one final message).
+    pub(super) block_streaming: Option<bool>,
     /// The message's attachments, checked ([`super::attachments::normalize`]).
     pub(super) attachments: Vec<ipc::control::Attachment>,
     /// Images need a model that takes them (`agent`, as OpenClaw refuses); otherwise a
@@ -315,6 +318,7 @@ pub(super) struct Plan {
     levels: thinking::RunThinking,
     queue: ipc::queue::QueuePolicy,
     verbose: ipc::thinking::VerboseLevel,
+    blocks: Option<ipc::blocks::BlockStreaming>,
 }
 
 /// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
@@ -501,7 +505,13 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
             .ok_or_else(|| invalid(format!("verbose level {v:?} must be off, on or full")))?,
         None => session.verbose.unwrap_or(agent.verbose_default),
     };
+    // Request > agent (R-D5).
+    let blocks = a
+        .block_streaming
+        .unwrap_or(agent.block_streaming.enabled)
+        .then_some(agent.block_streaming.spec);
     Ok(Plan {
+        blocks,
         agent_timeout_ms: agent.timeout_ms,
         run_model,
         strict_model,
@@ -607,6 +617,7 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
         queue: Some(plan.queue),
         attachments: std::mem::take(&mut a.attachments),
         verbose: (plan.verbose != ipc::thinking::VerboseLevel::Off).then_some(plan.verbose),
+        blocks: plan.blocks,
     }
 }
 

@@ -136,6 +136,7 @@ pub(super) async fn sessions_create(
         attachments: Vec::new(),
         images_need_model: false,
         verbose: None,
+        block_streaming: Some(false),
     };
     let started = SessionsCreateResult {
         run_started: true,

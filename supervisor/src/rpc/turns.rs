@@ -87,6 +87,7 @@ pub(super) async fn agent(
         attachments,
         images_need_model: true,
         verbose: p.verbose,
+        block_streaming: p.block_streaming,
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -226,6 +227,7 @@ pub(super) async fn chat_send(
         attachments,
         images_need_model: false,
         verbose: None,
+        block_streaming: Some(false),
     };
     let ack = |status: &str| {
         ChatSendResult::Ack(ChatSendAck {

@@ -196,6 +196,20 @@ pub(super) fn project(
             let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
             out.push(Deferred::agent(&agent));
         }
+        EventBody::Block {
+            text,
+            index,
+            reasoning,
+        } => {
+            // A reasoning block belongs to no assistant message.
+            let item = if *reasoning {
+                None
+            } else {
+                st.text.item_id(&ev.run_id)
+            };
+            let agent = p::block(&run, ev.seq, ev.ts, text, *index, *reasoning, item);
+            out.push(Deferred::agent(&agent));
+        }
         EventBody::RunStatus { .. } => {
             // The next attempt's text is a message of its own.
             st.text.close();

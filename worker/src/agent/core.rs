@@ -33,6 +33,7 @@ use ipc::control::{
 
 use std::collections::VecDeque;
 
+use super::blocks;
 use super::compaction::{self, ContextBudget};
 use super::reply;
 use super::retry::Retries;
@@ -84,6 +85,8 @@ pub struct TurnSpec {
     pub reasoning: ipc::thinking::ReasoningMode,
     /// How much of its tool work the reply tells (R-B1).
     pub verbose: ipc::thinking::VerboseLevel,
+    /// Block streaming of the reply (R-D5); `None`: off.
+    pub blocks: Option<ipc::blocks::BlockStreaming>,
     /// How long an `exec` waits for an operator's approval before it is denied.
     pub approval_timeout: Duration,
 }
@@ -291,11 +294,18 @@ pub struct Turn {
     /// Verbose runs: a summary of each tool call (and, `full`, its output), in order; the
     /// reply's first payloads (R-B1).
     tool_notes: Vec<String>,
+    /// Block streaming (R-D5): the current response's text not sent as a block yet.
+    chunker: Option<blocks::Chunker>,
+    /// Blocks sent so far (the next one's `index`).
+    blocks_sent: u32,
+    /// How much of the current response's reasoning went out as a block (reasoning `on`).
+    reasoning_blocked: usize,
 }
 
 impl Turn {
     pub fn new(spec: TurnSpec, now: Instant, wall_ms: u64) -> Self {
         let retries = Retries::new(spec.retry_base, spec.retry_max, seed_of(&spec.run_id));
+        let chunker = spec.blocks.map(blocks::Chunker::new);
         Self {
             spec,
             phase: Phase::Starting { cancel: None },
@@ -331,6 +341,9 @@ impl Turn {
             steered: Vec::new(),
             denied: None,
             tool_notes: Vec::new(),
+            chunker,
+            blocks_sent: 0,
+            reasoning_blocked: 0,
         }
     }
 
@@ -624,6 +637,10 @@ impl Turn {
         self.text.clear();
         self.reasoning.clear();
         self.reasoning_signature.clear();
+        self.reasoning_blocked = 0;
+        if let Some(c) = self.chunker.as_mut() {
+            c.clear();
+        }
         self.diagnostic = None;
         self.calls.clear();
         self.request = Some(req.clone());
@@ -642,15 +659,73 @@ impl Turn {
         }
         self.text.push_str(&d);
         if self.released {
-            vec![Action::Emit(EventBody::Assistant { delta: d })]
+            self.spoken(d)
         } else if !reply::has_visible_text(&self.text) || reply::may_become_silent(&self.text) {
             vec![]
         } else {
             self.released = true;
-            vec![Action::Emit(EventBody::Assistant {
-                delta: self.text.clone(),
-            })]
+            self.spoken(self.text.clone())
         }
+    }
+
+    /// Reply text for clients: its `assistant` event, then the blocks it completes.
+    fn spoken(&mut self, delta: String) -> Vec<Action> {
+        let mut out = Vec::with_capacity(1);
+        let blocks = match self.chunker.as_mut() {
+            Some(c) => c.push(&delta),
+            None => Vec::new(),
+        };
+        out.push(Action::Emit(EventBody::Assistant { delta }));
+        if self.chunker.is_some() {
+            out.extend(self.reasoning_block());
+        }
+        out.extend(self.blocks(blocks, false));
+        out
+    }
+
+    /// The current response's text ended (a tool call began, or the response is
+    /// complete): the blocks still buffered, after its reasoning's.
+    fn text_ended(&mut self) -> Vec<Action> {
+        let Some(c) = self.chunker.as_mut() else {
+            return Vec::new();
+        };
+        let blocks = c.flush();
+        let mut out = self.reasoning_block();
+        out.extend(self.blocks(blocks, false));
+        out
+    }
+
+    /// Reasoning `on` with block streaming: the response's reasoning not sent yet, as a
+    /// block of its own, before the text it led to.
+    fn reasoning_block(&mut self) -> Vec<Action> {
+        if self.spec.reasoning != ipc::thinking::ReasoningMode::On {
+            return Vec::new();
+        }
+        let Some(unsent) = self.reasoning.get(self.reasoning_blocked..) else {
+            return Vec::new();
+        };
+        let text = unsent.trim();
+        if text.is_empty() {
+            return Vec::new();
+        }
+        let text = text.to_owned();
+        self.reasoning_blocked = self.reasoning.len();
+        self.blocks(vec![text], true)
+    }
+
+    fn blocks(&mut self, texts: Vec<String>, reasoning: bool) -> Vec<Action> {
+        texts
+            .into_iter()
+            .map(|text| {
+                let index = self.blocks_sent;
+                self.blocks_sent += 1;
+                Action::Emit(EventBody::Block {
+                    text,
+                    index,
+                    reasoning,
+                })
+            })
+            .collect()
     }
 
     /// Calls the model with `req`, compacting the context first when it is over the model's

@@ -274,6 +274,16 @@ impl Driver {
     async fn emit(&mut self, mut body: EventBody) {
         // Observed progress: a reply delta, a tool step, a status (R-I1).
         self.probe.progressed();
+        // A block is delivered as it is: through the `message_sending` guards first (R-H2).
+        // A cancelled one is not sent (its `index` is skipped).
+        if let EventBody::Block { text, .. } = &mut body {
+            if self.ctx.hooks.has("message_sending") {
+                match self.ctx.hooks.message_sending(&self.hook_ctx, text).await {
+                    Some(kept) => *text = kept,
+                    None => return,
+                }
+            }
+        }
         // The chat `final` shows the reply as the guards left it, when they changed it.
         if let (EventBody::Lifecycle(l), Some((original, kept))) = (&mut body, &self.guarded) {
             if l.phase == ipc::control::Phase::End && kept.as_ref() != Some(original) {
@@ -639,6 +649,7 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
         approval_timeout: std::time::Duration::from_millis(approval_ms),
         reasoning: shown_reasoning(run.reasoning),
         verbose: run.verbose.unwrap_or_default(),
+        blocks: run.blocks,
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()

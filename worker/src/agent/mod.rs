@@ -1,7 +1,8 @@
 //! The agent loop: [`core`] decides (sans-IO), [`driver`] carries out its actions, [`prompt`]
 //! owns everything the model sees (system prompt and history rendering), [`reply`] shapes what
-//! the user gets (silent token, tool-error warning).
+//! the user gets (silent token, tool-error warning), [`blocks`] cuts it into blocks (R-D5).
 
+pub mod blocks;
 pub mod compact_now;
 pub mod compaction;
 pub mod core;

@@ -21,6 +21,7 @@ fn run(id: &str, mode: QueueMode, cap: u32, drop: QueueDrop) -> SubmitRun {
         }),
         attachments: Vec::new(),
         verbose: None,
+        blocks: None,
     }
 }
 

@@ -132,6 +132,7 @@ impl Harness {
             queue: None,
             attachments: Vec::new(),
             verbose: None,
+            blocks: None,
         };
         let d = Dispatch {
             run,
@@ -624,6 +625,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         queue: None,
         attachments: Vec::new(),
         verbose: None,
+        blocks: None,
     };
     control
         .dispatch(Dispatch {

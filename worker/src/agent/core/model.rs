@@ -119,9 +119,15 @@ impl Turn {
                 self.reasoning_signature.push_str(&sig);
                 (streaming(idle_deadline), vec![])
             }
-            LlmEvent::ToolCallStart { .. } | LlmEvent::ToolCallDelta { .. } => {
-                (streaming(now + self.spec.idle_timeout), vec![])
+            // A tool call ends the response's text: with `text_end`, its last block goes.
+            LlmEvent::ToolCallStart { .. } => {
+                let ended = match &self.chunker {
+                    Some(c) if c.streams_text() => self.text_ended(),
+                    _ => Vec::new(),
+                };
+                (streaming(now + self.spec.idle_timeout), ended)
             }
+            LlmEvent::ToolCallDelta { .. } => (streaming(now + self.spec.idle_timeout), vec![]),
             LlmEvent::ToolCalls(calls) => {
                 self.calls.extend(calls);
                 (streaming(now + self.spec.idle_timeout), vec![])
@@ -162,6 +168,7 @@ impl Turn {
         let mut held = shown;
         held.extend(self.accept_text(tail));
         held.extend(self.flush_held());
+        held.extend(self.text_ended());
         if finish_reason.as_deref() == Some("length") {
             if let Some(next) = self.after_length_cut(run_deadline, now, wall_ms) {
                 let (p, mut a) = next;
@@ -243,7 +250,8 @@ impl Turn {
             } else {
                 warning
             };
-            held.push(Action::Emit(EventBody::Assistant { delta }));
+            held.extend(self.spoken(delta));
+            held.extend(self.text_ended());
         }
         let stop = reply_stop_reason(finish_reason.as_deref());
         let (p, mut a) = self.end(RunStatus::Ok, None, Some(stop), wall_ms);
@@ -432,9 +440,7 @@ impl Turn {
             return vec![];
         }
         self.released = true;
-        vec![Action::Emit(EventBody::Assistant {
-            delta: self.text.clone(),
-        })]
+        self.spoken(self.text.clone())
     }
 
     /// Whether the current response says something a user can see (not only whitespace or

@@ -19,6 +19,7 @@ fn spec(timeout: Option<u64>) -> TurnSpec {
         fallbacks: Vec::new(),
         reasoning: ReasoningMode::Off,
         verbose: ipc::thinking::VerboseLevel::Off,
+        blocks: None,
         approval_timeout: Duration::from_secs(30),
     }
 }
@@ -446,5 +447,6 @@ fn appended(a: &[Action]) -> Vec<&NewMessage> {
         .collect()
 }
 
+mod blocks;
 mod steer;
 mod tools;
