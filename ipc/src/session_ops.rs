@@ -76,8 +76,35 @@ pub enum SessionOp {
     /// Since: protocol v2 (additive). An attachment a message of the session carries, by
     /// the digits of its digest a `media://inbound/` name holds (the Control UI shows it).
     Media { session_key: String, digest: String },
+    /// Since: protocol v2 (additive). Record a slash command the supervisor answered, as
+    /// OpenClaw records one: the command as a user message and the gateway's reply as an
+    /// assistant message, both of run `record.run_id` (the session is made if it has none).
+    /// Not recorded while a run holds the session (the answer says so).
+    Command {
+        session_key: String,
+        record: CommandRecord,
+    },
     #[serde(other)]
     Unknown,
+}
+
+/// A slash command and the gateway's reply to it, to record.
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    pub run_id: String,
+    /// The message as sent (`/think high`).
+    pub command: String,
+    pub reply: String,
+    pub timestamp: u64,
+    /// The reply tells of a change to the session (OpenClaw's `openclawStatusNotice`).
+    #[serde(default)]
+    pub notice: bool,
+    /// Neither row is part of the model's context (`/status`: OpenClaw's
+    /// `contextFreeCommand`). Replies never are; commands otherwise are.
+    #[serde(default)]
+    pub context_free: bool,
 }
 
 impl SessionOp {
@@ -158,6 +185,14 @@ pub enum SessionReply {
         /// `None`: recorded, but history hides it (it is only the silent `NO_REPLY`).
         #[serde(default)]
         message: Option<StoredMessage>,
+    },
+    /// Since: protocol v2 (additive). `session_id: None`: not recorded (a run holds the
+    /// session); else the two recorded messages, oldest first.
+    Command {
+        #[serde(default)]
+        session_id: Option<String>,
+        #[serde(default)]
+        messages: Vec<StoredMessage>,
     },
     /// `compacted: false` with `reason` when there was nothing to do.
     Compact {

@@ -484,6 +484,36 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
             })),
         ),
         (
+            "session_command",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 11,
+                op: SessionOp::Command {
+                    session_key: "agent:main:main".into(),
+                    record: ipc::session_ops::CommandRecord {
+                        run_id: "run-6".into(),
+                        command: "/status".into(),
+                        reply: "🦞 loopgate".into(),
+                        timestamp: 1_764_480_000_000,
+                        notice: false,
+                        context_free: true,
+                    },
+                },
+            }),
+        ),
+        (
+            "done_command",
+            done(
+                11,
+                SessionReply::Command {
+                    session_id: Some("s1".into()),
+                    messages: vec![
+                        stored(3, "user", Some("run-6")),
+                        stored(4, "assistant", Some("run-6")),
+                    ],
+                },
+            ),
+        ),
+        (
             "event_block",
             Sample::Up(WorkerToControl::Event(RunEvent {
                 run_id: "run-5".into(),

@@ -316,12 +316,17 @@ pub fn display_message(m: &StoredMessage) -> Option<(Value, MessagePlace)> {
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
     let (media, media_image_layout) = media_entries(&stored);
+    let context_free_command = obj
+        .get("__openclaw")
+        .and_then(|o| o.get("contextFreeCommand"))
+        == Some(&Value::Bool(true));
     let place = MessagePlace {
         id: m.entry_id.clone(),
         seq: m.seq,
         run_id: m.run_id.clone(),
         media,
         media_image_layout,
+        context_free_command,
     };
     if let (Some(run), "user") = (&m.run_id, m.role.as_str()) {
         obj.entry("idempotencyKey")

@@ -340,3 +340,95 @@ async fn commands_by_agent_answer_with_their_reply_as_the_result() {
     );
     assert!(gw.model.requests().is_empty(), "no command asked the model");
 }
+
+/// The session's `chat.history` messages.
+async fn history(c: &mut Client, session: &str) -> Vec<Value> {
+    let h = c.call("chat.history", json!({"sessionKey": session})).await;
+    h["payload"]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Commands are recorded as OpenClaw records them (`chat-surface-2026.9.6.md` section 2):
+/// the command as a user row and the gateway's reply as an assistant row, shown by
+/// `chat.history` (so a reload shows them); the model gets the command on the next turn,
+/// never the reply; `/status` is recorded context-free; `/new` starts the new transcript
+/// with its own two rows; `/stop` is not recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_and_their_replies_are_recorded_in_history_r_b1() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    // A first command makes the session.
+    let (_, fin) = command(&mut c, "rec", "/verbose on", "r-1").await;
+    let (_, status) = command(&mut c, "rec", "/status", "r-2").await;
+    let rows = history(&mut c, "rec").await;
+    let shown: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default(),
+                m["content"][0]["text"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(shown.len(), 4, "{rows:?}");
+    assert_eq!(shown[0], ("user", "/verbose on"));
+    assert_eq!(shown[1], ("assistant", "⚙️ Verbose logging enabled."));
+    assert_eq!(shown[2], ("user", "/status"));
+    assert_eq!(shown[3].0, "assistant");
+    assert_eq!(shown[3].1, text(&status));
+    // The user row names its request; the reply is the gateway's, at the place the live
+    // `final` named.
+    assert_eq!(rows[0]["idempotencyKey"], "r-1", "{}", rows[0]);
+    assert_eq!(
+        (&rows[1]["provider"], &rows[1]["model"]),
+        (&json!("openclaw"), &json!("gateway-injected"))
+    );
+    assert_eq!(rows[1]["__openclaw"]["id"], fin["messageId"], "{fin}");
+    assert_eq!(rows[1]["__openclaw"]["runId"], "r-1");
+    // `/status` is context-free, as OpenClaw marks it.
+    for m in &rows[2..4] {
+        assert_eq!(m["excludeFromContext"], true, "{m}");
+        assert_eq!(m["__openclaw"]["contextFreeCommand"], true, "{m}");
+    }
+    assert!(rows[1].get("excludeFromContext").is_none(), "{}", rows[1]);
+
+    // The next turn: the model gets `/verbose on` as a user message, neither reply nor
+    // `/status`.
+    gw.model.push(reply("Noted."));
+    let ack = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "rec", "message": "and now?", "idempotencyKey": "r-3"}),
+        )
+        .await;
+    assert_eq!(ack["payload"]["status"], "started", "{ack}");
+    c.chat_event("r-3", |p| p["state"] == "final").await;
+    let reqs = gw.model.requests();
+    let sent = reqs.last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(sent.contains("/verbose on"), "{sent}");
+    assert!(!sent.contains("Verbose logging enabled"), "{sent}");
+    assert!(!sent.contains("/status") && !sent.contains("🦞"), "{sent}");
+
+    // `/new`: the new transcript holds its own two rows only.
+    let (_, fin) = command(&mut c, "rec", "/new", "r-4").await;
+    assert_eq!(text(&fin), "✅ New session started.");
+    let rows = history(&mut c, "rec").await;
+    let shown: Vec<&str> = rows
+        .iter()
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(shown, ["/new", "✅ New session started."], "{rows:?}");
+    assert_eq!(rows[1]["content"][0]["openclawStatusNotice"], true);
+
+    // `/stop` with nothing running: answered, not recorded.
+    let stop = c
+        .call(
+            "chat.send",
+            json!({"sessionKey": "rec", "message": "/stop", "idempotencyKey": "r-5"}),
+        )
+        .await;
+    assert_eq!(stop["payload"]["ok"], true, "{stop}");
+    assert_eq!(history(&mut c, "rec").await.len(), 2);
+}

@@ -46,6 +46,10 @@ impl Worker {
                     Ok(SessionReply::Media { found })
                 })
             }
+            SessionOp::Command {
+                session_key,
+                record,
+            } => self.session_command(op_id, session_key, record),
             SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
                 Err(RpcError::new(
@@ -54,6 +58,46 @@ impl Worker {
                 )),
             )),
         }
+    }
+
+    /// Records a slash command the supervisor answered: the command (of the command's run,
+    /// so history names its request) and the gateway's reply, as OpenClaw records them.
+    fn session_command(&self, op_id: u64, session_key: String, r: ipc::session_ops::CommandRecord) {
+        use store::CommandRow;
+        let ctx = self.ctx.clone();
+        self.answer(op_id, async move {
+            let command = store::NewMessage {
+                command: Some(CommandRow::Command {
+                    context_free: r.context_free,
+                }),
+                ..store::NewMessage::text(store::Role::User, r.command, r.timestamp)
+            };
+            let reply = store::NewMessage {
+                provider: Some("openclaw".into()),
+                model: Some(INJECTED_MODEL.into()),
+                stop_reason: Some("stop".into()),
+                command: Some(CommandRow::Reply {
+                    notice: r.notice,
+                    context_free: r.context_free,
+                }),
+                ..store::NewMessage::text(store::Role::Assistant, r.reply, r.timestamp)
+            };
+            let recorded = ctx
+                .writer
+                .command(session_key, r.run_id, vec![command, reply])
+                .await
+                .map_err(store_error)?;
+            Ok(match recorded {
+                Some((session_id, rows)) => SessionReply::Command {
+                    session_id: Some(session_id),
+                    messages: rows.into_iter().filter_map(|a| a.display).collect(),
+                },
+                None => SessionReply::Command {
+                    session_id: None,
+                    messages: Vec::new(),
+                },
+            })
+        })
     }
 
     /// Answers the op with what `work` produces, in the background.

@@ -305,6 +305,9 @@ pub struct MessagePlace {
     /// Where its images go: one slot per image, by its index in `media`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_image_layout: Option<super::MediaImageLayout>,
+    /// A context-free slash command's rows (`/status`): recorded, never the model's context.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub context_free_command: bool,
 }
 
 impl ChatMessage {

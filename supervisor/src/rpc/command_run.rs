@@ -8,9 +8,11 @@
 //! `agent.wait` answers for it.
 
 use ipc::gateway::{
-    ChatEvent, ChatMessage, ChatSendResult, ChatState, Injected, SessionsPatchParams, TextBlock,
+    ChatEvent, ChatMessage, ChatSendResult, ChatState, Injected, MessagePlace, SessionsPatchParams,
+    TextBlock,
 };
 use ipc::session_ops::ResetReason;
+use ipc::session_ops::{CommandRecord, SessionReply};
 use ipc::thinking::Thinking;
 
 use super::commands::{says, Command};
@@ -216,6 +218,12 @@ async fn run_command(
             reply::<m::Agent>(out, &req.id, &ack).await
         }
     }
+    // Recorded as OpenClaw records commands, but for `/stop`; `/status` context-free.
+    let recorded_as = match &command {
+        Command::Stop => None,
+        Command::Status => Some(true),
+        _ => Some(false),
+    };
     let said = match command {
         // `/stop` by `agent`: its answer is a final result like any other.
         Command::Stop => match gw
@@ -230,9 +238,23 @@ async fn run_command(
         },
         other => perform(gw, out, &route, other).await,
     };
-    // The session's settings are what the next message of this connection runs with.
+    let ts = now_ms();
+    let rows = match recorded_as {
+        Some(context_free) => {
+            let c = Recording {
+                run_id: &run_id,
+                command: message,
+                context_free,
+                ts,
+            };
+            record(gw, &route, c, &said).await
+        }
+        None => Vec::new(),
+    };
+    // The session's settings (and its transcript) are what the next message of this
+    // connection runs with.
     drop(turn);
-    let terminal = answer(gw, &route, &run_id, accepted_at, said).await;
+    let terminal = answer(gw, &route, &run_id, accepted_at, said, ts, rows).await;
     if door == Door::Agent {
         out.after_events(gw.hub.published()).await;
         final_result(out, &req.id, &terminal.final_json).await;
@@ -530,14 +552,18 @@ async fn answer(
     run_id: &str,
     accepted_at: u64,
     said: Said,
+    ts: u64,
+    rows: Vec<(serde_json::Value, MessagePlace)>,
 ) -> crate::outcome::StoredTerminal {
-    let ts = now_ms();
+    // The reply's place, once recorded: clients match the live copy and history's by it.
+    let place = rows.last().map(|(_, place)| place.clone());
     let message = ChatMessage {
         content: vec![TextBlock {
             status_notice: said.notice,
             ..TextBlock::new(&said.text)
         }],
         injected: Some(Injected::reply_to(run_id)),
+        recorded: place.clone(),
         ..ChatMessage::assistant(&said.text, ts)
     };
     let chat = ChatEvent {
@@ -548,15 +574,71 @@ async fn answer(
         state: ChatState::Final {
             message: Some(message),
             stop_reason: Some("stop".into()),
-            message_id: None,
-            message_seq: None,
+            message_id: place.as_ref().map(|p| p.id.clone()),
+            message_seq: place.as_ref().map(|p| p.seq),
         },
     };
     gw.hub
         .publish_deferred(&crate::events::Deferred::chat(&chat));
+    // The session's followers get both rows, as for any recorded message.
+    for (message, place) in rows {
+        let event = crate::projection::session_message(
+            &route.session_key,
+            &route.agent_id,
+            message,
+            &place,
+        );
+        gw.hub
+            .publish_deferred(&crate::events::Deferred::session_message(&event));
+    }
     let terminal = crate::outcome::command_terminal(run_id, route, accepted_at, ts, &said.text);
     if let Err(e) = gw.db.finish(run_id.to_owned(), terminal.clone()).await {
         tracing::warn!(error = %e, "Cannot record a command's outcome.");
     }
     terminal
+}
+
+/// A command to record: its run, its text and when it was answered.
+struct Recording<'a> {
+    run_id: &'a str,
+    command: &'a str,
+    context_free: bool,
+    ts: u64,
+}
+
+/// Records the command and its reply in the session's transcript, as OpenClaw does (the
+/// Control UI shows both after a reload; the model sees the command on the next turn, not
+/// the reply); the rows as clients see them. Not recorded while a run holds the session,
+/// nor when its worker cannot be asked: the command took effect and is answered anyway.
+async fn record(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    c: Recording<'_>,
+    said: &Said,
+) -> Vec<(serde_json::Value, MessagePlace)> {
+    let op = SessionOp::Command {
+        session_key: route.session_key.clone(),
+        record: CommandRecord {
+            run_id: c.run_id.to_owned(),
+            command: c.command.to_owned(),
+            reply: said.text.clone(),
+            timestamp: c.ts,
+            notice: said.notice,
+            context_free: c.context_free,
+        },
+    };
+    match super::at_worker(gw, route.agent_id.clone(), op).await {
+        Ok(SessionReply::Command { messages, .. }) => messages
+            .iter()
+            .filter_map(crate::projection::display_message)
+            .collect(),
+        Ok(other) => {
+            tracing::warn!(reply = ?other, "A command's record got an unexpected answer; it is not in history.");
+            Vec::new()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.message, "Cannot record a command in the session's history.");
+            Vec::new()
+        }
+    }
 }

@@ -132,6 +132,38 @@ pub struct NewMessage {
     pub input_run_id: Option<String>,
     /// User: the message's attachments (kept once per content in the `media` table).
     pub media: Vec<ipc::control::Attachment>,
+    /// A slash command's message (the command, or the gateway's reply to it).
+    pub command: Option<CommandRow>,
+}
+
+/// Which row of a recorded slash command a message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandRow {
+    /// The command as sent; part of the model's context unless `context_free`.
+    Command { context_free: bool },
+    /// The gateway's reply; never part of the model's context. `notice`: it tells of a
+    /// change to the session.
+    Reply { notice: bool, context_free: bool },
+}
+
+impl CommandRow {
+    /// Whether the model sees the row.
+    pub fn in_context(self) -> bool {
+        matches!(
+            self,
+            CommandRow::Command {
+                context_free: false
+            }
+        )
+    }
+
+    fn context_free(self) -> bool {
+        match self {
+            CommandRow::Command { context_free } | CommandRow::Reply { context_free, .. } => {
+                context_free
+            }
+        }
+    }
 }
 
 impl NewMessage {
@@ -152,6 +184,7 @@ impl NewMessage {
             diagnostics: Vec::new(),
             input_run_id: None,
             media: Vec::new(),
+            command: None,
         }
     }
 }

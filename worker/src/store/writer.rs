@@ -11,8 +11,14 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::{
-    schema, Appended, AuditRecord, BeginRun, Compaction, FinishRun, NewMessage, StoreError,
+    schema, Appended, AuditRecord, BeginRun, CommandRow, Compaction, FinishRun, NewMessage,
+    StoreError,
 };
+
+mod command;
+
+/// A recorded command: the session and its two rows; `None` while a run held the session.
+pub type CommandRecorded = Option<(String, Vec<Appended>)>;
 
 const QUEUE: usize = 4096;
 const MAX_BATCH: usize = 256;
@@ -61,6 +67,12 @@ enum Cmd {
         session_key: String,
         message: NewMessage,
         reply: oneshot::Sender<Result<Option<(String, Appended)>, StoreError>>,
+    },
+    Command {
+        session_key: String,
+        run_id: String,
+        rows: Vec<NewMessage>,
+        reply: oneshot::Sender<Result<CommandRecorded, StoreError>>,
     },
     CompactNow {
         session_key: String,
@@ -243,6 +255,24 @@ impl Writer {
             .await
     }
 
+    /// Records a slash command and its reply (`rows`, in order) in the session, made if it
+    /// has none; `None` while a run holds the session.
+    pub async fn command(
+        &self,
+        session_key: String,
+        run_id: String,
+        rows: Vec<NewMessage>,
+    ) -> Result<CommandRecorded, StoreError> {
+        self.tx
+            .ask(|reply| Cmd::Command {
+                session_key,
+                run_id,
+                rows,
+                reply,
+            })
+            .await
+    }
+
     /// Records a compaction no run made (`sessions.compact`): refused with `Fenced` while a
     /// run holds the claim, and with [`StoreError::Changed`] if the rows it keeps are no
     /// longer what the model sees (a reset or a later compaction came first).
@@ -406,6 +436,15 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 let appended = append(c, &sid, None, &message)?;
                 Ok(Some((sid, appended)))
             }),
+        ),
+        Cmd::Command {
+            session_key,
+            run_id,
+            rows,
+            reply,
+        } => answer(
+            reply,
+            sp.run(conn, |c| command::record(c, &session_key, &run_id, &rows)),
         ),
         Cmd::CompactNow {
             session_key,
@@ -631,7 +670,12 @@ fn append(
         content.push(json!({"type": "thinking", "thinking": r}));
     }
     if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
-        content.push(json!({"type": "text", "text": m.text}));
+        content.push(match m.command {
+            Some(CommandRow::Reply { notice: true, .. }) => {
+                json!({"type": "text", "text": m.text, "openclawStatusNotice": true})
+            }
+            _ => json!({"type": "text", "text": m.text}),
+        });
     }
     for c in &m.tool_calls {
         let mut args: serde_json::Value =
@@ -679,18 +723,33 @@ fn append(
             let refs: Vec<_> = m.media.iter().map(|a| a.stored()).collect();
             obj.insert("media".into(), json!(refs));
         }
+        // A context-free command's rows say so, as OpenClaw's `/status` rows do.
+        if m.command.is_some_and(CommandRow::context_free) {
+            obj.insert("excludeFromContext".into(), json!(true));
+            obj.insert("__openclaw".into(), json!({"contextFreeCommand": true}));
+        }
     }
     let display = super::reader::stored_message(m.role.as_str(), &message, &entry_id, seq, run_id);
-    let entry = json!({
+    let mut entry = json!({
         "type": "message",
         "id": entry_id,
         "parentId": parent,
         "timestamp": m.created_at,
         "message": message,
     });
+    // Left out of the model's view: said on the entry (clients see only its message).
+    if m.command.is_some_and(|c| !c.in_context()) {
+        if let Some(obj) = entry.as_object_mut() {
+            obj.insert("modelContext".into(), json!(false));
+        }
+    }
     // A row with attachments keeps no text column: the model's view reads its entry (and
-    // the attachments it names).
-    let plain = m.tool_calls.is_empty() && m.tool_result.is_none() && m.media.is_empty();
+    // the attachments it names); so does a command's (its entry says whether the model sees
+    // it, and `last_assistant` passes over a gateway's reply).
+    let plain = m.tool_calls.is_empty()
+        && m.tool_result.is_none()
+        && m.media.is_empty()
+        && m.command.is_none();
     c.prepare_cached("INSERT INTO transcript(session_id, seq, entry_id, parent_id, run_id, role, created_at, entry_json, text)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")?.execute(params![session_id, seq, entry_id, parent, run_id, m.role.as_str(), m.created_at as i64, entry.to_string(),
             plain.then_some(&m.text)],

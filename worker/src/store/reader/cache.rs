@@ -129,6 +129,9 @@ impl HistoryCache {
             let row = history_row(conn, seq, role, text, &json)?;
             c.last_seq = seq;
             c.history.rows += 1;
+            let Some(row) = row else {
+                continue;
+            };
             let messages = Arc::make_mut(&mut c.history.messages);
             let before = messages.len();
             c.conversion.push(messages, row);
@@ -194,7 +197,9 @@ fn read_full(
     }
     let count = rows.len();
     for (seq, role, text, json, _) in rows.into_iter().rev() {
-        conversion.push(&mut messages, history_row(conn, seq, role, text, &json)?);
+        if let Some(row) = history_row(conn, seq, role, text, &json)? {
+            conversion.push(&mut messages, row);
+        }
     }
     let bytes = messages.iter().map(message_bytes).sum();
     Ok(Cached {
@@ -211,17 +216,18 @@ fn read_full(
     })
 }
 
-/// One transcript row as the model sees it.
+/// One transcript row as the model sees it; `None` for one it does not see (a slash
+/// command's reply, or a context-free command).
 fn history_row(
     conn: &Connection,
     seq: i64,
     role: String,
     text: Option<String>,
     json: &str,
-) -> Result<Row, StoreError> {
-    // Plain text rows carry their text in a column; tool-bearing rows (and rows written
-    // before schema v2) are read from the entry.
-    Ok(match text {
+) -> Result<Option<Row>, StoreError> {
+    // Plain text rows carry their text in a column; tool-bearing rows, attachments,
+    // commands (and rows written before schema v2) are read from the entry.
+    Ok(Some(match text {
         Some(text) => Row {
             role: role.into(),
             text: text.into(),
@@ -232,6 +238,9 @@ fn history_row(
         },
         None => {
             let entry = parse_entry(json)?;
+            if entry.get("modelContext") == Some(&Value::Bool(false)) {
+                return Ok(None);
+            }
             let message = entry.get("message").cloned().unwrap_or(Value::Null);
             Row {
                 role: role.into(),
@@ -245,7 +254,7 @@ fn history_row(
                 media: media_of(conn, &message)?,
             }
         }
-    })
+    }))
 }
 
 /// The attachments a stored message names, with their bytes (one the database no longer
