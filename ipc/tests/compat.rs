@@ -76,6 +76,7 @@ fn phase_at(phase: Phase, started_at: u64) -> Lifecycle {
         session_key: None,
         carried_by: None,
         reply: None,
+        guarded: Vec::new(),
     }
 }
 
@@ -510,6 +511,24 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                         stored(3, "user", Some("run-6")),
                         stored(4, "assistant", Some("run-6")),
                     ],
+                },
+            ),
+        ),
+        (
+            "event_lifecycle_end_guarded_earlier",
+            lifecycle_event(
+                "run-5",
+                9,
+                1_764_480_000_009,
+                Lifecycle {
+                    ended_at: Some(1_764_480_000_009),
+                    stop_reason: Some(RunStopReason::Stop),
+                    reply: Some("[reviewed] ok".into()),
+                    guarded: vec![ipc::control::GuardedReply {
+                        streamed: "A first answer.".into(),
+                        kept: String::new(),
+                    }],
+                    ..phase_at(Phase::End, 1_764_480_000_001)
                 },
             ),
         ),

@@ -148,6 +148,29 @@ impl ReplyText {
         self.closed = true;
     }
 
+    /// An earlier message of the run as the guards left it, in place of what was streamed
+    /// of it (`kept` empty: cancelled, gone with its blank line). The current message is not
+    /// looked in ([`ReplyText::settle`] is its own).
+    pub fn replace_earlier(&mut self, streamed: &str, kept: &str) {
+        if streamed.is_empty() {
+            return;
+        }
+        let earlier = self.run.len().saturating_sub(self.message.len());
+        let Some(at) = self.run[..earlier].find(streamed) else {
+            return;
+        };
+        let mut end = at + streamed.len();
+        let mut start = at;
+        if kept.is_empty() {
+            if self.run[end..].starts_with("\n\n") {
+                end += 2;
+            } else if self.run[..start].ends_with("\n\n") {
+                start -= 2;
+            }
+        }
+        self.run.replace_range(start..end, kept);
+    }
+
     /// The current message as it was recorded, in place of what was streamed of it (the
     /// `message_sending` guards changed the final reply; empty: they cancelled it).
     pub fn settle(&mut self, recorded: &str) {
@@ -528,6 +551,7 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
         session_key: None,
         carried_by: None,
         reply: None,
+        guarded: Vec::new(),
     };
     let text = t
         .payloads

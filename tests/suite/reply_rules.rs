@@ -125,3 +125,59 @@ async fn a_guarded_final_reply_is_what_chat_and_history_show_r_h2() {
         .collect();
     assert_eq!(said, ["[reviewed] ok"], "{h}");
 }
+
+/// R-H2, issue 26 item 5: a steered run's earlier answer (the response its turn went on
+/// after to answer the steered message) goes through the guards before it is recorded too:
+/// cancelled, it is in neither history, the payloads nor the chat `final`; the later answer
+/// shows rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steered_runs_earlier_answer_is_guarded_too_r_h2() {
+    let gw = Gateway::start_with(REVIEW_HOOK).await;
+    gw.model
+        .push(loopgate_tests::hold("A forbidden first answer."));
+    gw.model.push(reply("Second answer."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "sg-1", "sessionKey": "sg"}))
+        .await;
+    let second = c
+        .send(
+            "agent",
+            json!({"message": "two", "idempotencyKey": "sg-2", "sessionKey": "sg"}),
+        )
+        .await;
+    let acc = c.res(&second).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    // The worker answers a later question on the link once it has the message in hand.
+    c.call("diagnostics.lanes", json!({})).await;
+    gw.model.release();
+    let fin = c.chat_event("sg-1", |p| p["state"] == "final").await;
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    assert_eq!(
+        gw.model.requests().len(),
+        2,
+        "the steered message was answered in the turn"
+    );
+    let payloads: Vec<&str> = f1["payload"]["result"]["payloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    assert_eq!(payloads, ["[reviewed] ok"], "{f1}");
+    assert_eq!(
+        fin["payload"]["message"]["content"][0]["text"], "[reviewed] ok",
+        "{fin}"
+    );
+    let h = c.call("chat.history", json!({"sessionKey": "sg"})).await;
+    assert!(!h.to_string().contains("forbidden"), "{h}");
+    let said: Vec<&str> = h["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(said, ["[reviewed] ok"], "{h}");
+}

@@ -338,6 +338,22 @@ pub struct Lifecycle {
     /// the chat `final` shows it in place of the streamed text of that message (R-H2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// Since: protocol v2 (additive). On an `end`: the run's earlier replies (responses the
+    /// turn went on after: a steered message waited, or the provider wanted more) that the
+    /// guards changed, as streamed and as kept (empty: cancelled); the chat `final` shows
+    /// them as kept (R-H2).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarded: Vec<GuardedReply>,
+}
+
+/// A reply the `message_sending` guards changed: the text clients were streamed and what
+/// the guards kept of it (empty: cancelled).
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardedReply {
+    pub streamed: String,
+    pub kept: String,
 }
 
 /// Terminal status of a run.

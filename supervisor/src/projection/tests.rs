@@ -24,6 +24,7 @@ fn lc(phase: Phase) -> Lifecycle {
         session_key: Some("agent:main:main".into()),
         carried_by: None,
         reply: None,
+        guarded: Vec::new(),
     }
 }
 
@@ -438,4 +439,38 @@ fn a_guarded_reply_settles_the_runs_text() {
     let mut cancelled = two();
     cancelled.settle("");
     assert_eq!(cancelled.run(), "Let me check.");
+}
+
+/// R-H2: an earlier reply the guards changed (a steered run's first answer) is replaced in
+/// the run's text, a cancelled one removed with its blank line; the current message is left
+/// to `settle`.
+#[test]
+fn guarded_earlier_replies_are_replaced_in_the_runs_text() {
+    let three = || {
+        let mut reply = ReplyText::default();
+        reply.push("first answer");
+        reply.close();
+        reply.push("second answer");
+        reply.close();
+        reply.push("first answer");
+        reply
+    };
+    let mut rewritten = three();
+    rewritten.replace_earlier("first answer", "[reviewed]");
+    assert_eq!(
+        rewritten.run(),
+        "[reviewed]\n\nsecond answer\n\nfirst answer"
+    );
+    let mut cancelled = three();
+    cancelled.replace_earlier("second answer", "");
+    assert_eq!(cancelled.run(), "first answer\n\nfirst answer");
+    let mut last = three();
+    last.replace_earlier("first answer", "");
+    last.replace_earlier("not streamed", "x");
+    assert_eq!(last.run(), "second answer\n\nfirst answer");
+    // The current message is not an earlier one.
+    let mut current = ReplyText::default();
+    current.push("only");
+    current.replace_earlier("only", "");
+    assert_eq!(current.run(), "only");
 }

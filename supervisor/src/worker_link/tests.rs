@@ -20,6 +20,7 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
             session_key: Some("agent:main:s".into()),
             carried_by: None,
             reply: None,
+            guarded: Vec::new(),
         }),
     })
 }

@@ -112,6 +112,10 @@ pub(super) fn project(
     };
     match &ev.body {
         EventBody::Lifecycle(l) => {
+            // Earlier replies as the guards left them (R-H2), then the final one.
+            for g in &l.guarded {
+                st.text.replace_earlier(&g.streamed, &g.kept);
+            }
             if let Some(reply) = &l.reply {
                 // The final reply as the `message_sending` guards left it (R-H2).
                 st.text.settle(reply);

@@ -416,6 +416,7 @@ impl Turn {
             session_key: None,
             carried_by: None,
             reply: None,
+            guarded: Vec::new(),
         }
     }
 

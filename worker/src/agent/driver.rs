@@ -106,6 +106,9 @@ struct Driver {
     /// The final reply and what the `message_sending` guards left of it (`None`:
     /// cancelled), once they ran over it before it was recorded (R-H2).
     guarded: Option<(String, Option<String>)>,
+    /// The run's earlier replies (responses the turn went on after) through the guards
+    /// before they were recorded: each as streamed and what the guards left of it.
+    guarded_earlier: Vec<(String, Option<String>)>,
     cancel: watch::Receiver<Option<StopReason>>,
     cancel_open: bool,
     steer: mpsc::Receiver<SteerMsg>,
@@ -170,6 +173,7 @@ impl Driver {
             tool_started: None,
             pending_approval: None,
             guarded: None,
+            guarded_earlier: Vec::new(),
             cancel,
             cancel_open: true,
             steer,
@@ -290,6 +294,12 @@ impl Driver {
                 l.reply = Some(kept.clone().unwrap_or_default());
             }
         }
+        // And the earlier replies the guards changed.
+        if let EventBody::Lifecycle(l) = &mut body {
+            if l.phase == ipc::control::Phase::End {
+                l.guarded = guard::changed(&self.guarded_earlier);
+            }
+        }
         if let Some(rec) = audit_record(&self.run, &body, &mut self.tool_started) {
             self.ctx.writer.audit(rec);
         }
@@ -333,7 +343,8 @@ impl Driver {
     }
 
     /// Records a transcript message (told to clients); the turn hears where it went.
-    async fn append(&mut self, m: Box<NewMessage>) {
+    async fn append(&mut self, mut m: Box<NewMessage>) {
+        self.guard_earlier(&mut m).await;
         // A steered message: its own run is taken into this turn once it is recorded.
         let steered = m.input_run_id.clone().filter(|id| *id != self.run.run_id);
         let res = self
@@ -691,6 +702,7 @@ async fn taken_in(ctx: &Arc<Ctx>, session_key: &str, run_id: String, carrier: &s
             session_key: Some(session_key.to_owned()),
             carried_by: Some(carrier.to_owned()),
             reply: None,
+            guarded: Vec::new(),
         }),
     };
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;

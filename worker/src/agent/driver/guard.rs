@@ -1,12 +1,13 @@
-//! The `message_sending` guards (R-H2) over what a run delivers: the final reply before it
-//! is recorded (so history and the chat `final` show what they left), and the final
-//! payloads not guarded yet. A `message` tool send is guarded when it is sent (`tool.rs`).
+//! The `message_sending` guards (R-H2) over what a run delivers: its replies before they
+//! are recorded (the final one, and earlier ones the turn went on after: so history and the
+//! chat `final` show what they left), and the final payloads not guarded yet. A `message`
+//! tool send is guarded when it is sent (`tool.rs`); a block as it is sent (`driver.rs`).
 
-use ipc::control::{Payload, RunStatus, RunTerminal};
+use ipc::control::{GuardedReply, Payload, RunStatus, RunTerminal};
 
 use super::Driver;
 use crate::agent::reply;
-use crate::store::FinishRun;
+use crate::store::{FinishRun, NewMessage};
 
 impl Driver {
     /// The final reply through the `message_sending` guards before it is recorded (R-H2):
@@ -32,6 +33,29 @@ impl Driver {
         self.guarded = Some((original, kept));
     }
 
+    /// An earlier reply of the run (a response without tool calls that the turn went on
+    /// after) through the guards before it is recorded: history shows what they left (a
+    /// cancelled one is recorded silent, hidden), and so do the payloads and the chat
+    /// `final` ([`changed`]).
+    pub(super) async fn guard_earlier(&mut self, m: &mut NewMessage) {
+        let reply = m.role == crate::store::Role::Assistant
+            && m.tool_calls.is_empty()
+            && m.command.is_none()
+            && reply::has_visible_text(&m.text)
+            && !reply::is_silent(&m.text);
+        if !reply || !self.ctx.hooks.has("message_sending") {
+            return;
+        }
+        let original = m.text.clone();
+        let kept = self
+            .ctx
+            .hooks
+            .message_sending(&self.hook_ctx, &original)
+            .await;
+        m.text = kept.clone().unwrap_or_else(|| reply::SILENT_TOKEN.into());
+        self.guarded_earlier.push((original, kept));
+    }
+
     /// The final payloads through the guards, but for what they saw already: the `message`
     /// sends (guarded when sent; they lead an `ok` run's payloads) and the final reply
     /// (guarded before it was recorded).
@@ -48,9 +72,14 @@ impl Driver {
         let mut payloads = std::mem::take(&mut t.payloads);
         let mut kept: Vec<Payload> = payloads.drain(..sent).collect();
         for p in payloads {
-            let text = match &self.guarded {
-                Some((original, guarded)) if !p.is_error && p.text == *original => guarded.clone(),
-                _ => ctx.hooks.message_sending(hook_ctx, &p.text).await,
+            let seen = self
+                .guarded
+                .iter()
+                .chain(&self.guarded_earlier)
+                .find(|(original, _)| !p.is_error && p.text == *original);
+            let text = match seen {
+                Some((_, guarded)) => guarded.clone(),
+                None => ctx.hooks.message_sending(hook_ctx, &p.text).await,
             };
             if let Some(text) = text {
                 kept.push(Payload { text, ..p });
@@ -58,4 +87,16 @@ impl Driver {
         }
         t.payloads = kept;
     }
+}
+
+/// The guarded replies the guards changed, as the run's `end` tells them.
+pub(super) fn changed(guarded: &[(String, Option<String>)]) -> Vec<GuardedReply> {
+    guarded
+        .iter()
+        .filter(|(original, kept)| kept.as_ref() != Some(original))
+        .map(|(original, kept)| GuardedReply {
+            streamed: original.clone(),
+            kept: kept.clone().unwrap_or_default(),
+        })
+        .collect()
 }
