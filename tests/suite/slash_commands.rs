@@ -432,3 +432,48 @@ async fn commands_and_their_replies_are_recorded_in_history_r_b1() {
     assert_eq!(stop["payload"]["ok"], true, "{stop}");
     assert_eq!(history(&mut c, "rec").await.len(), 2);
 }
+
+/// Inline directives (OpenClaw: "applies only to that message"): `/think high` at the start
+/// of a longer message runs that message with the level and sends the model the rest; the
+/// session's level is unchanged, so the next message runs without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leading_directive_applies_to_its_message_only_r_b1() {
+    let gw = Gateway::start_with(
+        "[models.providers.scripted.models.\"scripted-1\"]\nreasoning = true\n",
+    )
+    .await;
+    let mut c = gw.connect().await;
+    for (key, text) in [("in-1", "/think high what is 2+2?"), ("in-2", "and 3+3?")] {
+        gw.model.push(reply("Four."));
+        let ack = c
+            .call(
+                "chat.send",
+                json!({"sessionKey": "inline", "message": text, "idempotencyKey": key}),
+            )
+            .await;
+        assert_eq!(ack["payload"]["status"], "started", "{ack}");
+        let fin = c
+            .chat_event(key, |p| p["state"] == "final" || p["state"] == "error")
+            .await;
+        assert_eq!(fin["payload"]["state"], "final", "{fin}");
+    }
+    let reqs = gw.model.requests();
+    assert!(reqs.len() >= 2, "both messages reached the model");
+    let (first, second) = (&reqs[reqs.len() - 2].body, &reqs[reqs.len() - 1].body);
+    assert_eq!(first["reasoning_effort"], "high", "{first}");
+    assert!(second.get("reasoning_effort").is_none(), "{second}");
+    let users: Vec<String> = first["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        users
+            .last()
+            .is_some_and(|u| u.contains("what is 2+2?") && !u.contains("/think")),
+        "{users:?}"
+    );
+    assert_eq!(row(&mut c, "inline").await["thinkingLevel"], Value::Null);
+}

@@ -216,7 +216,7 @@ pub(super) struct Admission {
     pub(super) thinking: Option<String>,
     /// `queueMode`, as sent.
     pub(super) queue_mode: Option<String>,
-    /// `verbose` (a level name), as sent (`agent` only).
+    /// `verbose` (a level name), as sent (`agent`) or as an inline directive said.
     pub(super) verbose: Option<String>,
     /// `blockStreaming`, as sent (`agent` only; a `chat.send` run never streams blocks: as
     /// on OpenClaw, its reply is one final message).

@@ -46,6 +46,7 @@ mod compact;
 mod create;
 mod devices;
 pub(crate) mod diagnostics;
+mod directives;
 mod gateway_ops;
 mod resolve;
 mod resume;

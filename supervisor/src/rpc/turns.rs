@@ -72,6 +72,12 @@ pub(super) async fn agent(
     } else {
         turn
     };
+    // `/think high what is ...`: the level for this message only, the rest for the model.
+    if let Some((inline, rest)) = super::directives::leading(&p.message) {
+        p.thinking = p.thinking.take().or(inline.thinking);
+        p.verbose = p.verbose.take().or(inline.verbose);
+        p.message = rest.to_owned();
+    }
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
         turn,
@@ -213,6 +219,15 @@ pub(super) async fn chat_send(
         };
         turn
     };
+    // `/think high what is ...`: the level for this message only, the rest for the model.
+    let mut inline_verbose = None;
+    if p.suppress_command_interpretation != Some(true) {
+        if let Some((inline, rest)) = super::directives::leading(&p.message) {
+            p.thinking = p.thinking.take().or(inline.thinking);
+            inline_verbose = inline.verbose;
+            p.message = rest.to_owned();
+        }
+    }
     let admission = Admission {
         turn,
         run_id: run_id.clone(),
@@ -226,7 +241,7 @@ pub(super) async fn chat_send(
         queue_mode: p.queue_mode,
         attachments,
         images_need_model: false,
-        verbose: None,
+        verbose: inline_verbose,
         block_streaming: Some(false),
     };
     let ack = |status: &str| {
