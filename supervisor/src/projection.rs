@@ -149,16 +149,33 @@ impl ReplyText {
     }
 
     /// An earlier message of the run as the guards left it, in place of what was streamed
-    /// of it (`kept` empty: cancelled, gone with its blank line). The current message is not
-    /// looked in ([`ReplyText::settle`] is its own).
+    /// of it (`kept` empty: cancelled, gone with its blank line): the latest whole message
+    /// with that text. A current message still open is not looked in ([`ReplyText::settle`]
+    /// is its own).
     pub fn replace_earlier(&mut self, streamed: &str, kept: &str) {
         if streamed.is_empty() {
             return;
         }
-        let earlier = self.run.len().saturating_sub(self.message.len());
-        let Some(at) = self.run[..earlier].find(streamed) else {
+        let earlier = if self.closed {
+            self.run.len()
+        } else {
+            self.run.len().saturating_sub(self.message.len())
+        };
+        let region = &self.run[..earlier];
+        let whole = |at: usize| {
+            let end = at + streamed.len();
+            (at == 0 || region[..at].ends_with("\n\n"))
+                && (end == region.len() || region[end..].starts_with("\n\n"))
+        };
+        let Some(at) = region
+            .rmatch_indices(streamed)
+            .map(|(at, _)| at)
+            .find(|&at| whole(at))
+        else {
             return;
         };
+        // The match is the (closed) current message itself: it becomes what was kept.
+        let current = at >= self.run.len() - self.message.len();
         let mut end = at + streamed.len();
         let mut start = at;
         if kept.is_empty() {
@@ -169,6 +186,9 @@ impl ReplyText {
             }
         }
         self.run.replace_range(start..end, kept);
+        if current {
+            self.message = kept.to_owned();
+        }
     }
 
     /// The current message as it was recorded, in place of what was streamed of it (the

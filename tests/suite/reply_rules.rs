@@ -181,3 +181,53 @@ async fn a_steered_runs_earlier_answer_is_guarded_too_r_h2() {
         .collect();
     assert_eq!(said, ["[reviewed] ok"], "{h}");
 }
+
+/// The same with a guard that only cancels (and passes the rest unchanged): the chat `final`
+/// is the later answer alone (the cancelled one was recorded hidden: its message still ended
+/// there), and history has only that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_earlier_answer_leaves_the_later_one_alone_r_h2() {
+    let hook = concat!(
+        "[[hooks.message_sending]]\n",
+        "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"cancel\\\": false}'; fi\"]\n",
+    );
+    let gw = Gateway::start_with(hook).await;
+    gw.model
+        .push(loopgate_tests::hold("A forbidden first answer."));
+    gw.model.push(reply("Second answer."));
+    let mut c = gw.connect().await;
+    let first = c
+        .start_streaming(json!({"message": "one", "idempotencyKey": "sc-1", "sessionKey": "sc"}))
+        .await;
+    let second = c
+        .send(
+            "agent",
+            json!({"message": "two", "idempotencyKey": "sc-2", "sessionKey": "sc"}),
+        )
+        .await;
+    let acc = c.res(&second).await;
+    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
+    c.call("diagnostics.lanes", json!({})).await;
+    gw.model.release();
+    let fin = c.chat_event("sc-1", |p| p["state"] == "final").await;
+    let f1 = c.res(&first).await;
+    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    assert_eq!(
+        fin["payload"]["message"]["content"][0]["text"], "Second answer.",
+        "{fin}"
+    );
+    // The answer to the steered message is a message of its own on the agent stream.
+    assert!(c
+        .seen
+        .iter()
+        .any(|f| f["payload"]["runId"] == "sc-1" && f["payload"]["data"]["itemId"] == "sc-1:2"));
+    let h = c.call("chat.history", json!({"sessionKey": "sc"})).await;
+    let said: Vec<&str> = h["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(said, ["Second answer."], "{h}");
+}

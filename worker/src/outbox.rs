@@ -173,7 +173,14 @@ fn weight(msg: &WorkerToControl) -> usize {
                 args_json.as_ref().map_or(0, String::len)
                     + result_json.as_ref().map_or(0, String::len)
             }
-            EventBody::Lifecycle(l) => l.error.as_ref().map_or(0, String::len),
+            EventBody::Lifecycle(l) => {
+                l.error.as_ref().map_or(0, String::len)
+                    + l.reply.as_ref().map_or(0, String::len)
+                    + l.guarded
+                        .iter()
+                        .map(|g| g.streamed.len() + g.kept.len())
+                        .sum::<usize>()
+            }
             EventBody::RunStatus { reason, .. } => reason.as_str().len(),
             EventBody::Compaction { .. } | EventBody::Unknown => 0,
         },
@@ -254,6 +261,9 @@ fn shrink(msg: WorkerToControl, size: usize) -> WorkerToControl {
                 },
                 EventBody::Lifecycle(mut l) => {
                     l.error = l.error.map(|e| cut(e, &over));
+                    // The chat `final` then shows the run's text as streamed.
+                    l.reply = None;
+                    l.guarded.clear();
                     EventBody::Lifecycle(l)
                 }
                 other => other,

@@ -64,6 +64,16 @@ impl Worker {
     /// so history names its request) and the gateway's reply, as OpenClaw records them.
     fn session_command(&self, op_id: u64, session_key: String, r: ipc::session_ops::CommandRecord) {
         use store::CommandRow;
+        // Runs are queued or running in the session: the rows would land inside or before
+        // their turns. Not recorded (the command took effect and was answered anyway).
+        if self.busy(&session_key) {
+            return self.answer(op_id, async {
+                Ok(SessionReply::Command {
+                    session_id: None,
+                    messages: Vec::new(),
+                })
+            });
+        }
         let ctx = self.ctx.clone();
         self.answer(op_id, async move {
             let command = store::NewMessage {

@@ -468,9 +468,21 @@ fn guarded_earlier_replies_are_replaced_in_the_runs_text() {
     last.replace_earlier("first answer", "");
     last.replace_earlier("not streamed", "x");
     assert_eq!(last.run(), "second answer\n\nfirst answer");
-    // The current message is not an earlier one.
+    // The current message, still open, is not an earlier one.
     let mut current = ReplyText::default();
     current.push("only");
     current.replace_earlier("only", "");
     assert_eq!(current.run(), "only");
+    // Closed (recorded, and no answer came after it: a silent final), it is.
+    current.close();
+    current.replace_earlier("only", "[kept]");
+    assert_eq!(current.run(), "[kept]");
+    // Only a whole message matches: the same words inside another are left alone.
+    let mut inside = ReplyText::default();
+    inside.push("Let me check. Done.");
+    inside.close();
+    inside.push("Done.");
+    inside.close();
+    inside.replace_earlier("Done.", "");
+    assert_eq!(inside.run(), "Let me check. Done.");
 }

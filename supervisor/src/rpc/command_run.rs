@@ -602,6 +602,9 @@ async fn answer(
     terminal
 }
 
+/// How long a command's answer waits for its record in the transcript.
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A command to record: its run, its text and when it was answered.
 struct Recording<'a> {
     run_id: &'a str,
@@ -631,7 +634,17 @@ async fn record(
             context_free: c.context_free,
         },
     };
-    match super::at_worker(gw, route.agent_id.clone(), op).await {
+    // Bounded: a worker that cannot answer soon (restarting, backing off) does not hold up
+    // the answer, nor the connection's next message.
+    let asked = tokio::time::timeout(
+        RECORD_WAIT,
+        super::at_worker(gw, route.agent_id.clone(), op),
+    );
+    let Ok(answered) = asked.await else {
+        tracing::warn!("A command's record took too long; it may be missing from history.");
+        return Vec::new();
+    };
+    match answered {
         Ok(SessionReply::Command { messages, .. }) => messages
             .iter()
             .filter_map(crate::projection::display_message)

@@ -3,8 +3,9 @@
 //! runs with that level for this message only, and the model gets the rest, as OpenClaw's
 //! "inline directive on the message (applies only to that message)". A message that is
 //! only a directive is a command (`commands.rs`: it sets the session's level). Only
-//! directives at the start count, and only with a level their command accepts: `/t` in the
-//! middle of a sentence, or `/think about it`, is text.
+//! directives at the start count, and only with a level's own name (`high`, `full`; not
+//! the word aliases a command also takes): `/t` in the middle of a sentence, `/think about
+//! it` or `/v yes please` is text.
 
 use ipc::thinking::{Thinking, VerboseLevel};
 
@@ -34,12 +35,15 @@ pub(super) fn leading(message: &str) -> Option<(Inline, &str)> {
         let level_end = tail.find(char::is_whitespace).unwrap_or(tail.len());
         let (level, after) = tail.split_at(level_end);
         match name.to_ascii_lowercase().as_str() {
+            // A level's own name, not one of its word aliases (`/v yes please` is text).
             "think" | "thinking" | "t" if inline.thinking.is_none() => {
-                Thinking::parse(level)?;
+                let parsed = Thinking::parse(level)?;
+                (parsed.as_str() == level.to_ascii_lowercase()).then_some(())?;
                 inline.thinking = Some(level.to_owned());
             }
             "verbose" | "v" if inline.verbose.is_none() => {
-                VerboseLevel::parse(level)?;
+                let parsed = VerboseLevel::parse(level)?;
+                (parsed.as_str() == level.to_ascii_lowercase()).then_some(())?;
                 inline.verbose = Some(level.to_owned());
             }
             _ => break,
@@ -73,7 +77,9 @@ mod tests {
             "/think about it please",   // not a level
             "please /think high first", // not at the start
             "/tmp/x is full",
-            "/new hello", // not a directive
+            "/new hello",    // not a directive
+            "/v yes please", // an alias word, not a level's name
+            "/t none of these work",
             "",
         ] {
             assert_eq!(leading(text), None, "{text:?}");

@@ -270,10 +270,10 @@ fn recorded(
     out: &mut Vec<Deferred>,
 ) {
     use crate::projection as p;
-    if stored.role == "assistant" {
-        // Recorded: the message is over; more text is the next one's.
-        st.text.close();
-    }
+    // Recorded: the assistant message is over; more text is the next one's. So after a
+    // steered user message (the reply before it may have been recorded hidden: a guard
+    // cancelled it).
+    st.text.close();
     let watched = hub.sessions_watched();
     // Unwatched, only an assistant message matters (the reply's place for the chat
     // `final`): the user's and tool results are not parsed for nobody.

@@ -102,7 +102,11 @@ impl Chunker {
         } else {
             self.kinds()
         };
-        if let Some(at) = kinds.iter().find_map(|&k| last_break(&self.buf, lo, hi, k)) {
+        let fences = fence_spans(&self.buf);
+        if let Some(at) = kinds
+            .iter()
+            .find_map(|&k| last_break(&self.buf, lo, hi, k, &fences))
+        {
             let block = self.buf[..at].trim_end().to_owned();
             let rest = self.buf[at..].trim_start_matches([' ', '\t', '\r', '\n']);
             self.buf = rest.to_owned();
@@ -116,7 +120,7 @@ impl Chunker {
         let at = self.buf[lo..hi]
             .rfind('\n')
             .map(|i| lo + i)
-            .filter(|&at| at > 0)
+            .filter(|&at| shrinks(&self.buf, at))
             .unwrap_or(hi);
         Some(self.hard_cut(at))
     }
@@ -136,9 +140,10 @@ impl Chunker {
         let rest = self.buf.split_off(at);
         let mut block = std::mem::replace(&mut self.buf, rest);
         if let Some(opener) = open_fence(&block) {
-            // Only when the reopened fence leaves room for progress (every cut must shrink
-            // the buffer, or a tiny `max_chars` would never end).
-            if (opener.chars().count() + 4) * 2 <= self.max {
+            // Only when the reopened fence leaves room for progress: every cut must shrink
+            // the buffer (the fence's opening line comes back), or the chunker would cut
+            // the same text for ever.
+            if (opener.chars().count() + 4) * 2 <= self.max && at > opener.len() + 1 {
                 let rest = self.buf.strip_prefix('\n').unwrap_or(&self.buf);
                 self.buf = format!("{opener}\n{rest}");
                 if !block.ends_with('\n') {
@@ -156,9 +161,47 @@ fn byte_at(s: &str, n: usize) -> usize {
     s.char_indices().nth(n).map_or(s.len(), |(i, _)| i)
 }
 
-/// Where the last break of `kind` lies with `lo <= at <= hi` outside a code fence: the
-/// block is `s[..at]`.
-fn last_break(s: &str, lo: usize, hi: usize, kind: Break) -> Option<usize> {
+/// Whether a block of `s[..at]` leaves less behind, the fence open there reopened.
+fn shrinks(s: &str, at: usize) -> bool {
+    match open_fence(&s[..at]) {
+        Some(opener) => at > opener.len() + 1,
+        None => at > 0,
+    }
+}
+
+/// The byte ranges inside code fences: from just after an opening fence's backticks to
+/// just after the closing one's (to the end while one is open). One pass over `s`.
+fn fence_spans(s: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut start = 0;
+    for line in s.split('\n') {
+        let t = line.trim_start_matches(' ');
+        let indent = line.len() - t.len();
+        if indent <= 3 && t.starts_with("```") {
+            let marker = start + indent + 3;
+            match open.take() {
+                None => open = Some(marker),
+                Some(from) => spans.push((from, marker)),
+            }
+        }
+        start += line.len() + 1;
+    }
+    if let Some(from) = open {
+        spans.push((from, usize::MAX));
+    }
+    spans
+}
+
+/// Where the last break of `kind` lies with `lo <= at <= hi` outside a code fence
+/// (`fences`, from [`fence_spans`]): the block is `s[..at]`.
+fn last_break(
+    s: &str,
+    lo: usize,
+    hi: usize,
+    kind: Break,
+    fences: &[(usize, usize)],
+) -> Option<usize> {
     let window = &s[..hi];
     let candidates: Vec<usize> = match kind {
         Break::Paragraph => window.match_indices("\n\n").map(|(i, _)| i).collect(),
@@ -180,7 +223,7 @@ fn last_break(s: &str, lo: usize, hi: usize, kind: Break) -> Option<usize> {
         .into_iter()
         .rev()
         .filter(|&at| at >= lo && at > 0)
-        .find(|&at| open_fence(&s[..at]).is_none())
+        .find(|&at| !fences.iter().any(|&(from, to)| from <= at && at < to))
 }
 
 /// The opening line of the code fence still open at the end of `s`, if one is.
@@ -299,6 +342,31 @@ mod tests {
         let all: Vec<String> = blocks.into_iter().chain(rest).collect();
         assert!(all.iter().all(|b| b.chars().count() <= 4), "{all:?}");
         assert_eq!(all.concat().replace('\n', ""), "```pythonprint(1)```");
+    }
+
+    /// Every cut shrinks the buffer, whatever the fence: a fence line as long as the low
+    /// bound, a code line past the high bound, a long info string (these once cut the same
+    /// text for ever).
+    #[test]
+    fn fenced_text_always_makes_progress() {
+        let long_line = format!("```javascript\nconst s = '{}';\n```", "x".repeat(80));
+        let bare = format!("```\n{}", "x".repeat(160));
+        let info = format!("```{}\n{}", "a".repeat(120), "x".repeat(2000));
+        for (text, min, max) in [
+            (long_line.as_str(), 10, 60),
+            (bare.as_str(), 1, 14),
+            (info.as_str(), 100, 1200),
+        ] {
+            for boundary in [BlockBoundary::TextEnd, BlockBoundary::MessageEnd] {
+                let mut c = chunker(boundary, min, max, BreakPreference::Paragraph);
+                let mut blocks = c.push(text);
+                blocks.extend(c.flush());
+                assert!(blocks.len() < 1000, "{} blocks", blocks.len());
+                // Nothing lost: every `x` of the text is in exactly one block.
+                let kept: usize = blocks.iter().map(|b| b.matches('x').count()).sum();
+                assert_eq!(kept, text.matches('x').count(), "{blocks:?}");
+            }
+        }
     }
 
     /// Whitespace alone is never a block; a failed attempt's buffer is dropped.

@@ -571,6 +571,7 @@ impl Turn {
                 let mut a = vec![start];
                 a.extend(self.accept_text(reply.unwrap_or_default()));
                 a.extend(self.flush_held());
+                a.extend(self.text_ended());
                 let (p, rest) = self.end(RunStatus::Ok, None, Some(RunStopReason::Stop), wall_ms);
                 a.extend(rest);
                 (p, a)
@@ -677,7 +678,13 @@ impl Turn {
             None => Vec::new(),
         };
         out.push(Action::Emit(EventBody::Assistant { delta }));
-        if self.chunker.is_some() {
+        // `text_end`: the reasoning goes out before the first block; `message_end`: with
+        // the message's blocks.
+        if self
+            .chunker
+            .as_ref()
+            .is_some_and(blocks::Chunker::streams_text)
+        {
             out.extend(self.reasoning_block());
         }
         out.extend(self.blocks(blocks, false));

@@ -1,14 +1,16 @@
 //! Recording a slash command the supervisor answered (`SessionOp::Command`), as OpenClaw
 //! records one: the command as a user message, the gateway's reply as an assistant message,
-//! both of the command's run, in one transaction.
+//! both of the command's run, in one transaction, into a session that exists and that no
+//! run holds.
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
 use super::{append, check_unclaimed};
 use crate::store::{Appended, NewMessage, StoreError};
 
-/// Appends `rows` to the session (made if it has none); `None` while a run holds it (its
-/// turn is being written: a command's rows would land inside it).
+/// Appends `rows` to the session; `None` while a run holds it (its turn is being written:
+/// a command's rows would land inside it), or when it has no transcript yet (the first run
+/// makes the session, and its `session_start` hook is that run's).
 pub(super) fn record(
     c: &Connection,
     session_key: &str,
@@ -17,16 +19,7 @@ pub(super) fn record(
 ) -> Result<Option<(String, Vec<Appended>)>, StoreError> {
     let session_id = match check_unclaimed(c, session_key) {
         Ok(Some(sid)) => sid,
-        Ok(None) => {
-            let sid = uuid::Uuid::now_v7().to_string();
-            let now = rows.first().map_or(0, |m| m.created_at) as i64;
-            c.prepare_cached(
-                "INSERT INTO sessions(session_key, session_id, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
-            )?
-            .execute(params![session_key, sid, now])?;
-            sid
-        }
-        Err(StoreError::Fenced { .. }) => return Ok(None),
+        Ok(None) | Err(StoreError::Fenced { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
     let appended = rows
