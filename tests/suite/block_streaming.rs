@@ -5,7 +5,7 @@
 //! `on` sends a response's reasoning as a block of its own; the `message_sending` guards see
 //! each block before it goes (R-H2). The final payloads and the chat stream are unchanged.
 
-use loopgate_tests::{hold, reply, streamed, Client, Gateway, REVIEW_HOOK};
+use loopgate_tests::{hold, payload_texts, reply, streamed, Client, Gateway, REVIEW_HOOK};
 use scripted_model::{ScriptedCall, Step};
 use serde_json::{json, Value};
 
@@ -27,15 +27,6 @@ fn blocks(c: &Client, run: &str) -> Vec<(u64, String, Value, bool)> {
                 d["isReasoning"] == true,
             )
         })
-        .collect()
-}
-
-fn payload_texts(fin: &Value) -> Vec<String> {
-    fin["payload"]["result"]["payloads"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["text"].as_str().map(str::to_owned))
         .collect()
 }
 

@@ -3,7 +3,7 @@
 //! and the failed tool's warning (R-F2, R-F4), on the real binaries.
 
 use loopgate_tests::{reply, tool_call as calls, Gateway, REVIEW_HOOK};
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_progress_message_then_failing_tools_is_not_the_answer_r_e3() {
@@ -126,13 +126,19 @@ async fn a_guarded_final_reply_is_what_chat_and_history_show_r_h2() {
     assert_eq!(said, ["[reviewed] ok"], "{h}");
 }
 
-/// R-H2, issue 26 item 5: a steered run's earlier answer (the response its turn went on
-/// after to answer the steered message) goes through the guards before it is recorded too:
-/// cancelled, it is in neither history, the payloads nor the chat `final`; the later answer
-/// shows rewritten.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_steered_runs_earlier_answer_is_guarded_too_r_h2() {
-    let gw = Gateway::start_with(REVIEW_HOOK).await;
+/// What clients were shown of a run under the guard `hook`: it answers "A forbidden first
+/// answer." while a second message is steered into it, then "Second answer.".
+struct Steered {
+    /// The run's chat `final`, its final `agent` response, history's assistant texts.
+    chat_final: Value,
+    result: Value,
+    history: Vec<String>,
+    /// Whether the steered message's answer was a message (`itemId` `<run>:2`) of its own.
+    second_item: bool,
+}
+
+async fn steered_past(hook: &str) -> Steered {
+    let gw = Gateway::start_with(hook).await;
     gw.model
         .push(loopgate_tests::hold("A forbidden first answer."));
     gw.model.push(reply("Second answer."));
@@ -151,35 +157,54 @@ async fn a_steered_runs_earlier_answer_is_guarded_too_r_h2() {
     // The worker answers a later question on the link once it has the message in hand.
     c.call("diagnostics.lanes", json!({})).await;
     gw.model.release();
-    let fin = c.chat_event("sg-1", |p| p["state"] == "final").await;
-    let f1 = c.res(&first).await;
-    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    let chat_final = c.chat_event("sg-1", |p| p["state"] == "final").await;
+    let result = c.res(&first).await;
+    assert_eq!(result["payload"]["status"], "ok", "{result}");
     assert_eq!(
         gw.model.requests().len(),
         2,
         "the steered message was answered in the turn"
     );
-    let payloads: Vec<&str> = f1["payload"]["result"]["payloads"]
+    let h = c.call("chat.history", json!({"sessionKey": "sg"})).await;
+    let history = h["payload"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"][0]["text"].as_str().map(str::to_owned))
+        .collect();
+    let second_item = c
+        .seen
+        .iter()
+        .any(|f| f["payload"]["runId"] == "sg-1" && f["payload"]["data"]["itemId"] == "sg-1:2");
+    Steered {
+        chat_final,
+        result,
+        history,
+        second_item,
+    }
+}
+
+/// R-H2, issue 26 item 5: a steered run's earlier answer (the response its turn went on
+/// after to answer the steered message) goes through the guards before it is recorded too:
+/// cancelled, it is in neither history, the payloads nor the chat `final`; the later answer
+/// shows rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steered_runs_earlier_answer_is_guarded_too_r_h2() {
+    let s = steered_past(REVIEW_HOOK).await;
+    let payloads: Vec<&str> = s.result["payload"]["result"]["payloads"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|p| p["text"].as_str())
         .collect();
-    assert_eq!(payloads, ["[reviewed] ok"], "{f1}");
+    assert_eq!(payloads, ["[reviewed] ok"], "{}", s.result);
     assert_eq!(
-        fin["payload"]["message"]["content"][0]["text"], "[reviewed] ok",
-        "{fin}"
+        s.chat_final["payload"]["message"]["content"][0]["text"], "[reviewed] ok",
+        "{}",
+        s.chat_final
     );
-    let h = c.call("chat.history", json!({"sessionKey": "sg"})).await;
-    assert!(!h.to_string().contains("forbidden"), "{h}");
-    let said: Vec<&str> = h["payload"]["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "assistant")
-        .filter_map(|m| m["content"][0]["text"].as_str())
-        .collect();
-    assert_eq!(said, ["[reviewed] ok"], "{h}");
+    assert_eq!(s.history, ["[reviewed] ok"]);
 }
 
 /// The same with a guard that only cancels (and passes the rest unchanged): the chat `final`
@@ -191,43 +216,12 @@ async fn a_cancelled_earlier_answer_leaves_the_later_one_alone_r_h2() {
         "[[hooks.message_sending]]\n",
         "command = [\"sh\", \"-c\", \"if grep -q forbidden; then echo '{\\\"cancel\\\": true}'; else echo '{\\\"cancel\\\": false}'; fi\"]\n",
     );
-    let gw = Gateway::start_with(hook).await;
-    gw.model
-        .push(loopgate_tests::hold("A forbidden first answer."));
-    gw.model.push(reply("Second answer."));
-    let mut c = gw.connect().await;
-    let first = c
-        .start_streaming(json!({"message": "one", "idempotencyKey": "sc-1", "sessionKey": "sc"}))
-        .await;
-    let second = c
-        .send(
-            "agent",
-            json!({"message": "two", "idempotencyKey": "sc-2", "sessionKey": "sc"}),
-        )
-        .await;
-    let acc = c.res(&second).await;
-    assert_eq!(acc["payload"]["status"], "accepted", "{acc}");
-    c.call("diagnostics.lanes", json!({})).await;
-    gw.model.release();
-    let fin = c.chat_event("sc-1", |p| p["state"] == "final").await;
-    let f1 = c.res(&first).await;
-    assert_eq!(f1["payload"]["status"], "ok", "{f1}");
+    let s = steered_past(hook).await;
     assert_eq!(
-        fin["payload"]["message"]["content"][0]["text"], "Second answer.",
-        "{fin}"
+        s.chat_final["payload"]["message"]["content"][0]["text"], "Second answer.",
+        "{}",
+        s.chat_final
     );
-    // The answer to the steered message is a message of its own on the agent stream.
-    assert!(c
-        .seen
-        .iter()
-        .any(|f| f["payload"]["runId"] == "sc-1" && f["payload"]["data"]["itemId"] == "sc-1:2"));
-    let h = c.call("chat.history", json!({"sessionKey": "sc"})).await;
-    let said: Vec<&str> = h["payload"]["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "assistant")
-        .filter_map(|m| m["content"][0]["text"].as_str())
-        .collect();
-    assert_eq!(said, ["Second answer."], "{h}");
+    assert!(s.second_item, "the answer is a message of its own");
+    assert_eq!(s.history, ["Second answer."]);
 }

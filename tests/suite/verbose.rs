@@ -3,17 +3,8 @@
 //! `verbose_default`; `on` puts a summary line per tool call in the `agent` reply's payloads,
 //! before the answer, `full` each tool's output too (OpenClaw's tool labels and format).
 
-use loopgate_tests::{reply, tool_call, Client, Gateway};
+use loopgate_tests::{payload_texts, reply, tool_call, Client, Gateway};
 use serde_json::{json, Value};
-
-fn texts(fin: &Value) -> Vec<String> {
-    fin["payload"]["result"]["payloads"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["text"].as_str().map(str::to_owned))
-        .collect()
-}
 
 /// A run in `session` that reads `notes.txt` then answers; its final payloads.
 async fn read_run(
@@ -33,7 +24,7 @@ async fn read_run(
     }
     let (_, fin) = c.turn(p).await;
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
-    texts(&fin)
+    payload_texts(&fin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

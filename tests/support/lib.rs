@@ -526,6 +526,16 @@ impl Gateway {
     }
 }
 
+/// The texts of a final `agent` response's payloads, in order.
+pub fn payload_texts(fin: &serde_json::Value) -> Vec<String> {
+    fin["payload"]["result"]["payloads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A scripted model reply of `text` in one chunk.
 pub fn reply(text: &str) -> scripted_model::Step {
     streamed(text, 1, 0)

@@ -118,34 +118,10 @@ pub(super) async fn agent(
             reply::<m::Agent>(out, &req.id, &ack).await;
         }
         // A replay sends the stored bytes of the final result as they are.
-        Admitted::Finished(terminal) => match StoredFinal::parse(&terminal.final_json) {
-            Ok(stored) => {
-                out.after_events(gw.hub.published()).await;
-                out.res(&stored.frame(&req.id)).await
-            }
-            Err(e) => {
-                out.err(
-                    &req.id,
-                    ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None),
-                )
-                .await;
-            }
-        },
+        Admitted::Finished(terminal) => final_frame(gw, out, &req.id, &terminal.final_json).await,
         Admitted::Started(rx) => match rx.await {
             // The run's terminal events were published before its waiters were answered.
-            Ok(outcome) => {
-                out.after_events(gw.hub.published()).await;
-                match StoredFinal::parse(&outcome.final_json) {
-                    Ok(stored) => out.res(&stored.frame(&req.id)).await,
-                    Err(e) => {
-                        out.err(
-                            &req.id,
-                            ErrorShape::unavailable(format!("the result is unreadable: {e}"), None),
-                        )
-                        .await
-                    }
-                }
-            }
+            Ok(outcome) => final_frame(gw, out, &req.id, &outcome.final_json).await,
             Err(_) => {
                 out.err(
                     &req.id,
@@ -164,21 +140,25 @@ pub(super) async fn agent(
                 _ = gw.stopping.cancelled() => Err("the gateway stopped before the run finished".into()),
             };
             match done {
-                Ok(t) => match StoredFinal::parse(&t.final_json) {
-                    Ok(stored) => {
-                        out.after_events(gw.hub.published()).await;
-                        out.res(&stored.frame(&req.id)).await
-                    }
-                    Err(e) => {
-                        let why = format!("the result is unreadable: {e}");
-                        out.err(&req.id, ErrorShape::unavailable(why, None)).await
-                    }
-                },
+                Ok(t) => final_frame(gw, out, &req.id, &t.final_json).await,
                 Err(why) => {
                     out.err(&req.id, ErrorShape::unavailable(why, Some(1000)))
                         .await
                 }
             }
+        }
+    }
+}
+
+/// The final `agent` response from a stored result, after the events published so far
+/// (the run's terminal ones among them).
+async fn final_frame(gw: &Gateway, out: &Out, req_id: &str, final_json: &str) {
+    out.after_events(gw.hub.published()).await;
+    match StoredFinal::parse(final_json) {
+        Ok(stored) => out.res(&stored.frame(req_id)).await,
+        Err(e) => {
+            let why = format!("the result is unreadable: {e}");
+            out.err(req_id, ErrorShape::unavailable(why, None)).await
         }
     }
 }
