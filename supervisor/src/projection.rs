@@ -645,7 +645,13 @@ pub fn session_run_ended(
     };
     let mut row = SessionRow::for_run(run.session_key, run.agent_id, state, Some(active));
     row.last_run_id = Some(run.run_id.to_owned());
-    row.last_run_error = error.map(str::to_owned);
+    // As OpenClaw: an aborted run is no error (its Control UI would show one), it is
+    // `abortedLastRun`.
+    if status == RunStatus::Aborted {
+        row.aborted_last_run = Some(true);
+    } else {
+        row.last_run_error = error.map(str::to_owned);
+    }
     row.updated_at = Some(ts);
     SessionsChanged::run(phase, run.run_id, ts, row)
 }

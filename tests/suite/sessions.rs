@@ -126,6 +126,50 @@ async fn a_failed_run_settles_as_failed_r_d1() {
     gw.logs.assert_clean(&["bad request", "Model call failed"]);
 }
 
+/// An aborted run settles as `killed` with `abortedLastRun` and no `lastRunError`, as
+/// OpenClaw's rows say it (the Control UI shows a `lastRunError` as a red error banner, which
+/// a user's own Stop is not), in `sessions.changed` and in `sessions.list`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_run_settles_as_killed_without_an_error_r_a5() {
+    let gw = Gateway::start().await;
+    gw.model.push(loopgate_tests::hold("Partial answer"));
+    let mut sub = gw.connect().await;
+    sub.call("sessions.subscribe", json!({})).await;
+    let id = sub
+        .start_streaming(
+            json!({"message": "hi", "idempotencyKey": "sub-stop", "sessionKey": "stopped"}),
+        )
+        .await;
+    let r = sub
+        .call(
+            "chat.abort",
+            json!({"sessionKey": "stopped", "runId": "sub-stop"}),
+        )
+        .await;
+    assert_eq!(r["payload"]["aborted"], true, "{r}");
+    sub.res(&id).await;
+    let end = sub.wait_for(|f| changed(f, "sub-stop", "error")).await;
+    let p = &end["payload"];
+    assert_eq!(p["status"], "killed", "{end}");
+    assert_eq!(p["abortedLastRun"], true, "{end}");
+    assert!(p.get("lastRunError").is_none(), "{end}");
+    let list = sub
+        .call("sessions.list", json!({"search": "stopped"}))
+        .await;
+    let row = list["payload"]["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|r| r["key"] == "agent:main:stopped"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (&row["status"], &row["abortedLastRun"]),
+        (&json!("killed"), &json!(true)),
+        "{row}"
+    );
+    assert!(row.get("lastRunError").is_none(), "{row}");
+    gw.model.release();
+}
+
 /// `chat.startup` and `chat.history` answer a page in OpenClaw's form: the messages, the
 /// session's row (`sessionInfo`, also for a key with no run yet), `pendingInputs` and the
 /// model `defaults`; after a run its row says it ended, which is how the Control UI settles a

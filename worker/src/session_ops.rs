@@ -94,14 +94,25 @@ impl Worker {
             };
             let recorded = ctx
                 .writer
-                .command(session_key, r.run_id, vec![command, reply])
+                .command(session_key.clone(), r.run_id, vec![command, reply])
                 .await
                 .map_err(store_error)?;
             Ok(match recorded {
-                Some((session_id, rows)) => SessionReply::Command {
-                    session_id: Some(session_id),
-                    messages: rows.into_iter().filter_map(|a| a.display).collect(),
-                },
+                Some((session_id, created, rows)) => {
+                    // The session began with this command (a client made the key, e.g. the
+                    // Control UI's `/new`, then sent a command first).
+                    if created {
+                        let hook_ctx = ctx.hook_ctx(&session_key, "");
+                        let sid = session_id.clone();
+                        ctx.observe_later(&hook_ctx, "session_start", || {
+                            vec![serde_json::json!({"sessionId": sid})]
+                        });
+                    }
+                    SessionReply::Command {
+                        session_id: Some(session_id),
+                        messages: rows.into_iter().filter_map(|a| a.display).collect(),
+                    }
+                }
                 None => SessionReply::Command {
                     session_id: None,
                     messages: Vec::new(),

@@ -43,8 +43,13 @@ pub struct SessionRow {
     pub active_run_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_id: Option<String>,
+    /// Why the last run failed or timed out (not for one that was aborted: OpenClaw's
+    /// Control UI shows this as an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_error: Option<String>,
+    /// The last run was aborted (`status: "killed"`), as OpenClaw marks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted_last_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +113,7 @@ impl SessionRow {
             active_run_ids: active,
             last_run_id: None,
             last_run_error: None,
+            aborted_last_run: None,
             input_tokens: None,
             output_tokens: None,
             total_tokens: None,
@@ -362,6 +368,8 @@ pub struct SessionsChanged {
     pub last_run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted_last_run: Option<bool>,
     /// For `reason: "compact"`: whether the context was compacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compacted: Option<bool>,
@@ -402,6 +410,7 @@ impl SessionsChanged {
             active_run_ids: row.active_run_ids.clone(),
             last_run_id: row.last_run_id.clone(),
             last_run_error: row.last_run_error.clone(),
+            aborted_last_run: row.aborted_last_run,
             compacted: None,
             session: row,
         }

@@ -111,6 +111,7 @@ pub(super) fn session_row(
         Some((provider.to_owned(), name.to_owned(), p.context_tokens()))
     });
     let running = !runs.is_empty();
+    let aborted = r.last_status.as_deref() == Some(RunStatus::Aborted.as_str());
     let status = if running {
         "running"
     } else {
@@ -122,7 +123,9 @@ pub(super) fn session_row(
         last_activity_at: Some(r.updated_at),
         created_at: Some(r.created_at),
         last_run_id: r.last_run_id.clone(),
-        last_run_error: r.last_error.clone(),
+        // As OpenClaw: an aborted run is no error; it is `abortedLastRun`.
+        last_run_error: r.last_error.clone().filter(|_| !aborted),
+        aborted_last_run: aborted.then_some(true),
         input_tokens: Some(r.input_tokens),
         output_tokens: Some(r.output_tokens),
         total_tokens: Some(r.total_tokens),

@@ -17,8 +17,9 @@ use super::{
 
 mod command;
 
-/// A recorded command: the session and its two rows; `None` while a run held the session.
-pub type CommandRecorded = Option<(String, Vec<Appended>)>;
+/// A recorded command: the session, whether the command made it, and its two rows; `None`
+/// while a run held the session.
+pub type CommandRecorded = Option<(String, bool, Vec<Appended>)>;
 
 const QUEUE: usize = 4096;
 const MAX_BATCH: usize = 256;

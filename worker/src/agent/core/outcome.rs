@@ -187,12 +187,19 @@ impl Turn {
         // A failed run leaves its failure in history even with no text (R-B1): an assistant
         // message with the error, written before the terminal is published.
         let failed = status == RunStatus::Error && error.is_some();
+        // An aborted run's partial reply is recorded as OpenClaw records one: stop reason
+        // `aborted` (its clients know no other word for it), and no error.
+        let aborted = status == RunStatus::Aborted;
         let assistant = (!self.text.is_empty() || failed).then(|| NewMessage {
             provider: Some(self.spec.provider.clone()),
             model: Some(self.spec.model.clone()),
             usage: self.total_usage(),
-            stop_reason: stop_reason.clone(),
-            error: error.clone(),
+            stop_reason: if aborted {
+                Some("aborted".into())
+            } else {
+                stop_reason.clone()
+            },
+            error: error.clone().filter(|_| !aborted),
             reasoning: (!self.reasoning.is_empty()).then(|| self.reasoning.clone()),
             diagnostics: self.diagnostic.clone().into_iter().collect(),
             ..NewMessage::text(Role::Assistant, self.text.clone(), wall_ms)

@@ -71,8 +71,20 @@ fn a_stopped_runs_buffered_text_is_no_block() {
     begun(&mut t, t0);
     assert!(blocks_of(&delta(&mut t, "Half a thought", t0)).is_empty());
     let a = t.handle(Input::Cancel(StopReason::Rpc), t0, 2);
-    assert!(a.iter().any(|a| matches!(a, Action::Persist(_))), "{a:?}");
     assert!(blocks_of(&a).is_empty(), "{a:?}");
+    // The partial reply is recorded as OpenClaw records one: `aborted`, no error.
+    let Some(Action::Persist(f)) = a.iter().find(|a| matches!(a, Action::Persist(_))) else {
+        panic!("{a:?}")
+    };
+    let m = f.assistant.as_ref().expect("the partial reply is kept");
+    assert_eq!(m.text, "Half a thought");
+    assert_eq!(m.stop_reason.as_deref(), Some("aborted"));
+    assert_eq!(m.error, None);
+    assert_eq!(
+        f.stop_reason.as_deref(),
+        Some("rpc"),
+        "the run's own stays the caller's"
+    );
 }
 
 #[test]
