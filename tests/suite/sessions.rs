@@ -167,6 +167,12 @@ async fn an_aborted_run_settles_as_killed_without_an_error_r_a5() {
         "{row}"
     );
     assert!(row.get("lastRunError").is_none(), "{row}");
+    // No session was spawned by another: the Control UI's list of a session's children is
+    // empty (it was every session, the parent too).
+    let children = sub
+        .call("sessions.list", json!({"spawnedBy": "agent:main:stopped"}))
+        .await;
+    assert_eq!(children["payload"]["sessions"], json!([]), "{children}");
     gw.model.release();
 }
 

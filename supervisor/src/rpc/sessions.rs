@@ -34,7 +34,9 @@ pub(super) async fn session_page(
         },
         None => None,
     };
-    // No session has a board or a person attached: such a filter matches none.
+    // No session has a board or a person attached, nor was spawned by another (loopgate
+    // has no subagents; the Control UI asks for a session's children): such a filter
+    // matches none.
     let set = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null());
     let none_match = p.has_board == Some(Value::Bool(true))
         || [
@@ -42,6 +44,7 @@ pub(super) async fn session_page(
             &p.owner_id,
             &p.profile_id,
             &p.involving_profile_id,
+            &p.spawned_by,
         ]
         .into_iter()
         .any(set);
