@@ -448,9 +448,9 @@ async fn commands_and_their_replies_are_recorded_in_history_r_b1() {
     assert_eq!(history(&mut c, "rec").await.len(), 2);
 }
 
-/// Inline directives (OpenClaw: "applies only to that message"): `/think high` at the start
-/// of a longer message runs that message with the level and sends the model the rest; the
-/// session's level is unchanged, so the next message runs without it.
+/// Inline directives (OpenClaw: "applies only to that message"): `/think high` in a longer
+/// message runs that message with the level and sends the model the rest; the session's
+/// level is unchanged, so the next message runs without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leading_directive_applies_to_its_message_only_r_b1() {
     let gw = Gateway::start_with(
@@ -458,7 +458,11 @@ async fn a_leading_directive_applies_to_its_message_only_r_b1() {
     )
     .await;
     let mut c = gw.connect().await;
-    for (key, text) in [("in-1", "/think high what is 2+2?"), ("in-2", "and 3+3?")] {
+    for (key, text) in [
+        ("in-1", "/think high what is 2+2?"),
+        ("in-2", "and 3+3?"),
+        ("in-3", "and 4+4? /t:low"),
+    ] {
         gw.model.push(reply("Four."));
         let ack = c
             .call(
@@ -473,8 +477,15 @@ async fn a_leading_directive_applies_to_its_message_only_r_b1() {
         assert_eq!(fin["payload"]["state"], "final", "{fin}");
     }
     let reqs = gw.model.requests();
-    assert!(reqs.len() >= 2, "both messages reached the model");
-    let (first, second) = (&reqs[reqs.len() - 2].body, &reqs[reqs.len() - 1].body);
+    assert!(reqs.len() >= 3, "the messages reached the model");
+    let (first, second, third) = (
+        &reqs[reqs.len() - 3].body,
+        &reqs[reqs.len() - 2].body,
+        &reqs[reqs.len() - 1].body,
+    );
+    // Anywhere in the message, as on OpenClaw.
+    assert_eq!(third["reasoning_effort"], "low", "{third}");
+    assert!(!third.to_string().contains("/t:low"), "{third}");
     assert_eq!(first["reasoning_effort"], "high", "{first}");
     assert!(second.get("reasoning_effort").is_none(), "{second}");
     let users: Vec<String> = first["messages"]

@@ -112,7 +112,7 @@ pub(super) async fn command_or(
     door: Door,
 ) -> Option<Option<AdmissionTurn>> {
     // `/think high what is ...` is a message with an inline directive, not a command.
-    if super::directives::leading(sent.message).is_some() {
+    if super::directives::inline(sent.message).is_some() {
         return Some(turn);
     }
     let Some(command) = super::commands::parse(sent.message) else {

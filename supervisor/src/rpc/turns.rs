@@ -73,10 +73,10 @@ pub(super) async fn agent(
         turn
     };
     // `/think high what is ...`: the level for this message only, the rest for the model.
-    if let Some((inline, rest)) = super::directives::leading(&p.message) {
+    if let Some((inline, rest)) = super::directives::inline(&p.message) {
         p.thinking = p.thinking.take().or(inline.thinking);
         p.verbose = p.verbose.take().or(inline.verbose);
-        p.message = rest.to_owned();
+        p.message = rest;
     }
     let (session_key, agent_id) = (route.session_key.clone(), route.agent_id.clone());
     let admission = Admission {
@@ -202,10 +202,10 @@ pub(super) async fn chat_send(
     // `/think high what is ...`: the level for this message only, the rest for the model.
     let mut inline_verbose = None;
     if p.suppress_command_interpretation != Some(true) {
-        if let Some((inline, rest)) = super::directives::leading(&p.message) {
+        if let Some((inline, rest)) = super::directives::inline(&p.message) {
             p.thinking = p.thinking.take().or(inline.thinking);
             inline_verbose = inline.verbose;
-            p.message = rest.to_owned();
+            p.message = rest;
         }
     }
     let admission = Admission {
