@@ -265,8 +265,8 @@ async fn run_command(
     }
 }
 
-/// The final `agent` response of a command, from its stored result.
-async fn final_result(out: &Out, req_id: &str, final_json: &str) {
+/// The final `agent` response from a stored result (a run's or a command's).
+pub(super) async fn final_result(out: &Out, req_id: &str, final_json: &str) {
     match crate::outcome::StoredFinal::parse(final_json) {
         Ok(stored) => out.res(&stored.frame(req_id)).await,
         Err(e) => {

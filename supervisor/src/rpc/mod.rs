@@ -33,7 +33,7 @@ use crate::control::{ControlError, Dispatch, WaitReply};
 use crate::events::now_ms;
 use crate::gateway::Gateway;
 use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
-use crate::outcome::{stored_wait_result, Outcome, StoredFinal};
+use crate::outcome::{stored_wait_result, Outcome};
 
 mod absent;
 mod admission;

@@ -154,13 +154,7 @@ pub(super) async fn agent(
 /// (the run's terminal ones among them).
 async fn final_frame(gw: &Gateway, out: &Out, req_id: &str, final_json: &str) {
     out.after_events(gw.hub.published()).await;
-    match StoredFinal::parse(final_json) {
-        Ok(stored) => out.res(&stored.frame(req_id)).await,
-        Err(e) => {
-            let why = format!("the result is unreadable: {e}");
-            out.err(req_id, ErrorShape::unavailable(why, None)).await
-        }
-    }
+    super::command_run::final_result(out, req_id, final_json).await
 }
 
 pub(super) async fn chat_send(

@@ -14,23 +14,33 @@ impl Driver {
     /// history and the chat `final` show what they left; a cancelled reply is recorded
     /// silent (`NO_REPLY`: hidden from history).
     pub(super) async fn guard_reply(&mut self, f: &mut FinishRun) {
-        if f.status != RunStatus::Ok || !self.ctx.hooks.has("message_sending") {
+        if f.status != RunStatus::Ok {
             return;
         }
         let Some(a) = f.assistant.as_mut() else {
             return;
         };
-        if !reply::has_visible_text(&a.text) || reply::is_silent(&a.text) {
-            return;
+        if let Some(guarded) = self.guard_text(&mut a.text).await {
+            self.guarded = Some(guarded);
         }
-        let original = a.text.clone();
-        let kept = self
-            .ctx
-            .hooks
-            .message_sending(&self.hook_ctx, &original)
-            .await;
-        a.text = kept.clone().unwrap_or_else(|| reply::SILENT_TOKEN.into());
-        self.guarded = Some((original, kept));
+    }
+
+    /// A reply's `text` through the guards before it is recorded, if they see it (it says
+    /// something, and not only the silent token): it becomes what they left (silent when
+    /// cancelled); returns it as it was and as they kept it.
+    async fn guard_text(&self, text: &mut String) -> Option<(String, Option<String>)> {
+        if !self.ctx.hooks.has("message_sending")
+            || !reply::has_visible_text(text)
+            || reply::is_silent(text)
+        {
+            return None;
+        }
+        let kept = self.ctx.hooks.message_sending(&self.hook_ctx, text).await;
+        let original = std::mem::replace(
+            text,
+            kept.clone().unwrap_or_else(|| reply::SILENT_TOKEN.into()),
+        );
+        Some((original, kept))
     }
 
     /// An earlier reply of the run (a response without tool calls that the turn went on
@@ -40,20 +50,13 @@ impl Driver {
     pub(super) async fn guard_earlier(&mut self, m: &mut NewMessage) {
         let reply = m.role == crate::store::Role::Assistant
             && m.tool_calls.is_empty()
-            && m.command.is_none()
-            && reply::has_visible_text(&m.text)
-            && !reply::is_silent(&m.text);
-        if !reply || !self.ctx.hooks.has("message_sending") {
+            && m.command.is_none();
+        if !reply {
             return;
         }
-        let original = m.text.clone();
-        let kept = self
-            .ctx
-            .hooks
-            .message_sending(&self.hook_ctx, &original)
-            .await;
-        m.text = kept.clone().unwrap_or_else(|| reply::SILENT_TOKEN.into());
-        self.guarded_earlier.push((original, kept));
+        if let Some(guarded) = self.guard_text(&mut m.text).await {
+            self.guarded_earlier.push(guarded);
+        }
     }
 
     /// The final payloads through the guards, but for what they saw already: the `message`
