@@ -111,10 +111,7 @@ pub(super) async fn command_or(
     turn: Option<AdmissionTurn>,
     door: Door,
 ) -> Option<Option<AdmissionTurn>> {
-    // `/think high what is ...` is a message with an inline directive, not a command.
-    if super::directives::inline(sent.message).is_some() {
-        return Some(turn);
-    }
+    // (A message with an inline directive never comes here: `turns.rs` tells it apart.)
     let Some(command) = super::commands::parse(sent.message) else {
         return Some(turn);
     };

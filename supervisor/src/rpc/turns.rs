@@ -61,9 +61,11 @@ pub(super) async fn agent(
         Err(m) => return out.err(&req.id, invalid(m)).await,
     };
     let run_id = p.idempotency_key.clone();
+    // `/think high what is ...`: a message with an inline directive, not a command.
+    let inline = super::directives::inline(&p.message);
     // `openclaw agent --message /new`: a command, as on `chat.send` (a message with
     // attachments is content for the model).
-    let turn = if attachments.is_empty() {
+    let turn = if attachments.is_empty() && inline.is_none() {
         let sent = Sent::new(&req, &route, &run_id, &p.message);
         let Some(turn) = command_or(gw, session, out, sent, turn, Door::Agent).await else {
             return;
@@ -72,8 +74,8 @@ pub(super) async fn agent(
     } else {
         turn
     };
-    // `/think high what is ...`: the level for this message only, the rest for the model.
-    if let Some((inline, rest)) = super::directives::inline(&p.message) {
+    // The directive's level for this message only, the rest for the model.
+    if let Some((inline, rest)) = inline {
         p.thinking = p.thinking.take().or(inline.thinking);
         p.verbose = p.verbose.take().or(inline.verbose);
         p.message = rest;
@@ -184,7 +186,12 @@ pub(super) async fn chat_send(
         return;
     };
     let run_id = p.idempotency_key.clone();
-    let turn = if p.suppress_command_interpretation == Some(true) || !attachments.is_empty() {
+    let interpret = p.suppress_command_interpretation != Some(true);
+    // `/think high what is ...`: a message with an inline directive, not a command.
+    let inline = interpret
+        .then(|| super::directives::inline(&p.message))
+        .flatten();
+    let turn = if !interpret || !attachments.is_empty() || inline.is_some() {
         turn
     } else {
         let sent = Sent::new(&req, &route, &run_id, &p.message);
@@ -193,14 +200,12 @@ pub(super) async fn chat_send(
         };
         turn
     };
-    // `/think high what is ...`: the level for this message only, the rest for the model.
+    // The directive's level for this message only, the rest for the model.
     let mut inline_verbose = None;
-    if p.suppress_command_interpretation != Some(true) {
-        if let Some((inline, rest)) = super::directives::inline(&p.message) {
-            p.thinking = p.thinking.take().or(inline.thinking);
-            inline_verbose = inline.verbose;
-            p.message = rest;
-        }
+    if let Some((inline, rest)) = inline {
+        p.thinking = p.thinking.take().or(inline.thinking);
+        inline_verbose = inline.verbose;
+        p.message = rest;
     }
     let admission = Admission {
         turn,
