@@ -31,13 +31,87 @@ fn gateway_frames() {
     .collect();
     run("gateway_frames", &seeds, Budget::from_env(), |input| {
         let text = String::from_utf8_lossy(input);
+        let _ = ipc::gateway::parse_request_within(&text, ipc::gateway::Limits::PREAUTH);
         if let Ok(Some(req)) = ipc::gateway::parse_request(&text) {
-            let params = req.params.clone().unwrap_or_default();
-            let _ = serde_json::from_value::<ipc::gateway::ConnectParams>(params.clone());
-            let _ = serde_json::from_value::<ipc::gateway::AgentParams>(params.clone());
-            let _ = serde_json::from_value::<ipc::gateway::AgentWaitParams>(params.clone());
-            let _ = serde_json::from_value::<ipc::gateway::ChatSendParams>(params);
+            let _ = req.params_as::<ipc::gateway::ConnectParams>();
+            let _ = req.params_as::<ipc::gateway::AgentParams>();
+            let _ = req.params_as::<ipc::gateway::AgentWaitParams>();
+            let _ = req.params_as::<ipc::gateway::ChatSendParams>();
+            let _ = req.params_as::<ipc::gateway::SessionsListParams>();
+            let _ = req.params_as::<ipc::gateway::AnyParams>();
         }
+    });
+}
+
+/// A frame's structure measured before it is parsed (`ipc::gateway::shape`), against the
+/// tree serde builds from the same text: whenever the text is JSON, the measure refuses it
+/// exactly when the tree is past the limits. Seeds for depth, width, numbers and surrogates.
+#[test]
+fn frame_shape() {
+    use ipc::gateway::{shape, Limits};
+    use serde_json::Value;
+    const SMALL: Limits = Limits {
+        depth: 4,
+        containers: 8,
+        members: 16,
+    };
+    /// Depth, containers and members of a tree, as `shape` counts them.
+    fn measure(v: &Value, level: u32, m: &mut (u32, u32, u32)) {
+        let children: Vec<&Value> = match v {
+            Value::Array(a) => a.iter().collect(),
+            Value::Object(o) => o.values().collect(),
+            _ => return,
+        };
+        m.0 = m.0.max(level + 1);
+        m.1 += 1;
+        m.2 += children.len() as u32;
+        for c in children {
+            measure(c, level + 1, m);
+        }
+    }
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"type":"req","id":"1","method":"health","params":{"x":[{"":0},{"":0},{"":0}]}}"#,
+        r#"[[[[[1]]]],[],{},{"a":{"b":{"c":[]}}}]"#,
+        r#"{"a":"]}\"[{,","b":["\\",1e308,-0,12345678901234567890123,0.5e-400]}"#,
+        r#"{"s":"\ud800","t":"\ud83d\ude00","u":"\udfff\ud800","v":[true,false,null]}"#,
+        r#"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]"#,
+        r#"{"type":"req","id":"\ud800","method":"agent","params":{"message":"a\udfffb"}}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run("frame_shape", &seeds, Budget::from_env(), |input| {
+        let text = String::from_utf8_lossy(input);
+        let verdict = shape::check(text.as_bytes(), SMALL);
+        let _ = ipc::gateway::parse_request(&text);
+        let _ = ipc::gateway::parse_request_within(&text, SMALL);
+        // Object keys are unique in a tree: only texts whose entries all made it into the
+        // tree compare (a colon inside a string skips the case too).
+        let Ok(tree) = serde_json::from_str::<Value>(&text) else {
+            return;
+        };
+        let mut m = (0, 0, 0);
+        measure(&tree, 0, &mut m);
+        let keys_repeat = {
+            fn entries(v: &Value) -> usize {
+                match v {
+                    Value::Array(a) => a.iter().map(entries).sum(),
+                    Value::Object(o) => o.len() + o.values().map(entries).sum::<usize>(),
+                    _ => 0,
+                }
+            }
+            let raw_entries = text.matches(':').count();
+            raw_entries != entries(&tree)
+        };
+        if keys_repeat {
+            return;
+        }
+        let within = m.0 <= SMALL.depth && m.1 <= SMALL.containers && m.2 <= SMALL.members;
+        assert_eq!(
+            verdict.is_ok(),
+            within,
+            "{text}: measured {verdict:?}, tree (depth, containers, members) = {m:?}"
+        );
     });
 }
 

@@ -56,6 +56,9 @@ pub struct Gateway {
     /// loaded at start and kept in step by every change.
     session_overrides: std::sync::Mutex<std::collections::HashMap<String, SessionOverrides>>,
     pub metrics: crate::metrics::Metrics,
+    /// Bytes of large request frames being parsed, over all connections
+    /// (`connection::budget`).
+    pub parse_budget: crate::connection::budget::ParseBudget,
     /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
     pub cluster: crate::clustered::ClusterCell,
 }
@@ -99,6 +102,7 @@ impl Gateway {
             self_presence: self_presence(),
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics: crate::metrics::Metrics::new(),
+            parse_budget: crate::connection::budget::ParseBudget::global(),
             cluster: Default::default(),
         }
     }

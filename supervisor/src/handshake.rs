@@ -8,7 +8,7 @@ use ipc::gateway::{
     self as gw, ClientInfo, ConnectParams, ErrorShape, FrameError, HelloOk, Method, RequestFrame,
     Scope, GATEWAY_PROTOCOL,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::auth::{DeviceTokenClaim, Granted, Refusal, Verdict};
 use crate::config::AuthMode;
@@ -69,7 +69,7 @@ pub(crate) async fn handshake(
 /// The first frame must be a request. Refusals here have no request id to answer, and a
 /// WebSocket client hears only the close.
 fn connect_frame(text: &str) -> Result<RequestFrame, HandshakeError> {
-    match gw::parse_request(text) {
+    match gw::parse_request_within(text, gw::Limits::PREAUTH) {
         Ok(Some(r)) => Ok(r),
         Ok(None) | Err(FrameError::Invalid { .. }) => Err(Box::new(Refused {
             id: None,
@@ -137,7 +137,7 @@ fn connect_params(req: &RequestFrame) -> Result<ConnectParams, Box<Refusal>> {
     if Method::parse(&req.method) != Some(Method::Connect) {
         return Err(invalid("invalid handshake: first request must be connect"));
     }
-    serde_json::from_value(req.params.clone().unwrap_or(Value::Null))
+    req.params_as()
         .map_err(|e| invalid(&format!("invalid connect params: {e}")))
 }
 

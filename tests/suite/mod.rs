@@ -36,6 +36,7 @@ mod run_control;
 mod security;
 mod security_disk;
 mod security_door;
+mod security_frames;
 mod security_input;
 mod security_link;
 mod security_local;

@@ -170,7 +170,7 @@ impl Client {
             kind: "req".into(),
             id: id.clone(),
             method: method.to_owned(),
-            params: Some(params),
+            params: Some(serde_json::value::to_raw_value(&params).expect("params serialize")),
             traceparent: None,
             expected_profile_id: None,
         };

@@ -4,12 +4,9 @@
 //! show "none" instead of an error. Params are closed, as OpenClaw's.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-/// Params of methods that take none worth reading (`{}` or anything; OpenClaw does not
-/// validate them).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct AnyParams(pub Option<Value>);
+use super::Ignored;
+use serde_json::{Map, Value};
 
 /// `{}`. Closed.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -27,10 +24,10 @@ pub struct CronListParams {
     pub limit: Option<u32>,
     pub offset: Option<u32>,
     pub query: Option<String>,
-    pub enabled: Option<Value>,
-    pub schedule_kind: Option<Value>,
-    pub last_run_status: Option<Value>,
-    pub trigger: Option<Value>,
+    pub enabled: Option<Ignored>,
+    pub schedule_kind: Option<Ignored>,
+    pub last_run_status: Option<Ignored>,
+    pub trigger: Option<Ignored>,
     pub sort_by: Option<String>,
     pub sort_dir: Option<String>,
     pub agent_id: Option<String>,
@@ -67,7 +64,7 @@ pub struct CronStatusResult {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TasksListParams {
-    pub status: Option<Value>,
+    pub status: Option<Ignored>,
     pub agent_id: Option<String>,
     pub session_key: Option<String>,
     pub limit: Option<u32>,

@@ -3,7 +3,8 @@
 //! OpenClaw 2026.9.6's names and shapes (the fields loopgate has data for).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use super::Ignored;
 
 /// What an operator sees of a command waiting for approval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,10 +58,10 @@ pub struct ExecApprovalResolveParams {
     pub decision: String,
     /// Accepted, not used (channel reviewers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reviewer: Option<Value>,
+    pub reviewer: Option<Ignored>,
     /// Accepted, not used (grants for automations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_expires_in_days: Option<Value>,
+    pub grant_expires_in_days: Option<Ignored>,
 }
 
 /// One `allow-always` pattern the gateway keeps (loopgate's `loopgate.exec.allowlist`).

@@ -2,7 +2,6 @@
 //! the gateway applies to them, and how a recorded message names them in `chat.history`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// Most attachments one message may carry.
 pub const MAX_ATTACHMENTS: usize = 32;
@@ -29,9 +28,125 @@ pub struct ChatAttachment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<Value>,
+    pub content: Option<AttachmentContent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<AttachmentSource>,
+}
+
+/// An attachment's `content` as sent, read straight into what it can be used as: an array
+/// of byte values costs one byte each while it is read (never a tree of numbers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttachmentContent {
+    /// Base64, or a `data:` URL.
+    Text(String),
+    /// An array of byte values.
+    Bytes(Vec<u8>),
+    /// An array holding something other than byte values (0-255).
+    NotBytes,
+    /// Any other JSON value (a number, an object, ...).
+    Other,
+}
+
+impl Serialize for AttachmentContent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AttachmentContent::Text(t) => s.serialize_str(t),
+            AttachmentContent::Bytes(b) => s.collect_seq(b),
+            AttachmentContent::NotBytes | AttachmentContent::Other => s.serialize_unit(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AttachmentContent {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AttachmentContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("base64 text or an array of byte values")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Text(s.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Text(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut bytes = Vec::with_capacity(a.size_hint().unwrap_or(0).min(64 * 1024));
+                while let Some(item) = a.next_element::<ByteValue>()? {
+                    match item.0 {
+                        Some(b) => bytes.push(b),
+                        None => {
+                            while a.next_element::<IgnoredAny>()?.is_some() {}
+                            return Ok(AttachmentContent::NotBytes);
+                        }
+                    }
+                }
+                Ok(AttachmentContent::Bytes(bytes))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(AttachmentContent::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(AttachmentContent::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One element of a byte array: the byte, or `None` for anything else (skipped).
+struct ByteValue(Option<u8>);
+
+impl<'de> Deserialize<'de> for ByteValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ByteValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a byte value")
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<ByteValue, E> {
+                Ok(ByteValue(u8::try_from(n).ok()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<ByteValue, E> {
+                Ok(ByteValue(u8::try_from(n).ok()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<ByteValue, E> {
+                Ok(ByteValue(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<ByteValue, E> {
+                Ok(ByteValue(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<ByteValue, E> {
+                Ok(ByteValue(None))
+            }
+            fn visit_unit<E>(self) -> Result<ByteValue, E> {
+                Ok(ByteValue(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<ByteValue, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ByteValue(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<ByteValue, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(ByteValue(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Anthropic's form of an attachment's bytes.

@@ -1,13 +1,18 @@
 //! The envelopes every Gateway frame is: a client's request, the server's response (with its
 //! `ErrorShape`) and event, and how a text frame is read into one of them.
 
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::shape::Limits;
 use super::*;
 
-/// A client request frame.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A client request frame. `params` stays the text it arrived as: it is parsed once, by
+/// the method that takes it, straight into that method's params type
+/// ([`RequestFrame::params_as`]), never into a generic tree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestFrame {
     #[serde(rename = "type")]
@@ -15,7 +20,7 @@ pub struct RequestFrame {
     pub id: String,
     pub method: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params: Option<Value>,
+    pub params: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
     #[serde(
@@ -26,17 +31,53 @@ pub struct RequestFrame {
     pub expected_profile_id: Option<String>,
 }
 
+impl PartialEq for RequestFrame {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.id == other.id
+            && self.method == other.method
+            && self.params.as_deref().map(RawValue::get)
+                == other.params.as_deref().map(RawValue::get)
+            && self.traceparent == other.traceparent
+            && self.expected_profile_id == other.expected_profile_id
+    }
+}
+
 impl RequestFrame {
-    pub fn new(id: impl Into<String>, method: Method, params: Value) -> Self {
+    /// A request a client sends (the CLI, the bench, tests).
+    pub fn new(id: impl Into<String>, method: Method, params: impl Serialize) -> Self {
         Self {
             kind: "req".into(),
             id: id.into(),
             method: method.as_str().into(),
-            params: Some(params),
+            // Serializing a client's own params type cannot fail (no maps with non-string
+            // keys); if it did, the server would answer the request as invalid.
+            params: serde_json::value::to_raw_value(&params).ok(),
             traceparent: None,
             expected_profile_id: None,
         }
     }
+
+    /// The params as `T` (absent params read as `{}`), with the reason when they are not.
+    pub fn params_as<T: DeserializeOwned>(&self) -> Result<T, String> {
+        parse_params(self.params.as_deref())
+    }
+}
+
+/// `raw` (absent: `{}`) as `T`. A string holding a lone surrogate escape is named as such
+/// (serde's own words for it are about hex escapes).
+pub fn parse_params<T: DeserializeOwned>(raw: Option<&RawValue>) -> Result<T, String> {
+    let text = raw.map_or("{}", RawValue::get);
+    serde_json::from_str(text).map_err(|e| match surrogates::replace_lone_surrogates(text) {
+        Some((_, unit)) => lone_surrogate(unit),
+        None => e.to_string(),
+    })
+}
+
+fn lone_surrogate(unit: u16) -> String {
+    format!(
+        "a string holds the lone surrogate \\u{unit:04x}, which is not Unicode text (surrogates come in pairs)"
+    )
 }
 
 /// Why an inbound text could not be used as a request.
@@ -51,20 +92,86 @@ pub enum FrameError {
     Invalid { id: Option<String>, reason: String },
 }
 
-/// Parses one inbound client frame. Unknown frame types (e.g. `cancel`) are reported as
-/// `Ok(None)` so callers can ignore them.
+/// What is read of a frame before its shape is trusted: its type and id, when they are
+/// strings. Everything else is skipped without being kept.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(rename = "type", default)]
+    kind: Loose,
+    #[serde(default)]
+    id: Loose,
+}
+
+/// A string, or nothing when the value is anything else (skipped, never built).
+#[derive(Default)]
+struct Loose(Option<String>);
+
+impl<'de> Deserialize<'de> for Loose {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Loose;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Loose, E> {
+                Ok(Loose(Some(s.to_owned())))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Loose, E> {
+                Ok(Loose(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Loose, E> {
+                Ok(Loose(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Loose, E> {
+                Ok(Loose(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Loose, E> {
+                Ok(Loose(None))
+            }
+            fn visit_unit<E>(self) -> Result<Loose, E> {
+                Ok(Loose(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Loose, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Loose(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Loose, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Loose(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Parses one inbound client frame after `connect`; see [`parse_request_within`].
 pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
-    let value: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
+    parse_request_within(text, Limits::FRAME)
+}
+
+/// Parses one inbound client frame whose structure keeps `limits` (measured before anything
+/// is built: [`shape::check`](super::shape::check)). `params` are kept as text. Unknown frame
+/// types (e.g. `cancel`) are reported as `Ok(None)` so callers can ignore them.
+pub fn parse_request_within(
+    text: &str,
+    limits: Limits,
+) -> Result<Option<RequestFrame>, FrameError> {
+    // First the structure, so that nothing of a frame past its limits is built (its id is
+    // read for the answer, when the text reads as a frame at all).
+    if let Err(e) = super::shape::check(text.as_bytes(), limits) {
+        let head = serde_json::from_str::<Head>(text).ok();
+        return Err(FrameError::Invalid {
+            id: head.and_then(|h| h.id.0).filter(|s| !s.is_empty()),
+            reason: format!("the frame is {e}"),
+        });
+    }
+    let head: Head = match serde_json::from_str(text) {
+        Ok(h) => h,
         Err(e) => return Err(not_json(text, e)),
     };
-    let id = value
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned);
-    let kind = value.get("type").and_then(Value::as_str);
-    match kind {
+    let id = head.id.0.filter(|s| !s.is_empty());
+    match head.kind.0.as_deref() {
         Some("req") => {}
         Some("cancel") => return Ok(None),
         Some(other) => {
@@ -80,7 +187,7 @@ pub fn parse_request(text: &str) -> Result<Option<RequestFrame>, FrameError> {
             })
         }
     }
-    let frame: RequestFrame = serde_json::from_value(value).map_err(|e| FrameError::Invalid {
+    let frame: RequestFrame = serde_json::from_str(text).map_err(|e| FrameError::Invalid {
         id: id.clone(),
         reason: e.to_string(),
     })?;
@@ -111,18 +218,12 @@ fn not_json(text: &str, e: serde_json::Error) -> FrameError {
     let Some((clean, unit)) = surrogates::replace_lone_surrogates(text) else {
         return FrameError::NotJson(e.to_string());
     };
-    let Ok(value) = serde_json::from_str::<Value>(&clean) else {
+    let Ok(head) = serde_json::from_str::<Head>(&clean) else {
         return FrameError::NotJson(e.to_string());
     };
     FrameError::Invalid {
-        id: value
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-        reason: format!(
-            "a string holds the lone surrogate \\u{unit:04x}, which is not Unicode text (surrogates come in pairs)"
-        ),
+        id: head.id.0.filter(|s| !s.is_empty()),
+        reason: lone_surrogate(unit),
     }
 }
 
@@ -259,5 +360,86 @@ pub fn parse_server_frame(text: &str) -> Result<ServerFrame, FrameError> {
             .map(ServerFrame::Event)
             .map_err(|e| invalid(e.to_string())),
         other => Err(invalid(format!("unexpected frame type {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_stay_text_until_their_method_reads_them() {
+        let f = parse_request(r#"{"type":"req","id":"1","method":"chat.history","params":{"sessionKey":"main","limit":5}}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            f.params.as_deref().map(RawValue::get),
+            Some(r#"{"sessionKey":"main","limit":5}"#)
+        );
+        let p: ChatHistoryParams = f.params_as().unwrap();
+        assert_eq!(p.limit, Some(5));
+        // Absent params read as `{}`.
+        let f = parse_request(r#"{"type":"req","id":"2","method":"health"}"#)
+            .unwrap()
+            .unwrap();
+        assert!(f.params_as::<AnyParams>().is_ok());
+        assert!(f
+            .params_as::<ChatHistoryParams>()
+            .unwrap_err()
+            .contains("sessionKey"));
+    }
+
+    #[test]
+    fn a_lone_surrogate_in_params_is_named() {
+        let f = parse_request(
+            r#"{"type":"req","id":"1","method":"chat.history","params":{"sessionKey":"\ud800"}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        let e = f.params_as::<ChatHistoryParams>().unwrap_err();
+        assert!(e.contains("lone surrogate \\ud800"), "{e}");
+        // In the id, the frame is answered under a readable id.
+        match parse_request(r#"{"type":"req","id":"a\udc00","method":"health"}"#) {
+            Err(FrameError::Invalid { id, reason }) => {
+                assert_eq!(id.as_deref(), Some("a\u{fffd}"));
+                assert!(reason.contains("lone surrogate"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_frame_past_its_limits_is_answered_under_its_id() {
+        let deep = format!(
+            r#"{{"type":"req","id":"d","method":"health","params":{}{}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        match parse_request(&deep) {
+            Err(FrameError::Invalid { id, reason }) => {
+                // Skipping is iterative in serde_json: the id is read past any depth.
+                assert_eq!(id.as_deref(), Some("d"));
+                assert!(reason.contains("nested deeper than 64"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let wide = format!(
+            r#"{{"type":"req","id":"w","method":"health","params":{{"x":[{}]}}}}"#,
+            vec!["{}"; 40_000].join(",")
+        );
+        match parse_request(&wide) {
+            Err(FrameError::Invalid { id, reason }) => {
+                assert_eq!(id.as_deref(), Some("w"));
+                assert!(reason.contains("arrays and objects"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Before `connect` the bounds are those of a flat object.
+        let connect = r#"{"type":"req","id":"c","method":"connect","params":{"device":{"a":[[[[[[[[1]]]]]]]]}}}"#;
+        assert!(parse_request(connect).is_ok());
+        assert!(matches!(
+            parse_request_within(connect, Limits::PREAUTH),
+            Err(FrameError::Invalid { .. })
+        ));
     }
 }

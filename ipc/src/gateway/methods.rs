@@ -15,7 +15,7 @@ use super::*;
 /// A Gateway method's types, from the table.
 pub trait MethodSpec {
     const METHOD: Method;
-    type Params: DeserializeOwned;
+    type Params: DeserializeOwned + Send + 'static;
     type Result: Serialize;
 }
 

@@ -2,7 +2,8 @@
 //! them. Closed where OpenClaw's schema is closed: unknown fields are rejected.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use super::Ignored;
 
 /// `agent` params. Closed: unknown fields are rejected. Fields loopgate does not act on yet
 /// are accepted so OpenClaw clients work unchanged (see `docs/protocol.md`).
@@ -108,47 +109,47 @@ pub struct ChatSendParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fast_mode: Option<Value>,
+    pub fast_mode: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fast_auto_on_seconds: Option<Value>,
+    pub fast_auto_on_seconds: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deliver: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub originating_channel: Option<Value>,
+    pub originating_channel: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub originating_to: Option<Value>,
+    pub originating_to: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub originating_account_id: Option<Value>,
+    pub originating_account_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub originating_thread_id: Option<Value>,
+    pub originating_thread_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_to_id: Option<Value>,
+    pub reply_to_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<super::ChatAttachment>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_bindings: Option<Value>,
+    pub tool_bindings: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mentions: Option<Value>,
+    pub mentions: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub work_context: Option<Value>,
+    pub work_context: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intent: Option<Value>,
+    pub intent: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_leaf_entry_id: Option<Value>,
+    pub expected_leaf_entry_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_session_routing_contract: Option<Value>,
+    pub expected_session_routing_contract: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_permission_mode: Option<Value>,
+    pub expected_permission_mode: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_tool_overrides: Option<Value>,
+    pub expected_tool_overrides: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suppress_command_interpretation: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_input_provenance: Option<Value>,
+    pub system_input_provenance: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_provenance_receipt: Option<Value>,
+    pub system_provenance_receipt: Option<Ignored>,
 }
 
 /// `chat.history` params. Closed.
@@ -166,13 +167,13 @@ pub struct ChatHistoryParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<Value>,
+    pub cursor: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_before: Option<Value>,
+    pub pending_before: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_run_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,7 +295,7 @@ pub struct SessionsPatchParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_marked_unread_at: Option<Value>,
+    pub expected_marked_unread_at: Option<Ignored>,
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or set.
@@ -366,7 +367,7 @@ pub struct SessionsListParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub archived: Option<Value>,
+    pub archived: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_last_interaction: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -388,39 +389,39 @@ pub struct SessionsListParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_activity_summary: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<Value>,
+    pub project_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace_dir: Option<Value>,
+    pub workspace_dir: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<Value>,
+    pub group: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<Value>,
+    pub pinned: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spawned_by: Option<Value>,
+    pub spawned_by: Option<Ignored>,
     /// Boards and people (OpenClaw's dashboards and activity views): loopgate's sessions
     /// have neither, so a filter on them matches none and the include flags add nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub has_board: Option<Value>,
+    pub has_board: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub board_face: Option<Value>,
+    pub board_face: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub include_people: Option<Value>,
+    pub include_people: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creator_id: Option<Value>,
+    pub creator_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_id: Option<Value>,
+    pub owner_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_first: Option<Value>,
+    pub owner_first: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub involving_me: Option<Value>,
+    pub involving_me: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile_relation: Option<Value>,
+    pub profile_relation: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile_id: Option<Value>,
+    pub profile_id: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relationship: Option<Value>,
+    pub relationship: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub involving_profile_id: Option<Value>,
+    pub involving_profile_id: Option<Ignored>,
 }
 
 /// `sessions.reset` params. Closed.
@@ -449,9 +450,9 @@ pub struct SessionsDeleteParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_lifecycle_revision: Option<Value>,
+    pub expected_lifecycle_revision: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_session_updated_at: Option<Value>,
+    pub expected_session_updated_at: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emit_lifecycle_hooks: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@
 //!
 //! Layout: [`peer`] (who is connected), [`out`] (what it is sent), this file (the loop).
 
+pub mod budget;
 pub mod out;
 pub mod peer;
 
@@ -297,6 +298,7 @@ async fn serve_requests<S: FrameSource>(
 ) {
     let unix = session.transport == Transport::Unix;
     let limit = Arc::new(Semaphore::new(MAX_REQUESTS_PER_CONN));
+    let parse_budget = budget::ParseBudget::per_connection();
     // The admission order of this connection's turn requests (see `rpc::AdmissionTurn`).
     let mut last_turn: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
@@ -332,9 +334,16 @@ async fn serve_requests<S: FrameSource>(
             }
             Inbound::Text(text) => text,
         };
-        let req = match gw::parse_request(&text) {
+        // The frame is charged to the parse budgets until its handler has read its params:
+        // a client that sends faster than that waits on its own socket.
+        let charge = tokio::select! {
+            c = budget::charge(&parse_budget, &gw.parse_budget, text.len()) => c,
+            _ = out.closed.cancelled() => break,
+            _ = gw.stopping.cancelled() => continue,
+        };
+        let frame = match budget::parse(text).await {
             Ok(None) => continue,
-            Ok(Some(req)) => req,
+            Ok(Some(frame)) => frame,
             // Over WebSocket, non-JSON text after connect is ignored (as OpenClaw does).
             Err(FrameError::NotJson(_)) if !unix => continue,
             Err(FrameError::NotJson(e)) => {
@@ -348,6 +357,7 @@ async fn serve_requests<S: FrameSource>(
                 continue;
             }
         };
+        let req = crate::rpc::Request::new(frame, charge);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             let busy = ErrorShape::unavailable(
                 "The server is busy. Please try again in a moment.",

@@ -22,7 +22,7 @@ fn empty_revision() -> String {
     format!("sha256:{hex}")
 }
 
-pub(super) async fn absent(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: Method) {
+pub(super) async fn absent(gw: &Arc<Gateway>, req: Request, out: &Out, method: Method) {
     match method {
         Method::CronList => {
             let Some(p) = params::<m::CronList>(&req, out).await else {

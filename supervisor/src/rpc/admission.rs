@@ -738,7 +738,7 @@ pub(super) fn turn_params_error(
 /// route is answered with `invalid <method> params: <why>` and gives `None`.
 pub(super) async fn route_key(
     gw: &Gateway,
-    req: &RequestFrame,
+    req: &Request,
     out: &Out,
     session_key: &str,
     agent_id: Option<&str>,

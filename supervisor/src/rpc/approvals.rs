@@ -4,7 +4,7 @@
 use super::*;
 use ipc::approval::ApprovalDecision;
 
-pub(super) async fn exec_approval_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn exec_approval_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
     if params::<m::ExecApprovalList>(&req, out).await.is_none() {
         return;
     }
@@ -17,7 +17,7 @@ pub(super) async fn exec_approval_list(gw: &Arc<Gateway>, req: RequestFrame, out
 pub(super) async fn exec_approval_resolve(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
 ) {
     let Some(p) = params::<m::ExecApprovalResolve>(&req, out).await else {
@@ -44,7 +44,7 @@ pub(super) async fn exec_approval_resolve(
 }
 
 /// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps.
-pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: Request, out: &Out) {
     if params::<m::ExecAllowlistGet>(&req, out).await.is_none() {
         return;
     }
@@ -64,7 +64,7 @@ pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: RequestFrame, out: &O
 
 /// `loopgate.exec.allowlist.remove {agentId, pattern}`: forgets a kept pattern; the agent's
 /// running worker restarts gracefully without it (it holds the pattern until then).
-pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::ExecAllowlistRemove>(&req, out).await else {
         return;
     };

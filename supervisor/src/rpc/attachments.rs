@@ -9,10 +9,9 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use ipc::control::{Attachment, AttachmentKind};
 use ipc::gateway::{
-    ChatAttachment, MAX_ATTACHMENTS, MAX_ATTACHMENTS_BYTES, MAX_IMAGE_ATTACHMENT_BYTES,
-    MAX_TEXT_ATTACHMENT_BYTES,
+    AttachmentContent, ChatAttachment, MAX_ATTACHMENTS, MAX_ATTACHMENTS_BYTES,
+    MAX_IMAGE_ATTACHMENT_BYTES, MAX_TEXT_ATTACHMENT_BYTES,
 };
-use serde_json::Value;
 
 /// Base64 as clients write it: padded or not.
 const LENIENT: GeneralPurpose = GeneralPurpose::new(
@@ -138,20 +137,18 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
 /// The bytes of an attachment, from `content` or `source`; `None` when it has neither.
 fn raw_bytes(a: &ChatAttachment) -> Result<Option<Raw>, String> {
     match &a.content {
-        Some(Value::String(s)) => return decode_text(s).map(Some),
-        Some(Value::Array(items)) => {
-            let bytes = items
-                .iter()
-                .map(|v| v.as_u64().and_then(|b| u8::try_from(b).ok()))
-                .collect::<Option<Vec<u8>>>()
-                .ok_or("content as an array must hold byte values (0-255)")?;
+        Some(AttachmentContent::Text(s)) => return decode_text(s).map(Some),
+        Some(AttachmentContent::Bytes(bytes)) => {
             return Ok(Some(Raw {
-                bytes,
+                bytes: bytes.clone(),
                 declared: None,
             }));
         }
-        Some(Value::Null) | None => {}
-        Some(_) => return Err("content must be base64 string".into()),
+        Some(AttachmentContent::NotBytes) => {
+            return Err("content as an array must hold byte values (0-255)".into())
+        }
+        None => {}
+        Some(AttachmentContent::Other) => return Err("content must be base64 string".into()),
     }
     let Some(source) = &a.source else {
         return Ok(None);
@@ -247,6 +244,7 @@ fn is_text(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const DOT: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -255,7 +253,7 @@ mod tests {
             kind: Some("image".into()),
             mime_type: Some("image/png".into()),
             file_name: Some("dot.png".into()),
-            content: Some(content),
+            content: serde_json::from_value(content).ok(),
             source: None,
         }
     }
@@ -295,7 +293,7 @@ mod tests {
         let text = ChatAttachment {
             file_name: Some("notes.md".into()),
             mime_type: Some("text/markdown".into()),
-            content: Some(Value::String(STANDARD.encode("# hi\n"))),
+            content: serde_json::from_value(Value::String(STANDARD.encode("# hi\n"))).ok(),
             ..Default::default()
         };
         let got = one_of(text, Takes::ImagesAndText).unwrap();
@@ -304,7 +302,8 @@ mod tests {
         let pdf = ChatAttachment {
             file_name: Some("a.pdf".into()),
             mime_type: Some("application/pdf".into()),
-            content: Some(Value::String(STANDARD.encode(b"%PDF-1.7\x00\x01"))),
+            content: serde_json::from_value(Value::String(STANDARD.encode(b"%PDF-1.7\x00\x01")))
+                .ok(),
             ..Default::default()
         };
         let e = one_of(pdf.clone(), Takes::ImagesAndText).unwrap_err();
@@ -323,7 +322,7 @@ mod tests {
             "attachment dot.png: invalid base64 content"
         );
         let unnamed = ChatAttachment {
-            content: Some(Value::Bool(true)),
+            content: serde_json::from_value(Value::Bool(true)).ok(),
             ..Default::default()
         };
         assert_eq!(
@@ -331,7 +330,7 @@ mod tests {
             "attachment attachment-1: content must be base64 string"
         );
         let bytes = ChatAttachment {
-            content: Some(Value::Array(vec![104.into(), 105.into()])),
+            content: serde_json::from_value(Value::Array(vec![104.into(), 105.into()])).ok(),
             ..Default::default()
         };
         assert_eq!(one_of(bytes, Takes::ImagesAndText).unwrap()[0].data, "aGk=");

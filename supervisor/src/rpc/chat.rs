@@ -13,7 +13,7 @@ const DEFAULT_HISTORY_BYTES: u64 = 8 * 1024 * 1024;
 /// The smallest `maxBytes` accepted (OpenClaw's floor).
 const MIN_HISTORY_BYTES: u64 = 1024;
 
-pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::ChatHistory>(&req, out).await else {
         return;
     };
@@ -143,7 +143,7 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: RequestFrame, out: &Out
 /// Most characters of a `chat.inject` label.
 const MAX_INJECT_LABEL: usize = 100;
 
-pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::ChatInject>(&req, out).await else {
         return;
     };

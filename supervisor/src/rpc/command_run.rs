@@ -22,7 +22,7 @@ use super::*;
 
 /// `commands.list`: the commands a message may be (with their arguments unless
 /// `includeArgs` is false).
-pub(super) async fn commands_list(req: RequestFrame, out: &Out) {
+pub(super) async fn commands_list(req: Request, out: &Out) {
     if let Some(p) = params::<m::CommandsList>(&req, out).await {
         let commands = super::commands::catalog(p.include_args.unwrap_or(true));
         let result = ipc::gateway::CommandsListResult { commands };
@@ -79,7 +79,7 @@ pub(super) enum Door {
 
 /// A `chat.send` or `agent` request: what [`command_or`] needs of it.
 pub(super) struct Sent<'a> {
-    req: &'a RequestFrame,
+    req: &'a Request,
     route: &'a Route,
     run_id: &'a str,
     message: &'a str,
@@ -87,7 +87,7 @@ pub(super) struct Sent<'a> {
 
 impl<'a> Sent<'a> {
     pub(super) fn new(
-        req: &'a RequestFrame,
+        req: &'a Request,
         route: &'a Route,
         run_id: &'a str,
         message: &'a str,
@@ -138,7 +138,7 @@ pub(super) async fn command_or(
 async fn run_command(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: &RequestFrame,
+    req: &Request,
     out: &Out,
     route: Route,
     run_id: String,
@@ -275,7 +275,7 @@ pub(super) async fn final_result(out: &Out, req_id: &str, final_json: &str) {
 
 /// `/stop`: the session's runs end as `chat.abort` ends them, and the send is answered
 /// with what `chat.abort` answers (after the aborted runs' events, as OpenClaw).
-async fn stop(gw: &Arc<Gateway>, req: &RequestFrame, out: &Out, route: Route) {
+async fn stop(gw: &Arc<Gateway>, req: &Request, out: &Out, route: Route) {
     match gw
         .control
         .abort(route.session_key, None, StopReason::Command)

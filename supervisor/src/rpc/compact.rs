@@ -5,7 +5,7 @@ use super::*;
 use ipc::control::SessionReply;
 use ipc::gateway::{CompactionDone, SessionOperation, SessionsCompactResult};
 
-pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsCompact>(&req, out).await else {
         return;
     };

@@ -17,7 +17,7 @@ fn asked(name: &str, v: &Value) -> bool {
 
 pub(super) async fn sessions_create(
     gw: &Arc<Gateway>,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {

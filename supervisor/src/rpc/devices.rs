@@ -16,7 +16,7 @@ fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
     ErrorShape::unavailable(e.to_string(), Some(500))
 }
 
-pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
     if params::<m::DevicePairList>(&req, out).await.is_none() {
         return;
     }
@@ -66,7 +66,7 @@ pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: RequestFrame, out: 
     reply::<m::DevicePairList>(out, &req.id, &result).await;
 }
 
-pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::DeviceTokenRevoke>(&req, out).await else {
         return;
     };
@@ -107,7 +107,7 @@ pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: RequestFrame, ou
 pub(super) async fn device_token_rotate(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
 ) {
     let Some(p) = params::<m::DeviceTokenRotate>(&req, out).await else {

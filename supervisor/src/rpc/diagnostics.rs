@@ -7,7 +7,7 @@ use ipc::diagnostics::LaneView;
 use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
 use ipc::session_ops::SessionReply;
 
-pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: Request, out: &Out) {
     match lanes(gw).await {
         Ok(result) => reply::<m::DiagnosticsLanes>(out, &req.id, &result).await,
         Err(e) => out.err(&req.id, e).await,

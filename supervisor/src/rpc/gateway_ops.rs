@@ -5,7 +5,7 @@
 use super::*;
 
 /// `config.get`: the config as loaded, with the file's hash.
-pub(super) async fn config_get(gw: &Gateway, req: RequestFrame, out: &Out) {
+pub(super) async fn config_get(gw: &Gateway, req: Request, out: &Out) {
     let config = gw.config();
     let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
         use sha2::{Digest, Sha256};
@@ -18,7 +18,7 @@ pub(super) async fn config_get(gw: &Gateway, req: RequestFrame, out: &Out) {
     reply::<m::ConfigGet>(out, &req.id, &result).await
 }
 
-pub(super) async fn health(gw: &Gateway, req: RequestFrame, out: &Out) {
+pub(super) async fn health(gw: &Gateway, req: Request, out: &Out) {
     let Some(_p) = params::<m::Health>(&req, out).await else {
         return;
     };
@@ -98,7 +98,7 @@ pub(super) async fn session_summary(
 }
 
 /// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
-pub(super) async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
+pub(super) async fn status_summary(gw: &Gateway, req: Request, out: &Out) {
     let Some(p) = params::<m::Status>(&req, out).await else {
         return;
     };
@@ -175,7 +175,7 @@ pub(super) async fn status_summary(gw: &Gateway, req: RequestFrame, out: &Out) {
     reply::<m::Status>(out, &req.id, &result).await;
 }
 
-pub(super) async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
+pub(super) async fn status(gw: &Gateway, req: Request, out: &Out) {
     match gw
         .control
         .status(gw.connections.load(Ordering::Relaxed))
@@ -193,7 +193,7 @@ pub(super) async fn status(gw: &Gateway, req: RequestFrame, out: &Out) {
 
 /// `logs.tail`: the gateway's last log lines from the in-memory ring (read scope, as
 /// OpenClaw's; log lines are operational: ids, names, timings and errors).
-pub(super) async fn logs_tail(req: RequestFrame, out: &Out) {
+pub(super) async fn logs_tail(req: Request, out: &Out) {
     let Some(p) = params::<m::LogsTail>(&req, out).await else {
         return;
     };
@@ -215,7 +215,7 @@ pub(super) async fn logs_tail(req: RequestFrame, out: &Out) {
 
 /// `chat.metadata` and `agent.identity.get`: about the agent named by `agentId`, by
 /// `sessionKey`, or `main`.
-pub(super) async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out, method: Method) {
+pub(super) async fn agent_scoped(gw: &Arc<Gateway>, req: Request, out: &Out, method: Method) {
     let Some(p) = params::<m::AgentIdentityGet>(&req, out).await else {
         return;
     };
@@ -251,7 +251,7 @@ pub(super) async fn agent_scoped(gw: &Arc<Gateway>, req: RequestFrame, out: &Out
 }
 
 /// `loopgate.reload`: the same path as SIGHUP; answers what changed or why nothing did.
-pub(super) async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn gateway_reload(gw: &Arc<Gateway>, req: Request, out: &Out) {
     if params::<m::GatewayReload>(&req, out).await.is_none() {
         return;
     }
@@ -284,7 +284,7 @@ pub(super) async fn gateway_reload(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     }
 }
 
-pub(super) async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn gateway_drain(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::GatewayDrain>(&req, out).await else {
         return;
     };
@@ -320,7 +320,7 @@ pub(super) async fn gateway_drain(gw: &Arc<Gateway>, req: RequestFrame, out: &Ou
     }
 }
 
-pub(super) async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn worker_restart(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::WorkerRestart>(&req, out).await else {
         return;
     };
@@ -351,7 +351,7 @@ pub(super) async fn worker_restart(gw: &Arc<Gateway>, req: RequestFrame, out: &O
     }
 }
 
-pub(super) async fn agents_list(gw: &Gateway, req: RequestFrame, out: &Out) {
+pub(super) async fn agents_list(gw: &Gateway, req: Request, out: &Out) {
     let Some(_p) = params::<m::AgentsList>(&req, out).await else {
         return;
     };

@@ -15,7 +15,7 @@ use ipc::gateway::{
     AgentWaitResult, AgentsListResult, ApprovalReplay, ChatAbortResult, ChatSendAck,
     ChatSendResult, CliAgentRow, CliAgents, CliProjection, DrainResult, ErrorShape, HealthResult,
     Heartbeat, HeartbeatStatus, HistoryDefaults, HistoryReset, Method, PatchResolved, PatchedEntry,
-    PendingInputs, PreviewItem, QuestionListResult, RecentSession, RequestFrame, ResolvedAgentRef,
+    PendingInputs, PreviewItem, QuestionListResult, RecentSession, ResolvedAgentRef,
     SessionDefaults, SessionDefaultsStatus, SessionMessagesResult, SessionPreview, SessionRow,
     SessionSummary, SessionsChanged, SessionsDeleteResult, SessionsDescribeResult,
     SessionsListParams, SessionsListResult, SessionsPatchResult, SessionsPreviewResult,
@@ -48,6 +48,7 @@ mod devices;
 pub(crate) mod diagnostics;
 mod directives;
 mod gateway_ops;
+pub(crate) mod request;
 mod resolve;
 mod resume;
 mod sessions;
@@ -65,6 +66,7 @@ use sessions::*;
 use turns::*;
 
 pub use admission::{is_ordered, route, AdmissionTurn, Route};
+pub use request::Request;
 
 /// `FORBIDDEN missing scope: <needed>`, with OpenClaw's details.
 fn missing_scope(needed: Scope) -> ErrorShape {
@@ -81,7 +83,7 @@ fn missing_scope(needed: Scope) -> ErrorShape {
 pub async fn handle(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
@@ -198,11 +200,24 @@ pub async fn handle(
     }
 }
 
-/// Parses the params of method `M` (their type is the method table's), answering
-/// `invalid <method> params: ...` on failure.
-async fn params<M: MethodSpec>(req: &RequestFrame, out: &Out) -> Option<M::Params> {
-    let value = req.params.clone().unwrap_or_else(|| json!({}));
-    match serde_json::from_value(value) {
+/// Parses the params of method `M` (their type is the method table's) straight from the
+/// frame's text, answering `invalid <method> params: ...` on failure. A large frame is
+/// parsed on the blocking pool, off the threads that serve other connections; either way the
+/// request's share of the parse budgets is given back once its params are read.
+async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
+    let raw = req.params.clone();
+    let parsed = if raw
+        .as_ref()
+        .is_some_and(|r| r.get().len() > request::INLINE_PARSE_BYTES)
+    {
+        tokio::task::spawn_blocking(move || ipc::gateway::parse_params::<M::Params>(raw.as_deref()))
+            .await
+            .unwrap_or_else(|e| Err(format!("the parse did not finish: {e}")))
+    } else {
+        ipc::gateway::parse_params::<M::Params>(raw.as_deref())
+    };
+    req.parsed();
+    match parsed {
         Ok(p) => Some(p),
         Err(e) => {
             out.err(

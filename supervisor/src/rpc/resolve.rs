@@ -13,7 +13,7 @@ const MAX_CANDIDATES: usize = 10;
 /// Most session rows a label or short id is looked for in.
 const MAX_SCANNED: u32 = 100_000;
 
-pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsResolve>(&req, out).await else {
         return;
     };
@@ -187,7 +187,7 @@ fn short_id_of(key: &str) -> String {
         .collect()
 }
 
-pub(super) async fn sessions_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsAbort>(&req, out).await else {
         return;
     };

@@ -7,12 +7,7 @@
 use super::*;
 use ipc::gateway::{AgentEventsResult, ReplayedEvent};
 
-pub(super) async fn agent_events(
-    gw: &Arc<Gateway>,
-    session: &Session,
-    req: RequestFrame,
-    out: &Out,
-) {
+pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Request, out: &Out) {
     let Some(p) = params::<m::AgentEvents>(&req, out).await else {
         return;
     };

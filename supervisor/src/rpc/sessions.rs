@@ -4,9 +4,9 @@
 
 use super::*;
 use ipc::control::{ResetReason, SessionReply};
-use ipc::gateway::{ResetEntry, SessionDeleted};
+use ipc::gateway::{Ignored, ResetEntry, SessionDeleted};
 
-pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsList>(&req, out).await else {
         return;
     };
@@ -37,8 +37,9 @@ pub(super) async fn session_page(
     // No session has a board or a person attached, nor was spawned by another (loopgate
     // has no subagents; the Control UI asks for a session's children): such a filter
     // matches none.
-    let set = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null());
-    let none_match = p.has_board == Some(Value::Bool(true))
+    // (A `null` filter reads as none.)
+    let set = |v: &Option<Ignored>| v.is_some();
+    let none_match = p.has_board == Some(true)
         || [
             &p.creator_id,
             &p.owner_id,
@@ -216,12 +217,7 @@ const MAX_MESSAGE_SUBSCRIPTIONS: usize = 1024;
 /// `sessions.messages.subscribe` / `unsubscribe`: a follower gets the session's
 /// `session.message` events (every connection gets all sessions' `agent` and `chat` events
 /// anyway: loopgate does not offer `session-scoped-events`).
-pub(super) async fn session_messages(
-    gw: &Arc<Gateway>,
-    req: RequestFrame,
-    out: &Out,
-    subscribe: bool,
-) {
+pub(super) async fn session_messages(gw: &Arc<Gateway>, req: Request, out: &Out, subscribe: bool) {
     let Some(p) = params::<m::SessionsMessagesSubscribe>(&req, out).await else {
         return;
     };
@@ -273,7 +269,7 @@ pub(super) const MAX_LABEL_CHARS: usize = 200;
 
 /// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
 /// visibility and queue mode. A model and a level are checked as an `agent` run's are.
-pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsPatch>(&req, out).await else {
         return;
     };
@@ -483,7 +479,7 @@ fn patched_thinking(
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.
-pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsDescribe>(&req, out).await else {
         return;
     };
@@ -503,7 +499,7 @@ pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: RequestFrame, out:
 }
 
 /// `sessions.preview`: the newest visible user and assistant texts of up to 64 sessions.
-pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsPreview>(&req, out).await else {
         return;
     };
@@ -588,7 +584,7 @@ pub(super) fn preview_text(message: &Value, max: usize) -> String {
 /// `sessions.subscribe`: this connection gets `sessions.changed` events from now until it
 /// closes. Takes `sessions.list`'s params, as OpenClaw; with any of them set, the answer also
 /// holds that list.
-pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsSubscribe>(&req, out).await else {
         return;
     };
@@ -613,7 +609,7 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: RequestFrame, out
     }
 }
 
-pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsReset>(&req, out).await else {
         return;
     };
@@ -682,7 +678,7 @@ pub(super) async fn reset_session(
     }
 }
 
-pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsDelete>(&req, out).await else {
         return;
     };

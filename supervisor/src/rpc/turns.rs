@@ -28,7 +28,7 @@ fn agent_params_error(p: &ipc::gateway::AgentParams, attached: bool) -> Option<S
 pub(super) async fn agent(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
@@ -162,7 +162,7 @@ async fn final_frame(gw: &Gateway, out: &Out, req_id: &str, final_json: &str) {
 pub(super) async fn chat_send(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: RequestFrame,
+    req: Request,
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
@@ -238,7 +238,7 @@ pub(super) async fn chat_send(
     }
 }
 
-pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::ChatAbort>(&req, out).await else {
         return;
     };
@@ -263,7 +263,7 @@ pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) 
     }
 }
 
-pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: RequestFrame, out: &Out) {
+pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::AgentWait>(&req, out).await else {
         return;
     };
