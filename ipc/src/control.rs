@@ -47,8 +47,9 @@ impl fmt::Debug for Hello {
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Role {
-    /// Since: protocol v1. A worker for `agent_id`, proving it was spawned by this supervisor
-    /// with the one-time `token` it was given.
+    /// Since: protocol v1. A worker for `agent_id`. `token` was a one-time secret from the
+    /// worker's environment until the supervisor checked the connecting process instead (its
+    /// pid, from the socket); workers now send it empty.
     Worker { agent_id: String, token: String },
     #[serde(other)]
     Unknown,
@@ -153,6 +154,30 @@ pub struct AgentSpec {
     /// (`Journal`) before committing it.
     #[serde(default)]
     pub journaled: bool,
+    /// Since: protocol v2 (additive). The provider keys this worker may use, by the name of
+    /// their variable (`api_key_env`): its agent's model and fallbacks (every configured
+    /// provider's when a `before_model_resolve` hook may pick one). Sent in `Welcome`, after
+    /// the worker has made itself non-dumpable: no key is ever in a worker's environment.
+    #[serde(default, skip_serializing_if = "Secrets::is_empty")]
+    pub secrets: Secrets,
+}
+
+/// Since: protocol v2 (additive). Secret values by name (provider keys by the name of their
+/// variable). Never printed: `Debug` shows the names only.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secrets(pub std::collections::BTreeMap<String, String>);
+
+impl Secrets {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 /// Since: protocol v2 (additive). One transaction of an agent's journal, replayed into its
@@ -653,6 +678,9 @@ pub enum ControlToWorker {
     },
     /// Since: protocol v2 (additive). Answer to `Journal` with the same `id`.
     Journaled { id: u64, ack: JournalAck },
+    /// Since: protocol v2 (additive). More provider keys, sent before a run whose model is on
+    /// a provider the worker was not given (a per-run or per-session model override).
+    Keys(Secrets),
     #[serde(other)]
     Unknown,
 }

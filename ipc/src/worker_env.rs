@@ -1,11 +1,9 @@
 //! The environment a worker is started with, a contract between the two processes: the
-//! supervisor passes exactly the [`PLAIN`] variables it has, each provider's `api_key_env`
-//! variable, and [`TOKEN`]; the worker reads them once and keeps only [`PLAIN`] in its
-//! process environment (issue 23 item 4: secrets stay in their process, so a hook or any
-//! other child never inherits the keys or the token).
-
-/// The link token the worker proves itself with in its `Hello`.
-pub const TOKEN: &str = "LOOPGATE_WORKER_TOKEN";
+//! supervisor passes exactly the [`PLAIN`] variables it has and nothing else. No secret is
+//! ever in a worker's environment (issue 37 item 2: `/proc/<pid>/environ` is readable to its
+//! uid until the worker has made itself non-dumpable): provider keys arrive over the link
+//! (`AgentSpec::secrets`, `ControlToWorker::Keys`), and the supervisor knows its worker by
+//! the link socket's peer credentials, not by a token.
 
 /// Variables every worker inherits when the supervisor has them; none is a secret (proxy
 /// variables stay because the HTTP client reads them from the process environment).

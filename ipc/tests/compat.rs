@@ -49,6 +49,7 @@ fn spec() -> AgentSpec {
         diagnostics: Default::default(),
         disk: Default::default(),
         journaled: false,
+        secrets: Default::default(),
     }
 }
 
@@ -824,11 +825,22 @@ fn additive_agent_spec_fields_round_trip() {
             abort_min_ms: 3_000,
         },
         journaled: true,
+        secrets: ipc::control::Secrets([("OPENAI_API_KEY".into(), "sk-secret".into())].into()),
         ..spec()
     };
     let bytes = encode_body(&spec).unwrap();
     let back: AgentSpec = decode_body(&bytes).unwrap();
     assert_eq!(back, spec);
+    // Keys are never printed: `Debug` names them only.
+    let shown = format!("{spec:?}");
+    assert!(
+        shown.contains("OPENAI_API_KEY") && !shown.contains("sk-secret"),
+        "{shown}"
+    );
+    let keys = ControlToWorker::Keys(spec.secrets.clone());
+    let back: ControlToWorker = decode_body(&encode_body(&keys).unwrap()).unwrap();
+    assert_eq!(back, keys);
+    assert!(!format!("{keys:?}").contains("sk-secret"));
 }
 
 /// Cluster mode's journal frames (additive in v2) round-trip.

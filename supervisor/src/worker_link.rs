@@ -15,8 +15,6 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use interprocess::local_socket::tokio::{prelude::*, Stream as LocalStream};
-use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use ipc::control::{
     AgentSpec, ControlToWorker, EventBody, Hello, HelloReply, ModelSpec, Phase, Role,
     RunStatusPhase, Supported, WorkerToControl,
@@ -53,8 +51,11 @@ pub struct SpawnSpec {
     pub generation: u64,
     pub worker_bin: PathBuf,
     pub run_dir: PathBuf,
-    /// Environment passed to the worker (an allow-list; everything else is cleared).
+    /// Environment passed to the worker (an allow-list of plain variables; everything else
+    /// is cleared).
     pub env: Vec<(String, String)>,
+    /// The provider keys the worker is given in its `Welcome` (never in its environment).
+    pub secrets: ipc::control::Secrets,
     pub metrics: crate::metrics::Metrics,
     /// Cluster mode: the agent's journal, which the worker's database is a cache of.
     pub journal: Option<std::sync::Arc<crate::clustered::Clustered>>,
@@ -128,7 +129,11 @@ pub enum LinkSendError {
     Closed(Box<ControlToWorker>),
 }
 
-fn agent_spec(agent: &AgentConfig, journaled: bool) -> Result<AgentSpec, String> {
+fn agent_spec(
+    agent: &AgentConfig,
+    journaled: bool,
+    secrets: ipc::control::Secrets,
+) -> Result<AgentSpec, String> {
     let model = agent.model.as_ref().ok_or_else(|| {
         format!(
             "agent {:?} has no model configured (set agents.defaults.model or agents.list.{}.model)",
@@ -178,6 +183,7 @@ fn agent_spec(agent: &AgentConfig, journaled: bool) -> Result<AgentSpec, String>
             })
             .collect(),
         journaled,
+        secrets,
     })
 }
 
@@ -216,12 +222,18 @@ struct Started {
     last_error: LastError,
     /// The stderr relay; it ends at the worker's exit, after its last line.
     stderr_task: Option<tokio::task::JoinHandle<()>>,
-    reader: FramedRead<tokio::io::ReadHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
-    writer: FramedWrite<tokio::io::WriteHalf<LocalStream>, Codec<WorkerToControl, ControlToWorker>>,
+    reader: FramedRead<
+        tokio::io::ReadHalf<tokio::net::UnixStream>,
+        Codec<WorkerToControl, ControlToWorker>,
+    >,
+    writer: FramedWrite<
+        tokio::io::WriteHalf<tokio::net::UnixStream>,
+        Codec<WorkerToControl, ControlToWorker>,
+    >,
 }
 
 async fn start(spec: &SpawnSpec) -> Result<Started, String> {
-    let agent_spec = agent_spec(&spec.agent, spec.journal.is_some())?;
+    let agent_spec = agent_spec(&spec.agent, spec.journal.is_some(), spec.secrets.clone())?;
     std::fs::create_dir_all(&spec.run_dir)
         .map_err(|e| format!("cannot create {}: {e}", spec.run_dir.display()))?;
     set_private(&spec.run_dir);
@@ -229,15 +241,8 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let sock_path = spec.run_dir.join(format!("w-{}.sock", &nonce[..12]));
     let _ = std::fs::remove_file(&sock_path);
-    let name = sock_path
-        .as_path()
-        .to_fs_name::<GenericFilePath>()
-        .map_err(|e| format!("bad worker socket path {}: {e}", sock_path.display()))?;
-    let listener = ListenerOptions::new()
-        .name(name)
-        .create_tokio()
+    let listener = tokio::net::UnixListener::bind(&sock_path)
         .map_err(|e| format!("cannot listen on {}: {e}", sock_path.display()))?;
-    let token = uuid::Uuid::new_v4().simple().to_string();
 
     let mut cmd = Command::new(&spec.worker_bin);
     cmd.arg("--agent")
@@ -246,7 +251,6 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         .arg(&sock_path)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env(ipc::worker_env::TOKEN, &token)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -269,7 +273,7 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     }
 
     let accepted = tokio::select! {
-        r = tokio::time::timeout(CONNECT_TIMEOUT, listener.accept()) => r,
+        r = tokio::time::timeout(CONNECT_TIMEOUT, accept_child(&listener, pid, spec.agent.id.as_str())) => r,
         status = child.wait() => {
             let _ = std::fs::remove_file(&sock_path);
             return Err(match status {
@@ -302,9 +306,8 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         LINK_BUFFER,
     );
     let rejection = match &hello.role {
-        Role::Worker { agent_id, token: t }
-            if *t == token && agent_id == spec.agent.id.as_str() =>
-        {
+        // The connection is the child's own (`accept_child`): no token needed.
+        Role::Worker { agent_id, .. } if agent_id == spec.agent.id.as_str() => {
             match ipc::version::negotiate(hello.min_protocol, hello.protocol) {
                 Some(_) => None,
                 None => Some(format!(
@@ -316,7 +319,7 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
                 )),
             }
         }
-        Role::Worker { .. } => Some("worker identity or token mismatch".into()),
+        Role::Worker { .. } => Some("worker identity mismatch".into()),
         Role::Unknown => Some("unknown role".into()),
     };
     let supported = Supported {
@@ -361,6 +364,29 @@ async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         reader,
         writer,
     })
+}
+
+/// The worker's connection: the first one made by the child `pid` itself (its credentials
+/// from the socket). Another process of the same uid that connects first is turned away, so
+/// the link needs no secret in the worker's environment.
+async fn accept_child(
+    listener: &tokio::net::UnixListener,
+    pid: u32,
+    agent: &str,
+) -> std::io::Result<tokio::net::UnixStream> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let peer = stream.peer_cred().ok().and_then(|c| c.pid());
+        if peer.is_some_and(|p| i64::from(p) == i64::from(pid)) {
+            return Ok(stream);
+        }
+        tracing::warn!(
+            agent,
+            worker_pid = pid,
+            peer_pid = ?peer,
+            "Refused a connection to a worker's socket: not the worker that was started."
+        );
+    }
 }
 
 fn set_private(dir: &std::path::Path) {
@@ -465,7 +491,7 @@ async fn relay(
 async fn write_frames(
     mut rx: mpsc::Receiver<ControlToWorker>,
     mut writer: FramedWrite<
-        tokio::io::WriteHalf<LocalStream>,
+        tokio::io::WriteHalf<tokio::net::UnixStream>,
         Codec<WorkerToControl, ControlToWorker>,
     >,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
@@ -604,7 +630,7 @@ impl Relay {
     async fn read_frames(
         &mut self,
         reader: &mut FramedRead<
-            tokio::io::ReadHalf<LocalStream>,
+            tokio::io::ReadHalf<tokio::net::UnixStream>,
             Codec<WorkerToControl, ControlToWorker>,
         >,
         child: &mut Child,

@@ -278,3 +278,99 @@ async fn exec_cannot_read_the_gateways_environment_r_e2() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Issue 37 item 2: a worker got every provider's key and its link token in its
+/// environment, and made itself non-dumpable only once running; `/proc/<pid>/environ` is
+/// checked when it is opened, so another agent's `exec` that opened it in that window read
+/// them afterwards (and the values stayed in the file after the worker's `remove_var`). Now
+/// no secret is ever in a worker's environment: keys come over the link after the worker
+/// is non-dumpable, and the supervisor knows its worker by the socket's peer pid. Agent
+/// `main`'s worker is restarted 20 times while agent `ops`'s `exec` polls every worker's
+/// `environ`; root (this test) reads each new worker's too; the model still gets the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_worker_environment_holds_a_key_or_token_across_restarts_issue_37() {
+    if !root_or_skip("no_worker_environment_holds_a_key_or_token_across_restarts_issue_37") {
+        return;
+    }
+    let gw = Gateway::start_as(
+        OTHER,
+        "api_key_env = \"SECURITY_TEST_KEY\"\n\
+         [agents.list.ops.tools.exec]\nsecurity = \"full\"\ntimeout_seconds = 300\n",
+        &[("SECURITY_TEST_KEY", "sk-leaked-secret")],
+    )
+    .await;
+    const LEAKS: [&str; 3] = [
+        "sk-leaked-secret",
+        "SECURITY_TEST_KEY",
+        "LOOPGATE_WORKER_TOKEN",
+    ];
+    let poll = "n=0; seen=0; : > started; while [ ! -e stop ]; do n=$((n+1)); \
+                for d in /proc/[0-9]*; do c=; read -r c < $d/comm 2>/dev/null; case \"$c\" in \
+                loopgate-work*) seen=$((seen+1)); tr '\\0' '\\n' < $d/environ 2>/dev/null \
+                | grep -E 'sk-leaked|SECURITY_TEST_KEY|LOOPGATE_WORKER_TOKEN';; esac; done; \
+                done; echo \"polled $n times, $seen worker looks\"";
+    gw.model.push(loopgate_tests::tool_call(
+        "poll",
+        "exec",
+        &json!({"command": poll}).to_string(),
+    ));
+    for _ in 0..30 {
+        gw.model.push(reply("ok"));
+    }
+    // The path only: the worker (uid OTHER) makes the directory.
+    let ops_ws = gw.state().join("agents/ops/workspace");
+    let polling = gw.cli(&["agent", "--agent", "ops", "-m", "poll"]);
+    let restarts = async {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !ops_ws.join("started").exists() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the poll never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let mut pids = std::collections::BTreeSet::new();
+        for i in 0..20 {
+            let out = gw.cli(&["worker", "restart", "main"]).await;
+            assert!(out.status.success(), "restart {i}: {out:?}");
+            let out = gw.cli(&["status", "--json"]).await;
+            let status: ipc::gateway::StatusResult = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("status --json: {e}: {out:?}"));
+            let pid = status
+                .workers
+                .iter()
+                .find(|w| w.agent_id == "main")
+                .and_then(|w| w.pid)
+                .expect("main's worker runs");
+            assert!(pids.insert(pid), "restart {i} kept pid {pid}");
+            // Root reads any process's environment: nothing secret in it.
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let environ = String::from_utf8_lossy(&environ);
+            assert!(environ.contains("PATH="), "{environ}");
+            for leak in LEAKS {
+                assert!(
+                    !environ.contains(leak),
+                    "{leak} in worker {pid}'s environment"
+                );
+            }
+        }
+        // The last worker still has the key where it needs it: in its model requests.
+        let out = gw.cli(&["agent", "--agent", "main", "-m", "hi"]).await;
+        assert!(out.status.success(), "{out:?}");
+        std::fs::write(ops_ws.join("stop"), "").unwrap();
+    };
+    let (polled, ()) = tokio::join!(polling, restarts);
+    assert!(polled.status.success(), "{polled:?}");
+    let seen = tool_result(&gw, "poll");
+    assert!(seen.contains("polled"), "{seen}");
+    for leak in LEAKS {
+        assert!(!seen.contains(leak), "{leak} leaked to exec: {seen}");
+    }
+    let auth = gw.model.requests();
+    assert!(
+        auth.iter()
+            .all(|r| r.authorization.as_deref() == Some("Bearer sk-leaked-secret")),
+        "a model request without the key"
+    );
+    gw.logs.assert_clean(&[]);
+}

@@ -93,8 +93,9 @@ pub struct Ctx {
     pub llm: Result<LlmClient, LlmError>,
     /// Clients of other providers, made on first use (`before_model_resolve` overrides).
     pub other_llms: std::sync::Mutex<HashMap<String, LlmClient>>,
-    /// The environment API keys are read from.
-    pub env: HashMap<String, String>,
+    /// The provider keys the supervisor gave this worker, by variable name: in `Welcome`,
+    /// and with a run on another provider since (`ControlToWorker::Keys`).
+    pub keys: std::sync::RwLock<HashMap<String, String>>,
     /// What `exec` commands get instead: [`tools::exec_environment`] of `env`.
     pub exec_env: Arc<Vec<(String, String)>>,
     /// The agent's disk budget ([`tools::budget`]).
@@ -114,14 +115,13 @@ pub struct Ctx {
 pub struct Options {
     pub agent_id: String,
     pub connect: PathBuf,
-    pub token: String,
+    /// The plain variables of the worker's environment (`ipc::worker_env::PLAIN`).
     pub env: HashMap<String, String>,
 }
 
 /// Runs the worker until it is drained or its supervisor goes away.
 pub async fn run(opts: Options) -> anyhow::Result<()> {
-    let (spec, mut reader, mut writer) =
-        link::connect(&opts.connect, &opts.agent_id, &opts.token).await?;
+    let (spec, mut reader, mut writer) = link::connect(&opts.connect, &opts.agent_id).await?;
     let db_path = PathBuf::from(&spec.db_path);
     // Cluster mode: the database catches up with the agent's journal before anything else.
     let synced = match spec.journaled {
@@ -157,7 +157,8 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         );
     }
     let db_reader = Reader::open(&db_path)?;
-    let llm = build_llm(&spec.model, &opts.env);
+    let keys: HashMap<String, String> = spec.secrets.0.clone().into_iter().collect();
+    let llm = build_llm(&spec.model, &keys);
     // The supervisor labels relayed lines with agent and pid.
     tracing::info!("Worker started.");
     let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
@@ -171,7 +172,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         other_llms: Default::default(),
         exec_env: Arc::new(tools::exec_environment(&opts.env)),
         disk,
-        env: opts.env,
+        keys: std::sync::RwLock::new(keys),
         out: out_tx.clone(),
         allowed_since: Default::default(),
         model_requests: Default::default(),
@@ -374,6 +375,13 @@ impl Worker {
                 if let Some(tx) = self.decisions.get(&run_id) {
                     let _ = tx.try_send(agent::driver::Decided { id, decision });
                 }
+            }
+            ControlToWorker::Keys(more) => {
+                self.ctx
+                    .keys
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend(more.0);
             }
             ControlToWorker::JournalReplay { .. } | ControlToWorker::Journaled { .. } => {
                 tracing::warn!("Ignoring a journal frame outside the journal's sync.")
@@ -811,7 +819,11 @@ impl Ctx {
                     "provider {provider:?} (picked by a before_model_resolve hook) is not configured under [models.providers]"
                 ))
             })?;
-        let client = build_llm(spec, &self.env)?;
+        let keys = self
+            .keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let client = build_llm(spec, &keys)?;
         cache.insert(provider.to_owned(), client.clone());
         Ok(client)
     }

@@ -21,7 +21,6 @@ pub type LinkWriter =
 pub async fn connect(
     path: &Path,
     agent_id: &str,
-    token: &str,
 ) -> anyhow::Result<(AgentSpec, LinkReader, LinkWriter)> {
     let name = path.to_fs_name::<GenericFilePath>()?;
     let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, LocalStream::connect(name)).await??;
@@ -32,9 +31,10 @@ pub async fn connect(
             protocol: ipc::version::PROTOCOL_VERSION,
             min_protocol: ipc::version::MIN_PROTOCOL_VERSION,
             build: ipc::version::BUILD.into(),
+            // The supervisor knows its child by the socket's peer credentials: no token.
             role: Role::Worker {
                 agent_id: agent_id.to_owned(),
-                token: token.to_owned(),
+                token: String::new(),
             },
         })
         .await?;

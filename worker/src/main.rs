@@ -29,10 +29,11 @@ fn main() -> ExitCode {
         let code = execpolicy::reaper::main(&raw[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    // Before anything else: the provider keys and the link token are in this process's
-    // environment and memory; a non-dumpable process's `/proc/<pid>/environ` and memory are
-    // closed to other processes of the same uid, such as the commands `exec` runs (issue
-    // 23 item 4). Programs this process execs are dumpable again (exec resets it).
+    // Before anything else: a non-dumpable process's `/proc/<pid>/environ` and memory are
+    // closed to other processes of the same uid, such as the commands `exec` runs (issue 23
+    // item 4). The provider keys arrive over the link only after this (issue 37 item 2): no
+    // secret is ever in this process's environment, which is readable until this call.
+    // Programs this process execs are dumpable again (exec resets it).
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("loopgate-worker: cannot make the process non-dumpable: {e}");
         return ExitCode::from(1);
@@ -52,13 +53,6 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let Some(token) = env.get(ipc::worker_env::TOKEN).cloned() else {
-        eprintln!(
-            "loopgate-worker: {} is not set; this program is started by `loopgate serve`",
-            ipc::worker_env::TOKEN
-        );
-        return ExitCode::from(2);
-    };
     // One thread for the agent's async work: a turn's steps hand over to each other without
     // waking a second runtime thread, and an idle worker keeps one stack and one arena
     // (issue 24). SQLite, file tools and `exec` run on their own threads and processes.
@@ -75,7 +69,6 @@ fn main() -> ExitCode {
     let opts = worker::Options {
         agent_id: args.agent,
         connect: args.connect,
-        token,
         env,
     };
     match runtime.block_on(worker::run(opts)) {
@@ -92,8 +85,8 @@ fn main() -> ExitCode {
 }
 
 /// Takes every variable but the plain ones (`ipc::worker_env::PLAIN`) out of the process
-/// environment: what is left is the provider keys and the link token, which the worker keeps
-/// in `env` only, so no child (hook or tool) inherits them.
+/// environment (the supervisor passes no other; this keeps a worker started some other way
+/// from handing more to its children, hooks and tools).
 fn scrub_environment(env: &HashMap<String, String>) {
     for name in env.keys() {
         if !ipc::worker_env::PLAIN.contains(&name.as_str()) {

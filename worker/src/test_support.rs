@@ -46,7 +46,7 @@ pub fn ctx(spec: AgentSpec, reader: Option<Reader>) -> (Arc<Ctx>, Receiver) {
             spec.disk,
             &spec.workspace,
         )),
-        env: Default::default(),
+        keys: Default::default(),
         out,
         allowed_since: Default::default(),
         model_requests: Default::default(),

@@ -5,12 +5,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use ipc::control::ControlToWorker;
+use ipc::control::{ControlToWorker, Secrets};
 use ipc::RpcError;
 
 use tokio::sync::oneshot;
 
-use crate::config::{AgentConfig, Config};
+use crate::config::AgentConfig;
 use crate::worker_link::LinkHandle;
 
 /// Frames queued for a worker that is starting, backing off or restarting.
@@ -92,6 +92,9 @@ pub(super) struct WorkerSlot {
     /// When a frame was last handed to this agent's worker (least recently used first when
     /// `workers.max_live` needs room).
     pub(super) last_used: Option<Instant>,
+    /// The provider keys (by variable name) the current generation was given: at its start
+    /// ([`worker_keys`]) and with runs on other providers since (`ControlToWorker::Keys`).
+    pub(super) keys: std::collections::BTreeSet<String>,
     /// Operator restarts waiting for the new worker.
     pub(super) restart_waiters:
         Vec<oneshot::Sender<Result<ipc::gateway::WorkerRestartResult, RpcError>>>,
@@ -110,6 +113,7 @@ impl WorkerSlot {
             retry: VecDeque::new(),
             crashes: VecDeque::new(),
             attempt: 0,
+            keys: Default::default(),
             kill_reason: None,
             idle_since: None,
             retired: false,
@@ -199,20 +203,64 @@ pub(super) fn backoff(
     backoff::delay(initial, max, attempt, 0.25, unit)
 }
 
-pub(super) fn worker_env(config: &Config, env: &HashMap<String, String>) -> Vec<(String, String)> {
-    // The worker keeps only the plain ones in its environment (`ipc::worker_env`).
-    let mut names: Vec<&str> = ipc::worker_env::PLAIN.to_vec();
-    for a in &config.agents {
-        if let Some(k) = a.model.as_ref().and_then(|m| m.api_key_env.as_deref()) {
-            names.push(k);
-        }
-    }
-    names.sort_unstable();
-    names.dedup();
-    names
-        .into_iter()
-        .filter_map(|k| env.get(k).map(|v| (k.to_owned(), v.clone())))
+/// The environment a worker starts with: the plain variables the supervisor has, no secret
+/// (`ipc::worker_env`); keys go over the link ([`worker_keys`]).
+pub(super) fn worker_env(env: &HashMap<String, String>) -> Vec<(String, String)> {
+    ipc::worker_env::PLAIN
+        .iter()
+        .filter_map(|k| env.get(*k).map(|v| ((*k).to_owned(), v.clone())))
         .collect()
+}
+
+/// The provider keys `agent`'s worker starts with: those of its model and its fallbacks, and
+/// every configured provider's when a `before_model_resolve` hook may pick any of them. A
+/// run on another provider brings its key along ([`run_keys`]).
+pub(super) fn worker_keys(agent: &AgentConfig, env: &HashMap<String, String>) -> Secrets {
+    let picks_any = agent
+        .hooks
+        .iter()
+        .any(|h| h.event == ipc::control::HookEvent::BeforeModelResolve);
+    let models = agent.model.iter().chain(&agent.fallbacks);
+    let names: Vec<&str> = if picks_any {
+        models
+            .chain(&agent.providers)
+            .filter_map(key_name)
+            .collect()
+    } else {
+        models.filter_map(key_name).collect()
+    };
+    secrets(names, env)
+}
+
+/// The key a run needs that its worker was not given (its model is on another provider,
+/// by a per-run or per-session override).
+pub(super) fn run_keys(
+    agent: &AgentConfig,
+    run: &ipc::control::SubmitRun,
+    given: &std::collections::BTreeSet<String>,
+    env: &HashMap<String, String>,
+) -> Option<Secrets> {
+    let provider = &run.model.as_ref()?.provider;
+    let name = agent
+        .providers
+        .iter()
+        .find(|p| &p.provider == provider)
+        .and_then(key_name)?;
+    let keys = secrets([name].into_iter().filter(|n| !given.contains(*n)), env);
+    (!keys.is_empty()).then_some(keys)
+}
+
+fn key_name(m: &crate::config::ResolvedModel) -> Option<&str> {
+    m.api_key_env.as_deref()
+}
+
+fn secrets<'a>(names: impl IntoIterator<Item = &'a str>, env: &HashMap<String, String>) -> Secrets {
+    Secrets(
+        names
+            .into_iter()
+            .filter_map(|k| env.get(k).map(|v| (k.to_owned(), v.clone())))
+            .collect(),
+    )
 }
 
 pub(super) fn failed_message(agent_id: &str, reason: &str) -> String {

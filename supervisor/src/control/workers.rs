@@ -8,13 +8,39 @@ use std::collections::VecDeque;
 use ipc::control::ControlToWorker;
 
 use super::core::{Control, Effect};
-use super::slot::{failed_message, worker_env, AfterExit, Delivery, WorkerState, MAX_QUEUED};
+use super::slot::{
+    failed_message, run_keys, worker_env, worker_keys, AfterExit, Delivery, WorkerState, MAX_QUEUED,
+};
 use crate::worker_link::SpawnSpec;
 
 impl Control {
     /// Hands a frame to `agent_id`'s worker: sends it, queues it for a worker that is
     /// starting, or starts the worker.
     pub(super) fn deliver(&mut self, agent_id: &str, msg: ControlToWorker) -> Delivery {
+        let Some(slot) = self.workers.get_mut(agent_id) else {
+            return Delivery::Refused(format!("unknown agent {agent_id:?}"));
+        };
+        // A run on a provider whose key the worker lacks: the key goes first, in order.
+        let keys = match &msg {
+            ControlToWorker::Submit(run) => run_keys(&slot.agent, run, &slot.keys, &self.deps.env),
+            _ => None,
+        };
+        if let Some(keys) = keys {
+            let names: Vec<String> = keys.0.keys().cloned().collect();
+            match self.send_frame(agent_id, ControlToWorker::Keys(keys)) {
+                Delivery::Refused(why) => return Delivery::Refused(why),
+                Delivery::Sent | Delivery::Queued => {
+                    if let Some(slot) = self.workers.get_mut(agent_id) {
+                        slot.keys.extend(names);
+                    }
+                }
+            }
+        }
+        self.send_frame(agent_id, msg)
+    }
+
+    /// [`Control::deliver`] of one frame, as it is.
+    fn send_frame(&mut self, agent_id: &str, msg: ControlToWorker) -> Delivery {
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return Delivery::Refused(format!("unknown agent {agent_id:?}"));
         };
@@ -146,10 +172,12 @@ impl Control {
     }
 
     pub(super) fn spawn_worker(&mut self, agent_id: &str, queued: VecDeque<ControlToWorker>) {
-        let env = worker_env(&self.deps.config, &self.deps.env);
+        let env = worker_env(&self.deps.env);
         let Some(slot) = self.workers.get_mut(agent_id) else {
             return;
         };
+        let secrets = worker_keys(&slot.agent, &self.deps.env);
+        slot.keys = secrets.0.keys().cloned().collect();
         // A worker started again after it retired when idle is not a restart.
         if slot.generation > 0 && !slot.retired {
             slot.restarts += 1;
@@ -187,6 +215,7 @@ impl Control {
             worker_bin: self.deps.worker_bin.clone(),
             run_dir: crate::paths::run_dir(&self.deps.config.state_dir),
             env,
+            secrets,
             metrics: self.deps.metrics.clone(),
             journal: None,
         })));

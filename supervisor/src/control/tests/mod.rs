@@ -812,4 +812,5 @@ fn the_total_limit_counts_every_session_issue_23() {
     assert!(full.0.contains("max_queued_total is 3"), "{full:?}");
 }
 
+mod keys;
 mod retire;
