@@ -7,8 +7,8 @@ use async_nats::jetstream::{self, kv, object_store, stream};
 
 use crate::dispatch::{RUNS_STREAM, RUNS_SUBJECTS};
 use crate::names::{
-    check_name, NODES_BUCKET, OUTCOMES_BUCKET, PLACEMENT_BUCKET, RUNS_BUCKET, TX_STREAM,
-    TX_SUBJECTS, WORKSPACE_HEADS_BUCKET, WORKSPACE_OBJECTS,
+    check_name, NODES_BUCKET, OUTCOMES_BUCKET, OUTCOME_BODIES, PLACEMENT_BUCKET, RUNS_BUCKET,
+    TX_STREAM, TX_SUBJECTS, WORKSPACE_HEADS_BUCKET, WORKSPACE_OBJECTS,
 };
 use crate::settings::Settings;
 
@@ -99,6 +99,8 @@ pub struct Engine {
     pub(crate) nodes: kv::Store,
     pub(crate) workspaces: kv::Store,
     pub(crate) objects: object_store::ObjectStore,
+    /// Outcomes too large for one message, kept as long as their records.
+    pub(crate) bodies: object_store::ObjectStore,
     /// Largest workspace that moves with its agent (bytes of files).
     pub(crate) workspace_cap: u64,
     /// When this gateway's last heartbeat was recorded (a write needs quorum).
@@ -172,7 +174,14 @@ impl Engine {
             bucket(&js, WORKSPACE_HEADS_BUCKET, Duration::ZERO, replicas)
         })
         .await?;
-        let objects = retrying(within, || objects(&js, WORKSPACE_OBJECTS, replicas)).await?;
+        let bodies = retrying(within, || {
+            objects(&js, OUTCOME_BODIES, RUNS_MAX_AGE, replicas)
+        })
+        .await?;
+        let objects = retrying(within, || {
+            objects(&js, WORKSPACE_OBJECTS, Duration::ZERO, replicas)
+        })
+        .await?;
         // The journals keep every record; a run queue forgets a run once acknowledged.
         let limits = stream::RetentionPolicy::Limits;
         retrying(within, || {
@@ -195,6 +204,7 @@ impl Engine {
             nodes,
             workspaces,
             objects,
+            bodies,
             workspace_cap: settings.workspace_max_bytes,
             last_write: Default::default(),
         })
@@ -357,15 +367,18 @@ async fn stream(
     Ok(())
 }
 
-/// The object store `name`, made if missing (replicated, on disk, compressed).
+/// The object store `name`, made if missing (replicated, on disk, compressed; objects live
+/// `max_age`, zero for ever).
 async fn objects(
     js: &jetstream::Context,
     name: &str,
+    max_age: Duration,
     replicas: usize,
 ) -> Result<object_store::ObjectStore, ClusterError> {
     let made = js
         .create_object_store(object_store::Config {
             bucket: name.into(),
+            max_age,
             num_replicas: replicas,
             storage: stream::StorageType::File,
             compression: true,

@@ -91,11 +91,20 @@ impl Engine {
         Ok(Requests { sub })
     }
 
-    /// Answers `request` (nothing if its sender no longer waits).
-    pub async fn answer(&self, request: Request, payload: Bytes) -> Result<(), ClusterError> {
-        let Some(reply) = request.reply else {
+    /// Answers `request` (nothing if its sender no longer waits). A payload past the
+    /// servers' `max_payload` is refused here, before anything is sent, so the caller can
+    /// answer with something that fits.
+    pub async fn answer(&self, request: &Request, payload: Bytes) -> Result<(), ClusterError> {
+        let Some(reply) = request.reply.clone() else {
             return Ok(());
         };
+        let max = self.max_payload();
+        if payload.len() > max {
+            return Err(ClusterError::Engine(format!(
+                "an answer of {} bytes is past the servers' max_payload ({max} bytes)",
+                payload.len()
+            )));
+        }
         self.client
             .publish(reply, payload)
             .await

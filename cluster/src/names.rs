@@ -17,6 +17,8 @@ pub const NODES_BUCKET: &str = "lg-nodes";
 pub const WORKSPACE_HEADS_BUCKET: &str = "lg-workspace";
 /// The workspace snapshots themselves (object store).
 pub const WORKSPACE_OBJECTS: &str = "lg-workspaces";
+/// Object store: run outcomes too large for one message (`OutcomeRecord::body`).
+pub const OUTCOME_BODIES: &str = "lg-outcome-bodies";
 /// The agents' journals: one subject per agent ([`journal_subject`]).
 pub const TX_STREAM: &str = "LG_TX";
 /// Subjects of [`TX_STREAM`].

@@ -49,8 +49,14 @@ pub struct OutcomeRecord {
     pub run_id: String,
     /// Who wrote it: the owner, or the gateway that closed the run of a lost owner.
     pub node: String,
-    /// The gateway's stored terminal, as that gateway serialized it.
+    /// The gateway's stored terminal, as that gateway serialized it. As read through the
+    /// engine it is always here; as stored, it is `null` when `body` names it instead.
     pub terminal: Box<RawValue>,
+    /// The object (store `lg-outcome-bodies`) holding `terminal`, for an outcome too large
+    /// for one message (a long reply); the engine reads it back before anyone sees the
+    /// record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
 }
 
 /// An agent's placement: which gateway runs it.

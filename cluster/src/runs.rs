@@ -3,6 +3,7 @@
 //! a key only if it is absent, so two gateways racing get one winner and the loser reads it.
 
 use async_nats::jetstream::kv::{self, Operation};
+use async_nats::jetstream::object_store;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
@@ -70,20 +71,45 @@ impl Engine {
     /// Ends `run_id` with `terminal` unless it already ended; the run's terminal either way.
     pub async fn end(&self, run_id: &str, terminal: Box<RawValue>) -> Result<Ended, ClusterError> {
         let key = digest(run_id);
-        let rec = OutcomeRecord {
+        let mut rec = OutcomeRecord {
             run_id: run_id.to_owned(),
             node: self.node.clone(),
             terminal,
+            body: None,
         };
+        // Too large for one message: the terminal goes to the object store first, under a
+        // name of its own content and writer (a racing writer's body never replaces it), and
+        // the record names it.
+        let size = serde_json::to_vec(&rec)
+            .map_err(ClusterError::engine)?
+            .len();
+        if size > self.max_payload().saturating_sub(BODY_ROOM) {
+            let name = format!("{key}-{}-{}", self.node, digest(rec.terminal.get()));
+            let text = rec.terminal.get();
+            crate::engine::retrying(crate::engine::REQUEST_TIMEOUT, || async {
+                let mut bytes = text.as_bytes();
+                self.bodies
+                    .put(name.as_str(), &mut bytes)
+                    .await
+                    .map(|_| ())
+                    .map_err(ClusterError::engine)
+            })
+            .await?;
+            rec.body = Some(name);
+            rec.terminal = RawValue::NULL.to_owned();
+        }
         match create(&self.outcomes, &key, &rec).await? {
             Created::New(_) => Ok(Ended::First),
             Created::Taken(c) => {
                 let first: OutcomeRecord = decode(&key, &c.value)?;
                 // Our own write, stored before an answer that was lost.
-                if first.node == rec.node && first.terminal.get() == rec.terminal.get() {
+                if first.node == rec.node
+                    && first.terminal.get() == rec.terminal.get()
+                    && first.body == rec.body
+                {
                     Ok(Ended::First)
                 } else {
-                    Ok(Ended::Already(first))
+                    Ok(Ended::Already(self.resolved(first).await?))
                 }
             }
         }
@@ -91,7 +117,15 @@ impl Engine {
 
     /// The run's terminal, if it ended.
     pub async fn outcome(&self, run_id: &str) -> Result<Option<OutcomeRecord>, ClusterError> {
-        read(&self.outcomes, &digest(run_id)).await
+        match read(&self.outcomes, &digest(run_id)).await? {
+            Some(rec) => self.resolved(rec).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// `rec` with its terminal, read from its body when it has one.
+    async fn resolved(&self, rec: OutcomeRecord) -> Result<OutcomeRecord, ClusterError> {
+        resolve(&self.bodies, rec).await
     }
 
     /// Waits until the run ends (on any gateway) and returns its terminal.
@@ -107,7 +141,7 @@ impl Engine {
         while let Some(entry) = watch.next().await {
             let entry = entry.map_err(ClusterError::engine)?;
             if entry.operation == Operation::Put {
-                return decode(&key, &entry.value);
+                return self.resolved(decode(&key, &entry.value)?).await;
             }
         }
         Err(ClusterError::Engine(format!(
@@ -120,6 +154,7 @@ impl Engine {
 /// instead of one per waiting run).
 pub struct OutcomeFeed {
     watch: kv::Watch,
+    bodies: object_store::ObjectStore,
 }
 
 impl OutcomeFeed {
@@ -131,7 +166,10 @@ impl OutcomeFeed {
                 Err(e) => return Some(Err(ClusterError::engine(e))),
             };
             if entry.operation == Operation::Put {
-                return Some(decode(&entry.key, &entry.value));
+                return Some(match decode(&entry.key, &entry.value) {
+                    Ok(rec) => resolve(&self.bodies, rec).await,
+                    Err(e) => Err(e),
+                });
             }
         }
     }
@@ -145,8 +183,40 @@ impl Engine {
             .watch_all()
             .await
             .map_err(ClusterError::engine)?;
-        Ok(OutcomeFeed { watch })
+        Ok(OutcomeFeed {
+            watch,
+            bodies: self.bodies.clone(),
+        })
     }
+}
+
+/// What a message keeps for an outcome record besides its terminal (the record's other
+/// fields, the subject, headers): past this the terminal goes as a body.
+const BODY_ROOM: usize = 4096;
+
+/// `rec` with its terminal read back from the object store when it names a body.
+async fn resolve(
+    bodies: &object_store::ObjectStore,
+    mut rec: OutcomeRecord,
+) -> Result<OutcomeRecord, ClusterError> {
+    use tokio::io::AsyncReadExt;
+    let Some(name) = rec.body.take() else {
+        return Ok(rec);
+    };
+    let mut obj = crate::engine::retrying(crate::engine::REQUEST_TIMEOUT, || async {
+        bodies
+            .get(name.as_str())
+            .await
+            .map_err(ClusterError::engine)
+    })
+    .await?;
+    let mut text = String::new();
+    obj.read_to_string(&mut text)
+        .await
+        .map_err(|e| ClusterError::Engine(format!("reading the outcome body {name}: {e}")))?;
+    rec.terminal = RawValue::from_string(text)
+        .map_err(|e| ClusterError::Engine(format!("the outcome body {name} is not JSON: {e}")))?;
+    Ok(rec)
 }
 
 /// Stores `value` (as JSON) at `key` unless a value is there.

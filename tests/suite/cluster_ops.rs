@@ -144,3 +144,68 @@ async fn without_quorum_new_runs_are_refused_retryably_and_taken_once_it_is_back
         ]
     );
 }
+
+/// Issue 37 item 3: `chat.history` asked at a gateway that does not own the agent hung for
+/// the 600 s op timeout once the page was larger than NATS's `max_payload` (1 MiB by
+/// default): the owner could not publish its answer and the asker waited it out. Three
+/// 700 KB replies are enough (and their runs' outcomes were too large to record in the
+/// cluster: the runs never ended). Now the owner cuts the page to fit one message (a shorter
+/// page with the offset of the rest), large outcomes are kept as bodies in the object store,
+/// and paging on the non-owner reaches every long reply the owner shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_past_one_message_is_paged_on_a_non_owner_issue_37() {
+    let cl = Cluster::start(2).await;
+    let owner = cl.warmed_owner().await;
+    let other = 1 - owner;
+    let mut co = cl.gateways[owner].connect().await;
+    for i in 0..3 {
+        cl.model.push(reply(&format!("{i}{}", "r".repeat(700_000))));
+        let (_, fin) = co
+            .turn(json!({"message": format!("long {i}"), "idempotencyKey": format!("k-long-{i}")}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    // The long replies, by their first character, on one page of the owner's own.
+    let long = |page: &serde_json::Value| -> Vec<String> {
+        page["payload"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"][0]["text"].as_str())
+            .filter(|t| t.len() > 600_000)
+            .map(|t| t[..1].to_owned())
+            .collect()
+    };
+    let whole = co
+        .call(
+            "chat.history",
+            json!({"sessionKey": "main", "maxBytes": 8 * 1024 * 1024}),
+        )
+        .await;
+    let mut expected = long(&whole);
+    expected.sort();
+    assert!(expected.len() >= 2, "{expected:?}");
+    let mut c = cl.gateways[other].connect().await;
+    let mut offset = None;
+    let mut pages = 0;
+    let mut seen = Vec::new();
+    loop {
+        let mut params = json!({"sessionKey": "main", "maxBytes": 8 * 1024 * 1024});
+        if let Some(o) = offset {
+            params["offset"] = json!(o);
+        }
+        let page = tokio::time::timeout(Duration::from_secs(10), c.call("chat.history", params))
+            .await
+            .expect("chat.history answered within 10 s on a non-owner");
+        assert_eq!(page["ok"], true, "{}", &page["error"]);
+        pages += 1;
+        seen.extend(long(&page));
+        match page["payload"]["nextOffset"].as_u64() {
+            Some(o) if pages < 10 => offset = Some(o),
+            _ => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, expected, "every long reply is on some page");
+    assert!(pages >= 2, "one page held {} long replies", seen.len());
+}

@@ -23,7 +23,8 @@ pub(super) async fn start(gw: &Arc<Gateway>, c: &Arc<Clustered>) {
     let engine = c.engine.clone();
     tokio::spawn(async move {
         while let Some(r) = rx.recv().await {
-            if let Ok(bytes) = serde_json::to_vec(&r) {
+            let room = engine.max_payload().saturating_sub(4096);
+            if let Some(bytes) = fit(r, room) {
                 let _ = engine.publish_event(Bytes::from(bytes)).await;
             }
         }
@@ -56,4 +57,88 @@ pub(super) async fn start(gw: &Arc<Gateway>, c: &Arc<Clustered>) {
             feed = engine.events().await;
         }
     });
+}
+
+/// `r` as one message of at most `room` bytes. Past that, a chat `final` or `aborted` goes
+/// without its message (it names the message's place: clients read it from `chat.history`,
+/// which pages to fit), so clients of other gateways still hear the run end; any other event
+/// too large for one message (a long reply's cumulative delta) is not relayed: the next one
+/// or the final carries on.
+fn fit(r: Relayed, room: usize) -> Option<Vec<u8>> {
+    use ipc::gateway::{ChatEvent, ChatState};
+    let bytes = serde_json::to_vec(&r).ok()?;
+    if bytes.len() <= room {
+        return Some(bytes);
+    }
+    if r.event != ipc::gateway::events::CHAT {
+        return None;
+    }
+    let mut ev: ChatEvent = serde_json::from_str(&r.payload).ok()?;
+    match &mut ev.state {
+        ChatState::Final { message, .. } | ChatState::Aborted { message, .. } => *message = None,
+        _ => return None,
+    }
+    let payload: std::sync::Arc<str> = serde_json::to_string(&ev).ok()?.into();
+    let bytes = serde_json::to_vec(&Relayed { payload, ..r }).ok()?;
+    (bytes.len() <= room).then_some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::gateway::{ChatEvent, ChatState};
+
+    fn chat(state: ChatState) -> Relayed {
+        let ev = ChatEvent {
+            run_id: "r".into(),
+            session_key: "agent:main:s".into(),
+            agent_id: "main".into(),
+            seq: 3,
+            state,
+        };
+        Relayed {
+            event: ipc::gateway::events::CHAT.into(),
+            payload: serde_json::to_string(&ev).unwrap().into(),
+            drop_if_slow: false,
+            session_key: "agent:main:s".into(),
+            run_id: "r".into(),
+            seq: 3,
+            terminal: true,
+        }
+    }
+
+    #[test]
+    fn a_final_too_large_for_one_message_goes_without_its_message() {
+        let big = ipc::gateway::ChatMessage::assistant(&"x".repeat(100_000), 1);
+        let fin = chat(ChatState::Final {
+            message: Some(big.clone()),
+            stop_reason: Some("stop".into()),
+            message_id: Some("e1".into()),
+            message_seq: Some(4),
+        });
+        // Room enough: as it is.
+        let whole = fit(fin.clone(), 1 << 20).unwrap();
+        assert!(whole.len() > 100_000);
+        let cut = fit(fin, 10_000).unwrap();
+        assert!(cut.len() <= 10_000);
+        let back: Relayed = serde_json::from_slice(&cut).unwrap();
+        let ev: ChatEvent = serde_json::from_str(&back.payload).unwrap();
+        match ev.state {
+            ChatState::Final {
+                message,
+                message_id,
+                ..
+            } => {
+                assert!(message.is_none());
+                assert_eq!(message_id.as_deref(), Some("e1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A delta that big is not relayed (the final follows).
+        let delta = chat(ChatState::Delta {
+            delta_text: "x".into(),
+            message: big,
+        });
+        assert!(fit(delta, 10_000).is_none());
+    }
 }
