@@ -268,6 +268,7 @@ impl crate::control_ui::Site for Site<'_> {
             .devices(|reply| crate::gatewaydb::devices::DeviceCmd::AnyValid {
                 token,
                 generation,
+                scope: ipc::gateway::Scope::Read,
                 reply,
             })
             .await

@@ -15,11 +15,11 @@ const DOT: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 
 const TAKES_IMAGES: &str = "models.\"scripted-1\".input = [\"text\", \"image\"]\n";
 
-fn dot() -> Value {
+pub(super) fn dot() -> Value {
     json!({"type": "image", "mimeType": "image/png", "fileName": "dot.png", "content": DOT})
 }
 
-fn b64(s: &str) -> String {
+pub(super) fn b64(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
 }
@@ -71,7 +71,7 @@ fn image_and_text(api: Api, m: &Value) -> (Option<String>, String) {
 }
 
 /// The user rows of a session's history.
-async fn user_rows(c: &mut loopgate_tests::Client, session: &str) -> Vec<Value> {
+pub(super) async fn user_rows(c: &mut loopgate_tests::Client, session: &str) -> Vec<Value> {
     let h = c.call("chat.history", json!({"sessionKey": session})).await;
     h["payload"]["messages"]
         .as_array()
@@ -360,7 +360,7 @@ async fn bad_attachments_get_clear_errors_and_contents_are_kept_once_r_a3() {
 }
 
 /// A built UI directory (the page only) outside the state dir.
-fn ui_root() -> tempfile::TempDir {
+pub(super) fn ui_root() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("control-ui");
@@ -372,7 +372,7 @@ fn ui_root() -> tempfile::TempDir {
     d
 }
 
-fn media_path(url: &str, session: &str, extra: &str) -> String {
+pub(super) fn media_path(url: &str, session: &str, extra: &str) -> String {
     let enc = |s: &str| s.replace(':', "%3A").replace('/', "%2F");
     format!(
         "/ui/__openclaw__/assistant-media?source={}&sessionKey={}&agentId=main{extra}",

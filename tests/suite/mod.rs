@@ -40,6 +40,7 @@ mod security_frames;
 mod security_input;
 mod security_link;
 mod security_local;
+mod security_scopes;
 mod security_storage;
 mod session_id;
 mod session_lookup;

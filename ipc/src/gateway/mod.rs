@@ -46,7 +46,7 @@ pub use resolve::*;
 pub use results::*;
 pub use resume::*;
 pub use run::*;
-pub use scope::{covers, Scope};
+pub use scope::{covers, Scope, MODEL_CHANGE};
 pub use sessions::*;
 pub use shape::{Limits, TooComplex};
 

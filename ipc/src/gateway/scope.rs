@@ -15,7 +15,23 @@ pub enum Scope {
     Approvals,
 }
 
+/// Choosing the model a session or a run uses is an admin's call on every path that can do
+/// it: `agent` with `provider`/`model`, `sessions.patch` with `model`, the `/model <model>`
+/// command, `/new <model>` (as OpenClaw's `agent` decides it by its params). A request that
+/// would change the model needs this scope whatever its method's own.
+pub const MODEL_CHANGE: Scope = Scope::Admin;
+
 impl Scope {
+    /// The scope a request of a method needing `self` needs, when it `changes_model` or not:
+    /// the one rule every path asks ([`MODEL_CHANGE`]).
+    pub const fn with_model_change(self, changes_model: bool) -> Scope {
+        if changes_model {
+            MODEL_CHANGE
+        } else {
+            self
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Scope::Admin => "operator.admin",

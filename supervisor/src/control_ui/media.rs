@@ -64,10 +64,13 @@ pub async fn answer(site: &impl Site, query: Option<&str>, headers: &HeaderMap) 
         return unavailable(q.meta, "file-not-found", "File not found");
     };
     let now = crate::events::now_ms();
-    let ticket_ok = q
-        .ticket
-        .as_deref()
-        .is_some_and(|t| check_ticket(site.media_key(), t, &q, &digits, now));
+    // A ticket fetches the bytes it was made for, never a new ticket: `meta=1` (which mints
+    // one) needs the token, so a URL lives its ten minutes and no longer, and a revoked
+    // device's tickets end with them.
+    let ticket_ok = !q.meta
+        && q.ticket
+            .as_deref()
+            .is_some_and(|t| check_ticket(site.media_key(), t, &q, &digits, now));
     if !ticket_ok && !site.bearer_ok(bearer).await {
         if bearer.is_some() || q.ticket.is_some() {
             tokio::time::sleep(crate::door::FAILED_AUTH_DELAY).await;

@@ -123,9 +123,12 @@ pub enum DeviceCmd {
         reply: oneshot::Sender<Result<(String, u64), DbError>>,
     },
     /// Whether `token` is any device's valid token (a bearer on the Control UI's routes).
+    /// Whether `token` is an unrevoked token of this generation whose scopes cover `scope`
+    /// (the HTTP routes' check: a token issued for approvals alone reads no attachment).
     AnyValid {
         token: String,
         generation: String,
+        scope: ipc::gateway::Scope,
         reply: oneshot::Sender<Result<bool, DbError>>,
     },
     /// Checks a presented token (and marks it used when valid).
@@ -190,18 +193,23 @@ pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbw
         DeviceCmd::AnyValid {
             token,
             generation,
+            scope,
             reply,
         } => answer(
             reply,
             sp.run(conn, |c| {
-                Ok(c.prepare_cached(
-                    "SELECT 1 FROM device_token_digests d JOIN device_tokens t
-                       ON t.device_id = d.device_id AND t.role = d.role
-                     WHERE d.token_sha256 = ?1 AND d.generation = ?2 AND t.revoked_at IS NULL",
-                )?
-                .query_row(params![digest(&token), generation], |_| Ok(()))
-                .optional()?
-                .is_some())
+                let scopes: Option<String> = c
+                    .prepare_cached(
+                        "SELECT t.scopes_json FROM device_token_digests d JOIN device_tokens t
+                           ON t.device_id = d.device_id AND t.role = d.role
+                         WHERE d.token_sha256 = ?1 AND d.generation = ?2 AND t.revoked_at IS NULL",
+                    )?
+                    .query_row(params![digest(&token), generation], |r| r.get(0))
+                    .optional()?;
+                let granted: Vec<String> = scopes
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or_default();
+                Ok(scope.held_in(&granted))
             }),
         ),
         DeviceCmd::Revoke {

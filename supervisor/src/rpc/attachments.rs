@@ -9,7 +9,7 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine;
 use ipc::control::{Attachment, AttachmentKind};
 use ipc::gateway::{
-    AttachmentContent, ChatAttachment, MAX_ATTACHMENTS, MAX_ATTACHMENTS_BYTES,
+    media_type, AttachmentContent, ChatAttachment, MAX_ATTACHMENTS, MAX_ATTACHMENTS_BYTES,
     MAX_IMAGE_ATTACHMENT_BYTES, MAX_TEXT_ATTACHMENT_BYTES,
 };
 
@@ -86,11 +86,16 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
         return Ok(None);
     }
     let size = raw.bytes.len() as u64;
-    let declared = raw
-        .declared
-        .or(a.mime_type.clone())
-        .map(|m| m.trim().to_ascii_lowercase())
-        .filter(|m| !m.is_empty() && m.len() <= 128);
+    // The type the client declares is checked before anything else reads it (a prompt, a
+    // header, a URL): `type/subtype` of a safe alphabet, or refused.
+    let declared = match raw.declared.or(a.mime_type.clone()) {
+        Some(m) if m.trim().is_empty() => None,
+        Some(m) => Some(media_type(&m).ok_or_else(|| {
+            let shown: String = m.chars().take(64).collect();
+            format!("invalid mimeType {shown:?}: expected type/subtype")
+        })?),
+        None => None,
+    };
     let (kind, mime) = match sniff_image(&raw.bytes) {
         Some(mime) => (AttachmentKind::Image, mime.to_owned()),
         None => match declared.as_deref() {

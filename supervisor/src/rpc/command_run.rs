@@ -53,9 +53,10 @@ impl Said {
     }
 }
 
-/// The method whose scope a command needs.
-fn scope_of(command: &Command) -> Method {
-    match command {
+/// The scope a command needs: its method's (the method with the same effect), an admin's
+/// when it changes the model (`/model <model>`, `/new <model>`: `MODEL_CHANGE`).
+fn scope_of(command: &Command) -> Scope {
+    let method = match command {
         Command::New(_) | Command::Reset(_) => Method::SessionsReset,
         Command::Stop => Method::ChatAbort,
         Command::Compact(_) => Method::SessionsCompact,
@@ -65,7 +66,12 @@ fn scope_of(command: &Command) -> Method {
         | Command::Queue(_)
         | Command::Reasoning(_)
         | Command::Verbose(_) => Method::SessionsPatch,
-    }
+    };
+    let changes_model = match command {
+        Command::Model(arg) | Command::New(arg) => arg.is_some(),
+        _ => false,
+    };
+    method.scope().with_model_change(changes_model)
 }
 
 /// The method a command came by: its answers take that method's shapes.
@@ -147,7 +153,7 @@ async fn run_command(
     mut turn: Option<AdmissionTurn>,
     door: Door,
 ) {
-    let needed = scope_of(&command).scope();
+    let needed = scope_of(&command);
     if !session.has_scope(needed) {
         return out.err(&req.id, missing_scope(needed)).await;
     }

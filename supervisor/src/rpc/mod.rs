@@ -142,7 +142,7 @@ pub async fn handle(
         Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
         Method::SessionsDescribe => sessions_describe(gw, req, out).await,
         Method::SessionsPreview => sessions_preview(gw, req, out).await,
-        Method::SessionsPatch => sessions_patch(gw, req, out).await,
+        Method::SessionsPatch => sessions_patch(gw, session, req, out).await,
         Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
             session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
         }

@@ -269,10 +269,16 @@ pub(super) const MAX_LABEL_CHARS: usize = 200;
 
 /// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
 /// visibility and queue mode. A model and a level are checked as an `agent` run's are.
-pub(super) async fn sessions_patch(gw: &Arc<Gateway>, req: Request, out: &Out) {
+pub(super) async fn sessions_patch(gw: &Arc<Gateway>, session: &Session, req: Request, out: &Out) {
     let Some(p) = params::<m::SessionsPatch>(&req, out).await else {
         return;
     };
+    let needed = Method::SessionsPatch
+        .scope()
+        .with_model_change(p.model.is_some());
+    if !session.has_scope(needed) {
+        return out.err(&req.id, missing_scope(needed)).await;
+    }
     let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
         return;
     };

@@ -39,8 +39,10 @@ pub(super) async fn agent(
         Ok(a) => a,
         Err(m) => return out.err(&req.id, ErrorShape::invalid(m)).await,
     };
-    // As OpenClaw: picking the model of a run is an admin's call.
-    if (p.provider.is_some() || p.model.is_some()) && !session.has_scope(Scope::Admin) {
+    // As OpenClaw: picking the model of a run is an admin's call (`MODEL_CHANGE`, the rule
+    // of every path that changes a model).
+    let changes_model = p.provider.is_some() || p.model.is_some();
+    if !session.has_scope(Method::Agent.scope().with_model_change(changes_model)) {
         return out
             .err(
                 &req.id,

@@ -59,7 +59,7 @@ pub fn user_message(text: &str, media: &[Media]) -> ChatMessage {
         head.push_str(&format!(
             "[media attached: {} ({})]\n",
             m.stored.url(),
-            m.stored.mime_type
+            prompt_mime(&m.stored.mime_type)
         ));
     }
     let files: String = media
@@ -115,7 +115,7 @@ fn file_block(m: &Media) -> String {
         .filter(|c| !c.is_control() && !matches!(c, '"' | '<' | '>'))
         .take(200)
         .collect();
-    let mime = &m.stored.mime_type;
+    let mime = prompt_mime(&m.stored.mime_type);
     let inner = if m.stored.kind == AttachmentKind::Text {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(m.data.as_bytes())
@@ -199,6 +199,12 @@ impl serde::Serialize for DataUrl<'_> {
             self.0.mime_type, self.0.data
         ))
     }
+}
+
+/// A stored attachment's type as a prompt may show it: checked again here (the gateway
+/// checks it at admission; rows of older versions were not), never the raw text.
+fn prompt_mime(mime: &str) -> String {
+    ipc::gateway::media_type(mime).unwrap_or_else(|| "application/octet-stream".to_owned())
 }
 
 #[cfg(test)]
