@@ -625,6 +625,29 @@ pub struct RunModel {
     pub model: String,
 }
 
+impl SubmitRun {
+    /// A run of `message` with the agent's own settings and nothing else (no deadline,
+    /// attachments or per-run choices): set the rest with struct update syntax.
+    pub fn plain(run_id: &str, session_key: &str, message: &str, accepted_at: u64) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            session_key: session_key.to_owned(),
+            message: message.to_owned(),
+            extra_system_prompt: None,
+            timeout_ms: None,
+            accepted_at,
+            model: None,
+            strict_model: false,
+            thinking: None,
+            reasoning: None,
+            queue: None,
+            attachments: Vec::new(),
+            verbose: None,
+            blocks: None,
+        }
+    }
+}
+
 impl fmt::Debug for SubmitRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Message content is user data: keep it out of logs.

@@ -68,22 +68,7 @@ fn a_run_on_another_provider_brings_its_key_once() {
     let state = tempfile::tempdir().unwrap();
     let config = config(state.path(), KEYS);
     let main = config.agent("main").unwrap();
-    let mut run = SubmitRun {
-        run_id: "r".into(),
-        session_key: "agent:main:s".into(),
-        message: "hi".into(),
-        extra_system_prompt: None,
-        timeout_ms: None,
-        accepted_at: 0,
-        model: None,
-        strict_model: false,
-        thinking: None,
-        reasoning: None,
-        queue: None,
-        attachments: Vec::new(),
-        verbose: None,
-        blocks: None,
-    };
+    let mut run = SubmitRun::plain("r", "agent:main:s", "hi", 0);
     let given: BTreeSet<String> = ["KEY_A".to_owned(), "KEY_B".to_owned()].into();
     // The agent's own model: nothing more.
     assert_eq!(run_keys(main, &run, &given, &env()), None);

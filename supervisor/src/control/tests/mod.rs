@@ -119,20 +119,13 @@ impl Harness {
     ) -> (Vec<Effect>, oneshot::Receiver<Arc<Outcome>>) {
         let (done, rx) = oneshot::channel();
         let run = SubmitRun {
-            run_id: run_id.into(),
-            session_key: format!("agent:{}:s", self.agent),
-            message: "hi".into(),
-            extra_system_prompt: None,
             timeout_ms,
-            accepted_at: self.wall0 + ms,
-            model: None,
-            strict_model: false,
-            thinking: None,
-            reasoning: None,
-            queue: None,
-            attachments: Vec::new(),
-            verbose: None,
-            blocks: None,
+            ..SubmitRun::plain(
+                run_id,
+                &format!("agent:{}:s", self.agent),
+                "hi",
+                self.wall0 + ms,
+            )
         };
         let d = Dispatch {
             run,
