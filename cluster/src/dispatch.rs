@@ -10,12 +10,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use crate::engine::{retrying, ClusterError, Engine, REQUEST_TIMEOUT};
-use crate::names::{check_name, digest};
-
-/// The stream of runs waiting for their owner.
-pub const RUNS_STREAM: &str = "LG_RUNS";
-/// Its subjects: one per agent.
-pub const RUNS_SUBJECTS: &str = "lg.run.*";
+use crate::names::{check_name, digest, RUNS_STREAM};
 
 /// A run delivered to this gateway as its agent's owner.
 pub struct Delivery {

@@ -5,16 +5,13 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, object_store, stream};
 
-use crate::dispatch::{RUNS_STREAM, RUNS_SUBJECTS};
+pub(crate) use crate::error::{retrying, wrong_last_sequence};
+pub use crate::error::{ClusterError, REQUEST_TIMEOUT};
 use crate::names::{
     check_name, NODES_BUCKET, OUTCOMES_BUCKET, OUTCOME_BODIES, PLACEMENT_BUCKET, RUNS_BUCKET,
-    TX_STREAM, TX_SUBJECTS, WORKSPACE_HEADS_BUCKET, WORKSPACE_OBJECTS,
+    RUNS_STREAM, RUNS_SUBJECTS, TX_STREAM, TX_SUBJECTS, WORKSPACE_HEADS_BUCKET, WORKSPACE_OBJECTS,
 };
 use crate::settings::Settings;
-
-/// How long one engine request may take before it counts as failed (a lost quorum stalls
-/// writes; the caller sees an error, never a silent success).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long `health` waits for the engine.
 const HEALTH_WITHIN: Duration = Duration::from_secs(2);
@@ -24,67 +21,6 @@ const CLIENT_PING: Duration = Duration::from_secs(2);
 
 /// Idempotency keys are kept this long (the gateway db keeps them as long as their runs).
 pub const RUNS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("cannot reach the NATS cluster at {urls}: {why}")]
-    Connect { urls: String, why: String },
-    /// The engine refused or did not answer (no quorum, timeout, server gone): nothing is
-    /// known to be recorded.
-    #[error("the cluster engine did not record it: {0}")]
-    Engine(String),
-    #[error("corrupt cluster record {key}: {why}")]
-    Corrupt { key: String, why: String },
-    #[error("invalid name: {0}")]
-    Name(String),
-    /// This gateway's settings disagree with the cluster's.
-    #[error("{0}")]
-    Mismatch(String),
-}
-
-impl ClusterError {
-    pub(crate) fn engine(e: impl std::fmt::Display) -> ClusterError {
-        ClusterError::Engine(e.to_string())
-    }
-}
-
-/// Runs `op` again while the engine fails it, until it succeeds, fails otherwise or
-/// `within` has passed. For operations that are safe to repeat (conditional writes,
-/// deduplicated publishes, reads): while a stream elects a leader or a route comes up the
-/// engine answers "no responders" or nothing at all for a few seconds.
-pub(crate) async fn retrying<T, F, Fut>(within: Duration, mut op: F) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ClusterError>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    let mut pause = Duration::from_millis(25);
-    loop {
-        match op().await {
-            Err(ClusterError::Engine(why)) if tokio::time::Instant::now() < deadline => {
-                tracing::debug!(why = why.as_str(), "Cluster engine busy; trying again.");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(500));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether `e` (or what caused it) is the engine refusing a conditional write because the
-/// subject's last sequence was not the expected one (both of the server's codes for it).
-pub(crate) fn wrong_last_sequence(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(js) = err.downcast_ref::<async_nats::jetstream::Error>() {
-            let code = js.error_code();
-            return code == async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE
-                || code == async_nats::jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT;
-        }
-        cur = err.source();
-    }
-    false
-}
 
 /// One gateway's handle on the cluster's engine.
 #[derive(Clone)]

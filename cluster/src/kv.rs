@@ -7,7 +7,7 @@ use async_nats::jetstream::kv::{self, UpdateErrorKind};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use bytes::Bytes;
 
-use crate::engine::{retrying, wrong_last_sequence, ClusterError, REQUEST_TIMEOUT};
+use crate::error::{retrying, wrong_last_sequence, ClusterError, REQUEST_TIMEOUT};
 
 /// A key's latest entry, as the stream's leader has it.
 pub(crate) struct Current {

@@ -19,6 +19,7 @@
 pub mod archive;
 pub mod dispatch;
 pub mod engine;
+mod error;
 pub mod events;
 pub mod journal;
 mod kv;

@@ -19,6 +19,10 @@ pub const WORKSPACE_HEADS_BUCKET: &str = "lg-workspace";
 pub const WORKSPACE_OBJECTS: &str = "lg-workspaces";
 /// Object store: run outcomes too large for one message (`OutcomeRecord::body`).
 pub const OUTCOME_BODIES: &str = "lg-outcome-bodies";
+/// The stream of runs waiting for their owner.
+pub const RUNS_STREAM: &str = "LG_RUNS";
+/// Its subjects: one per agent.
+pub const RUNS_SUBJECTS: &str = "lg.run.*";
 /// The agents' journals: one subject per agent ([`journal_subject`]).
 pub const TX_STREAM: &str = "LG_TX";
 /// Subjects of [`TX_STREAM`].

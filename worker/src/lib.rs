@@ -139,7 +139,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
         }
         Some(synced) => {
             let pending = store::journal::Pending::default();
-            let frames = link::frames_answering_journal(reader, synced.early, pending.clone());
+            let frames = store::journal::frames(reader, synced.early, pending.clone());
             let journal = store::journal::Link::new(
                 out_tx.clone(),
                 pending,

@@ -72,9 +72,6 @@ pub async fn connect(
     Ok((spec, reader, writer))
 }
 
-/// Frames read ahead of the main loop in cluster mode.
-const FRAMES_AHEAD: usize = 1024;
-
 /// What the main loop reads from the supervisor.
 pub type Frames =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<ControlToWorker, ipc::Error>> + Send>>;
@@ -82,40 +79,4 @@ pub type Frames =
 /// The link's frames as they arrive.
 pub fn frames(reader: LinkReader) -> Frames {
     Box::pin(reader)
-}
-
-/// Cluster mode: the frames that arrived during the journal's sync, then the link's, with
-/// the journal's answers taken out on the way (the writer thread waits for them, whatever
-/// the main loop is doing).
-pub fn frames_answering_journal(
-    mut reader: LinkReader,
-    early: Vec<ControlToWorker>,
-    pending: crate::store::journal::Pending,
-) -> Frames {
-    // Bounded like the link itself: a busy main loop slows the reading (never the
-    // journal's answers, which do not queue here).
-    let (tx, rx) = tokio::sync::mpsc::channel(FRAMES_AHEAD);
-    tokio::spawn(async move {
-        for f in early {
-            if tx.send(Ok(f)).await.is_err() {
-                return;
-            }
-        }
-        while let Some(frame) = reader.next().await {
-            let frame = match frame {
-                Ok(ControlToWorker::Journaled { id, ack }) => {
-                    pending.answer(id, ack);
-                    continue;
-                }
-                other => other,
-            };
-            let failed = frame.is_err();
-            if tx.send(frame).await.is_err() || failed {
-                break;
-            }
-        }
-    });
-    Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|f| (f, rx))
-    }))
 }

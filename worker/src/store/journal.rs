@@ -91,7 +91,7 @@ pub async fn sync(
     reader: &mut LinkReader,
     writer: &mut LinkWriter,
 ) -> anyhow::Result<Synced> {
-    let mut conn = super::writer::open_migrated(path)?;
+    let mut conn = super::schema::open_migrated(path)?;
     let after = last_seq(&conn)?;
     writer.send(WorkerToControl::JournalSync { after }).await?;
     let mut early = Vec::new();
@@ -217,4 +217,43 @@ impl dbwriter::Journal for Link {
             Err(_) => Err(self.stop(format!("no answer within {RECORD_WAIT:?}"))),
         }
     }
+}
+
+/// Frames read ahead of the main loop in cluster mode.
+const FRAMES_AHEAD: usize = 1024;
+
+/// Cluster mode: the frames that arrived during the journal's sync, then the link's, with
+/// the journal's answers taken out on the way (the writer thread waits for them, whatever
+/// the main loop is doing).
+pub fn frames(
+    mut reader: LinkReader,
+    early: Vec<ControlToWorker>,
+    pending: Pending,
+) -> crate::link::Frames {
+    // Bounded like the link itself: a busy main loop slows the reading (never the
+    // journal's answers, which do not queue here).
+    let (tx, rx) = tokio::sync::mpsc::channel(FRAMES_AHEAD);
+    tokio::spawn(async move {
+        for f in early {
+            if tx.send(Ok(f)).await.is_err() {
+                return;
+            }
+        }
+        while let Some(frame) = reader.next().await {
+            let frame = match frame {
+                Ok(ControlToWorker::Journaled { id, ack }) => {
+                    pending.answer(id, ack);
+                    continue;
+                }
+                other => other,
+            };
+            let failed = frame.is_err();
+            if tx.send(frame).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|f| (f, rx))
+    }))
 }

@@ -1,7 +1,11 @@
 //! Agent database schema: its migration ladder (`PRAGMA user_version`, run by
 //! `dbwriter::migrate`).
 
+use std::path::Path;
+
 use rusqlite::Connection;
+
+use super::StoreError;
 
 /// The agent db's schema ladder: step `i` brings `user_version` `i` to `i + 1`. Append only.
 const LADDER: &[dbwriter::Step<'static>] = &[
@@ -123,6 +127,23 @@ pub fn migrate(conn: &Connection) -> Result<(), super::StoreError> {
         )),
         dbwriter::MigrateError::Sqlite(e) => e.into(),
     })
+}
+
+/// Opens the agent database read-write and brings its schema up to this build's.
+pub(super) fn open_migrated(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let named = |e: String| {
+        StoreError::Sqlite(format!(
+            "cannot open the agent database {}: {e} (a damaged database is never replaced; restore it or move it aside)",
+            path.display()
+        ))
+    };
+    let conn = open_rw(path).map_err(|e| named(e.to_string()))?;
+    migrate(&conn).map_err(|e| named(e.to_string()))?;
+    Ok(conn)
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ impl Writer {
     /// claims) and starts the writer thread. Returns the handle and the number of runs
     /// recovered.
     pub fn open(path: &Path, now_ms: u64) -> Result<(Writer, usize), StoreError> {
-        let mut conn = open_migrated(path)?;
+        let mut conn = schema::open_migrated(path)?;
         let recovered = recover(&mut conn, now_ms)?;
         Ok((Writer::start(conn, None)?, recovered))
     }
@@ -133,7 +133,7 @@ impl Writer {
         now_ms: u64,
         journal: super::journal::Link,
     ) -> Result<(Writer, usize), StoreError> {
-        let writer = Writer::start(open_migrated(path)?, Some(Box::new(journal)))?;
+        let writer = Writer::start(schema::open_migrated(path)?, Some(Box::new(journal)))?;
         let recovered = writer
             .tx
             .ask(|reply| Cmd::Recover { now: now_ms, reply })
@@ -329,23 +329,6 @@ impl Writer {
             })
             .await
     }
-}
-
-/// Opens the agent database read-write and brings its schema up to this build's.
-pub(super) fn open_migrated(path: &Path) -> Result<Connection, StoreError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError::Sqlite(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    let named = |e: String| {
-        StoreError::Sqlite(format!(
-            "cannot open the agent database {}: {e} (a damaged database is never replaced; restore it or move it aside)",
-            path.display()
-        ))
-    };
-    let conn = schema::open_rw(path).map_err(|e| named(e.to_string()))?;
-    schema::migrate(&conn).map_err(|e| named(e.to_string()))?;
-    Ok(conn)
 }
 
 /// `result`, delivered once the batch commits.
