@@ -72,7 +72,7 @@ pub struct Deferred {
     remote: bool,
 }
 
-/// A run's event as it travels to the other gateways of a cluster (`clustered::relay`).
+/// A run's event as it travels to the other gateways of a cluster (cluster mode's relay).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Relayed {

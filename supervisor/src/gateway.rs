@@ -60,7 +60,7 @@ pub struct Gateway {
     /// (`connection::budget`).
     pub parse_budget: crate::connection::budget::ParseBudget,
     /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
-    pub cluster: crate::clustered::ClusterCell,
+    pub cluster: crate::backend::ClusterCell,
 }
 
 /// 32 random bytes (two v4 UUIDs' randomness, from the OS).
@@ -200,8 +200,8 @@ impl Gateway {
             .publish_deferred(&crate::events::Deferred::presence(&ev));
     }
 
-    /// Records which environment variables are set (their names only).
-    pub fn with_cluster(mut self, cell: crate::clustered::ClusterCell) -> Self {
+    /// The cell cluster mode's side of the gateway goes in once joined (`backend`).
+    pub fn with_cluster(mut self, cell: crate::backend::ClusterCell) -> Self {
         self.cluster = cell;
         self
     }

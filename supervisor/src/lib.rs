@@ -1,17 +1,26 @@
-//! loopgate supervisor: `loopgate serve` and the `loopgate` CLI.
+//! loopgate supervisor: `loopgate serve` and the `loopgate` CLI. Every module, by concern
+//! (`docs/ARCHITECTURE.md` is the map):
 //!
-//! Layout (see `docs/ARCHITECTURE.md` for the full codemap):
-//! - [`serve`]: process entry for `loopgate serve`: lock, config, listeners, signals.
-//! - [`config`], [`paths`], [`lock`]: configuration, state-dir layout, the state-dir lock.
-//! - [`gateway`], [`listen_unix`], [`listen_ws`], [`auth`], [`rpc`]: Gateway protocol v4
-//!   connections (unix socket, WebSocket), authentication and methods.
-//! - [`control`]: the control actor (runs, waiters, worker set).
-//! - [`worker_link`]: spawning and talking to one `loopgate-worker`.
-//! - [`gatewaydb`]: the gateway database (run records for replay), one writer thread.
-//! - [`events`], [`outcome`]: the event hub and the wire projections of run outcomes.
-//! - [`gateway_hooks`]: the `gateway_start` / `gateway_stop` hook commands.
-//! - [`client`]: the CLI, a Gateway protocol client over the unix socket (depends on `ipc`
-//!   only).
+//! - Process: [`serve`] (the phases of `loopgate serve`), [`lock`] (the state-dir lock),
+//!   [`paths`] (its layout), [`ownership`] (the start's ownership checks), [`secrets`] (the
+//!   gateway token file), [`systemd`] (sd_notify), [`sys`] (the only `unsafe`),
+//!   [`sys_info`] (RSS from `/proc`), [`log_ring`] (recent log lines for `logs.tail`).
+//! - Config: [`config`] (raw and validated, one file per section), [`config_check`]
+//!   (`loopgate config check`), [`config_diff`] (what a reload changes), `config_lines`
+//!   (where a key is), [`confine`] (what keeps model-writable places away from what runs).
+//! - Clients: [`listen_unix`], [`listen_ws`] (transports), [`door`] (limits before
+//!   authentication), [`handshake`] (`connect`), [`auth`] (tokens, devices, scopes),
+//!   [`device_conns`] (live device connections), [`connection`] (a connection's loop, its
+//!   outbound queue and parse budgets), [`rpc`] (the methods), [`catalog`] (answers about
+//!   models and config), [`control_ui`] (serving an installed Control UI),
+//!   [`gateway`] (the state requests share).
+//! - Runs: [`control`] (the control actor: runs, waiters, the worker set), [`worker_link`]
+//!   (a worker's process and link), [`link_order`] (a session's runs never overlap on the
+//!   wire), [`events`] and [`run_log`] (the event hub and its replay buffer), [`projection`]
+//!   and [`outcome`] (what clients are told of runs), [`gatewaydb`] (the gateway database),
+//!   [`gateway_hooks`] (`gateway_start` / `gateway_stop`), [`metrics`] (`/metrics`).
+//! - Cluster mode: [`backend`] (the seam the requests see), [`clustered`] (the rest).
+//! - The CLI: [`client`] (a Gateway protocol client over the unix socket; `ipc` only).
 //!
 //! Architecture Invariant: the supervisor never runs model or tool code; nothing here links
 //! the `worker` crate. The only commands it starts besides workers are the operator's
@@ -20,6 +29,7 @@
 #![deny(unsafe_code)]
 
 pub mod auth;
+pub mod backend;
 pub mod catalog;
 pub mod client;
 pub mod clustered;

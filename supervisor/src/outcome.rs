@@ -135,7 +135,7 @@ impl Outcome {
 /// the one payload, no model.
 pub fn command_terminal(
     run_id: &str,
-    route: &crate::rpc::Route,
+    (session_key, agent_id): (&str, &str),
     accepted_at: u64,
     ended_at: u64,
     reply: &str,
@@ -150,7 +150,7 @@ pub fn command_terminal(
         duration_ms: ended_at.saturating_sub(accepted_at),
         ..RunTerminal::without_work(run_id, RunStatus::Ok, ended_at, String::new(), None)
     };
-    Outcome::from_terminal(&t, &route.session_key, &route.agent_id).stored()
+    Outcome::from_terminal(&t, session_key, agent_id).stored()
 }
 
 /// `agent.wait` result of a stored terminal run.

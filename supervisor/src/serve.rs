@@ -69,9 +69,10 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let cluster = config.cluster.clone();
     let core = start_core(&opts, config, db, started).await;
     let gw = core.gw.clone();
-    if let Some(settings) = cluster {
-        join_cluster(&gw, &settings, &opts.env).await?;
-    }
+    let joined = match cluster {
+        Some(settings) => Some(join_cluster(&gw, &core.journal, &settings, &opts.env).await?),
+        None => None,
+    };
     let mut serving = Serving::start(
         core,
         signals,
@@ -83,7 +84,7 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     let stop = serving.until_stop(&source).await;
     let stop_hooks = serving.drain(stop).await;
     // Drained: the agents this gateway owned go to the others at once.
-    if let Some(c) = gw.cluster.get() {
+    if let Some(c) = joined {
         c.release_all(&gw).await;
     }
     serving.stop(stop_hooks).await;
@@ -94,9 +95,10 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
 /// taking its share of the agents. A cluster it cannot reach is a failed start.
 async fn join_cluster(
     gw: &Arc<Gateway>,
+    journal: &crate::worker_link::JournalCell,
     settings: &cluster::Settings,
     env: &HashMap<String, String>,
-) -> Result<(), ExitCode> {
+) -> Result<Arc<crate::clustered::Clustered>, ExitCode> {
     match crate::clustered::Clustered::connect(settings, env).await {
         Ok(c) => {
             tracing::info!(
@@ -105,9 +107,10 @@ async fn join_cluster(
                 "Joined the cluster."
             );
             let _ = gw.cluster.set(c.clone());
+            let _ = journal.set(c.clone());
             // Runs until the gateway stops.
             drop(c.start(gw.clone()).await);
-            Ok(())
+            Ok(c)
         }
         Err(e) => {
             eprintln!("loopgate: cannot join the cluster: {e}");
@@ -242,7 +245,8 @@ async fn start_core(
     started: Instant,
 ) -> Core {
     let hub = EventHub::new();
-    let cluster = crate::clustered::ClusterCell::default();
+    let cluster = crate::backend::ClusterCell::default();
+    let journal = crate::worker_link::JournalCell::default();
     let allowed_exec = allowed_exec(&db).await;
     let metrics = crate::metrics::Metrics::new();
     metrics.gateway_commits(db.commits.clone());
@@ -256,7 +260,7 @@ async fn start_core(
         started,
         notifier: opts.notifier.clone(),
         allowed_exec,
-        cluster: cluster.clone(),
+        cluster: journal.clone(),
     });
     let (drain_tx, drain_rx) = mpsc::channel::<Duration>(4);
     let gw = Arc::new(
@@ -270,6 +274,7 @@ async fn start_core(
     restore_session_overrides(&gw, &db).await;
     Core {
         gw,
+        journal,
         control_task,
         drain_rx,
         reload_rx,

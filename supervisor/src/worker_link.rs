@@ -58,8 +58,32 @@ pub struct SpawnSpec {
     pub secrets: ipc::control::Secrets,
     pub metrics: crate::metrics::Metrics,
     /// Cluster mode: the agent's journal, which the worker's database is a cache of.
-    pub journal: Option<std::sync::Arc<crate::clustered::Clustered>>,
+    pub journal: Option<std::sync::Arc<dyn Journal>>,
 }
+
+/// Cluster mode's journal, as a worker's link needs it (cluster mode implements it): the
+/// records a starting worker lacks, and each transaction recorded before it commits.
+pub trait Journal: Send + Sync {
+    /// Sends `agent`'s records after `after` to its worker on `to` (`JournalReplay`).
+    fn sync<'a>(
+        &'a self,
+        agent: &'a str,
+        after: u64,
+        to: &'a mpsc::Sender<ControlToWorker>,
+    ) -> futures_util::future::BoxFuture<'a, ()>;
+
+    /// Records one transaction of `agent`'s worker after record `after`.
+    fn write<'a>(
+        &'a self,
+        agent: &'a str,
+        after: u64,
+        changes: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, ipc::control::JournalAck>;
+}
+
+/// Where the control actor finds the journal for the workers it starts: empty until the
+/// gateway joins its cluster (and for good on a single host).
+pub type JournalCell = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn Journal>>>;
 
 /// What a link reports to the control actor.
 #[derive(Debug)]
@@ -418,7 +442,7 @@ async fn relay(
     hub: EventHub,
     events: mpsc::Sender<LinkEvent>,
     metrics: crate::metrics::Metrics,
-    journal: Option<std::sync::Arc<crate::clustered::Clustered>>,
+    journal: Option<std::sync::Arc<dyn Journal>>,
 ) {
     let Started {
         mut child,
@@ -620,7 +644,7 @@ struct Relay {
 
 /// Cluster mode: the worker's journal requests, carried out and answered on its link.
 struct JournalPort {
-    cluster: std::sync::Arc<crate::clustered::Clustered>,
+    cluster: std::sync::Arc<dyn Journal>,
     answers: mpsc::Sender<ControlToWorker>,
 }
 
@@ -685,7 +709,7 @@ impl Relay {
             port.answers.clone(),
             self.agent_id.clone(),
         );
-        tokio::spawn(async move { cluster.journal_sync(&agent, after, &to).await });
+        tokio::spawn(async move { cluster.sync(&agent, after, &to).await });
     }
 
     /// Cluster mode: the worker records a transaction before committing it (its writer
@@ -705,7 +729,7 @@ impl Relay {
             self.metrics.clone(),
         );
         tokio::spawn(async move {
-            let ack = cluster.journal_write(&agent, after, &changes).await;
+            let ack = cluster.write(&agent, after, &changes).await;
             if let ipc::control::JournalAck::Refused { reason } = &ack {
                 metrics.cluster_refused(&agent);
                 tracing::warn!(

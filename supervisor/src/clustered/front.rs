@@ -8,22 +8,8 @@ use cluster::{Accepted, RunRecord};
 use ipc::gateway::AgentWaitResult;
 
 use super::{Clustered, Travelling};
+use crate::backend::Submitted;
 use crate::outcome::{stored_wait_result, StoredTerminal};
-
-/// How a submission went.
-pub enum Submitted {
-    /// Claimed and queued: the answer comes with the outcome.
-    New,
-    /// Accepted before (any gateway) and not ended yet.
-    InFlight {
-        agent_id: String,
-        session_key: String,
-    },
-    /// Accepted before and ended: its outcome.
-    Finished(StoredTerminal),
-    /// The key was used for a different request (why).
-    Conflict(String),
-}
 
 /// Claims `run.run_id` (the idempotency key) cluster-wide for this request, durably, and
 /// puts the run on `agent_id`'s queue. A retry of a run whose first attempt was claimed but

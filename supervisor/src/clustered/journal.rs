@@ -172,3 +172,23 @@ async fn refuse_sync(to: &mpsc::Sender<ControlToWorker>, error: String) {
         })
         .await;
 }
+
+impl crate::worker_link::Journal for Clustered {
+    fn sync<'a>(
+        &'a self,
+        agent: &'a str,
+        after: u64,
+        to: &'a mpsc::Sender<ControlToWorker>,
+    ) -> futures_util::future::BoxFuture<'a, ()> {
+        Box::pin(self.journal_sync(agent, after, to))
+    }
+
+    fn write<'a>(
+        &'a self,
+        agent: &'a str,
+        after: u64,
+        changes: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, JournalAck> {
+        Box::pin(self.journal_write(agent, after, changes))
+    }
+}

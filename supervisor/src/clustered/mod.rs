@@ -28,6 +28,7 @@ mod ops;
 mod owner;
 mod placement;
 mod relay;
+mod seam;
 mod waiters;
 mod workspace;
 
@@ -39,12 +40,6 @@ use cluster::{Engine, Lease, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::gateway::Gateway;
-
-pub use front::{outcome, submit, wait_result, Submitted};
-
-/// Where the gateway keeps its place in the cluster, once joined: shared by the gateway's
-/// state and the control actor (which gives it to the workers it starts).
-pub type ClusterCell = Arc<std::sync::OnceLock<Arc<Clustered>>>;
 
 /// A run on its way to its agent's owner.
 #[derive(Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use ipc::{ErrorCode, RpcError};
 use serde::{Deserialize, Serialize};
 
 use super::Clustered;
-use crate::control::OpResult;
+use crate::control::{ControlHandle, OpResult};
 use crate::gateway::Gateway;
 
 /// Beyond the operation's own time at the worker: the two hops between gateways.
@@ -67,9 +67,14 @@ impl Clustered {
     }
 
     /// Carries out `op` on `agent_id`'s session at the gateway that owns the agent.
-    pub async fn session_op(&self, gw: &Gateway, agent_id: String, op: SessionOp) -> OpResult {
+    pub async fn session_op(
+        &self,
+        control: &ControlHandle,
+        agent_id: String,
+        op: SessionOp,
+    ) -> OpResult {
         if self.held().contains_key(&agent_id) {
-            return gw.control.session_op(agent_id, op).await;
+            return control.session_op(agent_id, op).await;
         }
         let owner = match self.engine.owner(&agent_id).await {
             Ok(Some((node, _))) if node != self.engine.node() => node,

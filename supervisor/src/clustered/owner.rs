@@ -154,7 +154,7 @@ async fn run_delivery(
             gw.metrics.cluster_orphan(&t.agent_id);
             orphan_terminal(&t, &by)
         }
-        Ok(Decision::Run) => match run_here(&gw, &d, t).await {
+        Ok(Decision::Run) => match run_here(&gw, &d, t, c.engine.lease_ttl() / 3).await {
             Some(terminal) => {
                 // Its files go with the agent before its outcome is told: a run that ended
                 // ok never comes back without them on another owner.
@@ -223,7 +223,13 @@ fn error_terminal(t: &Travelling, why: String) -> StoredTerminal {
 
 /// Runs `t` through this gateway's control actor; its terminal once recorded locally.
 /// The delivery is kept from going to another owner while the run lasts.
-async fn run_here(gw: &Arc<Gateway>, d: &Delivery, t: Travelling) -> Option<StoredTerminal> {
+/// `progress`: how often the delivery is told the run goes on.
+async fn run_here(
+    gw: &Arc<Gateway>,
+    d: &Delivery,
+    t: Travelling,
+    progress: std::time::Duration,
+) -> Option<StoredTerminal> {
     let run_id = t.run.run_id.clone();
     let accepted = gw
         .db
@@ -278,13 +284,7 @@ async fn run_here(gw: &Arc<Gateway>, d: &Delivery, t: Travelling) -> Option<Stor
         }
     };
     let mut rx = rx;
-    let every = gw
-        .cluster
-        .get()
-        .map_or(std::time::Duration::from_secs(1), |c| {
-            c.engine.lease_ttl() / 3
-        });
-    let mut tick = tokio::time::interval(every);
+    let mut tick = tokio::time::interval(progress);
     loop {
         tokio::select! {
             done = &mut rx => return done.ok().map(|o| o.stored()),

@@ -136,7 +136,7 @@ pub struct Control {
     /// `allow-always` exec patterns by agent (kept in the gateway db).
     pub(super) allowed: HashMap<String, Vec<String>>,
     /// What each admitted run holds of the room for queued messages (`queue_room`).
-    pub(super) charges: super::queue_room::Charges,
+    pub(super) room: super::queue_room::QueueRoom,
     /// When to trim the heap, once a worker has retired (`retire`).
     pub(super) trim_at: Option<Instant>,
 }
@@ -165,7 +165,7 @@ impl Control {
             last_status: String::new(),
             approvals: approvals::Approvals::default(),
             allowed,
-            charges: Default::default(),
+            room: Default::default(),
             trim_at: None,
         };
         control.reconcile(config);
@@ -198,7 +198,10 @@ impl Control {
             Command::Reserve { room, reply } => {
                 let _ = reply.send(self.reserve(room));
             }
-            Command::Unreserve { run_id } => self.unreserve(&run_id),
+            Command::Unreserve { run_id } => {
+                let dispatched = self.runs.contains_key(&run_id);
+                self.room.unreserve(&run_id, dispatched);
+            }
             Command::Wait {
                 run_id,
                 expected,
@@ -308,5 +311,30 @@ impl Control {
             self.effects.push(Effect::Status(status.clone()));
             self.last_status = status;
         }
+    }
+
+    /// Room for a queued run (`queue_room`), with what the core knows of it.
+    fn reserve(
+        &mut self,
+        r: super::queue_room::Reserve,
+    ) -> Result<bool, super::queue_room::QueueFull> {
+        self.prune_charges();
+        let known = self.runs.contains_key(&r.run_id);
+        let busy = !self.unsettled.of(&r.session_key).is_empty();
+        let limits = self.deps.config.queue_limits;
+        self.room.reserve(r, known, busy, &limits, self.now.at)
+    }
+
+    /// Drops the room of settled runs and lapsed reservations.
+    pub(super) fn prune_charges(&mut self) {
+        let runs = &self.runs;
+        self.room
+            .prune(self.now.at, |id| runs.get(id).map(RunEntry::is_unsettled));
+    }
+
+    /// Queued messages of `agent_id` (`None`: of all agents).
+    #[cfg(test)]
+    pub(super) fn queued_usage(&self, agent_id: Option<&str>) -> super::queue_room::Usage {
+        self.room.queued_usage(agent_id)
     }
 }

@@ -280,7 +280,7 @@ pub struct ControlDeps {
     pub metrics: crate::metrics::Metrics,
     /// Cluster mode, once joined: workers then keep their databases as caches of the
     /// agents' journals.
-    pub cluster: crate::clustered::ClusterCell,
+    pub cluster: crate::worker_link::JournalCell,
 }
 
 /// Starts the control actor; returns its handle, a view of failed agents and the task.

@@ -4,15 +4,13 @@
 //! this bounds them all, per agent and in all, in messages and bytes
 //! (`messages.queue.max_queued_*`).
 //!
-//! Admission asks for room ([`Command::Reserve`](super::command::Command)) before it records
-//! the run; the charge then follows the run until it settles. A reservation whose run never
-//! came (a duplicate, a refusal after it) is given back ([`Command::Unreserve`]), or lapses
+//! Admission asks for room (`Command::Reserve`) before it records the run; the charge then follows the run until it settles. A reservation whose run never
+//! came (a duplicate, a refusal after it) is given back (`Command::Unreserve`), or lapses
 //! after [`RESERVATION_TTL`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::core::Control;
 use crate::config::QueueLimits;
 
 /// How long a reservation whose run was not handed over counts.
@@ -48,27 +46,41 @@ pub struct Usage {
     pub bytes: u64,
 }
 
-impl Control {
+/// The charges of the runs that hold room, by run id. The control core owns one and asks it
+/// with what only the core knows (whether a run is known, a session busy, a run settled):
+/// the room itself decides nothing else.
+#[derive(Default)]
+pub(super) struct QueueRoom {
+    charges: HashMap<String, Charge>,
+}
+
+impl QueueRoom {
     /// Room for the run, or why not. `Ok(true)`: charged (give it back if the run does not
-    /// come); `Ok(false)`: the run is already known (a retry), nothing new is charged.
-    pub(super) fn reserve(&mut self, r: Reserve) -> Result<bool, QueueFull> {
-        self.prune_charges();
-        if self.charges.contains_key(&r.run_id) || self.runs.contains_key(&r.run_id) {
+    /// come); `Ok(false)`: the run is already known (`known`: a retry), nothing new is
+    /// charged. `busy`: its session has a run unsettled (then it queues, and counts).
+    pub(super) fn reserve(
+        &mut self,
+        r: Reserve,
+        known: bool,
+        busy: bool,
+        limits: &QueueLimits,
+        now: Instant,
+    ) -> Result<bool, QueueFull> {
+        if known || self.charges.contains_key(&r.run_id) {
             return Ok(false);
         }
-        let busy = !self.unsettled.of(&r.session_key).is_empty()
+        let busy = busy
             || self
                 .charges
                 .values()
                 .any(|c| c.session_key == r.session_key);
         if busy {
-            let limits = self.deps.config.queue_limits;
             check(
                 self.queued_usage(Some(&r.agent_id)),
                 self.queued_usage(None),
                 r.bytes,
                 &r.agent_id,
-                &limits,
+                limits,
             )?;
         }
         self.charges.insert(
@@ -78,15 +90,16 @@ impl Control {
                 session_key: r.session_key,
                 bytes: r.bytes,
                 queued: busy,
-                since: self.now.at,
+                since: now,
             },
         );
         Ok(true)
     }
 
-    /// A reservation whose run will not come.
-    pub(super) fn unreserve(&mut self, run_id: &str) {
-        if !self.runs.contains_key(run_id) {
+    /// A reservation whose run will not come (`dispatched`: it came after all; its charge
+    /// stays until it settles).
+    pub(super) fn unreserve(&mut self, run_id: &str, dispatched: bool) {
+        if !dispatched {
             self.charges.remove(run_id);
         }
     }
@@ -102,13 +115,26 @@ impl Control {
             })
     }
 
-    /// Drops the charges of settled runs and of reservations that lapsed.
-    pub(super) fn prune_charges(&mut self) {
-        let (runs, now) = (&self.runs, self.now.at);
-        self.charges.retain(|id, c| match runs.get(id) {
-            Some(e) => e.is_unsettled(),
+    /// Drops the charges of settled runs and of reservations that lapsed. `unsettled`:
+    /// `Some(whether the run is unsettled)` for a run the core knows, `None` for one it
+    /// does not (a reservation whose run has not come).
+    pub(super) fn prune(&mut self, now: Instant, unsettled: impl Fn(&str) -> Option<bool>) {
+        self.charges.retain(|id, c| match unsettled(id) {
+            Some(open) => open,
             None => now.saturating_duration_since(c.since) < RESERVATION_TTL,
         });
+    }
+
+    /// Whether run `run_id` holds a charge.
+    #[cfg(test)]
+    pub(super) fn holds(&self, run_id: &str) -> bool {
+        self.charges.contains_key(run_id)
+    }
+
+    /// Whether no run holds room.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.charges.is_empty()
     }
 }
 
@@ -151,6 +177,3 @@ fn check(
     }
     Ok(())
 }
-
-/// The charges map the core keeps (by run id).
-pub(super) type Charges = HashMap<String, Charge>;

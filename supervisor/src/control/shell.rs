@@ -22,7 +22,7 @@ pub(super) struct Shell {
     pub tx: mpsc::Sender<Command>,
     /// Where worker links report.
     pub link_tx: mpsc::Sender<LinkEvent>,
-    pub cluster: crate::clustered::ClusterCell,
+    pub cluster: crate::worker_link::JournalCell,
 }
 
 impl Shell {

@@ -89,7 +89,7 @@ pub(super) fn hello_ok(
             max_buffered_bytes: config.gateway.max_buffered_bytes,
             tick_interval_ms: TICK_INTERVAL_MS,
             attachments: match gw.cluster.get() {
-                Some(c) => ipc::gateway::AttachmentPolicy::within(c.engine.max_payload() as u64),
+                Some(c) => c.attachment_policy(),
                 None => ipc::gateway::AttachmentPolicy::GATEWAY,
             },
         },

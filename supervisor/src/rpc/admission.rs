@@ -345,7 +345,7 @@ pub(super) async fn admit<A: serde::Serialize>(
         return Admitted::Refused(refused);
     }
     if let Some(c) = gw.cluster.get() {
-        return admit_clustered(c, out, req_id, a, plan, ack).await;
+        return admit_in_cluster(c, out, req_id, a, plan, ack).await;
     }
     let mut room = match QueueRoom::reserve(gw, &a).await {
         Ok(room) => room,
@@ -624,18 +624,18 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
 /// Cluster mode's admission (`[cluster]`): the key is claimed cluster-wide and the run
 /// queued for its agent's owner, which may be this gateway or another; the answer comes
 /// from the cluster's outcome record.
-async fn admit_clustered<A: serde::Serialize>(
-    c: &Arc<crate::clustered::Clustered>,
+async fn admit_in_cluster<A: serde::Serialize>(
+    c: &Arc<dyn crate::backend::ClusterBackend>,
     out: &Out,
     req_id: &str,
     mut a: Admission,
     plan: Plan,
     ack: impl FnOnce(u64) -> A,
 ) -> Admitted {
-    use crate::clustered::Submitted;
+    use crate::backend::Submitted;
     // A run crosses the cluster as one NATS message: attachments past what it carries are
     // refused here, as hello-ok's `policy.attachments` says, not failed as unavailable.
-    let policy = ipc::gateway::AttachmentPolicy::within(c.engine.max_payload() as u64);
+    let policy = c.attachment_policy();
     let total: u64 = a.attachments.iter().map(|x| x.size_bytes).sum();
     if total > policy.max_bytes {
         return Admitted::Refused(ErrorShape::invalid(format!(
@@ -650,11 +650,11 @@ async fn admit_clustered<A: serde::Serialize>(
         session_key: a.route.session_key.clone(),
         accepted_at,
         request_hash: a.request_hash(),
-        node: c.engine.node().to_owned(),
+        node: c.node().to_owned(),
         started: None,
     };
     let run = submit_run(&mut a, plan, accepted_at);
-    match crate::clustered::submit(c, record, run).await {
+    match c.submit(record, run).await {
         Err(e) => {
             tracing::warn!(error = e.as_str(), "Cannot record an accepted run in the cluster.");
             Admitted::Refused(ErrorShape::unavailable(
@@ -676,11 +676,7 @@ async fn admit_clustered<A: serde::Serialize>(
         Ok(Submitted::Finished(t)) => Admitted::Finished(t),
         Ok(Submitted::New) => {
             out.ok_with(req_id, &ack(accepted_at)).await;
-            let c = c.clone();
-            let run_id = a.run_id.clone();
-            Admitted::Elsewhere(tokio::spawn(async move {
-                crate::clustered::outcome(&c, &run_id).await
-            }))
+            Admitted::Elsewhere(tokio::spawn(c.clone().outcome(a.run_id.clone())))
         }
     }
 }

@@ -598,7 +598,13 @@ async fn answer(
         gw.hub
             .publish_deferred(&crate::events::Deferred::session_message(&event));
     }
-    let terminal = crate::outcome::command_terminal(run_id, route, accepted_at, ts, &said.text);
+    let terminal = crate::outcome::command_terminal(
+        run_id,
+        (&route.session_key, &route.agent_id),
+        accepted_at,
+        ts,
+        &said.text,
+    );
     if let Err(e) = gw.db.finish(run_id.to_owned(), terminal.clone()).await {
         tracing::warn!(error = %e, "Cannot record a command's outcome.");
     }

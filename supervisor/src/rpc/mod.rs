@@ -313,7 +313,7 @@ async fn session_op(
 /// owner's.
 async fn at_worker(gw: &Gateway, agent_id: String, op: SessionOp) -> crate::control::OpResult {
     match gw.cluster.get() {
-        Some(c) => c.session_op(gw, agent_id, op).await,
+        Some(c) => c.session_op(&gw.control, agent_id, op).await,
         None => gw.control.session_op(agent_id, op).await,
     }
 }

@@ -322,7 +322,7 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
     // Cluster mode: a run another gateway accepted or runs.
     if let (None, Some(c)) = (&pending, gw.cluster.get()) {
         let result = tokio::select! {
-            r = crate::clustered::wait_result(c, &p.run_id, window) => r.unwrap_or(timed_out),
+            r = c.wait_result(&p.run_id, window) => r.unwrap_or(timed_out),
             _ = gw.stopping.cancelled() => draining,
         };
         out.after_events(gw.hub.published()).await;

@@ -53,6 +53,8 @@ impl Signals {
 /// The control actor and the gateway's shared state, before any listener.
 pub(super) struct Core {
     pub(super) gw: Arc<Gateway>,
+    /// Cluster mode: where the control actor finds the journal for its workers.
+    pub(super) journal: crate::worker_link::JournalCell,
     pub(super) control_task: JoinHandle<()>,
     /// `loopgate drain` requests: a deadline each.
     pub(super) drain_rx: mpsc::Receiver<Duration>,

@@ -785,11 +785,11 @@ fn queued_messages_are_bounded_per_agent_and_in_all_issue_23() {
     h.finish_ok(100, "r1");
     assert_eq!(done.try_recv().unwrap().status, RunStatus::Ok);
     h.tick(200);
-    assert!(!h.core.charges.contains_key("r1"));
+    assert!(!h.core.room.holds("r1"));
     // Reservations whose runs never came lapse.
     h.tick(60_010);
     assert_eq!(h.core.queued_usage(None), queue_room::Usage::default());
-    assert!(h.core.charges.is_empty());
+    assert!(h.core.room.is_empty());
 }
 
 /// Issue 23 item 3: the global limit holds over agents' sessions.
