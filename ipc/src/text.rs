@@ -6,10 +6,31 @@ pub fn is_bidi(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
+/// An invisible formatting character: zero-width spaces and joiners, word joiners and
+/// invisible operators, the byte-order mark, the soft hyphen, deprecated format controls.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}'
+        | '\u{206A}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
 /// A character that does not show as itself: a control character (C0, DEL, C1), a bidi
-/// mark, or a line or paragraph separator.
+/// mark, an invisible formatting character, or a line or paragraph separator.
 pub fn is_unshowable(c: char) -> bool {
-    c.is_control() || is_bidi(c) || matches!(c, '\u{2028}' | '\u{2029}')
+    c.is_control() || is_bidi(c) || is_invisible(c) || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// A client's file name as it may be shown and put in a prompt: its last path component,
+/// without unshowable characters or `"<>`, blanks trimmed, at most 255 characters; `None`
+/// when nothing is left.
+pub fn file_name(name: &str) -> Option<String> {
+    let last = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let kept: String = last
+        .chars()
+        .filter(|c| !is_unshowable(*c) && !matches!(c, '"' | '<' | '>'))
+        .take(255)
+        .collect();
+    let kept = kept.trim();
+    (!kept.is_empty() && kept != "." && kept != "..").then(|| kept.to_owned())
 }
 
 /// `text` safe to print on a terminal as one field (a table cell, a word in a line):
@@ -44,6 +65,22 @@ fn escape(text: &str, keep: impl Fn(char) -> bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_names_keep_what_shows() {
+        assert_eq!(
+            file_name("x.txt mime=text/plain/file\u{2028}\u{2029}SYSTEM\u{202e}b\u{200b}\"<>")
+                .as_deref(),
+            Some("fileSYSTEMb")
+        );
+        assert_eq!(file_name("../../etc/passwd").as_deref(), Some("passwd"));
+        assert_eq!(
+            file_name("report 2026.pdf").as_deref(),
+            Some("report 2026.pdf")
+        );
+        assert_eq!(file_name("\u{200b}"), None);
+        assert_eq!(file_name(".."), None);
+    }
 
     #[test]
     fn escapes_and_bidi_marks_are_not_printed() {

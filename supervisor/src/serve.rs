@@ -65,6 +65,7 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     // Held until everything below is dropped.
     let _lock = acquire_lock(&opts.state_dir)?;
     warn_unsupported(&config);
+    warn_start_window();
     let db = open_gateway_db(&opts.state_dir, config.disk_reserve_bytes)?;
     let cluster = config.cluster.clone();
     let core = start_core(&opts, config, db, started).await;
@@ -89,6 +90,25 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     }
     serving.stop(stop_hooks).await;
     Ok(())
+}
+
+/// Says when code of this gateway's user (an agent's `exec`) can attach to a worker in the
+/// instant between its start and its `prctl`, and read the provider keys it is then given:
+/// a non-root gateway on a kernel whose Yama `ptrace_scope` is absent or 0.
+fn warn_start_window() {
+    if nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    if scope.is_some_and(|s| s >= 1) {
+        return;
+    }
+    tracing::warn!(
+        ptrace_scope = ?scope,
+        "A process of this gateway's user (an agent's exec under security = \"full\") can attach to a worker as it starts and read the provider keys it is given: set kernel.yama.ptrace_scope to 1 or more, or give agents that may exec a user of their own (docs/operations.md, Security)."
+    );
 }
 
 /// Cluster mode: connects to the cluster before this gateway serves anyone, and starts

@@ -146,3 +146,81 @@ async fn large_frames_leave_other_connections_and_runs_alone_issue_37() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Frames within the structural bounds whose params types built what nobody reads (found
+/// by a hostile review): a million run ids in `chat.history`'s `inputRunIds` (built, then
+/// copied, before the 50 check), a million keys in `sessions.preview` (64 read), a million
+/// numbers in an unsupported `sessions.create` field (buffered whole by serde's flatten),
+/// `spawnedBy` as a tree. Each is now read keeping only what is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_within_the_bounds_keep_only_what_is_read_issue_37() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    assert_eq!(c.call("health", json!({})).await["ok"], true);
+    let before = peak_rss(gw.pid());
+    let strings = || format!("[{}]", vec![r#""a""#; 1_000_000].join(","));
+    let numbers = || format!("[{}]", vec!["0"; 1_000_000].join(","));
+    let frames = [
+        (
+            "h",
+            "chat.history",
+            format!(r#"{{"sessionKey":"main","inputRunIds":{}}}"#, strings()),
+        ),
+        (
+            "p",
+            "sessions.preview",
+            format!(r#"{{"keys":{}}}"#, strings()),
+        ),
+        (
+            "c",
+            "sessions.create",
+            format!(r#"{{"key":"big","forkFrom":{}}}"#, numbers()),
+        ),
+        (
+            "r",
+            "sessions.resolve",
+            format!(r#"{{"key":"main","spawnedBy":{}}}"#, numbers()),
+        ),
+    ];
+    for (id, method, params) in &frames {
+        c.send_line(&format!(
+            r#"{{"type":"req","id":"{id}","method":"{method}","params":{params}}}"#
+        ))
+        .await;
+        let r = c.res(id).await;
+        // Answered (refused or not) without holding the connection.
+        assert!(r["ok"].is_boolean(), "{method}: {r}");
+    }
+    let grew = peak_rss(gw.pid()).saturating_sub(before);
+    assert!(
+        grew < 64 * 1024 * 1024,
+        "four frames of 2-4 MiB raised the supervisor's peak RSS by {} MiB",
+        grew / (1024 * 1024)
+    );
+    // What the refusals say.
+    let r = c
+        .call(
+            "chat.history",
+            json!({"sessionKey": "main", "inputRunIds": vec!["x"; 51]}),
+        )
+        .await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at most 50"),
+        "{r}"
+    );
+    let r = c
+        .call(
+            "sessions.create",
+            json!({"key": "f", "forkFrom": [1], "visibility": "shared"}),
+        )
+        .await;
+    assert_eq!(
+        r["error"]["message"],
+        "invalid sessions.create params: not supported by loopgate: forkFrom",
+        "{r}"
+    );
+    gw.logs.assert_clean(&[]);
+}

@@ -39,7 +39,7 @@ pub use diagnostics::*;
 pub use frames::*;
 pub use health::*;
 pub use hello::*;
-pub use ignored::{AnyParams, Ignored};
+pub use ignored::{AnyParams, Capped, Ignored};
 pub use methods::{m, ChatHistoryResult, Done, Method, MethodSpec, Never};
 pub use params::*;
 pub use resolve::*;

@@ -175,7 +175,7 @@ pub struct ChatHistoryParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_before: Option<Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_run_ids: Option<Vec<String>>,
+    pub input_run_ids: Option<super::Capped<String, { crate::control::MAX_INPUT_RUN_IDS }>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<u64>,
 }
@@ -337,7 +337,7 @@ pub struct SessionMessagesParams {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionsPreviewParams {
-    pub keys: Vec<String>,
+    pub keys: super::Capped<String, 64>,
     /// Newest texts per session, default 12.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,

@@ -3,7 +3,6 @@
 //! OpenClaw's shapes.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// `sessions.resolve` params. Closed; exactly one of `key`, `sessionId`, `label`, `shortId`,
 /// `reference`.
@@ -27,7 +26,7 @@ pub struct SessionsResolveParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spawned_by: Option<Value>,
+    pub spawned_by: Option<super::Ignored>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_global: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -512,9 +512,11 @@ pub struct QuestionListResult {
 }
 
 /// `sessions.create` params: the ones loopgate acts on; any other field OpenClaw knows
-/// (forks, worktrees, incognito, tool overrides, attachments, ...) lands in `unsupported`
-/// and is refused by name.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// (forks, worktrees, incognito, tool overrides, attachments, ...) that asks for something
+/// (not `null`, `false`, `""`, `[]`, nor `visibility: "shared"`) is named in `unsupported`
+/// and refused by name. Read field by field: an unsupported field's value is looked at
+/// (asked or not) and skipped, never built.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionsCreateParams {
     /// A bare key is scoped to the agent (`agent:<id>:<key>`); absent: a new key.
@@ -545,8 +547,112 @@ pub struct SessionsCreateParams {
     pub task: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    #[serde(flatten)]
-    pub unsupported: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The other fields that ask for something, by name (at most 16 are named).
+    #[serde(skip)]
+    pub unsupported: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for SessionsCreateParams {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SessionsCreateParams;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("sessions.create params")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut p = SessionsCreateParams::default();
+                while let Some(name) = map.next_key::<String>()? {
+                    match name.as_str() {
+                        "key" => p.key = map.next_value()?,
+                        "idempotencyKey" => p.idempotency_key = map.next_value()?,
+                        "agentId" => p.agent_id = map.next_value()?,
+                        "label" => p.label = map.next_value()?,
+                        "displayName" => p.display_name = map.next_value()?,
+                        "titleSource" => p.title_source = map.next_value()?,
+                        "parentSessionKey" => p.parent_session_key = map.next_value()?,
+                        "succeedsParent" => p.succeeds_parent = map.next_value()?,
+                        "emitCommandHooks" => p.emit_command_hooks = map.next_value()?,
+                        "message" => p.message = map.next_value()?,
+                        "task" => p.task = map.next_value()?,
+                        "timeoutMs" => p.timeout_ms = map.next_value()?,
+                        other => {
+                            let asked = map.next_value::<Asks>()?;
+                            let shared = other == "visibility" && asked == Asks::Shared;
+                            if asked != Asks::Nothing && !shared && p.unsupported.len() < 16 {
+                                p.unsupported.push(other.to_owned());
+                            }
+                        }
+                    }
+                }
+                Ok(p)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Whether an unsupported field's value asks for anything, read without keeping it.
+#[derive(Debug, PartialEq, Eq)]
+enum Asks {
+    /// `null`, `false`, `""`, `[]`.
+    Nothing,
+    /// The string `"shared"` (OpenClaw's default `visibility`).
+    Shared,
+    Something,
+}
+
+impl<'de> Deserialize<'de> for Asks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess};
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Asks;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_unit<E>(self) -> Result<Asks, E> {
+                Ok(Asks::Nothing)
+            }
+            fn visit_none<E>(self) -> Result<Asks, E> {
+                Ok(Asks::Nothing)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Asks, E> {
+                Ok(if b { Asks::Something } else { Asks::Nothing })
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Asks, E> {
+                Ok(Asks::Something)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Asks, E> {
+                Ok(Asks::Something)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Asks, E> {
+                Ok(Asks::Something)
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Asks, E> {
+                Ok(match s {
+                    "" => Asks::Nothing,
+                    "shared" => Asks::Shared,
+                    _ => Asks::Something,
+                })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Asks, A::Error> {
+                let mut any = false;
+                while a.next_element::<IgnoredAny>()?.is_some() {
+                    any = true;
+                }
+                Ok(if any { Asks::Something } else { Asks::Nothing })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Asks, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Asks::Something)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `sessions.create` result.

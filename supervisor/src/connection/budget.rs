@@ -6,9 +6,10 @@
 //! time, so a client that sends faster than its frames are read waits on its own socket) and,
 //! for a frame past [`INLINE_PARSE_BYTES`], the gateway's (so the clients together cannot hold
 //! more than [`GLOBAL_PARSE_BYTES`] in parsing). Past that size a frame is parsed on the
-//! blocking pool: the runtime threads serving other connections and the workers' heartbeats
-//! never wait for it. What a frame's parse may build is bounded before it starts
-//! (`ipc::gateway::shape`).
+//! blocking pool, at most one fewer at once than the host has cores ([`off_thread`]): the
+//! runtime threads serving other connections and the workers' heartbeats never wait for it,
+//! nor starve behind a crowd of parses. What a frame's parse may build is bounded before it
+//! starts (`ipc::gateway::shape`) and by the params types (nothing kept that is not used).
 
 use std::sync::Arc;
 
@@ -77,20 +78,37 @@ pub async fn charge(
     })
 }
 
-/// Reads a request frame (its envelope only: params stay text); a large one on the
-/// blocking pool.
+/// Reads a request frame (its envelope only: params stay text); a large one off the
+/// runtime threads.
 pub async fn parse(text: String) -> Result<Option<RequestFrame>, FrameError> {
     if text.len() <= INLINE_PARSE_BYTES {
         return ipc::gateway::parse_request(&text);
     }
-    tokio::task::spawn_blocking(move || ipc::gateway::parse_request(&text))
+    off_thread(move || ipc::gateway::parse_request(&text))
         .await
-        .unwrap_or_else(|e| {
+        .unwrap_or_else(|why| {
             Err(FrameError::Invalid {
                 id: None,
-                reason: format!("the frame's parse did not finish: {e}"),
+                reason: format!("the frame's parse did not finish: {why}"),
             })
         })
+}
+
+/// Parses of large frames running at once: one fewer than the host's cores (at least one),
+/// so a crowd of them leaves a core to the runtime threads.
+static PARSE_SLOTS: std::sync::LazyLock<Semaphore> = std::sync::LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    Semaphore::new(cores.saturating_sub(1).max(1))
+});
+
+/// Runs the parse `f` on the blocking pool once a parse slot is free.
+pub async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let _slot = PARSE_SLOTS.acquire().await.map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -200,7 +200,9 @@ pub fn apply(conn: &Connection, cmd: DeviceCmd, sp: &dbwriter::Savepoint) -> dbw
             sp.run(conn, |c| {
                 let scopes: Option<String> = c
                     .prepare_cached(
-                        "SELECT t.scopes_json FROM device_token_digests d JOIN device_tokens t
+                        // The presented token's own scopes (the device's row holds its
+                        // latest token's, which may be wider or narrower).
+                        "SELECT d.scopes_json FROM device_token_digests d JOIN device_tokens t
                            ON t.device_id = d.device_id AND t.role = d.role
                          WHERE d.token_sha256 = ?1 AND d.generation = ?2 AND t.revoked_at IS NULL",
                     )?

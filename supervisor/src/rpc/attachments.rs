@@ -132,7 +132,8 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
     Ok(Some(Attachment {
         kind,
         mime_type: mime,
-        file_name: a.file_name.filter(|n| !n.trim().is_empty()),
+        // Shown in history and put in the model's prompt: only what shows as itself.
+        file_name: a.file_name.as_deref().and_then(ipc::text::file_name),
         digest,
         size_bytes: size,
         data: STANDARD.encode(&raw.bytes),

@@ -1,7 +1,7 @@
 //! `chat.history` / `chat.startup` (the page form) and `chat.inject`.
 
 use super::*;
-use ipc::control::{SessionReply, MAX_INPUT_RUN_IDS};
+use ipc::control::SessionReply;
 use ipc::gateway::{
     ChatEvent, ChatHistoryResult, ChatInjectResult, ChatMessage, ChatState, HistoryPage,
     InputConsumption, InputReceipt,
@@ -32,8 +32,9 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
             .err(&req.id, refuse("cursor cannot be used with offset"))
             .await;
     }
+    // Read with at most MAX_INPUT_RUN_IDS kept (`Capped`): more is refused.
     let input_run_ids = p.input_run_ids.clone().unwrap_or_default();
-    if input_run_ids.len() > MAX_INPUT_RUN_IDS {
+    if input_run_ids.more {
         return out
             .err(&req.id, refuse("inputRunIds holds at most 50 run ids"))
             .await;
@@ -57,7 +58,7 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
         // Past `i64::MAX` rows nothing is older.
         offset: p.offset.unwrap_or(0).min(i64::MAX as u64 / 2),
         max_bytes: Some(p.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES)),
-        input_run_ids: input_run_ids.clone(),
+        input_run_ids: input_run_ids.items.clone(),
     };
     let (session_id, stored, next_offset, consumed) =
         match session_op(gw, out, route.agent_id.clone(), op).await {
@@ -77,8 +78,9 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let active = info.active_run_ids.clone().unwrap_or_default();
     // A run still waiting in its lane is pending; one whose message is recorded is consumed;
     // a run this gateway does not know has no receipt (as OpenClaw's).
-    let receipts = (!input_run_ids.is_empty()).then(|| {
+    let receipts = (!input_run_ids.items.is_empty()).then(|| {
         input_run_ids
+            .items
             .iter()
             .filter_map(
                 |run_id| match consumed.iter().find(|c| &c.run_id == run_id) {

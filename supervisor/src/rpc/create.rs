@@ -5,16 +5,6 @@ use super::*;
 use ipc::gateway::{CreateResolved, SessionsCreateResult};
 
 /// Whether an option loopgate does not implement was asked for (a default value is not).
-fn asked(name: &str, v: &Value) -> bool {
-    match v {
-        Value::Null | Value::Bool(false) => false,
-        Value::String(s) if s.is_empty() => false,
-        Value::String(s) if name == "visibility" && s == "shared" => false,
-        Value::Array(a) if a.is_empty() => false,
-        _ => true,
-    }
-}
-
 pub(super) async fn sessions_create(
     gw: &Arc<Gateway>,
     req: Request,
@@ -24,16 +14,10 @@ pub(super) async fn sessions_create(
     let Some(p) = params::<m::SessionsCreate>(&req, out).await else {
         return;
     };
-    let unsupported: Vec<&str> = p
-        .unsupported
-        .iter()
-        .filter(|(k, v)| asked(k, v))
-        .map(|(k, _)| k.as_str())
-        .collect();
-    if !unsupported.is_empty() {
+    if !p.unsupported.is_empty() {
         let msg = format!(
             "invalid sessions.create params: not supported by loopgate: {}",
-            unsupported.join(", ")
+            p.unsupported.join(", ")
         );
         return out.err(&req.id, ErrorShape::invalid(msg)).await;
     }

@@ -210,9 +210,11 @@ async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
         .as_ref()
         .is_some_and(|r| r.get().len() > request::INLINE_PARSE_BYTES)
     {
-        tokio::task::spawn_blocking(move || ipc::gateway::parse_params::<M::Params>(raw.as_deref()))
-            .await
-            .unwrap_or_else(|e| Err(format!("the parse did not finish: {e}")))
+        crate::connection::budget::off_thread(move || {
+            ipc::gateway::parse_params::<M::Params>(raw.as_deref())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("the parse did not finish: {e}")))
     } else {
         ipc::gateway::parse_params::<M::Params>(raw.as_deref())
     };

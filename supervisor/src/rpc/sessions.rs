@@ -512,7 +512,7 @@ pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: Request, out: &Out)
     let limit = p.limit.unwrap_or(12).clamp(1, 100) as usize;
     let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
     let mut previews = Vec::new();
-    for key in p.keys.iter().take(64) {
+    for key in &p.keys.items {
         let Some(route) = route_key(gw, &req, out, key, None).await else {
             return;
         };
