@@ -61,12 +61,12 @@ pub fn status(s: &StatusResult) -> String {
         sup.state_dir
     );
     out.push_str(&format!(
-        "{:<16} {:>8} {:<9} {:>8} {:>9} {:>8} {:>7}  {}\n",
-        "AGENT", "PID", "STATE", "UPTIME", "RSS", "RESTARTS", "RUNS", "LAST EXIT"
+        "{:<16} {:>8} {:<9} {:>8} {:>9} {:>8} {:>9}  {}\n",
+        "AGENT", "PID", "STATE", "UPTIME", "RSS", "RESTARTS", "IN FLIGHT", "LAST EXIT"
     ));
     for w in &s.workers {
         out.push_str(&format!(
-            "{:<16} {:>8} {:<9} {:>8} {:>9} {:>8} {:>7}  {}\n",
+            "{:<16} {:>8} {:<9} {:>8} {:>9} {:>8} {:>9}  {}\n",
             printable(&w.agent_id),
             w.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             w.state,
