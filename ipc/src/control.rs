@@ -226,7 +226,8 @@ pub struct CompactionSpec {
 /// Since: protocol v2 (additive).
 pub const EXIT_JOURNAL_STOPPED: u8 = 75;
 
-pub const TOOL_NAMES: &[&str] = &["read", "write", "edit", "ls", "message", "exec"];
+/// The built-in tools' names (the table is `crate::tools`).
+pub use crate::tools::TOOL_NAMES;
 
 /// A plugin hook: an external command run for one event.
 ///

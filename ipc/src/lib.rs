@@ -34,6 +34,7 @@ pub mod queue;
 pub mod session_ops;
 pub mod text;
 pub mod thinking;
+pub mod tools;
 pub mod version;
 pub mod worker_env;
 

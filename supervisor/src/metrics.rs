@@ -393,7 +393,7 @@ impl Metrics {
 
     pub fn tool_call(&self, agent: &str, tool: &str, error: bool) {
         let mut l = agent_l(agent);
-        l.push(("tool", bounded(tool, ipc::control::TOOL_NAMES).to_owned()));
+        l.push(("tool", bounded(tool, &ipc::tools::TOOL_NAMES).to_owned()));
         l.push(("result", if error { "error" } else { "ok" }.to_owned()));
         self.0.tool_calls.get_or_create(&l).inc();
     }

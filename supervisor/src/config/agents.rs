@@ -421,14 +421,11 @@ fn resolve_tools_allow(at: &Layers<'_>) -> Result<Option<Vec<String>>, String> {
     let allow_of = |s: &RawAgentSettings| s.tools.as_ref().and_then(|t| t.allow.clone());
     let tools_allow = allow_of(at.own).or_else(|| allow_of(at.defaults));
     if let Some(list) = &tools_allow {
-        if let Some(bad) = list
-            .iter()
-            .find(|t| !ipc::control::TOOL_NAMES.contains(&t.as_str()))
-        {
+        if let Some(bad) = list.iter().find(|t| ipc::tools::find(t).is_none()) {
             return Err(format!(
                 "{}.tools.allow: unknown tool {bad:?} (tools: {})",
                 at.key,
-                ipc::control::TOOL_NAMES.join(", ")
+                ipc::tools::TOOL_NAMES.join(", ")
             ));
         }
     }

@@ -8,22 +8,21 @@ use ipc::thinking::VerboseLevel;
 /// Most characters of a tool's output a `full` reply shows.
 pub const MAX_OUTPUT_CHARS: usize = 8_000;
 
-/// The emoji and label of a tool, and the argument that says what it worked on.
+/// The emoji and label of a tool, and the argument that says what it worked on: the tool
+/// table's (`ipc::tools`), or a generic one for a name it does not have.
 fn display(name: &str) -> (&'static str, String, &'static str) {
-    match name {
-        "read" => ("📖", "Read".into(), "path"),
-        "write" => ("✍️", "Write".into(), "path"),
-        "edit" => ("📝", "Edit".into(), "path"),
-        "exec" => ("🛠️", "Exec".into(), "command"),
-        "message" => ("✉️", "Message".into(), ""),
-        other => {
-            let mut label: String = other.replace('_', " ");
-            if let Some(first) = label.get(..1) {
-                label = first.to_ascii_uppercase() + label.get(1..).unwrap_or("");
-            }
-            ("🧩", label, "path")
-        }
+    if let Some(t) = ipc::tools::find(name) {
+        return (
+            t.display.emoji,
+            t.display.label.to_owned(),
+            t.display.detail,
+        );
     }
+    let mut label: String = name.replace('_', " ");
+    if let Some(first) = label.get(..1) {
+        label = first.to_ascii_uppercase() + label.get(1..).unwrap_or("");
+    }
+    ("🧩", label, "path")
 }
 
 /// A call's summary line, or `None` when the level shows none.

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipc::control::ExecPolicy;
+use ipc::tools::ToolId;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use exec::{environment as exec_environment, plan as exec_plan, Invocation};
 pub use validate::validate_args;
@@ -122,7 +123,7 @@ fn strip_images(text: String) -> String {
 }
 
 /// The tool that sends a message to the conversation the run came from.
-pub const MESSAGE_TOOL: &str = "message";
+pub use ipc::tools::MESSAGE_TOOL;
 
 /// The text of a `message` call's arguments.
 pub fn message_text(arguments: &str) -> Option<String> {
@@ -186,48 +187,14 @@ pub fn definitions() -> Vec<&'static ToolDef> {
 }
 
 fn build_definitions() -> Vec<ToolDef> {
-    vec![
-        ToolDef::new(
-            "read",
-            "Read a text file in the workspace. offset is the first line (1-based), limit the number of lines.",
-            json!({"type": "object", "additionalProperties": false, "required": ["path"],
-                "properties": {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1},
-                               "limit": {"type": "integer", "minimum": 1}}}),
-        ),
-        ToolDef::new(
-            "write",
-            "Create or overwrite a text file in the workspace.",
-            json!({"type": "object", "additionalProperties": false, "required": ["path", "content"],
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
-        ),
-        ToolDef::new(
-            "edit",
-            "Replace exact text in a workspace file. Each oldText must occur exactly once.",
-            json!({"type": "object", "additionalProperties": false, "required": ["path", "edits"],
-                "properties": {"path": {"type": "string"}, "edits": {"type": "array", "minItems": 1,
-                    "items": {"type": "object", "additionalProperties": false, "required": ["oldText", "newText"],
-                              "properties": {"oldText": {"type": "string", "minLength": 1}, "newText": {"type": "string"}}}}}}),
-        ),
-        ToolDef::new(
-            "ls",
-            "List a directory in the workspace.",
-            json!({"type": "object", "additionalProperties": false,
-                "properties": {"path": {"type": "string"}}}),
-        ),
-        ToolDef::new(
-            MESSAGE_TOOL,
-            "Send a message to the user now, in the conversation this request came from (for progress or the answer itself). Do not repeat it in your final reply.",
-            json!({"type": "object", "additionalProperties": false, "required": ["text"],
-                "properties": {"text": {"type": "string", "minLength": 1}}}),
-        ),
-        ToolDef::new(
-            "exec",
-            "Run a shell command in the workspace (subject to the agent's exec policy).",
-            json!({"type": "object", "additionalProperties": false, "required": ["command"],
-                "properties": {"command": {"type": "string", "minLength": 1},
-                               "timeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 3600}}}),
-        ),
-    ]
+    ipc::tools::TOOLS
+        .iter()
+        .map(|t| {
+            // The table's schemas are JSON (its own test parses each).
+            let parameters = serde_json::from_str(t.schema).unwrap_or(Value::Null);
+            ToolDef::new(t.name, t.description, parameters)
+        })
+        .collect()
 }
 
 /// Validates and runs one call. Never panics on model input: every failure is an error
@@ -242,8 +209,9 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
     }
     let Some((def, compiled)) = entry else {
         return ToolOutcome::err(format!(
-            "unknown tool {:?}; available: read, write, edit, ls, message, exec",
-            call.name
+            "unknown tool {:?}; available: {}",
+            call.name,
+            ipc::tools::TOOL_NAMES.join(", ")
         ));
     };
     let validator = compiled.get_or_init(|| jsonschema::validator_for(&def.parameters).ok());
@@ -255,15 +223,17 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         Ok(v) => v,
         Err(e) => return ToolOutcome::err(format!("invalid arguments for {}: {e}", call.name)),
     };
-    match call.name.as_str() {
-        "read" => fs::read(&ctx.workspace, &args).await,
-        "write" => fs::write(&ctx.workspace, ctx.disk.clone(), &args).await,
-        "edit" => fs::edit(&ctx.workspace, ctx.disk.clone(), &args).await,
-        "ls" => fs::ls(&ctx.workspace, &args).await,
-        "exec" => exec::exec(ctx, &args).await,
+    let Some(tool) = ipc::tools::find(&call.name) else {
+        return ToolOutcome::err(format!("tool {:?} is not implemented", call.name));
+    };
+    match tool.id {
+        ToolId::Read => fs::read(&ctx.workspace, &args).await,
+        ToolId::Write => fs::write(&ctx.workspace, ctx.disk.clone(), &args).await,
+        ToolId::Edit => fs::edit(&ctx.workspace, ctx.disk.clone(), &args).await,
+        ToolId::Ls => fs::ls(&ctx.workspace, &args).await,
+        ToolId::Exec => exec::exec(ctx, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
-        MESSAGE_TOOL => ToolOutcome::ok("Message sent."),
-        other => ToolOutcome::err(format!("tool {other:?} is not implemented")),
+        ToolId::Message => ToolOutcome::ok("Message sent."),
     }
 }
 

@@ -1,0 +1,147 @@
+//! The one table of built-in tools: each tool's name, what the model is told of it, its
+//! parameter schema, its policy class and how a verbose reply names it, written once. The
+//! worker builds its definitions from it and runs each [`ToolId`] (a tool without a runner
+//! does not compile); the supervisor checks `tools.allow` and bounds metric labels by its
+//! names; verbose summaries read its labels.
+//!
+//! Adding a tool: one entry here and one [`ToolId`] variant, then its runner in the worker's
+//! `tools::execute` (the compiler asks for it).
+
+/// A built-in tool, as the worker runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolId {
+    Read,
+    Write,
+    Edit,
+    Ls,
+    Message,
+    Exec,
+}
+
+/// What a tool may touch, for policies that treat tools alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolClass {
+    /// Reads files inside the workspace.
+    ReadFiles,
+    /// Writes files inside the workspace (the disk budget applies).
+    WriteFiles,
+    /// Sends a message to the conversation (the `message_sending` guards apply).
+    Message,
+    /// Runs a command (the exec policy and approvals apply).
+    Exec,
+}
+
+/// How a verbose reply names a tool's call: `📖 Read: `path``.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Display {
+    pub emoji: &'static str,
+    pub label: &'static str,
+    /// The argument that says what the call worked on (`""`: none).
+    pub detail: &'static str,
+}
+
+/// One built-in tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tool {
+    pub id: ToolId,
+    pub name: &'static str,
+    pub description: &'static str,
+    /// The JSON Schema of its arguments, as JSON text.
+    pub schema: &'static str,
+    pub class: ToolClass,
+    pub display: Display,
+}
+
+/// The tool that sends a message to the conversation the run came from.
+pub const MESSAGE_TOOL: &str = "message";
+
+/// Every built-in tool, in the order models are offered them.
+pub const TOOLS: &[Tool] = &[
+    Tool {
+        id: ToolId::Read,
+        name: "read",
+        description: "Read a text file in the workspace. offset is the first line (1-based), limit the number of lines.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["path"],"properties":{"path":{"type":"string"},"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}}}"#,
+        class: ToolClass::ReadFiles,
+        display: Display { emoji: "📖", label: "Read", detail: "path" },
+    },
+    Tool {
+        id: ToolId::Write,
+        name: "write",
+        description: "Create or overwrite a text file in the workspace.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["path","content"],"properties":{"path":{"type":"string"},"content":{"type":"string"}}}"#,
+        class: ToolClass::WriteFiles,
+        display: Display { emoji: "✍️", label: "Write", detail: "path" },
+    },
+    Tool {
+        id: ToolId::Edit,
+        name: "edit",
+        description: "Replace exact text in a workspace file. Each oldText must occur exactly once.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["path","edits"],"properties":{"path":{"type":"string"},"edits":{"type":"array","minItems":1,"items":{"type":"object","additionalProperties":false,"required":["oldText","newText"],"properties":{"oldText":{"type":"string","minLength":1},"newText":{"type":"string"}}}}}}"#,
+        class: ToolClass::WriteFiles,
+        display: Display { emoji: "📝", label: "Edit", detail: "path" },
+    },
+    Tool {
+        id: ToolId::Ls,
+        name: "ls",
+        description: "List a directory in the workspace.",
+        schema: r#"{"type":"object","additionalProperties":false,"properties":{"path":{"type":"string"}}}"#,
+        class: ToolClass::ReadFiles,
+        display: Display { emoji: "🧩", label: "Ls", detail: "path" },
+    },
+    Tool {
+        id: ToolId::Message,
+        name: MESSAGE_TOOL,
+        description: "Send a message to the user now, in the conversation this request came from (for progress or the answer itself). Do not repeat it in your final reply.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["text"],"properties":{"text":{"type":"string","minLength":1}}}"#,
+        class: ToolClass::Message,
+        display: Display { emoji: "✉️", label: "Message", detail: "" },
+    },
+    Tool {
+        id: ToolId::Exec,
+        name: "exec",
+        description: "Run a shell command in the workspace (subject to the agent's exec policy).",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["command"],"properties":{"command":{"type":"string","minLength":1},"timeoutSeconds":{"type":"integer","minimum":1,"maximum":3600}}}"#,
+        class: ToolClass::Exec,
+        display: Display { emoji: "🛠️", label: "Exec", detail: "command" },
+    },
+];
+
+/// The tools' names, in [`TOOLS`] order.
+pub const TOOL_NAMES: [&str; TOOLS.len()] = {
+    let mut names = [""; TOOLS.len()];
+    let mut i = 0;
+    while i < TOOLS.len() {
+        names[i] = TOOLS[i].name;
+        i += 1;
+    }
+    names
+};
+
+/// The tool named `name`.
+pub fn find(name: &str) -> Option<&'static Tool> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_named_once_with_a_schema_that_parses() {
+        let mut names = std::collections::HashSet::new();
+        let mut ids = std::collections::HashSet::new();
+        for t in TOOLS {
+            assert!(names.insert(t.name), "{} twice", t.name);
+            assert!(ids.insert(t.id), "{:?} twice", t.id);
+            let schema: serde_json::Value = serde_json::from_str(t.schema).unwrap();
+            assert_eq!(schema["type"], "object", "{}", t.name);
+            assert_eq!(find(t.name), Some(t));
+        }
+        assert_eq!(
+            TOOL_NAMES,
+            ["read", "write", "edit", "ls", "message", "exec"]
+        );
+        assert_eq!(find("nope"), None);
+    }
+}
