@@ -1,12 +1,13 @@
 //! Methods for features loopgate does not have: each answers what a gateway with nothing of
 //! that kind configured answers (see `ipc::gateway::absent` and docs/protocol.md), never a
-//! made-up entry.
+//! made-up entry. Each takes its params and gives its answer (`serve` answers).
+
+use std::future::ready;
 
 use super::*;
 use ipc::gateway::{
-    ApprovalHistoryResult, BranchesResult, ChannelsStatusResult, CronListResult, CronStatusResult,
-    NodeListResult, NodePairListResult, ProgressCardResult, TalkCatalogResult, TasksListResult,
-    UpdateStatusResult,
+    ChannelsStatusResult, CronListParams, CronListResult, CronStatusResult, Never, NodeListResult,
+    SessionRefParams,
 };
 
 /// `cron.list`'s page size when none is asked (OpenClaw's).
@@ -22,140 +23,171 @@ fn empty_revision() -> String {
     format!("sha256:{hex}")
 }
 
-pub(super) async fn absent(gw: &Arc<Gateway>, req: Request, out: &Out, method: Method) {
+type Answer<T> = Result<T, ErrorShape>;
+
+/// `cron.list`: no jobs, in a page of the asked size.
+pub(super) fn cron_list(p: CronListParams) -> Answer<CronListResult> {
+    let limit = p.limit.unwrap_or(CRON_DEFAULT_LIMIT);
+    if !(1..=200).contains(&limit) {
+        return Err(ErrorShape::invalid(
+            "invalid cron.list params: limit must be 1..200",
+        ));
+    }
+    let previews = !(p.compact == Some(true) || p.include_delivery_previews == Some(false));
+    Ok(CronListResult {
+        jobs: Vec::new(),
+        snapshot_revision: empty_revision(),
+        total: 0,
+        offset: p.offset.unwrap_or(0),
+        limit,
+        has_more: false,
+        next_offset: None,
+        delivery_previews: previews.then(serde_json::Map::new),
+    })
+}
+
+/// `cron.status`: no scheduler.
+pub(super) fn cron_status() -> Answer<CronStatusResult> {
+    Ok(CronStatusResult {
+        enabled: false,
+        triggers_enabled: false,
+        jobs: 0,
+        next_wake_at_ms: None,
+    })
+}
+
+/// `progressCard.get` and `sessions.branches.list`: nothing, for a session key that routes.
+pub(super) fn of_session<T: Default>(
+    gw: &Gateway,
+    method: Method,
+    p: SessionRefParams,
+) -> Answer<T> {
+    routed(gw, method, &p.session_key, p.agent_id.as_deref())?;
+    Ok(T::default())
+}
+
+/// `sessions.companion.state`: OpenClaw's answer when the session has no side chat.
+pub(super) fn companion_state() -> Answer<Never> {
+    Err(ErrorShape::unavailable("Side chat is unavailable.", None))
+}
+
+/// `sessions.observer.visibility`: OpenClaw's answer when there is no session observer.
+pub(super) fn observer_visibility() -> Answer<Never> {
+    Err(ErrorShape::unavailable(
+        "Session observer is unavailable.",
+        None,
+    ))
+}
+
+/// `channels.status`: no channels.
+pub(super) fn channels_status() -> Answer<ChannelsStatusResult> {
+    Ok(ChannelsStatusResult {
+        ts: now_ms(),
+        ..Default::default()
+    })
+}
+
+/// `node.list`: no nodes.
+pub(super) fn node_list() -> Answer<NodeListResult> {
+    Ok(NodeListResult {
+        ts: now_ms(),
+        nodes: Vec::new(),
+    })
+}
+
+/// Answers one method of a feature loopgate lacks.
+pub(super) async fn answer(gw: &Gateway, method: Method, req: Request, out: &Out) {
     match method {
-        Method::CronList => {
-            let Some(p) = params::<m::CronList>(&req, out).await else {
-                return;
-            };
-            let limit = p.limit.unwrap_or(CRON_DEFAULT_LIMIT);
-            if !(1..=200).contains(&limit) {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::invalid("invalid cron.list params: limit must be 1..200"),
-                    )
-                    .await;
-            }
-            let previews = !(p.compact == Some(true) || p.include_delivery_previews == Some(false));
-            let r = CronListResult {
-                jobs: Vec::new(),
-                snapshot_revision: empty_revision(),
-                total: 0,
-                offset: p.offset.unwrap_or(0),
-                limit,
-                has_more: false,
-                next_offset: None,
-                delivery_previews: previews.then(serde_json::Map::new),
-            };
-            reply::<m::CronList>(out, &req.id, &r).await
-        }
-        Method::CronStatus => {
-            if params::<m::CronStatus>(&req, out).await.is_some() {
-                let r = CronStatusResult {
-                    enabled: false,
-                    triggers_enabled: false,
-                    jobs: 0,
-                    next_wake_at_ms: None,
-                };
-                reply::<m::CronStatus>(out, &req.id, &r).await
-            }
-        }
+        Method::CronList => serve::<m::CronList, _>(req, out, |p| ready(cron_list(p))).await,
+        Method::CronStatus => serve::<m::CronStatus, _>(req, out, |_| ready(cron_status())).await,
         Method::TasksList => {
-            if params::<m::TasksList>(&req, out).await.is_some() {
-                reply::<m::TasksList>(out, &req.id, &TasksListResult::default()).await
-            }
+            serve::<m::TasksList, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
         Method::TalkCatalog => {
-            if params::<m::TalkCatalog>(&req, out).await.is_some() {
-                reply::<m::TalkCatalog>(out, &req.id, &TalkCatalogResult::default()).await
-            }
+            serve::<m::TalkCatalog, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
         Method::UpdateStatus => {
-            if params::<m::UpdateStatus>(&req, out).await.is_some() {
-                reply::<m::UpdateStatus>(out, &req.id, &UpdateStatusResult::default()).await
-            }
+            serve::<m::UpdateStatus, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
-        Method::ProgressCardGet | Method::SessionsBranchesList => {
-            let Some(p) = params::<m::ProgressCardGet>(&req, out).await else {
-                return;
-            };
-            if route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref())
+        Method::ProgressCardGet => {
+            serve::<m::ProgressCardGet, _>(req, out, |p| ready(of_session(gw, method, p))).await
+        }
+        Method::SessionsBranchesList => {
+            serve::<m::SessionsBranchesList, _>(req, out, |p| ready(of_session(gw, method, p)))
                 .await
-                .is_none()
-            {
-                return;
-            }
-            if method == Method::ProgressCardGet {
-                reply::<m::ProgressCardGet>(out, &req.id, &ProgressCardResult::default()).await
-            } else {
-                reply::<m::SessionsBranchesList>(out, &req.id, &BranchesResult::default()).await
-            }
         }
-        // OpenClaw's own answers when the session has no side chat / observer.
         Method::SessionsCompanionState => {
-            if params::<m::SessionsCompanionState>(&req, out)
-                .await
-                .is_some()
-            {
-                out.err(
-                    &req.id,
-                    ErrorShape::unavailable("Side chat is unavailable.", None),
-                )
-                .await
-            }
+            serve::<m::SessionsCompanionState, _>(req, out, |_| ready(companion_state())).await
         }
         Method::SessionsObserverVisibility => {
-            out.err(
-                &req.id,
-                ErrorShape::unavailable("Session observer is unavailable.", None),
-            )
-            .await
+            serve::<m::SessionsObserverVisibility, _>(req, out, |_| ready(observer_visibility()))
+                .await
         }
         Method::ChannelsStatus => {
-            if params::<m::ChannelsStatus>(&req, out).await.is_some() {
-                let r = ChannelsStatusResult {
-                    ts: now_ms(),
-                    ..Default::default()
-                };
-                reply::<m::ChannelsStatus>(out, &req.id, &r).await
-            }
+            serve::<m::ChannelsStatus, _>(req, out, |_| ready(channels_status())).await
         }
         // No heartbeats run: there is no last one (`null`).
-        Method::LastHeartbeat => reply::<m::LastHeartbeat>(out, &req.id, &None).await,
-        Method::NodeList => {
-            if params::<m::NodeList>(&req, out).await.is_some() {
-                let r = NodeListResult {
-                    ts: now_ms(),
-                    nodes: Vec::new(),
-                };
-                reply::<m::NodeList>(out, &req.id, &r).await
-            }
-        }
+        Method::LastHeartbeat => serve::<m::LastHeartbeat, _>(req, out, |_| ready(Ok(None))).await,
+        Method::NodeList => serve::<m::NodeList, _>(req, out, |_| ready(node_list())).await,
         Method::NodePairList => {
-            if params::<m::NodePairList>(&req, out).await.is_some() {
-                reply::<m::NodePairList>(out, &req.id, &NodePairListResult::default()).await
-            }
+            serve::<m::NodePairList, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
         // Bare arrays, as OpenClaw answers them: nothing waits for a decision (plugins and
-        // OpenClaw's own agents do not exist here; exec approvals are `rpc::approvals`).
-        Method::PluginApprovalList | Method::OpenclawApprovalList => {
-            if params::<m::PluginApprovalList>(&req, out).await.is_some() {
-                reply::<m::PluginApprovalList>(out, &req.id, &Vec::new()).await
-            }
+        // OpenClaw's own agents do not exist here; exec approvals are `approvals`).
+        Method::PluginApprovalList => {
+            serve::<m::PluginApprovalList, _>(req, out, |_| ready(Ok(Vec::new()))).await
+        }
+        Method::OpenclawApprovalList => {
+            serve::<m::OpenclawApprovalList, _>(req, out, |_| ready(Ok(Vec::new()))).await
         }
         Method::ApprovalHistory => {
-            if params::<m::ApprovalHistory>(&req, out).await.is_some() {
-                reply::<m::ApprovalHistory>(out, &req.id, &ApprovalHistoryResult::default()).await
-            }
+            serve::<m::ApprovalHistory, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
         other => {
             tracing::error!(method = other.as_str(), "Not an absent-feature method.");
-            out.err(
-                &req.id,
-                ErrorShape::invalid(format!("unknown method: {}", other.as_str())),
-            )
-            .await
+            let e = ErrorShape::invalid(format!("unknown method: {}", other.as_str()));
+            out.err(&req.id, e).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::gateway::CronListParams;
+
+    #[test]
+    fn cron_list_pages_nothing_within_openclaws_bounds() {
+        let r = cron_list(CronListParams::default()).unwrap();
+        assert_eq!((r.total, r.limit, r.offset), (0, 50, 0));
+        assert!(r.snapshot_revision.starts_with("sha256:4f53cda1"));
+        assert!(r.delivery_previews.is_some());
+        let compact = cron_list(CronListParams {
+            compact: Some(true),
+            offset: Some(7),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((compact.offset, compact.delivery_previews), (7, None));
+        for limit in [0, 201] {
+            let e = cron_list(CronListParams {
+                limit: Some(limit),
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert_eq!(e.message, "invalid cron.list params: limit must be 1..200");
+        }
+    }
+
+    #[test]
+    fn what_loopgate_lacks_answers_as_openclaw_with_none_configured() {
+        assert!(!cron_status().unwrap().enabled);
+        assert_eq!(
+            companion_state().unwrap_err().message,
+            "Side chat is unavailable."
+        );
+        assert_eq!(observer_visibility().unwrap_err().code, "UNAVAILABLE");
+        assert!(channels_status().unwrap().ts > 0);
+        assert!(node_list().unwrap().nodes.is_empty());
     }
 }

@@ -1,11 +1,19 @@
 //! Methods about the gateway itself: `health`, `status` (OpenClaw's summary) and
 //! `loopgate.status`, `config.get`, `logs.tail`, `chat.metadata` / `agent.identity.get`,
 //! `agents.list`, and the operator's `loopgate.reload`, `gateway.drain` and `worker.restart`.
+//! Each takes its params and gives its result or its error (`serve` answers).
 
 use super::*;
+use ipc::gateway::{
+    AgentIdentity, AgentScopeParams, ChatMetadataResult, ConfigGetResult, GatewayDrainParams,
+    LogsTailParams, LogsTailResult, ReloadResult, StatusParams, StatusResult, WorkerRestartParams,
+    WorkerRestartResult,
+};
+
+type Answer<T> = Result<T, ErrorShape>;
 
 /// `config.get`: the config as loaded, with the file's hash.
-pub(super) async fn config_get(gw: &Gateway, req: Request, out: &Out) {
+pub(super) async fn config_get(gw: &Gateway) -> Answer<ConfigGetResult> {
     let config = gw.config();
     let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
         use sha2::{Digest, Sha256};
@@ -14,22 +22,15 @@ pub(super) async fn config_get(gw: &Gateway, req: Request, out: &Out) {
             .map(|x| format!("{x:02x}"))
             .collect::<String>()
     });
-    let result = crate::catalog::config_get(&config, hash);
-    reply::<m::ConfigGet>(out, &req.id, &result).await
+    Ok(crate::catalog::config_get(&config, hash))
 }
 
-pub(super) async fn health(gw: &Gateway, req: Request, out: &Out) {
-    let Some(_p) = params::<m::Health>(&req, out).await else {
-        return;
-    };
+pub(super) async fn health(gw: &Gateway) -> Answer<HealthResult> {
     let started = Instant::now();
     let config = gw.config();
     let mut agents = Vec::with_capacity(config.agents.len());
     for a in &config.agents {
-        let sessions = match session_summary(gw, Some(a.id.as_str())).await {
-            Ok(s) => s,
-            Err(e) => return out.err(&req.id, e).await,
-        };
+        let sessions = session_summary(gw, Some(a.id.as_str())).await?;
         agents.push(AgentHealth {
             agent_id: a.id.as_str().to_owned(),
             name: a.name.clone(),
@@ -49,7 +50,7 @@ pub(super) async fn health(gw: &Gateway, req: Request, out: &Out) {
             count: 0,
             recent: Vec::new(),
         });
-    let result = HealthResult {
+    Ok(HealthResult {
         ok: true,
         ts: now_ms(),
         duration_ms: started.elapsed().as_millis() as u64,
@@ -62,8 +63,7 @@ pub(super) async fn health(gw: &Gateway, req: Request, out: &Out) {
         sessions,
         uptime_ms: gw.started.elapsed().as_millis() as u64,
         draining: gw.draining.load(Ordering::Relaxed),
-    };
-    reply::<m::Health>(out, &req.id, &result).await;
+    })
 }
 
 /// An agent's sessions (all agents' for `None`): the count and the 10 most recent.
@@ -98,29 +98,21 @@ pub(super) async fn session_summary(
 }
 
 /// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
-pub(super) async fn status_summary(gw: &Gateway, req: Request, out: &Out) {
-    let Some(p) = params::<m::Status>(&req, out).await else {
-        return;
-    };
+pub(super) async fn status_summary(gw: &Gateway, p: StatusParams) -> Answer<StatusSummary> {
     let config = gw.config();
-    let all = match session_summary(gw, None).await {
-        Ok(s) => s,
-        Err(e) => return out.err(&req.id, e).await,
-    };
+    let all = session_summary(gw, None).await?;
     let mut by_agent = Vec::with_capacity(config.agents.len());
     for a in &config.agents {
-        match session_summary(gw, Some(a.id.as_str())).await {
-            Ok(s) => by_agent.push(AgentSessions {
-                agent_id: a.id.as_str().to_owned(),
-                path: s.path,
-                count: s.count,
-                recent: s.recent,
-            }),
-            Err(e) => return out.err(&req.id, e).await,
-        }
+        let s = session_summary(gw, Some(a.id.as_str())).await?;
+        by_agent.push(AgentSessions {
+            agent_id: a.id.as_str().to_owned(),
+            path: s.path,
+            count: s.count,
+            recent: s.recent,
+        });
     }
     let main_model = config.agent("main").and_then(|a| a.model.as_ref());
-    let result = StatusSummary {
+    Ok(StatusSummary {
         runtime_version: ipc::version::BUILD.to_owned(),
         heartbeat: HeartbeatStatus {
             default_agent_id: "main".into(),
@@ -171,123 +163,94 @@ pub(super) async fn status_summary(gw: &Gateway, req: Request, out: &Out) {
                 },
                 update_channel: None,
             }),
-    };
-    reply::<m::Status>(out, &req.id, &result).await;
+    })
 }
 
-pub(super) async fn status(gw: &Gateway, req: Request, out: &Out) {
-    match gw
+pub(super) async fn status(gw: &Gateway) -> Answer<StatusResult> {
+    let mut s = gw
         .control
         .status(gw.connections.load(Ordering::Relaxed))
         .await
-    {
-        Ok(mut s) => {
-            if let Some(c) = gw.cluster.get() {
-                s.cluster = Some(c.status(&gw.config().agent_ids()).await);
-            }
-            reply::<m::GatewayStatus>(out, &req.id, &s).await
-        }
-        Err(e) => out.err(&req.id, control_error(e)).await,
+        .map_err(control_error)?;
+    if let Some(c) = gw.cluster.get() {
+        s.cluster = Some(c.status(&gw.config().agent_ids()).await);
     }
+    Ok(s)
 }
 
 /// `logs.tail`: the gateway's last log lines from the in-memory ring (read scope, as
 /// OpenClaw's; log lines are operational: ids, names, timings and errors).
-pub(super) async fn logs_tail(req: Request, out: &Out) {
-    let Some(p) = params::<m::LogsTail>(&req, out).await else {
-        return;
-    };
+pub(super) fn logs_tail(p: LogsTailParams) -> Answer<LogsTailResult> {
     let limit = p.limit.unwrap_or(500);
     let max_bytes = p.max_bytes.unwrap_or(250_000);
     if !(1..=5000).contains(&limit) || !(1..=1_000_000).contains(&max_bytes) {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(
-                    "invalid logs.tail params: limit must be 1..5000 and maxBytes 1..1000000",
-                ),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid logs.tail params: limit must be 1..5000 and maxBytes 1..1000000",
+        ));
     }
-    let tail = crate::log_ring::LOGS.tail(p.cursor, limit as usize, max_bytes as usize);
-    reply::<m::LogsTail>(out, &req.id, &tail).await;
+    Ok(crate::log_ring::LOGS.tail(p.cursor, limit as usize, max_bytes as usize))
 }
 
-/// `chat.metadata` and `agent.identity.get`: about the agent named by `agentId`, by
-/// `sessionKey`, or `main`.
-pub(super) async fn agent_scoped(gw: &Arc<Gateway>, req: Request, out: &Out, method: Method) {
-    let Some(p) = params::<m::AgentIdentityGet>(&req, out).await else {
-        return;
-    };
+/// `chat.metadata`: about the agent [`scoped_agent`] names.
+pub(super) async fn chat_metadata(gw: &Gateway, p: AgentScopeParams) -> Answer<ChatMetadataResult> {
+    let config = gw.config();
+    let agent = scoped_agent(gw, &config, Method::ChatMetadata, &p)?;
+    Ok(crate::catalog::chat_metadata(agent, &gw.env_set))
+}
+
+/// `agent.identity.get`: about the agent [`scoped_agent`] names.
+pub(super) async fn agent_identity(gw: &Gateway, p: AgentScopeParams) -> Answer<AgentIdentity> {
+    let config = gw.config();
+    Ok(crate::catalog::identity(scoped_agent(
+        gw,
+        &config,
+        Method::AgentIdentityGet,
+        &p,
+    )?))
+}
+
+/// The agent named by `agentId`, by `sessionKey`, or `main`.
+fn scoped_agent<'c>(
+    gw: &Gateway,
+    config: &'c crate::config::Config,
+    method: Method,
+    p: &AgentScopeParams,
+) -> Answer<&'c crate::config::AgentConfig> {
     let route = match &p.session_key {
-        Some(key) => match route_key(gw, &req, out, key, p.agent_id.as_deref()).await {
-            Some(r) => r.agent_id,
-            None => return,
-        },
+        Some(key) => routed(gw, method, key, p.agent_id.as_deref())?.agent_id,
         None => p.agent_id.clone().unwrap_or_else(|| "main".into()),
     };
-    let config = gw.config();
-    let Some(agent) = AgentId::parse(&route)
+    AgentId::parse(&route)
         .ok()
         .and_then(|id| config.agent(id.as_str()))
-    else {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(format!(
-                    "invalid {} params: unknown agent id {route:?}",
-                    req.method
-                )),
-            )
-            .await;
-    };
-    match method {
-        Method::ChatMetadata => {
-            let metadata = crate::catalog::chat_metadata(agent, &gw.env_set);
-            reply::<m::ChatMetadata>(out, &req.id, &metadata).await
-        }
-        _ => reply::<m::AgentIdentityGet>(out, &req.id, &crate::catalog::identity(agent)).await,
-    }
+        .ok_or_else(|| {
+            ErrorShape::invalid(format!(
+                "invalid {} params: unknown agent id {route:?}",
+                method.as_str()
+            ))
+        })
 }
 
 /// `loopgate.reload`: the same path as SIGHUP; answers what changed or why nothing did.
-pub(super) async fn gateway_reload(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    if params::<m::GatewayReload>(&req, out).await.is_none() {
-        return;
-    }
+pub(super) async fn gateway_reload(gw: &Gateway) -> Answer<ReloadResult> {
     let Some(tx) = gw.reload_requests.get() else {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::unavailable("reload is not available yet", Some(1000)),
-            )
-            .await;
+        return Err(ErrorShape::unavailable(
+            "reload is not available yet",
+            Some(1000),
+        ));
     };
     let (answer, rx) = oneshot::channel();
     if tx.try_send(answer).is_err() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::unavailable("a reload is already under way; retry", Some(1000)),
-            )
-            .await;
+        return Err(ErrorShape::unavailable(
+            "a reload is already under way; retry",
+            Some(1000),
+        ));
     }
-    match rx.await {
-        Ok(result) => reply::<m::GatewayReload>(out, &req.id, &result).await,
-        Err(_) => {
-            out.err(
-                &req.id,
-                ErrorShape::unavailable("the gateway is stopping", None),
-            )
-            .await
-        }
-    }
+    rx.await
+        .map_err(|_| ErrorShape::unavailable("the gateway is stopping", None))
 }
 
-pub(super) async fn gateway_drain(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::GatewayDrain>(&req, out).await else {
-        return;
-    };
+pub(super) async fn gateway_drain(gw: &Gateway, p: GatewayDrainParams) -> Answer<DrainResult> {
     let deadline = Duration::from_millis(
         p.timeout_ms.unwrap_or(
             gw.config()
@@ -304,59 +267,41 @@ pub(super) async fn gateway_drain(gw: &Arc<Gateway>, req: Request, out: &Out) {
     };
     // Refuse new runs from here on: once this answers `draining`, no run is admitted.
     if gw.draining.swap(true, Ordering::SeqCst) {
-        return reply::<m::GatewayDrain>(out, &req.id, &already_draining).await;
+        return Ok(already_draining);
     }
     match gw.drain_requests.try_send(deadline) {
-        Ok(()) => {
-            let result = DrainResult {
-                ok: true,
-                draining: true,
-                already_draining: None,
-                deadline_ms: Some(deadline.as_millis() as u64),
-            };
-            reply::<m::GatewayDrain>(out, &req.id, &result).await
-        }
-        Err(_) => reply::<m::GatewayDrain>(out, &req.id, &already_draining).await,
+        Ok(()) => Ok(DrainResult {
+            ok: true,
+            draining: true,
+            already_draining: None,
+            deadline_ms: Some(deadline.as_millis() as u64),
+        }),
+        Err(_) => Ok(already_draining),
     }
 }
 
-pub(super) async fn worker_restart(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::WorkerRestart>(&req, out).await else {
-        return;
-    };
+pub(super) async fn worker_restart(
+    gw: &Gateway,
+    p: WorkerRestartParams,
+) -> Answer<WorkerRestartResult> {
     let id = match AgentId::parse(&p.agent_id) {
         Ok(id) if gw.config().agent(id.as_str()).is_some() => id,
         _ => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(format!(
-                        "invalid worker.restart params: unknown agent id {:?}",
-                        p.agent_id
-                    )),
-                )
-                .await
+            return Err(ErrorShape::invalid(format!(
+                "invalid worker.restart params: unknown agent id {:?}",
+                p.agent_id
+            )))
         }
     };
-    match gw
-        .control
+    gw.control
         .restart_worker(id.as_str().to_owned(), p.force.unwrap_or(false))
         .await
-    {
-        Ok(restarted) => reply::<m::WorkerRestart>(out, &req.id, &restarted).await,
-        Err(e) => {
-            out.err(&req.id, ErrorShape::unavailable(e.message, Some(1000)))
-                .await
-        }
-    }
+        .map_err(|e| ErrorShape::unavailable(e.message, Some(1000)))
 }
 
-pub(super) async fn agents_list(gw: &Gateway, req: Request, out: &Out) {
-    let Some(_p) = params::<m::AgentsList>(&req, out).await else {
-        return;
-    };
-    let agents = gw
-        .config()
+/// `agents.list`: every configured agent (pure: the config's).
+pub(super) fn agents_list(config: &crate::config::Config) -> AgentsListResult {
+    let agents = config
         .agents
         .iter()
         .map(|a| AgentSummary {
@@ -366,11 +311,65 @@ pub(super) async fn agents_list(gw: &Gateway, req: Request, out: &Out) {
             model: crate::catalog::agent_model(a),
         })
         .collect();
-    let result = AgentsListResult {
+    AgentsListResult {
         default_id: "main".into(),
         main_key: "main".into(),
         scope: "per-sender".into(),
         agents,
-    };
-    reply::<m::AgentsList>(out, &req.id, &result).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Overrides, RawConfig};
+
+    fn config(text: &str) -> Config {
+        let raw: RawConfig = toml::from_str(text).unwrap();
+        let (path, state) = (
+            std::path::Path::new("/etc/lg.toml"),
+            std::path::Path::new("/state"),
+        );
+        Config::from_raw(raw, path, state, &Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn logs_tail_bounds_its_page_as_openclaw() {
+        for (limit, max_bytes) in [
+            (Some(0), None),
+            (Some(5001), None),
+            (None, Some(0)),
+            (None, Some(1_000_001)),
+        ] {
+            let e = logs_tail(LogsTailParams {
+                limit,
+                max_bytes,
+                ..Default::default()
+            })
+            .unwrap_err();
+            assert_eq!(e.code, ipc::gateway::codes::INVALID_REQUEST);
+            assert!(
+                e.message.starts_with("invalid logs.tail params"),
+                "{}",
+                e.message
+            );
+        }
+        assert!(logs_tail(LogsTailParams::default()).is_ok());
+    }
+
+    #[test]
+    fn agents_list_names_every_agent_and_main_as_default() {
+        let c = config(
+            "[agents.defaults]\nmodel = \"p/m\"\n[agents.list.ops]\nname = \"Ops\"\n\
+             [models.providers.p]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        );
+        let r = agents_list(&c);
+        assert_eq!(
+            (r.default_id.as_str(), r.main_key.as_str()),
+            ("main", "main")
+        );
+        let ids: Vec<_> = r.agents.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, ["main", "ops"]);
+        assert_eq!(r.agents[1].name.as_deref(), Some("Ops"));
+    }
 }

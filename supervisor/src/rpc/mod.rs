@@ -54,7 +54,7 @@ mod resume;
 mod sessions;
 mod thinking;
 mod turns;
-use absent::*;
+
 use admission::*;
 use chat::*;
 use compact::*;
@@ -121,9 +121,9 @@ pub async fn handle(
             )
             .await
         }
-        Method::Health => health(gw, req, out).await,
-        Method::Status => status_summary(gw, req, out).await,
-        Method::GatewayStatus => status(gw, req, out).await,
+        Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
+        Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
+        Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
@@ -160,14 +160,21 @@ pub async fn handle(
             let r = crate::catalog::auth_status(&gw.config(), &gw.env_set, now_ms());
             reply::<m::ModelsAuthStatus>(out, &req.id, &r).await
         }
-        Method::ChatMetadata | Method::AgentIdentityGet => agent_scoped(gw, req, out, method).await,
-        Method::ConfigGet => config_get(gw, req, out).await,
+        Method::ChatMetadata => {
+            serve::<m::ChatMetadata, _>(req, out, |p| chat_metadata(gw, p)).await
+        }
+        Method::AgentIdentityGet => {
+            serve::<m::AgentIdentityGet, _>(req, out, |p| agent_identity(gw, p)).await
+        }
+        Method::ConfigGet => serve::<m::ConfigGet, _>(req, out, |_| config_get(gw)).await,
         Method::SessionsReset => sessions_reset(gw, req, out).await,
-        Method::LogsTail => logs_tail(req, out).await,
+        Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => reply::<m::SystemPresence>(out, &req.id, &gw.presence()).await,
         Method::SessionsDelete => sessions_delete(gw, req, out).await,
-        Method::AgentsList => agents_list(gw, req, out).await,
+        Method::AgentsList => {
+            serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await
+        }
         Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
         Method::SessionsCompact => sessions_compact(gw, req, out).await,
         Method::CronList
@@ -185,7 +192,7 @@ pub async fn handle(
         | Method::NodePairList
         | Method::PluginApprovalList
         | Method::OpenclawApprovalList
-        | Method::ApprovalHistory => absent(gw, req, out, method).await,
+        | Method::ApprovalHistory => absent::answer(gw, method, req, out).await,
         Method::CommandsList => command_run::commands_list(req, out).await,
         Method::ExecApprovalList => approvals::exec_approval_list(gw, req, out).await,
         Method::ExecApprovalResolve => {
@@ -194,9 +201,15 @@ pub async fn handle(
         Method::DevicePairList => device_pair_list(gw, req, out).await,
         Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
         Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
-        Method::GatewayDrain => gateway_drain(gw, req, out).await,
-        Method::GatewayReload => gateway_reload(gw, req, out).await,
-        Method::WorkerRestart => worker_restart(gw, req, out).await,
+        Method::GatewayDrain => {
+            serve::<m::GatewayDrain, _>(req, out, |p| gateway_drain(gw, p)).await
+        }
+        Method::GatewayReload => {
+            serve::<m::GatewayReload, _>(req, out, |_| gateway_reload(gw)).await
+        }
+        Method::WorkerRestart => {
+            serve::<m::WorkerRestart, _>(req, out, |p| worker_restart(gw, p)).await
+        }
     }
 }
 
@@ -230,6 +243,39 @@ async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
             None
         }
     }
+}
+
+/// Serves method `M` with `handler`, which takes its params and gives its result or the
+/// error to answer: the params are parsed once (their type is the table's), and the
+/// answer is written here, once. Handlers of this shape answer nothing on the connection
+/// themselves (the methods that answer twice, or wait for events first, still do).
+async fn serve<M: MethodSpec, Fut>(req: Request, out: &Out, handler: impl FnOnce(M::Params) -> Fut)
+where
+    Fut: std::future::Future<Output = Result<M::Result, ErrorShape>>,
+{
+    let Some(p) = params::<M>(&req, out).await else {
+        return;
+    };
+    match handler(p).await {
+        Ok(result) => reply::<M>(out, &req.id, &result).await,
+        Err(error) => out.err(&req.id, error).await,
+    }
+}
+
+/// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
+fn routed(
+    gw: &Gateway,
+    method: Method,
+    key: &str,
+    agent_id: Option<&str>,
+) -> Result<Route, ErrorShape> {
+    let p = AgentParams {
+        session_key: Some(key.to_owned()),
+        agent_id: agent_id.map(str::to_owned),
+        ..Default::default()
+    };
+    route(&p, |id| gw.config().agent(id).is_some())
+        .map_err(|m| ErrorShape::invalid(format!("invalid {} params: {m}", method.as_str())))
 }
 
 /// Answers method `M` with its result (its type is the method table's).
