@@ -1,82 +1,64 @@
 //! `exec.approval.list` and `exec.approval.resolve` (scope `operator.approvals`), in
-//! OpenClaw's shapes; the registry is the control actor's (`control::approvals`).
+//! OpenClaw's shapes, and loopgate's kept `allow-always` patterns; the registry is the
+//! control actor's (`control::approvals`). Each takes its params and gives its answer
+//! (`serve` answers).
 
 use super::*;
 use ipc::approval::ApprovalDecision;
+use ipc::gateway::{
+    Done, ExecAllowlistRemoveParams, ExecAllowlistRemoveResult, ExecAllowlistResult, ExecApproval,
+    ExecApprovalResolveParams, KeptPattern,
+};
 
-pub(super) async fn exec_approval_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    if params::<m::ExecApprovalList>(&req, out).await.is_none() {
-        return;
-    }
-    match gw.control.approval_list().await {
-        Ok(list) => reply::<m::ExecApprovalList>(out, &req.id, &list).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+type Answer<T> = Result<T, ErrorShape>;
+
+pub(super) async fn exec_approval_list(gw: &Gateway) -> Answer<Vec<ExecApproval>> {
+    gw.control.approval_list().await.map_err(control_error)
 }
 
 pub(super) async fn exec_approval_resolve(
-    gw: &Arc<Gateway>,
+    gw: &Gateway,
     session: &Session,
-    req: Request,
-    out: &Out,
-) {
-    let Some(p) = params::<m::ExecApprovalResolve>(&req, out).await else {
-        return;
-    };
-    let Some(decision) = ApprovalDecision::parse(&p.decision) else {
-        return out
-            .err(&req.id, ErrorShape::invalid("invalid decision"))
-            .await;
-    };
+    p: ExecApprovalResolveParams,
+) -> Answer<Done> {
+    let decision = ApprovalDecision::parse(&p.decision)
+        .ok_or_else(|| ErrorShape::invalid("invalid decision"))?;
     // Who decided, as the log and the `resolved` event say it.
     let by = session
         .device_id
         .clone()
         .or_else(|| session.presence.client_id.clone())
         .or_else(|| Some(session.conn_id.clone()));
-    match gw.control.approval_resolve(p.id, decision, by).await {
-        Ok(Ok(())) => {
-            reply::<m::ExecApprovalResolve>(out, &req.id, &ipc::gateway::Done { ok: true }).await
-        }
-        Ok(Err(e)) => out.err(&req.id, e).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+    gw.control
+        .approval_resolve(p.id, decision, by)
+        .await
+        .map_err(control_error)??;
+    Ok(Done { ok: true })
 }
 
 /// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps.
-pub(super) async fn exec_allowlist(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    if params::<m::ExecAllowlistGet>(&req, out).await.is_none() {
-        return;
-    }
-    match gw.control.allowed_list().await {
-        Ok(rows) => {
-            let result = ipc::gateway::ExecAllowlistResult {
-                patterns: rows
-                    .into_iter()
-                    .map(|(agent_id, pattern)| ipc::gateway::KeptPattern { agent_id, pattern })
-                    .collect(),
-            };
-            reply::<m::ExecAllowlistGet>(out, &req.id, &result).await
-        }
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+pub(super) async fn exec_allowlist(gw: &Gateway) -> Answer<ExecAllowlistResult> {
+    let rows = gw.control.allowed_list().await.map_err(control_error)?;
+    Ok(ExecAllowlistResult {
+        patterns: rows
+            .into_iter()
+            .map(|(agent_id, pattern)| KeptPattern { agent_id, pattern })
+            .collect(),
+    })
 }
 
 /// `loopgate.exec.allowlist.remove {agentId, pattern}`: forgets a kept pattern; the agent's
 /// running worker restarts gracefully without it (it holds the pattern until then).
-pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::ExecAllowlistRemove>(&req, out).await else {
-        return;
-    };
-    let removed = match gw.control.disallow(p.agent_id.clone(), p.pattern).await {
-        Ok(Ok(removed)) => removed,
-        Ok(Err(why)) => {
-            return out
-                .err(&req.id, ErrorShape::unavailable(why, Some(1000)))
-                .await
-        }
-        Err(e) => return out.err(&req.id, control_error(e)).await,
-    };
+pub(super) async fn exec_allowlist_remove(
+    gw: &Gateway,
+    p: ExecAllowlistRemoveParams,
+) -> Answer<ExecAllowlistRemoveResult> {
+    let removed = gw
+        .control
+        .disallow(p.agent_id.clone(), p.pattern)
+        .await
+        .map_err(control_error)?
+        .map_err(|why| ErrorShape::unavailable(why, Some(1000)))?;
     let running = removed
         && match gw.control.status(0).await {
             Ok(s) => s
@@ -86,6 +68,5 @@ pub(super) async fn exec_allowlist_remove(gw: &Arc<Gateway>, req: Request, out: 
             Err(_) => false,
         };
     let restarted = running && gw.control.restart_worker(p.agent_id, false).await.is_ok();
-    let result = ipc::gateway::ExecAllowlistRemoveResult { removed, restarted };
-    reply::<m::ExecAllowlistRemove>(out, &req.id, &result).await
+    Ok(ExecAllowlistRemoveResult { removed, restarted })
 }

@@ -3,23 +3,21 @@
 
 use super::*;
 use ipc::control::SessionReply;
-use ipc::gateway::{CompactionDone, SessionOperation, SessionsCompactResult};
+use ipc::gateway::{
+    CompactionDone, SessionOperation, SessionsCompactParams, SessionsCompactResult,
+};
 
-pub(super) async fn sessions_compact(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsCompact>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_compact(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    p: SessionsCompactParams,
+) -> Result<SessionsCompactResult, ErrorShape> {
     if p.max_lines.is_some() {
         let msg = "invalid sessions.compact params: maxLines (trimming the transcript) is not supported; compaction summarizes the older messages instead";
-        return out.err(&req.id, ErrorShape::invalid(msg)).await;
+        return Err(ErrorShape::invalid(msg));
     }
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    match compact_session(gw, out, route).await {
-        Ok(result) => reply::<m::SessionsCompact>(out, &req.id, &result).await,
-        Err(e) => out.err(&req.id, e).await,
-    }
+    let route = routed(gw, Method::SessionsCompact, &p.key, p.agent_id.as_deref())?;
+    compact_session(gw, out, route).await
 }
 
 /// Compacts the session's context now (`sessions.compact`, `/compact`), telling

@@ -1,7 +1,7 @@
 //! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::gatewaydb::devices`).
 
 use super::*;
-use crate::gatewaydb::devices::DeviceCmd;
+use crate::gatewaydb::devices::{DeviceCmd, DeviceToken};
 use ipc::gateway::{
     DevicePairListResult, DeviceTokenRevokeResult, DeviceTokenRotateResult, PairedDevice,
     TokenSummary,
@@ -16,15 +16,25 @@ fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
     ErrorShape::unavailable(e.to_string(), Some(500))
 }
 
-pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    if params::<m::DevicePairList>(&req, out).await.is_none() {
-        return;
-    }
-    let rows = match gw.db.devices(|reply| DeviceCmd::List { reply }).await {
-        Ok(r) => r,
-        Err(e) => return out.err(&req.id, db_error(e)).await,
-    };
-    let connected = gw.connected_devices();
+/// `device.pair.list`: the devices issued tokens, each with its tokens (never the tokens
+/// themselves); nothing is ever pending (local devices are paired silently).
+pub(super) async fn device_pair_list(gw: &Gateway) -> Result<DevicePairListResult, ErrorShape> {
+    let rows = gw
+        .db
+        .devices(|reply| DeviceCmd::List { reply })
+        .await
+        .map_err(db_error)?;
+    Ok(DevicePairListResult {
+        pending: Vec::new(),
+        paired: paired(rows, &gw.connected_devices()),
+    })
+}
+
+/// Token rows grouped by device, in the order the devices first appear.
+fn paired(
+    rows: Vec<DeviceToken>,
+    connected: &std::collections::HashSet<String>,
+) -> Vec<PairedDevice> {
     let mut paired: Vec<PairedDevice> = Vec::new();
     // Where each device's entry is (rows come grouped by nothing but creation time).
     let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -59,11 +69,7 @@ pub(super) async fn device_pair_list(gw: &Arc<Gateway>, req: Request, out: &Out)
             }
         }
     }
-    let result = DevicePairListResult {
-        pending: Vec::new(),
-        paired,
-    };
-    reply::<m::DevicePairList>(out, &req.id, &result).await;
+    paired
 }
 
 pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &Out) {
@@ -163,5 +169,42 @@ pub(super) async fn device_token_rotate(
                 .await
         }
         Err(e) => out.err(&req.id, db_error(e)).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(device: &str, role: &str, at: u64) -> DeviceToken {
+        DeviceToken {
+            device_id: device.into(),
+            role: role.into(),
+            scopes: vec!["operator.read".into()],
+            client_id: "openclaw-control-ui".into(),
+            client_mode: "webchat".into(),
+            platform: "linux".into(),
+            created_at: at,
+            rotated_at: None,
+            revoked_at: None,
+            last_used_at: None,
+        }
+    }
+
+    #[test]
+    fn devices_group_their_tokens_in_first_seen_order() {
+        let rows = vec![
+            row("d1", "operator", 1),
+            row("d2", "operator", 2),
+            row("d1", "node", 3),
+        ];
+        let connected = ["d2".to_owned()].into();
+        let p = paired(rows, &connected);
+        let ids: Vec<_> = p.iter().map(|d| d.device_id.as_str()).collect();
+        assert_eq!(ids, ["d1", "d2"]);
+        assert_eq!(p[0].roles, ["operator", "node"]);
+        assert_eq!(p[0].tokens.len(), 2);
+        assert!(!p[0].connected && p[1].connected);
+        assert_eq!(p[1].approved_via, "silent");
     }
 }

@@ -121,31 +121,90 @@ pub async fn handle(
             )
             .await
         }
-        Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
-        Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
-        Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => agent_wait(gw, req, out).await,
         Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
-        Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
-        Method::ExecAllowlistGet => approvals::exec_allowlist(gw, req, out).await,
-        Method::ExecAllowlistRemove => approvals::exec_allowlist_remove(gw, req, out).await,
         Method::ChatSend => chat_send(gw, session, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
         Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
         Method::ChatAbort => chat_abort(gw, req, out).await,
-        Method::SessionsResolve => sessions_resolve(gw, req, out).await,
-        Method::SessionsAbort => sessions_abort(gw, req, out).await,
         Method::ChatInject => chat_inject(gw, req, out).await,
-        Method::SessionsList => sessions_list(gw, req, out).await,
-        Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
-        Method::SessionsDescribe => sessions_describe(gw, req, out).await,
-        Method::SessionsPreview => sessions_preview(gw, req, out).await,
-        Method::SessionsPatch => sessions_patch(gw, session, req, out).await,
-        Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
-            session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
+        Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
+        Method::Health
+        | Method::Status
+        | Method::GatewayStatus
+        | Method::DiagnosticsLanes
+        | Method::QuestionList
+        | Method::ModelsList
+        | Method::ModelsAuthStatus
+        | Method::ChatMetadata
+        | Method::AgentIdentityGet
+        | Method::ConfigGet
+        | Method::LogsTail
+        | Method::SystemPresence
+        | Method::AgentsList
+        | Method::GatewayDrain
+        | Method::GatewayReload
+        | Method::WorkerRestart
+        | Method::CommandsList => gateway_method(gw, method, req, out).await,
+        Method::SessionsResolve
+        | Method::SessionsAbort
+        | Method::SessionsList
+        | Method::SessionsSubscribe
+        | Method::SessionsDescribe
+        | Method::SessionsPreview
+        | Method::SessionsPatch
+        | Method::SessionsReset
+        | Method::SessionsDelete
+        | Method::SessionsCompact
+        | Method::SessionsMessagesSubscribe
+        | Method::SessionsMessagesUnsubscribe => {
+            session_method(gw, session, method, req, out).await
         }
+        Method::ExecAllowlistGet
+        | Method::ExecAllowlistRemove
+        | Method::ExecApprovalList
+        | Method::ExecApprovalResolve
+        | Method::DevicePairList
+        | Method::DeviceTokenRotate
+        | Method::DeviceTokenRevoke => approval_method(gw, session, method, req, out).await,
+        Method::CronList
+        | Method::CronStatus
+        | Method::TasksList
+        | Method::TalkCatalog
+        | Method::UpdateStatus
+        | Method::ProgressCardGet
+        | Method::SessionsBranchesList
+        | Method::SessionsCompanionState
+        | Method::SessionsObserverVisibility
+        | Method::ChannelsStatus
+        | Method::LastHeartbeat
+        | Method::NodeList
+        | Method::NodePairList
+        | Method::PluginApprovalList
+        | Method::OpenclawApprovalList
+        | Method::ApprovalHistory => absent::answer(gw, method, req, out).await,
+    }
+}
+
+/// A method of a group answered by a function that does not take it: a bug, said as one.
+async fn misrouted(method: Method, req: Request, out: &Out) {
+    tracing::error!(
+        method = method.as_str(),
+        "A method reached the wrong group."
+    );
+    let e = ErrorShape::invalid(format!("unknown method: {}", method.as_str()));
+    out.err(&req.id, e).await
+}
+
+/// The gateway's own methods and its catalog's.
+async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &Out) {
+    match method {
+        Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
+        Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
+        Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
+        Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
         Method::QuestionList => {
             let none = QuestionListResult {
                 questions: Vec::new(),
@@ -167,40 +226,12 @@ pub async fn handle(
             serve::<m::AgentIdentityGet, _>(req, out, |p| agent_identity(gw, p)).await
         }
         Method::ConfigGet => serve::<m::ConfigGet, _>(req, out, |_| config_get(gw)).await,
-        Method::SessionsReset => sessions_reset(gw, req, out).await,
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => reply::<m::SystemPresence>(out, &req.id, &gw.presence()).await,
-        Method::SessionsDelete => sessions_delete(gw, req, out).await,
         Method::AgentsList => {
             serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await
         }
-        Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
-        Method::SessionsCompact => sessions_compact(gw, req, out).await,
-        Method::CronList
-        | Method::CronStatus
-        | Method::TasksList
-        | Method::TalkCatalog
-        | Method::UpdateStatus
-        | Method::ProgressCardGet
-        | Method::SessionsBranchesList
-        | Method::SessionsCompanionState
-        | Method::SessionsObserverVisibility
-        | Method::ChannelsStatus
-        | Method::LastHeartbeat
-        | Method::NodeList
-        | Method::NodePairList
-        | Method::PluginApprovalList
-        | Method::OpenclawApprovalList
-        | Method::ApprovalHistory => absent::answer(gw, method, req, out).await,
-        Method::CommandsList => command_run::commands_list(req, out).await,
-        Method::ExecApprovalList => approvals::exec_approval_list(gw, req, out).await,
-        Method::ExecApprovalResolve => {
-            approvals::exec_approval_resolve(gw, session, req, out).await
-        }
-        Method::DevicePairList => device_pair_list(gw, req, out).await,
-        Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
-        Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
         Method::GatewayDrain => {
             serve::<m::GatewayDrain, _>(req, out, |p| gateway_drain(gw, p)).await
         }
@@ -210,6 +241,85 @@ pub async fn handle(
         Method::WorkerRestart => {
             serve::<m::WorkerRestart, _>(req, out, |p| worker_restart(gw, p)).await
         }
+        Method::CommandsList => command_run::commands_list(req, out).await,
+        other => misrouted(other, req, out).await,
+    }
+}
+
+/// The session index's methods.
+async fn session_method(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    method: Method,
+    req: Request,
+    out: &Out,
+) {
+    match method {
+        Method::SessionsResolve => {
+            serve::<m::SessionsResolve, _>(req, out, |p| sessions_resolve(gw, p)).await
+        }
+        Method::SessionsAbort => {
+            serve::<m::SessionsAbort, _>(req, out, |p| sessions_abort(gw, p)).await
+        }
+        Method::SessionsList => {
+            serve::<m::SessionsList, _>(req, out, |p| async move { session_page(gw, &p).await })
+                .await
+        }
+        Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
+        Method::SessionsDescribe => {
+            serve::<m::SessionsDescribe, _>(req, out, |p| sessions_describe(gw, p)).await
+        }
+        Method::SessionsPreview => {
+            serve::<m::SessionsPreview, _>(req, out, |p| sessions_preview(gw, out, p)).await
+        }
+        Method::SessionsPatch => {
+            serve::<m::SessionsPatch, _>(req, out, |p| sessions_patch(gw, session, p)).await
+        }
+        Method::SessionsReset => {
+            serve::<m::SessionsReset, _>(req, out, |p| sessions_reset(gw, out, p)).await
+        }
+        Method::SessionsDelete => {
+            serve::<m::SessionsDelete, _>(req, out, |p| sessions_delete(gw, out, p)).await
+        }
+        Method::SessionsCompact => {
+            serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
+        }
+        Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
+            session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
+        }
+        other => misrouted(other, req, out).await,
+    }
+}
+
+/// Exec approvals, kept patterns and device tokens.
+async fn approval_method(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    method: Method,
+    req: Request,
+    out: &Out,
+) {
+    match method {
+        Method::ExecAllowlistGet => {
+            serve::<m::ExecAllowlistGet, _>(req, out, |_| approvals::exec_allowlist(gw)).await
+        }
+        Method::ExecAllowlistRemove => {
+            let remove = |p| approvals::exec_allowlist_remove(gw, p);
+            serve::<m::ExecAllowlistRemove, _>(req, out, remove).await
+        }
+        Method::ExecApprovalList => {
+            serve::<m::ExecApprovalList, _>(req, out, |_| approvals::exec_approval_list(gw)).await
+        }
+        Method::ExecApprovalResolve => {
+            let resolve = |p| approvals::exec_approval_resolve(gw, session, p);
+            serve::<m::ExecApprovalResolve, _>(req, out, resolve).await
+        }
+        Method::DevicePairList => {
+            serve::<m::DevicePairList, _>(req, out, |_| device_pair_list(gw)).await
+        }
+        Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
+        Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
+        other => misrouted(other, req, out).await,
     }
 }
 

@@ -3,7 +3,8 @@
 //! without dashes) and stops a session with `sessions.abort`.
 
 use ipc::gateway::{
-    ResolvedSession, SessionsAbortResult, SessionsResolveParams, SessionsResolveResult,
+    ResolvedSession, SessionsAbortParams, SessionsAbortResult, SessionsResolveParams,
+    SessionsResolveResult,
 };
 
 use super::*;
@@ -13,10 +14,10 @@ const MAX_CANDIDATES: usize = 10;
 /// Most session rows a label or short id is looked for in.
 const MAX_SCANNED: u32 = 100_000;
 
-pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsResolve>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_resolve(
+    gw: &Gateway,
+    p: SessionsResolveParams,
+) -> Result<SessionsResolveResult, ErrorShape> {
     let invalid = |m: String| ErrorShape::invalid(m);
     let given = [
         p.key.is_some(),
@@ -29,34 +30,19 @@ pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: Request, out: &Out)
     .filter(|g| **g)
     .count();
     if given > 1 {
-        return out
-            .err(
-                &req.id,
-                invalid(
-                    "Provide either key, sessionId, label, shortId, or reference (not multiple)"
-                        .into(),
-                ),
-            )
-            .await;
+        return Err(invalid(
+            "Provide either key, sessionId, label, shortId, or reference (not multiple)".into(),
+        ));
     }
     if given == 0 {
-        return out
-            .err(
-                &req.id,
-                invalid("Either key, sessionId, label, shortId, or reference is required".into()),
-            )
-            .await;
+        return Err(invalid(
+            "Either key, sessionId, label, shortId, or reference is required".into(),
+        ));
     }
     if p.slug_hint.is_some() && p.short_id.is_none() {
-        return out
-            .err(&req.id, invalid("slugHint requires shortId".into()))
-            .await;
+        return Err(invalid("slugHint requires shortId".into()));
     }
-    let found = match lookup(gw, &p).await {
-        Ok(found) => found,
-        Err(e) => return out.err(&req.id, e).await,
-    };
-    let result = match found {
+    Ok(match lookup(gw, &p).await? {
         Found::One(s) => SessionsResolveResult {
             ok: true,
             found: Some(s),
@@ -72,9 +58,8 @@ pub(super) async fn sessions_resolve(gw: &Arc<Gateway>, req: Request, out: &Out)
             found: None,
             candidates: None,
         },
-        Found::None(what) => return out.err(&req.id, invalid(what)).await,
-    };
-    reply::<m::SessionsResolve>(out, &req.id, &result).await
+        Found::None(what) => return Err(invalid(what)),
+    })
 }
 
 enum Found {
@@ -187,10 +172,10 @@ fn short_id_of(key: &str) -> String {
         .collect()
 }
 
-pub(super) async fn sessions_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsAbort>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_abort(
+    gw: &Gateway,
+    p: SessionsAbortParams,
+) -> Result<SessionsAbortResult, ErrorShape> {
     let none = SessionsAbortResult {
         ok: true,
         aborted_run_id: None,
@@ -198,43 +183,33 @@ pub(super) async fn sessions_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
     };
     let session_key = match (&p.key, &p.run_id) {
         (Some(key), _) => {
-            let Some(route) = route_key(gw, &req, out, key, p.agent_id.as_deref()).await else {
-                return;
-            };
-            route.session_key
+            routed(gw, Method::SessionsAbort, key, p.agent_id.as_deref())?.session_key
         }
         // A run alone: its session, if the run is still going.
         (None, Some(run_id)) => match gw.db.lookup(run_id.clone()).await {
             Ok(Some(StoredRun::Active { session_key, .. })) => session_key,
-            Ok(_) => return reply::<m::SessionsAbort>(out, &req.id, &none).await,
+            Ok(_) => return Ok(none),
             Err(e) => {
                 let why = format!("cannot look up the run: {e}");
-                return out
-                    .err(&req.id, ErrorShape::unavailable(why, Some(500)))
-                    .await;
+                return Err(ErrorShape::unavailable(why, Some(500)));
             }
         },
-        (None, None) => return out.err(&req.id, ErrorShape::invalid("key required")).await,
+        (None, None) => return Err(ErrorShape::invalid("key required")),
     };
-    match gw
+    let ids = gw
         .control
         .abort(session_key, p.run_id.clone(), StopReason::Rpc)
         .await
-    {
-        Ok(Ok(ids)) => {
-            let result = match ids.into_iter().next() {
-                Some(id) => SessionsAbortResult {
-                    ok: true,
-                    aborted_run_id: Some(id),
-                    status: "aborted".into(),
-                },
-                None => none,
-            };
-            reply::<m::SessionsAbort>(out, &req.id, &result).await
-        }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+        .map_err(control_error)?
+        .map_err(ErrorShape::invalid)?;
+    Ok(match ids.into_iter().next() {
+        Some(id) => SessionsAbortResult {
+            ok: true,
+            aborted_run_id: Some(id),
+            status: "aborted".into(),
+        },
+        None => none,
+    })
 }
 
 #[cfg(test)]

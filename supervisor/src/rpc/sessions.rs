@@ -4,17 +4,12 @@
 
 use super::*;
 use ipc::control::{ResetReason, SessionReply};
-use ipc::gateway::{Ignored, ResetEntry, SessionDeleted};
+use ipc::gateway::{
+    Ignored, ResetEntry, SessionDeleted, SessionsDeleteParams, SessionsDescribeParams,
+    SessionsPatchParams, SessionsPreviewParams, SessionsResetParams,
+};
 
-pub(super) async fn sessions_list(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsList>(&req, out).await else {
-        return;
-    };
-    match session_page(gw, &p).await {
-        Ok(page) => reply::<m::SessionsList>(out, &req.id, &page).await,
-        Err(e) => out.err(&req.id, e).await,
-    }
-}
+type Answer<T> = Result<T, ErrorShape>;
 
 /// One page of the session index, with each session's live run state.
 pub(super) async fn session_page(
@@ -269,23 +264,19 @@ pub(super) const MAX_LABEL_CHARS: usize = 200;
 
 /// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
 /// visibility and queue mode. A model and a level are checked as an `agent` run's are.
-pub(super) async fn sessions_patch(gw: &Arc<Gateway>, session: &Session, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsPatch>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_patch(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    p: SessionsPatchParams,
+) -> Answer<SessionsPatchResult> {
     let needed = Method::SessionsPatch
         .scope()
         .with_model_change(p.model.is_some());
     if !session.has_scope(needed) {
-        return out.err(&req.id, missing_scope(needed)).await;
+        return Err(missing_scope(needed));
     }
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    match patch_session(gw, &route, &p).await {
-        Ok(result) => reply::<m::SessionsPatch>(out, &req.id, &result).await,
-        Err(e) => out.err(&req.id, e).await,
-    }
+    let route = routed(gw, Method::SessionsPatch, &p.key, p.agent_id.as_deref())?;
+    patch_session(gw, &route, &p).await
 }
 
 /// Applies a patch to the session routed (`sessions.patch`, and the commands that change
@@ -485,37 +476,30 @@ fn patched_thinking(
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.
-pub(super) async fn sessions_describe(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsDescribe>(&req, out).await else {
-        return;
-    };
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
+pub(super) async fn sessions_describe(
+    gw: &Arc<Gateway>,
+    p: SessionsDescribeParams,
+) -> Answer<SessionsDescribeResult> {
+    let route = routed(gw, Method::SessionsDescribe, &p.key, p.agent_id.as_deref())?;
     // One read of the index: the row it found is the one described.
-    let session = match find_session(gw, &route.session_key).await {
-        Ok(Some(found)) => match session_info_of(gw, &route, Some(&found)).await {
-            Ok(row) => Some(row),
-            Err(e) => return out.err(&req.id, e).await,
-        },
-        Ok(None) => None,
-        Err(e) => return out.err(&req.id, e).await,
+    let session = match find_session(gw, &route.session_key).await? {
+        Some(found) => Some(session_info_of(gw, &route, Some(&found)).await?),
+        None => None,
     };
-    reply::<m::SessionsDescribe>(out, &req.id, &SessionsDescribeResult { session }).await;
+    Ok(SessionsDescribeResult { session })
 }
 
 /// `sessions.preview`: the newest visible user and assistant texts of up to 64 sessions.
-pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsPreview>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_preview(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    p: SessionsPreviewParams,
+) -> Answer<SessionsPreviewResult> {
     let limit = p.limit.unwrap_or(12).clamp(1, 100) as usize;
     let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
     let mut previews = Vec::new();
     for key in &p.keys.items {
-        let Some(route) = route_key(gw, &req, out, key, None).await else {
-            return;
-        };
+        let route = routed(gw, Method::SessionsPreview, key, None)?;
         let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
         if !known {
             previews.push(SessionPreview {
@@ -563,11 +547,10 @@ pub(super) async fn sessions_preview(gw: &Arc<Gateway>, req: Request, out: &Out)
         };
         previews.push(preview);
     }
-    let result = SessionsPreviewResult {
+    Ok(SessionsPreviewResult {
         ts: now_ms(),
         previews,
-    };
-    reply::<m::SessionsPreview>(out, &req.id, &result).await;
+    })
 }
 
 /// A message's text blocks, joined, cut at `max` characters with `...`.
@@ -615,31 +598,22 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: Request, out: &Ou
     }
 }
 
-pub(super) async fn sessions_reset(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsReset>(&req, out).await else {
-        return;
-    };
+pub(super) async fn sessions_reset(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    p: SessionsResetParams,
+) -> Answer<SessionsResetResult> {
     let reason = match p.reason.as_deref() {
         None | Some("reset") => ResetReason::Reset,
         Some("new") => ResetReason::New,
         Some(_) => {
-            return out
-                .err(
-                    &req.id,
-                    ErrorShape::invalid(
-                        "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
-                    ),
-                )
-                .await
+            return Err(ErrorShape::invalid(
+                "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+            ))
         }
     };
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    match reset_session(gw, out, route, reason).await {
-        Ok(result) => reply::<m::SessionsReset>(out, &req.id, &result).await,
-        Err(e) => out.err(&req.id, e).await,
-    }
+    let route = routed(gw, Method::SessionsReset, &p.key, p.agent_id.as_deref())?;
+    reset_session(gw, out, route, reason).await
 }
 
 /// Starts the session's transcript afresh, keeping its id (`sessions.reset`, `/new`,
@@ -684,22 +658,20 @@ pub(super) async fn reset_session(
     }
 }
 
-pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsDelete>(&req, out).await else {
-        return;
-    };
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
+pub(super) async fn sessions_delete(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    p: SessionsDeleteParams,
+) -> Answer<SessionsDeleteResult> {
+    let route = routed(gw, Method::SessionsDelete, &p.key, p.agent_id.as_deref())?;
     if p.archived_only.unwrap_or(false) {
         // loopgate does not archive sessions, so there is nothing archived to delete.
-        let result = SessionsDeleteResult {
+        return Ok(SessionsDeleteResult {
             ok: true,
             key: route.session_key,
             deleted: false,
             archived: Vec::new(),
-        };
-        return reply::<m::SessionsDelete>(out, &req.id, &result).await;
+        });
     }
     let op = SessionOp::Delete {
         session_key: route.session_key.clone(),
@@ -721,15 +693,14 @@ pub(super) async fn sessions_delete(gw: &Arc<Gateway>, req: Request, out: &Out) 
                         &SessionDeleted::new(&route.session_key, &route.agent_id, now_ms()),
                     ));
             }
-            let result = SessionsDeleteResult {
+            Ok(SessionsDeleteResult {
                 ok: true,
                 key: route.session_key,
                 deleted,
                 archived: Vec::new(),
-            };
-            reply::<m::SessionsDelete>(out, &req.id, &result).await;
+            })
         }
-        Ok(other) => out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) => out.err(&req.id, session_error(e)).await,
+        Ok(other) => Err(unexpected_reply(&other)),
+        Err(e) => Err(session_error(e)),
     }
 }
