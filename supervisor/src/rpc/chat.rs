@@ -3,8 +3,8 @@
 use super::*;
 use ipc::control::SessionReply;
 use ipc::gateway::{
-    ChatEvent, ChatHistoryResult, ChatInjectResult, ChatMessage, ChatState, HistoryPage,
-    InputConsumption, InputReceipt,
+    ChatEvent, ChatHistoryParams, ChatHistoryResult, ChatInjectParams, ChatInjectResult,
+    ChatMessage, ChatState, HistoryPage, InputConsumption, InputReceipt,
 };
 
 /// Most bytes of messages a page carries when the client names no `maxBytes` (the worker's
@@ -13,44 +13,35 @@ const DEFAULT_HISTORY_BYTES: u64 = 8 * 1024 * 1024;
 /// The smallest `maxBytes` accepted (OpenClaw's floor).
 const MIN_HISTORY_BYTES: u64 = 1024;
 
-pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::ChatHistory>(&req, out).await else {
-        return;
-    };
+/// `chat.history` and `chat.startup` (`method`: which, for its error texts).
+pub(super) async fn chat_history(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    method: Method,
+    p: ChatHistoryParams,
+) -> Result<ChatHistoryResult, ErrorShape> {
     let limit = p.limit.unwrap_or(200);
-    let refuse = |why: &str| ErrorShape::invalid(format!("invalid {} params: {why}", req.method));
+    let refuse =
+        |why: &str| ErrorShape::invalid(format!("invalid {} params: {why}", method.as_str()));
     if !(1..=1000).contains(&limit) {
-        return out.err(&req.id, refuse("limit must be 1..1000")).await;
+        return Err(refuse("limit must be 1..1000"));
     }
     if p.max_bytes.is_some_and(|b| b < MIN_HISTORY_BYTES) {
-        return out
-            .err(&req.id, refuse("maxBytes must be at least 1024"))
-            .await;
+        return Err(refuse("maxBytes must be at least 1024"));
     }
     if p.cursor.is_some() && p.offset.is_some() {
-        return out
-            .err(&req.id, refuse("cursor cannot be used with offset"))
-            .await;
+        return Err(refuse("cursor cannot be used with offset"));
     }
     // Read with at most MAX_INPUT_RUN_IDS kept (`Capped`): more is refused.
     let input_run_ids = p.input_run_ids.clone().unwrap_or_default();
     if input_run_ids.more {
-        return out
-            .err(&req.id, refuse("inputRunIds holds at most 50 run ids"))
-            .await;
+        return Err(refuse("inputRunIds holds at most 50 run ids"));
     }
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
+    let route = routed(gw, method, &p.session_key, p.agent_id.as_deref())?;
     // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
     // client fetches a fresh page, as after a reset.
     if p.cursor.is_some() {
-        return reply::<m::ChatHistory>(
-            out,
-            &req.id,
-            &ChatHistoryResult::Reset(HistoryReset::default()),
-        )
-        .await;
+        return Ok(ChatHistoryResult::Reset(HistoryReset::default()));
     }
     let op = SessionOp::History {
         session_key: route.session_key.clone(),
@@ -68,13 +59,10 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
                 next_offset,
                 consumed,
             }) => (session_id, messages, next_offset, consumed),
-            Ok(other) => return out.err(&req.id, unexpected_reply(&other)).await,
-            Err(e) => return out.err(&req.id, session_error(e)).await,
+            Ok(other) => return Err(unexpected_reply(&other)),
+            Err(e) => return Err(session_error(e)),
         };
-    let info = match session_info(gw, &route).await {
-        Ok(i) => i,
-        Err(e) => return out.err(&req.id, e).await,
-    };
+    let info = session_info(gw, &route).await?;
     let active = info.active_run_ids.clone().unwrap_or_default();
     // A run still waiting in its lane is pending; one whose message is recorded is consumed;
     // a run this gateway does not know has no receipt (as OpenClaw's).
@@ -139,23 +127,21 @@ pub(super) async fn chat_history(gw: &Arc<Gateway>, req: Request, out: &Out) {
         }),
         session_info: info,
     };
-    reply::<m::ChatHistory>(out, &req.id, &ChatHistoryResult::Page(Box::new(page))).await;
+    Ok(ChatHistoryResult::Page(Box::new(page)))
 }
 
 /// Most characters of a `chat.inject` label.
 const MAX_INJECT_LABEL: usize = 100;
 
-pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::ChatInject>(&req, out).await else {
-        return;
-    };
+pub(super) async fn chat_inject(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    p: ChatInjectParams,
+) -> Result<ChatInjectResult, ErrorShape> {
     if p.message.trim().is_empty() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("invalid chat.inject params: message must not be empty"),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid chat.inject params: message must not be empty",
+        ));
     }
     if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
         let msg = format!(
@@ -163,20 +149,20 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: Request, out: &Out) {
             p.message.len(),
             ipc::gateway::MAX_MESSAGE_BYTES
         );
-        return out.err(&req.id, ErrorShape::invalid(msg)).await;
+        return Err(ErrorShape::invalid(msg));
     }
     let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
     if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("invalid chat.inject params: label is at most 100 characters"),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid chat.inject params: label is at most 100 characters",
+        ));
     }
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
+    let route = routed(
+        gw,
+        Method::ChatInject,
+        &p.session_key,
+        p.agent_id.as_deref(),
+    )?;
     let text = match label {
         Some(l) => format!("[{l}]\n\n{}", p.message),
         None => p.message.clone(),
@@ -193,16 +179,13 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: Request, out: &Out) {
             }
             None => {
                 // Recorded, but history hides it (only `NO_REPLY`): nothing to tell.
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::invalid("chat.inject: the message was recorded but is hidden from history (NO_REPLY)"),
-                    )
-                    .await;
+                return Err(ErrorShape::invalid(
+                    "chat.inject: the message was recorded but is hidden from history (NO_REPLY)",
+                ));
             }
         },
-        Ok(other) => return out.err(&req.id, unexpected_reply(&other)).await,
-        Err(e) => return out.err(&req.id, session_error(e)).await,
+        Ok(other) => return Err(unexpected_reply(&other)),
+        Err(e) => return Err(session_error(e)),
     };
     if let Some((message, place)) = place {
         let ts = now_ms();
@@ -233,9 +216,8 @@ pub(super) async fn chat_inject(gw: &Arc<Gateway>, req: Request, out: &Out) {
                 ),
             ));
     }
-    let result = ChatInjectResult {
+    Ok(ChatInjectResult {
         ok: true,
         message_id: entry_id,
-    };
-    reply::<m::ChatInject>(out, &req.id, &result).await;
+    })
 }

@@ -127,9 +127,16 @@ pub async fn handle(
         Method::ChatSend => chat_send(gw, session, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
-        Method::ChatHistory | Method::ChatStartup => chat_history(gw, req, out).await,
+        Method::ChatHistory => {
+            serve::<m::ChatHistory, _>(req, out, |p| chat_history(gw, out, method, p)).await
+        }
+        Method::ChatStartup => {
+            serve::<m::ChatStartup, _>(req, out, |p| chat_history(gw, out, method, p)).await
+        }
         Method::ChatAbort => chat_abort(gw, req, out).await,
-        Method::ChatInject => chat_inject(gw, req, out).await,
+        Method::ChatInject => {
+            serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
+        }
         Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
         Method::Health
         | Method::Status
