@@ -4,22 +4,12 @@
 use super::*;
 
 fn submit(i: usize) -> ControlToWorker {
-    ControlToWorker::Submit(SubmitRun {
-        run_id: format!("r{i}"),
-        session_key: "agent:main:s".into(),
-        message: format!("m{i}"),
-        extra_system_prompt: None,
-        timeout_ms: None,
-        accepted_at: 0,
-        model: None,
-        strict_model: false,
-        thinking: None,
-        reasoning: None,
-        queue: None,
-        attachments: Vec::new(),
-        verbose: None,
-        blocks: None,
-    })
+    ControlToWorker::Submit(SubmitRun::plain(
+        &format!("r{i}"),
+        "agent:main:s",
+        &format!("m{i}"),
+        0,
+    ))
 }
 
 /// A burst on one session: every run's `Finished` leaves the worker before the next run's

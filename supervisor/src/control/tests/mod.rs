@@ -604,22 +604,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
         cluster: Default::default(),
     });
     let (done, outcome) = oneshot::channel();
-    let run = SubmitRun {
-        run_id: "r1".into(),
-        session_key: "agent:main:s".into(),
-        message: "hi".into(),
-        extra_system_prompt: None,
-        timeout_ms: None,
-        accepted_at: 1,
-        model: None,
-        strict_model: false,
-        thinking: None,
-        reasoning: None,
-        queue: None,
-        attachments: Vec::new(),
-        verbose: None,
-        blocks: None,
-    };
+    let run = SubmitRun::plain("r1", "agent:main:s", "hi", 1);
     control
         .dispatch(Dispatch {
             run,
