@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 mod agents;
 mod blocks;
+pub mod control_ui;
 mod disk;
 mod gateway;
 mod hooks;
@@ -254,7 +255,7 @@ fn check_places(
     agents: &[AgentConfig],
     state_dir: &Path,
     raw: &RawGateway,
-) -> Result<Option<crate::control_ui::ControlUi>, String> {
+) -> Result<Option<control_ui::ControlUi>, String> {
     let spaces: Vec<(&str, &Path)> = agents
         .iter()
         .map(|a| (a.id.as_str(), a.workspace.as_path()))
@@ -262,7 +263,7 @@ fn check_places(
     crate::confine::check_workspaces(state_dir, &spaces)?;
     raw.control_ui
         .as_ref()
-        .map(|ui| crate::control_ui::resolve(ui, state_dir, &spaces))
+        .map(|ui| control_ui::resolve(ui, state_dir, &spaces))
         .transpose()
 }
 

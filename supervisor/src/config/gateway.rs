@@ -30,7 +30,7 @@ pub struct RawGateway {
     /// Most WebSocket/HTTP connections at once (default 1024).
     pub max_connections: Option<usize>,
     /// `[gateway.control_ui]`: serve an installed Control UI on the WebSocket port.
-    pub control_ui: Option<crate::control_ui::RawControlUi>,
+    pub control_ui: Option<super::control_ui::RawControlUi>,
     /// `[gateway.metrics]`: Prometheus metrics on `GET /metrics` of the WebSocket port.
     #[serde(default)]
     pub metrics: RawMetrics,
@@ -88,7 +88,7 @@ pub struct GatewayConfig {
     pub drain_timeout_seconds: u64,
     pub max_buffered_bytes: usize,
     /// The Control UI served on the WebSocket port, if configured.
-    pub control_ui: Option<crate::control_ui::ControlUi>,
+    pub control_ui: Option<super::control_ui::ControlUi>,
     /// `GET /metrics` is served (`gateway.metrics.enabled`).
     pub metrics: bool,
     /// `gateway.allowed_hosts`, lowercased: the `Host` names a loopback bind answers

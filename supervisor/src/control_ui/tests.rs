@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::control_ui::{normalize_base_path, resolve, RawControlUi};
 
 fn file(rel: &str, fallback: bool) -> Route {
     Route::File {
