@@ -22,11 +22,11 @@ use super::*;
 
 /// `commands.list`: the commands a message may be (with their arguments unless
 /// `includeArgs` is false).
-pub(super) async fn commands_list(req: Request, out: &Out) {
-    if let Some(p) = params::<m::CommandsList>(&req, out).await {
-        let commands = super::commands::catalog(p.include_args.unwrap_or(true));
-        let result = ipc::gateway::CommandsListResult { commands };
-        reply::<m::CommandsList>(out, &req.id, &result).await
+pub(super) fn commands_list(
+    p: ipc::gateway::CommandsListParams,
+) -> ipc::gateway::CommandsListResult {
+    ipc::gateway::CommandsListResult {
+        commands: super::commands::catalog(p.include_args.unwrap_or(true)),
     }
 }
 

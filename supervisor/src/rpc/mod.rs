@@ -213,18 +213,18 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
         Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
         Method::QuestionList => {
-            let none = QuestionListResult {
+            let none = || QuestionListResult {
                 questions: Vec::new(),
             };
-            reply::<m::QuestionList>(out, &req.id, &none).await
+            serve::<m::QuestionList, _>(req, out, |_| async { Ok(none()) }).await
         }
         Method::ModelsList => {
-            let models = crate::catalog::models(&gw.config(), &gw.env_set);
-            reply::<m::ModelsList>(out, &req.id, &models).await
+            let models = || crate::catalog::models(&gw.config(), &gw.env_set);
+            serve::<m::ModelsList, _>(req, out, |_| async { Ok(models()) }).await
         }
         Method::ModelsAuthStatus => {
-            let r = crate::catalog::auth_status(&gw.config(), &gw.env_set, now_ms());
-            reply::<m::ModelsAuthStatus>(out, &req.id, &r).await
+            let status = || crate::catalog::auth_status(&gw.config(), &gw.env_set, now_ms());
+            serve::<m::ModelsAuthStatus, _>(req, out, |_| async { Ok(status()) }).await
         }
         Method::ChatMetadata => {
             serve::<m::ChatMetadata, _>(req, out, |p| chat_metadata(gw, p)).await
@@ -235,7 +235,9 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::ConfigGet => serve::<m::ConfigGet, _>(req, out, |_| config_get(gw)).await,
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
-        Method::SystemPresence => reply::<m::SystemPresence>(out, &req.id, &gw.presence()).await,
+        Method::SystemPresence => {
+            serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence()) }).await
+        }
         Method::AgentsList => {
             serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await
         }
@@ -248,7 +250,10 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::WorkerRestart => {
             serve::<m::WorkerRestart, _>(req, out, |p| worker_restart(gw, p)).await
         }
-        Method::CommandsList => command_run::commands_list(req, out).await,
+        Method::CommandsList => {
+            let list = |p| async { Ok(command_run::commands_list(p)) };
+            serve::<m::CommandsList, _>(req, out, list).await
+        }
         other => misrouted(other, req, out).await,
     }
 }
