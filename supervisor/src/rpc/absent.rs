@@ -23,8 +23,6 @@ fn empty_revision() -> String {
     format!("sha256:{hex}")
 }
 
-type Answer<T> = Result<T, ErrorShape>;
-
 /// `cron.list`: no jobs, in a page of the asked size.
 pub(super) fn cron_list(p: CronListParams) -> Answer<CronListResult> {
     let limit = p.limit.unwrap_or(CRON_DEFAULT_LIMIT);

@@ -739,19 +739,10 @@ pub(super) async fn route_key(
     session_key: &str,
     agent_id: Option<&str>,
 ) -> Option<Route> {
-    let p = AgentParams {
-        session_key: Some(session_key.to_owned()),
-        agent_id: agent_id.map(str::to_owned),
-        ..Default::default()
-    };
-    match route(&p, |id| gw.config().agent(id).is_some()) {
+    match routed_as(gw, &req.method, session_key, agent_id) {
         Ok(r) => Some(r),
-        Err(m) => {
-            out.err(
-                &req.id,
-                ErrorShape::invalid(format!("invalid {} params: {m}", req.method)),
-            )
-            .await;
+        Err(e) => {
+            out.err(&req.id, e).await;
             None
         }
     }

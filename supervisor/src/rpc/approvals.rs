@@ -10,8 +10,6 @@ use ipc::gateway::{
     ExecApprovalResolveParams, KeptPattern,
 };
 
-type Answer<T> = Result<T, ErrorShape>;
-
 pub(super) async fn exec_approval_list(gw: &Gateway) -> Answer<Vec<ExecApproval>> {
     gw.control.approval_list().await.map_err(control_error)
 }

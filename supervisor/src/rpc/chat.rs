@@ -19,7 +19,7 @@ pub(super) async fn chat_history(
     out: &Out,
     method: Method,
     p: ChatHistoryParams,
-) -> Result<ChatHistoryResult, ErrorShape> {
+) -> Answer<ChatHistoryResult> {
     let limit = p.limit.unwrap_or(200);
     let refuse =
         |why: &str| ErrorShape::invalid(format!("invalid {} params: {why}", method.as_str()));
@@ -137,7 +137,7 @@ pub(super) async fn chat_inject(
     gw: &Arc<Gateway>,
     out: &Out,
     p: ChatInjectParams,
-) -> Result<ChatInjectResult, ErrorShape> {
+) -> Answer<ChatInjectResult> {
     if p.message.trim().is_empty() {
         return Err(ErrorShape::invalid(
             "invalid chat.inject params: message must not be empty",

@@ -11,7 +11,7 @@ pub(super) async fn sessions_compact(
     gw: &Arc<Gateway>,
     out: &Out,
     p: SessionsCompactParams,
-) -> Result<SessionsCompactResult, ErrorShape> {
+) -> Answer<SessionsCompactResult> {
     if p.max_lines.is_some() {
         let msg = "invalid sessions.compact params: maxLines (trimming the transcript) is not supported; compaction summarizes the older messages instead";
         return Err(ErrorShape::invalid(msg));
@@ -26,7 +26,7 @@ pub(super) async fn compact_session(
     gw: &Arc<Gateway>,
     out: &Out,
     route: Route,
-) -> Result<SessionsCompactResult, ErrorShape> {
+) -> Answer<SessionsCompactResult> {
     // The lane's own check: a run in progress or queued (the worker checks again, and the
     // writer fence once more when the summary is recorded).
     let active = gw.control.active_runs().await.unwrap_or_default();

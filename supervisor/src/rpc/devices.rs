@@ -18,7 +18,7 @@ fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
 
 /// `device.pair.list`: the devices issued tokens, each with its tokens (never the tokens
 /// themselves); nothing is ever pending (local devices are paired silently).
-pub(super) async fn device_pair_list(gw: &Gateway) -> Result<DevicePairListResult, ErrorShape> {
+pub(super) async fn device_pair_list(gw: &Gateway) -> Answer<DevicePairListResult> {
     let rows = gw
         .db
         .devices(|reply| DeviceCmd::List { reply })

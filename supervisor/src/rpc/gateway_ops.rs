@@ -10,8 +10,6 @@ use ipc::gateway::{
     WorkerRestartResult,
 };
 
-type Answer<T> = Result<T, ErrorShape>;
-
 /// `config.get`: the config as loaded, with the file's hash.
 pub(super) async fn config_get(gw: &Gateway) -> Answer<ConfigGetResult> {
     let config = gw.config();

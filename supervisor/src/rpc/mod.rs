@@ -367,13 +367,16 @@ async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
     }
 }
 
+/// What a method's handler gives: its result, or the error to answer.
+type Answer<T> = Result<T, ErrorShape>;
+
 /// Serves method `M` with `handler`, which takes its params and gives its result or the
 /// error to answer: the params are parsed once (their type is the table's), and the
 /// answer is written here, once. Handlers of this shape answer nothing on the connection
 /// themselves (the methods that answer twice, or wait for events first, still do).
 async fn serve<M: MethodSpec, Fut>(req: Request, out: &Out, handler: impl FnOnce(M::Params) -> Fut)
 where
-    Fut: std::future::Future<Output = Result<M::Result, ErrorShape>>,
+    Fut: std::future::Future<Output = Answer<M::Result>>,
 {
     let Some(p) = params::<M>(&req, out).await else {
         return;
@@ -385,19 +388,19 @@ where
 }
 
 /// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
-fn routed(
-    gw: &Gateway,
-    method: Method,
-    key: &str,
-    agent_id: Option<&str>,
-) -> Result<Route, ErrorShape> {
+fn routed(gw: &Gateway, method: Method, key: &str, agent_id: Option<&str>) -> Answer<Route> {
+    routed_as(gw, method.as_str(), key, agent_id)
+}
+
+/// [`routed`], for a method named `name`.
+fn routed_as(gw: &Gateway, name: &str, key: &str, agent_id: Option<&str>) -> Answer<Route> {
     let p = AgentParams {
         session_key: Some(key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
         ..Default::default()
     };
     route(&p, |id| gw.config().agent(id).is_some())
-        .map_err(|m| ErrorShape::invalid(format!("invalid {} params: {m}", method.as_str())))
+        .map_err(|m| ErrorShape::invalid(format!("invalid {name} params: {m}")))
 }
 
 /// Answers method `M` with its result (its type is the method table's).

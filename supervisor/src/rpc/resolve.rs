@@ -17,7 +17,7 @@ const MAX_SCANNED: u32 = 100_000;
 pub(super) async fn sessions_resolve(
     gw: &Gateway,
     p: SessionsResolveParams,
-) -> Result<SessionsResolveResult, ErrorShape> {
+) -> Answer<SessionsResolveResult> {
     let invalid = |m: String| ErrorShape::invalid(m);
     let given = [
         p.key.is_some(),
@@ -175,7 +175,7 @@ fn short_id_of(key: &str) -> String {
 pub(super) async fn sessions_abort(
     gw: &Gateway,
     p: SessionsAbortParams,
-) -> Result<SessionsAbortResult, ErrorShape> {
+) -> Answer<SessionsAbortResult> {
     let none = SessionsAbortResult {
         ok: true,
         aborted_run_id: None,

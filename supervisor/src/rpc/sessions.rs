@@ -9,8 +9,6 @@ use ipc::gateway::{
     SessionsPatchParams, SessionsPreviewParams, SessionsResetParams,
 };
 
-type Answer<T> = Result<T, ErrorShape>;
-
 /// One page of the session index, with each session's live run state.
 pub(super) async fn session_page(
     gw: &Arc<Gateway>,
