@@ -80,10 +80,8 @@ impl Engine {
         // Too large for one message: the terminal goes to the object store first, under a
         // name of its own content and writer (a racing writer's body never replaces it), and
         // the record names it.
-        let size = serde_json::to_vec(&rec)
-            .map_err(ClusterError::engine)?
-            .len();
-        if size > self.max_payload().saturating_sub(BODY_ROOM) {
+        let mut bytes = serde_json::to_vec(&rec).map_err(ClusterError::engine)?;
+        if bytes.len() > self.max_payload().saturating_sub(BODY_ROOM) {
             let name = format!("{key}-{}-{}", self.node, digest(rec.terminal.get()));
             let text = rec.terminal.get();
             crate::engine::retrying(crate::engine::REQUEST_TIMEOUT, || async {
@@ -97,8 +95,10 @@ impl Engine {
             .await?;
             rec.body = Some(name);
             rec.terminal = RawValue::NULL.to_owned();
+            bytes = serde_json::to_vec(&rec).map_err(ClusterError::engine)?;
         }
-        match create(&self.outcomes, &key, &rec).await? {
+        // The bytes measured are the bytes stored (one serialization per outcome).
+        match crate::kv::create(&self.outcomes, &key, Bytes::from(bytes)).await? {
             Created::New(_) => Ok(Ended::First),
             Created::Taken(c) => {
                 let first: OutcomeRecord = decode(&key, &c.value)?;

@@ -21,9 +21,10 @@ pub(super) async fn start(gw: &Arc<Gateway>, c: &Arc<Clustered>) {
     let (tx, mut rx) = mpsc::channel::<Relayed>(OUTGOING);
     gw.hub.relay_to(tx);
     let engine = c.engine.clone();
+    // The servers' limit, read once (not per event: it is the cluster's configuration).
+    let room = engine.max_payload().saturating_sub(4096);
     tokio::spawn(async move {
         while let Some(r) = rx.recv().await {
-            let room = engine.max_payload().saturating_sub(4096);
             if let Some(bytes) = fit(r, room) {
                 let _ = engine.publish_event(Bytes::from(bytes)).await;
             }
