@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ignored::Glance;
+
 /// Most attachments one message may carry.
 pub const MAX_ATTACHMENTS: usize = 32;
 /// Most decoded bytes of one image attachment (OpenClaw's `maxImageBytes`: 6 MB).
@@ -90,8 +92,12 @@ impl<'de> Deserialize<'de> for AttachmentContent {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
                 let mut bytes = Vec::with_capacity(a.size_hint().unwrap_or(0).min(64 * 1024));
-                while let Some(item) = a.next_element::<ByteValue>()? {
-                    match item.0 {
+                while let Some(item) = a.next_element::<Glance>()? {
+                    let byte = match item {
+                        Glance::Int(n) => u8::try_from(n).ok(),
+                        _ => None,
+                    };
+                    match byte {
                         Some(b) => bytes.push(b),
                         None => {
                             while a.next_element::<IgnoredAny>()?.is_some() {}
@@ -116,49 +122,6 @@ impl<'de> Deserialize<'de> for AttachmentContent {
             }
             fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
                 Ok(AttachmentContent::Other)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// One element of a byte array: the byte, or `None` for anything else (skipped).
-struct ByteValue(Option<u8>);
-
-impl<'de> Deserialize<'de> for ByteValue {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ByteValue;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a byte value")
-            }
-            fn visit_u64<E>(self, n: u64) -> Result<ByteValue, E> {
-                Ok(ByteValue(u8::try_from(n).ok()))
-            }
-            fn visit_i64<E>(self, n: i64) -> Result<ByteValue, E> {
-                Ok(ByteValue(u8::try_from(n).ok()))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<ByteValue, E> {
-                Ok(ByteValue(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<ByteValue, E> {
-                Ok(ByteValue(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<ByteValue, E> {
-                Ok(ByteValue(None))
-            }
-            fn visit_unit<E>(self) -> Result<ByteValue, E> {
-                Ok(ByteValue(None))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<ByteValue, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(ByteValue(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<ByteValue, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ByteValue(None))
             }
         }
         d.deserialize_any(V)

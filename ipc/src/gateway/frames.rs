@@ -1,11 +1,12 @@
 //! The envelopes every Gateway frame is: a client's request, the server's response (with its
 //! `ErrorShape`) and event, and how a text frame is read into one of them.
 
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::ignored::Glance;
 use super::shape::Limits;
 use super::*;
 
@@ -97,51 +98,20 @@ pub enum FrameError {
 #[derive(Deserialize)]
 struct Head {
     #[serde(rename = "type", default)]
-    kind: Loose,
+    kind: Option<Glance>,
     #[serde(default)]
-    id: Loose,
+    id: Option<Glance>,
 }
 
-/// A string, or nothing when the value is anything else (skipped, never built).
-#[derive(Default)]
-struct Loose(Option<String>);
+impl Head {
+    /// The id, when it is a non-empty string.
+    fn id(self) -> Option<String> {
+        Head::text(self.id)
+    }
 
-impl<'de> Deserialize<'de> for Loose {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Loose;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Loose, E> {
-                Ok(Loose(Some(s.to_owned())))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Loose, E> {
-                Ok(Loose(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Loose, E> {
-                Ok(Loose(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Loose, E> {
-                Ok(Loose(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Loose, E> {
-                Ok(Loose(None))
-            }
-            fn visit_unit<E>(self) -> Result<Loose, E> {
-                Ok(Loose(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Loose, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Loose(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Loose, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Loose(None))
-            }
-        }
-        d.deserialize_any(V)
+    /// A non-empty string, if `value` is one.
+    fn text(value: Option<Glance>) -> Option<String> {
+        value.and_then(Glance::into_text).filter(|s| !s.is_empty())
     }
 }
 
@@ -162,7 +132,7 @@ pub fn parse_request_within(
     if let Err(e) = super::shape::check(text.as_bytes(), limits) {
         let head = serde_json::from_str::<Head>(text).ok();
         return Err(FrameError::Invalid {
-            id: head.and_then(|h| h.id.0).filter(|s| !s.is_empty()),
+            id: head.and_then(Head::id),
             reason: format!("the frame is {e}"),
         });
     }
@@ -170,8 +140,10 @@ pub fn parse_request_within(
         Ok(h) => h,
         Err(e) => return Err(not_json(text, e)),
     };
-    let id = head.id.0.filter(|s| !s.is_empty());
-    match head.kind.0.as_deref() {
+    let Head { kind, id } = head;
+    let kind = kind.and_then(Glance::into_text);
+    let id = Head::text(id);
+    match kind.as_deref() {
         Some("req") => {}
         Some("cancel") => return Ok(None),
         Some(other) => {
@@ -222,7 +194,7 @@ fn not_json(text: &str, e: serde_json::Error) -> FrameError {
         return FrameError::NotJson(e.to_string());
     };
     FrameError::Invalid {
-        id: head.id.0.filter(|s| !s.is_empty()),
+        id: head.id(),
         reason: lone_surrogate(unit),
     }
 }

@@ -100,6 +100,79 @@ impl<T: Serialize, const N: usize> Serialize for Capped<T, N> {
     }
 }
 
+/// One JSON value looked at as it is read, keeping only what tells it apart: its kind, a
+/// string's text, an integer, and whether a list was empty; the contents of a list or an
+/// object are skipped, never built. What a params type reads of a field it only classifies.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Glance {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float,
+    Str(String),
+    List { empty: bool },
+    Object,
+}
+
+impl Glance {
+    /// The string it was, if it was one.
+    pub(super) fn into_text(self) -> Option<String> {
+        match self {
+            Glance::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Glance {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Glance;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_unit<E>(self) -> Result<Glance, E> {
+                Ok(Glance::Null)
+            }
+            fn visit_none<E>(self) -> Result<Glance, E> {
+                Ok(Glance::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Glance, E> {
+                Ok(Glance::Bool(b))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Glance, E> {
+                Ok(Glance::Int(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Glance, E> {
+                Ok(Glance::Int(n.into()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Glance, E> {
+                Ok(Glance::Float)
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Glance, E> {
+                Ok(Glance::Str(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Glance, E> {
+                Ok(Glance::Str(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Glance, A::Error> {
+                let mut empty = true;
+                while a.next_element::<IgnoredAny>()?.is_some() {
+                    empty = false;
+                }
+                Ok(Glance::List { empty })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Glance, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Glance::Object)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +195,31 @@ mod tests {
             serde_json::to_string(&Ignored).ok().as_deref(),
             Some("null")
         );
+    }
+
+    #[test]
+    fn a_glance_keeps_a_kind_a_string_and_an_integer() {
+        let g = |t: &str| serde_json::from_str::<Glance>(t).unwrap();
+        assert_eq!(g("null"), Glance::Null);
+        assert_eq!(g("false"), Glance::Bool(false));
+        assert_eq!(g("-3"), Glance::Int(-3));
+        assert_eq!(g("18446744073709551615"), Glance::Int(u64::MAX.into()));
+        assert_eq!(g("0.5"), Glance::Float);
+        assert_eq!(g(r#""a\nb""#).into_text().as_deref(), Some("a\nb"));
+        assert_eq!(g("[]"), Glance::List { empty: true });
+        assert_eq!(g(r#"[[{"x":1}]]"#), Glance::List { empty: false });
+        assert_eq!(g(r#"{"a":[1,2]}"#), Glance::Object);
+    }
+
+    #[test]
+    fn a_capped_list_keeps_its_start_and_says_more_came() {
+        let c: Capped<String, 2> = serde_json::from_str(r#"["a","b",{"x":[1]},"d"]"#).unwrap();
+        assert_eq!(c.items, ["a", "b"]);
+        assert!(c.more);
+        let c: Capped<String, 2> = serde_json::from_str(r#"["a","b"]"#).unwrap();
+        assert!(!c.more);
+        // The kept items are still checked.
+        assert!(serde_json::from_str::<Capped<String, 2>>("[1]").is_err());
+        assert_eq!(serde_json::to_string(&c).unwrap(), r#"["a","b"]"#);
     }
 }

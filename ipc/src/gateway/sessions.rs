@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ignored::Glance;
+
 /// A session as `sessions.list` lists it and `sessions.changed` carries it (OpenClaw's
 /// `SessionRow`, an open object: these are the fields loopgate knows).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -580,9 +582,8 @@ impl<'de> Deserialize<'de> for SessionsCreateParams {
                         "task" => p.task = map.next_value()?,
                         "timeoutMs" => p.timeout_ms = map.next_value()?,
                         other => {
-                            let asked = map.next_value::<Asks>()?;
-                            let shared = other == "visibility" && asked == Asks::Shared;
-                            if asked != Asks::Nothing && !shared && p.unsupported.len() < 16 {
+                            let value = map.next_value::<Glance>()?;
+                            if asks(other, &value) && p.unsupported.len() < 16 {
                                 p.unsupported.push(other.to_owned());
                             }
                         }
@@ -595,63 +596,13 @@ impl<'de> Deserialize<'de> for SessionsCreateParams {
     }
 }
 
-/// Whether an unsupported field's value asks for anything, read without keeping it.
-#[derive(Debug, PartialEq, Eq)]
-enum Asks {
-    /// `null`, `false`, `""`, `[]`.
-    Nothing,
-    /// The string `"shared"` (OpenClaw's default `visibility`).
-    Shared,
-    Something,
-}
-
-impl<'de> Deserialize<'de> for Asks {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{IgnoredAny, MapAccess, SeqAccess};
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Asks;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_unit<E>(self) -> Result<Asks, E> {
-                Ok(Asks::Nothing)
-            }
-            fn visit_none<E>(self) -> Result<Asks, E> {
-                Ok(Asks::Nothing)
-            }
-            fn visit_bool<E>(self, b: bool) -> Result<Asks, E> {
-                Ok(if b { Asks::Something } else { Asks::Nothing })
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Asks, E> {
-                Ok(Asks::Something)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Asks, E> {
-                Ok(Asks::Something)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Asks, E> {
-                Ok(Asks::Something)
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Asks, E> {
-                Ok(match s {
-                    "" => Asks::Nothing,
-                    "shared" => Asks::Shared,
-                    _ => Asks::Something,
-                })
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Asks, A::Error> {
-                let mut any = false;
-                while a.next_element::<IgnoredAny>()?.is_some() {
-                    any = true;
-                }
-                Ok(if any { Asks::Something } else { Asks::Nothing })
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Asks, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Asks::Something)
-            }
-        }
-        d.deserialize_any(V)
+/// Whether an unsupported field's value asks for anything: not `null`, `false`, `""`, `[]`,
+/// nor `visibility: "shared"` (OpenClaw's default).
+fn asks(name: &str, value: &Glance) -> bool {
+    match value {
+        Glance::Null | Glance::Bool(false) | Glance::List { empty: true } => false,
+        Glance::Str(s) => !(s.is_empty() || (name == "visibility" && s == "shared")),
+        _ => true,
     }
 }
 
