@@ -19,16 +19,18 @@ pub fn is_unshowable(c: char) -> bool {
     c.is_control() || is_bidi(c) || is_invisible(c) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
+/// A character a file name may keep where it is shown or quoted in a prompt: one that shows
+/// as itself and cannot close an attribute or a tag (`"<>`).
+pub fn name_char(c: char) -> bool {
+    !is_unshowable(c) && !matches!(c, '"' | '<' | '>')
+}
+
 /// A client's file name as it may be shown and put in a prompt: its last path component,
 /// without unshowable characters or `"<>`, blanks trimmed, at most 255 characters; `None`
 /// when nothing is left.
 pub fn file_name(name: &str) -> Option<String> {
     let last = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let kept: String = last
-        .chars()
-        .filter(|c| !is_unshowable(*c) && !matches!(c, '"' | '<' | '>'))
-        .take(255)
-        .collect();
+    let kept: String = last.chars().filter(|c| name_char(*c)).take(255).collect();
     let kept = kept.trim();
     (!kept.is_empty() && kept != "." && kept != "..").then(|| kept.to_owned())
 }

@@ -112,7 +112,7 @@ fn file_block(m: &Media) -> String {
         .clone()
         .unwrap_or_else(|| m.stored.url())
         .chars()
-        .filter(|c| !ipc::text::is_unshowable(*c) && !matches!(c, '"' | '<' | '>'))
+        .filter(|c| ipc::text::name_char(*c))
         .take(200)
         .collect();
     let mime = prompt_mime(&m.stored.mime_type);
