@@ -112,22 +112,12 @@ fn samples() -> Vec<(&'static str, Sample)> {
         ),
         (
             "submit",
+            // The fields added after the v1 fixtures keep their defaults (`plain`'s), and
+            // with them the fixture's bytes.
             Sample::Down(ControlToWorker::Submit(SubmitRun {
-                run_id: "run-1".into(),
-                session_key: "agent:main:main".into(),
-                message: "hello".into(),
                 extra_system_prompt: Some("be brief".into()),
                 timeout_ms: Some(172_800_000),
-                accepted_at: 1_764_480_000_000,
-                // Added after the v1 fixtures: its default keeps the fixture's bytes.
-                model: None,
-                strict_model: false,
-                thinking: None,
-                reasoning: None,
-                queue: None,
-                attachments: Vec::new(),
-                verbose: None,
-                blocks: None,
+                ..SubmitRun::plain("run-1", "agent:main:main", "hello", 1_764_480_000_000)
             })),
         ),
         (
