@@ -37,5 +37,5 @@ pub use journal::{Record as JournalRecord, Refused, Replay};
 pub use lease::{Acquired, Lease, Start};
 pub use records::{OutcomeRecord, RunRecord, StartRecord};
 pub use runs::{Accepted, Ended, OutcomeFeed};
-pub use settings::{RawSettings, Settings};
+pub use settings::{RawSettings, Settings, SettingsError};
 pub use workspace::{Claimed as WorkspaceClaimed, Head as WorkspaceHeadAt, Pinned, WorkspaceHead};

@@ -65,40 +65,62 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// What `[cluster]` refuses: the key and what is wrong with its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct SettingsError {
+    pub key: &'static str,
+    pub problem: String,
+}
+
+impl SettingsError {
+    fn new(key: &'static str, problem: String) -> SettingsError {
+        SettingsError { key, problem }
+    }
+}
+
 impl RawSettings {
     /// The section as a gateway can use it, or what is wrong with it (naming the key).
-    pub fn validate(&self) -> Result<Settings, String> {
+    pub fn validate(&self) -> Result<Settings, SettingsError> {
+        let refuse = SettingsError::new;
         if self.nats.is_empty() {
-            return Err("cluster.nats: list at least one NATS server URL".into());
+            return Err(refuse(
+                "cluster.nats",
+                "list at least one NATS server URL".into(),
+            ));
         }
         for url in &self.nats {
-            check_url(url).map_err(|why| format!("cluster.nats: {url:?}: {why}"))?;
+            check_url(url).map_err(|why| refuse("cluster.nats", format!("{url:?}: {why}")))?;
         }
-        crate::names::check_name(&self.node).map_err(|why| format!("cluster.node: {why}"))?;
+        crate::names::check_name(&self.node).map_err(|why| refuse("cluster.node", why))?;
         let ttl = self.lease_ttl_seconds.unwrap_or(DEFAULT_LEASE_TTL_SECONDS);
         if !(2..=300).contains(&ttl) {
-            return Err(format!(
-                "cluster.lease_ttl_seconds: {ttl} is outside 2..=300 (an owner renews three times per lease)"
+            return Err(refuse(
+                "cluster.lease_ttl_seconds",
+                format!("{ttl} is outside 2..=300 (an owner renews three times per lease)"),
             ));
         }
         let replicas = self.replicas.unwrap_or(DEFAULT_REPLICAS);
         if !(1..=5).contains(&replicas) {
-            return Err(format!(
-                "cluster.replicas: {replicas} is outside 1..=5 (JetStream keeps at most 5 copies)"
+            return Err(refuse(
+                "cluster.replicas",
+                format!("{replicas} is outside 1..=5 (JetStream keeps at most 5 copies)"),
             ));
         }
         let workspace_mib = self.workspace_max_mib.unwrap_or(DEFAULT_WORKSPACE_MAX_MIB);
         if !(1..=4096).contains(&workspace_mib) {
-            return Err(format!(
-                "cluster.workspace_max_mib: {workspace_mib} is outside 1..=4096"
+            return Err(refuse(
+                "cluster.workspace_max_mib",
+                format!("{workspace_mib} is outside 1..=4096"),
             ));
         }
         if let Some(name) = &self.token_env {
             let ok =
                 !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !ok {
-                return Err(format!(
-                    "cluster.token_env: {name:?} is not an environment variable name"
+                return Err(refuse(
+                    "cluster.token_env",
+                    format!("{name:?} is not an environment variable name"),
                 ));
             }
         }
@@ -107,7 +129,10 @@ impl RawSettings {
             ("cluster.tls_ca_file", &self.tls_ca_file),
         ] {
             if let Some(p) = path.as_ref().filter(|p| !p.is_absolute()) {
-                return Err(format!("{key}: {} is not an absolute path", p.display()));
+                return Err(refuse(
+                    key,
+                    format!("{} is not an absolute path", p.display()),
+                ));
             }
         }
         Ok(Settings {
@@ -219,7 +244,7 @@ mod tests {
         ];
         for (section, key) in cases {
             let err = section.validate().unwrap_err();
-            assert!(err.starts_with(key), "{err}");
+            assert_eq!(err.key, key, "{err}");
         }
     }
 }

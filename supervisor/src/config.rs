@@ -6,8 +6,8 @@
 //! `docs/operations.md` for every key).
 //!
 //! One file per section, each with its raw form, its validated form and the function that
-//! turns one into the other (an error is a message that starts with the key it refuses,
-//! which `config_lines` finds in the file again): `gateway.rs`, `models.rs`, `agents.rs`,
+//! turns one into the other (an error is an [`Invalid`]: the key it refuses, which
+//! `config_lines` finds in the file again, and what is wrong): `gateway.rs`, `models.rs`, `agents.rs`,
 //! `hooks.rs`, `policies.rs` (`[workers]`, `[messages.queue]`, `[diagnostics]`);
 //! `names.rs`: agent ids and model references. [`Config::from_raw`] composes them.
 
@@ -22,6 +22,7 @@ pub mod control_ui;
 mod disk;
 mod gateway;
 mod hooks;
+pub(crate) mod invalid;
 mod models;
 mod names;
 mod policies;
@@ -37,11 +38,12 @@ pub use gateway::{
     DEFAULT_DRAIN_TIMEOUT_SECONDS, DEFAULT_MAX_CONNECTIONS, DEFAULT_PORT,
 };
 pub use hooks::RawHook;
+pub use invalid::Invalid;
 pub use models::{
     ModelCaps, RawModelEntry, RawModels, RawProvider, ResolvedModel, DEFAULT_IDLE_CLOUD_SECONDS,
     DEFAULT_IDLE_SELF_HOSTED_SECONDS, DEFAULT_PROVIDER_TIMEOUT_SECONDS,
 };
-pub use names::{AgentId, ModelRef, ModelSetting};
+pub use names::{AgentId, BadAgentId, ModelRef, ModelSetting};
 pub use policies::{
     QueueLimits, RawDiagnostics, RawMessages, RawQueue, RawWorkers, WorkersConfig,
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
@@ -55,10 +57,35 @@ pub use ipc::control::{ExecSecurity, ProviderApi};
 #[derive(Debug)]
 pub struct ConfigError {
     pub file: PathBuf,
-    /// The line of the key the message names, for validation errors (TOML syntax errors
-    /// say where in `message`).
+    /// The line of the refused key, for validation errors (TOML syntax errors say where in
+    /// their own text).
     pub line: Option<usize>,
-    pub message: String,
+    pub problem: ConfigProblem,
+}
+
+/// Why a config file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("cannot read: {0}")]
+    Read(std::io::Error),
+    /// Not TOML, or not the config's shape (unknown key, wrong type): the parser's text.
+    #[error("{0}")]
+    Syntax(String),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The file, or a place it names, could be written by someone other than the operator.
+    #[error("refused: {0}")]
+    Unsafe(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ConfigError {
+    /// The refused key, for validation errors.
+    pub fn key(&self) -> Option<&str> {
+        match &self.problem {
+            ConfigProblem::Invalid(i) => Some(&i.key),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -67,7 +94,7 @@ impl fmt::Display for ConfigError {
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.problem)
     }
 }
 
@@ -160,24 +187,25 @@ impl Config {
         overrides: &Overrides,
         must_exist: bool,
     ) -> Result<Config, ConfigError> {
-        let err = |message: String| ConfigError {
+        let err = |problem: ConfigProblem| ConfigError {
             file: path.to_owned(),
             line: None,
-            message,
+            problem,
         };
         let (text, raw) = match std::fs::read_to_string(path) {
             Ok(text) => {
                 let raw = toml::from_str::<RawConfig>(&text)
-                    .map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+                    .map_err(|e| err(ConfigProblem::Syntax(e.to_string().trim_end().to_owned())))?;
                 (text, raw)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
                 (String::new(), RawConfig::default())
             }
-            Err(e) => return Err(err(format!("cannot read: {e}"))),
+            Err(e) => return Err(err(ConfigProblem::Read(e))),
         };
         Self::from_raw(raw, path, state_dir, overrides).map_err(|mut e| {
-            e.line = crate::config_lines::message_path(&e.message)
+            e.line = e
+                .key()
                 .and_then(|key| crate::config_lines::line_of(&text, key));
             e
         })
@@ -192,10 +220,10 @@ impl Config {
         state_dir: &Path,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
-        let err = |message: String| ConfigError {
+        let err = |invalid: Invalid| ConfigError {
             file: path.to_owned(),
             line: None,
-            message,
+            problem: ConfigProblem::Invalid(invalid),
         };
         let mut gateway = gateway::resolve_gateway(&raw.gateway, overrides).map_err(err)?;
         let providers = models::check_providers(&raw.models).map_err(err)?;
@@ -231,7 +259,7 @@ impl Config {
                 .as_ref()
                 .map(cluster::RawSettings::validate)
                 .transpose()
-                .map_err(err)?,
+                .map_err(|e| err(e.into()))?,
         })
     }
 
@@ -255,7 +283,7 @@ fn check_places(
     agents: &[AgentConfig],
     state_dir: &Path,
     raw: &RawGateway,
-) -> Result<Option<control_ui::ControlUi>, String> {
+) -> Result<Option<control_ui::ControlUi>, Invalid> {
     let spaces: Vec<(&str, &Path)> = agents
         .iter()
         .map(|a| (a.id.as_str(), a.workspace.as_path()))

@@ -1,7 +1,7 @@
 //! Where a config key is written: the line a validation error points at.
 //!
 //! Validation runs on the deserialized config, which has no positions, and names the key it
-//! refuses (`agents.list.ops.max_concurrent`, `hooks.before_tool_call[1].command`). This
+//! refuses (`config::Invalid::key`) (`agents.list.ops.max_concurrent`, `hooks.before_tool_call[1].command`). This
 //! module finds that key in the file's text again. A key that is not written (a default, or
 //! inherited from `agents.defaults`) resolves to the deepest part of its path that is.
 
@@ -15,13 +15,6 @@ pub fn line_of(text: &str, path: &str) -> Option<usize> {
     let doc = ImDocument::parse(text).ok()?;
     let span = locate(doc.as_table(), path)?;
     Some(text.get(..span.start)?.matches('\n').count() + 1)
-}
-
-/// The key path a validation message starts with (`<path>: <what is wrong>`).
-pub fn message_path(message: &str) -> Option<&str> {
-    let (path, _) = message.split_once(": ")?;
-    let plain = |c: char| c.is_ascii_alphanumeric() || "._-[]".contains(c);
-    (!path.is_empty() && path.chars().all(plain)).then_some(path)
 }
 
 /// One step down the document.
@@ -134,19 +127,5 @@ command = ["relative"]
         assert_eq!(line_of(TEXT, "gateway.bind"), Some(2));
         assert_eq!(line_of(TEXT, "workers.crash_loop_max"), None);
         assert_eq!(line_of("not = [toml", "not"), None);
-    }
-
-    #[test]
-    fn the_path_is_the_message_prefix() {
-        assert_eq!(
-            message_path("gateway.max_connections: must be at least 1"),
-            Some("gateway.max_connections")
-        );
-        assert_eq!(
-            message_path("hooks.x[0].command: needs a program"),
-            Some("hooks.x[0].command")
-        );
-        assert_eq!(message_path("cannot read: no such file"), None);
-        assert_eq!(message_path("no path here"), None);
     }
 }

@@ -7,6 +7,8 @@ use std::path::{Component, Path, PathBuf};
 
 use ipc::control::ExecPolicy;
 
+use crate::config::invalid::Invalid;
+
 /// `path` made absolute against `base`, with `.`/`..` applied and the deepest existing
 /// ancestor resolved through symlinks (so a link cannot hide a nesting).
 pub fn real(path: &Path, base: &Path) -> PathBuf {
@@ -48,24 +50,30 @@ pub fn real(path: &Path, base: &Path) -> PathBuf {
 
 /// Every agent's workspace is its own: no workspace contains another, and none contains the
 /// state directory (its config, hooks, databases and token).
-pub fn check_workspaces(state_dir: &Path, agents: &[(&str, &Path)]) -> Result<(), String> {
+pub fn check_workspaces(state_dir: &Path, agents: &[(&str, &Path)]) -> Result<(), Invalid> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let state = real(state_dir, &cwd);
     let spaces: Vec<(&str, PathBuf)> = agents.iter().map(|(id, w)| (*id, real(w, &cwd))).collect();
     for (id, ws) in &spaces {
         if state.starts_with(ws) {
-            return Err(format!(
-                "agents.{id}.workspace: {} contains the state directory {} (the agent could rewrite the gateway's config, hooks and databases)",
-                ws.display(),
-                state.display()
+            return Err(Invalid::new(
+                format!("agents.{id}.workspace"),
+                format!(
+                    "{} contains the state directory {} (the agent could rewrite the gateway's config, hooks and databases)",
+                    ws.display(),
+                    state.display()
+                ),
             ));
         }
         for (other, ows) in &spaces {
             if id != other && ows.starts_with(ws) {
-                return Err(format!(
-                    "agents.{id}.workspace: {} contains agent {other:?}'s workspace {} (workspaces may not nest)",
-                    ws.display(),
-                    ows.display()
+                return Err(Invalid::new(
+                    format!("agents.{id}.workspace"),
+                    format!(
+                        "{} contains agent {other:?}'s workspace {} (workspaces may not nest)",
+                        ws.display(),
+                        ows.display()
+                    ),
                 ));
             }
         }
@@ -75,21 +83,22 @@ pub fn check_workspaces(state_dir: &Path, agents: &[(&str, &Path)]) -> Result<()
 
 /// A hook program is a bare name (looked up on `PATH`) or an absolute path; a relative
 /// path would be resolved in the directory the hook runs in, the agent's workspace.
-pub fn check_hook_program(key: &str, program: &str) -> Result<(), String> {
+pub fn check_hook_program(key: &str, program: &str) -> Result<(), Invalid> {
     if program.contains('/') && !program.starts_with('/') {
-        return Err(format!(
-            "{key}.command: {program:?} is a relative path; use an absolute path or a program name on PATH (hooks run in the agent's workspace)"
+        return Err(Invalid::new(
+            format!("{key}.command"),
+            format!("{program:?} is a relative path; use an absolute path or a program name on PATH (hooks run in the agent's workspace)"),
         ));
     }
     Ok(())
 }
 
 /// Checks the allowlist patterns; `Ok` carries warnings for programs the model can steer.
-pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, String> {
+pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     for (i, pattern) in exec.allowlist.iter().enumerate() {
         let words = execpolicy::argv::parse_pattern(pattern)
-            .map_err(|e| format!("{key}.tools.exec.allowlist[{i}]: {e}"))?;
+            .map_err(|e| Invalid::new(format!("{key}.tools.exec.allowlist[{i}]"), e.to_string()))?;
         if matches!(
             exec.security,
             ipc::control::ExecSecurity::Allowlist | ipc::control::ExecSecurity::Ask
@@ -121,11 +130,11 @@ mod tests {
             &[("main", Path::new("/w")), ("ops", Path::new("/w/ops"))],
         )
         .unwrap_err();
-        assert!(e.contains("may not nest"), "{e}");
+        assert!(e.problem.contains("may not nest"), "{e}");
         let e = check_workspaces(s, &[("main", Path::new("/"))]).unwrap_err();
-        assert!(e.contains("state directory"), "{e}");
+        assert!(e.problem.contains("state directory"), "{e}");
         let e = check_workspaces(s, &[("main", Path::new("/state/../state"))]).unwrap_err();
-        assert!(e.contains("state directory"), "{e}");
+        assert!(e.problem.contains("state directory"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
 use super::models::{resolve_model, RawProvider, ResolvedModel};
 use super::names::{AgentId, ModelRef, ModelSetting};
 use super::policies::{resolve_diagnostics, RawDiagnostics};
@@ -153,7 +154,7 @@ pub(super) fn default_model(defaults: &RawAgentSettings) -> Option<(String, Vec<
 pub(super) fn resolve_agents(
     raw: &RawAgents,
     shared: &Shared<'_>,
-) -> Result<(Vec<AgentConfig>, Vec<String>), String> {
+) -> Result<(Vec<AgentConfig>, Vec<String>), Invalid> {
     let main = AgentId::main();
     let mut ids: Vec<AgentId> = vec![main.clone()];
     ids.extend(raw.list.keys().filter(|id| **id != main).cloned());
@@ -190,7 +191,7 @@ fn resolve_agent(
     at: &Layers<'_>,
     shared: &Shared<'_>,
     warnings: &mut Vec<String>,
-) -> Result<AgentConfig, String> {
+) -> Result<AgentConfig, Invalid> {
     let (own, defaults, key) = (at.own, at.defaults, at.key);
     let setting = own.model.as_ref().or(defaults.model.as_ref());
     let (model, fallbacks) = resolve_models(setting, key, shared.providers)?;
@@ -205,7 +206,10 @@ fn resolve_agent(
         .or(defaults.max_concurrent)
         .unwrap_or(DEFAULT_MAX_CONCURRENT);
     if max_concurrent == 0 {
-        return Err(format!("{key}.max_concurrent: must be at least 1"));
+        return Err(Invalid::new(
+            format!("{key}.max_concurrent"),
+            "must be at least 1",
+        ));
     }
     let exec = resolve_exec(at)?;
     warnings.extend(crate::confine::check_exec(key, &exec)?);
@@ -224,8 +228,12 @@ fn resolve_agent(
         .or(defaults.verbose_default.as_deref())
     {
         None => ipc::thinking::VerboseLevel::Off,
-        Some(v) => ipc::thinking::VerboseLevel::parse(v)
-            .ok_or_else(|| format!("{key}.verbose_default: {v:?} must be off, on or full"))?,
+        Some(v) => ipc::thinking::VerboseLevel::parse(v).ok_or_else(|| {
+            Invalid::new(
+                format!("{key}.verbose_default"),
+                format!("{v:?} must be off, on or full"),
+            )
+        })?,
     };
     let block_streaming = super::blocks::resolve(
         own.block_streaming.as_ref(),
@@ -275,15 +283,18 @@ fn resolve_models(
     setting: Option<&ModelSetting>,
     key: &str,
     providers: &BTreeMap<String, RawProvider>,
-) -> Result<(Option<ResolvedModel>, Vec<ResolvedModel>), String> {
+) -> Result<(Option<ResolvedModel>, Vec<ResolvedModel>), Invalid> {
     let resolve = |m: &ModelRef, what: &str| {
         let p = providers.get(&m.provider).ok_or_else(|| {
-            format!(
-                "{key}.{what}: provider {:?} is not defined under [models.providers.{}]",
-                m.provider, m.provider
+            Invalid::new(
+                format!("{key}.{what}"),
+                format!(
+                    "provider {:?} is not defined under [models.providers.{}]",
+                    m.provider, m.provider
+                ),
             )
         })?;
-        Ok::<_, String>(resolve_model(&m.provider, p, &m.model))
+        Ok::<_, Invalid>(resolve_model(&m.provider, p, &m.model))
     };
     let Some(s) = setting else {
         return Ok((None, Vec::new()));
@@ -305,7 +316,7 @@ fn resolve_thinking(
         Option<ipc::thinking::Thinking>,
         ipc::thinking::ReasoningMode,
     ),
-    String,
+    Invalid,
 > {
     let (own, defaults, key) = (at.own, at.defaults, at.key);
     let thinking_default = match own
@@ -315,17 +326,12 @@ fn resolve_thinking(
     {
         None => None,
         Some(t) => Some(ipc::thinking::Thinking::parse(t).ok_or_else(|| {
-            format!(
-                "{key}.thinking_default: {t:?} is not a thinking level (off, minimal, low, medium, high, xhigh, adaptive, max, ultra)"
-            )
+            Invalid::new(format!("{key}.thinking_default"), format!("{t:?} is not a thinking level (off, minimal, low, medium, high, xhigh, adaptive, max, ultra)"))
         })?),
     };
     if let (Some(t), Some(m)) = (thinking_default, model) {
         if t != ipc::thinking::Thinking::Off && !m.reasoning {
-            return Err(format!(
-                "{key}.thinking_default: {:?} needs a reasoning model, and {}/{} is not marked one (models.providers.{}.models.{:?}.reasoning = true)",
-                t.as_str(), m.provider, m.model, m.provider, m.model
-            ));
+            return Err(Invalid::new(format!("{key}.thinking_default"), format!("{:?} needs a reasoning model, and {}/{} is not marked one (models.providers.{}.models.{:?}.reasoning = true)", t.as_str(), m.provider, m.model, m.provider, m.model)));
         }
     }
     let reasoning_default = match own
@@ -334,8 +340,12 @@ fn resolve_thinking(
         .or(defaults.reasoning_default.as_deref())
     {
         None => ipc::thinking::ReasoningMode::Off,
-        Some(r) => ipc::thinking::ReasoningMode::parse(r)
-            .ok_or_else(|| format!("{key}.reasoning_default: {r:?} must be off, on or stream"))?,
+        Some(r) => ipc::thinking::ReasoningMode::parse(r).ok_or_else(|| {
+            Invalid::new(
+                format!("{key}.reasoning_default"),
+                format!("{r:?} must be off, on or stream"),
+            )
+        })?,
     };
     Ok((thinking_default, reasoning_default))
 }
@@ -366,7 +376,7 @@ fn workspace(id: &AgentId, at: &Layers<'_>, state_dir: &Path) -> PathBuf {
 
 /// `tools.exec`, each field the agent's own or the defaults' (a security name the link
 /// does not know is refused where it is written).
-fn resolve_exec(at: &Layers<'_>) -> Result<ipc::control::ExecPolicy, String> {
+fn resolve_exec(at: &Layers<'_>) -> Result<ipc::control::ExecPolicy, Invalid> {
     let exec_of = |s: &RawAgentSettings| {
         s.tools
             .as_ref()
@@ -379,8 +389,9 @@ fn resolve_exec(at: &Layers<'_>) -> Result<ipc::control::ExecPolicy, String> {
         ("agents.defaults", def_exec.security),
     ] {
         if s == Some(ExecSecurity::Unknown) {
-            return Err(format!(
-                "{place}.tools.exec.security: must be \"deny\", \"allowlist\", \"ask\" or \"full\""
+            return Err(Invalid::new(
+                format!("{place}.tools.exec.security"),
+                "must be \"deny\", \"allowlist\", \"ask\" or \"full\"",
             ));
         }
     }
@@ -407,25 +418,26 @@ fn resolve_exec(at: &Layers<'_>) -> Result<ipc::control::ExecPolicy, String> {
         .approval_timeout_ms
         .is_some_and(|ms| !(1000..=MAX_APPROVAL_TIMEOUT_MS).contains(&ms))
     {
-        return Err(format!(
-            "{}.tools.exec.approval_timeout_seconds: between 1 and {} (7 days)",
-            at.key,
-            MAX_APPROVAL_TIMEOUT_MS / 1000
+        return Err(Invalid::new(
+            format!("{}.tools.exec.approval_timeout_seconds", at.key),
+            format!("between 1 and {} (7 days)", MAX_APPROVAL_TIMEOUT_MS / 1000),
         ));
     }
     Ok(exec)
 }
 
 /// `tools.allow`: built-in tool names only (`None`: all tools).
-fn resolve_tools_allow(at: &Layers<'_>) -> Result<Option<Vec<String>>, String> {
+fn resolve_tools_allow(at: &Layers<'_>) -> Result<Option<Vec<String>>, Invalid> {
     let allow_of = |s: &RawAgentSettings| s.tools.as_ref().and_then(|t| t.allow.clone());
     let tools_allow = allow_of(at.own).or_else(|| allow_of(at.defaults));
     if let Some(list) = &tools_allow {
         if let Some(bad) = list.iter().find(|t| ipc::tools::find(t).is_none()) {
-            return Err(format!(
-                "{}.tools.allow: unknown tool {bad:?} (tools: {})",
-                at.key,
-                ipc::tools::TOOL_NAMES.join(", ")
+            return Err(Invalid::new(
+                format!("{}.tools.allow", at.key),
+                format!(
+                    "unknown tool {bad:?} (tools: {})",
+                    ipc::tools::TOOL_NAMES.join(", ")
+                ),
             ));
         }
     }
@@ -433,7 +445,7 @@ fn resolve_tools_allow(at: &Layers<'_>) -> Result<Option<Vec<String>>, String> {
 }
 
 /// `compaction`, each field the agent's own or the defaults'.
-fn resolve_compaction(at: &Layers<'_>) -> Result<ipc::control::CompactionSpec, String> {
+fn resolve_compaction(at: &Layers<'_>) -> Result<ipc::control::CompactionSpec, Invalid> {
     let own_c = at.own.compaction.clone().unwrap_or_default();
     let def_c = at.defaults.compaction.clone().unwrap_or_default();
     let compaction = ipc::control::CompactionSpec {
@@ -441,9 +453,9 @@ fn resolve_compaction(at: &Layers<'_>) -> Result<ipc::control::CompactionSpec, S
         keep_recent_tokens: own_c.keep_recent_tokens.or(def_c.keep_recent_tokens),
     };
     if compaction.reserve_tokens == Some(0) || compaction.keep_recent_tokens == Some(0) {
-        return Err(format!(
-            "{}.compaction: reserve_tokens and keep_recent_tokens must be at least 1",
-            at.key
+        return Err(Invalid::new(
+            format!("{}.compaction", at.key),
+            "reserve_tokens and keep_recent_tokens must be at least 1",
         ));
     }
     Ok(compaction)

@@ -5,6 +5,8 @@
 use ipc::blocks::{BlockBoundary, BlockStreaming, BreakPreference, MAX_CHARS_LIMIT};
 use serde::Deserialize;
 
+use super::invalid::Invalid;
+
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBlockStreaming {
@@ -30,7 +32,7 @@ pub(super) fn resolve(
     own: Option<&RawBlockStreaming>,
     defaults: Option<&RawBlockStreaming>,
     key: &str,
-) -> Result<BlockSettings, String> {
+) -> Result<BlockSettings, Invalid> {
     let (own, defaults) = (
         own.cloned().unwrap_or_default(),
         defaults.cloned().unwrap_or_default(),
@@ -38,13 +40,20 @@ pub(super) fn resolve(
     let key = format!("{key}.block_streaming");
     let boundary = match own.boundary.or(defaults.boundary) {
         None => BlockBoundary::TextEnd,
-        Some(b) => BlockBoundary::parse(&b)
-            .ok_or_else(|| format!("{key}.break: {b:?} must be text_end or message_end"))?,
+        Some(b) => BlockBoundary::parse(&b).ok_or_else(|| {
+            Invalid::new(
+                format!("{key}.break"),
+                format!("{b:?} must be text_end or message_end"),
+            )
+        })?,
     };
     let prefer = match own.break_preference.or(defaults.break_preference) {
         None => BreakPreference::Paragraph,
         Some(p) => BreakPreference::parse(&p).ok_or_else(|| {
-            format!("{key}.break_preference: {p:?} must be paragraph, newline or sentence")
+            Invalid::new(
+                format!("{key}.break_preference"),
+                format!("{p:?} must be paragraph, newline or sentence"),
+            )
         })?,
     };
     let min_chars = own
@@ -56,8 +65,11 @@ pub(super) fn resolve(
         .or(defaults.max_chars)
         .unwrap_or(ipc::blocks::DEFAULT_MAX_CHARS.max(min_chars));
     if min_chars == 0 || max_chars < min_chars || max_chars > MAX_CHARS_LIMIT {
-        return Err(format!(
-            "{key}: need 1 <= min_chars ({min_chars}) <= max_chars ({max_chars}) <= {MAX_CHARS_LIMIT}"
+        return Err(Invalid::new(
+            key,
+            format!(
+                "need 1 <= min_chars ({min_chars}) <= max_chars ({max_chars}) <= {MAX_CHARS_LIMIT}"
+            ),
         ));
     }
     Ok(BlockSettings {
@@ -98,9 +110,9 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         let e = resolve(Some(&raw("break = \"never\"")), None, "agents.list.main").unwrap_err();
-        assert!(e.contains("agents.list.main.block_streaming.break"), "{e}");
+        assert_eq!(e.key, "agents.list.main.block_streaming.break", "{e}");
         let e = resolve(Some(&raw("min_chars = 10\nmax_chars = 5")), None, "k").unwrap_err();
-        assert!(e.contains("min_chars (10) <= max_chars (5)"), "{e}");
+        assert!(e.problem.contains("min_chars (10) <= max_chars (5)"), "{e}");
         assert!(resolve(Some(&raw("max_chars = 100000")), None, "k").is_err());
         assert!(resolve(Some(&raw("min_chars = 0")), None, "k").is_err());
         assert!(toml::from_str::<RawBlockStreaming>("chunk = 1").is_err());

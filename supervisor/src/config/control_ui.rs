@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
+
 /// `[gateway.control_ui]` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,7 +28,7 @@ pub struct ControlUi {
 }
 
 /// `""` for `/`; otherwise one leading `/`, no trailing `/`, plain URL path characters.
-pub fn normalize_base_path(raw: &str) -> Result<String, String> {
+pub fn normalize_base_path(raw: &str) -> Result<String, Invalid> {
     let t = raw.trim().trim_end_matches('/');
     if t.is_empty() {
         return Ok(String::new());
@@ -43,8 +45,9 @@ pub fn normalize_base_path(raw: &str) -> Result<String, String> {
         .split('/')
         .any(|s| s.is_empty() || s.starts_with('.'));
     if !plain || bad_segment {
-        return Err(format!(
-            "gateway.control_ui.base_path: {raw:?} must be a path like \"/ui\" (letters, digits, '-', '_', '~', '.'; no empty or dot segments)"
+        return Err(Invalid::new(
+            "gateway.control_ui.base_path",
+            format!("{raw:?} must be a path like \"/ui\" (letters, digits, '-', '_', '~', '.'; no empty or dot segments)"),
         ));
     }
     Ok(t)
@@ -55,55 +58,64 @@ pub fn resolve(
     raw: &RawControlUi,
     state_dir: &Path,
     workspaces: &[(&str, &Path)],
-) -> Result<ControlUi, String> {
+) -> Result<ControlUi, Invalid> {
     let key = "gateway.control_ui.root";
     let given = Path::new(&raw.root);
     if !given.is_absolute() {
-        return Err(format!("{key}: {:?} must be an absolute path", raw.root));
+        return Err(Invalid::new(
+            key,
+            format!("{:?} must be an absolute path", raw.root),
+        ));
     }
     let root = std::fs::canonicalize(given)
-        .map_err(|e| format!("{key}: cannot open {}: {e}", given.display()))?;
+        .map_err(|e| Invalid::new(key, format!("cannot open {}: {e}", given.display())))?;
     let meta = std::fs::metadata(&root)
-        .map_err(|e| format!("{key}: cannot read {}: {e}", root.display()))?;
+        .map_err(|e| Invalid::new(key, format!("cannot read {}: {e}", root.display())))?;
     if !meta.is_dir() || !root.join("index.html").is_file() {
-        return Err(format!(
-            "{key}: {} is not a built UI directory (no index.html); point it at e.g. <node_modules>/openclaw/dist/control-ui",
+        return Err(Invalid::new(key, format!(
+            "{} is not a built UI directory (no index.html); point it at e.g. <node_modules>/openclaw/dist/control-ui",
             root.display()
-        ));
+        )));
     }
     {
         use std::os::unix::fs::PermissionsExt;
         if meta.permissions().mode() & 0o022 != 0 {
-            return Err(format!(
-                "{key}: {} is writable by group or others: whoever can write there could run script on the gateway's origin (chmod go-w)",
+            return Err(Invalid::new(key, format!(
+                "{} is writable by group or others: whoever can write there could run script on the gateway's origin (chmod go-w)",
                 root.display()
-            ));
+            )));
         }
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let state = crate::confine::real(state_dir, &cwd);
     if state.starts_with(&root) {
-        return Err(format!(
-            "{key}: {} contains the state directory {} (its token and databases would be served)",
-            root.display(),
-            state.display()
+        return Err(Invalid::new(
+            key,
+            format!(
+                "{} contains the state directory {} (its token and databases would be served)",
+                root.display(),
+                state.display()
+            ),
         ));
     }
     if root.starts_with(&state) {
-        return Err(format!(
-            "{key}: {} is inside the state directory {} (its databases and agents' files would be served)",
+        return Err(Invalid::new(
+            key,
+            format!(
+            "{} is inside the state directory {} (its databases and agents' files would be served)",
             root.display(),
             state.display()
+        ),
         ));
     }
     for (id, ws) in workspaces {
         let ws = crate::confine::real(ws, &cwd);
         if ws.starts_with(&root) || root.starts_with(&ws) {
-            return Err(format!(
-                "{key}: {} overlaps agent {id:?}'s workspace {} (the model could write pages served on the gateway's origin)",
+            return Err(Invalid::new(key, format!(
+                "{} overlaps agent {id:?}'s workspace {} (the model could write pages served on the gateway's origin)",
                 root.display(),
                 ws.display()
-            ));
+            )));
         }
     }
     Ok(ControlUi {

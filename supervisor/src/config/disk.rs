@@ -6,6 +6,8 @@ use serde::Deserialize;
 
 use ipc::disk::{DiskPolicy, MIB};
 
+use super::invalid::Invalid;
+
 /// Default size of the gateway database's reserve file (16 MiB).
 pub const DEFAULT_RESERVE_MB: u64 = 16;
 /// Largest value any `_mb` setting takes (1 PiB): past it a typo, not a budget.
@@ -33,16 +35,16 @@ pub struct RawAgentDisk {
     pub transcript_max_mb: Option<u64>,
 }
 
-fn mb(value: Option<u64>, key: &str, default_bytes: u64) -> Result<u64, String> {
+fn mb(value: Option<u64>, key: &str, default_bytes: u64) -> Result<u64, Invalid> {
     match value {
         None => Ok(default_bytes),
         Some(v) if v <= MAX_MB => Ok(v * MIB),
-        Some(_) => Err(format!("{key}: at most {MAX_MB} (MiB)")),
+        Some(_) => Err(Invalid::new(key, format!("at most {MAX_MB} (MiB)"))),
     }
 }
 
 /// `[disk] reserve_mb` in bytes.
-pub(super) fn resolve_reserve(raw: &RawDisk) -> Result<u64, String> {
+pub(super) fn resolve_reserve(raw: &RawDisk) -> Result<u64, Invalid> {
     mb(raw.reserve_mb, "disk.reserve_mb", DEFAULT_RESERVE_MB * MIB)
 }
 
@@ -52,7 +54,7 @@ pub(super) fn resolve_agent_disk(
     defaults: Option<&RawAgentDisk>,
     global: &RawDisk,
     key: &str,
-) -> Result<DiskPolicy, String> {
+) -> Result<DiskPolicy, Invalid> {
     let def = DiskPolicy::default();
     let pick = |f: fn(&RawAgentDisk) -> Option<u64>| own.and_then(f).or(defaults.and_then(f));
     Ok(DiskPolicy {
@@ -101,7 +103,7 @@ mod tests {
             transcript_max_mb: None,
         };
         let err = resolve_agent_disk(Some(&typo), None, &global, "agents.list.a").unwrap_err();
-        assert!(err.contains("agents.list.a.disk.workspace_max_mb"), "{err}");
+        assert_eq!(err.key, "agents.list.a.disk.workspace_max_mb", "{err}");
         assert_eq!(resolve_reserve(&RawDisk::default()).unwrap(), 16 * MIB);
     }
 }

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
 use super::Overrides;
 
 /// Default gateway port, as in OpenClaw.
@@ -113,28 +114,34 @@ impl fmt::Debug for GatewayConfig {
 pub(super) fn resolve_gateway(
     raw: &RawGateway,
     overrides: &Overrides,
-) -> Result<GatewayConfig, String> {
+) -> Result<GatewayConfig, Invalid> {
     let bind_raw = overrides
         .bind
         .clone()
         .or(raw.bind.clone())
         .unwrap_or_else(|| "loopback".into());
-    let bind = parse_bind(&bind_raw).map_err(|m| format!("gateway.bind: {m}"))?;
+    let bind = parse_bind(&bind_raw)?;
     let auth = resolve_auth(&raw.auth, overrides)?;
     if auth.mode == AuthMode::None && !bind.is_loopback() {
-        return Err(format!(
-            "gateway.bind: {bind_raw:?} is not loopback, so gateway.auth.token (or $LOOPGATE_GATEWAY_TOKEN) is required"
-        ));
+        return Err(Invalid::new("gateway.bind", format!("{bind_raw:?} is not loopback, so gateway.auth.token (or $LOOPGATE_GATEWAY_TOKEN) is required")));
     }
     let max_connections = match raw.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS) {
-        0 => return Err("gateway.max_connections: must be at least 1".into()),
+        0 => {
+            return Err(Invalid::new(
+                "gateway.max_connections",
+                "must be at least 1",
+            ))
+        }
         n => n,
     };
     let max_buffered_bytes = raw
         .max_buffered_bytes
         .unwrap_or(ipc::gateway::MAX_BUFFERED_BYTES);
     if max_buffered_bytes < 64 * 1024 {
-        return Err("gateway.max_buffered_bytes: must be at least 65536".into());
+        return Err(Invalid::new(
+            "gateway.max_buffered_bytes",
+            "must be at least 65536",
+        ));
     }
     let mut allowed_hosts = Vec::new();
     for h in &raw.allowed_hosts {
@@ -143,8 +150,9 @@ pub(super) fn resolve_gateway(
             && h.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
         if !valid {
-            return Err(format!(
-                "gateway.allowed_hosts: {h:?} is not a host name (letters, digits, '-' and '.', no port)"
+            return Err(Invalid::new(
+                "gateway.allowed_hosts",
+                format!("{h:?} is not a host name (letters, digits, '-' and '.', no port)"),
             ));
         }
         allowed_hosts.push(h.trim_end_matches('.').to_ascii_lowercase());
@@ -175,7 +183,7 @@ struct Auth {
 
 /// The token: the command line's or environment's, else the file's, else (no token named
 /// and no explicit `mode = "none"`) the state directory's own.
-fn resolve_auth(raw: &RawAuth, overrides: &Overrides) -> Result<Auth, String> {
+fn resolve_auth(raw: &RawAuth, overrides: &Overrides) -> Result<Auth, Invalid> {
     let token = overrides
         .token
         .clone()
@@ -194,10 +202,10 @@ fn resolve_auth(raw: &RawAuth, overrides: &Overrides) -> Result<Auth, String> {
         AuthMode::None
     });
     if mode == AuthMode::Token && token.is_none() {
-        return Err(
-            "gateway.auth.mode: \"token\" needs gateway.auth.token or $LOOPGATE_GATEWAY_TOKEN"
-                .into(),
-        );
+        return Err(Invalid::new(
+            "gateway.auth.mode",
+            "\"token\" needs gateway.auth.token or $LOOPGATE_GATEWAY_TOKEN",
+        ));
     }
     Ok(Auth {
         mode,
@@ -215,12 +223,15 @@ pub(super) fn gateway_warnings(gateway: &GatewayConfig) -> Vec<String> {
     warnings
 }
 
-fn parse_bind(raw: &str) -> Result<IpAddr, String> {
+fn parse_bind(raw: &str) -> Result<IpAddr, Invalid> {
     match raw {
         "loopback" => Ok(IpAddr::from([127, 0, 0, 1])),
         "lan" => Ok(IpAddr::from([0, 0, 0, 0])),
-        other => other
-            .parse::<IpAddr>()
-            .map_err(|_| format!("{other:?} is neither \"loopback\", \"lan\" nor an IP address")),
+        other => other.parse::<IpAddr>().map_err(|_| {
+            Invalid::new(
+                "gateway.bind",
+                format!("{other:?} is neither \"loopback\", \"lan\" nor an IP address"),
+            )
+        }),
     }
 }

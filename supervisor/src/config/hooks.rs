@@ -3,6 +3,8 @@
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
+
 /// One `[[hooks.<event>]]` entry.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,19 +24,25 @@ const GATEWAY_STOP_HOOK_TIMEOUT_SECONDS: f64 = 5.0;
 /// Validates `[[hooks.<event>]]` entries: known events, a program, a sane timeout.
 pub(super) fn resolve_hooks(
     raw: &std::collections::BTreeMap<String, Vec<RawHook>>,
-) -> Result<Vec<ipc::control::HookSpec>, String> {
+) -> Result<Vec<ipc::control::HookSpec>, Invalid> {
     let mut out = Vec::new();
     for (event, entries) in raw {
         let Some(hook_event) = ipc::control::HookEvent::parse(event) else {
-            return Err(format!(
-                "hooks.{event}: unknown or unsupported hook event (supported: {})",
-                ipc::control::HookEvent::ALL.map(|e| e.as_str()).join(", ")
+            return Err(Invalid::new(
+                format!("hooks.{event}"),
+                format!(
+                    "unknown or unsupported hook event (supported: {})",
+                    ipc::control::HookEvent::ALL.map(|e| e.as_str()).join(", ")
+                ),
             ));
         };
         for (i, h) in entries.iter().enumerate() {
             let key = format!("hooks.{event}[{i}]");
             let Some(program) = h.command.first().filter(|p| !p.trim().is_empty()) else {
-                return Err(format!("{key}.command: needs at least the program to run"));
+                return Err(Invalid::new(
+                    format!("{key}.command"),
+                    "needs at least the program to run",
+                ));
             };
             crate::confine::check_hook_program(&key, program)?;
             let default = if hook_event == ipc::control::HookEvent::GatewayStop {
@@ -44,8 +52,9 @@ pub(super) fn resolve_hooks(
             };
             let secs = h.timeout_seconds.unwrap_or(default);
             if !(secs > 0.0 && secs <= 600.0) {
-                return Err(format!(
-                    "{key}.timeout_seconds: must be more than 0 and at most 600"
+                return Err(Invalid::new(
+                    format!("{key}.timeout_seconds"),
+                    "must be more than 0 and at most 600",
                 ));
             }
             out.push(ipc::control::HookSpec {

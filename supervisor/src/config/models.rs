@@ -7,6 +7,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
 use super::{secs_to_ms, ProviderApi};
 
 /// Default provider HTTP timeout (connect + response headers).
@@ -137,7 +138,7 @@ impl ResolvedModel {
 }
 
 /// `[models.providers]`, every provider checked (in id order).
-pub(super) fn check_providers(raw: &RawModels) -> Result<&BTreeMap<String, RawProvider>, String> {
+pub(super) fn check_providers(raw: &RawModels) -> Result<&BTreeMap<String, RawProvider>, Invalid> {
     for (id, p) in &raw.providers {
         check_provider(&format!("models.providers.{id}"), p)?;
     }
@@ -145,21 +146,21 @@ pub(super) fn check_providers(raw: &RawModels) -> Result<&BTreeMap<String, RawPr
 }
 
 /// One provider's checks; `key` is `models.providers.<id>`.
-fn check_provider(key: &str, p: &RawProvider) -> Result<(), String> {
+fn check_provider(key: &str, p: &RawProvider) -> Result<(), Invalid> {
     if p.api == ProviderApi::Unknown {
         let known: Vec<&str> = ProviderApi::KNOWN.iter().map(|a| a.as_str()).collect();
-        return Err(format!(
-            "{key}.api: not a known api (known: {})",
-            known.join(", ")
+        return Err(Invalid::new(
+            format!("{key}.api"),
+            format!("not a known api (known: {})", known.join(", ")),
         ));
     }
     if p.base_url.trim().is_empty() {
-        return Err(format!("{key}.base_url: must not be empty"));
+        return Err(Invalid::new(format!("{key}.base_url"), "must not be empty"));
     }
     if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
-        return Err(format!(
-            "{key}.base_url: {:?} must start with http:// or https://",
-            p.base_url
+        return Err(Invalid::new(
+            format!("{key}.base_url"),
+            format!("{:?} must start with http:// or https://", p.base_url),
         ));
     }
     for (name, v) in [
@@ -170,39 +171,51 @@ fn check_provider(key: &str, p: &RawProvider) -> Result<(), String> {
     ] {
         if let Some(v) = v {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!(
-                    "{key}.{name}: must be a positive number of seconds"
+                return Err(Invalid::new(
+                    format!("{key}.{name}"),
+                    "must be a positive number of seconds",
                 ));
             }
         }
     }
     if p.max_output_tokens == Some(0) {
-        return Err(format!("{key}.max_output_tokens: must be at least 1"));
+        return Err(Invalid::new(
+            format!("{key}.max_output_tokens"),
+            "must be at least 1",
+        ));
     }
     if let Some(t) = p.temperature {
         if !(t.is_finite() && (0.0..=2.0).contains(&t)) {
-            return Err(format!("{key}.temperature: must be between 0 and 2"));
+            return Err(Invalid::new(
+                format!("{key}.temperature"),
+                "must be between 0 and 2",
+            ));
         }
     }
     if p.context_window
         .is_some_and(|w| !(1024..=100_000_000).contains(&w))
     {
-        return Err(format!(
-            "{key}.context_window: must be between 1024 and 100000000 tokens"
+        return Err(Invalid::new(
+            format!("{key}.context_window"),
+            "must be between 1024 and 100000000 tokens",
         ));
     }
     for (name, m) in &p.models {
         for kind in m.input.iter().flatten() {
             if !matches!(kind.as_str(), "text" | "image") {
-                return Err(format!(
-                    "{key}.models.{name:?}.input: {kind:?} is not an input kind (text, image)"
+                return Err(Invalid::new(
+                    format!("{key}.models.{name:?}.input"),
+                    format!("{kind:?} is not an input kind (text, image)"),
                 ));
             }
         }
     }
     if let Some(env) = &p.api_key_env {
         if env.is_empty() || env.contains('=') {
-            return Err(format!("{key}.api_key_env: {env:?} is not a variable name"));
+            return Err(Invalid::new(
+                format!("{key}.api_key_env"),
+                format!("{env:?} is not a variable name"),
+            ));
         }
     }
     Ok(())

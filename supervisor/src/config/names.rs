@@ -11,8 +11,13 @@ use serde::{Deserialize, Deserializer};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AgentId(String);
 
+/// A name that is not an agent id (the name as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid agent id {0:?}: expected 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit")]
+pub struct BadAgentId(pub String);
+
 impl AgentId {
-    pub fn parse(raw: &str) -> Result<AgentId, String> {
+    pub fn parse(raw: &str) -> Result<AgentId, BadAgentId> {
         let id = raw.to_ascii_lowercase();
         let mut chars = id.chars();
         let first_ok = chars
@@ -23,9 +28,7 @@ impl AgentId {
         if first_ok && rest_ok && id.len() <= 64 {
             Ok(AgentId(id))
         } else {
-            Err(format!(
-                "invalid agent id {raw:?}: expected 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
-            ))
+            Err(BadAgentId(raw.to_owned()))
         }
     }
 

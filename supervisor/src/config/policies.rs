@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::invalid::Invalid;
 use super::secs_to_ms;
 
 /// Default time a worker may have nothing to do before it retires.
@@ -47,23 +48,25 @@ pub struct WorkersConfig {
     pub max_live: Option<usize>,
 }
 
-pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, String> {
+pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, Invalid> {
     let heartbeat = w
         .heartbeat_timeout_seconds
         .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_SECONDS);
     if !(heartbeat.is_finite() && heartbeat >= 0.1) {
-        return Err("workers.heartbeat_timeout_seconds: must be at least 0.1".into());
+        return Err(Invalid::new(
+            "workers.heartbeat_timeout_seconds",
+            "must be at least 0.1",
+        ));
     }
     Ok(WorkersConfig {
         heartbeat_timeout: Duration::from_millis(secs_to_ms(heartbeat)),
         backoff_initial: Duration::from_millis(w.restart_backoff_initial_ms.unwrap_or(50)),
         backoff_max: Duration::from_millis(w.restart_backoff_max_ms.unwrap_or(30_000)),
         crash_loop_max: match w.crash_loop_max.unwrap_or(5) {
-            0 => {
-                return Err(
-                    "workers.crash_loop_max: must be at least 1 (crashes within the window before an agent is marked failed)".into(),
-                )
-            }
+            0 => return Err(Invalid::new(
+                "workers.crash_loop_max",
+                "must be at least 1 (crashes within the window before an agent is marked failed)",
+            )),
             n => n,
         },
         crash_loop_window: Duration::from_secs(w.crash_loop_window_seconds.unwrap_or(60)),
@@ -125,7 +128,7 @@ impl Default for QueueLimits {
     }
 }
 
-pub(super) fn resolve_queue_limits(q: &RawQueue) -> Result<QueueLimits, String> {
+pub(super) fn resolve_queue_limits(q: &RawQueue) -> Result<QueueLimits, Invalid> {
     let d = QueueLimits::default();
     let l = QueueLimits {
         per_agent: q.max_queued_per_agent.unwrap_or(d.per_agent),
@@ -134,7 +137,10 @@ pub(super) fn resolve_queue_limits(q: &RawQueue) -> Result<QueueLimits, String> 
         total_bytes: q.max_queued_bytes_total.unwrap_or(d.total_bytes),
     };
     if l.per_agent == 0 || l.total == 0 || l.per_agent_bytes == 0 || l.total_bytes == 0 {
-        return Err("messages.queue.max_queued_*: must be at least 1".into());
+        return Err(Invalid::new(
+            "messages.queue.max_queued_*",
+            "must be at least 1",
+        ));
     }
     Ok(l)
 }
@@ -144,30 +150,40 @@ const MAX_DEBOUNCE_MS: u64 = 60_000;
 /// Largest `messages.queue.cap` accepted (a session's waiting messages are held in memory).
 const MAX_QUEUE_CAP: u32 = 1000;
 
-pub(super) fn resolve_queue(q: &RawQueue) -> Result<ipc::queue::QueuePolicy, String> {
+pub(super) fn resolve_queue(q: &RawQueue) -> Result<ipc::queue::QueuePolicy, Invalid> {
     use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};
     let d = QueuePolicy::default();
     let mode = match &q.mode {
         None => d.mode,
         Some(m) => QueueMode::parse(m).ok_or_else(|| {
-            format!("messages.queue.mode: {m:?} is not one of steer, followup, collect, interrupt")
+            Invalid::new(
+                "messages.queue.mode",
+                format!("{m:?} is not one of steer, followup, collect, interrupt"),
+            )
         })?,
     };
     let drop = match &q.drop {
         None => d.drop,
         Some(x) => QueueDrop::parse(x).ok_or_else(|| {
-            format!("messages.queue.drop: {x:?} is not one of old, new, summarize")
+            Invalid::new(
+                "messages.queue.drop",
+                format!("{x:?} is not one of old, new, summarize"),
+            )
         })?,
     };
     let debounce_ms = q.debounce_ms.unwrap_or(d.debounce_ms);
     if debounce_ms > MAX_DEBOUNCE_MS {
-        return Err(format!(
-            "messages.queue.debounce_ms: at most {MAX_DEBOUNCE_MS}"
+        return Err(Invalid::new(
+            "messages.queue.debounce_ms",
+            format!("at most {MAX_DEBOUNCE_MS}"),
         ));
     }
     let cap = q.cap.unwrap_or(d.cap);
     if !(1..=MAX_QUEUE_CAP).contains(&cap) {
-        return Err(format!("messages.queue.cap: between 1 and {MAX_QUEUE_CAP}"));
+        return Err(Invalid::new(
+            "messages.queue.cap",
+            format!("between 1 and {MAX_QUEUE_CAP}"),
+        ));
     }
     Ok(QueuePolicy {
         mode,
@@ -193,13 +209,14 @@ const DIAG_MAX_MS: u64 = 86_400_000;
 
 pub(super) fn resolve_diagnostics(
     d: &RawDiagnostics,
-) -> Result<ipc::diagnostics::DiagnosticsPolicy, String> {
+) -> Result<ipc::diagnostics::DiagnosticsPolicy, Invalid> {
     let def = ipc::diagnostics::DiagnosticsPolicy::default();
     let check = |v: Option<u64>, key: &str, default: u64| match v {
         None => Ok(default),
         Some(ms) if (DIAG_MIN_MS..=DIAG_MAX_MS).contains(&ms) => Ok(ms),
-        Some(_) => Err(format!(
-            "diagnostics.{key}: between {DIAG_MIN_MS} and {DIAG_MAX_MS} (milliseconds)"
+        Some(_) => Err(Invalid::new(
+            format!("diagnostics.{key}"),
+            format!("between {DIAG_MIN_MS} and {DIAG_MAX_MS} (milliseconds)"),
         )),
     };
     Ok(ipc::diagnostics::DiagnosticsPolicy {

@@ -4,7 +4,7 @@ fn load(text: &str) -> Result<Config, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
         file: "t.toml".into(),
         line: None,
-        message: e.to_string(),
+        problem: ConfigProblem::Syntax(e.to_string()),
     })?;
     Config::from_raw(
         raw,
@@ -55,7 +55,7 @@ fn the_queue_policy_defaults_to_openclaws_and_is_checked_r_b3() {
         ("debounce_ms = 600000", "messages.queue.debounce_ms"),
     ] {
         let e = load(&format!("[messages.queue]\n{bad}\n")).unwrap_err();
-        assert!(e.message.contains(why), "{bad}: {e:?}");
+        assert!(e.problem.to_string().contains(why), "{bad}: {e:?}");
     }
 }
 
@@ -117,11 +117,16 @@ fn compaction_and_context_window_are_checked() {
     let base = "[models.providers.x]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
     let e = load(&format!("{base}context_window = 10\n")).unwrap_err();
     assert!(
-        e.message.contains("models.providers.x.context_window"),
+        e.problem
+            .to_string()
+            .contains("models.providers.x.context_window"),
         "{e}"
     );
     let e = load("[agents.defaults.compaction]\nreserve_tokens = 0\n").unwrap_err();
-    assert!(e.message.contains("agents.defaults.compaction"), "{e}");
+    assert!(
+        e.problem.to_string().contains("agents.defaults.compaction"),
+        "{e}"
+    );
     let c = load(&format!(
             "[agents.defaults]\nmodel = \"x/m\"\n[agents.defaults.compaction]\nkeep_recent_tokens = 500\n\n{base}"
         ))
@@ -134,9 +139,13 @@ fn compaction_and_context_window_are_checked() {
 fn ids_are_lowercase_and_the_crash_loop_breaker_needs_a_crash() {
     let e = load("[agents.list.Ops]\nname = \"x\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(e.contains("lowercase"), "{e}");
-    let e = load("[workers]\ncrash_loop_max = 0\n").unwrap_err().message;
+    let e = load("[workers]\ncrash_loop_max = 0\n")
+        .unwrap_err()
+        .problem
+        .to_string();
     assert!(e.contains("crash_loop_max"), "{e}");
 }
 
@@ -188,46 +197,61 @@ fn full_config_resolves() {
 
 #[test]
 fn errors_name_the_key_or_line() {
-    let e = load("[gateway]\nprot = 1\n").unwrap_err().message;
+    let e = load("[gateway]\nprot = 1\n")
+        .unwrap_err()
+        .problem
+        .to_string();
     assert!(e.contains("line 2") && e.contains("prot"), "{e}");
     let e = load("[agents.defaults]\nmodel = \"nope\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(
         e.contains("line 2") && e.contains("<provider>/<model>"),
         "{e}"
     );
     let e = load("[agents.defaults]\nmodel = \"x/y\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(
         e.contains("agents.defaults.model") && e.contains("\"x\""),
         "{e}"
     );
-    let e = load("[agents.list.\"Bad Id\"]\n").unwrap_err().message;
+    let e = load("[agents.list.\"Bad Id\"]\n")
+        .unwrap_err()
+        .problem
+        .to_string();
     assert!(e.contains("invalid agent id"), "{e}");
-    let e = load("[gateway]\nport = 70000\n").unwrap_err().message;
+    let e = load("[gateway]\nport = 70000\n")
+        .unwrap_err()
+        .problem
+        .to_string();
     assert!(e.contains("line 2"), "{e}");
     let e = load("[gateway.auth]\nmode = \"token\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(e.contains("gateway.auth.mode"), "{e}");
     // Names the link's enums do not know are refused by key, not passed on as Unknown.
     let e = load("[agents.defaults.tools.exec]\nsecurity = \"approve\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(
         e.contains("agents.defaults.tools.exec.security") && e.contains("allowlist"),
         "{e}"
     );
     let e = load("[agents.list.ops.tools.exec]\nsecurity = \"sudo\"\n")
         .unwrap_err()
-        .message;
+        .problem
+        .to_string();
     assert!(e.contains("agents.list.ops.tools.exec.security"), "{e}");
     let e =
         load("[models.providers.x]\napi = \"gemini-live\"\nbase_url = \"http://127.0.0.1:1\"\n")
             .unwrap_err()
-            .message;
+            .problem
+            .to_string();
     assert!(
         e.contains("models.providers.x.api") && e.contains("openai-completions"),
         "{e}"
@@ -266,7 +290,7 @@ fn the_cluster_section_is_opt_in_and_checked() {
         ),
     ] {
         let e = load(text).unwrap_err();
-        assert!(e.message.starts_with(key), "{}", e.message);
+        assert_eq!(e.key(), Some(key), "{e}");
     }
     // The shipped example's cluster section, switched on, loads.
     let example = include_str!("../../../deploy/loopgate.toml.example");
@@ -281,5 +305,5 @@ fn the_cluster_section_is_opt_in_and_checked() {
     .fold(example.to_owned(), |t, k| t.replace(&format!("# {k}"), k));
     assert_eq!(load(&on).unwrap().cluster.unwrap().replicas, 3);
     let e = load("[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nleader = true\n").unwrap_err();
-    assert!(e.message.contains("leader"), "{}", e.message);
+    assert!(e.problem.to_string().contains("leader"), "{e}");
 }

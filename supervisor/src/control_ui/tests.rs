@@ -208,40 +208,41 @@ fn roots_the_model_could_write_or_that_hold_secrets_are_refused() {
         &[]
     )
     .unwrap_err()
+    .problem
     .contains("absolute"));
     let e = resolve(&raw(state.path()), state.path(), &[]).unwrap_err();
     assert!(
-        e.contains("index.html") || e.contains("state directory"),
+        e.problem.contains("index.html") || e.problem.contains("state directory"),
         "{e}"
     );
     std::fs::write(state.path().join("index.html"), "<html>").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let e = resolve(&raw(state.path()), state.path(), &[]).unwrap_err();
-    assert!(e.contains("state directory"), "{e}");
+    assert!(e.problem.contains("state directory"), "{e}");
     // Inside the state directory (e.g. `<state>/agents`, with its databases).
     let inner = state.path().join("agents");
     std::fs::create_dir(&inner).unwrap();
     std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::write(inner.join("index.html"), "<html>").unwrap();
     let e = resolve(&raw(&inner), state.path(), &[]).unwrap_err();
-    assert!(e.contains("inside the state directory"), "{e}");
+    assert!(e.problem.contains("inside the state directory"), "{e}");
     // Inside a workspace, or holding one.
     let ws = ui.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
     let e = resolve(&raw(ui.path()), state.path(), &[("main", ws.as_path())]).unwrap_err();
-    assert!(e.contains("workspace"), "{e}");
+    assert!(e.problem.contains("workspace"), "{e}");
     let e = resolve(
         &raw(ui.path()),
         state.path(),
         &[("main", ui.path().parent().unwrap())],
     )
     .unwrap_err();
-    assert!(e.contains("workspace"), "{e}");
+    assert!(e.problem.contains("workspace"), "{e}");
     let open = ui_dir(0o777);
     let e = resolve(&raw(open.path()), state.path(), &[]).unwrap_err();
-    assert!(e.contains("writable"), "{e}");
+    assert!(e.problem.contains("writable"), "{e}");
     let empty = tempfile::tempdir().unwrap();
     let e = resolve(&raw(empty.path()), state.path(), &[]).unwrap_err();
-    assert!(e.contains("index.html"), "{e}");
+    assert!(e.problem.contains("index.html"), "{e}");
 }

@@ -26,7 +26,7 @@ impl ConfigSource {
         let refused = |e: crate::ownership::UnsafePath| ConfigError {
             file: self.path.clone(),
             line: None,
-            message: format!("refused: {e}"),
+            problem: crate::config::ConfigProblem::Unsafe(Box::new(e)),
         };
         crate::ownership::check_config_file(&self.path, euid).map_err(refused)?;
         let config = Config::load(&self.path, &self.state_dir, &self.overrides, self.explicit)?;
