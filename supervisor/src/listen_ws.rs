@@ -251,6 +251,8 @@ struct Site<'a> {
 }
 
 impl crate::control_ui::Site for Site<'_> {
+    type MediaError = crate::rpc::MediaError;
+
     async fn bearer_ok(&self, token: Option<&str>) -> bool {
         let config = self.gw.config();
         let shared = match (config.gateway.auth_mode, config.gateway.token.as_deref()) {
@@ -284,7 +286,7 @@ impl crate::control_ui::Site for Site<'_> {
         agent_id: Option<&str>,
         session_key: &str,
         digits: &str,
-    ) -> Result<Option<ipc::control::MediaBytes>, String> {
+    ) -> Result<Option<ipc::control::MediaBytes>, crate::rpc::MediaError> {
         crate::rpc::session_media(self.gw, agent_id, session_key, digits).await
     }
 

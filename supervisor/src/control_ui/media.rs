@@ -87,6 +87,7 @@ pub async fn answer(site: &impl Site, query: Option<&str>, headers: &HeaderMap) 
         Ok(Some(found)) => found,
         Ok(None) => return unavailable(q.meta, "file-not-found", "File not found"),
         Err(why) => {
+            let why = why.to_string();
             tracing::warn!(
                 error = why.as_str(),
                 "Cannot read an attachment for the Control UI."

@@ -212,7 +212,10 @@ pub trait Site {
         agent_id: Option<&str>,
         session_key: &str,
         digits: &str,
-    ) -> impl std::future::Future<Output = Result<Option<ipc::control::MediaBytes>, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<Option<ipc::control::MediaBytes>, Self::MediaError>>
+           + Send;
+    /// Why [`Site::media`] could not read an attachment (said to the page and the log).
+    type MediaError: std::fmt::Display;
 }
 
 /// Answers a request for the UI, or `None` when the path is not under the base path.

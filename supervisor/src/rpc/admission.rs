@@ -73,15 +73,53 @@ pub struct Route {
     pub session_key: String,
 }
 
+/// Why a message cannot be routed to an agent and session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("unknown agent id {0:?}")]
+    UnknownAgent(String),
+    #[error("sessionKey must be 1-512 characters")]
+    KeyLength,
+    #[error(
+        "sessionKey must not contain control or bidirectional-text characters (found U+{0:04X})"
+    )]
+    KeyUnshowable(u32),
+    #[error("invalid sessionKey {0:?}: expected agent:<agentId>:<key>")]
+    KeyShape(String),
+    #[error("sessionKey {key:?} belongs to agent {owner:?}, not {asked:?}")]
+    KeyOfAnotherAgent {
+        key: String,
+        owner: String,
+        asked: String,
+    },
+    #[error("sessionId must be resolved to its session first")]
+    IdUnresolved,
+    #[error("sessionId must be 1-512 characters")]
+    IdLength,
+    #[error("cannot look the sessionId up: {0}")]
+    IdLookup(String),
+    #[error("unknown sessionId {0:?}: no session on this gateway has it (pass sessionKey)")]
+    UnknownId(String),
+    #[error("sessionId {id:?} belongs to agent {agent:?}, which is not configured")]
+    IdOfUnconfiguredAgent { id: String, agent: String },
+    #[error("sessionId {id:?} belongs to agent {agent:?}, not {asked:?}")]
+    IdOfAnotherAgent {
+        id: String,
+        agent: String,
+        asked: String,
+    },
+}
+
 /// Resolves agent and session key (R-A1): `sessionKey` (or an `agent:` key in `to`) wins,
 /// then `agentId`'s main key `agent:<id>:main`, then `agent:main:main`. Bare keys are scoped
 /// to the agent. Only configured agents are accepted.
-pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Route, String> {
+pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Route, RouteError> {
+    let unknown = |raw: &str| RouteError::UnknownAgent(raw.to_owned());
     let explicit = match &p.agent_id {
         Some(raw) => {
-            let id = AgentId::parse(raw).map_err(|_| format!("unknown agent id {raw:?}"))?;
+            let id = AgentId::parse(raw).map_err(|_| unknown(raw))?;
             if !is_configured(id.as_str()) {
-                return Err(format!("unknown agent id {raw:?}"));
+                return Err(unknown(raw));
             }
             Some(id.as_str().to_owned())
         }
@@ -94,37 +132,30 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
     if let Some(key) = key {
         let key = key.trim().to_owned();
         if key.is_empty() || key.len() > 512 {
-            return Err("sessionKey must be 1-512 characters".into());
+            return Err(RouteError::KeyLength);
         }
         // Keys are printed to operators (CLI tables, logs, the Control UI): one that could
         // move a cursor, clear a screen or reorder text is refused here, the one place every
         // method that takes a client-chosen key routes it.
         if let Some(c) = key.chars().find(|&c| ipc::text::is_unshowable(c)) {
-            return Err(format!(
-                "sessionKey must not contain control or bidirectional-text characters (found U+{:04X})",
-                c as u32
-            ));
+            return Err(RouteError::KeyUnshowable(c as u32));
         }
         if let Some(rest) = key.strip_prefix("agent:") {
-            let (agent_raw, tail) = rest.split_once(':').ok_or_else(|| {
-                format!("invalid sessionKey {key:?}: expected agent:<agentId>:<key>")
-            })?;
-            if tail.is_empty() {
-                return Err(format!(
-                    "invalid sessionKey {key:?}: expected agent:<agentId>:<key>"
-                ));
-            }
-            let id =
-                AgentId::parse(agent_raw).map_err(|_| format!("unknown agent id {agent_raw:?}"))?;
+            let (agent_raw, tail) = rest
+                .split_once(':')
+                .filter(|(_, tail)| !tail.is_empty())
+                .ok_or_else(|| RouteError::KeyShape(key.clone()))?;
+            let id = AgentId::parse(agent_raw).map_err(|_| unknown(agent_raw))?;
             if !is_configured(id.as_str()) {
-                return Err(format!("unknown agent id {agent_raw:?}"));
+                return Err(unknown(agent_raw));
             }
             if let Some(e) = &explicit {
                 if e != id.as_str() {
-                    return Err(format!(
-                        "sessionKey {key:?} belongs to agent {:?}, not {e:?}",
-                        id.as_str()
-                    ));
+                    return Err(RouteError::KeyOfAnotherAgent {
+                        key: key.clone(),
+                        owner: id.as_str().to_owned(),
+                        asked: e.clone(),
+                    });
                 }
             }
             return Ok(Route {
@@ -140,7 +171,7 @@ pub fn route(p: &AgentParams, is_configured: impl Fn(&str) -> bool) -> Result<Ro
     }
     if p.session_id.is_some() {
         // Callers resolve a `sessionId` first (`session_id_only`, `resolve_session_id`).
-        return Err("sessionId must be resolved to its session first".into());
+        return Err(RouteError::IdUnresolved);
     }
     let agent_id = explicit.unwrap_or_else(|| "main".into());
     Ok(Route {
@@ -163,34 +194,34 @@ pub(super) async fn resolve_session_id(
     gw: &Gateway,
     id: &str,
     agent_id: Option<&str>,
-) -> Result<Route, String> {
+) -> Result<Route, RouteError> {
     let id = id.trim();
     if id.is_empty() || id.len() > 512 {
-        return Err("sessionId must be 1-512 characters".into());
+        return Err(RouteError::IdLength);
     }
     let found = gw
         .db
         .session_by_id(id.to_owned())
         .await
-        .map_err(|e| format!("cannot look the sessionId up: {e}"))?;
+        .map_err(|e| RouteError::IdLookup(e.to_string()))?;
     let Some((session_key, agent)) = found else {
-        return Err(format!(
-            "unknown sessionId {id:?}: no session on this gateway has it (pass sessionKey)"
-        ));
+        return Err(RouteError::UnknownId(id.to_owned()));
     };
     if gw.config().agent(&agent).is_none() {
-        return Err(format!(
-            "sessionId {id:?} belongs to agent {agent:?}, which is not configured"
-        ));
+        return Err(RouteError::IdOfUnconfiguredAgent {
+            id: id.to_owned(),
+            agent,
+        });
     }
     if let Some(explicit) = agent_id {
         let explicit =
-            AgentId::parse(explicit).map_err(|_| format!("unknown agent id {explicit:?}"))?;
+            AgentId::parse(explicit).map_err(|_| RouteError::UnknownAgent(explicit.to_owned()))?;
         if explicit.as_str() != agent {
-            return Err(format!(
-                "sessionId {id:?} belongs to agent {agent:?}, not {:?}",
-                explicit.as_str()
-            ));
+            return Err(RouteError::IdOfAnotherAgent {
+                id: id.to_owned(),
+                agent,
+                asked: explicit.as_str().to_owned(),
+            });
         }
     }
     Ok(Route {
@@ -239,6 +270,20 @@ impl Admission {
     }
 }
 
+/// Why a run's `provider` / `model` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ModelChoiceError {
+    #[error("provider {0:?} needs a model too (model: \"<model>\" or \"{0}/<model>\")")]
+    ProviderWithoutModel(String),
+    #[error("model must be a non-empty model name")]
+    EmptyModel,
+    /// The provider asked for, and the configured ones, joined.
+    #[error("unknown provider {0:?} (configured: {1})")]
+    UnknownProvider(String, String),
+    #[error("provider {provider:?} uses api {api:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)")]
+    NotCallable { provider: String, api: &'static str },
+}
+
 /// The provider and model a run asked for, checked against the config: `model` may be
 /// `"<provider>/<model>"` (the provider must be configured) or a bare model name on
 /// `provider` (default: the agent's). `None` when it is the agent's own model.
@@ -247,15 +292,11 @@ pub(super) fn run_model(
     own: &crate::config::ResolvedModel,
     provider: Option<String>,
     model: Option<String>,
-) -> Result<Option<ipc::control::RunModel>, String> {
+) -> Result<Option<ipc::control::RunModel>, ModelChoiceError> {
     let known = |p: &str| agent.providers.iter().find(|r| r.provider == p);
     let (provider, model) = match (provider, model) {
         (None, None) => return Ok(None),
-        (Some(p), None) => {
-            return Err(format!(
-                "provider {p:?} needs a model too (model: \"<model>\" or \"{p}/<model>\")"
-            ))
-        }
+        (Some(p), None) => return Err(ModelChoiceError::ProviderWithoutModel(p)),
         (Some(p), Some(m)) => {
             let m = m
                 .strip_prefix(&format!("{p}/"))
@@ -271,24 +312,24 @@ pub(super) fn run_model(
         },
     };
     if model.trim().is_empty() {
-        return Err("model must be a non-empty model name".into());
+        return Err(ModelChoiceError::EmptyModel);
     }
     let Some(p) = known(&provider) else {
-        return Err(format!(
-            "unknown provider {provider:?} (configured: {})",
-            agent
-                .providers
-                .iter()
-                .map(|r| r.provider.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+        let configured: Vec<&str> = agent
+            .providers
+            .iter()
+            .map(|r| r.provider.as_str())
+            .collect();
+        return Err(ModelChoiceError::UnknownProvider(
+            provider,
+            configured.join(", "),
         ));
     };
     if !p.api.implemented() {
-        return Err(format!(
-            "provider {provider:?} uses api {:?}, which this loopgate build cannot call (supported: openai-completions, openai-responses, anthropic-messages, ollama)",
-            p.api.as_str()
-        ));
+        return Err(ModelChoiceError::NotCallable {
+            provider,
+            api: p.api.as_str(),
+        });
     }
     if provider == own.provider && model == own.model {
         return Ok(None);
@@ -467,8 +508,10 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
     if !strict_model {
         a.model = session.model.clone();
     }
-    let invalid = |e: String| ErrorShape::invalid(format!("invalid agent params: {e}"));
-    let run_model = run_model(agent, model, a.provider.take(), a.model.take()).map_err(invalid)?;
+    let invalid =
+        |e: &dyn std::fmt::Display| ErrorShape::invalid(format!("invalid agent params: {e}"));
+    let run_model =
+        run_model(agent, model, a.provider.take(), a.model.take()).map_err(|e| invalid(&e))?;
     let levels = thinking::resolve(
         agent,
         model,
@@ -476,7 +519,7 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
         a.thinking.as_deref(),
         &session,
     )
-    .map_err(invalid)?;
+    .map_err(|e| invalid(&e))?;
     if a.images_need_model {
         check_images(agent, model, run_model.as_ref(), &a.attachments)?;
     }
@@ -502,7 +545,7 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
     // Request > session > agent (R-B1).
     let verbose = match a.verbose.as_deref() {
         Some(v) => ipc::thinking::VerboseLevel::parse(v)
-            .ok_or_else(|| invalid(format!("verbose level {v:?} must be off, on or full")))?,
+            .ok_or_else(|| invalid(&format!("verbose level {v:?} must be off, on or full")))?,
         None => session.verbose.unwrap_or(agent.verbose_default),
     };
     // Request > agent (R-D5).

@@ -28,19 +28,56 @@ pub(super) enum Takes {
     Anything,
 }
 
+/// Why a message's attachments are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum AttachmentError {
+    #[error("{0} attachments; at most {MAX_ATTACHMENTS} may be sent with one message")]
+    TooMany(usize),
+    /// One attachment, by its label (the file name, else the type, else `attachment-N`).
+    #[error("attachment {label}: {why}")]
+    One { label: String, why: Refused },
+    #[error("attachment {label}: non-image attachments ({mime}) are not supported on this entrypoint (images and UTF-8 text files are)")]
+    NotHere { label: String, mime: String },
+    #[error("attachment {label}: exceeds size limit (attachments total {total} > {MAX_ATTACHMENTS_BYTES} bytes)")]
+    TotalTooLarge { label: String, total: u64 },
+}
+
+/// What is wrong with one attachment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refused {
+    #[error("invalid mimeType {0:?}: expected type/subtype")]
+    MediaType(String),
+    /// `what` is "image exceeds", "text file exceeds" or "exceeds".
+    #[error("{what} size limit ({size} > {cap} bytes)")]
+    TooLarge {
+        what: &'static str,
+        size: u64,
+        cap: u64,
+    },
+    #[error("content as an array must hold byte values (0-255)")]
+    NotBytes,
+    #[error("content must be base64 string")]
+    NotText,
+    #[error("source type {0:?} is not supported (base64 is)")]
+    SourceKind(String),
+    #[error("a data: URL needs a comma before its data")]
+    DataUrlComma,
+    #[error("only base64 data: URLs are taken")]
+    DataUrlNotBase64,
+    #[error("invalid base64 content")]
+    Base64,
+}
+
 /// The attachments of one message, checked; `Err` says which one is wrong and why, in
 /// OpenClaw's words where it has them (`attachment <label>: ...`, the label being the file
 /// name, else the type, else `attachment-N`).
 pub(super) fn normalize(
     list: Option<Vec<ChatAttachment>>,
     takes: Takes,
-) -> Result<Vec<Attachment>, String> {
+) -> Result<Vec<Attachment>, AttachmentError> {
     let list = list.unwrap_or_default();
     if list.len() > MAX_ATTACHMENTS {
-        return Err(format!(
-            "{} attachments; at most {MAX_ATTACHMENTS} may be sent with one message",
-            list.len()
-        ));
+        return Err(AttachmentError::TooMany(list.len()));
     }
     let mut out = Vec::with_capacity(list.len());
     let mut total: u64 = 0;
@@ -51,20 +88,20 @@ pub(super) fn normalize(
             .find(|n| !n.trim().is_empty())
             .cloned()
             .unwrap_or_else(|| format!("attachment-{}", i + 1));
-        let Some(found) = one(a).map_err(|why| format!("attachment {label}: {why}"))? else {
-            continue;
+        let found = match one(a) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(why) => return Err(AttachmentError::One { label, why }),
         };
         if takes == Takes::ImagesAndText && found.kind == AttachmentKind::Document {
-            return Err(format!(
-                "attachment {label}: non-image attachments ({}) are not supported on this entrypoint (images and UTF-8 text files are)",
-                found.mime_type
-            ));
+            return Err(AttachmentError::NotHere {
+                label,
+                mime: found.mime_type,
+            });
         }
         total += found.size_bytes;
         if total > MAX_ATTACHMENTS_BYTES {
-            return Err(format!(
-                "attachment {label}: exceeds size limit (attachments total {total} > {MAX_ATTACHMENTS_BYTES} bytes)"
-            ));
+            return Err(AttachmentError::TotalTooLarge { label, total });
         }
         out.push(found);
     }
@@ -78,7 +115,7 @@ struct Raw {
 }
 
 /// One attachment; `None` when it has no content.
-fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
+fn one(a: ChatAttachment) -> Result<Option<Attachment>, Refused> {
     let Some(raw) = raw_bytes(&a)? else {
         return Ok(None);
     };
@@ -90,10 +127,9 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
     // header, a URL): `type/subtype` of a safe alphabet, or refused.
     let declared = match raw.declared.or(a.mime_type.clone()) {
         Some(m) if m.trim().is_empty() => None,
-        Some(m) => Some(media_type(&m).ok_or_else(|| {
-            let shown: String = m.chars().take(64).collect();
-            format!("invalid mimeType {shown:?}: expected type/subtype")
-        })?),
+        Some(m) => {
+            Some(media_type(&m).ok_or_else(|| Refused::MediaType(m.chars().take(64).collect()))?)
+        }
         None => None,
     };
     let (kind, mime) = match sniff_image(&raw.bytes) {
@@ -120,7 +156,7 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
         _ => (MAX_ATTACHMENTS_BYTES, "exceeds"),
     };
     if size > cap {
-        return Err(format!("{what} size limit ({size} > {cap} bytes)"));
+        return Err(Refused::TooLarge { what, size, cap });
     }
     let digest = {
         use sha2::{Digest, Sha256};
@@ -141,7 +177,7 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, String> {
 }
 
 /// The bytes of an attachment, from `content` or `source`; `None` when it has neither.
-fn raw_bytes(a: &ChatAttachment) -> Result<Option<Raw>, String> {
+fn raw_bytes(a: &ChatAttachment) -> Result<Option<Raw>, Refused> {
     match &a.content {
         Some(AttachmentContent::Text(s)) => return decode_text(s).map(Some),
         Some(AttachmentContent::Bytes(bytes)) => {
@@ -150,20 +186,15 @@ fn raw_bytes(a: &ChatAttachment) -> Result<Option<Raw>, String> {
                 declared: None,
             }));
         }
-        Some(AttachmentContent::NotBytes) => {
-            return Err("content as an array must hold byte values (0-255)".into())
-        }
+        Some(AttachmentContent::NotBytes) => return Err(Refused::NotBytes),
         None => {}
-        Some(AttachmentContent::Other) => return Err("content must be base64 string".into()),
+        Some(AttachmentContent::Other) => return Err(Refused::NotText),
     }
     let Some(source) = &a.source else {
         return Ok(None);
     };
     if source.kind.as_deref().is_some_and(|k| k != "base64") {
-        return Err(format!(
-            "source type {:?} is not supported (base64 is)",
-            source.kind.as_deref().unwrap_or_default()
-        ));
+        return Err(Refused::SourceKind(source.kind.clone().unwrap_or_default()));
     }
     let Some(data) = &source.data else {
         return Ok(None);
@@ -174,22 +205,21 @@ fn raw_bytes(a: &ChatAttachment) -> Result<Option<Raw>, String> {
 }
 
 /// Base64 text, or a `data:<type>;base64,<data>` URL.
-fn decode_text(s: &str) -> Result<Raw, String> {
+fn decode_text(s: &str) -> Result<Raw, Refused> {
     // Past this the decoded bytes cannot be within the caps: refuse before decoding.
     let most = (MAX_ATTACHMENTS_BYTES as usize / 3 + 1) * 4 + 1024;
     if s.len() > most {
-        let estimate = s.len() / 4 * 3;
-        return Err(format!(
-            "exceeds size limit ({estimate} > {MAX_ATTACHMENTS_BYTES} bytes)"
-        ));
+        return Err(Refused::TooLarge {
+            what: "exceeds",
+            size: (s.len() / 4 * 3) as u64,
+            cap: MAX_ATTACHMENTS_BYTES,
+        });
     }
     let (declared, data) = match s.strip_prefix("data:") {
         Some(rest) => {
-            let (header, data) = rest
-                .split_once(',')
-                .ok_or("a data: URL needs a comma before its data")?;
+            let (header, data) = rest.split_once(',').ok_or(Refused::DataUrlComma)?;
             let Some(mime) = header.strip_suffix(";base64") else {
-                return Err("only base64 data: URLs are taken".into());
+                return Err(Refused::DataUrlNotBase64);
             };
             let mime = mime.split(';').next().unwrap_or("").to_owned();
             ((!mime.is_empty()).then_some(mime), data)
@@ -197,9 +227,7 @@ fn decode_text(s: &str) -> Result<Raw, String> {
         None => (None, s),
     };
     let compact: Vec<u8> = data.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    let bytes = LENIENT
-        .decode(&compact)
-        .map_err(|_| "invalid base64 content".to_owned())?;
+    let bytes = LENIENT.decode(&compact).map_err(|_| Refused::Base64)?;
     Ok(Raw { bytes, declared })
 }
 
@@ -265,7 +293,7 @@ mod tests {
     }
 
     fn one_of(a: ChatAttachment, takes: Takes) -> Result<Vec<Attachment>, String> {
-        normalize(Some(vec![a]), takes)
+        normalize(Some(vec![a]), takes).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -347,9 +375,10 @@ mod tests {
         let empty = vec![ChatAttachment::default(), att(Value::String(String::new()))];
         assert_eq!(normalize(Some(empty), Takes::Anything).unwrap(), vec![]);
         let many = vec![att(Value::String(DOT.into())); MAX_ATTACHMENTS + 1];
-        assert!(normalize(Some(many), Takes::Anything)
-            .unwrap_err()
-            .contains("at most 32"));
+        assert_eq!(
+            normalize(Some(many), Takes::Anything),
+            Err(AttachmentError::TooMany(33))
+        );
         let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
         png.resize(MAX_IMAGE_ATTACHMENT_BYTES as usize + 1, 0);
         let big = att(Value::String(STANDARD.encode(&png)));
@@ -361,6 +390,9 @@ mod tests {
         five.resize(5 * 1024 * 1024, 0);
         let two = vec![att(Value::String(STANDARD.encode(&five))); 2];
         let e = normalize(Some(two), Takes::Anything).unwrap_err();
-        assert!(e.contains("exceeds size limit (attachments total"), "{e}");
+        assert!(
+            matches!(e, AttachmentError::TotalTooLarge { total, .. } if total == 10 * 1024 * 1024),
+            "{e}"
+        );
     }
 }

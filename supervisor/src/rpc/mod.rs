@@ -438,6 +438,17 @@ fn session_error(e: RpcError) -> ErrorShape {
     }
 }
 
+/// Why an attachment cannot be read for the Control UI.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error("{}", .0.message)]
+    Worker(RpcError),
+    #[error("unexpected answer from the worker: {0}")]
+    Unexpected(String),
+}
+
 /// An attachment a message of `session_key` carries (the Control UI's media route): routed
 /// as `chat.history` routes the key, read by the agent's worker.
 pub(crate) async fn session_media(
@@ -445,7 +456,7 @@ pub(crate) async fn session_media(
     agent_id: Option<&str>,
     session_key: &str,
     digits: &str,
-) -> Result<Option<ipc::control::MediaBytes>, String> {
+) -> Result<Option<ipc::control::MediaBytes>, MediaError> {
     let p = AgentParams {
         session_key: Some(session_key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
@@ -458,8 +469,8 @@ pub(crate) async fn session_media(
     };
     match at_worker(gw, route.agent_id, op).await {
         Ok(ipc::control::SessionReply::Media { found }) => Ok(found),
-        Ok(other) => Err(format!("unexpected answer from the worker: {other:?}")),
-        Err(e) => Err(e.message),
+        Ok(other) => Err(MediaError::Unexpected(format!("{other:?}"))),
+        Err(e) => Err(MediaError::Worker(e)),
     }
 }
 

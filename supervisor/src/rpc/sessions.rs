@@ -291,7 +291,7 @@ pub(super) async fn patch_session(
             return Err(invalid(&too_long));
         }
     }
-    let settings = patched_settings(gw, route, p).map_err(|e| invalid(&e))?;
+    let settings = patched_settings(gw, route, p).map_err(|e| invalid(&e.to_string()))?;
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: p
@@ -375,24 +375,40 @@ impl Settings {
     }
 }
 
+/// Why `sessions.patch` refuses a setting (each names its key).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PatchRefused {
+    #[error("model: {0}")]
+    Model(super::admission::ModelChoiceError),
+    #[error("model: the agent has no model configured")]
+    NoModel,
+    #[error("thinkingLevel: {0}")]
+    Thinking(super::thinking::LevelError),
+    #[error("reasoningLevel: {0}")]
+    Reasoning(super::thinking::LevelError),
+    #[error("queueMode: {0:?} is not one of steer, followup, collect, interrupt")]
+    QueueMode(String),
+    #[error("invalid verboseLevel (use \"on\"|\"off\"|\"full\")")]
+    Verbose,
+}
+
 /// Checks the settings a patch asks for, each as an `agent` run's would be; the error names
 /// the key.
 fn patched_settings(
     gw: &Gateway,
     route: &Route,
     p: &ipc::gateway::SessionsPatchParams,
-) -> Result<Settings, String> {
+) -> Result<Settings, PatchRefused> {
     let model = match &p.model {
         None => None,
         Some(None) => Some(None),
-        Some(Some(m)) => Some(patched_model(gw, route, m).map_err(|e| format!("model: {e}"))?),
+        Some(Some(m)) => Some(patched_model(gw, route, m)?),
     };
     let thinking = match &p.thinking_level {
         None => None,
         Some(None) => Some(None),
         Some(Some(l)) => Some(Some(
-            patched_thinking(gw, route, l, model.as_ref())
-                .map_err(|e| format!("thinkingLevel: {e}"))?,
+            patched_thinking(gw, route, l, model.as_ref()).map_err(PatchRefused::Thinking)?,
         )),
     };
     let reasoning = match &p.reasoning_level {
@@ -400,7 +416,7 @@ fn patched_settings(
         Some(None) => Some(None),
         Some(Some(r)) => Some(Some(
             super::thinking::parse_reasoning(r)
-                .map_err(|e| format!("reasoningLevel: {e}"))?
+                .map_err(PatchRefused::Reasoning)?
                 .as_str()
                 .to_owned(),
         )),
@@ -408,16 +424,16 @@ fn patched_settings(
     let queue_mode = match &p.queue_mode {
         None => None,
         Some(None) => Some(None),
-        Some(Some(m)) => Some(Some(ipc::queue::QueueMode::parse(m).ok_or_else(|| {
-            format!("queueMode: {m:?} is not one of steer, followup, collect, interrupt")
-        })?)),
+        Some(Some(m)) => Some(Some(
+            ipc::queue::QueueMode::parse(m).ok_or_else(|| PatchRefused::QueueMode(m.clone()))?,
+        )),
     };
     let verbose = match &p.verbose_level {
         None => None,
         Some(None) => Some(None),
-        Some(Some(v)) => Some(Some(ipc::thinking::VerboseLevel::parse(v).ok_or_else(
-            || "invalid verboseLevel (use \"on\"|\"off\"|\"full\")".to_owned(),
-        )?)),
+        Some(Some(v)) => Some(Some(
+            ipc::thinking::VerboseLevel::parse(v).ok_or(PatchRefused::Verbose)?,
+        )),
     };
     Ok(Settings {
         model,
@@ -430,15 +446,16 @@ fn patched_settings(
 
 /// A model of the session's own: checked as an `agent` run's `model` is, kept as
 /// `<provider>/<model>` (the agent's own model clears it).
-fn patched_model(gw: &Gateway, route: &Route, m: &str) -> Result<Option<String>, String> {
+fn patched_model(gw: &Gateway, route: &Route, m: &str) -> Result<Option<String>, PatchRefused> {
     let config = gw.config();
     let Some((agent, own)) = config
         .agent(&route.agent_id)
         .and_then(|a| a.model.as_ref().map(|m| (a, m)))
     else {
-        return Err("the agent has no model configured".into());
+        return Err(PatchRefused::NoModel);
     };
-    let run_model = super::run_model(agent, own, None, Some(m.to_owned()))?;
+    let run_model =
+        super::run_model(agent, own, None, Some(m.to_owned())).map_err(PatchRefused::Model)?;
     Ok(run_model.map(|r| format!("{}/{}", r.provider, r.model)))
 }
 
@@ -449,7 +466,7 @@ fn patched_thinking(
     route: &Route,
     level: &str,
     model_override: Option<&Option<String>>,
-) -> Result<String, String> {
+) -> Result<String, super::thinking::LevelError> {
     let level = super::thinking::parse_level(level)?;
     let config = gw.config();
     let model = match model_override {

@@ -17,17 +17,35 @@ pub(super) struct RunThinking {
     pub reasoning: Option<ReasoningMode>,
 }
 
-/// A level by name, or why not.
-pub(super) fn parse_level(s: &str) -> Result<Thinking, String> {
-    Thinking::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = Thinking::ALL.iter().map(|t| t.as_str()).collect();
-        format!("thinking level {s:?} is not one of {}", names.join(", "))
-    })
+/// Why a thinking or reasoning level is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum LevelError {
+    #[error("thinking level {0:?} is not one of {names}", names = level_names())]
+    UnknownThinking(String),
+    #[error("reasoning level {0:?} must be off, on or stream")]
+    UnknownReasoning(String),
+    /// `model` is `<provider>/<name>`.
+    #[error("thinking level {level:?} is not supported by {model}: it is not a reasoning model (mark it with models.providers.{provider}.models.{name:?}.reasoning = true)")]
+    NotReasoning {
+        level: &'static str,
+        model: String,
+        provider: String,
+        name: String,
+    },
 }
 
-pub(super) fn parse_reasoning(s: &str) -> Result<ReasoningMode, String> {
-    ReasoningMode::parse(s)
-        .ok_or_else(|| format!("reasoning level {s:?} must be off, on or stream"))
+fn level_names() -> String {
+    let names: Vec<&str> = Thinking::ALL.iter().map(|t| t.as_str()).collect();
+    names.join(", ")
+}
+
+/// A level by name, or why not.
+pub(super) fn parse_level(s: &str) -> Result<Thinking, LevelError> {
+    Thinking::parse(s).ok_or_else(|| LevelError::UnknownThinking(s.to_owned()))
+}
+
+pub(super) fn parse_reasoning(s: &str) -> Result<ReasoningMode, LevelError> {
+    ReasoningMode::parse(s).ok_or_else(|| LevelError::UnknownReasoning(s.to_owned()))
 }
 
 /// What the config says of the model a run uses (its own pick, else the agent's): whether
@@ -66,15 +84,17 @@ pub(super) fn model_reasons(
 }
 
 /// Checks `level` against the model: only a reasoning model thinks.
-pub(super) fn check_level(level: Thinking, reasons: bool, model: &str) -> Result<(), String> {
+pub(super) fn check_level(level: Thinking, reasons: bool, model: &str) -> Result<(), LevelError> {
     if level == Thinking::Off || reasons {
         return Ok(());
     }
     let (provider, name) = model.split_once('/').unwrap_or((model, ""));
-    Err(format!(
-        "thinking level {:?} is not supported by {model}: it is not a reasoning model (mark it with models.providers.{provider}.models.{name:?}.reasoning = true)",
-        level.as_str()
-    ))
+    Err(LevelError::NotReasoning {
+        level: level.as_str(),
+        model: model.to_owned(),
+        provider: provider.to_owned(),
+        name: name.to_owned(),
+    })
 }
 
 /// The run's thinking and reasoning, resolved and checked.
@@ -84,7 +104,7 @@ pub(super) fn resolve(
     run_model: Option<&RunModel>,
     requested: Option<&str>,
     session: &SessionOverrides,
-) -> Result<RunThinking, String> {
+) -> Result<RunThinking, LevelError> {
     let level = match requested.or(session.thinking.as_deref()) {
         Some(s) => Some(parse_level(s)?),
         None => agent.thinking_default,
@@ -111,11 +131,16 @@ mod tests {
     fn only_reasoning_models_take_a_level() {
         assert!(check_level(Thinking::Off, false, "p/m").is_ok());
         assert!(check_level(Thinking::High, true, "p/m").is_ok());
-        let e = check_level(Thinking::High, false, "p/m").unwrap_err();
+        let e = check_level(Thinking::High, false, "p/m")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("\"high\"") && e.contains("models.providers.p.models.\"m\".reasoning"),
             "{e}"
         );
-        assert!(parse_level("loud").unwrap_err().contains("xhigh"));
+        assert!(parse_level("loud")
+            .unwrap_err()
+            .to_string()
+            .contains("xhigh"));
     }
 }

@@ -37,7 +37,7 @@ pub(super) async fn agent(
     };
     let attachments = match normalize(p.attachments.take(), Takes::ImagesAndText) {
         Ok(a) => a,
-        Err(m) => return out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(m) => return out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
     };
     // As OpenClaw: picking the model of a run is an admin's call (`MODEL_CHANGE`, the rule
     // of every path that changes a model).
@@ -60,7 +60,7 @@ pub(super) async fn agent(
     };
     let route = match routed {
         Ok(r) => r,
-        Err(m) => return out.err(&req.id, invalid(m)).await,
+        Err(m) => return out.err(&req.id, invalid(m.to_string())).await,
     };
     let run_id = p.idempotency_key.clone();
     // `/think high what is ...`: a message with an inline directive, not a command.
@@ -173,7 +173,7 @@ pub(super) async fn chat_send(
     };
     let attachments = match normalize(p.attachments.take(), Takes::Anything) {
         Ok(a) => a,
-        Err(m) => return out.err(&req.id, ErrorShape::invalid(m)).await,
+        Err(m) => return out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
     };
     let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
     if let Some(m) = turn_params_error(

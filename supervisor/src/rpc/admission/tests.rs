@@ -50,13 +50,26 @@ fn routing_follows_r_a1_precedence() {
         (k.agent_id.as_str(), k.session_key.as_str()),
         ("ops", "agent:ops:thread")
     );
-    assert!(r(Some("ghost"), None)
-        .unwrap_err()
-        .contains("unknown agent id"));
-    assert!(r(None, Some("agent:ghost:x"))
-        .unwrap_err()
-        .contains("unknown agent id"));
-    assert!(r(Some("main"), Some("agent:ops:x")).is_err());
+    let unknown = RouteError::UnknownAgent("ghost".into());
+    assert_eq!(r(Some("ghost"), None), Err(unknown.clone()));
+    assert_eq!(r(None, Some("agent:ghost:x")), Err(unknown));
+    assert_eq!(
+        r(Some("main"), Some("agent:ops:x")),
+        Err(RouteError::KeyOfAnotherAgent {
+            key: "agent:ops:x".into(),
+            owner: "ops".into(),
+            asked: "main".into()
+        })
+    );
+    for bad in ["agent:ops", "agent:ops:", ""] {
+        assert!(
+            matches!(
+                r(None, Some(bad)),
+                Err(RouteError::KeyShape(_) | RouteError::KeyLength)
+            ),
+            "{bad:?}"
+        );
+    }
 }
 
 /// Issue 23 (last Deliver bullet): keys that could hide or fake what an operator reads are
@@ -75,7 +88,8 @@ fn keys_with_controls_or_bidi_marks_are_refused() {
         "agent:main:x\u{0}",
     ] {
         let e = route(&p(None, Some(bad)), configured).unwrap_err();
-        assert!(e.contains("control or bidirectional"), "{bad:?}: {e}");
+        assert!(matches!(e, RouteError::KeyUnshowable(_)), "{bad:?}: {e}");
+        assert!(e.to_string().contains("control or bidirectional"), "{e}");
     }
     assert!(route(&p(None, Some("é-日本-ok")), configured).is_ok());
 }
@@ -97,5 +111,8 @@ fn a_session_id_routes_only_without_a_key_r_a1() {
     assert_eq!(session_id_only(&with(None, Some("agent:ops:x"))), None);
     assert_eq!(session_id_only(&p(None, Some("k"))), None);
     // Unresolved, `route` refuses it rather than picking a session.
-    assert!(route(&with(None, None), configured).is_err());
+    assert_eq!(
+        route(&with(None, None), configured),
+        Err(RouteError::IdUnresolved)
+    );
 }
