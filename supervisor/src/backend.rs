@@ -33,6 +33,27 @@ pub enum Submitted {
     Conflict(String),
 }
 
+/// Why the cluster could not take a run, or give its outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterRunError {
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+    #[error("the run is {size} bytes with its message and attachments; cluster mode carries at most {limit} bytes per run (the NATS servers' max_payload)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("cannot encode the run: {0}")]
+    Encode(serde_json::Error),
+    #[error("the cluster's outcome of {run_id} is unreadable: {why}")]
+    Unreadable {
+        run_id: String,
+        why: serde_json::Error,
+    },
+    #[error("the gateway stopped before the run finished")]
+    Stopped,
+    /// The task waiting for the outcome ended without one (it panicked or was cancelled).
+    #[error("waiting for the run's outcome failed: {0}")]
+    Waiting(String),
+}
+
 /// What a cluster member does where a single gateway does it alone.
 pub trait ClusterBackend: Send + Sync {
     /// This gateway's node name.
@@ -58,13 +79,13 @@ pub trait ClusterBackend: Send + Sync {
         &self,
         record: cluster::RunRecord,
         run: SubmitRun,
-    ) -> BoxFuture<'_, Result<Submitted, String>>;
+    ) -> BoxFuture<'_, Result<Submitted, ClusterRunError>>;
 
     /// The run's outcome, whichever gateway recorded it (waits for it).
     fn outcome(
         self: Arc<Self>,
         run_id: String,
-    ) -> BoxFuture<'static, Result<StoredTerminal, String>>;
+    ) -> BoxFuture<'static, Result<StoredTerminal, ClusterRunError>>;
 
     /// `agent.wait` for a run this gateway does not know: its outcome within `window`.
     fn wait_result<'a>(

@@ -11,12 +11,26 @@ pub fn state_dir(
     flag: Option<PathBuf>,
     env: Option<PathBuf>,
     home: Option<PathBuf>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, PathError> {
     if let Some(p) = flag.or(env) {
         return Ok(p);
     }
     home.map(|h| h.join(".loopgate"))
-        .ok_or_else(|| "cannot find a state directory: pass --state-dir or set LOOPGATE_STATE_DIR (HOME is not set)".to_owned())
+        .ok_or(PathError::NoStateDir)
+}
+
+/// Why the state directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("cannot find a state directory: pass --state-dir or set LOOPGATE_STATE_DIR (HOME is not set)")]
+    NoStateDir,
+    /// The longest socket path and its length.
+    #[error("state directory {} is too long for its unix sockets ({} is {len} bytes; the limit is {MAX_SOCKET_PATH}): use a shorter --state-dir", state.display(), socket.display())]
+    TooLong {
+        state: PathBuf,
+        socket: PathBuf,
+        len: usize,
+    },
 }
 
 pub fn socket(state: &Path) -> PathBuf {
@@ -46,16 +60,16 @@ pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The state dir's sockets (`gateway.sock`, `run/w-<12 hex>.sock`) must fit in `sun_path`;
 /// a longer state-dir path is refused at start instead of starting workers that cannot bind.
-pub fn check_socket_paths(state: &Path) -> Result<(), String> {
+pub fn check_socket_paths(state: &Path) -> Result<(), PathError> {
     let worker = run_dir(state).join("w-000000000000.sock");
     for p in [socket(state), worker] {
         let len = p.as_os_str().len();
         if len > MAX_SOCKET_PATH {
-            return Err(format!(
-                "state directory {} is too long for its unix sockets ({} is {len} bytes; the limit is {MAX_SOCKET_PATH}): use a shorter --state-dir",
-                state.display(),
-                p.display()
-            ));
+            return Err(PathError::TooLong {
+                state: state.to_owned(),
+                socket: p,
+                len,
+            });
         }
     }
     Ok(())
@@ -70,6 +84,6 @@ mod tests {
         assert!(check_socket_paths(Path::new("/var/lib/loopgate")).is_ok());
         let long = format!("/tmp/{}", "d".repeat(85));
         let e = check_socket_paths(Path::new(&long)).unwrap_err();
-        assert!(e.contains("too long"), "{e}");
+        assert!(matches!(e, PathError::TooLong { len: 114, .. }), "{e}");
     }
 }

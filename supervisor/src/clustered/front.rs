@@ -8,7 +8,7 @@ use cluster::{Accepted, RunRecord};
 use ipc::gateway::AgentWaitResult;
 
 use super::{Clustered, Travelling};
-use crate::backend::Submitted;
+use crate::backend::{ClusterRunError, Submitted};
 use crate::outcome::{stored_wait_result, StoredTerminal};
 
 /// Claims `run.run_id` (the idempotency key) cluster-wide for this request, durably, and
@@ -18,40 +18,34 @@ pub async fn submit(
     c: &Clustered,
     node_record: RunRecord,
     run: ipc::control::SubmitRun,
-) -> Result<Submitted, String> {
+) -> Result<Submitted, ClusterRunError> {
     let travelling = Travelling {
         agent_id: node_record.agent_id.clone(),
         request_hash: node_record.request_hash.clone(),
         run,
     };
-    let payload = serde_json::to_vec(&travelling).map_err(|e| e.to_string())?;
+    let payload = serde_json::to_vec(&travelling).map_err(ClusterRunError::Encode)?;
     // Room for the headers the engine adds.
     let limit = c.engine.max_payload().saturating_sub(4096);
     if payload.len() > limit {
-        return Err(format!(
-            "the run is {} bytes with its message and attachments; cluster mode carries at most {limit} bytes per run (the NATS servers' max_payload)",
-            payload.len()
-        ));
+        return Err(ClusterRunError::TooLarge {
+            size: payload.len(),
+            limit,
+        });
     }
     let run_id = node_record.run_id.clone();
-    match c
-        .engine
-        .accept(&node_record)
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    match c.engine.accept(&node_record).await? {
         Accepted::New => {}
         Accepted::Conflict(why) => return Ok(Submitted::Conflict(why)),
         Accepted::Existing(first) => {
-            if let Some(done) = c.engine.outcome(&run_id).await.map_err(|e| e.to_string())? {
+            if let Some(done) = c.engine.outcome(&run_id).await? {
                 return terminal(&done).map(Submitted::Finished);
             }
             // Queued again in case the first front door died before queuing it (a run
             // queued twice is started once: `Engine::start`).
             c.engine
                 .enqueue(&first.agent_id, &run_id, Bytes::from(payload))
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             return Ok(Submitted::InFlight {
                 agent_id: first.agent_id,
                 session_key: first.session_key,
@@ -60,14 +54,13 @@ pub async fn submit(
     }
     c.engine
         .enqueue(&node_record.agent_id, &run_id, Bytes::from(payload))
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(Submitted::New)
 }
 
 /// Waits for the run's outcome, wherever it is written (the engine going away for a while
 /// only delays it; the caller stops waiting when the gateway stops).
-pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, String> {
+pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, ClusterRunError> {
     let (id, rx) = c.waiters.add(run_id);
     // Registered first: an outcome recorded from now on wakes it; one recorded before is
     // read here.
@@ -86,8 +79,7 @@ pub async fn outcome(c: &Clustered, run_id: &str) -> Result<StoredTerminal, Stri
             }
         }
     }
-    rx.await
-        .map_err(|_| "the gateway stopped before the run finished".to_owned())
+    rx.await.map_err(|_| ClusterRunError::Stopped)
 }
 
 /// `agent.wait` for a run this gateway does not know: the cluster's outcome, waiting up to
@@ -120,11 +112,9 @@ pub async fn wait_result(c: &Clustered, run_id: &str, window: Duration) -> Optio
     }
 }
 
-pub(super) fn terminal(done: &cluster::OutcomeRecord) -> Result<StoredTerminal, String> {
-    serde_json::from_str(done.terminal.get()).map_err(|e| {
-        format!(
-            "the cluster's outcome of {} is unreadable: {e}",
-            done.run_id
-        )
+pub(super) fn terminal(done: &cluster::OutcomeRecord) -> Result<StoredTerminal, ClusterRunError> {
+    serde_json::from_str(done.terminal.get()).map_err(|why| ClusterRunError::Unreadable {
+        run_id: done.run_id.clone(),
+        why,
     })
 }

@@ -14,6 +14,28 @@ const TAKEOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Most bytes of records in one replay frame (the link's frames are at most 16 MiB).
 const REPLAY_FRAME_BYTES: usize = 4 * 1024 * 1024;
 
+/// Why a worker cannot sync its journal through this gateway.
+#[derive(Debug, thiserror::Error)]
+enum SyncRefused {
+    #[error("gateway {node} does not own agent {agent} (another gateway runs it)")]
+    NotOwner { node: String, agent: String },
+    #[error("gateway {node} has not taken agent {agent}'s journal over within {TAKEOVER_WAIT:?}")]
+    NotTakenOver { node: String, agent: String },
+    #[error(
+        "a newer owner (epoch {newer}) took agent {agent} over from gateway {node} (epoch {mine})"
+    )]
+    Superseded {
+        newer: u64,
+        agent: String,
+        node: String,
+        mine: u64,
+    },
+    #[error("journal record {seq} of {agent} is not UTF-8")]
+    NotText { seq: u64, agent: String },
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+}
+
 impl Clustered {
     /// The lease this gateway holds on `agent`, if any.
     fn lease_of(&self, agent: &str) -> Option<cluster::Lease> {
@@ -22,12 +44,10 @@ impl Clustered {
 
     /// The lease on `agent` once its takeover record is in the journal (waiting for it up
     /// to [`TAKEOVER_WAIT`]); `None` if this gateway does not hold the agent.
-    async fn taken_lease(&self, agent: &str) -> Result<cluster::Lease, String> {
-        let not_mine = || {
-            format!(
-                "gateway {} does not own agent {agent} (another gateway runs it)",
-                self.engine.node()
-            )
+    async fn taken_lease(&self, agent: &str) -> Result<cluster::Lease, SyncRefused> {
+        let not_mine = || SyncRefused::NotOwner {
+            node: self.engine.node().to_owned(),
+            agent: agent.to_owned(),
         };
         let mut taken = self
             .held()
@@ -40,10 +60,10 @@ impl Clustered {
         match waited {
             Ok(true) => self.lease_of(agent).ok_or_else(not_mine),
             Ok(false) => Err(not_mine()),
-            Err(_) => Err(format!(
-                "gateway {} has not taken agent {agent}'s journal over within {TAKEOVER_WAIT:?}",
-                self.engine.node()
-            )),
+            Err(_) => Err(SyncRefused::NotTakenOver {
+                node: self.engine.node().to_owned(),
+                agent: agent.to_owned(),
+            }),
         }
     }
 
@@ -72,7 +92,10 @@ impl Clustered {
             let changes = match String::from_utf8(r.changes) {
                 Ok(c) => c,
                 Err(_) => {
-                    let error = format!("journal record {} of {agent} is not UTF-8", r.seq);
+                    let error = SyncRefused::NotText {
+                        seq: r.seq,
+                        agent: agent.to_owned(),
+                    };
                     return refuse_sync(to, error).await;
                 }
             };
@@ -110,25 +133,17 @@ impl Clustered {
         &self,
         lease: &cluster::Lease,
         after: u64,
-    ) -> Result<cluster::Replay, String> {
+    ) -> Result<cluster::Replay, SyncRefused> {
         let agent = lease.agent.as_str();
-        let replay = self
-            .engine
-            .journal_read(agent, after)
-            .await
-            .map_err(|e| e.to_string())?;
-        let last = self
-            .engine
-            .journal_last(agent)
-            .await
-            .map_err(|e| e.to_string())?;
+        let replay = self.engine.journal_read(agent, after).await?;
+        let last = self.engine.journal_last(agent).await?;
         if last.epoch > lease.epoch {
-            return Err(format!(
-                "a newer owner (epoch {}) took agent {agent} over from gateway {} (epoch {})",
-                last.epoch,
-                self.engine.node(),
-                lease.epoch
-            ));
+            return Err(SyncRefused::Superseded {
+                newer: last.epoch,
+                agent: agent.to_owned(),
+                node: self.engine.node().to_owned(),
+                mine: lease.epoch,
+            });
         }
         Ok(replay)
     }
@@ -163,12 +178,12 @@ impl Clustered {
 }
 
 /// Tells a syncing worker why it cannot serve (it exits; the next one syncs again).
-async fn refuse_sync(to: &mpsc::Sender<ControlToWorker>, error: String) {
+async fn refuse_sync(to: &mpsc::Sender<ControlToWorker>, error: SyncRefused) {
     let _ = to
         .send(ControlToWorker::JournalReplay {
             records: Vec::new(),
             last: None,
-            error: Some(error),
+            error: Some(error.to_string()),
         })
         .await;
 }

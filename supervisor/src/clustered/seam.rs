@@ -10,7 +10,7 @@ use ipc::gateway::{AgentWaitResult, AttachmentPolicy, ClusterStatus};
 use ipc::session_ops::SessionOp;
 
 use super::{front, Clustered};
-use crate::backend::{ClusterBackend, Submitted};
+use crate::backend::{ClusterBackend, ClusterRunError, Submitted};
 use crate::control::{ControlHandle, OpResult};
 use crate::outcome::StoredTerminal;
 
@@ -40,14 +40,14 @@ impl ClusterBackend for Clustered {
         &self,
         record: cluster::RunRecord,
         run: SubmitRun,
-    ) -> BoxFuture<'_, Result<Submitted, String>> {
+    ) -> BoxFuture<'_, Result<Submitted, ClusterRunError>> {
         Box::pin(front::submit(self, record, run))
     }
 
     fn outcome(
         self: Arc<Self>,
         run_id: String,
-    ) -> BoxFuture<'static, Result<StoredTerminal, String>> {
+    ) -> BoxFuture<'static, Result<StoredTerminal, ClusterRunError>> {
         Box::pin(async move { front::outcome(&self, &run_id).await })
     }
 

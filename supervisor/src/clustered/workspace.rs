@@ -38,6 +38,15 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(ArchiveError::Io(std::io::Error::other(e.to_string()))))
 }
 
+/// Why a workspace snapshot could not be brought here.
+#[derive(Debug, thiserror::Error)]
+enum Unrestored {
+    #[error(transparent)]
+    Fetch(#[from] cluster::ClusterError),
+    #[error(transparent)]
+    Unpack(#[from] ArchiveError),
+}
+
 impl Clustered {
     /// Claims `lease.agent`'s workspace head and brings the local files to its snapshot.
     /// `Ok(false)`: a newer owner claimed it (this lease is stale). An engine error is the
@@ -99,16 +108,10 @@ impl Clustered {
         Ok(true)
     }
 
-    async fn fetch_and_restore(&self, object: &str, path: PathBuf) -> Result<Manifest, String> {
-        let data = self
-            .engine
-            .workspace_fetch(object)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn fetch_and_restore(&self, object: &str, path: PathBuf) -> Result<Manifest, Unrestored> {
+        let data = self.engine.workspace_fetch(object).await?;
         let cap = self.engine.workspace_cap();
-        blocking(move || archive::restore(&path, &data, cap))
-            .await
-            .map_err(|e| e.to_string())
+        Ok(blocking(move || archive::restore(&path, &data, cap)).await?)
     }
 
     /// Snapshots `lease.agent`'s workspace if it changed since the last snapshot (or pins

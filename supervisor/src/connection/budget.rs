@@ -101,14 +101,21 @@ static PARSE_SLOTS: std::sync::LazyLock<Semaphore> = std::sync::LazyLock::new(||
     Semaphore::new(cores.saturating_sub(1).max(1))
 });
 
+/// Why a parse sent off the runtime threads gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Unparsed {
+    #[error(transparent)]
+    NoSlot(#[from] tokio::sync::AcquireError),
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Runs the parse `f` on the blocking pool once a parse slot is free.
 pub async fn off_thread<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let _slot = PARSE_SLOTS.acquire().await.map_err(|e| e.to_string())?;
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| e.to_string())
+) -> Result<T, Unparsed> {
+    let _slot = PARSE_SLOTS.acquire().await?;
+    Ok(tokio::task::spawn_blocking(f).await?)
 }
 
 #[cfg(test)]

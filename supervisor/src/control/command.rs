@@ -15,6 +15,11 @@ use crate::config::Config;
 use crate::outcome::Outcome;
 use crate::worker_link::LinkEvent;
 
+/// An abort named a run of another session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("runId does not match sessionKey")]
+pub struct NotOfSession;
+
 /// What a session operation answered: the worker's typed reply, or why there is none.
 pub type OpResult = Result<ipc::control::SessionReply, RpcError>;
 
@@ -74,7 +79,7 @@ pub enum Command {
         session_key: String,
         run_id: Option<String>,
         reason: StopReason,
-        reply: oneshot::Sender<Result<Vec<String>, String>>,
+        reply: oneshot::Sender<Result<Vec<String>, NotOfSession>>,
     },
     /// Runs not yet terminal, by session key.
     ActiveRuns {
@@ -113,7 +118,7 @@ pub enum Command {
     Disallow {
         agent_id: String,
         pattern: String,
-        reply: oneshot::Sender<Result<bool, String>>,
+        reply: oneshot::Sender<Result<bool, crate::gatewaydb::DbError>>,
     },
     /// `exec.approval.resolve`.
     ApprovalResolve {

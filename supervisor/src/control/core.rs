@@ -63,7 +63,7 @@ pub enum Effect {
         agent_id: String,
         pattern: String,
         held: bool,
-        reply: oneshot::Sender<Result<bool, String>>,
+        reply: oneshot::Sender<Result<bool, crate::gatewaydb::DbError>>,
     },
     /// A new one-line summary for systemd (`STATUS=`).
     Status(String),

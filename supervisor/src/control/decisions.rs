@@ -248,7 +248,7 @@ impl Control {
         &mut self,
         agent_id: String,
         pattern: String,
-        reply: oneshot::Sender<Result<bool, String>>,
+        reply: oneshot::Sender<Result<bool, crate::gatewaydb::DbError>>,
     ) {
         let held = self
             .allowed

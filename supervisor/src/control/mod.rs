@@ -159,7 +159,7 @@ impl ControlHandle {
         session_key: String,
         run_id: Option<String>,
         reason: StopReason,
-    ) -> Result<Result<Vec<String>, String>, ControlError> {
+    ) -> Result<Result<Vec<String>, command::NotOfSession>, ControlError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::Abort {
             session_key,
@@ -188,7 +188,7 @@ impl ControlHandle {
         &self,
         agent_id: String,
         pattern: String,
-    ) -> Result<Result<bool, String>, ControlError> {
+    ) -> Result<Result<bool, crate::gatewaydb::DbError>, ControlError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::Disallow {
             agent_id,

@@ -353,11 +353,11 @@ impl Control {
         session_key: &str,
         run_id: Option<&str>,
         reason: StopReason,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, super::command::NotOfSession> {
         if let Some(id) = run_id {
             match self.runs.get(id) {
                 Some(e) if e.session_key != session_key => {
-                    return Err("runId does not match sessionKey".into())
+                    return Err(super::command::NotOfSession)
                 }
                 Some(e) if e.is_active() => {}
                 _ => return Ok(Vec::new()),

@@ -93,12 +93,7 @@ impl Shell {
                 let db = self.db.clone();
                 tokio::spawn(async move {
                     let stored = db.disallow_exec(agent_id, pattern).await;
-                    let _ = reply.send(match stored {
-                        Ok(in_db) => Ok(held || in_db),
-                        Err(e) => Err(format!(
-                            "cannot remove the pattern from the gateway db: {e}"
-                        )),
-                    });
+                    let _ = reply.send(stored.map(|in_db| held || in_db));
                 });
             }
             Effect::Status(status) => self.notifier.status(&status),

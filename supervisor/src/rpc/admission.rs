@@ -346,7 +346,11 @@ pub(super) enum Admitted {
     },
     Finished(crate::outcome::StoredTerminal),
     /// Cluster mode: accepted here, run by the agent's owner; its outcome when recorded.
-    Elsewhere(tokio::task::JoinHandle<Result<crate::outcome::StoredTerminal, String>>),
+    Elsewhere(
+        tokio::task::JoinHandle<
+            Result<crate::outcome::StoredTerminal, crate::backend::ClusterRunError>,
+        >,
+    ),
     Refused(ErrorShape),
 }
 
@@ -699,7 +703,7 @@ async fn admit_in_cluster<A: serde::Serialize>(
     let run = submit_run(&mut a, plan, accepted_at);
     match c.submit(record, run).await {
         Err(e) => {
-            tracing::warn!(error = e.as_str(), "Cannot record an accepted run in the cluster.");
+            tracing::warn!(error = %e, "Cannot record an accepted run in the cluster.");
             Admitted::Refused(ErrorShape::unavailable(
                 format!("cannot accept the run: {e}"),
                 Some(1000),

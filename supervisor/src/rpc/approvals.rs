@@ -56,7 +56,12 @@ pub(super) async fn exec_allowlist_remove(
         .disallow(p.agent_id.clone(), p.pattern)
         .await
         .map_err(control_error)?
-        .map_err(|why| ErrorShape::unavailable(why, Some(1000)))?;
+        .map_err(|e| {
+            ErrorShape::unavailable(
+                format!("cannot remove the pattern from the gateway db: {e}"),
+                Some(1000),
+            )
+        })?;
     let running = removed
         && match gw.control.status(0).await {
             Ok(s) => s

@@ -296,7 +296,7 @@ async fn stop(gw: &Arc<Gateway>, req: &Request, out: &Out, route: Route) {
             };
             reply::<m::ChatSend>(out, &req.id, &ChatSendResult::Stopped(result)).await
         }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }

@@ -201,7 +201,7 @@ pub(super) async fn sessions_abort(
         .abort(session_key, p.run_id.clone(), StopReason::Rpc)
         .await
         .map_err(control_error)?
-        .map_err(ErrorShape::invalid)?;
+        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     Ok(match ids.into_iter().next() {
         Some(id) => SessionsAbortResult {
             ok: true,

@@ -4,6 +4,7 @@
 use super::attachments::{normalize, Takes};
 use super::command_run::{command_or, Door, Sent};
 use super::*;
+use crate::backend::ClusterRunError;
 
 /// The checks of `agent` params beyond their types: a message with text (or attachments),
 /// an idempotency key, an extra system prompt within its cap.
@@ -140,14 +141,17 @@ pub(super) async fn agent(
         // Cluster mode: the outcome another gateway (or this one, as the owner) recorded.
         Admitted::Elsewhere(waiting) => {
             let done = tokio::select! {
-                r = waiting => r.map_err(|e| e.to_string()).and_then(|r| r),
-                _ = gw.stopping.cancelled() => Err("the gateway stopped before the run finished".into()),
+                r = waiting => r.map_err(|e| ClusterRunError::Waiting(e.to_string())).and_then(|r| r),
+                _ = gw.stopping.cancelled() => Err(ClusterRunError::Stopped),
             };
             match done {
                 Ok(t) => final_frame(gw, out, &req.id, &t.final_json).await,
                 Err(why) => {
-                    out.err(&req.id, ErrorShape::unavailable(why, Some(1000)))
-                        .await
+                    out.err(
+                        &req.id,
+                        ErrorShape::unavailable(why.to_string(), Some(1000)),
+                    )
+                    .await
                 }
             }
         }
@@ -260,7 +264,7 @@ pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
             };
             reply::<m::ChatAbort>(out, &req.id, &result).await
         }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m)).await,
+        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
         Err(e) => out.err(&req.id, control_error(e)).await,
     }
 }
