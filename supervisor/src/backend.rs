@@ -1,22 +1,76 @@
 //! The seam between the gateway's requests and cluster mode: what a request does
 //! differently when the gateway is a member of a cluster (`[cluster]`), asked through one
-//! interface. The gateway keeps a [`ClusterCell`], empty on a single host; `serve` fills it
-//! with the `clustered` implementation once the gateway has joined. Nothing outside
-//! `clustered/`, `serve.rs`, `lib.rs` and this file names cluster mode's own types.
+//! interface. The gateway keeps a [`Backend`]; on a single host it answers for this gateway
+//! alone, and `serve` puts the `clustered` implementation of [`ClusterBackend`] in it once
+//! the gateway has joined. Either way a run starts at the gateway that runs it through one
+//! function, [`local::start`] (room in the queues, the record, the hand-over, the failure):
+//! called by admission on a single host, by the agent's owner in cluster mode. Nothing
+//! outside `clustered/`, `serve.rs`, `lib.rs` and this file names cluster mode's own types.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use ipc::control::SubmitRun;
 use ipc::gateway::{AgentWaitResult, AttachmentPolicy, ClusterStatus};
 use ipc::session_ops::SessionOp;
 
 use crate::control::{ControlHandle, OpResult};
 use crate::outcome::StoredTerminal;
 
-/// Where the gateway keeps its place in the cluster, once joined.
-pub type ClusterCell = Arc<OnceLock<Arc<dyn ClusterBackend>>>;
+pub mod local;
+
+pub use local::RunStart;
+
+/// What the gateway's requests ask of the mode it runs in: answered here for a single
+/// gateway, by the cluster once this gateway has joined one.
+#[derive(Clone, Default)]
+pub struct Backend {
+    /// This gateway's place in the cluster, once joined (set once, by `serve`).
+    cluster: Arc<OnceLock<Arc<dyn ClusterBackend>>>,
+}
+
+impl Backend {
+    /// From now on, the cluster answers (`serve`, once the gateway joined; once only).
+    pub fn join(&self, cluster: Arc<dyn ClusterBackend>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// Cluster mode's side, for what only a cluster does (a run queued for another
+    /// gateway, the outcome of a run this gateway does not know); `None` on a single host.
+    pub fn elsewhere(&self) -> Option<&Arc<dyn ClusterBackend>> {
+        self.cluster.get()
+    }
+
+    /// The attachments one run may carry, as `hello-ok` advertises them.
+    pub fn attachment_policy(&self) -> AttachmentPolicy {
+        match self.cluster.get() {
+            Some(c) => c.attachment_policy(),
+            None => AttachmentPolicy::GATEWAY,
+        }
+    }
+
+    /// The cluster as this gateway sees it, for `loopgate.status` (`None`: a single host).
+    pub async fn status(&self, agents: &[String]) -> Option<ClusterStatus> {
+        match self.cluster.get() {
+            Some(c) => Some(c.status(agents).await),
+            None => None,
+        }
+    }
+
+    /// `op` on `agent_id`'s session at the worker that holds it: this gateway's, or the
+    /// owner's in cluster mode.
+    pub async fn session_op(
+        &self,
+        control: &ControlHandle,
+        agent_id: String,
+        op: SessionOp,
+    ) -> OpResult {
+        match self.cluster.get() {
+            Some(c) => c.session_op(control, agent_id, op).await,
+            None => control.session_op(agent_id, op).await,
+        }
+    }
+}
 
 /// How a submission went.
 pub enum Submitted {
@@ -74,12 +128,9 @@ pub trait ClusterBackend: Send + Sync {
         op: SessionOp,
     ) -> BoxFuture<'a, OpResult>;
 
-    /// Claims the run's key cluster-wide and queues the run for its agent's owner.
-    fn submit(
-        &self,
-        record: cluster::RunRecord,
-        run: SubmitRun,
-    ) -> BoxFuture<'_, Result<Submitted, ClusterRunError>>;
+    /// Claims the run's key cluster-wide and queues the run for its agent's owner (which
+    /// starts it with [`local::start`]).
+    fn submit(&self, run: RunStart) -> BoxFuture<'_, Result<Submitted, ClusterRunError>>;
 
     /// The run's outcome, whichever gateway recorded it (waits for it).
     fn outcome(

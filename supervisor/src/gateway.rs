@@ -59,8 +59,8 @@ pub struct Gateway {
     /// Bytes of large request frames being parsed, over all connections
     /// (`connection::budget`).
     pub parse_budget: crate::connection::budget::ParseBudget,
-    /// Cluster mode (`[cluster]`), set once at start: `None` is the single-host gateway.
-    pub cluster: crate::backend::ClusterCell,
+    /// What differs between a single gateway and a cluster member (`backend`).
+    pub backend: crate::backend::Backend,
 }
 
 /// 32 random bytes (two v4 UUIDs' randomness, from the OS).
@@ -103,7 +103,7 @@ impl Gateway {
             session_overrides: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics: crate::metrics::Metrics::new(),
             parse_budget: crate::connection::budget::ParseBudget::global(),
-            cluster: Default::default(),
+            backend: Default::default(),
         }
     }
 
@@ -200,9 +200,9 @@ impl Gateway {
             .publish_deferred(&crate::events::Deferred::presence(&ev));
     }
 
-    /// The cell cluster mode's side of the gateway goes in once joined (`backend`).
-    pub fn with_cluster(mut self, cell: crate::backend::ClusterCell) -> Self {
-        self.cluster = cell;
+    /// The backend the gateway's requests ask (`backend`).
+    pub fn with_backend(mut self, backend: crate::backend::Backend) -> Self {
+        self.backend = backend;
         self
     }
 

@@ -126,7 +126,7 @@ async fn join_cluster(
                 servers = settings.nats.join(", ").as_str(),
                 "Joined the cluster."
             );
-            let _ = gw.cluster.set(c.clone());
+            gw.backend.join(c.clone());
             let _ = journal.set(c.clone());
             // Runs until the gateway stops.
             drop(c.start(gw.clone()).await);
@@ -265,7 +265,7 @@ async fn start_core(
     started: Instant,
 ) -> Core {
     let hub = EventHub::new();
-    let cluster = crate::backend::ClusterCell::default();
+    let cluster = crate::backend::Backend::default();
     let journal = crate::worker_link::JournalCell::default();
     let allowed_exec = allowed_exec(&db).await;
     let metrics = crate::metrics::Metrics::new();
@@ -287,7 +287,7 @@ async fn start_core(
         Gateway::new(config, control, db.clone(), hub, started, failed, drain_tx)
             .with_env(&opts.env)
             .with_metrics(metrics)
-            .with_cluster(cluster),
+            .with_backend(cluster),
     );
     let (reload_tx, reload_rx) = mpsc::channel::<oneshot::Sender<ReloadResult>>(1);
     let _ = gw.reload_requests.set(reload_tx);

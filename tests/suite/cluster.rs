@@ -26,7 +26,7 @@ impl Cluster {
     }
 
     /// `n` gateways with `extra` TOML (before the `[cluster]` table).
-    async fn start_with(n: usize, extra_agents: &str) -> Cluster {
+    pub(super) async fn start_with(n: usize, extra_agents: &str) -> Cluster {
         Self::start_opts(n, extra_agents, "").await
     }
 
@@ -133,7 +133,7 @@ pub(super) async fn counter(gw: &Gateway, name: &str) -> u64 {
         .sum()
 }
 
-async fn wait_result(gw: &Gateway, run_id: &str) -> Value {
+pub(super) async fn wait_result(gw: &Gateway, run_id: &str) -> Value {
     let mut c = gw.connect().await;
     c.call("agent.wait", json!({"runId": run_id, "timeoutMs": 30_000}))
         .await["payload"]

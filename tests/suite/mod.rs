@@ -9,6 +9,7 @@ mod cluster;
 mod cluster_attachments;
 mod cluster_engine;
 mod cluster_ops;
+mod cluster_queue;
 mod cluster_resume;
 mod cluster_workspace;
 mod compaction;

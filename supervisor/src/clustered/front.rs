@@ -8,21 +8,26 @@ use cluster::{Accepted, RunRecord};
 use ipc::gateway::AgentWaitResult;
 
 use super::{Clustered, Travelling};
-use crate::backend::{ClusterRunError, Submitted};
+use crate::backend::{ClusterRunError, RunStart, Submitted};
 use crate::outcome::{stored_wait_result, StoredTerminal};
 
 /// Claims `run.run_id` (the idempotency key) cluster-wide for this request, durably, and
 /// puts the run on `agent_id`'s queue. A retry of a run whose first attempt was claimed but
 /// never queued (its gateway died in between) queues it again.
-pub async fn submit(
-    c: &Clustered,
-    node_record: RunRecord,
-    run: ipc::control::SubmitRun,
-) -> Result<Submitted, ClusterRunError> {
+pub async fn submit(c: &Clustered, start: RunStart) -> Result<Submitted, ClusterRunError> {
+    let node_record = RunRecord {
+        run_id: start.run.run_id.clone(),
+        agent_id: start.agent_id.clone(),
+        session_key: start.run.session_key.clone(),
+        accepted_at: start.run.accepted_at,
+        request_hash: start.request_hash.clone(),
+        node: c.engine.node().to_owned(),
+        started: None,
+    };
     let travelling = Travelling {
-        agent_id: node_record.agent_id.clone(),
-        request_hash: node_record.request_hash.clone(),
-        run,
+        agent_id: start.agent_id,
+        request_hash: start.request_hash,
+        run: start.run,
     };
     let payload = serde_json::to_vec(&travelling).map_err(ClusterRunError::Encode)?;
     // Room for the headers the engine adds.

@@ -9,13 +9,12 @@ use std::sync::Arc;
 
 use cluster::{Delivery, Ended, Lease, Start, StartRecord};
 use ipc::control::{RunStatus, RunTerminal};
-use tokio::sync::oneshot;
 
 use super::{Clustered, Travelling, PULL_AGAIN};
-use crate::control::{Dispatch, WaitReply};
+use crate::backend::local::{self, RunStart, StartRefused, Started};
+use crate::control::WaitReply;
 use crate::events::now_ms;
 use crate::gateway::Gateway;
-use crate::gatewaydb::{AcceptOutcome, NewRun, StoredRun};
 use crate::outcome::{Outcome, StoredTerminal};
 
 /// Pulls `lease.agent`'s runs until the task is aborted (the lease lost or given up).
@@ -208,22 +207,23 @@ fn orphan_terminal(t: &Travelling, by: &StartRecord) -> StoredTerminal {
         "the gateway running this run ({}, epoch {}) was lost; the run was not retried because its tools may have run",
         by.node, by.epoch
     );
-    error_terminal(t, why)
+    error_terminal(&t.run.run_id, &t.run.session_key, &t.agent_id, why)
 }
 
-/// `t` ended `error` without running, saying why.
-fn error_terminal(t: &Travelling, why: String) -> StoredTerminal {
+/// The run ended `error` without running, saying why.
+fn error_terminal(run_id: &str, session_key: &str, agent_id: &str, why: String) -> StoredTerminal {
     Outcome::from_terminal(
-        &RunTerminal::without_work(&t.run.run_id, RunStatus::Error, now_ms(), why, None),
-        &t.run.session_key,
-        &t.agent_id,
+        &RunTerminal::without_work(run_id, RunStatus::Error, now_ms(), why, None),
+        session_key,
+        agent_id,
     )
     .stored()
 }
 
-/// Runs `t` through this gateway's control actor; its terminal once recorded locally.
-/// The delivery is kept from going to another owner while the run lasts.
-/// `progress`: how often the delivery is told the run goes on.
+/// Runs `t` through this gateway's control actor, started as a run admitted here is
+/// (`backend::local::start`: room in the agent's queues, the local record, the hand-over);
+/// its terminal once recorded locally. The delivery is kept from going to another owner
+/// while the run lasts. `progress`: how often the delivery is told the run goes on.
 async fn run_here(
     gw: &Arc<Gateway>,
     d: &Delivery,
@@ -231,59 +231,37 @@ async fn run_here(
     progress: std::time::Duration,
 ) -> Option<StoredTerminal> {
     let run_id = t.run.run_id.clone();
-    let accepted = gw
-        .db
-        .accept(NewRun {
-            run_id: run_id.clone(),
-            agent_id: t.agent_id.clone(),
-            session_key: t.run.session_key.clone(),
-            accepted_at: t.run.accepted_at,
-            request_hash: t.request_hash.clone(),
-        })
-        .await;
-    let rx: oneshot::Receiver<Arc<Outcome>> = match accepted {
-        Ok(AcceptOutcome::Inserted) => {
-            let failed = Travelling {
-                run: ipc::control::SubmitRun {
-                    message: String::new(),
-                    attachments: Vec::new(),
-                    ..t.run.clone()
-                },
-                agent_id: t.agent_id.clone(),
-                request_hash: t.request_hash.clone(),
-            };
-            let (done, rx) = oneshot::channel();
-            let dispatch = Dispatch {
-                agent_id: t.agent_id.clone(),
-                done,
-                run: t.run,
-            };
-            if let Err(e) = gw.control.dispatch(dispatch) {
-                let terminal = error_terminal(&failed, format!("cannot start the run: {e}"));
-                let _ = gw.db.finish(run_id.clone(), terminal.clone()).await;
-                return Some(terminal);
-            }
-            rx
-        }
-        Ok(AcceptOutcome::Existing(existing)) => match *existing {
-            StoredRun::Terminal { terminal, .. } => return Some(terminal),
-            StoredRun::Active { .. } => match gw.control.wait(run_id.clone()).await {
-                Ok(WaitReply::Done(o)) => return Some(o.stored()),
-                Ok(WaitReply::Pending(rx)) => rx,
-                Ok(WaitReply::Unknown) | Err(_) => return None,
-            },
+    let session_key = t.run.session_key.clone();
+    let agent_id = t.agent_id.clone();
+    let failed = |why: String| error_terminal(&run_id, &session_key, &agent_id, why);
+    let start = RunStart {
+        agent_id: t.agent_id,
+        request_hash: t.request_hash,
+        run: t.run,
+    };
+    let mut rx = match local::start(&gw.db, &gw.control, start, async |_| {}).await {
+        Ok(Started::New(rx)) => rx,
+        Ok(Started::Finished(terminal)) => return Some(terminal),
+        Ok(Started::InFlight { .. }) => match gw.control.wait(run_id.clone()).await {
+            Ok(WaitReply::Done(o)) => return Some(o.stored()),
+            Ok(WaitReply::Pending(rx)) => rx,
+            Ok(WaitReply::Unknown) | Err(_) => return None,
         },
-        Ok(AcceptOutcome::Conflict(why)) => {
-            // This gateway's db holds the key for another request (it ran it before it
-            // joined the cluster): nothing of it can be recorded here.
-            return Some(error_terminal(&t, format!("cannot run it here: {why}")));
+        // The agent's queues are full here, whichever gateway the messages came through:
+        // the run ends saying so (its front door acknowledged it already).
+        Err(StartRefused::QueueFull(full)) => return Some(failed(full.0)),
+        // This gateway's db holds the key for another request (it ran it before it joined
+        // the cluster): nothing of it can be recorded here.
+        Err(StartRefused::Conflict { why, .. }) => {
+            return Some(failed(format!("cannot run it here: {why}")))
         }
-        Err(e) => {
-            tracing::warn!(run_id = run_id.as_str(), error = %e, "Cannot record a queued run.");
+        // The gateway is stopping or cannot record it now: not acknowledged, the delivery
+        // comes again (here or at the next owner).
+        Err(e @ (StartRefused::Record(_) | StartRefused::Control(_))) => {
+            tracing::warn!(run_id = run_id.as_str(), error = %e, "Cannot start a queued run.");
             return None;
         }
     };
-    let mut rx = rx;
     let mut tick = tokio::time::interval(progress);
     loop {
         tokio::select! {

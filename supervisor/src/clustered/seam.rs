@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use ipc::control::SubmitRun;
 use ipc::gateway::{AgentWaitResult, AttachmentPolicy, ClusterStatus};
 use ipc::session_ops::SessionOp;
 
 use super::{front, Clustered};
-use crate::backend::{ClusterBackend, ClusterRunError, Submitted};
+use crate::backend::{ClusterBackend, ClusterRunError, RunStart, Submitted};
 use crate::control::{ControlHandle, OpResult};
 use crate::outcome::StoredTerminal;
 
@@ -36,12 +35,8 @@ impl ClusterBackend for Clustered {
         Box::pin(Clustered::session_op(self, control, agent_id, op))
     }
 
-    fn submit(
-        &self,
-        record: cluster::RunRecord,
-        run: SubmitRun,
-    ) -> BoxFuture<'_, Result<Submitted, ClusterRunError>> {
-        Box::pin(front::submit(self, record, run))
+    fn submit(&self, run: RunStart) -> BoxFuture<'_, Result<Submitted, ClusterRunError>> {
+        Box::pin(front::submit(self, run))
     }
 
     fn outcome(

@@ -47,7 +47,7 @@ use crate::systemd::Notifier;
 use crate::worker_link::LinkEvent;
 
 pub use command::{Command, Dispatch, FailedAgents, OpResult, WaitReply};
-pub use queue_room::{QueueFull, Reserve};
+pub use queue_room::{Hold, QueueFull, Reserve};
 pub use slot::failed_agent_message;
 
 pub use self::core::{Control, CoreDeps, Effect, Now};

@@ -4,9 +4,13 @@
 //! this bounds them all, per agent and in all, in messages and bytes
 //! (`messages.queue.max_queued_*`).
 //!
-//! Admission asks for room (`Command::Reserve`) before it records the run; the charge then follows the run until it settles. A reservation whose run never
-//! came (a duplicate, a refusal after it) is given back (`Command::Unreserve`), or lapses
-//! after [`RESERVATION_TTL`].
+//! A run asks for room (`Command::Reserve`) before it is recorded; the charge then follows
+//! the run until it settles. A reservation whose run never came (a duplicate, a refusal
+//! after it) is given back (`Command::Unreserve`), or lapses after [`RESERVATION_TTL`]. In
+//! cluster mode the gateway a run was sent to holds its charge until the run's outcome
+//! comes back from its agent's owner ([`Hold::Outcome`]), and the owner charges it again
+//! when it starts it, so each front door bounds what it sent and each owner what its
+//! agents hold, whichever door it came through.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,6 +28,17 @@ pub(super) struct Charge {
     /// It waits for its busy session (only these count against the limits).
     queued: bool,
     since: Instant,
+    hold: Hold,
+}
+
+/// How long a reservation whose run this gateway does not dispatch holds its room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// The run is handed over here: until then, at most [`RESERVATION_TTL`].
+    Dispatch,
+    /// The run runs on another cluster member: until it is given back, when the run's
+    /// outcome arrives.
+    Outcome,
 }
 
 /// A request for room: `bytes` of message for `session_key` of `agent_id`.
@@ -33,6 +48,7 @@ pub struct Reserve {
     pub agent_id: String,
     pub session_key: String,
     pub bytes: u64,
+    pub hold: Hold,
 }
 
 /// Why there is no room.
@@ -91,6 +107,7 @@ impl QueueRoom {
                 bytes: r.bytes,
                 queued: busy,
                 since: now,
+                hold: r.hold,
             },
         );
         Ok(true)
@@ -117,11 +134,12 @@ impl QueueRoom {
 
     /// Drops the charges of settled runs and of reservations that lapsed. `unsettled`:
     /// `Some(whether the run is unsettled)` for a run the core knows, `None` for one it
-    /// does not (a reservation whose run has not come).
+    /// does not (a reservation whose run has not come, or runs on another member).
     pub(super) fn prune(&mut self, now: Instant, unsettled: impl Fn(&str) -> Option<bool>) {
-        self.charges.retain(|id, c| match unsettled(id) {
-            Some(open) => open,
-            None => now.saturating_duration_since(c.since) < RESERVATION_TTL,
+        self.charges.retain(|id, c| match (unsettled(id), c.hold) {
+            (Some(open), _) => open,
+            (None, Hold::Outcome) => true,
+            (None, Hold::Dispatch) => now.saturating_duration_since(c.since) < RESERVATION_TTL,
         });
     }
 

@@ -88,10 +88,7 @@ pub(super) fn hello_ok(
             max_payload: MAX_PAYLOAD_BYTES,
             max_buffered_bytes: config.gateway.max_buffered_bytes,
             tick_interval_ms: TICK_INTERVAL_MS,
-            attachments: match gw.cluster.get() {
-                Some(c) => c.attachment_policy(),
-                None => ipc::gateway::AttachmentPolicy::GATEWAY,
-            },
+            attachments: gw.backend.attachment_policy(),
         },
     }
 }

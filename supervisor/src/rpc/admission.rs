@@ -5,6 +5,7 @@
 //! one connection's turn requests are admitted ([`AdmissionTurn`]).
 
 use super::*;
+use crate::backend::local::{self, RunStart, StartRefused, Started};
 
 /// A turn request's place in its connection's order of admission: it is admitted after
 /// the one read before it (`previous` resolves when that one is dispatched or refused) and
@@ -389,95 +390,39 @@ pub(super) async fn admit<A: serde::Serialize>(
     if let Some(refused) = gateway_refusal(gw, &a.route.agent_id) {
         return Admitted::Refused(refused);
     }
-    if let Some(c) = gw.cluster.get() {
-        return admit_in_cluster(c, out, req_id, a, plan, ack).await;
-    }
-    let mut room = match QueueRoom::reserve(gw, &a).await {
-        Ok(room) => room,
-        Err(refused) => return Admitted::Refused(refused),
-    };
     let accepted_at = now_ms();
-    let accepted = gw
-        .db
-        .accept(NewRun {
-            run_id: a.run_id.clone(),
-            agent_id: a.route.agent_id.clone(),
-            session_key: a.route.session_key.clone(),
-            accepted_at,
-            request_hash: a.request_hash(),
-        })
-        .await;
-    match accepted {
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot record an accepted run.");
-            Admitted::Refused(ErrorShape::unavailable(
-                format!("cannot accept the run: {e}"),
-                Some(500),
-            ))
-        }
-        Ok(AcceptOutcome::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
-            "idempotencyKey {:?} was already used for a different request ({why}); use a new key for a new request",
-            a.run_id
-        ))),
-        Ok(AcceptOutcome::Existing(existing)) => match *existing {
-            StoredRun::Active {
-                agent_id,
-                session_key,
-            } => Admitted::InFlight {
-                agent_id,
-                session_key,
-            },
-            StoredRun::Terminal { terminal, .. } => Admitted::Finished(terminal),
+    let run = RunStart {
+        agent_id: a.route.agent_id.clone(),
+        request_hash: a.request_hash(),
+        run: submit_run(&mut a, plan, accepted_at),
+    };
+    if let Some(c) = gw.backend.elsewhere() {
+        return admit_in_cluster(gw, c, out, req_id, run, ack).await;
+    }
+    let acked = async |at| out.ok_with(req_id, &ack(at)).await;
+    match local::start(&gw.db, &gw.control, run, acked).await {
+        Ok(Started::New(rx)) => Admitted::Started(rx),
+        Ok(Started::InFlight {
+            agent_id,
+            session_key,
+        }) => Admitted::InFlight {
+            agent_id,
+            session_key,
         },
-        Ok(AcceptOutcome::Inserted) => {
-            out.ok_with(req_id, &ack(accepted_at)).await;
-            // The charge now follows the run in the control actor.
-            room.handed_over();
-            hand_over(gw, a, plan, accepted_at).await
-        }
+        Ok(Started::Finished(t)) => Admitted::Finished(t),
+        Err(refused) => Admitted::Refused(start_refusal(refused)),
     }
 }
 
-/// The run's charge on the room for queued messages (see `control::queue_room`), given back
-/// when dropped before its run is handed over (a duplicate, a conflict, a failed record).
-struct QueueRoom {
-    charged: Option<(crate::control::ControlHandle, String)>,
-}
-
-impl QueueRoom {
-    /// Room for `a`'s message, or the `UNAVAILABLE` (retryable) refusal when the queues are
-    /// full.
-    async fn reserve(gw: &Gateway, a: &Admission) -> Result<QueueRoom, ErrorShape> {
-        let ask = crate::control::Reserve {
-            run_id: a.run_id.clone(),
-            agent_id: a.route.agent_id.clone(),
-            session_key: a.route.session_key.clone(),
-            bytes: (a.message.len()
-                + a.extra_system_prompt.as_ref().map_or(0, String::len)
-                + a.attachments.iter().map(|x| x.data.len()).sum::<usize>())
-                as u64,
-        };
-        match gw.control.reserve(ask).await {
-            Ok(Ok(true)) => Ok(QueueRoom {
-                charged: Some((gw.control.clone(), a.run_id.clone())),
-            }),
-            Ok(Ok(false)) => Ok(QueueRoom { charged: None }),
-            Ok(Err(full)) => Err(ErrorShape::unavailable(full.0, Some(1000))
-                .with_details(json!({"reason": "queue-full"}))),
-            Err(e) => Err(control_error(e)),
-        }
-    }
-
-    fn handed_over(&mut self) {
-        self.charged = None;
-    }
-}
-
-impl Drop for QueueRoom {
-    fn drop(&mut self) {
-        if let Some((control, run_id)) = self.charged.take() {
-            control.unreserve(run_id);
-        }
+/// The answer to a run that could not start: the queues full and the actor busy or gone
+/// are retryable (`UNAVAILABLE`), a key reused for another request is not.
+fn start_refusal(refused: StartRefused) -> ErrorShape {
+    match refused {
+        StartRefused::QueueFull(full) => ErrorShape::unavailable(full.0, Some(1000))
+            .with_details(json!({"reason": "queue-full"})),
+        StartRefused::Control(e) => control_error(e),
+        StartRefused::Record(_) => ErrorShape::unavailable(refused.to_string(), Some(500)),
+        StartRefused::Conflict { .. } => ErrorShape::invalid(refused.to_string()),
     }
 }
 
@@ -614,35 +559,6 @@ fn gateway_refusal(gw: &Gateway, agent_id: &str) -> Option<ErrorShape> {
     )
 }
 
-/// Hands a recorded run to the control actor; one it cannot take is recorded as failed, so
-/// the run still ends once.
-async fn hand_over(gw: &Gateway, mut a: Admission, plan: Plan, accepted_at: u64) -> Admitted {
-    let (done, rx) = oneshot::channel();
-    let dispatch = Dispatch {
-        agent_id: a.route.agent_id.clone(),
-        done,
-        run: submit_run(&mut a, plan, accepted_at),
-    };
-    if let Err(e) = gw.control.dispatch(dispatch) {
-        let o = Outcome::from_terminal(
-            &RunTerminal::without_work(
-                &a.run_id,
-                RunStatus::Error,
-                now_ms(),
-                format!("cannot start the run: {e}"),
-                None,
-            ),
-            &a.route.session_key,
-            &a.route.agent_id,
-        );
-        let _ = gw.db.finish(a.run_id.clone(), o.stored()).await;
-        let (tx, rx) = oneshot::channel();
-        let _ = tx.send(Arc::new(o));
-        return Admitted::Started(rx);
-    }
-    Admitted::Started(rx)
-}
-
 /// The run as a worker gets it.
 fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
     let timeout_ms = match a.timeout_ms {
@@ -670,38 +586,34 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
 
 /// Cluster mode's admission (`[cluster]`): the key is claimed cluster-wide and the run
 /// queued for its agent's owner, which may be this gateway or another; the answer comes
-/// from the cluster's outcome record.
+/// from the cluster's outcome record. This gateway holds the run's room in its queues until
+/// then, and the owner charges it again as it starts it (`backend::local::start`).
 async fn admit_in_cluster<A: serde::Serialize>(
+    gw: &Gateway,
     c: &Arc<dyn crate::backend::ClusterBackend>,
     out: &Out,
     req_id: &str,
-    mut a: Admission,
-    plan: Plan,
+    run: RunStart,
     ack: impl FnOnce(u64) -> A,
 ) -> Admitted {
     use crate::backend::Submitted;
     // A run crosses the cluster as one NATS message: attachments past what it carries are
     // refused here, as hello-ok's `policy.attachments` says, not failed as unavailable.
     let policy = c.attachment_policy();
-    let total: u64 = a.attachments.iter().map(|x| x.size_bytes).sum();
+    let total: u64 = run.run.attachments.iter().map(|x| x.size_bytes).sum();
     if total > policy.max_bytes {
         return Admitted::Refused(ErrorShape::invalid(format!(
             "attachments exceed size limit ({total} > {} bytes in cluster mode: one run must fit the NATS servers' max_payload)",
             policy.max_bytes
         )));
     }
-    let accepted_at = now_ms();
-    let record = cluster::RunRecord {
-        run_id: a.run_id.clone(),
-        agent_id: a.route.agent_id.clone(),
-        session_key: a.route.session_key.clone(),
-        accepted_at,
-        request_hash: a.request_hash(),
-        node: c.node().to_owned(),
-        started: None,
+    let ask = local::room_for(&run, crate::control::Hold::Outcome);
+    let room = match local::Room::reserve(&gw.control, ask).await {
+        Ok(room) => room,
+        Err(refused) => return Admitted::Refused(start_refusal(refused)),
     };
-    let run = submit_run(&mut a, plan, accepted_at);
-    match c.submit(record, run).await {
+    let (run_id, accepted_at) = (run.run.run_id.clone(), run.run.accepted_at);
+    match c.submit(run).await {
         Err(e) => {
             tracing::warn!(error = %e, "Cannot record an accepted run in the cluster.");
             Admitted::Refused(ErrorShape::unavailable(
@@ -710,8 +622,7 @@ async fn admit_in_cluster<A: serde::Serialize>(
             ))
         }
         Ok(Submitted::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
-            "idempotencyKey {:?} was already used for a different request ({why}); use a new key for a new request",
-            a.run_id
+            "idempotencyKey {run_id:?} was already used for a different request ({why}); use a new key for a new request"
         ))),
         Ok(Submitted::InFlight {
             agent_id,
@@ -723,7 +634,13 @@ async fn admit_in_cluster<A: serde::Serialize>(
         Ok(Submitted::Finished(t)) => Admitted::Finished(t),
         Ok(Submitted::New) => {
             out.ok_with(req_id, &ack(accepted_at)).await;
-            Admitted::Elsewhere(tokio::spawn(c.clone().outcome(a.run_id.clone())))
+            let outcome = c.clone().outcome(run_id);
+            Admitted::Elsewhere(tokio::spawn(async move {
+                let done = outcome.await;
+                // The run's room here is given back with its outcome.
+                drop(room);
+                done
+            }))
         }
     }
 }

@@ -170,9 +170,7 @@ pub(super) async fn status(gw: &Gateway) -> Answer<StatusResult> {
         .status(gw.connections.load(Ordering::Relaxed))
         .await
         .map_err(control_error)?;
-    if let Some(c) = gw.cluster.get() {
-        s.cluster = Some(c.status(&gw.config().agent_ids()).await);
-    }
+    s.cluster = gw.backend.status(&gw.config().agent_ids()).await;
     Ok(s)
 }
 

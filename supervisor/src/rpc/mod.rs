@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{RunStatus, RunTerminal, SessionOp, StopReason, SubmitRun};
+use ipc::control::{RunStatus, SessionOp, StopReason, SubmitRun};
 use ipc::gateway::{m, MethodSpec, Scope};
 use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentSessions, AgentSummary,
@@ -29,10 +29,10 @@ use tokio::sync::oneshot;
 use crate::config::AgentId;
 use crate::connection::out::Out;
 use crate::connection::peer::Session;
-use crate::control::{ControlError, Dispatch, WaitReply};
+use crate::control::{ControlError, WaitReply};
 use crate::events::now_ms;
 use crate::gateway::Gateway;
-use crate::gatewaydb::{AcceptOutcome, NewRun, SessionQuery, StoredRun};
+use crate::gatewaydb::{AcceptOutcome, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome};
 
 mod absent;
@@ -496,8 +496,5 @@ async fn session_op(
 /// A session operation at the agent's worker: this gateway's, or (cluster mode) the
 /// owner's.
 async fn at_worker(gw: &Gateway, agent_id: String, op: SessionOp) -> crate::control::OpResult {
-    match gw.cluster.get() {
-        Some(c) => c.session_op(&gw.control, agent_id, op).await,
-        None => gw.control.session_op(agent_id, op).await,
-    }
+    gw.backend.session_op(&gw.control, agent_id, op).await
 }

@@ -301,7 +301,7 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
                 return reply::<m::AgentWait>(out, &req.id, &result).await;
             }
             // Accepted here and not handed over yet (the ack goes out first): wait for it.
-            Ok(Some(StoredRun::Active { .. })) if gw.cluster.get().is_none() => {
+            Ok(Some(StoredRun::Active { .. })) if gw.backend.elsewhere().is_none() => {
                 match gw.control.wait_expected(p.run_id.clone()).await {
                     Ok(WaitReply::Done(o)) => {
                         out.after_events(gw.hub.published()).await;
@@ -324,7 +324,7 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
         },
     };
     // Cluster mode: a run another gateway accepted or runs.
-    if let (None, Some(c)) = (&pending, gw.cluster.get()) {
+    if let (None, Some(c)) = (&pending, gw.backend.elsewhere()) {
         let result = tokio::select! {
             r = c.wait_result(&p.run_id, window) => r.unwrap_or(timed_out),
             _ = gw.stopping.cancelled() => draining,

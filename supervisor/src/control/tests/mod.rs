@@ -709,12 +709,24 @@ fn reserve(
     session: &str,
     bytes: u64,
 ) -> Result<bool, QueueFull> {
+    reserve_held(h, ms, run_id, session, bytes, queue_room::Hold::Dispatch)
+}
+
+fn reserve_held(
+    h: &mut Harness,
+    ms: u64,
+    run_id: &str,
+    session: &str,
+    bytes: u64,
+    hold: queue_room::Hold,
+) -> Result<bool, QueueFull> {
     let (reply, mut rx) = oneshot::channel();
     let room = Reserve {
         run_id: run_id.into(),
         agent_id: "main".into(),
         session_key: session.into(),
         bytes,
+        hold,
     };
     assert!(h.at(ms, Command::Reserve { room, reply }).is_empty());
     rx.try_recv().unwrap()
@@ -775,6 +787,36 @@ fn queued_messages_are_bounded_per_agent_and_in_all_issue_23() {
     h.tick(60_010);
     assert_eq!(h.core.queued_usage(None), queue_room::Usage::default());
     assert!(h.core.room.is_empty());
+}
+
+/// Issue 38: a cluster front door holds the charges of runs its agents' owners run
+/// elsewhere until their outcomes come back: the session's next messages count as queued
+/// behind them, and the room does not lapse with the reservation TTL; given back, it goes.
+#[test]
+fn charges_for_runs_elsewhere_hold_until_given_back_issue_38() {
+    let mut h = Harness::new(&format!(
+        "{CONFIG}[messages.queue]\nmax_queued_per_agent = 1\n"
+    ));
+    let s = "agent:main:s";
+    let outcome = queue_room::Hold::Outcome;
+    assert_eq!(reserve_held(&mut h, 0, "e1", s, 10, outcome), Ok(true));
+    assert_eq!(reserve_held(&mut h, 1, "e2", s, 10, outcome), Ok(true));
+    let full = reserve_held(&mut h, 2, "e3", s, 10, outcome).unwrap_err();
+    assert!(full.0.contains("max_queued_per_agent is 1"), "{full:?}");
+    // Long past the reservation TTL, the runs elsewhere still hold their room.
+    h.tick(600_000);
+    assert!(h.core.room.holds("e1") && h.core.room.holds("e2"));
+    assert_eq!(h.core.queued_usage(Some("main")).messages, 1);
+    // Their outcomes came: given back, the room is free.
+    for run_id in ["e1", "e2"] {
+        let run_id = run_id.into();
+        h.at(600_001, Command::Unreserve { run_id });
+    }
+    assert!(h.core.room.is_empty());
+    assert_eq!(
+        reserve_held(&mut h, 600_002, "e3", s, 10, outcome),
+        Ok(true)
+    );
 }
 
 /// Issue 23 item 3: the global limit holds over agents' sessions.
