@@ -1,6 +1,6 @@
 //! Cluster mode: N gateways on N hosts with the guarantees of one, on NATS JetStream.
 //!
-//! What each guarantee rests on (see `docs/ARCHITECTURE.md`, "Cluster mode"):
+//! What each guarantee rests on (see `docs/ARCHITECTURE.md`, "Architecture Invariants"):
 //! - an accepted run's idempotency key is claimed once cluster-wide, and a run ends exactly
 //!   once, first writer wins ([`runs`]: bucket `create`);
 //! - one gateway owns an agent at a time, through a lease whose epoch only grows, and a run
@@ -12,6 +12,11 @@
 //!   a new owner, the current snapshot named by a head only the latest owner can replace
 //!   ([`workspace`], [`archive`]).
 //!
+//! The rest: [`engine`] (connecting, the buckets and streams it makes), [`settings`]
+//! (`[cluster]`), [`names`] (buckets, streams, subjects; client strings only as digests),
+//! [`records`] (what the cluster stores, typed), [`dispatch`] (each agent's run queue),
+//! [`events`] (run events and requests between gateways), `kv` (reads from the stream
+//! leader), `error` (`ClusterError`, retries while a stream elects a leader).
 //! [`local`] starts real NATS servers on loopback for tests and demos.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]

@@ -4,7 +4,9 @@
 //! command in its own savepoint: a command that fails leaves nothing behind and does not fail
 //! its neighbours. Answers are held until the commit; if the commit itself fails, every
 //! caller in the batch is told so instead. [`migrate`] is the one schema-migration runner
-//! both databases' ladders go through before their writer starts.
+//! both databases' ladders go through before their writer starts. [`journal`] records a
+//! batch's row changes for cluster mode before it commits (and replays them into another
+//! copy); `reserve` holds disk space beside a database, given back when the disk fills.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 

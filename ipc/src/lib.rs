@@ -16,6 +16,10 @@
 //! - [`queue`]: queue modes and the per-run queue policy (R-B3).
 //! - [`worker_env`]: the environment a worker is started with and keeps.
 //! - [`error`]: typed errors for framing and decoding, and the typed wire error `RpcError`.
+//! - [`session_ops`]: session operations over the control link and their typed replies.
+//! - [`tools`]: the one table of built-in tools (name, schema, policy class, verbose label).
+//! - [`thinking`]: thinking, reasoning and verbose levels as the wire and the worker read them.
+//! - [`metrics`]: a worker's cumulative counts for `/metrics`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]

@@ -8,6 +8,13 @@
 //! - [`agent`]: the turn (sans-IO core, driver, prompt rendering).
 //! - [`llm`]: model providers.
 //! - [`store`]: the agent database (one writer thread, one read-only reader thread).
+//! - [`tools`]: the built-in tools (definitions from `ipc::tools`, validation, confinement,
+//!   the exec policy, capped results).
+//! - [`hooks`]: plugin hooks as external commands (R-H2); `frontmatter` reads `SKILL.md` and
+//!   `HOOK.md` headers.
+//! - [`outbox`]: the one ordered path of everything the worker tells the supervisor.
+//! - `session_ops`: history, reset, delete, inject, compact and lanes, for the supervisor.
+//! - [`diagnostics`] and `stuck`: stuck-session detection and recovery (R-I1..R-I3).
 //!
 //! Architecture Invariants: the worker never opens the gateway's sockets or database; it
 //! talks only over its control link. Only `store::writer` writes the agent database.
