@@ -294,6 +294,11 @@ fn sse(event: Option<&str>, data: &Value) -> String {
     }
 }
 
+/// An SSE event named by its data's `type`.
+fn typed_sse(data: Value) -> String {
+    sse(data["type"].as_str(), &data)
+}
+
 impl Encoder {
     pub fn new(api: Api, model: &str, created: u64, asked: &Asked) -> Self {
         Self {
@@ -368,40 +373,21 @@ impl Encoder {
     }
 
     fn responses(&mut self, out: Out) -> String {
-        let ev = |data: Value| sse(data["type"].as_str(), &data);
-        // Opens an output item of `kind` unless one is open; its output index.
-        let item = |enc: &mut Self, kind: Block, s: &mut String| -> usize {
-            if let Some((open, i)) = enc.open {
-                if open == kind {
-                    return i;
-                }
-            }
-            let i = enc.next_index;
-            enc.next_index += 1;
-            enc.open = Some((kind, i));
-            let item = match kind {
-                Block::Text => json!({"type": "message", "id": format!("msg_{i}"),
-                                      "role": "assistant", "content": []}),
-                _ => json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": []}),
-            };
-            s.push_str(&ev(json!({"type": "response.output_item.added",
-                                   "output_index": i, "item": item})));
-            i
-        };
+        let ev = typed_sse;
         let mut s = String::new();
         match out {
             Out::Start => s.push_str(&ev(json!({"type": "response.created",
                 "response": {"id": "resp_scripted", "object": "response", "status": "in_progress",
                              "model": self.model}}))),
             Out::Text(t) => {
-                let i = item(self, Block::Text, &mut s);
+                let i = self.responses_item(Block::Text, &mut s);
                 s.push_str(&ev(
                     json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"),
                                       "output_index": i, "content_index": 0, "delta": t}),
                 ));
             }
             Out::Reasoning(t) => {
-                let i = item(self, Block::Thinking, &mut s);
+                let i = self.responses_item(Block::Thinking, &mut s);
                 s.push_str(&ev(json!({"type": "response.reasoning_summary_text.delta",
                                       "item_id": format!("rs_{i}"), "output_index": i,
                                       "summary_index": 0, "delta": t})));
@@ -432,43 +418,74 @@ impl Encoder {
                 reason,
                 completion_tokens,
                 end_turn,
-            } => {
-                let cut = reason == "length";
-                let n = self.calls.len();
-                for (k, (i, id, name, args)) in self.calls.iter().enumerate() {
-                    // A call cut by the output limit never completes.
-                    if cut && k + 1 == n {
-                        break;
-                    }
-                    s.push_str(&ev(json!({"type": "response.function_call_arguments.done",
-                        "item_id": format!("fc_{i}"), "output_index": i, "arguments": args})));
-                    s.push_str(&ev(
-                        json!({"type": "response.output_item.done", "output_index": i,
-                        "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id,
-                                 "name": name, "arguments": args, "status": "completed"}}),
-                    ));
-                }
-                let mut response = json!({
-                    "id": "resp_scripted", "object": "response", "model": self.model,
-                    "status": if cut { "incomplete" } else { "completed" },
-                    "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens,
-                              "total_tokens": self.prompt_tokens + completion_tokens}
-                });
-                if cut {
-                    response["incomplete_details"] = json!({"reason": "max_output_tokens"});
-                }
-                if let Some(e) = end_turn {
-                    response["end_turn"] = e;
-                }
-                let kind = if cut {
-                    "response.incomplete"
-                } else {
-                    "response.completed"
-                };
-                s.push_str(&ev(json!({"type": kind, "response": response})));
-            }
+            } => self.responses_finish(&reason, completion_tokens, end_turn, &mut s),
         }
         s
+    }
+
+    /// Responses: opens an output item of `kind` unless one is open; its output index.
+    fn responses_item(&mut self, kind: Block, s: &mut String) -> usize {
+        if let Some((open, i)) = self.open {
+            if open == kind {
+                return i;
+            }
+        }
+        let i = self.next_index;
+        self.next_index += 1;
+        self.open = Some((kind, i));
+        let item = match kind {
+            Block::Text => json!({"type": "message", "id": format!("msg_{i}"),
+                                  "role": "assistant", "content": []}),
+            _ => json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": []}),
+        };
+        s.push_str(&typed_sse(json!({"type": "response.output_item.added",
+                               "output_index": i, "item": item})));
+        i
+    }
+
+    /// Responses: the tool calls complete (but one cut by the output limit), then the
+    /// response does, or is incomplete.
+    fn responses_finish(
+        &self,
+        reason: &str,
+        completion_tokens: u64,
+        end_turn: Option<Value>,
+        s: &mut String,
+    ) {
+        let ev = typed_sse;
+        let cut = reason == "length";
+        let n = self.calls.len();
+        for (k, (i, id, name, args)) in self.calls.iter().enumerate() {
+            // A call cut by the output limit never completes.
+            if cut && k + 1 == n {
+                break;
+            }
+            s.push_str(&ev(json!({"type": "response.function_call_arguments.done",
+                "item_id": format!("fc_{i}"), "output_index": i, "arguments": args})));
+            s.push_str(&ev(
+                json!({"type": "response.output_item.done", "output_index": i,
+                "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id,
+                         "name": name, "arguments": args, "status": "completed"}}),
+            ));
+        }
+        let mut response = json!({
+            "id": "resp_scripted", "object": "response", "model": self.model,
+            "status": if cut { "incomplete" } else { "completed" },
+            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": completion_tokens,
+                      "total_tokens": self.prompt_tokens + completion_tokens}
+        });
+        if cut {
+            response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        }
+        if let Some(e) = end_turn {
+            response["end_turn"] = e;
+        }
+        let kind = if cut {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        s.push_str(&ev(json!({"type": kind, "response": response})));
     }
 
     fn anthropic(&mut self, out: Out) -> String {

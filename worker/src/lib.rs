@@ -35,7 +35,7 @@ mod stuck;
 pub mod tools;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -139,21 +139,49 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
     let write_task = tokio::spawn(outbox::write_out(out_rx, writer));
     // Told when the journal stops taking this worker's writes: the worker stops.
     let journal_stopped = Arc::new(tokio::sync::Notify::new());
-    let (mut frames, db_writer, recovered) = match synced {
+    let (mut frames, db_writer) =
+        open_writer(&db_path, reader, synced, &out_tx, &journal_stopped).await?;
+    let db_reader = Reader::open(&db_path)?;
+    let ctx = Arc::new(Ctx::new(spec, db_writer, db_reader, &opts, out_tx.clone()));
+    let stopped_by_journal = main_loop(ctx, &mut frames, &journal_stopped).await;
+    drop(out_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
+    checkpoint_at_exit(db_path).await;
+    if stopped_by_journal {
+        return Err(store::journal::JournalStopped(
+            "the agent's journal stopped taking this worker's writes".into(),
+        )
+        .into());
+    }
+    tracing::info!("Worker stopped.");
+    Ok(())
+}
+
+/// Opens the database's writer (ending runs a crash left open) and the supervisor's frames;
+/// in cluster mode (`synced`) every write is journaled first and the frames the sync read
+/// early come first.
+async fn open_writer(
+    db_path: &Path,
+    reader: link::LinkReader,
+    synced: Option<store::journal::Synced>,
+    out: &outbox::Outbox,
+    journal_stopped: &Arc<tokio::sync::Notify>,
+) -> anyhow::Result<(link::Frames, Writer)> {
+    let (frames, db_writer, recovered) = match synced {
         None => {
-            let (w, n) = Writer::open(&db_path, now_ms())?;
+            let (w, n) = Writer::open(db_path, now_ms())?;
             (link::frames(reader), w, n)
         }
         Some(synced) => {
             let pending = store::journal::Pending::default();
             let frames = store::journal::frames(reader, synced.early, pending.clone());
             let journal = store::journal::Link::new(
-                out_tx.clone(),
+                out.clone(),
                 pending,
                 synced.last,
                 journal_stopped.clone(),
             );
-            let (w, n) = Writer::open_journaled(&db_path, now_ms(), journal).await?;
+            let (w, n) = Writer::open_journaled(db_path, now_ms(), journal).await?;
             (frames, w, n)
         }
     };
@@ -163,27 +191,48 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             "Ended runs left open by a crash as errors."
         );
     }
-    let db_reader = Reader::open(&db_path)?;
-    let keys: HashMap<String, String> = spec.secrets.0.clone().into_iter().collect();
-    let llm = build_llm(&spec.model, &keys);
-    // The supervisor labels relayed lines with agent and pid.
-    tracing::info!("Worker started.");
-    let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
-    let ctx = Arc::new(Ctx {
-        hooks: hooks::Hooks::new(spec.hooks.clone()),
-        skills: agent::skills::SkillsCache::default(),
-        spec,
-        writer: db_writer,
-        reader: db_reader,
-        llm,
-        other_llms: Default::default(),
-        exec_env: Arc::new(tools::exec_environment(&opts.env)),
-        disk,
-        keys: std::sync::RwLock::new(keys),
-        out: out_tx.clone(),
-        allowed_since: Default::default(),
-        model_requests: Default::default(),
-    });
+    Ok((frames, db_writer))
+}
+
+impl Ctx {
+    fn new(
+        spec: AgentSpec,
+        writer: Writer,
+        reader: Reader,
+        opts: &Options,
+        out: outbox::Outbox,
+    ) -> Ctx {
+        let keys: HashMap<String, String> = spec.secrets.0.clone().into_iter().collect();
+        let llm = build_llm(&spec.model, &keys);
+        // The supervisor labels relayed lines with agent and pid.
+        tracing::info!("Worker started.");
+        let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
+        Ctx {
+            hooks: hooks::Hooks::new(spec.hooks.clone()),
+            skills: agent::skills::SkillsCache::default(),
+            spec,
+            writer,
+            reader,
+            llm,
+            other_llms: Default::default(),
+            exec_env: Arc::new(tools::exec_environment(&opts.env)),
+            disk,
+            keys: std::sync::RwLock::new(keys),
+            out,
+            allowed_since: Default::default(),
+            model_requests: Default::default(),
+        }
+    }
+}
+
+/// The worker's main loop: frames from the supervisor, ended runs, diagnostics and timers,
+/// until the worker is finished, orphaned past its grace or stopped by the journal (`true`).
+/// A drained worker's last word is `Drained`.
+async fn main_loop(
+    ctx: Arc<Ctx>,
+    frames: &mut link::Frames,
+    journal_stopped: &tokio::sync::Notify,
+) -> bool {
     let (done_tx, mut done_rx) = mpsc::channel::<Done>(DONE_QUEUE);
     let (diag_tx, mut diag_rx) = mpsc::channel::<stuck::DiagMsg>(stuck::DIAG_QUEUE);
     let mut w = Worker::new(ctx, done_tx, diag_tx);
@@ -223,18 +272,7 @@ pub async fn run(opts: Options) -> anyhow::Result<()> {
             aborted: w.aborted,
         });
     }
-    drop(w);
-    drop(out_tx);
-    let _ = tokio::time::timeout(Duration::from_secs(2), write_task).await;
-    checkpoint_at_exit(db_path).await;
-    if stopped_by_journal {
-        return Err(store::journal::JournalStopped(
-            "the agent's journal stopped taking this worker's writes".into(),
-        )
-        .into());
-    }
-    tracing::info!("Worker stopped.");
-    Ok(())
+    stopped_by_journal
 }
 
 /// A clean stop leaves the whole database in its file, the WAL empty.

@@ -358,140 +358,165 @@ impl Worker {
     /// Carries out a recovery the tracker found due, after checking that the session is
     /// still what the observation saw (the same generation, run and progress).
     fn recover(&mut self, r: Recovery, now: Instant) {
-        let key = r.session_key.clone();
-        let current_gen = self.generations.get(&key).copied().unwrap_or(0);
+        let current_gen = self.generations.get(&r.session_key).copied().unwrap_or(0);
         let running = self
             .lanes
-            .get(&key)
+            .get(&r.session_key)
             .and_then(|l| l.running())
             .map(str::to_owned);
         self.recovery(
-            &key,
+            &r.session_key,
             RecoveryPhase::Requested,
             r.action,
             r.run_id.clone(),
             r.generation,
             None,
         );
-        let skip = |w: &mut Worker, why: &str| {
-            w.diag.tracker.retry_later(&key);
-            w.recovery(
-                &key,
-                RecoveryPhase::Completed,
-                r.action,
-                r.run_id.clone(),
-                r.generation,
-                Some(why.to_owned()),
-            );
-        };
         if current_gen != r.generation {
-            return skip(self, "replaced");
+            return self.recovery_skipped(&r, "replaced");
         }
-        match r.action {
-            RecoveryAction::AbortRun => {
-                let Some(run_id) = r.run_id.clone().filter(|id| running.as_ref() == Some(id))
-                else {
-                    return skip(self, "replaced");
-                };
-                let Some(owner) = self.owners.get(&run_id) else {
-                    return skip(self, "replaced");
-                };
-                if owner.probe.progress() != r.progress {
-                    return skip(self, "resumed");
-                }
-                if owner.probe.activity() == Activity::Approval {
-                    return skip(self, "protected");
-                }
-                if let Some(tx) = self.cancels.get(&run_id) {
-                    let _ = tx.send(Some(StopReason::Stalled));
-                }
-                self.diag.draining.insert(
-                    run_id,
-                    Draining {
-                        session_key: key.clone(),
-                        generation: r.generation,
-                        force_at: now + SETTLE,
-                        forced: false,
-                    },
-                );
-            }
-            RecoveryAction::ReleaseLane => {
-                let Some(run_id) = r.run_id.clone().filter(|id| running.as_ref() == Some(id))
-                else {
-                    return skip(self, "replaced");
-                };
-                if self.owners.get(&run_id).is_some_and(Owner::alive) {
-                    return skip(self, "resumed");
-                }
-                self.owners.remove(&run_id);
-                let error = "the run's task ended without an outcome; its lane was released by stuck-session recovery".to_owned();
-                let ended_at = now_ms();
-                let writer = self.ctx.writer.clone();
-                let (k, id) = (key.clone(), run_id.clone());
-                // Only what the run left open: its claim, and its row if still `running`.
-                tokio::spawn(async move {
-                    let _ = writer.release_claim(k, id, ended_at).await;
-                });
-                self.finish_run(Done {
-                    session_key: key.clone(),
-                    terminal: RunTerminal::without_work(
-                        &run_id,
-                        RunStatus::Error,
-                        ended_at,
-                        error,
-                        None,
-                    ),
-                    steered: Vec::new(),
-                });
-                self.diag.tracker.recovered(&key, r.generation);
-                self.recovery(
-                    &key,
-                    RecoveryPhase::Completed,
-                    r.action,
-                    Some(run_id),
-                    r.generation,
-                    Some("released".into()),
-                );
-            }
-            RecoveryAction::ReleaseClaim => {
-                let Some(run_id) = r.run_id.clone() else {
-                    return skip(self, "replaced");
-                };
-                if running.as_ref() == Some(&run_id) || self.live(&run_id) {
-                    return skip(self, "resumed");
-                }
-                let (writer, tx) = (self.ctx.writer.clone(), self.diag.tx.clone());
-                let generation = r.generation;
-                self.diag.tasks.spawn(async move {
-                    let result = writer
-                        .release_claim(key.clone(), run_id.clone(), now_ms())
-                        .await
-                        .map_err(|e| e.to_string());
-                    let _ = tx
-                        .send(DiagMsg::ClaimReleased {
-                            session_key: key,
-                            run_id,
-                            generation,
-                            result,
-                        })
-                        .await;
-                });
-            }
+        let done = match r.action {
+            RecoveryAction::AbortRun => self.abort_stalled(&r, running.as_ref(), now),
+            RecoveryAction::ReleaseLane => self.release_lane(&r, running.as_ref()),
+            RecoveryAction::ReleaseClaim => self.release_stale_claim(&r, running.as_ref()),
             RecoveryAction::Reschedule => {
-                self.mark_ready(key.clone());
-                self.schedule();
-                self.diag.tracker.recovered(&key, r.generation);
-                self.recovery(
-                    &key,
-                    RecoveryPhase::Completed,
-                    r.action,
-                    None,
-                    r.generation,
-                    Some("rescheduled".into()),
-                );
+                self.reschedule(&r);
+                Ok(())
             }
-            RecoveryAction::Unknown => skip(self, "unsupported"),
+            RecoveryAction::Unknown => Err("unsupported"),
+        };
+        if let Err(why) = done {
+            self.recovery_skipped(&r, why);
         }
+    }
+
+    /// The recovery no longer applies (`why`): the tracker tries again later.
+    fn recovery_skipped(&mut self, r: &Recovery, why: &str) {
+        self.diag.tracker.retry_later(&r.session_key);
+        self.recovery(
+            &r.session_key,
+            RecoveryPhase::Completed,
+            r.action,
+            r.run_id.clone(),
+            r.generation,
+            Some(why.to_owned()),
+        );
+    }
+
+    /// The run that observed stalled, if it is still the lane's running run.
+    fn still_running(r: &Recovery, running: Option<&String>) -> Option<String> {
+        r.run_id.clone().filter(|id| running == Some(id))
+    }
+
+    /// `AbortRun`: the stalled run is asked to stop and is abort-drained; it is
+    /// force-cleared if it has not ended after the settle time.
+    fn abort_stalled(
+        &mut self,
+        r: &Recovery,
+        running: Option<&String>,
+        now: Instant,
+    ) -> Result<(), &'static str> {
+        let run_id = Self::still_running(r, running).ok_or("replaced")?;
+        let owner = self.owners.get(&run_id).ok_or("replaced")?;
+        if owner.probe.progress() != r.progress {
+            return Err("resumed");
+        }
+        if owner.probe.activity() == Activity::Approval {
+            return Err("protected");
+        }
+        if let Some(tx) = self.cancels.get(&run_id) {
+            let _ = tx.send(Some(StopReason::Stalled));
+        }
+        self.diag.draining.insert(
+            run_id,
+            Draining {
+                session_key: r.session_key.clone(),
+                generation: r.generation,
+                force_at: now + SETTLE,
+                forced: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// `ReleaseLane`: a run whose task ended without an outcome is finished as an error and
+    /// what it left open in the store is released.
+    fn release_lane(&mut self, r: &Recovery, running: Option<&String>) -> Result<(), &'static str> {
+        let run_id = Self::still_running(r, running).ok_or("replaced")?;
+        if self.owners.get(&run_id).is_some_and(Owner::alive) {
+            return Err("resumed");
+        }
+        let key = r.session_key.clone();
+        self.owners.remove(&run_id);
+        let error = "the run's task ended without an outcome; its lane was released by stuck-session recovery".to_owned();
+        let ended_at = now_ms();
+        let writer = self.ctx.writer.clone();
+        let (k, id) = (key.clone(), run_id.clone());
+        // Only what the run left open: its claim, and its row if still `running`.
+        tokio::spawn(async move {
+            let _ = writer.release_claim(k, id, ended_at).await;
+        });
+        self.finish_run(Done {
+            session_key: key.clone(),
+            terminal: RunTerminal::without_work(&run_id, RunStatus::Error, ended_at, error, None),
+            steered: Vec::new(),
+        });
+        self.diag.tracker.recovered(&key, r.generation);
+        self.recovery(
+            &key,
+            RecoveryPhase::Completed,
+            r.action,
+            Some(run_id),
+            r.generation,
+            Some("released".into()),
+        );
+        Ok(())
+    }
+
+    /// `ReleaseClaim`: a writer claim no live run holds is released in the background; the
+    /// outcome comes back as [`DiagMsg::ClaimReleased`].
+    fn release_stale_claim(
+        &mut self,
+        r: &Recovery,
+        running: Option<&String>,
+    ) -> Result<(), &'static str> {
+        let run_id = r.run_id.clone().ok_or("replaced")?;
+        if running == Some(&run_id) || self.live(&run_id) {
+            return Err("resumed");
+        }
+        let (writer, tx) = (self.ctx.writer.clone(), self.diag.tx.clone());
+        let (key, generation) = (r.session_key.clone(), r.generation);
+        self.diag.tasks.spawn(async move {
+            let result = writer
+                .release_claim(key.clone(), run_id.clone(), now_ms())
+                .await
+                .map_err(|e| e.to_string());
+            let _ = tx
+                .send(DiagMsg::ClaimReleased {
+                    session_key: key,
+                    run_id,
+                    generation,
+                    result,
+                })
+                .await;
+        });
+        Ok(())
+    }
+
+    /// `Reschedule`: queued work nothing scheduled is made ready again.
+    fn reschedule(&mut self, r: &Recovery) {
+        let key = r.session_key.clone();
+        self.mark_ready(key.clone());
+        self.schedule();
+        self.diag.tracker.recovered(&key, r.generation);
+        self.recovery(
+            &key,
+            RecoveryPhase::Completed,
+            r.action,
+            None,
+            r.generation,
+            Some("rescheduled".into()),
+        );
     }
 
     /// Stalled runs that ignored their abort past the settle time are force-cleared.

@@ -247,9 +247,11 @@ where
     E: std::fmt::Display,
 {
     let mut events = super::sse::events(capped(bytes, limits.body_bytes), limits.line_bytes);
-    let mut calls = Calls::new(limits.tool_args_bytes);
-    let mut usage = Usage::default();
-    let mut stop: Option<String> = None;
+    let mut reply = Reply {
+        calls: Calls::new(limits.tool_args_bytes),
+        usage: Usage::default(),
+        stop: None,
+    };
     while let Some(ev) = events.next().await {
         let ev = ev.map_err(super::stream_error)?;
         let data = ev.data.trim();
@@ -262,90 +264,16 @@ where
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or(ev.event.as_str());
-        let key = v.get("index").and_then(Value::as_u64).unwrap_or(0);
-        let str_at = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
         let out = match kind {
-            "message_start" => {
-                let n = |k: &str| {
-                    v.pointer(&format!("/message/usage/{k}"))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0)
-                };
-                usage.input = n("input_tokens") + n("cache_read_input_tokens");
-                usage.cache_read = n("cache_read_input_tokens");
-                usage.cache_write = n("cache_creation_input_tokens");
-                usage.input += usage.cache_write;
-                usage.output = n("output_tokens");
-                usage.total = usage.input + usage.output;
-                Some(LlmEvent::Usage(usage))
-            }
-            "content_block_start" => match str_at("/content_block/type") {
-                "tool_use" => Some(calls.start(
-                    key,
-                    str_at("/content_block/id"),
-                    str_at("/content_block/name"),
-                )?),
-                "text" => Some(LlmEvent::Delta(str_at("/content_block/text").to_owned())),
-                "thinking" => Some(LlmEvent::Reasoning(
-                    str_at("/content_block/thinking").to_owned(),
-                )),
-                _ => None,
-            },
-            "content_block_delta" => match str_at("/delta/type") {
-                "text_delta" => Some(LlmEvent::Delta(str_at("/delta/text").to_owned())),
-                "thinking_delta" => Some(LlmEvent::Reasoning(str_at("/delta/thinking").to_owned())),
-                "input_json_delta" => Some(calls.push_args(key, str_at("/delta/partial_json"))?),
-                "signature_delta" => Some(LlmEvent::ReasoningSignature(
-                    str_at("/delta/signature").to_owned(),
-                )),
-                _ => None,
-            },
-            "message_delta" => {
-                if let Some(s) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    stop = Some(s.to_owned());
-                }
-                match v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
-                    Some(out) => {
-                        usage.output = out;
-                        usage.total = usage.input + out;
-                        Some(LlmEvent::Usage(usage))
-                    }
-                    None => None,
-                }
-            }
             "message_stop" => {
-                let reason = match stop.as_deref() {
-                    Some("end_turn") | Some("stop_sequence") | Some("pause_turn") | None => "stop",
-                    Some("max_tokens") | Some("model_context_window_exceeded") => "length",
-                    Some("tool_use") => "tool_calls",
-                    Some("refusal") => "content_filter",
-                    Some(other) => other,
-                };
-                finish(tx, calls, Terminal::reason(reason)).await;
+                let reason = finish_reason(reply.stop.as_deref());
+                finish(tx, reply.calls, Terminal::reason(reason)).await;
                 return Ok(());
             }
-            "error" => {
-                let msg = str_at("/error/message");
-                let msg = if msg.is_empty() { "unknown error" } else { msg };
-                if str_at("/error/type") == "overloaded_error" {
-                    return Err(LlmError::Http {
-                        status: 529,
-                        message: msg.to_owned(),
-                    });
-                }
-                return Err(LlmError::Protocol(format!(
-                    "provider reported an error mid-stream: {msg}"
-                )));
-            }
-            // `ping`, `content_block_stop`, signatures: nothing to pass on.
-            _ => None,
+            "error" => return Err(provider_error(&v)),
+            _ => reply.event(kind, &v)?,
         };
-        let empty = matches!(
-            &out,
-            Some(LlmEvent::Delta(t) | LlmEvent::Reasoning(t) | LlmEvent::ReasoningSignature(t))
-                if t.is_empty()
-        );
-        if let Some(ev) = out.filter(|_| !empty) {
+        if let Some(ev) = out.filter(|ev| !empty_text(ev)) {
             if !send(tx, ev).await {
                 return Ok(());
             }
@@ -354,6 +282,122 @@ where
     Err(LlmError::Transport(
         "the provider closed the stream before the response was complete".into(),
     ))
+}
+
+/// What the stream said so far of the response.
+struct Reply {
+    calls: Calls,
+    usage: Usage,
+    /// `message_delta`'s stop reason, the provider's word.
+    stop: Option<String>,
+}
+
+impl Reply {
+    /// What to pass on for an event before the response's end (`message_stop`).
+    fn event(&mut self, kind: &str, v: &Value) -> Result<Option<LlmEvent>, LlmError> {
+        let key = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        Ok(match kind {
+            "message_start" => Some(self.start(v)),
+            "content_block_start" => match str_at(v, "/content_block/type") {
+                "tool_use" => Some(self.calls.start(
+                    key,
+                    str_at(v, "/content_block/id"),
+                    str_at(v, "/content_block/name"),
+                )?),
+                "text" => Some(LlmEvent::Delta(str_at(v, "/content_block/text").to_owned())),
+                "thinking" => Some(LlmEvent::Reasoning(
+                    str_at(v, "/content_block/thinking").to_owned(),
+                )),
+                _ => None,
+            },
+            "content_block_delta" => self.delta(key, v)?,
+            "message_delta" => self.message_delta(v),
+            // `ping`, `content_block_stop`, signatures: nothing to pass on.
+            _ => None,
+        })
+    }
+
+    /// `message_start`: the input usage.
+    fn start(&mut self, v: &Value) -> LlmEvent {
+        let n = |k: &str| {
+            v.pointer(&format!("/message/usage/{k}"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        let usage = &mut self.usage;
+        usage.input = n("input_tokens") + n("cache_read_input_tokens");
+        usage.cache_read = n("cache_read_input_tokens");
+        usage.cache_write = n("cache_creation_input_tokens");
+        usage.input += usage.cache_write;
+        usage.output = n("output_tokens");
+        usage.total = usage.input + usage.output;
+        LlmEvent::Usage(*usage)
+    }
+
+    /// `content_block_delta`: a piece of the block at `key`.
+    fn delta(&mut self, key: u64, v: &Value) -> Result<Option<LlmEvent>, LlmError> {
+        Ok(match str_at(v, "/delta/type") {
+            "text_delta" => Some(LlmEvent::Delta(str_at(v, "/delta/text").to_owned())),
+            "thinking_delta" => Some(LlmEvent::Reasoning(str_at(v, "/delta/thinking").to_owned())),
+            "input_json_delta" => Some(
+                self.calls
+                    .push_args(key, str_at(v, "/delta/partial_json"))?,
+            ),
+            "signature_delta" => Some(LlmEvent::ReasoningSignature(
+                str_at(v, "/delta/signature").to_owned(),
+            )),
+            _ => None,
+        })
+    }
+
+    /// `message_delta`: the stop reason and the output usage.
+    fn message_delta(&mut self, v: &Value) -> Option<LlmEvent> {
+        if let Some(s) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            self.stop = Some(s.to_owned());
+        }
+        let out = v.pointer("/usage/output_tokens").and_then(Value::as_u64)?;
+        self.usage.output = out;
+        self.usage.total = self.usage.input + out;
+        Some(LlmEvent::Usage(self.usage))
+    }
+}
+
+/// The string at JSON pointer `p`, empty if there is none.
+fn str_at<'v>(v: &'v Value, p: &str) -> &'v str {
+    v.pointer(p).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The finish reason (OpenAI's words) for Anthropic's stop reason.
+fn finish_reason(stop: Option<&str>) -> &str {
+    match stop {
+        Some("end_turn") | Some("stop_sequence") | Some("pause_turn") | None => "stop",
+        Some("max_tokens") | Some("model_context_window_exceeded") => "length",
+        Some("tool_use") => "tool_calls",
+        Some("refusal") => "content_filter",
+        Some(other) => other,
+    }
+}
+
+/// A mid-stream `error` event: an overload is the HTTP 529 it stands for.
+fn provider_error(v: &Value) -> LlmError {
+    let msg = str_at(v, "/error/message");
+    let msg = if msg.is_empty() { "unknown error" } else { msg };
+    if str_at(v, "/error/type") == "overloaded_error" {
+        return LlmError::Http {
+            status: 529,
+            message: msg.to_owned(),
+        };
+    }
+    LlmError::Protocol(format!("provider reported an error mid-stream: {msg}"))
+}
+
+/// An empty text, reasoning or signature piece: nothing to pass on.
+fn empty_text(ev: &LlmEvent) -> bool {
+    matches!(
+        ev,
+        LlmEvent::Delta(t) | LlmEvent::Reasoning(t) | LlmEvent::ReasoningSignature(t)
+            if t.is_empty()
+    )
 }
 
 #[cfg(test)]

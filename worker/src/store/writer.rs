@@ -34,6 +34,21 @@ const AUDIT_PRUNE_EVERY: i64 = 256;
 pub const INTERRUPTED: &str = "interrupted by worker/gateway crash";
 
 enum Cmd {
+    /// A run's own writes, fenced by its writer claim.
+    Run(RunCmd),
+    /// Changes to a session no run makes.
+    Session(SessionCmd),
+    Audit(AuditRecord),
+    /// Cluster mode's crash recovery, journaled like any write ([`recover`]).
+    Recover {
+        now: u64,
+        reply: oneshot::Sender<Result<usize, StoreError>>,
+    },
+}
+
+/// What a run writes: its start (taking the claim), its messages and compactions (fenced by
+/// the claim) and its end.
+enum RunCmd {
     Begin(
         BeginRun,
         oneshot::Sender<Result<(String, bool, Appended), StoreError>>,
@@ -55,6 +70,13 @@ enum Cmd {
         FinishRun,
         oneshot::Sender<Result<Option<Appended>, StoreError>>,
     ),
+}
+
+/// A session change made outside any run: operator and slash-command writes (refused or
+/// skipped while a run holds the claim) and the release of a claim no live run holds.
+// An injected message makes it as large as `RunCmd::Append`: `Cmd` is that size anyway.
+#[allow(clippy::large_enum_variant)]
+enum SessionCmd {
     Reset {
         session_key: String,
         reason: String,
@@ -88,12 +110,6 @@ enum Cmd {
         run_id: String,
         now: u64,
         reply: oneshot::Sender<Result<bool, StoreError>>,
-    },
-    Audit(AuditRecord),
-    /// Cluster mode's crash recovery, journaled like any write ([`recover`]).
-    Recover {
-        now: u64,
-        reply: oneshot::Sender<Result<usize, StoreError>>,
     },
 }
 
@@ -153,6 +169,22 @@ impl Writer {
         Ok(Writer { tx, commits })
     }
 
+    /// Queues a run's write and waits for its answer.
+    async fn ask_run<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> RunCmd,
+    ) -> Result<T, StoreError> {
+        self.tx.ask(|reply| Cmd::Run(make(reply))).await
+    }
+
+    /// Queues a session change and waits for its answer.
+    async fn ask_session<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> SessionCmd,
+    ) -> Result<T, StoreError> {
+        self.tx.ask(|reply| Cmd::Session(make(reply))).await
+    }
+
     /// Claims the session for `run.run_id` (superseding any older claim), records the run and
     /// the user message. Returns the session's transcript id.
     pub async fn begin(&self, run: BeginRun) -> Result<String, StoreError> {
@@ -162,7 +194,7 @@ impl Writer {
     /// Like [`Writer::begin`], also saying whether this run created the session, and the
     /// user message it recorded.
     pub async fn begin_run(&self, run: BeginRun) -> Result<(String, bool, Appended), StoreError> {
-        self.tx.ask(|tx| Cmd::Begin(run, tx)).await
+        self.ask_run(|tx| RunCmd::Begin(run, tx)).await
     }
 
     /// Appends a transcript message, only if `expected_writer_run_id` still holds the claim.
@@ -173,18 +205,17 @@ impl Writer {
         expected_writer_run_id: String,
         message: NewMessage,
     ) -> Result<Appended, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Append {
-                session_key,
-                run_id: message
-                    .input_run_id
-                    .clone()
-                    .unwrap_or_else(|| expected_writer_run_id.clone()),
-                expected_writer_run_id,
-                message,
-                reply,
-            })
-            .await
+        self.ask_run(|reply| RunCmd::Append {
+            session_key,
+            run_id: message
+                .input_run_id
+                .clone()
+                .unwrap_or_else(|| expected_writer_run_id.clone()),
+            expected_writer_run_id,
+            message,
+            reply,
+        })
+        .await
     }
 
     /// Records a compaction of the session's context, fenced like any transcript write
@@ -197,14 +228,13 @@ impl Writer {
         expected_writer_run_id: String,
         compaction: Compaction,
     ) -> Result<i64, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Compact {
-                session_key,
-                run_id: expected_writer_run_id,
-                compaction,
-                reply,
-            })
-            .await
+        self.ask_run(|reply| RunCmd::Compact {
+            session_key,
+            run_id: expected_writer_run_id,
+            compaction,
+            reply,
+        })
+        .await
     }
 
     /// Queues an audit record without waiting for it. When the writer's queue is full the
@@ -220,7 +250,7 @@ impl Writer {
     /// `Err(Fenced)` is returned.
     /// Records the run's end; returns the assistant message it recorded, if any.
     pub async fn finish(&self, f: FinishRun) -> Result<Option<Appended>, StoreError> {
-        self.tx.ask(|tx| Cmd::Finish(f, tx)).await
+        self.ask_run(|tx| RunCmd::Finish(f, tx)).await
     }
 
     /// Starts a new transcript window (a `reset` boundary; the session id is kept). Refused
@@ -231,14 +261,13 @@ impl Writer {
         reason: String,
         now: u64,
     ) -> Result<SessionInfo, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Reset {
-                session_key,
-                reason,
-                now,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::Reset {
+            session_key,
+            reason,
+            now,
+            reply,
+        })
+        .await
     }
 
     /// Appends a message no run wrote (an operator's note) to an existing session. `Ok(None)`
@@ -249,13 +278,12 @@ impl Writer {
         session_key: String,
         message: NewMessage,
     ) -> Result<Option<(String, Appended)>, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Inject {
-                session_key,
-                message,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::Inject {
+            session_key,
+            message,
+            reply,
+        })
+        .await
     }
 
     /// Records a slash command and its reply (`rows`, in order) in the session, made if it
@@ -266,14 +294,13 @@ impl Writer {
         run_id: String,
         rows: Vec<NewMessage>,
     ) -> Result<CommandRecorded, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Command {
-                session_key,
-                run_id,
-                rows,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::Command {
+            session_key,
+            run_id,
+            rows,
+            reply,
+        })
+        .await
     }
 
     /// Records a compaction no run made (`sessions.compact`): refused with `Fenced` while a
@@ -285,14 +312,13 @@ impl Writer {
         session_id: String,
         compaction: Compaction,
     ) -> Result<i64, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::CompactNow {
-                session_key,
-                session_id,
-                compaction,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::CompactNow {
+            session_key,
+            session_id,
+            compaction,
+            reply,
+        })
+        .await
     }
 
     /// Releases the session's writer claim if `run_id` still holds it (stuck-session
@@ -304,14 +330,13 @@ impl Writer {
         run_id: String,
         now: u64,
     ) -> Result<bool, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::ReleaseClaim {
-                session_key,
-                run_id,
-                now,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::ReleaseClaim {
+            session_key,
+            run_id,
+            now,
+            reply,
+        })
+        .await
     }
 
     /// Deletes the session row (and its transcript when asked). `Ok(false)` if it did not
@@ -321,13 +346,12 @@ impl Writer {
         session_key: String,
         delete_transcript: bool,
     ) -> Result<bool, StoreError> {
-        self.tx
-            .ask(|reply| Cmd::Delete {
-                session_key,
-                delete_transcript,
-                reply,
-            })
-            .await
+        self.ask_session(|reply| SessionCmd::Delete {
+            session_key,
+            delete_transcript,
+            reply,
+        })
+        .await
     }
 }
 
@@ -346,8 +370,25 @@ fn answer<T: Send + 'static>(
 /// behind.
 fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
     match cmd {
-        Cmd::Begin(b, reply) => answer(reply, sp.run(conn, |c| begin(c, &b))),
-        Cmd::Append {
+        Cmd::Run(cmd) => apply_run(conn, cmd, sp),
+        Cmd::Session(cmd) => apply_session(conn, cmd, sp),
+        Cmd::Recover { now, reply } => answer(reply, sp.run(conn, |c| end_interrupted(c, now))),
+        Cmd::Audit(rec) => {
+            if let Err(e) = sp.run(conn, |c| audit(c, &rec)) {
+                tracing::warn!(error = %e, "Cannot write an audit record.");
+            }
+            dbwriter::Held::unanswered(
+                |e| tracing::warn!(error = %e, "Audit records lost in a failed commit."),
+            )
+        }
+    }
+}
+
+/// A run's write; its messages and compactions only while it holds the claim.
+fn apply_run(conn: &Connection, cmd: RunCmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
+    match cmd {
+        RunCmd::Begin(b, reply) => answer(reply, sp.run(conn, |c| begin(c, &b))),
+        RunCmd::Append {
             session_key,
             expected_writer_run_id,
             run_id,
@@ -360,7 +401,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 append(c, &sid, Some(&run_id), &message)
             }),
         ),
-        Cmd::Compact {
+        RunCmd::Compact {
             session_key,
             run_id,
             compaction,
@@ -372,7 +413,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 compact(c, &sid, Some(&run_id), &compaction)
             }),
         ),
-        Cmd::Finish(f, reply) => {
+        RunCmd::Finish(f, reply) => {
             // A fenced finish still records the run (as an error) and commits; the caller is
             // told it was fenced.
             let res = sp
@@ -383,7 +424,13 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
                 });
             answer(reply, res)
         }
-        Cmd::Reset {
+    }
+}
+
+/// A session change no run makes.
+fn apply_session(conn: &Connection, cmd: SessionCmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
+    match cmd {
+        SessionCmd::Reset {
             session_key,
             reason,
             now,
@@ -392,7 +439,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             reply,
             sp.run(conn, |c| reset(c, &session_key, &reason, now)),
         ),
-        Cmd::ReleaseClaim {
+        SessionCmd::ReleaseClaim {
             session_key,
             run_id,
             now,
@@ -401,7 +448,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             reply,
             sp.run(conn, |c| release_claim(c, &session_key, &run_id, now)),
         ),
-        Cmd::Delete {
+        SessionCmd::Delete {
             session_key,
             delete_transcript,
             reply,
@@ -409,21 +456,12 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             reply,
             sp.run(conn, |c| delete(c, &session_key, delete_transcript)),
         ),
-        Cmd::Inject {
+        SessionCmd::Inject {
             session_key,
             message,
             reply,
-        } => answer(
-            reply,
-            sp.run(conn, |c| {
-                let Some(sid) = check_unclaimed(c, &session_key)? else {
-                    return Ok(None);
-                };
-                let appended = append(c, &sid, None, &message)?;
-                Ok(Some((sid, appended)))
-            }),
-        ),
-        Cmd::Command {
+        } => answer(reply, sp.run(conn, |c| inject(c, &session_key, &message))),
+        SessionCmd::Command {
             session_key,
             run_id,
             rows,
@@ -432,7 +470,7 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
             reply,
             sp.run(conn, |c| command::record(c, &session_key, &run_id, &rows)),
         ),
-        Cmd::CompactNow {
+        SessionCmd::CompactNow {
             session_key,
             session_id,
             compaction,
@@ -440,32 +478,46 @@ fn apply_one(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter:
         } => answer(
             reply,
             sp.run(conn, |c| {
-                // Deleted and made again under the same key: another conversation.
-                let Some(sid) = check_unclaimed(c, &session_key)?.filter(|s| *s == session_id)
-                else {
-                    return Err(StoreError::Changed);
-                };
-                let (window_start, kept_from): (i64, i64) = c
-                    .prepare_cached(
-                        "SELECT window_start_seq, kept_from_seq FROM sessions WHERE session_id = ?1",
-                    )?
-                    .query_row(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                if compaction.kept_from_seq <= window_start || compaction.kept_from_seq <= kept_from {
-                    return Err(StoreError::Changed);
-                }
-                compact(c, &sid, None, &compaction)
+                compact_now(c, &session_key, &session_id, &compaction)
             }),
         ),
-        Cmd::Recover { now, reply } => answer(reply, sp.run(conn, |c| end_interrupted(c, now))),
-        Cmd::Audit(rec) => {
-            if let Err(e) = sp.run(conn, |c| audit(c, &rec)) {
-                tracing::warn!(error = %e, "Cannot write an audit record.");
-            }
-            dbwriter::Held::unanswered(
-                |e| tracing::warn!(error = %e, "Audit records lost in a failed commit."),
-            )
-        }
     }
+}
+
+/// An operator's message, appended to an existing session no run holds; `None` without one.
+fn inject(
+    c: &Connection,
+    session_key: &str,
+    message: &NewMessage,
+) -> Result<Option<(String, Appended)>, StoreError> {
+    let Some(sid) = check_unclaimed(c, session_key)? else {
+        return Ok(None);
+    };
+    let appended = append(c, &sid, None, message)?;
+    Ok(Some((sid, appended)))
+}
+
+/// `sessions.compact`: the compaction is recorded only if the session is still the one it
+/// was made from, unclaimed, and the rows it keeps are still what the model sees.
+fn compact_now(
+    c: &Connection,
+    session_key: &str,
+    session_id: &str,
+    compaction: &Compaction,
+) -> Result<i64, StoreError> {
+    // Deleted and made again under the same key: another conversation.
+    let Some(sid) = check_unclaimed(c, session_key)?.filter(|s| *s == session_id) else {
+        return Err(StoreError::Changed);
+    };
+    let (window_start, kept_from): (i64, i64) = c
+        .prepare_cached(
+            "SELECT window_start_seq, kept_from_seq FROM sessions WHERE session_id = ?1",
+        )?
+        .query_row(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if compaction.kept_from_seq <= window_start || compaction.kept_from_seq <= kept_from {
+        return Err(StoreError::Changed);
+    }
+    compact(c, &sid, None, compaction)
 }
 
 fn audit(c: &Connection, r: &AuditRecord) -> Result<(), StoreError> {

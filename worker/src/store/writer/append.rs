@@ -34,70 +34,7 @@ pub(super) fn append(
     m: &NewMessage,
 ) -> Result<Appended, StoreError> {
     let (seq, parent, entry_id) = next_entry(c, session_id)?;
-    let mut content: Vec<serde_json::Value> = Vec::new();
-    if let Some(r) = &m.reasoning {
-        content.push(json!({"type": "thinking", "thinking": r}));
-    }
-    if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
-        content.push(match m.command {
-            Some(CommandRow::Reply { notice: true, .. }) => {
-                json!({"type": "text", "text": m.text, "openclawStatusNotice": true})
-            }
-            _ => json!({"type": "text", "text": m.text}),
-        });
-    }
-    for c in &m.tool_calls {
-        let mut args: serde_json::Value =
-            serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!(c.arguments));
-        crate::tools::budget::bound_strings(&mut args);
-        content.push(json!({"type": "toolCall", "id": c.id, "name": c.name, "arguments": args}));
-    }
-    let mut message = json!({
-        "role": m.role.as_str(),
-        "content": content,
-        "timestamp": m.created_at,
-    });
-    if let Some((id, name, is_error)) = &m.tool_result {
-        if let Some(obj) = message.as_object_mut() {
-            obj.insert("content".into(), json!([{"type": "text", "text": m.text}]));
-            obj.insert("toolCallId".into(), json!(id));
-            obj.insert("toolName".into(), json!(name));
-            obj.insert("isError".into(), json!(is_error));
-        }
-    }
-    if let Some(obj) = message.as_object_mut() {
-        if let Some(p) = &m.provider {
-            obj.insert("provider".into(), json!(p));
-        }
-        if let Some(model) = &m.model {
-            obj.insert("model".into(), json!(model));
-        }
-        if let Some(u) = &m.usage {
-            obj.insert(
-                "usage".into(),
-                json!({"input": u.input, "output": u.output, "cacheRead": u.cache_read,
-                       "cacheWrite": u.cache_write, "totalTokens": u.total}),
-            );
-        }
-        if let Some(s) = &m.stop_reason {
-            obj.insert("stopReason".into(), json!(s));
-        }
-        if let Some(e) = &m.error {
-            obj.insert("errorMessage".into(), json!(e));
-        }
-        if !m.diagnostics.is_empty() {
-            obj.insert("diagnostics".into(), json!(m.diagnostics));
-        }
-        if !m.media.is_empty() {
-            let refs: Vec<_> = m.media.iter().map(|a| a.stored()).collect();
-            obj.insert("media".into(), json!(refs));
-        }
-        // A context-free command's rows say so, as OpenClaw's `/status` rows do.
-        if m.command.is_some_and(CommandRow::context_free) {
-            obj.insert("excludeFromContext".into(), json!(true));
-            obj.insert("__openclaw".into(), json!({"contextFreeCommand": true}));
-        }
-    }
+    let message = message(m);
     let display =
         crate::store::reader::stored_message(m.role.as_str(), &message, &entry_id, seq, run_id);
     let mut entry = json!({
@@ -132,4 +69,86 @@ pub(super) fn append(
         entry_id,
         display,
     })
+}
+
+/// The message as clients see it (OpenClaw's shape): its content blocks, or a tool result's
+/// text and call, and what is known of how it was made.
+fn message(m: &NewMessage) -> serde_json::Value {
+    let mut message = json!({
+        "role": m.role.as_str(),
+        "content": content(m),
+        "timestamp": m.created_at,
+    });
+    if let Some((id, name, is_error)) = &m.tool_result {
+        if let Some(obj) = message.as_object_mut() {
+            obj.insert("content".into(), json!([{"type": "text", "text": m.text}]));
+            obj.insert("toolCallId".into(), json!(id));
+            obj.insert("toolName".into(), json!(name));
+            obj.insert("isError".into(), json!(is_error));
+        }
+    }
+    if let Some(obj) = message.as_object_mut() {
+        add_details(obj, m);
+    }
+    message
+}
+
+/// The message's content blocks: its reasoning, its text (also when it has nothing else) and
+/// its tool calls.
+fn content(m: &NewMessage) -> Vec<serde_json::Value> {
+    let mut content: Vec<serde_json::Value> = Vec::new();
+    if let Some(r) = &m.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r}));
+    }
+    if !m.text.is_empty() || (m.tool_calls.is_empty() && m.tool_result.is_none()) {
+        content.push(match m.command {
+            Some(CommandRow::Reply { notice: true, .. }) => {
+                json!({"type": "text", "text": m.text, "openclawStatusNotice": true})
+            }
+            _ => json!({"type": "text", "text": m.text}),
+        });
+    }
+    for c in &m.tool_calls {
+        let mut args: serde_json::Value =
+            serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!(c.arguments));
+        crate::tools::budget::bound_strings(&mut args);
+        content.push(json!({"type": "toolCall", "id": c.id, "name": c.name, "arguments": args}));
+    }
+    content
+}
+
+/// What is known of how the message was made (provider, model, usage, stop reason, error,
+/// diagnostics), its attachments, and a context-free command's marks.
+fn add_details(obj: &mut serde_json::Map<String, serde_json::Value>, m: &NewMessage) {
+    if let Some(p) = &m.provider {
+        obj.insert("provider".into(), json!(p));
+    }
+    if let Some(model) = &m.model {
+        obj.insert("model".into(), json!(model));
+    }
+    if let Some(u) = &m.usage {
+        obj.insert(
+            "usage".into(),
+            json!({"input": u.input, "output": u.output, "cacheRead": u.cache_read,
+                   "cacheWrite": u.cache_write, "totalTokens": u.total}),
+        );
+    }
+    if let Some(s) = &m.stop_reason {
+        obj.insert("stopReason".into(), json!(s));
+    }
+    if let Some(e) = &m.error {
+        obj.insert("errorMessage".into(), json!(e));
+    }
+    if !m.diagnostics.is_empty() {
+        obj.insert("diagnostics".into(), json!(m.diagnostics));
+    }
+    if !m.media.is_empty() {
+        let refs: Vec<_> = m.media.iter().map(|a| a.stored()).collect();
+        obj.insert("media".into(), json!(refs));
+    }
+    // A context-free command's rows say so, as OpenClaw's `/status` rows do.
+    if m.command.is_some_and(CommandRow::context_free) {
+        obj.insert("excludeFromContext".into(), json!(true));
+        obj.insert("__openclaw".into(), json!({"contextFreeCommand": true}));
+    }
 }
