@@ -36,25 +36,11 @@ pub(super) async fn agent(
     let Some(mut p) = params::<m::Agent>(&req, out).await else {
         return;
     };
-    let attachments = match normalize(p.attachments.take(), Takes::ImagesAndText) {
+    let attachments = match checked_agent_params(session, &mut p) {
         Ok(a) => a,
-        Err(m) => return out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
+        Err(refused) => return out.err(&req.id, refused).await,
     };
-    // As OpenClaw: picking the model of a run is an admin's call (`MODEL_CHANGE`, the rule
-    // of every path that changes a model).
-    let changes_model = p.provider.is_some() || p.model.is_some();
-    if !session.has_scope(Method::Agent.scope().with_model_change(changes_model)) {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("provider/model overrides are not authorized for this caller."),
-            )
-            .await;
-    }
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
-    if let Some(m) = agent_params_error(&p, !attachments.is_empty()) {
-        return out.err(&req.id, invalid(m)).await;
-    }
     let routed = match session_id_only(&p) {
         Some(id) => resolve_session_id(gw, id, p.agent_id.as_deref()).await,
         None => route(&p, |id| gw.config().agent(id).is_some()),
@@ -107,29 +93,59 @@ pub(super) async fn agent(
         status: "accepted".into(),
         accepted_at: Some(accepted_at),
     };
-    match admit(gw, out, &req.id, admission, ack).await {
-        Admitted::Refused(e) => out.err(&req.id, e).await,
+    let admitted = admit(gw, out, &req.id, admission, ack).await;
+    answer_agent(gw, out, &req.id, &run_id, admitted).await
+}
+
+/// `agent`'s attachments, decoded and checked, once the caller may pick the run's model
+/// and the params hold a message and a key; or the refusal.
+fn checked_agent_params(
+    session: &Session,
+    p: &mut ipc::gateway::AgentParams,
+) -> Result<Vec<ipc::control::Attachment>, ErrorShape> {
+    let attachments = normalize(p.attachments.take(), Takes::ImagesAndText)
+        .map_err(|m| ErrorShape::invalid(m.to_string()))?;
+    // As OpenClaw: picking the model of a run is an admin's call (`MODEL_CHANGE`, the rule
+    // of every path that changes a model).
+    let changes_model = p.provider.is_some() || p.model.is_some();
+    if !session.has_scope(Method::Agent.scope().with_model_change(changes_model)) {
+        return Err(ErrorShape::invalid(
+            "provider/model overrides are not authorized for this caller.",
+        ));
+    }
+    if let Some(m) = agent_params_error(p, !attachments.is_empty()) {
+        return Err(ErrorShape::invalid(format!("invalid agent params: {m}")));
+    }
+    Ok(attachments)
+}
+
+/// `agent`'s second answer (the first, `accepted`, went with admission): the run's final
+/// result once it ended, here or (cluster mode) wherever it ran; a replay's stored one; or
+/// why there is none.
+async fn answer_agent(gw: &Gateway, out: &Out, req_id: &str, run_id: &str, admitted: Admitted) {
+    match admitted {
+        Admitted::Refused(e) => out.err(req_id, e).await,
         Admitted::InFlight {
             agent_id,
             session_key,
         } => {
             let ack = AgentAck {
-                run_id: run_id.clone(),
+                run_id: run_id.to_owned(),
                 session_key,
                 agent_id,
                 status: "in_flight".into(),
                 accepted_at: None,
             };
-            reply::<m::Agent>(out, &req.id, &ack).await;
+            reply::<m::Agent>(out, req_id, &ack).await;
         }
         // A replay sends the stored bytes of the final result as they are.
-        Admitted::Finished(terminal) => final_frame(gw, out, &req.id, &terminal.final_json).await,
+        Admitted::Finished(terminal) => final_frame(gw, out, req_id, &terminal.final_json).await,
         Admitted::Started(rx) => match rx.await {
             // The run's terminal events were published before its waiters were answered.
-            Ok(outcome) => final_frame(gw, out, &req.id, &outcome.final_json).await,
+            Ok(outcome) => final_frame(gw, out, req_id, &outcome.final_json).await,
             Err(_) => {
                 out.err(
-                    &req.id,
+                    req_id,
                     ErrorShape::unavailable(
                         "the gateway stopped before the run finished",
                         Some(1000),
@@ -145,13 +161,10 @@ pub(super) async fn agent(
                 _ = gw.stopping.cancelled() => Err(ClusterRunError::Stopped),
             };
             match done {
-                Ok(t) => final_frame(gw, out, &req.id, &t.final_json).await,
+                Ok(t) => final_frame(gw, out, req_id, &t.final_json).await,
                 Err(why) => {
-                    out.err(
-                        &req.id,
-                        ErrorShape::unavailable(why.to_string(), Some(1000)),
-                    )
-                    .await
+                    out.err(req_id, ErrorShape::unavailable(why.to_string(), Some(1000)))
+                        .await
                 }
             }
         }
@@ -351,4 +364,58 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
     };
     out.after_events(gw.hub.published()).await;
     reply::<m::AgentWait>(out, &req.id, &result).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use ipc::gateway::{AgentParams, MAX_EXTRA_SYSTEM_PROMPT_BYTES, MAX_MESSAGE_BYTES};
+
+    use super::agent_params_error;
+
+    fn params(message: &str, key: &str) -> AgentParams {
+        AgentParams {
+            message: message.into(),
+            idempotency_key: key.into(),
+            ..Default::default()
+        }
+    }
+
+    /// R-A1: a turn needs text, or attachments to carry it; and a key to be idempotent
+    /// by (R-A3).
+    #[test]
+    fn a_turn_needs_text_or_attachments_and_a_key() {
+        let blank = params("  \n", "k");
+        assert_eq!(
+            agent_params_error(&blank, false).as_deref(),
+            Some("message must be a non-empty string")
+        );
+        assert_eq!(agent_params_error(&blank, true), None, "attachments carry it");
+        assert_eq!(
+            agent_params_error(&params("hi", ""), false).as_deref(),
+            Some("idempotencyKey must be a non-empty string")
+        );
+        assert_eq!(agent_params_error(&params("hi", "k"), false), None);
+    }
+
+    /// The message and the extra system prompt are capped, and the refusal says by how much.
+    #[test]
+    fn oversized_text_is_refused_with_its_size() {
+        let long = "x".repeat(MAX_MESSAGE_BYTES + 1);
+        let why = agent_params_error(&params(&long, "k"), false).unwrap_or_default();
+        assert!(
+            why.starts_with(&format!("message is {} bytes;", MAX_MESSAGE_BYTES + 1)),
+            "{why}"
+        );
+        let mut p = params("hi", "k");
+        p.extra_system_prompt = Some("y".repeat(MAX_EXTRA_SYSTEM_PROMPT_BYTES + 1));
+        assert_eq!(
+            agent_params_error(&p, false),
+            Some(format!(
+                "extraSystemPrompt is {} bytes; the limit is {MAX_EXTRA_SYSTEM_PROMPT_BYTES}",
+                MAX_EXTRA_SYSTEM_PROMPT_BYTES + 1
+            ))
+        );
+        p.extra_system_prompt = Some("y".repeat(MAX_EXTRA_SYSTEM_PROMPT_BYTES));
+        assert_eq!(agent_params_error(&p, false), None, "at the cap is fine");
+    }
 }
