@@ -23,6 +23,18 @@ pub struct RunStart {
     pub run: SubmitRun,
 }
 
+/// When a run asks for room in the session queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charge {
+    /// Before it is recorded: no room is a refusal the client may retry with the same key
+    /// (a run admitted here).
+    BeforeRecord,
+    /// As it is handed over: no room ends the run `error`, recorded and told as any run's
+    /// end (cluster mode's owner: the run's front door acknowledged it already, and a run
+    /// the cluster accepted must end once).
+    AtDispatch,
+}
+
 /// How a start went.
 pub enum Started {
     /// Recorded and handed over (or failed as it was handed over): its outcome, once durable.
@@ -49,15 +61,20 @@ pub enum StartRefused {
     Conflict { run_id: String, why: String },
 }
 
-/// Starts `s`: reserves its room, records it, calls `accepted(accepted_at)` once it is
-/// recorded new (the admission's acknowledgement), then hands it to the control actor.
+/// Starts `s`: charges its room when `charge` says, records it, calls
+/// `accepted(accepted_at)` once it is recorded new (the admission's acknowledgement), then
+/// hands it to the control actor.
 pub async fn start(
     db: &GatewayDb,
     control: &ControlHandle,
     s: RunStart,
+    charge: Charge,
     accepted: impl AsyncFnOnce(u64),
 ) -> Result<Started, StartRefused> {
-    let mut room = Room::reserve(control, room_for(&s, Hold::Dispatch)).await?;
+    let mut room = match charge {
+        Charge::BeforeRecord => Room::reserve(control, room_for(&s, Hold::Dispatch)).await?,
+        Charge::AtDispatch => Room { charged: None },
+    };
     let recorded = db
         .accept(NewRun {
             run_id: s.run.run_id.clone(),
@@ -90,7 +107,8 @@ pub async fn start(
             accepted(s.run.accepted_at).await;
             // The charge now follows the run in the control actor.
             room.handed_over();
-            Ok(Started::New(hand_over(db, control, s).await))
+            let at_dispatch = (charge == Charge::AtDispatch).then(|| room_for(&s, Hold::Dispatch));
+            Ok(Started::New(hand_over(db, control, s, at_dispatch).await))
         }
     }
 }
@@ -100,6 +118,7 @@ async fn hand_over(
     db: &GatewayDb,
     control: &ControlHandle,
     s: RunStart,
+    charge: Option<Reserve>,
 ) -> oneshot::Receiver<Arc<Outcome>> {
     let (run_id, session_key) = (s.run.run_id.clone(), s.run.session_key.clone());
     let (done, rx) = oneshot::channel();
@@ -107,6 +126,7 @@ async fn hand_over(
         agent_id: s.agent_id.clone(),
         done,
         run: s.run,
+        charge,
     };
     let Err(e) = control.dispatch(dispatch) else {
         return rx;

@@ -239,7 +239,11 @@ async fn run_here(
         request_hash: t.request_hash,
         run: t.run,
     };
-    let mut rx = match local::start(&gw.db, &gw.control, start, async |_| {}).await {
+    // Charged as it is handed over: the run was accepted cluster-wide, so one the agent's
+    // queues here have no room for ends `error`, recorded here and in the cluster, its
+    // clients told as for any run's end.
+    let charge = local::Charge::AtDispatch;
+    let mut rx = match local::start(&gw.db, &gw.control, start, charge, async |_| {}).await {
         Ok(Started::New(rx)) => rx,
         Ok(Started::Finished(terminal)) => return Some(terminal),
         Ok(Started::InFlight { .. }) => match gw.control.wait(run_id.clone()).await {
@@ -247,17 +251,17 @@ async fn run_here(
             Ok(WaitReply::Pending(rx)) => rx,
             Ok(WaitReply::Unknown) | Err(_) => return None,
         },
-        // The agent's queues are full here, whichever gateway the messages came through:
-        // the run ends saying so (its front door acknowledged it already).
-        Err(StartRefused::QueueFull(full)) => return Some(failed(full.0)),
         // This gateway's db holds the key for another request (it ran it before it joined
         // the cluster): nothing of it can be recorded here.
         Err(StartRefused::Conflict { why, .. }) => {
             return Some(failed(format!("cannot run it here: {why}")))
         }
         // The gateway is stopping or cannot record it now: not acknowledged, the delivery
-        // comes again (here or at the next owner).
-        Err(e @ (StartRefused::Record(_) | StartRefused::Control(_))) => {
+        // comes again (here or at the next owner). (No room is not refused here: it is
+        // charged at dispatch.)
+        Err(
+            e @ (StartRefused::Record(_) | StartRefused::Control(_) | StartRefused::QueueFull(_)),
+        ) => {
             tracing::warn!(run_id = run_id.as_str(), error = %e, "Cannot start a queued run.");
             return None;
         }

@@ -30,6 +30,11 @@ pub struct Dispatch {
     pub agent_id: String,
     /// Receives the outcome once it is durable.
     pub done: oneshot::Sender<Arc<Outcome>>,
+    /// Room to charge as the run is handed over, for a run recorded before room was asked
+    /// (cluster mode's owner: its front door acknowledged it already). Without room the run
+    /// ends `error` saying so, as any run does (durably, with its terminal events).
+    /// `None`: charged before it was recorded (`Command::Reserve`), or not at all.
+    pub charge: Option<super::queue_room::Reserve>,
 }
 
 pub enum WaitReply {

@@ -314,7 +314,7 @@ impl Control {
     }
 
     /// Room for a queued run (`queue_room`), with what the core knows of it.
-    fn reserve(
+    pub(super) fn reserve(
         &mut self,
         r: super::queue_room::Reserve,
     ) -> Result<bool, super::queue_room::QueueFull> {

@@ -93,9 +93,19 @@ impl ControlHandle {
         rx.await.map_err(|_| ControlError::Closed)
     }
 
-    /// Gives back a reservation (best effort: one not given back lapses).
+    /// Gives back a reservation. When the actor's queue is full the give-back waits for
+    /// room in a task of its own (a charge held for a run elsewhere would not lapse soon).
     pub fn unreserve(&self, run_id: String) {
-        let _ = self.try_send(Command::Unreserve { run_id });
+        if let Err(mpsc::error::TrySendError::Full(cmd)) =
+            self.tx.try_send(Command::Unreserve { run_id })
+        {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let tx = self.tx.clone();
+                rt.spawn(async move {
+                    let _ = tx.send(cmd).await;
+                });
+            }
+        }
     }
 
     pub async fn wait(&self, run_id: String) -> Result<WaitReply, ControlError> {

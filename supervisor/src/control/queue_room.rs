@@ -20,6 +20,11 @@ use crate::config::QueueLimits;
 /// How long a reservation whose run was not handed over counts.
 pub(super) const RESERVATION_TTL: Duration = Duration::from_secs(60);
 
+/// How long a front door's charge for a run elsewhere counts at most, if its give-back
+/// never came (its outcome never did): the owner's own charge is what bounds memory, the
+/// front door's only refuses early, so a lapse here under-counts at worst.
+pub(super) const ELSEWHERE_TTL: Duration = Duration::from_secs(3600);
+
 /// What one run holds.
 pub(super) struct Charge {
     agent_id: String,
@@ -37,7 +42,8 @@ pub enum Hold {
     /// The run is handed over here: until then, at most [`RESERVATION_TTL`].
     Dispatch,
     /// The run runs on another cluster member: until it is given back, when the run's
-    /// outcome arrives.
+    /// outcome arrives (at most [`ELSEWHERE_TTL`]). Such charges hold no message here: they
+    /// count against what this gateway sends on, not against what it holds as an owner.
     Outcome,
 }
 
@@ -82,7 +88,14 @@ impl QueueRoom {
         limits: &QueueLimits,
         now: Instant,
     ) -> Result<bool, QueueFull> {
-        if known || self.charges.contains_key(&r.run_id) {
+        if let Some(c) = self.charges.get_mut(&r.run_id) {
+            // Sent here and run here after all: it holds its message here now.
+            if r.hold == Hold::Dispatch {
+                c.hold = Hold::Dispatch;
+            }
+            return Ok(false);
+        }
+        if known {
             return Ok(false);
         }
         let busy = busy
@@ -91,9 +104,11 @@ impl QueueRoom {
                 .values()
                 .any(|c| c.session_key == r.session_key);
         if busy {
+            // A run held here counts what is held here; one sent on, everything waiting.
+            let counts = |c: &Charge| r.hold == Hold::Outcome || c.hold == Hold::Dispatch;
             check(
-                self.queued_usage(Some(&r.agent_id)),
-                self.queued_usage(None),
+                self.usage(Some(&r.agent_id), counts),
+                self.usage(None, counts),
                 r.bytes,
                 &r.agent_id,
                 limits,
@@ -122,10 +137,16 @@ impl QueueRoom {
     }
 
     /// Queued messages of `agent_id` (`None`: of all agents).
+    #[cfg(test)]
     pub(super) fn queued_usage(&self, agent_id: Option<&str>) -> Usage {
+        self.usage(agent_id, |_| true)
+    }
+
+    /// Like [`QueueRoom::queued_usage`], of the charges `counts` keeps.
+    fn usage(&self, agent_id: Option<&str>, counts: impl Fn(&Charge) -> bool) -> Usage {
         self.charges
             .values()
-            .filter(|c| c.queued && agent_id.is_none_or(|a| a == c.agent_id))
+            .filter(|c| c.queued && agent_id.is_none_or(|a| a == c.agent_id) && counts(c))
             .fold(Usage::default(), |u, c| Usage {
                 messages: u.messages + 1,
                 bytes: u.bytes + c.bytes,
@@ -138,7 +159,7 @@ impl QueueRoom {
     pub(super) fn prune(&mut self, now: Instant, unsettled: impl Fn(&str) -> Option<bool>) {
         self.charges.retain(|id, c| match (unsettled(id), c.hold) {
             (Some(open), _) => open,
-            (None, Hold::Outcome) => true,
+            (None, Hold::Outcome) => now.saturating_duration_since(c.since) < ELSEWHERE_TTL,
             (None, Hold::Dispatch) => now.saturating_duration_since(c.since) < RESERVATION_TTL,
         });
     }

@@ -25,6 +25,8 @@ const MAX_EXPECTED: usize = 4096;
 impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
         let run_id = d.run.run_id.clone();
+        // Charged now, before the run counts as its session's: no room ends it below.
+        let no_room = d.charge.and_then(|r| self.reserve(r).err());
         self.deps.metrics.run_accepted(&d.agent_id);
         self.unsettled.add(&d.run.session_key, &run_id);
         let fallbacks = self
@@ -55,6 +57,14 @@ impl Control {
                 "gateway is shutting down",
                 Some(StopReason::Restart),
             );
+            return;
+        }
+        if let Some(full) = no_room {
+            let why = format!(
+                "{}; this run was not started: send the message again with a new idempotencyKey",
+                full.0
+            );
+            self.fail_run(&run_id, RunStatus::Error, &why, None);
             return;
         }
         match self.deliver(&d.agent_id, ControlToWorker::Submit(d.run)) {

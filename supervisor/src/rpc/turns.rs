@@ -389,7 +389,11 @@ mod tests {
             agent_params_error(&blank, false).as_deref(),
             Some("message must be a non-empty string")
         );
-        assert_eq!(agent_params_error(&blank, true), None, "attachments carry it");
+        assert_eq!(
+            agent_params_error(&blank, true),
+            None,
+            "attachments carry it"
+        );
         assert_eq!(
             agent_params_error(&params("hi", ""), false).as_deref(),
             Some("idempotencyKey must be a non-empty string")

@@ -131,6 +131,7 @@ impl Harness {
             run,
             agent_id: self.agent.into(),
             done,
+            charge: None,
         };
         (self.at(ms, Command::Dispatch(d)), rx)
     }
@@ -610,6 +611,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
             run,
             agent_id: "main".into(),
             done,
+            charge: None,
         })
         .unwrap();
     while !failed.borrow().contains_key("main") {
@@ -817,6 +819,71 @@ fn charges_for_runs_elsewhere_hold_until_given_back_issue_38() {
         reserve_held(&mut h, 600_002, "e3", s, 10, outcome),
         Ok(true)
     );
+    // One whose give-back never came lapses at last.
+    h.tick(600_002 + queue_room::ELSEWHERE_TTL.as_millis() as u64);
+    assert!(h.core.room.is_empty());
+}
+
+/// A dispatch that charges its room as it is handed over (cluster mode's owner).
+fn charged(run_id: &str, session: &str, wall: u64) -> (Command, oneshot::Receiver<Arc<Outcome>>) {
+    let (done, rx) = oneshot::channel();
+    let charge = Some(Reserve {
+        run_id: run_id.into(),
+        agent_id: "main".into(),
+        session_key: session.into(),
+        bytes: 2,
+        hold: queue_room::Hold::Dispatch,
+    });
+    let d = Dispatch {
+        run: SubmitRun::plain(run_id, session, "hi", wall),
+        agent_id: "main".into(),
+        done,
+        charge,
+    };
+    (Command::Dispatch(d), rx)
+}
+
+/// Issue 38: an owner charges a run the cluster accepted as it is handed over; without
+/// room the run ends `error`, durably and once, saying a new key is needed (its front
+/// door acknowledged it already, so it cannot be refused). What this gateway only sent on
+/// (`Hold::Outcome`) does not count against what it holds as an owner.
+#[test]
+fn an_owner_without_room_ends_the_run_issue_38() {
+    let mut h = Harness::new(&format!(
+        "{CONFIG}[messages.queue]\nmax_queued_per_agent = 1\n"
+    ));
+    let s = "agent:main:s";
+    let _link = h.ready(0, 1, 42);
+    let sent_on = queue_room::Hold::Outcome;
+    // Sent on: another session's message waits behind its first, at another gateway.
+    let o = "agent:main:o";
+    assert_eq!(reserve_held(&mut h, 1, "out1", o, 10, sent_on), Ok(true));
+    assert_eq!(reserve_held(&mut h, 1, "out2", o, 10, sent_on), Ok(true));
+    let (first, _) = charged("r1", s, h.wall0 + 2);
+    assert!(
+        persisted(&h.at(2, first)).is_empty(),
+        "the session's first run"
+    );
+    let (second, _) = charged("r2", s, h.wall0 + 3);
+    assert!(
+        persisted(&h.at(3, second)).is_empty(),
+        "one waits: out2 waits elsewhere, it is not held here"
+    );
+    let (third, mut done) = charged("r3", s, h.wall0 + 4);
+    let mut ended = persisted(&h.at(4, third));
+    assert_eq!(ended.len(), 1, "no room: r3 ends at once");
+    let (run_id, outcome) = ended.remove(0);
+    assert_eq!(run_id, "r3");
+    assert_eq!(outcome.status, RunStatus::Error);
+    let why = outcome.error.clone().unwrap_or_default();
+    assert!(why.contains("max_queued_per_agent is 1"), "{why}");
+    assert!(
+        why.ends_with("send the message again with a new idempotencyKey"),
+        "{why}"
+    );
+    h.at(5, Command::Persisted { run_id, outcome });
+    assert_eq!(done.try_recv().map(|o| o.status), Ok(RunStatus::Error));
+    assert!(!h.core.room.holds("r3"));
 }
 
 /// Issue 23 item 3: the global limit holds over agents' sessions.
