@@ -404,3 +404,55 @@ fn a_run_status_of_an_unknown_phase_reaches_no_client() {
     );
     assert!(out.is_empty(), "{out:?}");
 }
+
+/// What `project` does with a tool event and a terminal: the tool event goes only to the
+/// clients that asked for tool events, and the terminal lifecycle (its agent and chat events)
+/// is held in the run's state, published by no one until the outcome is recorded.
+#[test]
+fn a_tool_event_is_for_tool_clients_and_the_terminal_is_held() {
+    let hub = EventHub::new();
+    let mut runs = HashMap::new();
+    let mut out = Vec::new();
+    let event = |msg| match msg {
+        WorkerToControl::Event(ev) => ev,
+        other => panic!("not an event: {other:?}"),
+    };
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &event(lifecycle("r1", 1, Phase::Start)),
+        &mut out,
+    );
+    out.clear();
+    let tool = RunEvent {
+        run_id: "r1".into(),
+        seq: 2,
+        ts: 2,
+        body: EventBody::Tool {
+            phase: ipc::control::ToolPhase::Start,
+            tool_call_id: "c1".into(),
+            name: "read".into(),
+            args_json: Some("{}".into()),
+            result_json: None,
+            is_error: None,
+        },
+    };
+    project(&hub, "main", &mut runs, &tool, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(
+        format!("{out:?}").contains(to_clients::TOOL_EVENTS_CAP),
+        "{out:?}"
+    );
+    out.clear();
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &event(lifecycle("r1", 3, Phase::End)),
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(runs["r1"].deferred.len(), 2);
+    assert_eq!(runs["r1"].last_seq, 3);
+}
