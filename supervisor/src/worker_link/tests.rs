@@ -456,3 +456,52 @@ fn a_tool_event_is_for_tool_clients_and_the_terminal_is_held() {
     assert_eq!(runs["r1"].deferred.len(), 2);
     assert_eq!(runs["r1"].last_seq, 3);
 }
+
+/// What the link kept of a started run of session `agent:main:s`, seen up to `seq` 4.
+fn streaming(deferred: Vec<Deferred>, carried: bool) -> Streaming {
+    Streaming {
+        session_key: "agent:main:s".into(),
+        text: Default::default(),
+        thinking: String::new(),
+        last_seq: 4,
+        started_at: Some(1),
+        deferred,
+        reply_place: None,
+        carried,
+    }
+}
+
+/// A run's `Finished`: the terminal events its own events gave; none when the gateway ended
+/// it already, when it never started, or when it was taken into another run's turn (its
+/// clients were told); else a fallback terminal numbered after what clients saw, or the
+/// carrier's outcome for a carried run an older worker did not announce.
+#[test]
+fn the_terminal_events_of_a_finished_run_follow_what_its_clients_saw() {
+    use finished::terminal_events;
+    let WorkerToControl::Finished(t) = finished("r1") else {
+        panic!("not a Finished")
+    };
+    let held = || vec![Deferred::event("x", &1), Deferred::event("y", &2)];
+    let (events, told) = terminal_events("main", true, Some(streaming(held(), false)), &t);
+    assert!(events.is_empty() && !told);
+    let (events, told) = terminal_events("main", false, None, &t);
+    assert!(events.is_empty() && !told);
+    let (events, told) = terminal_events("main", false, Some(streaming(held(), true)), &t);
+    assert!(events.is_empty() && told);
+    let (events, told) = terminal_events("main", false, Some(streaming(held(), false)), &t);
+    assert_eq!((events.len(), told), (2, false));
+    assert!(format!("{events:?}").contains("\"x\""), "{events:?}");
+
+    let (events, told) = terminal_events("main", false, Some(streaming(Vec::new(), false)), &t);
+    assert_eq!((events.len(), told), (2, false));
+    let text = format!("{events:?}");
+    assert!(text.contains("the run ended without a result"), "{text}");
+    assert!(text.contains(r#"\"seq\":5"#), "{text}");
+
+    let mut carried = t.clone();
+    carried.carried_by = Some("r0".into());
+    let (events, told) =
+        terminal_events("main", false, Some(streaming(Vec::new(), false)), &carried);
+    assert_eq!((events.len(), told), (2, false));
+    assert!(!format!("{events:?}").contains("the run ended without a result"));
+}
