@@ -153,99 +153,148 @@ pub fn authenticate(
     peer: Peer,
     now_ms: i64,
 ) -> Result<Verdict, Box<Refusal>> {
-    let auth = params.auth.clone().unwrap_or_default();
-    let non_empty = |t: &Option<String>| t.clone().filter(|t| !t.is_empty());
-    let (token_field, password, device_token, bootstrap) = (
-        non_empty(&auth.token),
-        non_empty(&auth.password),
-        non_empty(&auth.device_token),
-        non_empty(&auth.bootstrap_token),
-    );
+    let credentials = Credentials::of(params);
     let requested = params.scopes.clone().unwrap_or_default();
     let role = params.role.as_deref().unwrap_or("operator");
-    let client = (params.client.id.as_str(), params.client.mode.as_str());
+    let has_device = params.device.is_some();
     let method = match token {
         None => "none",
-        Some(expected) => {
-            let shared_ok = [&token_field, &password]
-                .into_iter()
-                .flatten()
-                .any(|p| token_matches(p, expected));
-            if shared_ok {
-                "token"
-            } else {
-                let claim = match (&device_token, &token_field) {
-                    (Some(t), _) => Some((t.clone(), false)),
-                    (None, Some(t)) if params.device.is_some() => Some((t.clone(), true)),
-                    _ => None,
-                };
-                if let Some((presented, in_token_field)) = claim {
-                    let Some(device_id) =
-                        local_device(params, role, &requested, challenge_nonce, peer, now_ms)?
-                    else {
-                        return Err(Refusal::new(
-                            ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
-                                .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
-                            "device identity required",
-                        ));
-                    };
-                    return Ok(Verdict::CheckDeviceToken(DeviceTokenClaim {
-                        device_id,
-                        role: role.to_owned(),
-                        token: presented,
-                        requested,
-                        in_token_field,
-                    }));
-                }
-                return Err(if token_field.is_some() || password.is_some() {
-                    auth_error(
-                        "AUTH_TOKEN_MISMATCH",
-                        "token_mismatch",
-                        false,
-                        "update_auth_credentials",
-                        TOKEN_MISMATCH,
-                    )
-                } else if bootstrap.is_some() {
-                    // One-time tokens minted by another gateway's CLI (`openclaw dashboard`)
-                    // mean nothing here: the page falls back to asking for the token.
-                    auth_error(
-                        "AUTH_BOOTSTRAP_TOKEN_INVALID",
-                        "bootstrap_token_invalid",
-                        false,
-                        "update_auth_credentials",
-                        "unauthorized: bootstrap token invalid or expired (loopgate issues none; open the page with #token=<gateway token>)",
-                    )
-                } else if params.device.is_none() {
-                    Refusal::new(
-                        ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required")
-                            .with_details(json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"})),
-                        "device identity required",
-                    )
-                } else {
-                    auth_error(
-                        "AUTH_TOKEN_MISSING",
-                        "token_missing",
-                        false,
-                        "update_auth_configuration",
-                        "unauthorized: gateway token missing (send the gateway token, or the device token this gateway issued to this device)",
-                    )
-                });
-            }
+        Some(expected) if credentials.shared_token(expected) => "token",
+        Some(_) => {
+            let Some((presented, in_token_field)) = credentials.device_token_claim(has_device)
+            else {
+                return Err(credentials.refusal(has_device));
+            };
+            let Some(device_id) =
+                local_device(params, role, &requested, challenge_nonce, peer, now_ms)?
+            else {
+                return Err(device_identity_required());
+            };
+            return Ok(Verdict::CheckDeviceToken(DeviceTokenClaim {
+                device_id,
+                role: role.to_owned(),
+                token: presented,
+                requested,
+                in_token_field,
+            }));
         }
     };
     let device_id = local_device(params, role, &requested, challenge_nonce, peer, now_ms)?;
+    let client = (params.client.id.as_str(), params.client.mode.as_str());
+    Ok(Verdict::Granted(grant(
+        client, peer, method, device_id, requested,
+    )))
+}
+
+/// The credentials a `connect` presents in `auth` (an empty one counts as absent).
+#[derive(Debug, Default)]
+struct Credentials {
+    token: Option<String>,
+    password: Option<String>,
+    device_token: Option<String>,
+    bootstrap: Option<String>,
+}
+
+impl Credentials {
+    /// The credentials of `params`.
+    fn of(params: &ConnectParams) -> Credentials {
+        let auth = params.auth.clone().unwrap_or_default();
+        let non_empty = |t: Option<String>| t.filter(|t| !t.is_empty());
+        Credentials {
+            token: non_empty(auth.token),
+            password: non_empty(auth.password),
+            device_token: non_empty(auth.device_token),
+            bootstrap: non_empty(auth.bootstrap_token),
+        }
+    }
+
+    /// The gateway token `expected` is presented, in `auth.token` or `auth.password`.
+    fn shared_token(&self, expected: &str) -> bool {
+        [&self.token, &self.password]
+            .into_iter()
+            .flatten()
+            .any(|p| token_matches(p, expected))
+    }
+
+    /// The device token claimed, and whether it came in `auth.token`: `auth.deviceToken`,
+    /// else `auth.token` (not the gateway token) from a connect with a device proof.
+    fn device_token_claim(&self, has_device: bool) -> Option<(String, bool)> {
+        match (&self.device_token, &self.token) {
+            (Some(t), _) => Some((t.clone(), false)),
+            (None, Some(t)) if has_device => Some((t.clone(), true)),
+            _ => None,
+        }
+    }
+
+    /// Why a connect with neither the gateway token nor a device token is refused, most
+    /// telling reason first: a wrong token, a bootstrap token (meaningless here), no device
+    /// identity, or no token at all.
+    fn refusal(&self, has_device: bool) -> Box<Refusal> {
+        if self.token.is_some() || self.password.is_some() {
+            auth_error(
+                "AUTH_TOKEN_MISMATCH",
+                "token_mismatch",
+                false,
+                "update_auth_credentials",
+                TOKEN_MISMATCH,
+            )
+        } else if self.bootstrap.is_some() {
+            // One-time tokens minted by another gateway's CLI (`openclaw dashboard`) mean
+            // nothing here: the page falls back to asking for the token.
+            auth_error(
+                "AUTH_BOOTSTRAP_TOKEN_INVALID",
+                "bootstrap_token_invalid",
+                false,
+                "update_auth_credentials",
+                "unauthorized: bootstrap token invalid or expired (loopgate issues none; open the page with #token=<gateway token>)",
+            )
+        } else if !has_device {
+            device_identity_required()
+        } else {
+            auth_error(
+                "AUTH_TOKEN_MISSING",
+                "token_missing",
+                false,
+                "update_auth_configuration",
+                "unauthorized: gateway token missing (send the gateway token, or the device token this gateway issued to this device)",
+            )
+        }
+    }
+}
+
+/// A device token presented, or no credentials at all, without a device proof.
+fn device_identity_required() -> Box<Refusal> {
+    Refusal::new(
+        ErrorShape::new(ipc::gateway::codes::NOT_PAIRED, "device identity required").with_details(
+            json!({"code": "DEVICE_IDENTITY_REQUIRED", "reason": "device identity required"}),
+        ),
+        "device identity required",
+    )
+}
+
+/// What a connect that passed the token check (`method`) is granted. Its scopes are kept
+/// when a device proved itself, or for the local CLI and a local origin-less backend
+/// client, else cleared; a proven device that used the gateway token is issued a device
+/// token, except a backend client (as OpenClaw: openclaw-node keeps using the gateway
+/// token).
+fn grant(
+    client: (&str, &str),
+    peer: Peer,
+    method: &'static str,
+    device_id: Option<String>,
+    requested: Vec<String>,
+) -> Granted {
     let keep = device_id.is_some()
         || (peer.local && client == ("cli", "cli"))
         || (peer.local && !peer.has_origin && client == ("gateway-client", "backend"));
-    // As OpenClaw: a local backend client (openclaw-node) keeps using the gateway token.
     let issue_device_token =
         method == "token" && device_id.is_some() && client != ("gateway-client", "backend");
-    Ok(Verdict::Granted(Granted {
+    Granted {
         scopes: if keep { requested } else { Vec::new() },
         method,
         device_id,
         issue_device_token,
-    }))
+    }
 }
 
 /// Finishes a device-token connect with what the store said of the token.

@@ -1,11 +1,22 @@
 //! What a reload changes (`loopgate reload`, SIGHUP): one line per change, in the words of
 //! the config file. Pure.
 
-use crate::config::Config;
+use crate::config::{Config, GatewayConfig};
 
 /// The changes from `old` to `new`, each a line an operator reads; empty: nothing changed.
 pub fn describe(old: &Config, new: &Config) -> Vec<String> {
     let mut out = Vec::new();
+    agents(old, new, &mut out);
+    gateway(&old.gateway, &new.gateway, &mut out);
+    diagnostics(old, new, &mut out);
+    queue(old, new, &mut out);
+    process(old, new, &mut out);
+    out
+}
+
+/// Agents added and changed (in `new`'s order), then removed (in `old`'s), with what
+/// becomes of their workers.
+fn agents(old: &Config, new: &Config, out: &mut Vec<String>) {
     for a in &new.agents {
         match old.agent(a.id.as_str()) {
             None => out.push(format!(
@@ -27,7 +38,10 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             ));
         }
     }
-    let (o, n) = (&old.gateway, &new.gateway);
+}
+
+/// The `gateway` table: address, drain timeout, client buffers, metrics, allowed hosts.
+fn gateway(o: &GatewayConfig, n: &GatewayConfig, out: &mut Vec<String>) {
     if (o.port, o.bind) != (n.port, n.bind) {
         out.push(format!(
             "gateway.port / gateway.bind {}:{} -> {}:{}: applies after a restart",
@@ -58,6 +72,10 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             o.allowed_hosts, n.allowed_hosts
         ));
     }
+}
+
+/// Stuck-session diagnostics (the same for every agent: the first one's stand for all).
+fn diagnostics(old: &Config, new: &Config, out: &mut Vec<String>) {
     let diag = |c: &Config| c.agents.first().map(|a| a.diagnostics);
     if let (Some(d0), Some(d1)) = (diag(old), diag(new)) {
         if d0 != d1 {
@@ -67,6 +85,10 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             ));
         }
     }
+}
+
+/// `messages.queue`: the limits on what may wait, and how a session's queue behaves.
+fn queue(old: &Config, new: &Config, out: &mut Vec<String>) {
     if old.queue_limits != new.queue_limits {
         let (o, n) = (old.queue_limits, new.queue_limits);
         out.push(format!(
@@ -87,6 +109,11 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
             new.queue.drop.as_str()
         ));
     }
+}
+
+/// The gateway process itself: worker supervision, the disk reserve, gateway hooks, cluster
+/// mode.
+fn process(old: &Config, new: &Config, out: &mut Vec<String>) {
     if old.workers != new.workers {
         out.push("workers: supervision settings changed".into());
     }
@@ -103,7 +130,6 @@ pub fn describe(old: &Config, new: &Config) -> Vec<String> {
     if old.cluster != new.cluster {
         out.push("cluster: changed; applies after a restart (this gateway keeps its place in the cluster until then)".into());
     }
-    out
 }
 
 #[cfg(test)]
@@ -161,5 +187,36 @@ mod tests {
             d.contains(&"agent main changed: its worker restarts gracefully".to_owned()),
             "{d:?}"
         );
+    }
+
+    /// Each section's lines come in the file's order: agents, gateway, queue, the process.
+    #[test]
+    fn reload_lists_gateway_queue_and_process_changes_in_order() {
+        let old = load("");
+        let new = load(
+            "[gateway]\nport = 19999\ndrain_timeout_seconds = 7\n[gateway.metrics]\nenabled = true\n\
+             [messages.queue]\nmode = \"collect\"\n[workers]\nmax_live = 3\n",
+        );
+        let d = describe(&old, &new);
+        let port = d
+            .iter()
+            .position(|l| l.starts_with("gateway.port / gateway.bind "));
+        let drain = d
+            .iter()
+            .position(|l| l.starts_with("gateway.drain_timeout_seconds "));
+        let metrics = d
+            .iter()
+            .position(|l| l.starts_with("gateway.metrics.enabled false -> true"));
+        let queue = d
+            .iter()
+            .position(|l| l.starts_with("messages.queue: mode "));
+        let workers = d
+            .iter()
+            .position(|l| l == "workers: supervision settings changed");
+        let order = [port, drain, metrics, queue, workers];
+        assert!(order.iter().all(Option::is_some), "{d:?}");
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{d:?}");
+        assert_eq!(d.len(), 5, "{d:?}");
+        assert!(d[0].ends_with(":19999: applies after a restart"), "{d:?}");
     }
 }

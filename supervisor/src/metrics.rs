@@ -17,15 +17,12 @@ use ipc::diagnostics::{RecoveryAction, SessionClass};
 use ipc::metrics::WorkerCounters;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-/// A label set.
-type L = Vec<(&'static str, String)>;
+mod series;
+use series::{ClusterSeries, HealthSeries, RunSeries, ScrapeGauges, L};
 
 /// Client connections closed as slow consumers (counted where they are closed).
 pub static SLOW_CONSUMERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -40,103 +37,11 @@ pub struct Metrics(Arc<Inner>);
 struct Inner {
     registry: Registry,
     started: Instant,
-    runs_accepted: Family<L, Counter>,
-    runs_ended: Family<L, Counter>,
-    run_duration: Family<L, Histogram>,
-    first_token: Family<L, Histogram>,
-    retries: Family<L, Counter>,
-    fallbacks: Family<L, Counter>,
-    tool_calls: Family<L, Counter>,
-    worker_restarts: Family<L, Counter>,
-    worker_exits: Family<L, Counter>,
-    diagnostics: Family<L, Counter>,
-    recoveries: Family<L, Counter>,
-    /// Gauges set at scrape time.
-    uptime: Gauge<f64, std::sync::atomic::AtomicU64>,
-    connections: Gauge,
-    worker_up: Family<L, Gauge>,
-    breaker_open: Family<L, Gauge>,
-    queue_depth: Family<L, Gauge>,
-    active_runs: Family<L, Gauge>,
-    sessions: Family<L, Gauge>,
+    runs: RunSeries,
+    health: HealthSeries,
+    gauges: ScrapeGauges,
     cluster: ClusterSeries,
     reported: Arc<Reported>,
-}
-
-/// Cluster mode: leases held now, taken, lost; runs of lost owners ended here; journal
-/// writes the engine refused.
-struct ClusterSeries {
-    leases: Gauge,
-    takeovers: Family<L, Counter>,
-    lost: Family<L, Counter>,
-    orphans: Family<L, Counter>,
-    refused: Family<L, Counter>,
-    snapshots: Family<L, Counter>,
-    restores: Family<L, Counter>,
-    pinned: Family<L, Gauge>,
-}
-
-impl ClusterSeries {
-    fn register(r: &mut Registry) -> ClusterSeries {
-        let leases = Gauge::default();
-        r.register(
-            "cluster_leases_held",
-            "Cluster mode: agents this gateway owns now",
-            leases.clone(),
-        );
-        let takeovers = Family::<L, Counter>::default();
-        r.register(
-            "cluster_leases_taken",
-            "Cluster mode: agent leases this gateway took, by agent",
-            takeovers.clone(),
-        );
-        let lost = Family::<L, Counter>::default();
-        r.register(
-            "cluster_leases_lost",
-            "Cluster mode: agent leases this gateway lost without giving them up, by agent",
-            lost.clone(),
-        );
-        let orphans = Family::<L, Counter>::default();
-        r.register(
-            "cluster_runs_of_lost_owners",
-            "Cluster mode: runs a lost owner had started, ended error here, by agent",
-            orphans.clone(),
-        );
-        let refused = Family::<L, Counter>::default();
-        r.register(
-            "cluster_journal_writes_refused",
-            "Cluster mode: transactions of this gateway's workers the agent's journal refused (fenced: another record came first), by agent",
-            refused.clone(),
-        );
-        let snapshots = Family::<L, Counter>::default();
-        r.register(
-            "cluster_workspace_snapshots",
-            "Cluster mode: workspace snapshots this gateway stored, by agent",
-            snapshots.clone(),
-        );
-        let restores = Family::<L, Counter>::default();
-        r.register(
-            "cluster_workspace_restores",
-            "Cluster mode: workspaces this gateway restored from a snapshot on taking their agent, by agent",
-            restores.clone(),
-        );
-        let pinned = Family::<L, Gauge>::default();
-        r.register(
-            "cluster_workspace_pinned",
-            "Cluster mode: 1 while the agent's workspace is over cluster.workspace_max_mib here (not snapshotted; the agent stays on this gateway), by agent",
-            pinned.clone(),
-        );
-        ClusterSeries {
-            leases,
-            takeovers,
-            lost,
-            orphans,
-            refused,
-            snapshots,
-            restores,
-            pinned,
-        }
-    }
 }
 
 /// Counters workers reported, per agent.
@@ -155,16 +60,6 @@ struct AgentReported {
     retired: WorkerCounters,
 }
 
-fn run_buckets() -> Histogram {
-    // 50 ms .. ~27 min.
-    Histogram::new(exponential_buckets(0.05, 2.0, 16))
-}
-
-fn token_buckets() -> Histogram {
-    // 10 ms .. ~5.5 min.
-    Histogram::new(exponential_buckets(0.01, 2.0, 16))
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -172,140 +67,21 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every series, registered in the order a scrape lists them.
     pub fn new() -> Self {
         let mut r = Registry::with_prefix("loopgate");
-        let runs_accepted = Family::<L, Counter>::default();
-        r.register(
-            "runs_accepted",
-            "Runs accepted, by agent",
-            runs_accepted.clone(),
-        );
-        let runs_ended = Family::<L, Counter>::default();
-        r.register(
-            "runs_ended",
-            "Runs ended, by agent and status (ok, error, aborted, timeout)",
-            runs_ended.clone(),
-        );
-        let run_duration = Family::<L, Histogram>::new_with_constructor(run_buckets as fn() -> _);
-        r.register(
-            "run_duration_seconds",
-            "Run duration from start to outcome, by agent",
-            run_duration.clone(),
-        );
-        let first_token = Family::<L, Histogram>::new_with_constructor(token_buckets as fn() -> _);
-        r.register(
-            "time_to_first_token_seconds",
-            "Time from a run's start to its first reply text, by agent",
-            first_token.clone(),
-        );
-        let retries = Family::<L, Counter>::default();
-        r.register(
-            "model_retries",
-            "Model attempts retried after a failure, by agent and reason",
-            retries.clone(),
-        );
-        let fallbacks = Family::<L, Counter>::default();
-        r.register(
-            "model_fallbacks",
-            "Runs that moved on to a fallback model, by agent",
-            fallbacks.clone(),
-        );
-        let tool_calls = Family::<L, Counter>::default();
-        r.register(
-            "tool_calls",
-            "Tool calls finished, by agent, tool and result (ok, error)",
-            tool_calls.clone(),
-        );
-        let worker_restarts = Family::<L, Counter>::default();
-        r.register(
-            "worker_restarts",
-            "Worker processes started again after one exited, by agent",
-            worker_restarts.clone(),
-        );
-        let worker_exits = Family::<L, Counter>::default();
-        r.register(
-            "worker_exits",
-            "Worker processes that exited, by agent and cause (clean, crash)",
-            worker_exits.clone(),
-        );
-        let diagnostics = Family::<L, Counter>::default();
-        r.register(
-            "session_diagnostics",
-            "Stuck-session reports, by agent, state (long_running, stalled, stuck) and reason",
-            diagnostics.clone(),
-        );
-        let recoveries = Family::<L, Counter>::default();
-        r.register(
-            "session_recoveries",
-            "Stuck-session recoveries completed, by agent, action and status",
-            recoveries.clone(),
-        );
-        let uptime = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        r.register(
-            "uptime_seconds",
-            "Seconds since the gateway started",
-            uptime.clone(),
-        );
-        let connections = Gauge::default();
-        r.register(
-            "connections",
-            "Client connections open now",
-            connections.clone(),
-        );
-        let worker_up = Family::<L, Gauge>::default();
-        r.register(
-            "worker_up",
-            "1 when the agent's worker is ready, by agent",
-            worker_up.clone(),
-        );
-        let breaker_open = Family::<L, Gauge>::default();
-        r.register(
-            "worker_breaker_open",
-            "1 when the agent's crash-loop breaker has tripped, by agent",
-            breaker_open.clone(),
-        );
-        let queue_depth = Family::<L, Gauge>::default();
-        r.register(
-            "queue_depth",
-            "Messages waiting in the agent's session lanes",
-            queue_depth.clone(),
-        );
-        let active_runs = Family::<L, Gauge>::default();
-        r.register(
-            "active_runs",
-            "Runs executing in the agent's worker now",
-            active_runs.clone(),
-        );
-        let sessions = Family::<L, Gauge>::default();
-        r.register(
-            "active_sessions",
-            "Sessions with a run running or queued, by agent",
-            sessions.clone(),
-        );
+        let runs = RunSeries::register(&mut r);
+        let health = HealthSeries::register(&mut r);
+        let gauges = ScrapeGauges::register(&mut r);
         let cluster = ClusterSeries::register(&mut r);
         let reported = Arc::new(Reported::default());
         r.register_collector(Box::new(reported.clone()));
         Metrics(Arc::new(Inner {
             registry: r,
             started: Instant::now(),
-            runs_accepted,
-            runs_ended,
-            run_duration,
-            first_token,
-            retries,
-            fallbacks,
-            tool_calls,
-            worker_restarts,
-            worker_exits,
-            diagnostics,
-            recoveries,
-            uptime,
-            connections,
-            worker_up,
-            breaker_open,
-            queue_depth,
-            active_runs,
-            sessions,
+            runs,
+            health,
+            gauges,
             cluster,
             reported,
         }))
@@ -361,21 +137,23 @@ impl Metrics {
     }
 
     pub fn run_accepted(&self, agent: &str) {
-        self.0.runs_accepted.get_or_create(&agent_l(agent)).inc();
+        self.0.runs.accepted.get_or_create(&agent_l(agent)).inc();
     }
 
     pub fn run_ended(&self, agent: &str, status: &str, duration_ms: u64) {
         let mut l = agent_l(agent);
         self.0
-            .run_duration
+            .runs
+            .duration
             .get_or_create(&l)
             .observe(duration_ms as f64 / 1000.0);
         l.push(("status", status.to_owned()));
-        self.0.runs_ended.get_or_create(&l).inc();
+        self.0.runs.ended.get_or_create(&l).inc();
     }
 
     pub fn first_token(&self, agent: &str, after_ms: u64) {
         self.0
+            .runs
             .first_token
             .get_or_create(&agent_l(agent))
             .observe(after_ms as f64 / 1000.0);
@@ -384,28 +162,32 @@ impl Metrics {
     pub fn retry(&self, agent: &str, reason: &str) {
         let mut l = agent_l(agent);
         l.push(("reason", bounded(reason, RETRY_REASONS).to_owned()));
-        self.0.retries.get_or_create(&l).inc();
+        self.0.runs.retries.get_or_create(&l).inc();
     }
 
     pub fn fallback(&self, agent: &str) {
-        self.0.fallbacks.get_or_create(&agent_l(agent)).inc();
+        self.0.runs.fallbacks.get_or_create(&agent_l(agent)).inc();
     }
 
     pub fn tool_call(&self, agent: &str, tool: &str, error: bool) {
         let mut l = agent_l(agent);
         l.push(("tool", bounded(tool, &ipc::tools::TOOL_NAMES).to_owned()));
         l.push(("result", if error { "error" } else { "ok" }.to_owned()));
-        self.0.tool_calls.get_or_create(&l).inc();
+        self.0.runs.tool_calls.get_or_create(&l).inc();
     }
 
     pub fn worker_restarted(&self, agent: &str) {
-        self.0.worker_restarts.get_or_create(&agent_l(agent)).inc();
+        self.0
+            .health
+            .worker_restarts
+            .get_or_create(&agent_l(agent))
+            .inc();
     }
 
     pub fn worker_exited(&self, agent: &str, crash: bool) {
         let mut l = agent_l(agent);
         l.push(("cause", if crash { "crash" } else { "clean" }.to_owned()));
-        self.0.worker_exits.get_or_create(&l).inc();
+        self.0.health.worker_exits.get_or_create(&l).inc();
     }
 
     pub fn classified(&self, agent: &str, class: SessionClass, reason: &str) {
@@ -415,7 +197,7 @@ impl Metrics {
             "reason",
             bounded(reason, ipc::diagnostics::reasons::ALL).to_owned(),
         ));
-        self.0.diagnostics.get_or_create(&l).inc();
+        self.0.health.diagnostics.get_or_create(&l).inc();
     }
 
     pub fn recovered(&self, agent: &str, action: RecoveryAction, status: &str) {
@@ -424,7 +206,7 @@ impl Metrics {
         // `failed: <why>` counts as `failed`.
         let status = status.split(':').next().unwrap_or("");
         l.push(("status", bounded(status, RECOVERY_STATUSES).to_owned()));
-        self.0.recoveries.get_or_create(&l).inc();
+        self.0.health.recoveries.get_or_create(&l).inc();
     }
 
     /// The agent's worker exited: what it reported is kept with the agent's earlier workers'.
@@ -472,33 +254,38 @@ impl Metrics {
     /// The scrape body, with the gauges of the moment set from `now`.
     pub fn encode(&self, now: &Scrape) -> String {
         let m = &self.0;
-        m.uptime.set(m.started.elapsed().as_secs_f64());
-        m.connections.set(now.connections as i64);
-        // Agents that are gone leave no stale series behind.
-        for f in [
-            &m.worker_up,
-            &m.breaker_open,
-            &m.queue_depth,
-            &m.active_runs,
-            &m.sessions,
-        ] {
-            f.clear();
-        }
-        for w in &now.workers {
-            let l = agent_l(&w.agent);
-            m.worker_up.get_or_create(&l).set(i64::from(w.up));
-            m.breaker_open
-                .get_or_create(&l)
-                .set(i64::from(w.breaker_open));
-            m.queue_depth.get_or_create(&l).set(i64::from(w.queued));
-            m.active_runs.get_or_create(&l).set(i64::from(w.active));
-            m.sessions.get_or_create(&l).set(i64::from(w.sessions));
-        }
+        m.gauges.uptime.set(m.started.elapsed().as_secs_f64());
+        set_gauges(&m.gauges, now);
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &m.registry).is_err() {
             out.clear();
         }
         out
+    }
+}
+
+/// Sets the gauges of the moment from `now`; agents that are gone leave no stale series
+/// behind.
+fn set_gauges(g: &ScrapeGauges, now: &Scrape) {
+    g.connections.set(now.connections as i64);
+    for f in [
+        &g.worker_up,
+        &g.breaker_open,
+        &g.queue_depth,
+        &g.active_runs,
+        &g.sessions,
+    ] {
+        f.clear();
+    }
+    for w in &now.workers {
+        let l = agent_l(&w.agent);
+        g.worker_up.get_or_create(&l).set(i64::from(w.up));
+        g.breaker_open
+            .get_or_create(&l)
+            .set(i64::from(w.breaker_open));
+        g.queue_depth.get_or_create(&l).set(i64::from(w.queued));
+        g.active_runs.get_or_create(&l).set(i64::from(w.active));
+        g.sessions.get_or_create(&l).set(i64::from(w.sessions));
     }
 }
 
@@ -714,4 +501,111 @@ fn with_bounds(bounds: &[f64], cumulative: &[u64]) -> Vec<(f64, u64)> {
             (b, n)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metric families of a scrape, in the order it lists them.
+    fn families(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .filter_map(|l| l.split(' ').next())
+            .collect()
+    }
+
+    #[test]
+    fn a_scrape_lists_the_families_in_registration_order() {
+        // A family is listed once it has a series: one of each.
+        let m = Metrics::new();
+        m.run_accepted("a");
+        m.run_ended("a", "ok", 10);
+        m.first_token("a", 5);
+        m.retry("a", "timeout");
+        m.fallback("a");
+        m.tool_call("a", "read", false);
+        m.worker_restarted("a");
+        m.worker_exited("a", true);
+        m.classified("a", SessionClass::LongRunning, "x");
+        m.recovered("a", RecoveryAction::AbortRun, "aborted");
+        m.cluster_took("a");
+        m.cluster_let_go("a", true);
+        m.cluster_orphan("a");
+        m.cluster_refused("a");
+        m.cluster_workspace_snapshot("a", false);
+        m.cluster_workspace_restored("a");
+        let now = Scrape {
+            connections: 0,
+            workers: vec![WorkerNow {
+                agent: "a".into(),
+                ..WorkerNow::default()
+            }],
+        };
+        let text = m.encode(&now);
+        assert_eq!(
+            families(&text),
+            [
+                "loopgate_runs_accepted",
+                "loopgate_runs_ended",
+                "loopgate_run_duration_seconds",
+                "loopgate_time_to_first_token_seconds",
+                "loopgate_model_retries",
+                "loopgate_model_fallbacks",
+                "loopgate_tool_calls",
+                "loopgate_worker_restarts",
+                "loopgate_worker_exits",
+                "loopgate_session_diagnostics",
+                "loopgate_session_recoveries",
+                "loopgate_uptime_seconds",
+                "loopgate_connections",
+                "loopgate_worker_up",
+                "loopgate_worker_breaker_open",
+                "loopgate_queue_depth",
+                "loopgate_active_runs",
+                "loopgate_active_sessions",
+                "loopgate_cluster_leases_held",
+                "loopgate_cluster_leases_taken",
+                "loopgate_cluster_leases_lost",
+                "loopgate_cluster_runs_of_lost_owners",
+                "loopgate_cluster_journal_writes_refused",
+                "loopgate_cluster_workspace_snapshots",
+                "loopgate_cluster_workspace_restores",
+                "loopgate_cluster_workspace_pinned",
+                "loopgate_slow_consumer_drops",
+                "loopgate_model_requests",
+                "loopgate_sqlite_commit_seconds",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_gauges_of_an_agent_that_is_gone_leave_the_next_scrape() {
+        let m = Metrics::new();
+        let with = |agent: &str| Scrape {
+            connections: 2,
+            workers: vec![WorkerNow {
+                agent: agent.into(),
+                up: true,
+                queued: 3,
+                ..WorkerNow::default()
+            }],
+        };
+        let first = m.encode(&with("ops"));
+        assert!(
+            first.contains("loopgate_worker_up{agent=\"ops\"} 1"),
+            "{first}"
+        );
+        assert!(
+            first.contains("loopgate_queue_depth{agent=\"ops\"} 3"),
+            "{first}"
+        );
+        assert!(first.contains("loopgate_connections 2"), "{first}");
+        let second = m.encode(&with("main"));
+        assert!(!second.contains("agent=\"ops\""), "{second}");
+        assert!(
+            second.contains("loopgate_worker_up{agent=\"main\"} 1"),
+            "{second}"
+        );
+    }
 }

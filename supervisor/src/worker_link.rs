@@ -27,6 +27,7 @@ use crate::events::{now_ms, Deferred, EventHub, TerminalEvents};
 use crate::link_order::SessionGates;
 use crate::projection::RunRef;
 
+mod finished;
 mod start;
 mod stderr;
 mod to_clients;
@@ -532,16 +533,8 @@ impl Relay {
     /// Publishes or forwards one frame, unless its session waits for an earlier run's
     /// terminal events (then it is held). `false` once the control actor is gone.
     async fn handle(&mut self, msg: WorkerToControl) -> bool {
-        let msg = match msg {
-            WorkerToControl::JournalSync { after } => {
-                self.journal_sync(after);
-                return true;
-            }
-            WorkerToControl::Journal { id, after, changes } => {
-                self.journal_write(id, after, changes);
-                return true;
-            }
-            other => other,
+        let Some(msg) = self.journal_request(msg) else {
+            return true;
         };
         let session = self.session_of(&msg).filter(|_| !self.closing);
         let msg = match &session {
@@ -553,80 +546,10 @@ impl Relay {
         };
         let deferred = match msg {
             WorkerToControl::Event(ev) => {
-                count(&self.metrics, &self.agent_id, &self.runs, &ev);
-                let run_id = ev.run_id.clone();
-                let terminal = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
-                // From the run's terminal event on, the session's next run waits for it.
-                if let Some((key, _)) = session.as_ref().filter(|_| terminal) {
-                    self.gates.close(key, &run_id);
-                }
+                self.run_event(ev, session.as_ref());
                 return true;
             }
-            WorkerToControl::Finished(ref t) => {
-                // Ended by the gateway already (an abort): its terminal went out then. The
-                // control actor settles the run in the hub once it has handled this terminal
-                // (an abort it handles first still numbers its terminal after what was seen).
-                let ended = self.hub.is_ended(&t.run_id);
-                let mut told = false;
-                let events = match self.runs.remove(&t.run_id) {
-                    _ if ended => Vec::new(),
-                    // Taken into another run's turn: its clients heard that, and nothing more
-                    // (its outcome, the carrier's, is for `agent.wait`).
-                    Some(st) if st.carried => {
-                        told = true;
-                        Vec::new()
-                    }
-                    // Carried without being told (an older worker): that turn's outcome.
-                    Some(st) if t.carried_by.is_some() => {
-                        let run = RunRef {
-                            run_id: &t.run_id,
-                            session_key: &st.session_key,
-                            agent_id: &self.agent_id,
-                        };
-                        Deferred::terminal(crate::projection::carried_terminal(
-                            &run,
-                            st.last_seq + 1,
-                            t,
-                        ))
-                    }
-                    // Started but ended with no terminal event (the worker's loop task
-                    // failed): the fallback terminal, numbered after what clients saw.
-                    Some(st) if st.deferred.is_empty() => {
-                        let run = RunRef {
-                            run_id: &t.run_id,
-                            session_key: &st.session_key,
-                            agent_id: &self.agent_id,
-                        };
-                        let error = t
-                            .error
-                            .as_deref()
-                            .unwrap_or("the run ended without a result");
-                        let aborted = (t.status == ipc::control::RunStatus::Aborted)
-                            .then(|| t.stop_reason.unwrap_or(ipc::control::RunStopReason::Rpc));
-                        Deferred::terminal(crate::projection::ended_by_gateway(
-                            &run,
-                            st.last_seq + 1,
-                            t.ended_at,
-                            st.started_at,
-                            error,
-                            aborted,
-                        ))
-                    }
-                    Some(st) => st.deferred,
-                    // Never started (aborted while queued, refused): the control actor
-                    // builds its terminal events.
-                    None => Vec::new(),
-                };
-                let gate = match &session {
-                    Some((key, run)) if !events.is_empty() => Some(self.gates.hand_over(key, run)),
-                    Some((key, run)) => {
-                        self.gates.release(key, run);
-                        None
-                    }
-                    None => None,
-                };
-                TerminalEvents { events, gate, told }
-            }
+            WorkerToControl::Finished(ref t) => self.finished(t, session.as_ref()),
             _ => TerminalEvents::default(),
         };
         let ev = LinkEvent::Message {
@@ -636,6 +559,33 @@ impl Relay {
             deferred,
         };
         self.events.send(ev).await.is_ok()
+    }
+
+    /// Cluster mode: carries out a journal request of the worker here (it never reaches
+    /// the control actor); any other frame is given back.
+    fn journal_request(&self, msg: WorkerToControl) -> Option<WorkerToControl> {
+        match msg {
+            WorkerToControl::JournalSync { after } => {
+                self.journal_sync(after);
+                None
+            }
+            WorkerToControl::Journal { id, after, changes } => {
+                self.journal_write(id, after, changes);
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    /// A run event: counted, projected and published to clients; from the run's terminal
+    /// event on, `session`'s next run waits for it.
+    fn run_event(&mut self, ev: ipc::control::RunEvent, session: Option<&(String, String)>) {
+        count(&self.metrics, &self.agent_id, &self.runs, &ev);
+        let run_id = ev.run_id.clone();
+        let terminal = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
+        if let Some((key, _)) = session.filter(|_| terminal) {
+            self.gates.close(key, &run_id);
+        }
     }
 }
 

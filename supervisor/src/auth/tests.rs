@@ -400,3 +400,111 @@ fn who_is_issued_a_device_token() {
         "AUTH_BOOTSTRAP_TOKEN_INVALID"
     );
 }
+
+/// Credentials { token, password, device token, bootstrap token }, `None` for absent.
+fn credentials(
+    token: Option<&str>,
+    password: Option<&str>,
+    device_token: Option<&str>,
+    bootstrap: Option<&str>,
+) -> Credentials {
+    Credentials {
+        token: token.map(Into::into),
+        password: password.map(Into::into),
+        device_token: device_token.map(Into::into),
+        bootstrap: bootstrap.map(Into::into),
+    }
+}
+
+/// The refusal's `details.code`.
+fn code(r: &Refusal) -> String {
+    r.error.details.as_ref().unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn empty_credentials_count_as_absent_and_either_field_carries_the_gateway_token() {
+    let mut p = params(Some(""), "cli", "cli");
+    p.auth.as_mut().unwrap().password = Some("good".into());
+    let c = Credentials::of(&p);
+    assert!(c.token.is_none() && c.device_token.is_none() && c.bootstrap.is_none());
+    assert!(c.shared_token("good"));
+    assert!(!c.shared_token("other"));
+    assert!(!Credentials::default().shared_token(""));
+}
+
+#[test]
+fn a_device_token_is_claimed_from_its_field_or_from_a_devices_token_field() {
+    let both = credentials(Some("t"), None, Some("d"), None);
+    assert_eq!(both.device_token_claim(false), Some(("d".into(), false)));
+    let token = credentials(Some("t"), None, None, None);
+    assert_eq!(token.device_token_claim(true), Some(("t".into(), true)));
+    assert_eq!(token.device_token_claim(false), None);
+    assert_eq!(Credentials::default().device_token_claim(true), None);
+}
+
+#[test]
+fn a_connect_without_a_usable_token_is_told_the_most_telling_reason() {
+    let wrong = credentials(None, Some("p"), None, Some("b"));
+    assert_eq!(code(&wrong.refusal(false)), "AUTH_TOKEN_MISMATCH");
+    assert_eq!(wrong.refusal(false).close_reason, TOKEN_MISMATCH);
+    let boot = credentials(None, None, None, Some("b"));
+    assert_eq!(code(&boot.refusal(true)), "AUTH_BOOTSTRAP_TOKEN_INVALID");
+    let none = Credentials::default();
+    let r = none.refusal(false);
+    assert_eq!(
+        (r.error.code.as_str(), code(&r).as_str()),
+        ("NOT_PAIRED", "DEVICE_IDENTITY_REQUIRED")
+    );
+    assert_eq!(code(&none.refusal(true)), "AUTH_TOKEN_MISSING");
+}
+
+#[test]
+fn grants_keep_scopes_for_proven_devices_and_local_tools_only() {
+    let scopes = || vec!["operator.read".to_owned()];
+    let remote = Peer {
+        local: false,
+        has_origin: false,
+    };
+    let browser = Peer {
+        local: true,
+        has_origin: true,
+    };
+    let backend = ("gateway-client", "backend");
+    let g = grant(
+        ("test", "test"),
+        remote,
+        "token",
+        Some("dev".into()),
+        scopes(),
+    );
+    assert_eq!(g.scopes, scopes());
+    assert!(g.issue_device_token);
+    let g = grant(backend, LOCAL, "token", Some("dev".into()), scopes());
+    assert_eq!(g.scopes, scopes());
+    assert!(!g.issue_device_token, "a backend keeps the gateway token");
+    assert_eq!(
+        grant(("cli", "cli"), LOCAL, "none", None, scopes()).scopes,
+        scopes()
+    );
+    assert!(grant(("cli", "cli"), remote, "token", None, scopes())
+        .scopes
+        .is_empty());
+    assert!(grant(backend, browser, "token", None, scopes())
+        .scopes
+        .is_empty());
+    assert_eq!(
+        grant(backend, LOCAL, "token", None, scopes()).scopes,
+        scopes()
+    );
+    let g = grant(
+        ("test", "test"),
+        LOCAL,
+        "none",
+        Some("dev".into()),
+        scopes(),
+    );
+    assert!(!g.issue_device_token, "only the gateway token earns one");
+}

@@ -5,6 +5,7 @@
 //! request again first (same idempotency key: the gateway answers `accepted` if it never
 //! recorded it, `in_flight` if it did, or the outcome if the run already ended).
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -206,42 +207,79 @@ async fn follow(
 ) -> Result<ExitCode, String> {
     let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
     if !shown.accepted {
-        // Never acknowledged: ask again with the same key (never a second run).
-        let id = client
-            .send(
-                Method::Agent,
-                serde_json::to_value(params).unwrap_or_default(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        loop {
-            match client.next_frame().await.map_err(|e| e.to_string())? {
-                ServerFrame::Event(ev) if ev.event == "agent" => {
-                    if let Some(p) = ev.payload {
-                        shown.agent_event(&p);
-                    }
-                }
-                ServerFrame::Res(res) if res.id == id => {
-                    if !res.ok {
-                        let msg = res
-                            .error
-                            .map(|e| e.message)
-                            .unwrap_or_else(|| "request failed".into());
-                        return Ok(fail(msg));
-                    }
-                    let payload = res.payload.unwrap_or(Value::Null);
-                    match payload.get("status").and_then(Value::as_str) {
-                        Some("accepted" | "in_flight") => {
-                            shown.accepted = true;
-                            break;
-                        }
-                        _ => return Ok(final_result(shown, &payload)),
-                    }
-                }
-                _ => {}
-            }
+        if let ControlFlow::Break(code) = resubmit(&mut client, shown, params).await? {
+            return Ok(code);
         }
     }
+    let (replay, early) = match replay(&mut client, shown).await? {
+        ControlFlow::Continue(r) => r,
+        ControlFlow::Break(code) => return Ok(code),
+    };
+    catch_up(shown, &replay, &early);
+    while !shown.ended {
+        match client.next_frame().await.map_err(|e| e.to_string())? {
+            ServerFrame::Event(ev) if ev.event == "agent" => {
+                if let Some(p) = ev.payload {
+                    shown.agent_event(&p);
+                }
+            }
+            _ => {}
+        }
+    }
+    outcome(&mut client, shown).await
+}
+
+/// Sends the `agent` request again, with the same key (never a second run), as it was never
+/// acknowledged; its run's events that come meanwhile are shown. `Break` with the exit code
+/// when that already ends it: a refusal, or the run's outcome.
+async fn resubmit(
+    client: &mut Client,
+    shown: &mut Shown,
+    params: &AgentParams,
+) -> Result<ControlFlow<ExitCode>, String> {
+    let id = client
+        .send(
+            Method::Agent,
+            serde_json::to_value(params).unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        match client.next_frame().await.map_err(|e| e.to_string())? {
+            ServerFrame::Event(ev) if ev.event == "agent" => {
+                if let Some(p) = ev.payload {
+                    shown.agent_event(&p);
+                }
+            }
+            ServerFrame::Res(res) if res.id == id => {
+                if !res.ok {
+                    let msg = res
+                        .error
+                        .map(|e| e.message)
+                        .unwrap_or_else(|| "request failed".into());
+                    return Ok(ControlFlow::Break(fail(msg)));
+                }
+                let payload = res.payload.unwrap_or(Value::Null);
+                return Ok(match payload.get("status").and_then(Value::as_str) {
+                    Some("accepted" | "in_flight") => {
+                        shown.accepted = true;
+                        ControlFlow::Continue(())
+                    }
+                    _ => ControlFlow::Break(final_result(shown, &payload)),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Asks for the run's events after the last `seq` shown: the replay, and the live events
+/// that came before its answer (newer than any replayed). `Break` with the exit code when
+/// the run cannot be resumed (not a connection problem: said so, and that is the end).
+async fn replay(
+    client: &mut Client,
+    shown: &Shown,
+) -> Result<ControlFlow<ExitCode, (AgentEventsResult, Vec<Value>)>, String> {
     let params = AgentEventsParams {
         run_id: shown.run_id.clone(),
         after_seq: Some(shown.seq),
@@ -254,22 +292,28 @@ async fn follow(
         .await
         .map_err(|e| e.to_string())?;
     let mut early = Vec::new();
-    let replay: AgentEventsResult = loop {
+    loop {
         match client.next_frame().await.map_err(|e| e.to_string())? {
             ServerFrame::Event(ev) if ev.event == "agent" => early.extend(ev.payload),
             ServerFrame::Event(_) => {}
             ServerFrame::Res(res) if res.id == id => {
                 if !res.ok {
                     let why = res.error.map(|e| e.message).unwrap_or_default();
-                    // Not a connection problem: say so and stop.
-                    return Ok(fail(format!("cannot resume run {}: {why}", shown.run_id)));
+                    let msg = format!("cannot resume run {}: {why}", shown.run_id);
+                    return Ok(ControlFlow::Break(fail(msg)));
                 }
-                break serde_json::from_value(res.payload.unwrap_or(Value::Null))
+                let replay = serde_json::from_value(res.payload.unwrap_or(Value::Null))
                     .map_err(|e| format!("unexpected agent.events answer: {e}"))?;
+                return Ok(ControlFlow::Continue((replay, early)));
             }
             ServerFrame::Res(_) => {}
         }
-    };
+    }
+}
+
+/// Shows what was missed: the replayed events, then the live ones that came before the
+/// replay's answer (each `seq` once, in order); says so if part of it is gone.
+fn catch_up(shown: &mut Shown, replay: &AgentEventsResult, early: &[Value]) {
     if replay.truncated {
         super::note(format!(
             "part of run {}'s stream is no longer buffered; `loopgate history` has the reply",
@@ -281,20 +325,14 @@ async fn follow(
             shown.agent_event(&p);
         }
     }
-    for p in &early {
+    for p in early {
         shown.agent_event(p);
     }
     shown.ended |= replay.ended;
-    while !shown.ended {
-        match client.next_frame().await.map_err(|e| e.to_string())? {
-            ServerFrame::Event(ev) if ev.event == "agent" => {
-                if let Some(p) = ev.payload {
-                    shown.agent_event(&p);
-                }
-            }
-            _ => {}
-        }
-    }
+}
+
+/// The run's outcome from `agent.wait`, printed; its exit code.
+async fn outcome(client: &mut Client, shown: &mut Shown) -> Result<ExitCode, String> {
     let wait = AgentWaitParams {
         run_id: shown.run_id.clone(),
         timeout_ms: Some(60_000),
@@ -312,6 +350,12 @@ async fn follow(
             v.get("status").and_then(Value::as_str).unwrap_or("error"),
         ));
     }
+    let (status, texts, error) = waited(&v);
+    Ok(finish(shown, &status, &texts, error))
+}
+
+/// What an `agent.wait` answer says of the run: its status, its reply text and its error.
+fn waited(v: &Value) -> (String, Vec<String>, Option<&str>) {
     let status = v
         .get("status")
         .and_then(Value::as_str)
@@ -324,5 +368,84 @@ async fn follow(
         .into_iter()
         .collect();
     let error = v.get("error").and_then(Value::as_str);
-    Ok(finish(shown, &status, &texts, error))
+    (status, texts, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Run `r`, shown up to `seq` 2, printed as JSON (nothing streams to stdout).
+    fn shown() -> Shown {
+        Shown {
+            run_id: "r".into(),
+            json: true,
+            seq: 2,
+            streamed: false,
+            ended: false,
+            accepted: true,
+        }
+    }
+
+    fn agent_event(seq: u64, stream: &str, data: Value) -> Value {
+        json!({"runId": "r", "seq": seq, "stream": stream, "data": data})
+    }
+
+    fn replay(events: &[(&str, Value)], ended: bool) -> AgentEventsResult {
+        let events: Vec<Value> = events
+            .iter()
+            .map(|(event, payload)| json!({"event": event, "payload": payload}))
+            .collect();
+        let text = json!({"runId": "r", "events": events, "truncated": false, "ended": ended});
+        serde_json::from_str(&text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn catching_up_takes_each_seq_once_replay_first_and_sees_the_terminal() {
+        let mut s = shown();
+        let r = replay(
+            &[
+                (
+                    "agent",
+                    agent_event(2, "assistant", json!({"delta": "old"})),
+                ),
+                (
+                    "agent",
+                    agent_event(3, "assistant", json!({"delta": "new"})),
+                ),
+                ("chat", json!({"runId": "r", "seq": 9})),
+                (
+                    "agent",
+                    agent_event(4, "lifecycle", json!({"phase": "start"})),
+                ),
+            ],
+            false,
+        );
+        let early = [
+            agent_event(4, "lifecycle", json!({"phase": "start"})),
+            agent_event(5, "lifecycle", json!({"phase": "end"})),
+        ];
+        catch_up(&mut s, &r, &early[..1]);
+        assert_eq!((s.seq, s.ended), (4, false));
+        catch_up(&mut s, &replay(&[], false), &early[1..]);
+        assert_eq!((s.seq, s.ended), (5, true));
+    }
+
+    #[test]
+    fn a_replay_that_says_the_run_ended_ends_the_follow() {
+        let mut s = shown();
+        catch_up(&mut s, &replay(&[], true), &[]);
+        assert!(s.ended);
+        assert_eq!(s.seq, 2);
+    }
+
+    #[test]
+    fn an_agent_wait_answer_gives_status_reply_and_error() {
+        let v = json!({"status": "ok", "terminalReply": {"text": "hi"}});
+        assert_eq!(waited(&v), ("ok".to_owned(), vec!["hi".to_owned()], None));
+        let v = json!({"status": "timeout", "error": "slow"});
+        assert_eq!(waited(&v), ("timeout".to_owned(), Vec::new(), Some("slow")));
+        assert_eq!(waited(&json!({})), ("error".to_owned(), Vec::new(), None));
+    }
 }

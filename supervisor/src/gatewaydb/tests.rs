@@ -181,3 +181,79 @@ async fn accept_finish_replay_and_recover() {
     assert_eq!(db.prune(4).await.unwrap(), 1);
     assert!(db.delete_session("agent:main:main".into()).await.unwrap());
 }
+
+/// A migrated connection of a fresh gateway db in `dir`, for the command functions alone.
+fn migrated(dir: &tempfile::TempDir) -> Connection {
+    let conn = Connection::open(dir.path().join("g.sqlite")).unwrap();
+    migrate(&conn).unwrap();
+    conn
+}
+
+/// `allow-always` patterns: kept once each per agent, oldest first, forgotten on request, and
+/// refused past the per-agent cap (the other agents' unaffected).
+#[test]
+fn exec_allowlist_keeps_lists_forgets_and_caps_per_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = migrated(&dir);
+    exec_allowlist::allow(&conn, "main", "ls *", 2).unwrap();
+    exec_allowlist::allow(&conn, "main", "git status", 1).unwrap();
+    exec_allowlist::allow(&conn, "main", "ls *", 3).unwrap();
+    assert_eq!(
+        exec_allowlist::list(&conn).unwrap(),
+        [
+            ("main".to_owned(), "git status".to_owned()),
+            ("main".to_owned(), "ls *".to_owned())
+        ]
+    );
+    assert!(exec_allowlist::disallow(&conn, "main", "ls *").unwrap());
+    assert!(!exec_allowlist::disallow(&conn, "main", "ls *").unwrap());
+    conn.execute_batch("BEGIN").unwrap();
+    for i in 1..MAX_ALLOWED_PER_AGENT {
+        exec_allowlist::allow(&conn, "main", &format!("cmd {i}"), 5).unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let Err(e) = exec_allowlist::allow(&conn, "main", "one more", 6) else {
+        panic!("allowed past the cap")
+    };
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "gateway database commit failed: agent \"main\" already has {MAX_ALLOWED_PER_AGENT} allow-always patterns"
+        )
+    );
+    exec_allowlist::allow(&conn, "ops", "one more", 6).unwrap();
+}
+
+/// A transcript id names the most recently updated session holding it; deleting a session
+/// says whether it was there; only sessions with a setting of their own have overrides.
+#[test]
+fn sessions_by_transcript_id_deleted_and_their_own_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = migrated(&dir);
+    conn.execute_batch(
+        "INSERT INTO sessions(session_key, agent_id, created_at, updated_at, session_id)
+         VALUES ('agent:main:old', 'main', 1, 1, 't1'), ('agent:main:new', 'main', 1, 5, 't1'),
+                ('agent:ops:x', 'ops', 1, 3, 't2');",
+    )
+    .unwrap();
+    assert_eq!(
+        sessions::by_id(&conn, "t1").unwrap(),
+        Some(("agent:main:new".to_owned(), "main".to_owned()))
+    );
+    assert_eq!(sessions::by_id(&conn, "t3").unwrap(), None);
+    let patch = SessionPatch {
+        queue_mode: Some(Some("collect".into())),
+        ..SessionPatch::default()
+    };
+    sessions::patch(&conn, "agent:ops:x", "ops", &patch, 7).unwrap();
+    let o = sessions::overrides(&conn).unwrap();
+    assert_eq!(o.len(), 1, "{o:?}");
+    assert_eq!(o[0].session_key, "agent:ops:x");
+    assert_eq!(o[0].queue_mode.as_deref(), Some("collect"));
+    assert!(sessions::delete(&conn, "agent:main:new").unwrap());
+    assert!(!sessions::delete(&conn, "agent:main:new").unwrap());
+    assert_eq!(
+        sessions::by_id(&conn, "t1").unwrap(),
+        Some(("agent:main:old".to_owned(), "main".to_owned()))
+    );
+}

@@ -2,6 +2,7 @@
 //! the child's own connection (its peer pid, no token) and the handshake, whose `Welcome`
 //! carries the agent's spec and its provider keys.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use futures_util::{SinkExt, StreamExt};
@@ -9,6 +10,7 @@ use ipc::control::{
     AgentSpec, ControlToWorker, Hello, HelloReply, ModelSpec, Role, Supported, WorkerToControl,
 };
 use ipc::frame::{Codec, MAX_FRAME};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -78,39 +80,79 @@ fn agent_spec(
 /// say so: a database it cannot open, say).
 pub(super) type LastError = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
+/// The link's reading side, once the handshake is over.
+pub(super) type LinkReader =
+    FramedRead<tokio::io::ReadHalf<UnixStream>, Codec<WorkerToControl, ControlToWorker>>;
+/// The link's writing side, once the handshake is over.
+pub(super) type LinkWriter =
+    FramedWrite<tokio::io::WriteHalf<UnixStream>, Codec<WorkerToControl, ControlToWorker>>;
+
 pub(super) struct Started {
     pub(super) child: Child,
     pub(super) pid: u32,
     pub(super) last_error: LastError,
     /// The stderr relay; it ends at the worker's exit, after its last line.
     pub(super) stderr_task: Option<tokio::task::JoinHandle<()>>,
-    pub(super) reader: FramedRead<
-        tokio::io::ReadHalf<tokio::net::UnixStream>,
-        Codec<WorkerToControl, ControlToWorker>,
-    >,
-    pub(super) writer: FramedWrite<
-        tokio::io::WriteHalf<tokio::net::UnixStream>,
-        Codec<WorkerToControl, ControlToWorker>,
-    >,
+    pub(super) reader: LinkReader,
+    pub(super) writer: LinkWriter,
 }
 
+/// Starts the worker for `spec`: its socket, the child, the child's connection and the
+/// handshake, in that order; the error says which step failed.
 pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
     let agent_spec = agent_spec(&spec.agent, spec.journal.is_some(), spec.secrets.clone())?;
-    std::fs::create_dir_all(&spec.run_dir)
-        .map_err(|e| format!("cannot create {}: {e}", spec.run_dir.display()))?;
-    set_private(&spec.run_dir);
+    let (sock_path, listener) = listen(&spec.run_dir)?;
+    let Spawned {
+        mut child,
+        pid,
+        last_error,
+        stderr_task,
+    } = spawn_child(spec, &sock_path)?;
+    let agent = spec.agent.id.as_str();
+    let stream = connection(&listener, &mut child, &sock_path, pid, agent).await?;
+    drop(listener);
+    let (reader, writer, protocol) = handshake(stream, agent, agent_spec).await?;
+    tracing::info!(agent, pid, protocol, "Worker ready.");
+    Ok(Started {
+        last_error,
+        stderr_task,
+        child,
+        pid,
+        reader,
+        writer,
+    })
+}
+
+/// Binds a socket of its own for the worker about to start, in the private `run_dir`.
+fn listen(run_dir: &Path) -> Result<(PathBuf, UnixListener), String> {
+    std::fs::create_dir_all(run_dir)
+        .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
+    set_private(run_dir);
     // Unique per spawn: workers of several agents start at once (generations are per agent).
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let sock_path = spec.run_dir.join(format!("w-{}.sock", &nonce[..12]));
+    let sock_path = run_dir.join(format!("w-{}.sock", &nonce[..12]));
     let _ = std::fs::remove_file(&sock_path);
-    let listener = tokio::net::UnixListener::bind(&sock_path)
+    let listener = UnixListener::bind(&sock_path)
         .map_err(|e| format!("cannot listen on {}: {e}", sock_path.display()))?;
+    Ok((sock_path, listener))
+}
 
+/// A worker process just started, with its stderr relayed.
+struct Spawned {
+    child: Child,
+    pid: u32,
+    last_error: LastError,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts the worker process pointed at `sock_path`, with only the allowed environment, in
+/// its own process group, killed with the supervisor; its stderr is relayed as log lines.
+fn spawn_child(spec: &SpawnSpec, sock_path: &Path) -> Result<Spawned, String> {
     let mut cmd = Command::new(&spec.worker_bin);
     cmd.arg("--agent")
         .arg(spec.agent.id.as_str())
         .arg("--connect")
-        .arg(&sock_path)
+        .arg(sock_path)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
@@ -133,24 +175,49 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
             last_error.clone(),
         )));
     }
+    Ok(Spawned {
+        child,
+        pid,
+        last_error,
+        stderr_task,
+    })
+}
 
+/// The child's connection, within [`CONNECT_TIMEOUT`] and unless it exits first; its socket
+/// file is removed either way.
+async fn connection(
+    listener: &UnixListener,
+    child: &mut Child,
+    sock_path: &Path,
+    pid: u32,
+    agent: &str,
+) -> Result<UnixStream, String> {
     let accepted = tokio::select! {
-        r = tokio::time::timeout(CONNECT_TIMEOUT, accept_child(&listener, pid, spec.agent.id.as_str())) => r,
+        r = tokio::time::timeout(CONNECT_TIMEOUT, accept_child(listener, pid, agent)) => r,
         status = child.wait() => {
-            let _ = std::fs::remove_file(&sock_path);
+            let _ = std::fs::remove_file(sock_path);
             return Err(match status {
                 Ok(s) => format!("worker exited before connecting: {}", describe_exit(s)),
                 Err(e) => format!("worker exited before connecting: {e}"),
             });
         }
     };
-    let _ = std::fs::remove_file(&sock_path);
-    let stream = match accepted {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(format!("accepting worker connection failed: {e}")),
-        Err(_) => return Err(format!("worker did not connect within {CONNECT_TIMEOUT:?}")),
-    };
-    drop(listener);
+    let _ = std::fs::remove_file(sock_path);
+    match accepted {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("accepting worker connection failed: {e}")),
+        Err(_) => Err(format!("worker did not connect within {CONNECT_TIMEOUT:?}")),
+    }
+}
+
+/// The version handshake on the worker's connection: its `Hello` (within [`HELLO_TIMEOUT`]),
+/// answered `Rejected` or `Welcome` with the agent's spec; then the link's codecs, switched in
+/// place so nothing already buffered is lost. Gives the protocol agreed on too.
+async fn handshake(
+    stream: UnixStream,
+    agent: &str,
+    agent_spec: AgentSpec,
+) -> Result<(LinkReader, LinkWriter, u32), String> {
     let (rd, wr) = tokio::io::split(stream);
     // Small first buffers (they grow for a large frame): a link's 8 KB defaults, freed at
     // every retirement, left the heap fragmented (about 13 KB per agent ever run, issue 24).
@@ -167,38 +234,22 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         Codec::<Hello, HelloReply>::with_max_frame(MAX_FRAME),
         LINK_BUFFER,
     );
-    let rejection = match &hello.role {
-        // The connection is the child's own (`accept_child`): no token needed.
-        Role::Worker { agent_id, .. } if agent_id == spec.agent.id.as_str() => {
-            match ipc::version::negotiate(hello.min_protocol, hello.protocol) {
-                Some(_) => None,
-                None => Some(format!(
-                    "no common protocol version (worker speaks {}..={}, supervisor {}..={})",
-                    hello.min_protocol,
-                    hello.protocol,
-                    ipc::version::MIN_PROTOCOL_VERSION,
-                    ipc::version::PROTOCOL_VERSION
-                )),
-            }
+    let protocol = match protocol_for(&hello, agent) {
+        Ok(p) => p,
+        Err(reason) => {
+            let supported = Supported {
+                min: ipc::version::MIN_PROTOCOL_VERSION,
+                max: ipc::version::PROTOCOL_VERSION,
+            };
+            let _ = hello_writer
+                .send(HelloReply::Rejected {
+                    reason: reason.clone(),
+                    supported,
+                })
+                .await;
+            return Err(format!("worker handshake rejected: {reason}"));
         }
-        Role::Worker { .. } => Some("worker identity mismatch".into()),
-        Role::Unknown => Some("unknown role".into()),
     };
-    let supported = Supported {
-        min: ipc::version::MIN_PROTOCOL_VERSION,
-        max: ipc::version::PROTOCOL_VERSION,
-    };
-    if let Some(reason) = rejection {
-        let _ = hello_writer
-            .send(HelloReply::Rejected {
-                reason: reason.clone(),
-                supported,
-            })
-            .await;
-        return Err(format!("worker handshake rejected: {reason}"));
-    }
-    let protocol = ipc::version::negotiate(hello.min_protocol, hello.protocol)
-        .unwrap_or(ipc::version::PROTOCOL_VERSION);
     hello_writer
         .send(HelloReply::Welcome {
             protocol,
@@ -207,35 +258,42 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
         })
         .await
         .map_err(|e| format!("cannot send Welcome: {e}"))?;
-    // Switch codecs in place so nothing already buffered is lost.
     let writer = hello_writer
         .map_encoder(|_| Codec::<WorkerToControl, ControlToWorker>::with_max_frame(MAX_FRAME));
     let reader = hello_reader
         .map_decoder(|_| Codec::<WorkerToControl, ControlToWorker>::with_max_frame(MAX_FRAME));
-    tracing::info!(
-        agent = spec.agent.id.as_str(),
-        pid,
-        protocol,
-        "Worker ready."
-    );
-    Ok(Started {
-        last_error,
-        stderr_task,
-        child,
-        pid,
-        reader,
-        writer,
-    })
+    Ok((reader, writer, protocol))
+}
+
+/// The protocol to speak with the worker that sent `hello`, or why it is rejected: it must
+/// be a worker for `agent` (the connection is the child's own, see `accept_child`: no token
+/// needed) and share a protocol version with this build.
+fn protocol_for(hello: &Hello, agent: &str) -> Result<u32, String> {
+    match &hello.role {
+        Role::Worker { agent_id, .. } if agent_id == agent => {
+            ipc::version::negotiate(hello.min_protocol, hello.protocol).ok_or_else(|| {
+                format!(
+                    "no common protocol version (worker speaks {}..={}, supervisor {}..={})",
+                    hello.min_protocol,
+                    hello.protocol,
+                    ipc::version::MIN_PROTOCOL_VERSION,
+                    ipc::version::PROTOCOL_VERSION
+                )
+            })
+        }
+        Role::Worker { .. } => Err("worker identity mismatch".into()),
+        Role::Unknown => Err("unknown role".into()),
+    }
 }
 
 /// The worker's connection: the first one made by the child `pid` itself (its credentials
 /// from the socket). Another process of the same uid that connects first is turned away, so
 /// the link needs no secret in the worker's environment.
 async fn accept_child(
-    listener: &tokio::net::UnixListener,
+    listener: &UnixListener,
     pid: u32,
     agent: &str,
-) -> std::io::Result<tokio::net::UnixStream> {
+) -> std::io::Result<UnixStream> {
     loop {
         let (stream, _) = listener.accept().await?;
         let peer = stream.peer_cred().ok().and_then(|c| c.pid());
@@ -251,7 +309,59 @@ async fn accept_child(
     }
 }
 
-fn set_private(dir: &std::path::Path) {
+/// Only the supervisor's user may reach the worker sockets in `dir`.
+fn set_private(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ipc::version::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+    fn hello(role: Role, min_protocol: u32, protocol: u32) -> Hello {
+        Hello {
+            protocol,
+            min_protocol,
+            build: "test".into(),
+            role,
+        }
+    }
+
+    fn worker(agent: &str) -> Role {
+        Role::Worker {
+            agent_id: agent.into(),
+            token: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_agents_own_worker_gets_the_highest_common_protocol() {
+        let h = hello(worker("main"), MIN_PROTOCOL_VERSION, PROTOCOL_VERSION + 3);
+        assert_eq!(protocol_for(&h, "main"), Ok(PROTOCOL_VERSION));
+        let h = hello(worker("main"), 0, MIN_PROTOCOL_VERSION);
+        assert_eq!(protocol_for(&h, "main"), Ok(MIN_PROTOCOL_VERSION));
+    }
+
+    #[test]
+    fn a_worker_for_another_agent_an_unknown_role_or_no_common_version_is_rejected() {
+        let both = (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION);
+        let h = hello(worker("ops"), both.0, both.1);
+        assert_eq!(
+            protocol_for(&h, "main"),
+            Err("worker identity mismatch".into())
+        );
+        let h = hello(Role::Unknown, both.0, both.1);
+        assert_eq!(protocol_for(&h, "main"), Err("unknown role".into()));
+        let newer = PROTOCOL_VERSION + 1;
+        let h = hello(worker("main"), newer, newer);
+        assert_eq!(
+            protocol_for(&h, "main"),
+            Err(format!(
+                "no common protocol version (worker speaks {newer}..={newer}, supervisor \
+                 {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION})"
+            ))
+        );
+    }
 }

@@ -404,3 +404,104 @@ fn a_run_status_of_an_unknown_phase_reaches_no_client() {
     );
     assert!(out.is_empty(), "{out:?}");
 }
+
+/// What `project` does with a tool event and a terminal: the tool event goes only to the
+/// clients that asked for tool events, and the terminal lifecycle (its agent and chat events)
+/// is held in the run's state, published by no one until the outcome is recorded.
+#[test]
+fn a_tool_event_is_for_tool_clients_and_the_terminal_is_held() {
+    let hub = EventHub::new();
+    let mut runs = HashMap::new();
+    let mut out = Vec::new();
+    let event = |msg| match msg {
+        WorkerToControl::Event(ev) => ev,
+        other => panic!("not an event: {other:?}"),
+    };
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &event(lifecycle("r1", 1, Phase::Start)),
+        &mut out,
+    );
+    out.clear();
+    let tool = RunEvent {
+        run_id: "r1".into(),
+        seq: 2,
+        ts: 2,
+        body: EventBody::Tool {
+            phase: ipc::control::ToolPhase::Start,
+            tool_call_id: "c1".into(),
+            name: "read".into(),
+            args_json: Some("{}".into()),
+            result_json: None,
+            is_error: None,
+        },
+    };
+    project(&hub, "main", &mut runs, &tool, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(
+        format!("{out:?}").contains(to_clients::TOOL_EVENTS_CAP),
+        "{out:?}"
+    );
+    out.clear();
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &event(lifecycle("r1", 3, Phase::End)),
+        &mut out,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(runs["r1"].deferred.len(), 2);
+    assert_eq!(runs["r1"].last_seq, 3);
+}
+
+/// What the link kept of a started run of session `agent:main:s`, seen up to `seq` 4.
+fn streaming(deferred: Vec<Deferred>, carried: bool) -> Streaming {
+    Streaming {
+        session_key: "agent:main:s".into(),
+        text: Default::default(),
+        thinking: String::new(),
+        last_seq: 4,
+        started_at: Some(1),
+        deferred,
+        reply_place: None,
+        carried,
+    }
+}
+
+/// A run's `Finished`: the terminal events its own events gave; none when the gateway ended
+/// it already, when it never started, or when it was taken into another run's turn (its
+/// clients were told); else a fallback terminal numbered after what clients saw, or the
+/// carrier's outcome for a carried run an older worker did not announce.
+#[test]
+fn the_terminal_events_of_a_finished_run_follow_what_its_clients_saw() {
+    use finished::terminal_events;
+    let WorkerToControl::Finished(t) = finished("r1") else {
+        panic!("not a Finished")
+    };
+    let held = || vec![Deferred::event("x", &1), Deferred::event("y", &2)];
+    let (events, told) = terminal_events("main", true, Some(streaming(held(), false)), &t);
+    assert!(events.is_empty() && !told);
+    let (events, told) = terminal_events("main", false, None, &t);
+    assert!(events.is_empty() && !told);
+    let (events, told) = terminal_events("main", false, Some(streaming(held(), true)), &t);
+    assert!(events.is_empty() && told);
+    let (events, told) = terminal_events("main", false, Some(streaming(held(), false)), &t);
+    assert_eq!((events.len(), told), (2, false));
+    assert!(format!("{events:?}").contains("\"x\""), "{events:?}");
+
+    let (events, told) = terminal_events("main", false, Some(streaming(Vec::new(), false)), &t);
+    assert_eq!((events.len(), told), (2, false));
+    let text = format!("{events:?}");
+    assert!(text.contains("the run ended without a result"), "{text}");
+    assert!(text.contains(r#"\"seq\":5"#), "{text}");
+
+    let mut carried = t.clone();
+    carried.carried_by = Some("r0".into());
+    let (events, told) =
+        terminal_events("main", false, Some(streaming(Vec::new(), false)), &carried);
+    assert_eq!((events.len(), told), (2, false));
+    assert!(!format!("{events:?}").contains("the run ended without a result"));
+}

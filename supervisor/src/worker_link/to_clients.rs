@@ -95,7 +95,6 @@ pub(super) fn project(
     ev: &ipc::control::RunEvent,
     out: &mut Vec<Deferred>,
 ) {
-    use crate::projection::{self as p, CompactionEvent, ToolEvent};
     if let EventBody::Lifecycle(l) = &ev.body {
         if l.phase == Phase::Start && started(hub, agent_id, runs, ev, l, out) {
             return;
@@ -111,109 +110,26 @@ pub(super) fn project(
         agent_id,
     };
     match &ev.body {
-        EventBody::Lifecycle(l) => {
-            // Earlier replies as the guards left them (R-H2), then the final one.
-            for g in &l.guarded {
-                st.text.replace_earlier(&g.streamed, &g.kept);
-            }
-            if let Some(reply) = &l.reply {
-                // The final reply as the `message_sending` guards left it (R-H2).
-                st.text.settle(reply);
-            }
-            match p::lifecycle(
-                &run,
-                ev.seq,
-                ev.ts,
-                l,
-                st.text.run(),
-                st.reply_place.as_ref(),
-            ) {
-                // Terminal: held until the control actor has recorded the outcome.
-                Some((agent, Some(chat))) => st
-                    .deferred
-                    .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
-                Some((agent, None)) => {
-                    out.push(Deferred::agent(&agent));
-                    if l.phase == Phase::Start && hub.sessions_watched() {
-                        let changed = p::session_run_started(&run, ev.ts);
-                        out.push(Deferred::sessions_changed(&changed));
-                    }
-                }
-                None => {}
-            }
-        }
+        EventBody::Lifecycle(l) => lifecycle(hub, agent_id, st, ev, l, out),
         EventBody::Assistant { delta } => {
             let chat_delta = st.text.push(delta);
-            let run = RunRef {
-                run_id: &ev.run_id,
-                session_key: &st.session_key,
-                agent_id,
-            };
-            let (agent, chat) = p::assistant(&run, ev.seq, ev.ts, &st.text, delta, &chat_delta);
+            let (agent, chat) =
+                crate::projection::assistant(&run, ev.seq, ev.ts, &st.text, delta, &chat_delta);
             out.push(Deferred::agent(&agent));
             out.push(Deferred::chat(&chat));
         }
-        EventBody::Tool {
-            phase,
-            tool_call_id,
-            name,
-            args_json,
-            result_json,
-            is_error,
-        } => {
+        EventBody::Tool { .. } => {
             // A tool call ends the assistant message it came with.
             st.text.close();
-            let t = ToolEvent {
-                phase: *phase,
-                tool_call_id,
-                name,
-                args_json: args_json.as_deref(),
-                result_json: result_json.as_deref(),
-                is_error: *is_error,
-            };
-            // Tool events go only to clients that asked for them (`caps: ["tool-events"]`).
-            if let Some(agent) = p::tool(&run, ev.seq, ev.ts, &t) {
-                out.push(Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
-            }
+            tool(&run, ev, out);
         }
-        EventBody::Compaction {
-            phase,
-            completed,
-            will_retry,
-            reason,
-            messages,
-            ..
-        } => {
-            let c = CompactionEvent {
-                phase: *phase,
-                completed: *completed,
-                will_retry: *will_retry,
-                reason: reason.as_deref(),
-                messages: *messages,
-            };
-            if let Some(agent) = p::compaction(&run, ev.seq, ev.ts, &c) {
-                out.push(Deferred::agent(&agent));
-            }
-        }
+        EventBody::Compaction { .. } => compaction(&run, ev, out),
         EventBody::Thinking { delta } => {
             st.thinking.push_str(delta);
-            let agent = p::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
+            let agent = crate::projection::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
             out.push(Deferred::agent(&agent));
         }
-        EventBody::Block {
-            text,
-            index,
-            reasoning,
-        } => {
-            // A reasoning block belongs to no assistant message.
-            let item = if *reasoning {
-                None
-            } else {
-                st.text.item_id(&ev.run_id)
-            };
-            let agent = p::block(&run, ev.seq, ev.ts, text, *index, *reasoning, item);
-            out.push(Deferred::agent(&agent));
-        }
+        EventBody::Block { .. } => block(&run, ev, &st.text, out),
         EventBody::RunStatus { .. } => {
             // The next attempt's text is a message of its own.
             st.text.close();
@@ -222,6 +138,131 @@ pub(super) fn project(
         EventBody::Message(stored) => recorded(hub, agent_id, st, ev, stored, out),
         EventBody::Unknown => {}
     }
+}
+
+/// A lifecycle event: the reply text as the guards left it, then the agent event; a
+/// terminal one (with its chat event) is held until the control actor has recorded the
+/// outcome, a `start` also tells session watchers.
+fn lifecycle(
+    hub: &EventHub,
+    agent_id: &str,
+    st: &mut Streaming,
+    ev: &ipc::control::RunEvent,
+    l: &ipc::control::Lifecycle,
+    out: &mut Vec<Deferred>,
+) {
+    use crate::projection as p;
+    // Earlier replies as the guards left them (R-H2), then the final one.
+    for g in &l.guarded {
+        st.text.replace_earlier(&g.streamed, &g.kept);
+    }
+    if let Some(reply) = &l.reply {
+        // The final reply as the `message_sending` guards left it (R-H2).
+        st.text.settle(reply);
+    }
+    let run = RunRef {
+        run_id: &ev.run_id,
+        session_key: &st.session_key,
+        agent_id,
+    };
+    let projected = p::lifecycle(
+        &run,
+        ev.seq,
+        ev.ts,
+        l,
+        st.text.run(),
+        st.reply_place.as_ref(),
+    );
+    match projected {
+        // Terminal: held until the control actor has recorded the outcome.
+        Some((agent, Some(chat))) => st
+            .deferred
+            .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
+        Some((agent, None)) => {
+            out.push(Deferred::agent(&agent));
+            if l.phase == Phase::Start && hub.sessions_watched() {
+                let changed = p::session_run_started(&run, ev.ts);
+                out.push(Deferred::sessions_changed(&changed));
+            }
+        }
+        None => {}
+    }
+}
+
+/// A tool event, for the clients that asked for them (`caps: ["tool-events"]`).
+fn tool(run: &RunRef<'_>, ev: &ipc::control::RunEvent, out: &mut Vec<Deferred>) {
+    let EventBody::Tool {
+        phase,
+        tool_call_id,
+        name,
+        args_json,
+        result_json,
+        is_error,
+    } = &ev.body
+    else {
+        return;
+    };
+    let t = crate::projection::ToolEvent {
+        phase: *phase,
+        tool_call_id,
+        name,
+        args_json: args_json.as_deref(),
+        result_json: result_json.as_deref(),
+        is_error: *is_error,
+    };
+    if let Some(agent) = crate::projection::tool(run, ev.seq, ev.ts, &t) {
+        out.push(Deferred::agent(&agent).for_cap(TOOL_EVENTS_CAP));
+    }
+}
+
+/// A compaction event (nothing for a phase this build cannot name).
+fn compaction(run: &RunRef<'_>, ev: &ipc::control::RunEvent, out: &mut Vec<Deferred>) {
+    let EventBody::Compaction {
+        phase,
+        completed,
+        will_retry,
+        reason,
+        messages,
+        ..
+    } = &ev.body
+    else {
+        return;
+    };
+    let c = crate::projection::CompactionEvent {
+        phase: *phase,
+        completed: *completed,
+        will_retry: *will_retry,
+        reason: reason.as_deref(),
+        messages: *messages,
+    };
+    if let Some(agent) = crate::projection::compaction(run, ev.seq, ev.ts, &c) {
+        out.push(Deferred::agent(&agent));
+    }
+}
+
+/// A block of the reply (block streaming, R-D5), naming the assistant message it was cut
+/// from; a reasoning block belongs to no assistant message.
+fn block(
+    run: &RunRef<'_>,
+    ev: &ipc::control::RunEvent,
+    text_so_far: &crate::projection::ReplyText,
+    out: &mut Vec<Deferred>,
+) {
+    let EventBody::Block {
+        text,
+        index,
+        reasoning,
+    } = &ev.body
+    else {
+        return;
+    };
+    let item = if *reasoning {
+        None
+    } else {
+        text_so_far.item_id(&ev.run_id)
+    };
+    let agent = crate::projection::block(run, ev.seq, ev.ts, text, *index, *reasoning, item);
+    out.push(Deferred::agent(&agent));
 }
 
 /// A run's `start`: its streaming state begins. True if that is all its clients hear of
