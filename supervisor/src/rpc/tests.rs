@@ -63,3 +63,19 @@ fn ordered_methods_are_served_by_the_turn_group() {
     assert_eq!(group(Method::CommandsList), Group::Gateway);
     assert_eq!(group(Method::CronList), Group::Absent);
 }
+
+/// A config from TOML text, for the tests of this module's handlers.
+pub(super) fn config(text: &str) -> crate::config::Config {
+    let raw: crate::config::RawConfig = toml::from_str(text).unwrap();
+    let (path, state) = (
+        std::path::Path::new("/etc/lg.toml"),
+        std::path::Path::new("/state"),
+    );
+    crate::config::Config::from_raw(raw, path, state, &crate::config::Overrides::default()).unwrap()
+}
+
+/// An agent `main` on `p/m`, a model that does not reason; the provider also has
+/// `p/think`, which does.
+pub(super) const ONE_PROVIDER: &str = "[agents.defaults]\nmodel = \"p/m\"\n\
+     [models.providers.p]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9\"\n\
+     [models.providers.p.models.think]\nreasoning = true\n";

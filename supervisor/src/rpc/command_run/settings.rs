@@ -10,7 +10,8 @@ use ipc::thinking::Thinking;
 
 use super::super::commands::{says, Command};
 use super::super::compact::compact_session;
-use super::super::sessions::{patch_session, reset_session, session_info};
+use super::super::patch::patch_session;
+use super::super::sessions::{reset_session, session_info};
 use super::super::thinking::{model_reasons, parse_level, parse_reasoning};
 use super::super::{Answer, Gateway, Out, Route};
 use super::Said;
