@@ -27,21 +27,7 @@ pub(super) async fn session_page(
         },
         None => None,
     };
-    // No session has a board or a person attached, nor was spawned by another (loopgate
-    // has no subagents; the Control UI asks for a session's children): such a filter
-    // matches none.
-    // (A `null` filter reads as none.)
-    let set = |v: &Option<Ignored>| v.is_some();
-    let none_match = p.has_board == Some(true)
-        || [
-            &p.creator_id,
-            &p.owner_id,
-            &p.profile_id,
-            &p.involving_profile_id,
-            &p.spawned_by,
-        ]
-        .into_iter()
-        .any(set);
+    let none_match = matches_none(p);
     let q = SessionQuery {
         agent_id,
         updated_since: p
@@ -70,8 +56,7 @@ pub(super) async fn session_page(
             session_row(&config, r, runs)
         })
         .collect();
-    let end = offset as u64 + rows.len() as u64;
-    let has_more = end < total;
+    let next_offset = next_offset(offset, rows.len(), total);
     Ok(SessionsListResult {
         ts: now_ms(),
         path: crate::paths::gateway_db(&config.state_dir)
@@ -81,8 +66,8 @@ pub(super) async fn session_page(
         total_count: total,
         limit_applied: limit,
         offset,
-        next_offset: has_more.then_some(end),
-        has_more,
+        next_offset,
+        has_more: next_offset.is_some(),
         owners: Vec::new(),
         defaults: SessionDefaults {
             default_agent_id: "main".into(),
@@ -91,6 +76,29 @@ pub(super) async fn session_page(
         },
         sessions,
     })
+}
+
+/// Whether a list's filters match no session at all: no session has a board or a person
+/// attached, nor was spawned by another (loopgate has no subagents; the Control UI asks
+/// for a session's children). A `null` filter reads as none.
+fn matches_none(p: &SessionsListParams) -> bool {
+    let set = |v: &Option<Ignored>| v.is_some();
+    p.has_board == Some(true)
+        || [
+            &p.creator_id,
+            &p.owner_id,
+            &p.profile_id,
+            &p.involving_profile_id,
+            &p.spawned_by,
+        ]
+        .into_iter()
+        .any(set)
+}
+
+/// The offset of the next page, when the `shown` rows from `offset` leave some of `total`.
+fn next_offset(offset: u32, shown: usize, total: u64) -> Option<u64> {
+    let end = u64::from(offset) + shown as u64;
+    (end < total).then_some(end)
 }
 
 /// A session index row as clients see it, with its active runs (the complete set).
@@ -301,25 +309,7 @@ pub(super) async fn sessions_preview(
         };
         let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
             Ok(SessionReply::History { messages, .. }) => {
-                let mut items: Vec<PreviewItem> = messages
-                    .iter()
-                    .filter(|m| m.role == "user" || m.role == "assistant")
-                    .filter_map(|m| {
-                        let message: Value = serde_json::from_str(&m.message_json).ok()?;
-                        let text = preview_text(&message, max_chars);
-                        (!text.is_empty()).then(|| PreviewItem {
-                            role: m.role.clone(),
-                            text,
-                        })
-                    })
-                    .collect();
-                let skip = items.len().saturating_sub(limit);
-                items.drain(..skip);
-                SessionPreview {
-                    key: key.clone(),
-                    status: if items.is_empty() { "empty" } else { "ok" }.into(),
-                    items,
-                }
+                preview_of(key, &messages, limit, max_chars)
             }
             Ok(_) | Err(_) => SessionPreview {
                 key: key.clone(),
@@ -333,6 +323,35 @@ pub(super) async fn sessions_preview(
         ts: now_ms(),
         previews,
     })
+}
+
+/// A session's preview from its newest stored messages: the last `limit` user and
+/// assistant texts (tool rows and empty texts skipped), each cut at `max_chars`.
+fn preview_of(
+    key: &str,
+    messages: &[ipc::control::StoredMessage],
+    limit: usize,
+    max_chars: usize,
+) -> SessionPreview {
+    let mut items: Vec<PreviewItem> = messages
+        .iter()
+        .filter(|m| m.role == "user" || m.role == "assistant")
+        .filter_map(|m| {
+            let message: Value = serde_json::from_str(&m.message_json).ok()?;
+            let text = preview_text(&message, max_chars);
+            (!text.is_empty()).then(|| PreviewItem {
+                role: m.role.clone(),
+                text,
+            })
+        })
+        .collect();
+    let skip = items.len().saturating_sub(limit);
+    items.drain(..skip);
+    SessionPreview {
+        key: key.to_owned(),
+        status: if items.is_empty() { "empty" } else { "ok" }.into(),
+        items,
+    }
 }
 
 /// A message's text blocks, joined, cut at `max` characters with `...`.
@@ -380,19 +399,25 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: Request, out: &Ou
     }
 }
 
+/// The reason a `sessions.reset` names (`reset` unless said); `None` for another word.
+fn reset_reason(reason: Option<&str>) -> Option<ResetReason> {
+    match reason {
+        None | Some("reset") => Some(ResetReason::Reset),
+        Some("new") => Some(ResetReason::New),
+        Some(_) => None,
+    }
+}
+
+/// `sessions.reset`: the session's transcript starts afresh (`reason` `new` or `reset`).
 pub(super) async fn sessions_reset(
     gw: &Arc<Gateway>,
     out: &Out,
     p: SessionsResetParams,
 ) -> Answer<SessionsResetResult> {
-    let reason = match p.reason.as_deref() {
-        None | Some("reset") => ResetReason::Reset,
-        Some("new") => ResetReason::New,
-        Some(_) => {
-            return Err(ErrorShape::invalid(
-                "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
-            ))
-        }
+    let Some(reason) = reset_reason(p.reason.as_deref()) else {
+        return Err(ErrorShape::invalid(
+            "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+        ));
     };
     let route = routed(gw, Method::SessionsReset, &p.key, p.agent_id.as_deref())?;
     reset_session(gw, out, route, reason).await
@@ -486,3 +511,6 @@ pub(super) async fn sessions_delete(
         Err(e) => Err(session_error(e)),
     }
 }
+
+#[cfg(test)]
+mod tests;
