@@ -79,3 +79,30 @@ pub(super) fn config(text: &str) -> crate::config::Config {
 pub(super) const ONE_PROVIDER: &str = "[agents.defaults]\nmodel = \"p/m\"\n\
      [models.providers.p]\napi = \"openai-completions\"\nbase_url = \"http://127.0.0.1:9\"\n\
      [models.providers.p.models.think]\nreasoning = true\n";
+
+/// A session index row of `key` (agent `main`), created at 10 and updated at 50, with no
+/// run, label or settings.
+pub(super) fn index_row(key: &str) -> crate::gatewaydb::SessionRow {
+    crate::gatewaydb::SessionRow {
+        session_key: key.into(),
+        agent_id: "main".into(),
+        session_id: None,
+        created_at: 10,
+        updated_at: 50,
+        last_run_id: None,
+        last_status: None,
+        last_error: None,
+        input_tokens: 0,
+        output_tokens: 0,
+        total_tokens: 0,
+        label: None,
+        last_read_at: None,
+        model_override: None,
+        thinking_level: None,
+        reasoning_level: None,
+        queue_mode: None,
+        verbose_level: None,
+        last_run_started_at: None,
+        last_run_ended_at: None,
+    }
+}

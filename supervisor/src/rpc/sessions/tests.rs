@@ -1,33 +1,23 @@
 //! The session index's decisions: list filters and paging, the row clients see, previews
 //! and reset reasons.
 
-use super::super::tests::{config, ONE_PROVIDER};
+use super::super::tests::{config, index_row, ONE_PROVIDER};
 use super::*;
 use ipc::control::StoredMessage;
 
 /// A stored index row of `agent:main:k`, last run `r1` ended with `status`.
 fn stored(status: Option<&str>, error: Option<&str>) -> crate::gatewaydb::SessionRow {
     crate::gatewaydb::SessionRow {
-        session_key: "agent:main:k".into(),
-        agent_id: "main".into(),
         session_id: Some("s1".into()),
-        created_at: 10,
-        updated_at: 50,
         last_run_id: Some("r1".into()),
         last_status: status.map(str::to_owned),
         last_error: error.map(str::to_owned),
         input_tokens: 100,
         output_tokens: 20,
         total_tokens: 120,
-        label: None,
-        last_read_at: None,
-        model_override: None,
-        thinking_level: None,
-        reasoning_level: None,
-        queue_mode: None,
-        verbose_level: None,
         last_run_started_at: Some(20),
         last_run_ended_at: Some(45),
+        ..index_row("agent:main:k")
     }
 }
 
