@@ -211,40 +211,49 @@ fn history_page(
 /// Most characters of a `chat.inject` label.
 const MAX_INJECT_LABEL: usize = 100;
 
+/// Why `chat.inject` refuses its params.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum InjectRefused {
+    #[error("invalid chat.inject params: message must not be empty")]
+    Empty,
+    #[error("invalid chat.inject params: message is {0} bytes; the limit is {limit} bytes", limit = ipc::gateway::MAX_MESSAGE_BYTES)]
+    TooLarge(usize),
+    #[error("invalid chat.inject params: label is at most {MAX_INJECT_LABEL} characters")]
+    LabelLength,
+}
+
+/// The note `chat.inject` records: the message, under its label (`[label]`) if it has one.
+fn inject_text(p: &ChatInjectParams) -> Result<String, InjectRefused> {
+    if p.message.trim().is_empty() {
+        return Err(InjectRefused::Empty);
+    }
+    if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
+        return Err(InjectRefused::TooLarge(p.message.len()));
+    }
+    let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
+    if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {
+        return Err(InjectRefused::LabelLength);
+    }
+    Ok(match label {
+        Some(l) => format!("[{l}]\n\n{}", p.message),
+        None => p.message.clone(),
+    })
+}
+
+/// `chat.inject`: a note recorded in the session's transcript as the gateway's message,
+/// and told to followers.
 pub(super) async fn chat_inject(
     gw: &Arc<Gateway>,
     out: &Out,
     p: ChatInjectParams,
 ) -> Answer<ChatInjectResult> {
-    if p.message.trim().is_empty() {
-        return Err(ErrorShape::invalid(
-            "invalid chat.inject params: message must not be empty",
-        ));
-    }
-    if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
-        let msg = format!(
-            "invalid chat.inject params: message is {} bytes; the limit is {} bytes",
-            p.message.len(),
-            ipc::gateway::MAX_MESSAGE_BYTES
-        );
-        return Err(ErrorShape::invalid(msg));
-    }
-    let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
-    if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {
-        return Err(ErrorShape::invalid(
-            "invalid chat.inject params: label is at most 100 characters",
-        ));
-    }
+    let text = inject_text(&p).map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let route = routed(
         gw,
         Method::ChatInject,
         &p.session_key,
         p.agent_id.as_deref(),
     )?;
-    let text = match label {
-        Some(l) => format!("[{l}]\n\n{}", p.message),
-        None => p.message.clone(),
-    };
     let op = SessionOp::Inject {
         session_key: route.session_key.clone(),
         text: text.clone(),

@@ -171,3 +171,37 @@ fn the_page_counts_queued_messages_and_says_if_older_rows_remain() {
     assert_eq!(page.pending_inputs.total, 0);
     assert_eq!((page.has_more, page.next_offset), (None, None));
 }
+
+/// R-A5: a note injected into the history is checked like a message, and recorded under
+/// its label.
+#[test]
+fn an_injected_note_is_its_message_under_its_label() {
+    let p = |message: &str, label: Option<&str>| ChatInjectParams {
+        session_key: "agent:main:main".into(),
+        message: message.into(),
+        label: label.map(str::to_owned),
+        ..Default::default()
+    };
+    assert_eq!(inject_text(&p("hello", None)).unwrap(), "hello");
+    assert_eq!(
+        inject_text(&p("hello", Some("  Note "))).unwrap(),
+        "[Note]\n\nhello"
+    );
+    assert_eq!(inject_text(&p("hello", Some("   "))).unwrap(), "hello");
+    assert_eq!(inject_text(&p(" \n ", None)), Err(InjectRefused::Empty));
+    let e = inject_text(&p("hello", Some(&"é".repeat(101)))).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid chat.inject params: label is at most 100 characters"
+    );
+    assert!(inject_text(&p("hello", Some(&"é".repeat(100)))).is_ok());
+    let big = "x".repeat(ipc::gateway::MAX_MESSAGE_BYTES + 1);
+    assert_eq!(
+        inject_text(&p(&big, None)).unwrap_err().to_string(),
+        format!(
+            "invalid chat.inject params: message is {} bytes; the limit is {} bytes",
+            big.len(),
+            ipc::gateway::MAX_MESSAGE_BYTES
+        )
+    );
+}
