@@ -185,9 +185,9 @@ async fn run_command(
     }
 }
 
-/// Records the send as a run (R-A3) and acks it as its method acks a run: its
-/// `acceptedAt`. A key used before is answered as its run stands, a refusal with its
-/// error: `None`, answered.
+/// Records the send as a run (R-A3) and acks it as its method acks a run; gives its
+/// `acceptedAt`, or `None` when the send was answered here instead (a key used before, as
+/// its run stands; a refusal, with its error).
 async fn accept(gw: &Arc<Gateway>, out: &Out, sent: &Sent<'_>, door: Door) -> Option<u64> {
     let (req_id, route, run_id) = (&sent.req.id, sent.route, sent.run_id);
     let accepted_at = now_ms();
