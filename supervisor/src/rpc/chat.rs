@@ -6,12 +6,74 @@ use ipc::gateway::{
     ChatEvent, ChatHistoryParams, ChatHistoryResult, ChatInjectParams, ChatInjectResult,
     ChatMessage, ChatState, HistoryPage, InputConsumption, InputReceipt,
 };
+use ipc::session_ops::{InputConsumed, StoredMessage};
 
 /// Most bytes of messages a page carries when the client names no `maxBytes` (the worker's
 /// cap, under the control link's frame cap).
 const DEFAULT_HISTORY_BYTES: u64 = 8 * 1024 * 1024;
 /// The smallest `maxBytes` accepted (OpenClaw's floor).
 const MIN_HISTORY_BYTES: u64 = 1024;
+
+/// Why `chat.history` / `chat.startup` refuses its params; answered as
+/// `invalid <method> params: <this>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum HistoryRefused {
+    #[error("limit must be 1..1000")]
+    Limit,
+    #[error("maxBytes must be at least 1024")]
+    MaxBytes,
+    #[error("cursor cannot be used with offset")]
+    CursorWithOffset,
+    /// Read with at most `MAX_INPUT_RUN_IDS` kept (`Capped`): more is refused.
+    #[error("inputRunIds holds at most 50 run ids")]
+    TooManyRunIds,
+}
+
+/// The number of rows a history page asks for (200 unless said), once its params are
+/// checked.
+fn history_limit(p: &ChatHistoryParams) -> Result<u32, HistoryRefused> {
+    let limit = p.limit.unwrap_or(200);
+    if !(1..=1000).contains(&limit) {
+        return Err(HistoryRefused::Limit);
+    }
+    if p.max_bytes.is_some_and(|b| b < MIN_HISTORY_BYTES) {
+        return Err(HistoryRefused::MaxBytes);
+    }
+    if p.cursor.is_some() && p.offset.is_some() {
+        return Err(HistoryRefused::CursorWithOffset);
+    }
+    if p.input_run_ids.as_ref().is_some_and(|ids| ids.more) {
+        return Err(HistoryRefused::TooManyRunIds);
+    }
+    Ok(limit)
+}
+
+/// The runs whose sent message the page is asked to account for (`inputRunIds`).
+fn asked_runs(p: &ChatHistoryParams) -> &[String] {
+    p.input_run_ids.as_ref().map_or(&[], |ids| &ids.items)
+}
+
+/// The worker's read of the page `p` asks for, `limit` rows of `session_key`.
+fn history_op(session_key: String, p: &ChatHistoryParams, limit: u32) -> SessionOp {
+    SessionOp::History {
+        session_key,
+        limit,
+        // Past `i64::MAX` rows nothing is older.
+        offset: p.offset.unwrap_or(0).min(i64::MAX as u64 / 2),
+        max_bytes: Some(p.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES)),
+        input_run_ids: asked_runs(p).to_vec(),
+    }
+}
+
+/// What the worker read of a session's transcript for one page.
+struct HistoryRead {
+    session_id: Option<String>,
+    /// Oldest first.
+    stored: Vec<StoredMessage>,
+    next_offset: Option<u64>,
+    /// The asked runs whose user message is recorded, with its entry.
+    consumed: Vec<InputConsumed>,
+}
 
 /// `chat.history` and `chat.startup` (`method`: which, for its error texts).
 pub(super) async fn chat_history(
@@ -20,55 +82,64 @@ pub(super) async fn chat_history(
     method: Method,
     p: ChatHistoryParams,
 ) -> Answer<ChatHistoryResult> {
-    let limit = p.limit.unwrap_or(200);
-    let refuse =
-        |why: &str| ErrorShape::invalid(format!("invalid {} params: {why}", method.as_str()));
-    if !(1..=1000).contains(&limit) {
-        return Err(refuse("limit must be 1..1000"));
-    }
-    if p.max_bytes.is_some_and(|b| b < MIN_HISTORY_BYTES) {
-        return Err(refuse("maxBytes must be at least 1024"));
-    }
-    if p.cursor.is_some() && p.offset.is_some() {
-        return Err(refuse("cursor cannot be used with offset"));
-    }
-    // Read with at most MAX_INPUT_RUN_IDS kept (`Capped`): more is refused.
-    let input_run_ids = p.input_run_ids.clone().unwrap_or_default();
-    if input_run_ids.more {
-        return Err(refuse("inputRunIds holds at most 50 run ids"));
-    }
+    let limit = history_limit(&p)
+        .map_err(|why| ErrorShape::invalid(format!("invalid {} params: {why}", method.as_str())))?;
     let route = routed(gw, method, &p.session_key, p.agent_id.as_deref())?;
     // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
     // client fetches a fresh page, as after a reset.
     if p.cursor.is_some() {
         return Ok(ChatHistoryResult::Reset(HistoryReset::default()));
     }
-    let op = SessionOp::History {
-        session_key: route.session_key.clone(),
-        limit,
-        // Past `i64::MAX` rows nothing is older.
-        offset: p.offset.unwrap_or(0).min(i64::MAX as u64 / 2),
-        max_bytes: Some(p.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES)),
-        input_run_ids: input_run_ids.items.clone(),
-    };
-    let (session_id, stored, next_offset, consumed) =
-        match session_op(gw, out, route.agent_id.clone(), op).await {
-            Ok(SessionReply::History {
-                session_id,
-                messages,
-                next_offset,
-                consumed,
-            }) => (session_id, messages, next_offset, consumed),
-            Ok(other) => return Err(unexpected_reply(&other)),
-            Err(e) => return Err(session_error(e)),
-        };
+    let op = history_op(route.session_key.clone(), &p, limit);
+    let read = read_history(gw, out, &route, op).await?;
     let info = session_info(gw, &route).await?;
-    let active = info.active_run_ids.clone().unwrap_or_default();
-    // A run still waiting in its lane is pending; one whose message is recorded is consumed;
-    // a run this gateway does not know has no receipt (as OpenClaw's).
-    let receipts = (!input_run_ids.items.is_empty()).then(|| {
-        input_run_ids
-            .items
+    let defaults = gw
+        .config()
+        .agent(&route.agent_id)
+        .and_then(|a| a.model.clone())
+        .map(|m| HistoryDefaults {
+            context_tokens: Some(m.context_tokens()),
+            model_provider: m.provider,
+            model: m.model,
+        });
+    let page = history_page(&route, &p, read, info, defaults);
+    Ok(ChatHistoryResult::Page(Box::new(page)))
+}
+
+/// Reads one page of the session's transcript at its agent's worker.
+async fn read_history(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: &Route,
+    op: SessionOp,
+) -> Result<HistoryRead, ErrorShape> {
+    match session_op(gw, out, route.agent_id.clone(), op).await {
+        Ok(SessionReply::History {
+            session_id,
+            messages,
+            next_offset,
+            consumed,
+        }) => Ok(HistoryRead {
+            session_id,
+            stored: messages,
+            next_offset,
+            consumed,
+        }),
+        Ok(other) => Err(unexpected_reply(&other)),
+        Err(e) => Err(session_error(e)),
+    }
+}
+
+/// A run asked about, as the page tells it (R-A5): consumed once the transcript records
+/// its message, pending while it waits in its lane (`active`), and not told at all when
+/// this gateway does not know it (as OpenClaw's). `None` when no run was asked about.
+fn receipts(
+    asked: &[String],
+    consumed: &[InputConsumed],
+    active: &[String],
+) -> Option<Vec<InputReceipt>> {
+    (!asked.is_empty()).then(|| {
+        asked
             .iter()
             .filter_map(
                 |run_id| match consumed.iter().find(|c| &c.run_id == run_id) {
@@ -81,31 +152,43 @@ pub(super) async fn chat_history(
                     }),
                 },
             )
-            .collect::<Vec<_>>()
-    });
-    let consumptions = receipts.as_ref().map(|r| {
-        r.iter()
-            .filter_map(|r| match r {
-                InputReceipt::Consumed {
-                    run_id,
-                    consumed_by_event_id,
-                } => Some(InputConsumption {
-                    run_id: run_id.clone(),
-                    consumed_by_event_id: consumed_by_event_id.clone(),
-                }),
-                InputReceipt::Pending { .. } => None,
-            })
             .collect()
-    });
-    let model = gw
-        .config()
-        .agent(&route.agent_id)
-        .and_then(|a| a.model.clone());
-    let page = HistoryPage {
+    })
+}
+
+/// The consumed receipts again, in the shape `inputConsumptions` lists them.
+fn consumptions(receipts: &[InputReceipt]) -> Vec<InputConsumption> {
+    receipts
+        .iter()
+        .filter_map(|r| match r {
+            InputReceipt::Consumed {
+                run_id,
+                consumed_by_event_id,
+            } => Some(InputConsumption {
+                run_id: run_id.clone(),
+                consumed_by_event_id: consumed_by_event_id.clone(),
+            }),
+            InputReceipt::Pending { .. } => None,
+        })
+        .collect()
+}
+
+/// The page answered, from what the worker read and the session's row.
+fn history_page(
+    route: &Route,
+    p: &ChatHistoryParams,
+    read: HistoryRead,
+    info: SessionRow,
+    defaults: Option<HistoryDefaults>,
+) -> HistoryPage {
+    let active = info.active_run_ids.clone().unwrap_or_default();
+    let receipts = receipts(asked_runs(p), &read.consumed, &active);
+    HistoryPage {
         session_key: route.session_key.clone(),
-        session_id,
+        session_id: read.session_id,
         agent_id: route.agent_id.clone(),
-        messages: stored
+        messages: read
+            .stored
             .iter()
             .filter_map(|m| crate::projection::display_message(m).map(|(v, _)| v))
             .collect(),
@@ -115,58 +198,62 @@ pub(super) async fn chat_history(
             items: Vec::new(),
             total: active.len().saturating_sub(1) as u64,
         },
+        input_consumptions: receipts.as_deref().map(consumptions),
         input_receipts: receipts,
-        input_consumptions: consumptions,
-        has_more: next_offset.map(|_| true),
-        next_offset,
+        has_more: read.next_offset.map(|_| true),
+        next_offset: read.next_offset,
         offset: p.offset,
-        defaults: model.map(|m| HistoryDefaults {
-            context_tokens: Some(m.context_tokens()),
-            model_provider: m.provider,
-            model: m.model,
-        }),
+        defaults,
         session_info: info,
-    };
-    Ok(ChatHistoryResult::Page(Box::new(page)))
+    }
 }
 
 /// Most characters of a `chat.inject` label.
 const MAX_INJECT_LABEL: usize = 100;
 
+/// Why `chat.inject` refuses its params.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum InjectRefused {
+    #[error("invalid chat.inject params: message must not be empty")]
+    Empty,
+    #[error("invalid chat.inject params: message is {0} bytes; the limit is {limit} bytes", limit = ipc::gateway::MAX_MESSAGE_BYTES)]
+    TooLarge(usize),
+    #[error("invalid chat.inject params: label is at most {MAX_INJECT_LABEL} characters")]
+    LabelLength,
+}
+
+/// The note `chat.inject` records: the message, under its label (`[label]`) if it has one.
+fn inject_text(p: &ChatInjectParams) -> Result<String, InjectRefused> {
+    if p.message.trim().is_empty() {
+        return Err(InjectRefused::Empty);
+    }
+    if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
+        return Err(InjectRefused::TooLarge(p.message.len()));
+    }
+    let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
+    if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {
+        return Err(InjectRefused::LabelLength);
+    }
+    Ok(match label {
+        Some(l) => format!("[{l}]\n\n{}", p.message),
+        None => p.message.clone(),
+    })
+}
+
+/// `chat.inject`: a note recorded in the session's transcript as the gateway's message,
+/// and told to followers.
 pub(super) async fn chat_inject(
     gw: &Arc<Gateway>,
     out: &Out,
     p: ChatInjectParams,
 ) -> Answer<ChatInjectResult> {
-    if p.message.trim().is_empty() {
-        return Err(ErrorShape::invalid(
-            "invalid chat.inject params: message must not be empty",
-        ));
-    }
-    if p.message.len() > ipc::gateway::MAX_MESSAGE_BYTES {
-        let msg = format!(
-            "invalid chat.inject params: message is {} bytes; the limit is {} bytes",
-            p.message.len(),
-            ipc::gateway::MAX_MESSAGE_BYTES
-        );
-        return Err(ErrorShape::invalid(msg));
-    }
-    let label = p.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
-    if label.is_some_and(|l| l.chars().count() > MAX_INJECT_LABEL) {
-        return Err(ErrorShape::invalid(
-            "invalid chat.inject params: label is at most 100 characters",
-        ));
-    }
+    let text = inject_text(&p).map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let route = routed(
         gw,
         Method::ChatInject,
         &p.session_key,
         p.agent_id.as_deref(),
     )?;
-    let text = match label {
-        Some(l) => format!("[{l}]\n\n{}", p.message),
-        None => p.message.clone(),
-    };
     let op = SessionOp::Inject {
         session_key: route.session_key.clone(),
         text: text.clone(),
@@ -221,3 +308,6 @@ pub(super) async fn chat_inject(
         message_id: entry_id,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -61,162 +61,205 @@ pub(super) fn parse(message: &str) -> Option<Command> {
     })
 }
 
-fn choices(values: &[&str]) -> Vec<CommandChoice> {
-    values
-        .iter()
-        .map(|v| CommandChoice {
-            value: (*v).to_owned(),
-            label: (*v).to_owned(),
-        })
-        .collect()
+/// One argument of a command, as the catalog lists it (every one is a string).
+struct ArgSpec {
+    name: &'static str,
+    description: &'static str,
+    /// The values offered (none: free text).
+    choices: &'static [&'static str],
+    /// Whether the values depend on the session (the thinking levels its model takes).
+    dynamic: bool,
 }
 
-fn arg(name: &str, description: &str, kind: &str, values: &[&str]) -> CommandArg {
-    CommandArg {
-        name: name.into(),
-        description: description.into(),
-        kind: kind.into(),
+/// One command, as the catalog lists it.
+struct Spec {
+    name: &'static str,
+    /// The names it is typed by, without the `/`.
+    aliases: &'static [&'static str],
+    description: &'static str,
+    category: &'static str,
+    accepts_args: bool,
+    args: &'static [ArgSpec],
+}
+
+/// A free-text argument.
+const fn text(name: &'static str, description: &'static str) -> ArgSpec {
+    ArgSpec {
+        name,
+        description,
+        choices: &[],
         dynamic: false,
-        choices: choices(values),
     }
 }
 
-fn entry(
-    name: &str,
-    aliases: &[&str],
-    description: &str,
-    category: &str,
+/// An argument with a fixed set of values.
+const fn one_of(
+    name: &'static str,
+    description: &'static str,
+    choices: &'static [&'static str],
+) -> ArgSpec {
+    ArgSpec {
+        name,
+        description,
+        choices,
+        dynamic: false,
+    }
+}
+
+/// A command with no declared arguments.
+const fn bare(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    description: &'static str,
+    category: &'static str,
     accepts_args: bool,
-    args: Vec<CommandArg>,
-) -> CommandEntry {
-    CommandEntry {
-        name: name.into(),
-        native_name: name.into(),
-        text_aliases: aliases.iter().map(|a| format!("/{a}")).collect(),
-        description: description.into(),
-        category: category.into(),
-        source: "native".into(),
-        scope: "both".into(),
+) -> Spec {
+    Spec {
+        name,
+        aliases,
+        description,
+        category,
         accepts_args,
+        args: &[],
+    }
+}
+
+/// A command with the arguments it declares.
+const fn with_args(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    description: &'static str,
+    category: &'static str,
+    args: &'static [ArgSpec],
+) -> Spec {
+    Spec {
+        name,
+        aliases,
+        description,
+        category,
+        accepts_args: true,
         args,
+    }
+}
+
+/// The commands [`parse`] knows, in the order `commands.list` lists them.
+const CATALOG: &[Spec] = &[
+    bare(
+        "status",
+        &["status"],
+        "Show current status.",
+        "status",
+        true,
+    ),
+    bare("stop", &["stop"], "Stop the current run.", "session", false),
+    bare(
+        "reset",
+        &["reset"],
+        "Reset the current session.",
+        "session",
+        true,
+    ),
+    bare("new", &["new"], "Start a new session.", "session", true),
+    with_args(
+        "compact",
+        &["compact"],
+        "Compact the session context.",
+        "session",
+        &[text("instructions", "Extra compaction instructions")],
+    ),
+    with_args(
+        "think",
+        &["think", "thinking", "t"],
+        "Set thinking level.",
+        "options",
+        &[ArgSpec {
+            dynamic: true,
+            ..text("level", "Thinking level")
+        }],
+    ),
+    with_args(
+        "reasoning",
+        &["reasoning", "reason"],
+        "Toggle reasoning visibility.",
+        "options",
+        &[one_of(
+            "mode",
+            "on, off, or stream",
+            &["on", "off", "stream"],
+        )],
+    ),
+    with_args(
+        "verbose",
+        &["verbose", "v"],
+        "Toggle verbose mode.",
+        "options",
+        &[one_of("mode", "on, off, or full", &["on", "off", "full"])],
+    ),
+    with_args(
+        "model",
+        &["model"],
+        "Show or set the session's model.",
+        "options",
+        &[text("model", "Model id (provider/model)")],
+    ),
+    with_args(
+        "queue",
+        &["queue"],
+        "Adjust queue settings.",
+        "options",
+        &[one_of(
+            "mode",
+            "queue mode",
+            &["steer", "followup", "collect", "interrupt"],
+        )],
+    ),
+];
+
+impl ArgSpec {
+    /// The catalog's entry for the argument.
+    fn entry(&self) -> CommandArg {
+        CommandArg {
+            name: self.name.into(),
+            description: self.description.into(),
+            kind: "string".into(),
+            dynamic: self.dynamic,
+            choices: self
+                .choices
+                .iter()
+                .map(|v| CommandChoice {
+                    value: (*v).to_owned(),
+                    label: (*v).to_owned(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Spec {
+    /// The catalog entry, with its arguments when `include_args`.
+    fn entry(&self, include_args: bool) -> CommandEntry {
+        CommandEntry {
+            name: self.name.into(),
+            native_name: self.name.into(),
+            text_aliases: self.aliases.iter().map(|a| format!("/{a}")).collect(),
+            description: self.description.into(),
+            category: self.category.into(),
+            source: "native".into(),
+            scope: "both".into(),
+            accepts_args: self.accepts_args,
+            args: if include_args {
+                self.args.iter().map(ArgSpec::entry).collect()
+            } else {
+                Vec::new()
+            },
+        }
     }
 }
 
 /// Every command interpreted, as `commands.list` and `chat.metadata` list them: exactly
 /// the ones [`parse`] knows (a test holds the two together).
 pub(crate) fn catalog(include_args: bool) -> Vec<CommandEntry> {
-    let think_level = CommandArg {
-        dynamic: true,
-        ..arg("level", "Thinking level", "string", &[])
-    };
-    let mut all = vec![
-        entry(
-            "status",
-            &["status"],
-            "Show current status.",
-            "status",
-            true,
-            vec![],
-        ),
-        entry(
-            "stop",
-            &["stop"],
-            "Stop the current run.",
-            "session",
-            false,
-            vec![],
-        ),
-        entry(
-            "reset",
-            &["reset"],
-            "Reset the current session.",
-            "session",
-            true,
-            vec![],
-        ),
-        entry(
-            "new",
-            &["new"],
-            "Start a new session.",
-            "session",
-            true,
-            vec![],
-        ),
-        entry(
-            "compact",
-            &["compact"],
-            "Compact the session context.",
-            "session",
-            true,
-            vec![arg(
-                "instructions",
-                "Extra compaction instructions",
-                "string",
-                &[],
-            )],
-        ),
-        entry(
-            "think",
-            &["think", "thinking", "t"],
-            "Set thinking level.",
-            "options",
-            true,
-            vec![think_level],
-        ),
-        entry(
-            "reasoning",
-            &["reasoning", "reason"],
-            "Toggle reasoning visibility.",
-            "options",
-            true,
-            vec![arg(
-                "mode",
-                "on, off, or stream",
-                "string",
-                &["on", "off", "stream"],
-            )],
-        ),
-        entry(
-            "verbose",
-            &["verbose", "v"],
-            "Toggle verbose mode.",
-            "options",
-            true,
-            vec![arg(
-                "mode",
-                "on, off, or full",
-                "string",
-                &["on", "off", "full"],
-            )],
-        ),
-        entry(
-            "model",
-            &["model"],
-            "Show or set the session's model.",
-            "options",
-            true,
-            vec![arg("model", "Model id (provider/model)", "string", &[])],
-        ),
-        entry(
-            "queue",
-            &["queue"],
-            "Adjust queue settings.",
-            "options",
-            true,
-            vec![arg(
-                "mode",
-                "queue mode",
-                "string",
-                &["steer", "followup", "collect", "interrupt"],
-            )],
-        ),
-    ];
-    if !include_args {
-        for e in &mut all {
-            e.args.clear();
-        }
-    }
-    all
+    CATALOG.iter().map(|s| s.entry(include_args)).collect()
 }
 
 /// The reply texts OpenClaw was recorded giving (`chat-surface-2026.9.6.md` section 2).
@@ -362,5 +405,36 @@ mod tests {
             think,
             serde_json::json!({"name":"think","nativeName":"think","textAliases":["/think","/thinking","/t"],"description":"Set thinking level.","category":"options","source":"native","scope":"both","acceptsArgs":true,"args":[{"name":"level","description":"Thinking level","type":"string","dynamic":true}]})
         );
+    }
+
+    /// R-B3: the values the catalog offers are exactly the ones the commands take (the
+    /// four queue modes; the reasoning and verbose levels by their own names).
+    #[test]
+    fn every_offered_choice_is_a_value_its_command_takes() {
+        let offered = |name: &str| -> Vec<String> {
+            let all = catalog(true);
+            let e = all.iter().find(|e| e.name == name).unwrap();
+            e.args[0].choices.iter().map(|c| c.value.clone()).collect()
+        };
+        let modes: Vec<&str> = ipc::queue::QueueMode::ALL
+            .iter()
+            .map(|m| m.as_str())
+            .collect();
+        assert_eq!(offered("queue"), modes);
+        for v in offered("reasoning") {
+            let parsed = ipc::thinking::ReasoningMode::parse(&v).unwrap();
+            assert_eq!(parsed.as_str(), v);
+        }
+        for v in offered("verbose") {
+            let parsed = ipc::thinking::VerboseLevel::parse(&v).unwrap();
+            assert_eq!(parsed.as_str(), v);
+        }
+        // The think levels depend on the model: offered by the client, not listed.
+        assert!(offered("think").is_empty());
+        let stop = catalog(true)
+            .into_iter()
+            .find(|e| e.name == "stop")
+            .unwrap();
+        assert!(!stop.accepts_args && stop.args.is_empty());
     }
 }

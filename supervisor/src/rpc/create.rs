@@ -1,10 +1,74 @@
 //! `sessions.create`: a new session (TUI `/new`, the Control UI's New session), optionally
-//! with its first turn.
+//! with its first turn. What the params ask for is decided by [`creation`] (pure); the
+//! handler creates the row, answers, and admits the first turn if there is one.
 
 use super::*;
-use ipc::gateway::{CreateResolved, SessionsCreateResult};
+use ipc::gateway::{CreateResolved, SessionsCreateParams, SessionsCreateResult};
 
-/// Whether an option loopgate does not implement was asked for (a default value is not).
+/// Why `sessions.create` refuses its params; answered as
+/// `invalid sessions.create params: <this>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CreateRefused {
+    /// Options loopgate does not implement were asked for (a default value is not asking).
+    #[error("not supported by loopgate: {}", .0.join(", "))]
+    Unsupported(Vec<String>),
+    /// The first message, or the idempotency key it runs under, fails a turn's checks.
+    #[error("{0}")]
+    FirstTurn(String),
+}
+
+/// What a `sessions.create` asks for, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Creation {
+    /// The key to create or adopt, as given (a new one when none was).
+    key: String,
+    /// The label, trimmed and cut to [`MAX_LABEL_CHARS`]; `None` keeps any old one.
+    label: Option<String>,
+    /// The first turn's message, if one was sent (`message`, else `task`).
+    first: Option<String>,
+    /// The run id of that turn: the idempotency key, else a new id.
+    run_id: String,
+}
+
+/// Checks the params and fills in what is missing (a new key, a new run id) from
+/// `new_id`: the whole decision of what to create, with no gateway.
+fn creation(
+    p: &SessionsCreateParams,
+    mut new_id: impl FnMut() -> String,
+) -> Result<Creation, CreateRefused> {
+    if !p.unsupported.is_empty() {
+        return Err(CreateRefused::Unsupported(p.unsupported.clone()));
+    }
+    let first = p
+        .message
+        .clone()
+        .or(p.task.clone())
+        .filter(|m| !m.trim().is_empty());
+    let run_id = p.idempotency_key.clone().unwrap_or_else(&mut new_id);
+    if let Some(m) = &first {
+        if let Some(e) = turn_params_error(m, &run_id, "message must not be empty", false) {
+            return Err(CreateRefused::FirstTurn(e));
+        }
+    }
+    let key = p
+        .key
+        .clone()
+        .filter(|k| !k.trim().is_empty())
+        .unwrap_or_else(new_id);
+    let label = p
+        .label
+        .clone()
+        .or(p.display_name.clone())
+        .map(|l| l.trim().chars().take(MAX_LABEL_CHARS).collect::<String>())
+        .filter(|l| !l.is_empty());
+    Ok(Creation {
+        key,
+        label,
+        first,
+        run_id,
+    })
+}
+
 pub(super) async fn sessions_create(
     gw: &Arc<Gateway>,
     req: Request,
@@ -14,42 +78,39 @@ pub(super) async fn sessions_create(
     let Some(p) = params::<m::SessionsCreate>(&req, out).await else {
         return;
     };
-    if !p.unsupported.is_empty() {
-        let msg = format!(
-            "invalid sessions.create params: not supported by loopgate: {}",
-            p.unsupported.join(", ")
-        );
-        return out.err(&req.id, ErrorShape::invalid(msg)).await;
-    }
-    let first = p
-        .message
-        .clone()
-        .or(p.task.clone())
-        .filter(|m| !m.trim().is_empty());
-    let run_id = p
-        .idempotency_key
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    if let Some(m) = &first {
-        if let Some(e) = turn_params_error(m, &run_id, "message must not be empty", false) {
+    let c = match creation(&p, || uuid::Uuid::new_v4().to_string()) {
+        Ok(c) => c,
+        Err(e) => {
             let msg = format!("invalid sessions.create params: {e}");
             return out.err(&req.id, ErrorShape::invalid(msg)).await;
         }
-    }
-    let key = p
-        .key
-        .clone()
-        .filter(|k| !k.trim().is_empty())
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let Some(route) = route_key(gw, &req, out, &key, p.agent_id.as_deref()).await else {
+    };
+    let Some(route) = route_key(gw, &req, out, &c.key, p.agent_id.as_deref()).await else {
         return;
     };
-    let label = p
-        .label
-        .clone()
-        .or(p.display_name.clone())
-        .map(|l| l.trim().chars().take(MAX_LABEL_CHARS).collect::<String>())
-        .filter(|l| !l.is_empty());
+    let entry = match create_row(gw, &route, c.label).await {
+        Ok(entry) => entry,
+        Err(e) => return out.err(&req.id, e).await,
+    };
+    let result = created(&route, entry, resolved_model(gw, &route.agent_id));
+    let Some(message) = c.first else {
+        return reply::<m::SessionsCreate>(out, &req.id, &result).await;
+    };
+    let admission = first_turn(turn, c.run_id.clone(), route, message, p.timeout_ms);
+    let started = started(&result, &c.run_id);
+    let admitted = admit(gw, out, &req.id, admission, |_| started).await;
+    if let Some(r) = after_admission(admitted, &c.run_id, result) {
+        reply::<m::SessionsCreate>(out, &req.id, &r).await
+    }
+}
+
+/// Creates the session's index row (a key that exists is adopted: its row is kept, a new
+/// label replaces the old), and tells subscribers; the row as clients see it.
+async fn create_row(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    label: Option<String>,
+) -> Result<SessionRow, ErrorShape> {
     let now = now_ms();
     let patch = crate::gatewaydb::SessionPatch {
         label: label.map(Some),
@@ -60,7 +121,6 @@ pub(super) async fn sessions_create(
         verbose_level: None,
         queue_mode: None,
     };
-    // A key that exists is adopted: its row is kept (a new label replaces the old).
     if let Err(e) = gw
         .db
         .patch_session(
@@ -72,27 +132,34 @@ pub(super) async fn sessions_create(
         .await
     {
         let msg = format!("cannot create the session: {e}");
-        return out
-            .err(&req.id, ErrorShape::unavailable(msg, Some(500)))
-            .await;
+        return Err(ErrorShape::unavailable(msg, Some(500)));
     }
-    let entry = match session_info(gw, &route).await {
-        Ok(row) => row,
-        Err(e) => return out.err(&req.id, e).await,
-    };
+    let entry = session_info(gw, route).await?;
     gw.hub
         .publish_deferred(&crate::events::Deferred::sessions_changed(
             &SessionsChanged::changed("create", now, entry.clone()),
         ));
-    let resolved = gw
-        .config()
-        .agent(&route.agent_id)
+    Ok(entry)
+}
+
+/// The agent's configured model, as `sessions.create` reports it.
+fn resolved_model(gw: &Gateway, agent_id: &str) -> Option<CreateResolved> {
+    gw.config()
+        .agent(agent_id)
         .and_then(|a| a.model.clone())
         .map(|m| CreateResolved {
             model_provider: m.provider,
             model: m.model,
-        });
-    let result = SessionsCreateResult {
+        })
+}
+
+/// The answer for a session created with no run started.
+fn created(
+    route: &Route,
+    entry: SessionRow,
+    resolved: Option<CreateResolved>,
+) -> SessionsCreateResult {
+    SessionsCreateResult {
         ok: true,
         key: route.session_key.clone(),
         session_id: entry.session_id.clone(),
@@ -102,17 +169,35 @@ pub(super) async fn sessions_create(
         status: None,
         run_error: None,
         resolved,
-    };
-    let Some(message) = first else {
-        return reply::<m::SessionsCreate>(out, &req.id, &result).await;
-    };
-    let admission = Admission {
+    }
+}
+
+/// The answer once the first turn `run_id` is admitted (the admission's ack).
+fn started(result: &SessionsCreateResult, run_id: &str) -> SessionsCreateResult {
+    SessionsCreateResult {
+        run_started: true,
+        run_id: Some(run_id.to_owned()),
+        status: Some("started".into()),
+        ..result.clone()
+    }
+}
+
+/// The session's first turn, admitted as a `chat.send` of `message` is, but with no
+/// settings of its own and no block streaming.
+fn first_turn(
+    turn: Option<AdmissionTurn>,
+    run_id: String,
+    route: Route,
+    message: String,
+    timeout_ms: Option<u64>,
+) -> Admission {
+    Admission {
         turn,
-        run_id: run_id.clone(),
+        run_id,
         route,
         message,
         extra_system_prompt: None,
-        timeout_ms: p.timeout_ms,
+        timeout_ms,
         provider: None,
         model: None,
         thinking: None,
@@ -121,30 +206,30 @@ pub(super) async fn sessions_create(
         images_need_model: false,
         verbose: None,
         block_streaming: Some(false),
-    };
-    let started = SessionsCreateResult {
-        run_started: true,
-        run_id: Some(run_id.clone()),
-        status: Some("started".into()),
-        ..result.clone()
-    };
-    // A refused first turn still created the session (as OpenClaw: `runError`).
-    match admit(gw, out, &req.id, admission, |_| started).await {
-        Admitted::Refused(e) => {
-            let r = SessionsCreateResult {
-                run_error: Some(e),
-                ..result
-            };
-            reply::<m::SessionsCreate>(out, &req.id, &r).await
-        }
-        Admitted::InFlight { .. } | Admitted::Finished(_) => {
-            let r = SessionsCreateResult {
-                run_id: Some(run_id),
-                status: Some("in_flight".into()),
-                ..result
-            };
-            reply::<m::SessionsCreate>(out, &req.id, &r).await
-        }
-        Admitted::Started(_) | Admitted::Elsewhere(_) => {}
     }
 }
+
+/// What to answer after the first turn's admission, when admission did not answer itself
+/// (a started run was acked with [`started`]). A refused first turn still created the
+/// session (as OpenClaw: `runError`); a key already used names the run as `in_flight`.
+fn after_admission(
+    admitted: Admitted,
+    run_id: &str,
+    result: SessionsCreateResult,
+) -> Option<SessionsCreateResult> {
+    match admitted {
+        Admitted::Refused(e) => Some(SessionsCreateResult {
+            run_error: Some(e),
+            ..result
+        }),
+        Admitted::InFlight { .. } | Admitted::Finished(_) => Some(SessionsCreateResult {
+            run_id: Some(run_id.to_owned()),
+            status: Some("in_flight".into()),
+            ..result
+        }),
+        Admitted::Started(_) | Admitted::Elsewhere(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

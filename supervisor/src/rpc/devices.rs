@@ -3,15 +3,17 @@
 use super::*;
 use crate::gatewaydb::devices::{DeviceCmd, DeviceToken};
 use ipc::gateway::{
-    DevicePairListResult, DeviceTokenRevokeResult, DeviceTokenRotateResult, PairedDevice,
-    TokenSummary,
+    DevicePairListResult, DeviceTokenRevokeResult, DeviceTokenRotateParams,
+    DeviceTokenRotateResult, PairedDevice, TokenSummary,
 };
 
+/// A device token operation denied, with OpenClaw's reason.
 fn denied(what: &str, reason: &str) -> ErrorShape {
     ErrorShape::invalid(format!("device token {what} denied"))
         .with_details(json!({"reason": reason}))
 }
 
+/// The gateway db could not be asked.
 fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
     ErrorShape::unavailable(e.to_string(), Some(500))
 }
@@ -72,6 +74,40 @@ fn paired(
     paired
 }
 
+/// A rotation is never wider than what the caller itself holds (`granted`): asking for
+/// scopes it lacks is denied.
+fn rotation_refusal(granted: &[String], wanted: Option<&[String]>) -> Option<ErrorShape> {
+    let wanted = wanted?;
+    (!crate::gatewaydb::devices::covers(granted, wanted))
+        .then(|| denied("rotation", "caller-missing-scope"))
+}
+
+/// The answer to a rotation: the new token only to the device it belongs to (`own`); to
+/// any other caller it is withheld.
+fn rotation_answer(
+    p: &DeviceTokenRotateParams,
+    own: bool,
+    token: String,
+    scopes: Vec<String>,
+    at: u64,
+) -> DeviceTokenRotateResult {
+    DeviceTokenRotateResult {
+        device_id: p.device_id.clone(),
+        role: p.role.clone(),
+        token: own.then_some(token),
+        scopes,
+        rotated_at_ms: at,
+        token_delivery: if own {
+            "in-band"
+        } else {
+            "withheld-cross-device"
+        }
+        .into(),
+    }
+}
+
+/// `device.token.revoke`: the device's token of a role stops working, and its connections
+/// close.
 pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &Out) {
     let Some(p) = params::<m::DeviceTokenRevoke>(&req, out).await else {
         return;
@@ -110,6 +146,8 @@ pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &O
     }
 }
 
+/// `device.token.rotate`: a new token for a device's role (the old one stops working),
+/// and the device's connections close.
 pub(super) async fn device_token_rotate(
     gw: &Arc<Gateway>,
     session: &Session,
@@ -119,13 +157,8 @@ pub(super) async fn device_token_rotate(
     let Some(p) = params::<m::DeviceTokenRotate>(&req, out).await else {
         return;
     };
-    // Never wider than what the caller itself holds.
-    if let Some(wanted) = &p.scopes {
-        if !crate::gatewaydb::devices::covers(&session.scopes, wanted) {
-            return out
-                .err(&req.id, denied("rotation", "caller-missing-scope"))
-                .await;
-        }
+    if let Some(refused) = rotation_refusal(&session.scopes, p.scopes.as_deref()) {
+        return out.err(&req.id, refused).await;
     }
     let (device_id, role, scopes) = (p.device_id.clone(), p.role.clone(), p.scopes.clone());
     let generation = crate::gatewaydb::devices::generation(&gw.config());
@@ -148,19 +181,7 @@ pub(super) async fn device_token_rotate(
                 "Device token rotated."
             );
             let own = session.device_id.as_deref() == Some(p.device_id.as_str());
-            let result = DeviceTokenRotateResult {
-                device_id: p.device_id.clone(),
-                role: p.role,
-                token: own.then_some(token),
-                scopes,
-                rotated_at_ms: at,
-                token_delivery: if own {
-                    "in-band"
-                } else {
-                    "withheld-cross-device"
-                }
-                .into(),
-            };
+            let result = rotation_answer(&p, own, token, scopes, at);
             reply::<m::DeviceTokenRotate>(out, &req.id, &result).await;
             gw.close_device(&p.device_id).await;
         }
@@ -206,5 +227,40 @@ mod tests {
         assert_eq!(p[0].tokens.len(), 2);
         assert!(!p[0].connected && p[1].connected);
         assert_eq!(p[1].approved_via, "silent");
+    }
+
+    fn scopes(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_rotation_is_never_wider_than_the_callers_own_scopes() {
+        let write = scopes(&["operator.write"]);
+        assert!(rotation_refusal(&write, None).is_none());
+        assert!(rotation_refusal(&write, Some(&scopes(&["operator.read"]))).is_none());
+        let e = rotation_refusal(&write, Some(&scopes(&["operator.admin"]))).unwrap();
+        assert_eq!(e.code, ipc::gateway::codes::INVALID_REQUEST);
+        assert_eq!(e.message, "device token rotation denied");
+        assert_eq!(e.details, Some(json!({"reason": "caller-missing-scope"})));
+        // A scope the gateway does not check is covered only by itself or admin.
+        let custom = scopes(&["team.deploy"]);
+        assert!(rotation_refusal(&write, Some(&custom)).is_some());
+        assert!(rotation_refusal(&scopes(&["operator.admin"]), Some(&custom)).is_none());
+    }
+
+    #[test]
+    fn a_rotated_token_goes_only_to_its_own_device() {
+        let p = DeviceTokenRotateParams {
+            device_id: "d1".into(),
+            role: "operator".into(),
+            scopes: None,
+        };
+        let own = rotation_answer(&p, true, "tok".into(), scopes(&["operator.read"]), 9);
+        assert_eq!(own.token.as_deref(), Some("tok"));
+        assert_eq!(own.token_delivery, "in-band");
+        assert_eq!((own.device_id.as_str(), own.rotated_at_ms), ("d1", 9));
+        let other = rotation_answer(&p, false, "tok".into(), scopes(&["operator.read"]), 9);
+        assert_eq!(other.token, None);
+        assert_eq!(other.token_delivery, "withheld-cross-device");
     }
 }

@@ -7,6 +7,7 @@ use ipc::diagnostics::LaneView;
 use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
 use ipc::session_ops::SessionReply;
 
+/// `diagnostics.lanes`.
 pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: Request, out: &Out) {
     match lanes(gw).await {
         Ok(result) => reply::<m::DiagnosticsLanes>(out, &req.id, &result).await,
@@ -27,9 +28,9 @@ async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape>
         .status(gw.connections.load(Ordering::Relaxed))
         .await
         .map_err(control_error)?;
-    let running = |w: &ipc::gateway::WorkerStatus| w.state == "ready" || w.state == "draining";
     let answers = futures_util::future::join_all(status.workers.iter().map(|w| {
-        let ask = running(w).then(|| gw.control.session_op(w.agent_id.clone(), SessionOp::Lanes));
+        let ask = has_lanes(&w.state)
+            .then(|| gw.control.session_op(w.agent_id.clone(), SessionOp::Lanes));
         async move {
             match ask {
                 Some(f) => f.await.ok(),
@@ -57,11 +58,27 @@ async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape>
         .collect())
 }
 
+/// Whether a worker in `state` is asked for its lanes: one that runs (an idle or failed
+/// agent is not started for it).
+fn has_lanes(state: &str) -> bool {
+    state == "ready" || state == "draining"
+}
+
 /// The lanes of every running worker (also `loopgate status`'s diagnostics).
 pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorShape> {
     let workers = worker_lanes(gw).await?;
     let config = gw.config();
-    let now = now_ms();
+    let max_of = |agent_id: &str| {
+        config
+            .agent(agent_id)
+            .map_or(1, |a| a.max_concurrent.max(1))
+    };
+    Ok(lanes_of(workers, max_of, now_ms()))
+}
+
+/// The workers' lanes at `now` (R-I1): one command lane per running worker (blocked when
+/// its runs fill `max_of` its agent and messages wait), its session lanes, and the totals.
+fn lanes_of(workers: Vec<WorkerLanes>, max_of: impl Fn(&str) -> u32, now: u64) -> DiagnosticsLanes {
     let mut result = DiagnosticsLanes {
         ts: now,
         lanes: Vec::new(),
@@ -77,9 +94,7 @@ pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorSh
         let Some((lanes, queued, active)) = answer else {
             continue;
         };
-        let max = config
-            .agent(&w.agent_id)
-            .map_or(1, |a| a.max_concurrent.max(1));
+        let max = max_of(&w.agent_id);
         result.lanes.push(CommandLane {
             lane: format!("agent:{}", w.agent_id),
             queued_count: queued,
@@ -98,7 +113,7 @@ pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorSh
             .sessions
             .extend(lanes.into_iter().map(|l| session_lane(&w.agent_id, l, now)));
     }
-    Ok(result)
+    result
 }
 
 /// What `/metrics` reads of the moment: connections, and each agent's worker state, queue
@@ -109,22 +124,29 @@ pub(crate) async fn scrape(gw: &Arc<Gateway>) -> crate::metrics::Scrape {
         connections: gw.connections.load(Ordering::Relaxed),
         workers: workers
             .into_iter()
-            .map(|(w, lanes)| {
-                let (sessions, queued, active) =
-                    lanes.map_or((0, 0, 0), |(l, q, a)| (l.len() as u32, q, a));
-                crate::metrics::WorkerNow {
-                    up: w.state == "ready",
-                    breaker_open: w.state == "failed",
-                    agent: w.agent_id,
-                    queued,
-                    active,
-                    sessions,
-                }
-            })
+            .map(|(w, lanes)| worker_now(w, lanes))
             .collect(),
     }
 }
 
+/// One worker as `/metrics` reads it: up when ready, its breaker open when failed, and
+/// its queue, runs and busy sessions (none when it is not running).
+fn worker_now(
+    w: ipc::gateway::WorkerStatus,
+    lanes: Option<(Vec<LaneView>, u32, u32)>,
+) -> crate::metrics::WorkerNow {
+    let (sessions, queued, active) = lanes.map_or((0, 0, 0), |(l, q, a)| (l.len() as u32, q, a));
+    crate::metrics::WorkerNow {
+        up: w.state == "ready",
+        breaker_open: w.state == "failed",
+        agent: w.agent_id,
+        queued,
+        active,
+        sessions,
+    }
+}
+
+/// One session lane as `diagnostics.lanes` lists it, its progress aged at `now`.
 fn session_lane(agent_id: &str, l: LaneView, now: u64) -> SessionLane {
     SessionLane {
         agent_id: agent_id.to_owned(),
@@ -138,3 +160,6 @@ fn session_lane(agent_id: &str, l: LaneView, now: u64) -> SessionLane {
         reason: l.reason,
     }
 }
+
+#[cfg(test)]
+mod tests;

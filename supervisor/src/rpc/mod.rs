@@ -48,6 +48,7 @@ mod devices;
 pub(crate) mod diagnostics;
 mod directives;
 mod gateway_ops;
+mod patch;
 pub(crate) mod request;
 mod resolve;
 mod resume;
@@ -61,6 +62,7 @@ use compact::*;
 use create::*;
 use devices::*;
 use gateway_ops::*;
+use patch::*;
 use resolve::*;
 use sessions::*;
 use turns::*;
@@ -80,6 +82,120 @@ fn missing_scope(needed: Scope) -> ErrorShape {
     )
 }
 
+/// The method a request names, if this connection (holding `granted` scopes) may call
+/// it; else the error to answer. As OpenClaw: a method no scope is listed for needs admin,
+/// so to a narrower client an unknown name is a missing admin scope.
+fn callable(name: &str, granted: &[String]) -> Result<Method, ErrorShape> {
+    let Some(method) = Method::parse(name) else {
+        // Debug level: a client may send any name, any number of times.
+        tracing::debug!(
+            method = name.chars().take(64).collect::<String>(),
+            "Unknown method."
+        );
+        return Err(if Scope::Admin.held_in(granted) {
+            ErrorShape::invalid(format!("unknown method: {name}"))
+        } else {
+            missing_scope(Scope::Admin)
+        });
+    };
+    let needed = method.scope();
+    if !needed.held_in(granted) {
+        tracing::debug!(
+            method = method.as_str(),
+            needed = needed.as_str(),
+            "Refused: missing scope."
+        );
+        return Err(missing_scope(needed));
+    }
+    Ok(method)
+}
+
+/// Which handler serves a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// Runs and their chat: [`turn_method`] (the ordered methods are among them).
+    Turn,
+    /// [`gateway_method`].
+    Gateway,
+    /// [`session_method`].
+    Session,
+    /// [`approval_method`].
+    Approval,
+    /// Features loopgate does not have: [`absent::answer`].
+    Absent,
+}
+
+/// The group `method` is served by (exhaustive: a new method must be placed).
+fn group(method: Method) -> Group {
+    match method {
+        Method::Connect
+        | Method::Agent
+        | Method::AgentWait
+        | Method::AgentEvents
+        | Method::ChatSend
+        | Method::ChatHistory
+        | Method::ChatStartup
+        | Method::ChatAbort
+        | Method::ChatInject
+        | Method::SessionsCreate => Group::Turn,
+        Method::Health
+        | Method::Status
+        | Method::GatewayStatus
+        | Method::DiagnosticsLanes
+        | Method::QuestionList
+        | Method::ModelsList
+        | Method::ModelsAuthStatus
+        | Method::ChatMetadata
+        | Method::AgentIdentityGet
+        | Method::ConfigGet
+        | Method::LogsTail
+        | Method::SystemPresence
+        | Method::AgentsList
+        | Method::GatewayDrain
+        | Method::GatewayReload
+        | Method::WorkerRestart
+        | Method::CommandsList => Group::Gateway,
+        Method::SessionsResolve
+        | Method::SessionsAbort
+        | Method::SessionsList
+        | Method::SessionsSubscribe
+        | Method::SessionsDescribe
+        | Method::SessionsPreview
+        | Method::SessionsPatch
+        | Method::SessionsReset
+        | Method::SessionsDelete
+        | Method::SessionsCompact
+        | Method::SessionsMessagesSubscribe
+        | Method::SessionsMessagesUnsubscribe => Group::Session,
+        Method::ExecAllowlistGet
+        | Method::ExecAllowlistRemove
+        | Method::ExecApprovalList
+        | Method::ExecApprovalResolve
+        | Method::DevicePairList
+        | Method::DeviceTokenRotate
+        | Method::DeviceTokenRevoke => Group::Approval,
+        Method::CronList
+        | Method::CronStatus
+        | Method::TasksList
+        | Method::TalkCatalog
+        | Method::UpdateStatus
+        | Method::ProgressCardGet
+        | Method::SessionsBranchesList
+        | Method::SessionsCompanionState
+        | Method::SessionsObserverVisibility
+        | Method::ChannelsStatus
+        | Method::LastHeartbeat
+        | Method::NodeList
+        | Method::NodePairList
+        | Method::PluginApprovalList
+        | Method::OpenclawApprovalList
+        | Method::ApprovalHistory => Group::Absent,
+    }
+}
+
+/// Serves one request of a connection: its method checked against the connection's
+/// scopes, then handed to its group's handler (`turn`: its place in the connection's order,
+/// for the ordered methods).
 pub async fn handle(
     gw: &Arc<Gateway>,
     session: &Session,
@@ -87,32 +203,28 @@ pub async fn handle(
     out: &Out,
     turn: Option<AdmissionTurn>,
 ) {
-    let Some(method) = Method::parse(&req.method) else {
-        // Debug level: a client may send any name, any number of times.
-        tracing::debug!(
-            method = req.method.chars().take(64).collect::<String>(),
-            "Unknown method."
-        );
-        // As OpenClaw: a method no scope is listed for needs admin, so a narrower client
-        // hears the missing scope first.
-        let error = if session.has_scope(Scope::Admin) {
-            ErrorShape::invalid(format!("unknown method: {}", req.method))
-        } else {
-            missing_scope(Scope::Admin)
-        };
-        out.err(&req.id, error).await;
-        return;
+    let method = match callable(&req.method, &session.scopes) {
+        Ok(method) => method,
+        Err(error) => return out.err(&req.id, error).await,
     };
-    let needed = method.scope();
-    if !session.has_scope(needed) {
-        tracing::debug!(
-            method = method.as_str(),
-            needed = needed.as_str(),
-            "Refused: missing scope."
-        );
-        out.err(&req.id, missing_scope(needed)).await;
-        return;
+    match group(method) {
+        Group::Turn => turn_method(gw, session, method, req, out, turn).await,
+        Group::Gateway => gateway_method(gw, method, req, out).await,
+        Group::Session => session_method(gw, session, method, req, out).await,
+        Group::Approval => approval_method(gw, session, method, req, out).await,
+        Group::Absent => absent::answer(gw, method, req, out).await,
     }
+}
+
+/// Runs, their chat and their sessions' creation.
+async fn turn_method(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    method: Method,
+    req: Request,
+    out: &Out,
+    turn: Option<AdmissionTurn>,
+) {
     match method {
         Method::Connect => {
             out.err(
@@ -138,60 +250,7 @@ pub async fn handle(
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
         Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
-        Method::Health
-        | Method::Status
-        | Method::GatewayStatus
-        | Method::DiagnosticsLanes
-        | Method::QuestionList
-        | Method::ModelsList
-        | Method::ModelsAuthStatus
-        | Method::ChatMetadata
-        | Method::AgentIdentityGet
-        | Method::ConfigGet
-        | Method::LogsTail
-        | Method::SystemPresence
-        | Method::AgentsList
-        | Method::GatewayDrain
-        | Method::GatewayReload
-        | Method::WorkerRestart
-        | Method::CommandsList => gateway_method(gw, method, req, out).await,
-        Method::SessionsResolve
-        | Method::SessionsAbort
-        | Method::SessionsList
-        | Method::SessionsSubscribe
-        | Method::SessionsDescribe
-        | Method::SessionsPreview
-        | Method::SessionsPatch
-        | Method::SessionsReset
-        | Method::SessionsDelete
-        | Method::SessionsCompact
-        | Method::SessionsMessagesSubscribe
-        | Method::SessionsMessagesUnsubscribe => {
-            session_method(gw, session, method, req, out).await
-        }
-        Method::ExecAllowlistGet
-        | Method::ExecAllowlistRemove
-        | Method::ExecApprovalList
-        | Method::ExecApprovalResolve
-        | Method::DevicePairList
-        | Method::DeviceTokenRotate
-        | Method::DeviceTokenRevoke => approval_method(gw, session, method, req, out).await,
-        Method::CronList
-        | Method::CronStatus
-        | Method::TasksList
-        | Method::TalkCatalog
-        | Method::UpdateStatus
-        | Method::ProgressCardGet
-        | Method::SessionsBranchesList
-        | Method::SessionsCompanionState
-        | Method::SessionsObserverVisibility
-        | Method::ChannelsStatus
-        | Method::LastHeartbeat
-        | Method::NodeList
-        | Method::NodePairList
-        | Method::PluginApprovalList
-        | Method::OpenclawApprovalList
-        | Method::ApprovalHistory => absent::answer(gw, method, req, out).await,
+        other => misrouted(other, req, out).await,
     }
 }
 
@@ -498,3 +557,6 @@ async fn session_op(
 async fn at_worker(gw: &Gateway, agent_id: String, op: SessionOp) -> crate::control::OpResult {
     gw.backend.session_op(&gw.control, agent_id, op).await
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,11 +14,19 @@ const MAX_CANDIDATES: usize = 10;
 /// Most session rows a label or short id is looked for in.
 const MAX_SCANNED: u32 = 100_000;
 
-pub(super) async fn sessions_resolve(
-    gw: &Gateway,
-    p: SessionsResolveParams,
-) -> Answer<SessionsResolveResult> {
-    let invalid = |m: String| ErrorShape::invalid(m);
+/// Why `sessions.resolve` refuses its params (OpenClaw's texts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum ResolveRefused {
+    #[error("Provide either key, sessionId, label, shortId, or reference (not multiple)")]
+    Several,
+    #[error("Either key, sessionId, label, shortId, or reference is required")]
+    NoneGiven,
+    #[error("slugHint requires shortId")]
+    SlugHintAlone,
+}
+
+/// Checks that a `sessions.resolve` names its session exactly one way.
+fn resolve_refusal(p: &SessionsResolveParams) -> Option<ResolveRefused> {
     let given = [
         p.key.is_some(),
         p.session_id.is_some(),
@@ -30,19 +38,33 @@ pub(super) async fn sessions_resolve(
     .filter(|g| **g)
     .count();
     if given > 1 {
-        return Err(invalid(
-            "Provide either key, sessionId, label, shortId, or reference (not multiple)".into(),
-        ));
+        return Some(ResolveRefused::Several);
     }
     if given == 0 {
-        return Err(invalid(
-            "Either key, sessionId, label, shortId, or reference is required".into(),
-        ));
+        return Some(ResolveRefused::NoneGiven);
     }
     if p.slug_hint.is_some() && p.short_id.is_none() {
-        return Err(invalid("slugHint requires shortId".into()));
+        return Some(ResolveRefused::SlugHintAlone);
     }
-    Ok(match lookup(gw, &p).await? {
+    None
+}
+
+/// `sessions.resolve`: the session a key, id, label, short id or reference names.
+pub(super) async fn sessions_resolve(
+    gw: &Gateway,
+    p: SessionsResolveParams,
+) -> Answer<SessionsResolveResult> {
+    if let Some(refused) = resolve_refusal(&p) {
+        return Err(ErrorShape::invalid(refused.to_string()));
+    }
+    let found = lookup(gw, &p).await?;
+    answer_of(found, p.allow_missing == Some(true))
+}
+
+/// The answer to a lookup: the one session, the candidates, or nothing (an error unless
+/// `allow_missing`).
+fn answer_of(found: Found, allow_missing: bool) -> Answer<SessionsResolveResult> {
+    Ok(match found {
         Found::One(s) => SessionsResolveResult {
             ok: true,
             found: Some(s),
@@ -53,15 +75,17 @@ pub(super) async fn sessions_resolve(
             found: None,
             candidates: Some(c),
         },
-        Found::None(_) if p.allow_missing == Some(true) => SessionsResolveResult {
+        Found::None(_) if allow_missing => SessionsResolveResult {
             ok: false,
             found: None,
             candidates: None,
         },
-        Found::None(what) => return Err(invalid(what)),
+        Found::None(what) => return Err(ErrorShape::invalid(what)),
     })
 }
 
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Found {
     One(ResolvedSession),
     Several(Vec<ResolvedSession>),
@@ -69,14 +93,19 @@ enum Found {
     None(String),
 }
 
-async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorShape> {
-    let db_error = |e: crate::gatewaydb::DbError| {
-        ErrorShape::unavailable(format!("cannot read the session index: {e}"), Some(500))
-    };
-    let row = |key: String, agent_id: String, label: Option<String>| ResolvedSession {
+/// A found session as `sessions.resolve` names it.
+fn resolved(key: String, agent_id: String, label: Option<String>) -> ResolvedSession {
+    ResolvedSession {
         key,
         agent_id,
         display_name: label,
+    }
+}
+
+/// Finds the session by the one name the params give.
+async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorShape> {
+    let db_error = |e: crate::gatewaydb::DbError| {
+        ErrorShape::unavailable(format!("cannot read the session index: {e}"), Some(500))
     };
     if let Some(key) = p.key.as_ref().or(p.reference.as_ref().map(|r| &r.key)) {
         let params = AgentParams {
@@ -95,7 +124,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
         };
         let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
         return Ok(match rows.into_iter().next() {
-            Some(r) => Found::One(row(r.session_key, r.agent_id, None)),
+            Some(r) => Found::One(resolved(r.session_key, r.agent_id, None)),
             None => missing(),
         });
     }
@@ -103,7 +132,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
         return Ok(
             match gw.db.session_by_id(id.clone()).await.map_err(db_error)? {
                 Some((key, agent_id)) if p.agent_id.as_deref().is_none_or(|a| a == agent_id) => {
-                    Found::One(row(key, agent_id, None))
+                    Found::One(resolved(key, agent_id, None))
                 }
                 _ => Found::None(format!("No session found: {id}")),
             },
@@ -116,30 +145,41 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
     };
     let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
     if let Some(label) = &p.label {
-        let label = label.trim();
-        let matching: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.label.as_deref() == Some(label))
-            .collect();
-        return Ok(match matching.as_slice() {
-            [] => Found::None(format!("No session found with label: {label}")),
-            [one] => Found::One(row(
-                one.session_key.clone(),
-                one.agent_id.clone(),
-                one.label.clone(),
-            )),
-            several => {
-                let keys: Vec<&str> = several.iter().map(|r| r.session_key.as_str()).collect();
-                return Err(ErrorShape::invalid(format!(
-                    "Multiple sessions found with label: {label} ({})",
-                    keys.join(", ")
-                )));
-            }
-        });
+        return by_label(rows, label);
     }
     let Some(short) = &p.short_id else {
         return Ok(Found::None("No session found".into()));
     };
+    by_short_id(rows, short)
+}
+
+/// The one session whose label is `label` (trimmed); several are refused, naming them.
+fn by_label(rows: Vec<crate::gatewaydb::SessionRow>, label: &str) -> Result<Found, ErrorShape> {
+    let label = label.trim();
+    let matching: Vec<_> = rows
+        .into_iter()
+        .filter(|r| r.label.as_deref() == Some(label))
+        .collect();
+    Ok(match matching.as_slice() {
+        [] => Found::None(format!("No session found with label: {label}")),
+        [one] => Found::One(resolved(
+            one.session_key.clone(),
+            one.agent_id.clone(),
+            one.label.clone(),
+        )),
+        several => {
+            let keys: Vec<&str> = several.iter().map(|r| r.session_key.as_str()).collect();
+            return Err(ErrorShape::invalid(format!(
+                "Multiple sessions found with label: {label} ({})",
+                keys.join(", ")
+            )));
+        }
+    })
+}
+
+/// The sessions whose short id starts with `short` (8-32 hex digits, any case): one, or
+/// at most [`MAX_CANDIDATES`] candidates.
+fn by_short_id(rows: Vec<crate::gatewaydb::SessionRow>, short: &str) -> Result<Found, ErrorShape> {
     let short = short.to_ascii_lowercase();
     if !(8..=32).contains(&short.len()) || !short.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ErrorShape::invalid(
@@ -149,7 +189,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
     let mut matching: Vec<ResolvedSession> = rows
         .into_iter()
         .filter(|r| short_id_of(&r.session_key).starts_with(&short))
-        .map(|r| row(r.session_key, r.agent_id, r.label))
+        .map(|r| resolved(r.session_key, r.agent_id, r.label))
         .collect();
     Ok(match matching.len() {
         0 => Found::None(format!("No session found: {short}")),
@@ -213,13 +253,4 @@ pub(super) async fn sessions_abort(
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn short_ids_are_the_keys_uuid_without_dashes() {
-        assert_eq!(
-            super::short_id_of("agent:main:6C678EE7-1a2b-4c3d-8e9f-001122334455"),
-            "6c678ee71a2b4c3d8e9f001122334455"
-        );
-        assert_eq!(super::short_id_of("plain"), "plain");
-    }
-}
+mod tests;

@@ -7,6 +7,30 @@
 use super::*;
 use ipc::gateway::{AgentEventsResult, ReplayedEvent};
 
+/// Whether this connection would have got an event live: the capability it needs, if
+/// any, is among `caps`, and a session-scoped connection follows its run's session.
+fn would_have_got(
+    cap: Option<&str>,
+    run_session: Option<&str>,
+    caps: &[String],
+    scoped: bool,
+    follows: impl Fn(&str) -> bool,
+) -> bool {
+    cap.is_none_or(|c| caps.iter().any(|have| have == c))
+        && (!scoped || run_session.is_none_or(follows))
+}
+
+/// `(truncated, ended)` for a run the buffer does not hold: one still queued has lost
+/// nothing (its events will all come live); one that ended is past the buffer.
+fn unbuffered(stored: &StoredRun) -> (bool, bool) {
+    match stored {
+        StoredRun::Active { .. } => (false, false),
+        StoredRun::Terminal { .. } => (true, true),
+    }
+}
+
+/// `agent.events`: a run's buffered events after `afterSeq`, up to where this
+/// connection's live stream starts.
 pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Request, out: &Out) {
     let Some(p) = params::<m::AgentEvents>(&req, out).await else {
         return;
@@ -39,10 +63,14 @@ pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Requ
         .events
         .iter()
         .filter(|ev| {
-            ev.cap
-                .is_none_or(|c| session.caps.iter().any(|have| have == c))
+            would_have_got(
+                ev.cap,
+                ev.run_session.as_deref(),
+                &session.caps,
+                scoped,
+                follows,
+            )
         })
-        .filter(|ev| !scoped || ev.run_session.as_deref().is_none_or(follows))
         .filter_map(|ev| {
             let payload = serde_json::value::RawValue::from_string(ev.payload.to_string()).ok()?;
             Some(ReplayedEvent {
@@ -57,8 +85,7 @@ pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Requ
         // Nothing buffered: still queued (its events will all come live), or past the
         // buffer (ended more than its keep time ago), or unknown.
         match gw.db.lookup(p.run_id.clone()).await {
-            Ok(Some(StoredRun::Active { .. })) => (false, false),
-            Ok(Some(StoredRun::Terminal { .. })) => (true, true),
+            Ok(Some(stored)) => unbuffered(&stored),
             Ok(None) => {
                 return out
                     .err(
@@ -85,4 +112,83 @@ pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Requ
         ended,
     };
     reply::<m::AgentEvents>(out, &req.id, &result).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// R-D1: a replay gives what the connection would have got live: tool events only with
+    /// their capability, and a session-scoped connection only its followed sessions'.
+    #[test]
+    fn a_replay_gives_what_the_connection_would_have_got_live() {
+        let caps = vec!["tool-events".to_owned()];
+        let none: Vec<String> = Vec::new();
+        let follows = |key: &str| key == "agent:main:a";
+        assert!(would_have_got(
+            None,
+            Some("agent:main:b"),
+            &none,
+            false,
+            follows
+        ));
+        assert!(would_have_got(
+            Some("tool-events"),
+            None,
+            &caps,
+            false,
+            follows
+        ));
+        assert!(!would_have_got(
+            Some("tool-events"),
+            None,
+            &none,
+            false,
+            follows
+        ));
+        assert!(would_have_got(
+            None,
+            Some("agent:main:a"),
+            &none,
+            true,
+            follows
+        ));
+        assert!(!would_have_got(
+            None,
+            Some("agent:main:b"),
+            &none,
+            true,
+            follows
+        ));
+        // An event of no session's run reaches a scoped connection too.
+        assert!(would_have_got(None, None, &none, true, follows));
+        assert!(!would_have_got(
+            Some("tool-events"),
+            Some("agent:main:a"),
+            &none,
+            true,
+            follows
+        ));
+    }
+
+    #[test]
+    fn an_unbuffered_run_is_whole_while_queued_and_truncated_once_ended() {
+        let active = StoredRun::Active {
+            agent_id: "main".into(),
+            session_key: "agent:main:main".into(),
+        };
+        assert_eq!(unbuffered(&active), (false, false));
+        let ended = StoredRun::Terminal {
+            agent_id: "main".into(),
+            session_key: "agent:main:main".into(),
+            terminal: crate::outcome::command_terminal(
+                "r1",
+                ("agent:main:main", "main"),
+                1,
+                2,
+                "x",
+            ),
+        };
+        assert_eq!(unbuffered(&ended), (true, true));
+    }
 }

@@ -1,12 +1,12 @@
-//! Session methods: the index (`sessions.list`, `describe`, `preview`, `patch`, `reset`,
-//! `delete`), subscriptions (`sessions.subscribe`, `sessions.messages.subscribe`) and the
+//! Session methods: the index (`sessions.list`, `describe`, `preview`, `reset`, `delete`;
+//! `patch` is `patch.rs`), subscriptions (`sessions.subscribe`, `sessions.messages.subscribe`) and the
 //! session row clients see.
 
 use super::*;
 use ipc::control::{ResetReason, SessionReply};
 use ipc::gateway::{
     Ignored, ResetEntry, SessionDeleted, SessionsDeleteParams, SessionsDescribeParams,
-    SessionsPatchParams, SessionsPreviewParams, SessionsResetParams,
+    SessionsPreviewParams, SessionsResetParams,
 };
 
 /// One page of the session index, with each session's live run state.
@@ -27,21 +27,7 @@ pub(super) async fn session_page(
         },
         None => None,
     };
-    // No session has a board or a person attached, nor was spawned by another (loopgate
-    // has no subagents; the Control UI asks for a session's children): such a filter
-    // matches none.
-    // (A `null` filter reads as none.)
-    let set = |v: &Option<Ignored>| v.is_some();
-    let none_match = p.has_board == Some(true)
-        || [
-            &p.creator_id,
-            &p.owner_id,
-            &p.profile_id,
-            &p.involving_profile_id,
-            &p.spawned_by,
-        ]
-        .into_iter()
-        .any(set);
+    let none_match = matches_none(p);
     let q = SessionQuery {
         agent_id,
         updated_since: p
@@ -70,8 +56,7 @@ pub(super) async fn session_page(
             session_row(&config, r, runs)
         })
         .collect();
-    let end = offset as u64 + rows.len() as u64;
-    let has_more = end < total;
+    let next_offset = next_offset(offset, rows.len(), total);
     Ok(SessionsListResult {
         ts: now_ms(),
         path: crate::paths::gateway_db(&config.state_dir)
@@ -81,8 +66,8 @@ pub(super) async fn session_page(
         total_count: total,
         limit_applied: limit,
         offset,
-        next_offset: has_more.then_some(end),
-        has_more,
+        next_offset,
+        has_more: next_offset.is_some(),
         owners: Vec::new(),
         defaults: SessionDefaults {
             default_agent_id: "main".into(),
@@ -91,6 +76,29 @@ pub(super) async fn session_page(
         },
         sessions,
     })
+}
+
+/// Whether a list's filters match no session at all: no session has a board or a person
+/// attached, nor was spawned by another (loopgate has no subagents; the Control UI asks
+/// for a session's children). A `null` filter reads as none.
+fn matches_none(p: &SessionsListParams) -> bool {
+    let set = |v: &Option<Ignored>| v.is_some();
+    p.has_board == Some(true)
+        || [
+            &p.creator_id,
+            &p.owner_id,
+            &p.profile_id,
+            &p.involving_profile_id,
+            &p.spawned_by,
+        ]
+        .into_iter()
+        .any(set)
+}
+
+/// The offset of the next page, when the `shown` rows from `offset` leave some of `total`.
+fn next_offset(offset: u32, shown: usize, total: u64) -> Option<u64> {
+    let end = u64::from(offset) + shown as u64;
+    (end < total).then_some(end)
 }
 
 /// A session index row as clients see it, with its active runs (the complete set).
@@ -257,239 +265,6 @@ pub(super) async fn session_messages(gw: &Arc<Gateway>, req: Request, out: &Out,
     reply::<m::SessionsMessagesSubscribe>(out, &req.id, &result).await;
 }
 
-/// Longest session label.
-pub(super) const MAX_LABEL_CHARS: usize = 200;
-
-/// `sessions.patch`: a session's label, read mark, own model, thinking level, reasoning
-/// visibility and queue mode. A model and a level are checked as an `agent` run's are.
-pub(super) async fn sessions_patch(
-    gw: &Arc<Gateway>,
-    session: &Session,
-    p: SessionsPatchParams,
-) -> Answer<SessionsPatchResult> {
-    let needed = Method::SessionsPatch
-        .scope()
-        .with_model_change(p.model.is_some());
-    if !session.has_scope(needed) {
-        return Err(missing_scope(needed));
-    }
-    let route = routed(gw, Method::SessionsPatch, &p.key, p.agent_id.as_deref())?;
-    patch_session(gw, &route, &p).await
-}
-
-/// Applies a patch to the session routed (`sessions.patch`, and the commands that change
-/// a setting) and tells subscribers.
-pub(super) async fn patch_session(
-    gw: &Arc<Gateway>,
-    route: &Route,
-    p: &ipc::gateway::SessionsPatchParams,
-) -> Result<SessionsPatchResult, ErrorShape> {
-    let invalid = |m: &str| ErrorShape::invalid(format!("invalid sessions.patch params: {m}"));
-    if let Some(Some(l)) = &p.label {
-        if l.chars().count() > MAX_LABEL_CHARS {
-            let too_long = format!("label is longer than {MAX_LABEL_CHARS} characters");
-            return Err(invalid(&too_long));
-        }
-    }
-    let settings = patched_settings(gw, route, p).map_err(|e| invalid(&e.to_string()))?;
-    let now = now_ms();
-    let patch = crate::gatewaydb::SessionPatch {
-        label: p
-            .label
-            .clone()
-            .map(|l| l.map(|l| l.trim().to_owned()).filter(|l| !l.is_empty())),
-        last_read_at: p.unread.map(|unread| (!unread).then_some(now)),
-        model_override: settings.model.clone(),
-        thinking_level: settings.thinking.clone(),
-        reasoning_level: settings.reasoning.clone(),
-        queue_mode: settings
-            .queue_mode
-            .map(|m| m.map(|m| m.as_str().to_owned())),
-        verbose_level: settings.verbose.map(|v| v.map(|v| v.as_str().to_owned())),
-    };
-    let row = gw
-        .db
-        .patch_session(
-            route.session_key.clone(),
-            route.agent_id.clone(),
-            patch,
-            now,
-        )
-        .await
-        .map_err(|e| {
-            ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500))
-        })?;
-    gw.update_session_overrides(&route.session_key, |o| settings.apply(o));
-    let config = gw.config();
-    let active = gw.control.active_runs().await.unwrap_or_default();
-    let runs = active.get(&route.session_key).cloned().unwrap_or_default();
-    let view = session_row(&config, &row, runs);
-    gw.hub
-        .publish_deferred(&crate::events::Deferred::sessions_changed(
-            &SessionsChanged::changed("patch", now, view.clone()),
-        ));
-    Ok(SessionsPatchResult {
-        ok: true,
-        key: route.session_key.clone(),
-        entry: PatchedEntry {
-            session_id: row.session_id,
-            updated_at: row.updated_at,
-            label: row.label,
-            last_read_at: row.last_read_at,
-        },
-        resolved: PatchResolved {
-            model_provider: view.model_provider,
-            model: view.model,
-        },
-    })
-}
-
-/// The session's own settings a patch changes: `None` leaves one as it is, `Some(None)`
-/// clears it.
-struct Settings {
-    /// `<provider>/<model>`.
-    model: Option<Option<String>>,
-    thinking: Option<Option<String>>,
-    reasoning: Option<Option<String>>,
-    queue_mode: Option<Option<ipc::queue::QueueMode>>,
-    verbose: Option<Option<ipc::thinking::VerboseLevel>>,
-}
-
-impl Settings {
-    fn apply(self, o: &mut crate::gateway::SessionOverrides) {
-        if let Some(m) = self.model {
-            o.model = m;
-        }
-        if let Some(t) = self.thinking {
-            o.thinking = t;
-        }
-        if let Some(r) = self.reasoning {
-            o.reasoning = r;
-        }
-        if let Some(q) = self.queue_mode {
-            o.queue_mode = q;
-        }
-        if let Some(v) = self.verbose {
-            o.verbose = v;
-        }
-    }
-}
-
-/// Why `sessions.patch` refuses a setting (each names its key).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum PatchRefused {
-    #[error("model: {0}")]
-    Model(super::admission::ModelChoiceError),
-    #[error("model: the agent has no model configured")]
-    NoModel,
-    #[error("thinkingLevel: {0}")]
-    Thinking(super::thinking::LevelError),
-    #[error("reasoningLevel: {0}")]
-    Reasoning(super::thinking::LevelError),
-    #[error("queueMode: {0:?} is not one of steer, followup, collect, interrupt")]
-    QueueMode(String),
-    #[error("invalid verboseLevel (use \"on\"|\"off\"|\"full\")")]
-    Verbose,
-}
-
-/// Checks the settings a patch asks for, each as an `agent` run's would be; the error names
-/// the key.
-fn patched_settings(
-    gw: &Gateway,
-    route: &Route,
-    p: &ipc::gateway::SessionsPatchParams,
-) -> Result<Settings, PatchRefused> {
-    let model = match &p.model {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(m)) => Some(patched_model(gw, route, m)?),
-    };
-    let thinking = match &p.thinking_level {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(l)) => Some(Some(
-            patched_thinking(gw, route, l, model.as_ref()).map_err(PatchRefused::Thinking)?,
-        )),
-    };
-    let reasoning = match &p.reasoning_level {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(r)) => Some(Some(
-            super::thinking::parse_reasoning(r)
-                .map_err(PatchRefused::Reasoning)?
-                .as_str()
-                .to_owned(),
-        )),
-    };
-    let queue_mode = match &p.queue_mode {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(m)) => Some(Some(
-            ipc::queue::QueueMode::parse(m).ok_or_else(|| PatchRefused::QueueMode(m.clone()))?,
-        )),
-    };
-    let verbose = match &p.verbose_level {
-        None => None,
-        Some(None) => Some(None),
-        Some(Some(v)) => Some(Some(
-            ipc::thinking::VerboseLevel::parse(v).ok_or(PatchRefused::Verbose)?,
-        )),
-    };
-    Ok(Settings {
-        model,
-        thinking,
-        reasoning,
-        queue_mode,
-        verbose,
-    })
-}
-
-/// A model of the session's own: checked as an `agent` run's `model` is, kept as
-/// `<provider>/<model>` (the agent's own model clears it).
-fn patched_model(gw: &Gateway, route: &Route, m: &str) -> Result<Option<String>, PatchRefused> {
-    let config = gw.config();
-    let Some((agent, own)) = config
-        .agent(&route.agent_id)
-        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
-    else {
-        return Err(PatchRefused::NoModel);
-    };
-    let run_model =
-        super::run_model(agent, own, None, Some(m.to_owned())).map_err(PatchRefused::Model)?;
-    Ok(run_model.map(|r| format!("{}/{}", r.provider, r.model)))
-}
-
-/// A thinking level of the session's own, checked against the model its runs will use (the
-/// one this patch sets, else the session's).
-fn patched_thinking(
-    gw: &Gateway,
-    route: &Route,
-    level: &str,
-    model_override: Option<&Option<String>>,
-) -> Result<String, super::thinking::LevelError> {
-    let level = super::thinking::parse_level(level)?;
-    let config = gw.config();
-    let model = match model_override {
-        Some(m) => m.clone(),
-        None => gw.session_model(&route.session_key),
-    };
-    if let Some((agent, own)) = config
-        .agent(&route.agent_id)
-        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
-    {
-        let run_model = model.as_deref().and_then(|m| {
-            let (provider, model) = m.split_once('/')?;
-            Some(ipc::control::RunModel {
-                provider: provider.to_owned(),
-                model: model.to_owned(),
-            })
-        });
-        let (reasons, name) = super::thinking::model_reasons(agent, own, run_model.as_ref());
-        super::thinking::check_level(level, reasons, &name)?;
-    }
-    Ok(level.as_str().to_owned())
-}
-
 /// `sessions.describe`: one session's row, `null` when there is no such session.
 pub(super) async fn sessions_describe(
     gw: &Arc<Gateway>,
@@ -534,25 +309,7 @@ pub(super) async fn sessions_preview(
         };
         let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
             Ok(SessionReply::History { messages, .. }) => {
-                let mut items: Vec<PreviewItem> = messages
-                    .iter()
-                    .filter(|m| m.role == "user" || m.role == "assistant")
-                    .filter_map(|m| {
-                        let message: Value = serde_json::from_str(&m.message_json).ok()?;
-                        let text = preview_text(&message, max_chars);
-                        (!text.is_empty()).then(|| PreviewItem {
-                            role: m.role.clone(),
-                            text,
-                        })
-                    })
-                    .collect();
-                let skip = items.len().saturating_sub(limit);
-                items.drain(..skip);
-                SessionPreview {
-                    key: key.clone(),
-                    status: if items.is_empty() { "empty" } else { "ok" }.into(),
-                    items,
-                }
+                preview_of(key, &messages, limit, max_chars)
             }
             Ok(_) | Err(_) => SessionPreview {
                 key: key.clone(),
@@ -566,6 +323,35 @@ pub(super) async fn sessions_preview(
         ts: now_ms(),
         previews,
     })
+}
+
+/// A session's preview from its newest stored messages: the last `limit` user and
+/// assistant texts (tool rows and empty texts skipped), each cut at `max_chars`.
+fn preview_of(
+    key: &str,
+    messages: &[ipc::control::StoredMessage],
+    limit: usize,
+    max_chars: usize,
+) -> SessionPreview {
+    let mut items: Vec<PreviewItem> = messages
+        .iter()
+        .filter(|m| m.role == "user" || m.role == "assistant")
+        .filter_map(|m| {
+            let message: Value = serde_json::from_str(&m.message_json).ok()?;
+            let text = preview_text(&message, max_chars);
+            (!text.is_empty()).then(|| PreviewItem {
+                role: m.role.clone(),
+                text,
+            })
+        })
+        .collect();
+    let skip = items.len().saturating_sub(limit);
+    items.drain(..skip);
+    SessionPreview {
+        key: key.to_owned(),
+        status: if items.is_empty() { "empty" } else { "ok" }.into(),
+        items,
+    }
 }
 
 /// A message's text blocks, joined, cut at `max` characters with `...`.
@@ -613,19 +399,25 @@ pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: Request, out: &Ou
     }
 }
 
+/// The reason a `sessions.reset` names (`reset` unless said); `None` for another word.
+fn reset_reason(reason: Option<&str>) -> Option<ResetReason> {
+    match reason {
+        None | Some("reset") => Some(ResetReason::Reset),
+        Some("new") => Some(ResetReason::New),
+        Some(_) => None,
+    }
+}
+
+/// `sessions.reset`: the session's transcript starts afresh (`reason` `new` or `reset`).
 pub(super) async fn sessions_reset(
     gw: &Arc<Gateway>,
     out: &Out,
     p: SessionsResetParams,
 ) -> Answer<SessionsResetResult> {
-    let reason = match p.reason.as_deref() {
-        None | Some("reset") => ResetReason::Reset,
-        Some("new") => ResetReason::New,
-        Some(_) => {
-            return Err(ErrorShape::invalid(
-                "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
-            ))
-        }
+    let Some(reason) = reset_reason(p.reason.as_deref()) else {
+        return Err(ErrorShape::invalid(
+            "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
+        ));
     };
     let route = routed(gw, Method::SessionsReset, &p.key, p.agent_id.as_deref())?;
     reset_session(gw, out, route, reason).await
@@ -719,3 +511,6 @@ pub(super) async fn sessions_delete(
         Err(e) => Err(session_error(e)),
     }
 }
+
+#[cfg(test)]
+mod tests;

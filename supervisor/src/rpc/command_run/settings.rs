@@ -1,0 +1,350 @@
+//! What the commands other than `/stop` do to the session: show or change a setting
+//! (`/think`, `/model`, `/queue`, `/reasoning`, `/verbose`), start afresh (`/new`,
+//! `/reset`), compact (`/compact`), report (`/status`). Each change is decided by a pure
+//! function (the patch to apply and its confirmation, or the refusal to say), then applied
+//! as `sessions.patch` applies it; what went wrong is said in the reply.
+
+use ipc::gateway::{SessionsCompactResult, SessionsPatchParams};
+use ipc::session_ops::ResetReason;
+use ipc::thinking::Thinking;
+
+use super::super::commands::{says, Command};
+use super::super::compact::compact_session;
+use super::super::patch::patch_session;
+use super::super::sessions::{reset_session, session_info};
+use super::super::thinking::{model_reasons, parse_level, parse_reasoning};
+use super::super::{Answer, Gateway, Out, Route};
+use super::Said;
+use std::sync::Arc;
+
+/// A setting a command changes: the patch to apply, and what to say once it is applied.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SettingChange {
+    pub(super) patch: SessionsPatchParams,
+    pub(super) done: String,
+}
+
+/// Why a command does not change a setting: its reply, in OpenClaw's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum SettingRefused {
+    #[error("Unknown thinking level \"{level}\". Use one of: {}.", .levels.join(", "))]
+    UnknownThinking {
+        level: String,
+        /// The levels the session's model takes.
+        levels: Vec<&'static str>,
+    },
+    #[error("{}", says::think_unsupported(.level, .model, &["off"]))]
+    NotReasoning { level: String, model: String },
+    #[error("Unknown queue mode \"{0}\". Use one of: steer, followup, collect, interrupt.")]
+    UnknownQueueMode(String),
+    #[error("⚠️ Only the queue mode can be set here (debounce, cap and drop are set in messages.queue of the config).")]
+    QueueOptions,
+    #[error("Unknown reasoning mode \"{0}\". Use one of: on, off, stream.")]
+    UnknownReasoning(String),
+    #[error("Unrecognized verbose level \"{0}\". Valid levels: off, on, full.")]
+    UnknownVerbose(String),
+}
+
+/// The reply to `/compact <instructions>`.
+pub(super) const COMPACT_TAKES_NO_INSTRUCTIONS: &str =
+    "⚠️ /compact takes no instructions here; send /compact alone to compact the session.";
+
+/// A patch of the session `key` with one setting `set`.
+fn patch_of(key: &str, set: impl FnOnce(&mut SessionsPatchParams)) -> SessionsPatchParams {
+    let mut p = SessionsPatchParams {
+        key: key.to_owned(),
+        ..Default::default()
+    };
+    set(&mut p);
+    p
+}
+
+/// The thinking levels a model takes: all of them if it reasons, else `off`.
+pub(super) fn levels_for(reasons: bool) -> Vec<&'static str> {
+    if reasons {
+        Thinking::ALL.iter().map(|t| t.as_str()).collect()
+    } else {
+        vec!["off"]
+    }
+}
+
+/// `/think <level>` on the session `key`, whose model (`model`) `reasons` or not.
+pub(super) fn think_change(
+    key: &str,
+    level: &str,
+    reasons: bool,
+    model: &str,
+) -> Result<SettingChange, SettingRefused> {
+    let Ok(parsed) = parse_level(level) else {
+        return Err(SettingRefused::UnknownThinking {
+            level: level.to_owned(),
+            levels: levels_for(reasons),
+        });
+    };
+    if parsed != Thinking::Off && !reasons {
+        return Err(SettingRefused::NotReasoning {
+            level: level.to_owned(),
+            model: model.to_owned(),
+        });
+    }
+    Ok(SettingChange {
+        patch: patch_of(key, |p| {
+            p.thinking_level = Some(Some(parsed.as_str().into()))
+        }),
+        done: says::think_set(parsed.as_str()),
+    })
+}
+
+/// `/queue <arg>`: a queue mode alone (the other queue options are the config's).
+pub(super) fn queue_change(key: &str, arg: &str) -> Result<SettingChange, SettingRefused> {
+    let mut words = arg.split_whitespace();
+    let mode = words.next().unwrap_or_default();
+    let Some(parsed) = ipc::queue::QueueMode::parse(mode) else {
+        return Err(SettingRefused::UnknownQueueMode(mode.to_owned()));
+    };
+    if words.next().is_some() {
+        return Err(SettingRefused::QueueOptions);
+    }
+    Ok(SettingChange {
+        patch: patch_of(key, |p| p.queue_mode = Some(Some(parsed.as_str().into()))),
+        done: says::queue_set(parsed.as_str()),
+    })
+}
+
+/// `/reasoning <mode>`.
+pub(super) fn reasoning_change(key: &str, mode: &str) -> Result<SettingChange, SettingRefused> {
+    let r = parse_reasoning(mode).map_err(|_| SettingRefused::UnknownReasoning(mode.to_owned()))?;
+    Ok(SettingChange {
+        patch: patch_of(key, |p| p.reasoning_level = Some(Some(r.as_str().into()))),
+        done: says::reasoning_set(r.as_str()),
+    })
+}
+
+/// `/verbose <level>`.
+pub(super) fn verbose_change(key: &str, level: &str) -> Result<SettingChange, SettingRefused> {
+    let v = ipc::thinking::VerboseLevel::parse(level)
+        .ok_or_else(|| SettingRefused::UnknownVerbose(level.to_owned()))?;
+    Ok(SettingChange {
+        patch: patch_of(key, |p| p.verbose_level = Some(Some(v.as_str().into()))),
+        done: says::verbose_set(v.as_str()),
+    })
+}
+
+/// The reply to `/compact`: what the compaction did, as a status notice.
+pub(super) fn compacted(answer: Answer<SessionsCompactResult>) -> Said {
+    match answer {
+        Ok(r) => match r.result {
+            Some(done) => Said::notice(format!(
+                "⚙️ Compacted {} messages: ~{} → ~{} tokens.",
+                done.messages_summarized, done.tokens_before, done.tokens_after
+            )),
+            None => Said::notice(format!(
+                "⚙️ Nothing compacted: {}.",
+                r.reason.as_deref().unwrap_or("nothing to compact")
+            )),
+        },
+        Err(e) => Said::notice(format!("⚙️ Compaction failed: {}", e.message)),
+    }
+}
+
+/// What `/status` reports.
+pub(super) struct StatusFacts<'a> {
+    pub(super) uptime_secs: u64,
+    /// `<provider>/<model>`, or `none configured`.
+    pub(super) model: String,
+    /// Input and output tokens of the session.
+    pub(super) tokens: (u64, u64),
+    pub(super) session_key: &'a str,
+    /// The transcript's id, or `none yet`.
+    pub(super) session_id: String,
+    pub(super) own: &'a crate::gateway::SessionOverrides,
+    /// The session's queue mode, else the config's.
+    pub(super) queue: ipc::queue::QueueMode,
+}
+
+/// `/status`'s reply.
+pub(super) fn status_text(f: &StatusFacts<'_>) -> String {
+    format!(
+        "🦞 loopgate {}\n⏱️ Uptime: gateway {}m {}s\n\n🧠 Model: {}\n🧮 Tokens: {} in / {} out\n\n🧵 Session: {} • id {}\n🎛️ Modes: think {} · reasoning {}\n🪢 Queue: {}",
+        env!("CARGO_PKG_VERSION"),
+        f.uptime_secs / 60,
+        f.uptime_secs % 60,
+        f.model,
+        f.tokens.0,
+        f.tokens.1,
+        f.session_key,
+        f.session_id,
+        f.own.thinking.as_deref().unwrap_or("default"),
+        f.own.reasoning.as_deref().unwrap_or("off"),
+        f.queue.as_str(),
+    )
+}
+
+/// Does what `command` asks of the session; what went wrong is said in the reply.
+pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command: Command) -> Said {
+    let key = route.session_key.as_str();
+    match command {
+        Command::New(model) => renew(gw, out, route, ResetReason::New, model).await,
+        Command::Reset(model) => renew(gw, out, route, ResetReason::Reset, model).await,
+        Command::Think(None) => Said::plain(format!(
+            "Current thinking level: {}. Use one of: {}.",
+            gw.session_overrides(key)
+                .thinking
+                .as_deref()
+                .unwrap_or("default"),
+            levels_for(reasoning_of(gw, route).0).join(", ")
+        )),
+        Command::Think(Some(level)) => {
+            let (reasons, model) = reasoning_of(gw, route);
+            apply(gw, route, think_change(key, &level, reasons, &model)).await
+        }
+        Command::Model(None) => Said::plain(format!("Current model: {}.", model_of(gw, route))),
+        Command::Model(Some(m)) => set_model(gw, route, m).await,
+        Command::Queue(None) => {
+            let mode = gw
+                .session_overrides(key)
+                .queue_mode
+                .unwrap_or_else(|| gw.config().queue.mode);
+            Said::plain(format!("Current queue mode: {}.", mode.as_str()))
+        }
+        Command::Queue(Some(arg)) => apply(gw, route, queue_change(key, &arg)).await,
+        Command::Reasoning(None) => Said::plain(format!(
+            "Current reasoning visibility: {}. Use one of: on, off, stream.",
+            gw.session_overrides(key)
+                .reasoning
+                .as_deref()
+                .unwrap_or("off")
+        )),
+        Command::Reasoning(Some(mode)) => apply(gw, route, reasoning_change(key, &mode)).await,
+        Command::Verbose(None) => Said::plain(format!(
+            "Current verbose level: {}.\nOptions: on, full, off.",
+            verbose_of(gw, route).as_str()
+        )),
+        Command::Verbose(Some(level)) => apply(gw, route, verbose_change(key, &level)).await,
+        Command::Compact(Some(_)) => Said::plain(COMPACT_TAKES_NO_INSTRUCTIONS),
+        Command::Compact(None) => compacted(compact_session(gw, out, route.clone()).await),
+        Command::Status => status(gw, route).await,
+        // Answered by the caller (`stop`, or the `agent` path in `run_command`).
+        Command::Stop => Said::plain(""),
+    }
+}
+
+/// Applies a setting change as `sessions.patch` does; says what was done, or why not.
+async fn apply(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    change: Result<SettingChange, SettingRefused>,
+) -> Said {
+    let change = match change {
+        Ok(change) => change,
+        Err(refused) => return Said::plain(refused.to_string()),
+    };
+    match patch_session(gw, route, &change.patch).await {
+        Ok(_) => Said::plain(change.done),
+        Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+    }
+}
+
+/// `/new`, `/reset`: the transcript starts afresh (same session id) and the session's own
+/// queue mode is dropped, as OpenClaw does; its other settings stay. With a model, the
+/// session then runs on it.
+async fn renew(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: &Route,
+    reason: ResetReason,
+    model: Option<String>,
+) -> Said {
+    if let Err(e) = reset_session(gw, out, route.clone(), reason).await {
+        return Said::plain(format!("⚠️ The session was not reset: {}", e.message));
+    }
+    let clear = patch_of(&route.session_key, |p| p.queue_mode = Some(None));
+    if let Err(e) = patch_session(gw, route, &clear).await {
+        tracing::warn!(error = %e.message, "Cannot clear a reset session's queue mode.");
+    }
+    let done = match reason {
+        ResetReason::New => says::NEW,
+        _ => says::RESET,
+    };
+    match model {
+        None => Said::notice(done),
+        Some(m) => {
+            let set = set_model(gw, route, m).await;
+            Said::notice(format!("{done}\n{}", set.text))
+        }
+    }
+}
+
+/// `/model <model>`: the session's own model, checked as `sessions.patch` checks it.
+async fn set_model(gw: &Arc<Gateway>, route: &Route, model: String) -> Said {
+    let p = patch_of(&route.session_key, |p| p.model = Some(Some(model)));
+    match patch_session(gw, route, &p).await {
+        Ok(_) => match gw.session_model(&route.session_key) {
+            Some(own) => Said::plain(says::model_set(&own)),
+            None => Said::plain(says::model_default(&model_of(gw, route))),
+        },
+        Err(e) => Said::plain(format!("⚠️ {}", e.message)),
+    }
+}
+
+/// The model the session's runs use: its own, else its agent's.
+fn model_of(gw: &Gateway, route: &Route) -> String {
+    if let Some(own) = gw.session_model(&route.session_key) {
+        return own;
+    }
+    let config = gw.config();
+    match config.agent(&route.agent_id).and_then(|a| a.model.as_ref()) {
+        Some(m) => format!("{}/{}", m.provider, m.model),
+        None => "none configured".into(),
+    }
+}
+
+/// Whether the session's model reasons, and its name.
+fn reasoning_of(gw: &Gateway, route: &Route) -> (bool, String) {
+    let config = gw.config();
+    let Some((agent, own)) = config
+        .agent(&route.agent_id)
+        .and_then(|a| a.model.as_ref().map(|m| (a, m)))
+    else {
+        return (false, model_of(gw, route));
+    };
+    let run_model = gw.session_model(&route.session_key).and_then(|m| {
+        let (provider, model) = m.split_once('/')?;
+        Some(ipc::control::RunModel {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        })
+    });
+    model_reasons(agent, own, run_model.as_ref())
+}
+
+/// The session's verbose level: its own, else its agent's default.
+fn verbose_of(gw: &Gateway, route: &Route) -> ipc::thinking::VerboseLevel {
+    let own = gw.session_overrides(&route.session_key).verbose;
+    let config = gw.config();
+    let default = config
+        .agent(&route.agent_id)
+        .map_or(ipc::thinking::VerboseLevel::Off, |a| a.verbose_default);
+    own.unwrap_or(default)
+}
+
+/// `/status`: the gateway, the session's model and settings, its tokens.
+async fn status(gw: &Arc<Gateway>, route: &Route) -> Said {
+    let own = gw.session_overrides(&route.session_key);
+    let row = session_info(gw, route).await.ok();
+    let facts = StatusFacts {
+        uptime_secs: gw.started.elapsed().as_secs(),
+        model: model_of(gw, route),
+        tokens: row.as_ref().map_or((0, 0), |r| {
+            (r.input_tokens.unwrap_or(0), r.output_tokens.unwrap_or(0))
+        }),
+        session_key: &route.session_key,
+        session_id: row
+            .as_ref()
+            .and_then(|r| r.session_id.clone())
+            .unwrap_or_else(|| "none yet".into()),
+        own: &own,
+        queue: own.queue_mode.unwrap_or_else(|| gw.config().queue.mode),
+    };
+    Said::plain(status_text(&facts))
+}
