@@ -164,7 +164,7 @@ pub fn spawn(spec: SpawnSpec, hub: EventHub, events: mpsc::Sender<LinkEvent>) {
                     .send(LinkEvent::SpawnFailed {
                         agent_id,
                         generation,
-                        error,
+                        error: error.to_string(),
                     })
                     .await;
             }

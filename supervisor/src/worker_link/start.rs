@@ -18,17 +18,58 @@ use super::stderr::relay_stderr;
 use super::{describe_exit, SpawnSpec, CONNECT_TIMEOUT, HELLO_TIMEOUT, LINK_BUFFER};
 use crate::config::AgentConfig;
 
+/// Why a worker did not start; the step that failed, said in the worker's last error.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StartError {
+    #[error("agent {agent:?} has no model configured (set agents.defaults.model or agents.list.{agent}.model)")]
+    NoModel { agent: String },
+    #[error("cannot create {}: {why}", dir.display())]
+    RunDir { dir: PathBuf, why: std::io::Error },
+    #[error("cannot listen on {}: {why}", path.display())]
+    Listen { path: PathBuf, why: std::io::Error },
+    #[error("cannot start {}: {why}", bin.display())]
+    Spawn { bin: PathBuf, why: std::io::Error },
+    /// How it exited (or why its exit could not be read).
+    #[error("worker exited before connecting: {0}")]
+    ExitedEarly(String),
+    #[error("accepting worker connection failed: {0}")]
+    Accept(std::io::Error),
+    #[error("worker did not connect within {CONNECT_TIMEOUT:?}")]
+    NoConnection,
+    #[error("bad worker handshake: {0}")]
+    BadHello(ipc::Error),
+    #[error("worker closed the link during the handshake")]
+    ClosedInHandshake,
+    #[error("worker sent no Hello within {HELLO_TIMEOUT:?}")]
+    NoHello,
+    #[error("worker handshake rejected: {0}")]
+    Rejected(Rejection),
+    #[error("cannot send Welcome: {0}")]
+    Welcome(ipc::Error),
+}
+
+/// Why a worker's `Hello` is answered `Rejected` (the reason it is told).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Rejection {
+    #[error(
+        "no common protocol version (worker speaks {min}..={max}, supervisor {}..={})",
+        ipc::version::MIN_PROTOCOL_VERSION,
+        ipc::version::PROTOCOL_VERSION
+    )]
+    NoCommonVersion { min: u32, max: u32 },
+    #[error("worker identity mismatch")]
+    IdentityMismatch,
+    #[error("unknown role")]
+    UnknownRole,
+}
+
 fn agent_spec(
     agent: &AgentConfig,
     journaled: bool,
     secrets: ipc::control::Secrets,
-) -> Result<AgentSpec, String> {
-    let model = agent.model.as_ref().ok_or_else(|| {
-        format!(
-            "agent {:?} has no model configured (set agents.defaults.model or agents.list.{}.model)",
-            agent.id.as_str(),
-            agent.id.as_str()
-        )
+) -> Result<AgentSpec, StartError> {
+    let model = agent.model.as_ref().ok_or_else(|| StartError::NoModel {
+        agent: agent.id.as_str().to_owned(),
     })?;
     let spec = |m: &crate::config::ResolvedModel| ModelSpec {
         provider: m.provider.clone(),
@@ -99,7 +140,7 @@ pub(super) struct Started {
 
 /// Starts the worker for `spec`: its socket, the child, the child's connection and the
 /// handshake, in that order; the error says which step failed.
-pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
+pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, StartError> {
     let agent_spec = agent_spec(&spec.agent, spec.journal.is_some(), spec.secrets.clone())?;
     let (sock_path, listener) = listen(&spec.run_dir)?;
     let Spawned {
@@ -124,16 +165,20 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, String> {
 }
 
 /// Binds a socket of its own for the worker about to start, in the private `run_dir`.
-fn listen(run_dir: &Path) -> Result<(PathBuf, UnixListener), String> {
-    std::fs::create_dir_all(run_dir)
-        .map_err(|e| format!("cannot create {}: {e}", run_dir.display()))?;
+fn listen(run_dir: &Path) -> Result<(PathBuf, UnixListener), StartError> {
+    std::fs::create_dir_all(run_dir).map_err(|why| StartError::RunDir {
+        dir: run_dir.to_owned(),
+        why,
+    })?;
     set_private(run_dir);
     // Unique per spawn: workers of several agents start at once (generations are per agent).
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let sock_path = run_dir.join(format!("w-{}.sock", &nonce[..12]));
     let _ = std::fs::remove_file(&sock_path);
-    let listener = UnixListener::bind(&sock_path)
-        .map_err(|e| format!("cannot listen on {}: {e}", sock_path.display()))?;
+    let listener = UnixListener::bind(&sock_path).map_err(|why| StartError::Listen {
+        path: sock_path.clone(),
+        why,
+    })?;
     Ok((sock_path, listener))
 }
 
@@ -147,7 +192,7 @@ struct Spawned {
 
 /// Starts the worker process pointed at `sock_path`, with only the allowed environment, in
 /// its own process group, killed with the supervisor; its stderr is relayed as log lines.
-fn spawn_child(spec: &SpawnSpec, sock_path: &Path) -> Result<Spawned, String> {
+fn spawn_child(spec: &SpawnSpec, sock_path: &Path) -> Result<Spawned, StartError> {
     let mut cmd = Command::new(&spec.worker_bin);
     cmd.arg("--agent")
         .arg(spec.agent.id.as_str())
@@ -161,9 +206,10 @@ fn spawn_child(spec: &SpawnSpec, sock_path: &Path) -> Result<Spawned, String> {
         .kill_on_drop(true)
         .process_group(0);
     crate::sys::kill_child_with_parent(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", spec.worker_bin.display()))?;
+    let mut child = cmd.spawn().map_err(|why| StartError::Spawn {
+        bin: spec.worker_bin.clone(),
+        why,
+    })?;
     let pid = child.id().unwrap_or(0);
     let last_error = LastError::default();
     let mut stderr_task = None;
@@ -191,22 +237,22 @@ async fn connection(
     sock_path: &Path,
     pid: u32,
     agent: &str,
-) -> Result<UnixStream, String> {
+) -> Result<UnixStream, StartError> {
     let accepted = tokio::select! {
         r = tokio::time::timeout(CONNECT_TIMEOUT, accept_child(listener, pid, agent)) => r,
         status = child.wait() => {
             let _ = std::fs::remove_file(sock_path);
-            return Err(match status {
-                Ok(s) => format!("worker exited before connecting: {}", describe_exit(s)),
-                Err(e) => format!("worker exited before connecting: {e}"),
-            });
+            return Err(StartError::ExitedEarly(match status {
+                Ok(s) => describe_exit(s),
+                Err(e) => e.to_string(),
+            }));
         }
     };
     let _ = std::fs::remove_file(sock_path);
     match accepted {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(format!("accepting worker connection failed: {e}")),
-        Err(_) => Err(format!("worker did not connect within {CONNECT_TIMEOUT:?}")),
+        Ok(Err(e)) => Err(StartError::Accept(e)),
+        Err(_) => Err(StartError::NoConnection),
     }
 }
 
@@ -217,7 +263,7 @@ async fn handshake(
     stream: UnixStream,
     agent: &str,
     agent_spec: AgentSpec,
-) -> Result<(LinkReader, LinkWriter, u32), String> {
+) -> Result<(LinkReader, LinkWriter, u32), StartError> {
     let (rd, wr) = tokio::io::split(stream);
     // Small first buffers (they grow for a large frame): a link's 8 KB defaults, freed at
     // every retirement, left the heap fragmented (about 13 KB per agent ever run, issue 24).
@@ -225,9 +271,9 @@ async fn handshake(
         FramedRead::with_capacity(rd, Codec::<Hello, HelloReply>::new(), LINK_BUFFER);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, hello_reader.next()).await {
         Ok(Some(Ok(h))) => h,
-        Ok(Some(Err(e))) => return Err(format!("bad worker handshake: {e}")),
-        Ok(None) => return Err("worker closed the link during the handshake".into()),
-        Err(_) => return Err(format!("worker sent no Hello within {HELLO_TIMEOUT:?}")),
+        Ok(Some(Err(e))) => return Err(StartError::BadHello(e)),
+        Ok(None) => return Err(StartError::ClosedInHandshake),
+        Err(_) => return Err(StartError::NoHello),
     };
     let mut hello_writer = FramedWrite::with_capacity(
         wr,
@@ -243,11 +289,11 @@ async fn handshake(
             };
             let _ = hello_writer
                 .send(HelloReply::Rejected {
-                    reason: reason.clone(),
+                    reason: reason.to_string(),
                     supported,
                 })
                 .await;
-            return Err(format!("worker handshake rejected: {reason}"));
+            return Err(StartError::Rejected(reason));
         }
     };
     hello_writer
@@ -257,7 +303,7 @@ async fn handshake(
             spec: Box::new(agent_spec),
         })
         .await
-        .map_err(|e| format!("cannot send Welcome: {e}"))?;
+        .map_err(StartError::Welcome)?;
     let writer = hello_writer
         .map_encoder(|_| Codec::<WorkerToControl, ControlToWorker>::with_max_frame(MAX_FRAME));
     let reader = hello_reader
@@ -268,21 +314,18 @@ async fn handshake(
 /// The protocol to speak with the worker that sent `hello`, or why it is rejected: it must
 /// be a worker for `agent` (the connection is the child's own, see `accept_child`: no token
 /// needed) and share a protocol version with this build.
-fn protocol_for(hello: &Hello, agent: &str) -> Result<u32, String> {
+fn protocol_for(hello: &Hello, agent: &str) -> Result<u32, Rejection> {
     match &hello.role {
         Role::Worker { agent_id, .. } if agent_id == agent => {
-            ipc::version::negotiate(hello.min_protocol, hello.protocol).ok_or_else(|| {
-                format!(
-                    "no common protocol version (worker speaks {}..={}, supervisor {}..={})",
-                    hello.min_protocol,
-                    hello.protocol,
-                    ipc::version::MIN_PROTOCOL_VERSION,
-                    ipc::version::PROTOCOL_VERSION
-                )
-            })
+            ipc::version::negotiate(hello.min_protocol, hello.protocol).ok_or(
+                Rejection::NoCommonVersion {
+                    min: hello.min_protocol,
+                    max: hello.protocol,
+                },
+            )
         }
-        Role::Worker { .. } => Err("worker identity mismatch".into()),
-        Role::Unknown => Err("unknown role".into()),
+        Role::Worker { .. } => Err(Rejection::IdentityMismatch),
+        Role::Unknown => Err(Rejection::UnknownRole),
     }
 }
 
@@ -348,16 +391,22 @@ mod tests {
     fn a_worker_for_another_agent_an_unknown_role_or_no_common_version_is_rejected() {
         let both = (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION);
         let h = hello(worker("ops"), both.0, both.1);
-        assert_eq!(
-            protocol_for(&h, "main"),
-            Err("worker identity mismatch".into())
-        );
+        assert_eq!(protocol_for(&h, "main"), Err(Rejection::IdentityMismatch));
         let h = hello(Role::Unknown, both.0, both.1);
-        assert_eq!(protocol_for(&h, "main"), Err("unknown role".into()));
+        assert_eq!(protocol_for(&h, "main"), Err(Rejection::UnknownRole));
         let newer = PROTOCOL_VERSION + 1;
         let h = hello(worker("main"), newer, newer);
+        let refused = protocol_for(&h, "main");
         assert_eq!(
-            protocol_for(&h, "main"),
+            refused,
+            Err(Rejection::NoCommonVersion {
+                min: newer,
+                max: newer
+            })
+        );
+        // The reason the worker is told.
+        assert_eq!(
+            refused.map_err(|r| r.to_string()),
             Err(format!(
                 "no common protocol version (worker speaks {newer}..={newer}, supervisor \
                  {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION})"
