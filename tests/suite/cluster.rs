@@ -200,6 +200,8 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
     let old_epoch = main["epoch"].as_u64().unwrap();
 
     cl.model.push(hold("never finished"));
+    // A client of a surviving gateway, to hear how the run ended.
+    let mut watcher = cl.gateways[(owner + 1) % 3].connect().await;
     let mut co = cl.gateways[owner].connect().await;
     co.start_streaming(json!({"message": "long", "idempotencyKey": "k2"}))
         .await;
@@ -216,6 +218,15 @@ async fn an_owner_killed_mid_run_fails_its_run_and_another_gateway_takes_over() 
         );
     }
     let failed_over = killed.elapsed();
+    // The new owner ended it as any run ends: its clients hear the error (issue 38).
+    let ended = watcher.chat_event("k2", |p| p["state"] == "error").await;
+    assert!(
+        ended["payload"]["errorMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("was lost"),
+        "{ended}"
+    );
 
     cl.model.push(reply("after the loss"));
     let mut cn = cl.gateways[others[0]].connect().await;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ipc::control::{RunStatus, RunTerminal, SubmitRun};
 use tokio::sync::oneshot;
 
-use crate::control::{ControlError, ControlHandle, Dispatch, Hold, QueueFull, Reserve};
+use crate::control::{Arrival, ControlError, ControlHandle, Dispatch, Hold, QueueFull, Reserve};
 use crate::events::now_ms;
 use crate::gatewaydb::{AcceptOutcome, DbError, GatewayDb, NewRun, StoredRun};
 use crate::outcome::{Outcome, StoredTerminal};
@@ -23,16 +23,21 @@ pub struct RunStart {
     pub run: SubmitRun,
 }
 
-/// When a run asks for room in the session queues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Charge {
-    /// Before it is recorded: no room is a refusal the client may retry with the same key
-    /// (a run admitted here).
-    BeforeRecord,
-    /// As it is handed over: no room ends the run `error`, recorded and told as any run's
-    /// end (cluster mode's owner: the run's front door acknowledged it already, and a run
-    /// the cluster accepted must end once).
-    AtDispatch,
+/// How a run comes to this gateway, which decides when it asks for room in the session
+/// queues and whether it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// Admitted here: its room is charged before it is recorded, and no room is a refusal
+    /// the client may retry with the same key.
+    Admitted,
+    /// Delivered from the cluster to its agent's owner: charged as it is handed over; no
+    /// room ends the run `error`, recorded and told as any run's end (its front door
+    /// acknowledged it already, and a run the cluster accepted must end once).
+    Delivered,
+    /// Delivered, but started by an owner that was lost: recorded and ended `error` with
+    /// this reason by the control actor, as any run ends, and never run (its tools may
+    /// have run).
+    Orphaned(String),
 }
 
 /// How a start went.
@@ -61,19 +66,19 @@ pub enum StartRefused {
     Conflict { run_id: String, why: String },
 }
 
-/// Starts `s`: charges its room when `charge` says, records it, calls
+/// Starts `s`, which came as `entry` says: charges its room (admitted), records it, calls
 /// `accepted(accepted_at)` once it is recorded new (the admission's acknowledgement), then
 /// hands it to the control actor.
 pub async fn start(
     db: &GatewayDb,
     control: &ControlHandle,
     s: RunStart,
-    charge: Charge,
+    entry: Entry,
     accepted: impl AsyncFnOnce(u64),
 ) -> Result<Started, StartRefused> {
-    let mut room = match charge {
-        Charge::BeforeRecord => Room::reserve(control, room_for(&s, Hold::Dispatch)).await?,
-        Charge::AtDispatch => Room { charged: None },
+    let mut room = match entry {
+        Entry::Admitted => Room::reserve(control, room_for(&s, Hold::Dispatch)).await?,
+        Entry::Delivered | Entry::Orphaned(_) => Room { charged: None },
     };
     let recorded = db
         .accept(NewRun {
@@ -107,8 +112,12 @@ pub async fn start(
             accepted(s.run.accepted_at).await;
             // The charge now follows the run in the control actor.
             room.handed_over();
-            let at_dispatch = (charge == Charge::AtDispatch).then(|| room_for(&s, Hold::Dispatch));
-            Ok(Started::New(hand_over(db, control, s, at_dispatch).await))
+            let arrival = match entry {
+                Entry::Admitted => Arrival::Run,
+                Entry::Delivered => Arrival::ChargeAndRun(room_for(&s, Hold::Dispatch)),
+                Entry::Orphaned(why) => Arrival::End(why),
+            };
+            Ok(Started::New(hand_over(db, control, s, arrival).await))
         }
     }
 }
@@ -118,7 +127,7 @@ async fn hand_over(
     db: &GatewayDb,
     control: &ControlHandle,
     s: RunStart,
-    charge: Option<Reserve>,
+    arrival: Arrival,
 ) -> oneshot::Receiver<Arc<Outcome>> {
     let (run_id, session_key) = (s.run.run_id.clone(), s.run.session_key.clone());
     let (done, rx) = oneshot::channel();
@@ -126,7 +135,7 @@ async fn hand_over(
         agent_id: s.agent_id.clone(),
         done,
         run: s.run,
-        charge,
+        arrival,
     };
     let Err(e) = control.dispatch(dispatch) else {
         return rx;

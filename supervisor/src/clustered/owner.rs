@@ -151,9 +151,23 @@ async fn run_delivery(
         }
         Ok(Decision::Orphan(by)) => {
             gw.metrics.cluster_orphan(&t.agent_id);
-            orphan_terminal(&t, &by)
+            // Ended by the control actor as any run ends (recorded here, its terminal
+            // events told), never run again.
+            let lost = local::Entry::Orphaned(orphan_reason(&by));
+            match run_here(&gw, &d, t, lost, c.engine.lease_ttl() / 3).await {
+                Some(terminal) => terminal,
+                None => return,
+            }
         }
-        Ok(Decision::Run) => match run_here(&gw, &d, t, c.engine.lease_ttl() / 3).await {
+        Ok(Decision::Run) => match run_here(
+            &gw,
+            &d,
+            t,
+            local::Entry::Delivered,
+            c.engine.lease_ttl() / 3,
+        )
+        .await
+        {
             Some(terminal) => {
                 // Its files go with the agent before its outcome is told: a run that ended
                 // ok never comes back without them on another owner.
@@ -200,14 +214,13 @@ async fn decide(
     })
 }
 
-/// The terminal of a run whose owner was lost while it ran: an error naming the loss. It
-/// is not run again: its tools may have run (fail-stop, as OpenClaw).
-fn orphan_terminal(t: &Travelling, by: &StartRecord) -> StoredTerminal {
-    let why = format!(
+/// Why a run whose owner was lost while it ran ends `error`: it is not run again, its
+/// tools may have run (fail-stop, as OpenClaw).
+fn orphan_reason(by: &StartRecord) -> String {
+    format!(
         "the gateway running this run ({}, epoch {}) was lost; the run was not retried because its tools may have run",
         by.node, by.epoch
-    );
-    error_terminal(&t.run.run_id, &t.run.session_key, &t.agent_id, why)
+    )
 }
 
 /// The run ended `error` without running, saying why.
@@ -221,13 +234,15 @@ fn error_terminal(run_id: &str, session_key: &str, agent_id: &str, why: String) 
 }
 
 /// Runs `t` through this gateway's control actor, started as a run admitted here is
-/// (`backend::local::start`: room in the agent's queues, the local record, the hand-over);
-/// its terminal once recorded locally. The delivery is kept from going to another owner
-/// while the run lasts. `progress`: how often the delivery is told the run goes on.
+/// (`backend::local::start`: the local record, the hand-over, room in the agent's queues
+/// charged then; `entry`: a delivered run, or an orphan the actor ends at once); its
+/// terminal once recorded locally. The delivery is kept from going to another owner while
+/// the run lasts. `progress`: how often the delivery is told the run goes on.
 async fn run_here(
     gw: &Arc<Gateway>,
     d: &Delivery,
     t: Travelling,
+    entry: local::Entry,
     progress: std::time::Duration,
 ) -> Option<StoredTerminal> {
     let run_id = t.run.run_id.clone();
@@ -242,8 +257,7 @@ async fn run_here(
     // Charged as it is handed over: the run was accepted cluster-wide, so one the agent's
     // queues here have no room for ends `error`, recorded here and in the cluster, its
     // clients told as for any run's end.
-    let charge = local::Charge::AtDispatch;
-    let mut rx = match local::start(&gw.db, &gw.control, start, charge, async |_| {}).await {
+    let mut rx = match local::start(&gw.db, &gw.control, start, entry, async |_| {}).await {
         Ok(Started::New(rx)) => rx,
         Ok(Started::Finished(terminal)) => return Some(terminal),
         Ok(Started::InFlight { .. }) => match gw.control.wait(run_id.clone()).await {

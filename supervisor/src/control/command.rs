@@ -30,11 +30,23 @@ pub struct Dispatch {
     pub agent_id: String,
     /// Receives the outcome once it is durable.
     pub done: oneshot::Sender<Arc<Outcome>>,
-    /// Room to charge as the run is handed over, for a run recorded before room was asked
-    /// (cluster mode's owner: its front door acknowledged it already). Without room the run
-    /// ends `error` saying so, as any run does (durably, with its terminal events).
-    /// `None`: charged before it was recorded (`Command::Reserve`), or not at all.
-    pub charge: Option<super::queue_room::Reserve>,
+    /// What the actor does with the run as it takes it.
+    pub arrival: Arrival,
+}
+
+/// What the control actor does with a run as it takes it, besides keeping it until it ends.
+#[derive(Debug)]
+pub enum Arrival {
+    /// Send it to its worker (its queue room was charged before it was recorded, with
+    /// `Command::Reserve`).
+    Run,
+    /// Charge its room now, then send it to its worker; without room it ends `error`
+    /// saying so, as any run ends (durably, with its terminal events). Cluster mode's
+    /// owner: the run's front door acknowledged it already.
+    ChargeAndRun(super::queue_room::Reserve),
+    /// End it `error` at once with this reason, never sending it to a worker: a run the
+    /// cluster accepted that must not run (an owner that was lost started it).
+    End(String),
 }
 
 pub enum WaitReply {

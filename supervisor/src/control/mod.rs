@@ -46,7 +46,7 @@ use crate::gatewaydb::GatewayDb;
 use crate::systemd::Notifier;
 use crate::worker_link::LinkEvent;
 
-pub use command::{Command, Dispatch, FailedAgents, OpResult, WaitReply};
+pub use command::{Arrival, Command, Dispatch, FailedAgents, OpResult, WaitReply};
 pub use queue_room::{Hold, QueueFull, Reserve};
 pub use slot::failed_agent_message;
 

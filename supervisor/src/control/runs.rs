@@ -9,7 +9,7 @@ use ipc::control::{ControlToWorker, RunStatus, RunStopReason, RunTerminal, Sessi
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::oneshot;
 
-use super::command::{Dispatch, OpResult, WaitReply};
+use super::command::{Arrival, Dispatch, OpResult, WaitReply};
 use super::core::{Control, Effect};
 use super::run_table::{
     aborted_events, gateway_events, gateway_outcome, PendingOp, RunClock, RunEntry, RunState,
@@ -26,7 +26,16 @@ impl Control {
     pub(super) fn dispatch(&mut self, d: Dispatch) {
         let run_id = d.run.run_id.clone();
         // Charged now, before the run counts as its session's: no room ends it below.
-        let no_room = d.charge.and_then(|r| self.reserve(r).err());
+        let ends = match d.arrival {
+            Arrival::Run => None,
+            Arrival::ChargeAndRun(r) => self.reserve(r).err().map(|full| {
+                format!(
+                    "{}; this run was not started: send the message again with a new idempotencyKey",
+                    full.0
+                )
+            }),
+            Arrival::End(why) => Some(why),
+        };
         self.deps.metrics.run_accepted(&d.agent_id);
         self.unsettled.add(&d.run.session_key, &run_id);
         let fallbacks = self
@@ -59,11 +68,7 @@ impl Control {
             );
             return;
         }
-        if let Some(full) = no_room {
-            let why = format!(
-                "{}; this run was not started: send the message again with a new idempotencyKey",
-                full.0
-            );
+        if let Some(why) = ends {
             self.fail_run(&run_id, RunStatus::Error, &why, None);
             return;
         }

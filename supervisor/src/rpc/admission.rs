@@ -400,7 +400,7 @@ pub(super) async fn admit<A: serde::Serialize>(
         return admit_in_cluster(gw, c, out, req_id, run, ack).await;
     }
     let acked = async |at| out.ok_with(req_id, &ack(at)).await;
-    match local::start(&gw.db, &gw.control, run, local::Charge::BeforeRecord, acked).await {
+    match local::start(&gw.db, &gw.control, run, local::Entry::Admitted, acked).await {
         Ok(Started::New(rx)) => Admitted::Started(rx),
         Ok(Started::InFlight {
             agent_id,

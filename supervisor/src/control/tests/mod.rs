@@ -131,7 +131,7 @@ impl Harness {
             run,
             agent_id: self.agent.into(),
             done,
-            charge: None,
+            arrival: Arrival::Run,
         };
         (self.at(ms, Command::Dispatch(d)), rx)
     }
@@ -611,7 +611,7 @@ async fn with_paused_time_a_worker_that_cannot_start_backs_off_then_the_breaker_
             run,
             agent_id: "main".into(),
             done,
-            charge: None,
+            arrival: Arrival::Run,
         })
         .unwrap();
     while !failed.borrow().contains_key("main") {
@@ -827,18 +827,18 @@ fn charges_for_runs_elsewhere_hold_until_given_back_issue_38() {
 /// A dispatch that charges its room as it is handed over (cluster mode's owner).
 fn charged(run_id: &str, session: &str, wall: u64) -> (Command, oneshot::Receiver<Arc<Outcome>>) {
     let (done, rx) = oneshot::channel();
-    let charge = Some(Reserve {
+    let charge = Reserve {
         run_id: run_id.into(),
         agent_id: "main".into(),
         session_key: session.into(),
         bytes: 2,
         hold: queue_room::Hold::Dispatch,
-    });
+    };
     let d = Dispatch {
         run: SubmitRun::plain(run_id, session, "hi", wall),
         agent_id: "main".into(),
         done,
-        charge,
+        arrival: Arrival::ChargeAndRun(charge),
     };
     (Command::Dispatch(d), rx)
 }
@@ -884,6 +884,38 @@ fn an_owner_without_room_ends_the_run_issue_38() {
     h.at(5, Command::Persisted { run_id, outcome });
     assert_eq!(done.try_recv().map(|o| o.status), Ok(RunStatus::Error));
     assert!(!h.core.room.holds("r3"));
+}
+
+/// Issue 38: a run the cluster accepted but that must not run (an owner that was lost
+/// started it) is ended by the core as any run ends: recorded `error` with its reason, its
+/// waiters answered, and never sent to the worker.
+#[test]
+fn a_run_arriving_ended_is_recorded_and_never_sent_issue_38() {
+    let mut h = Harness::new(CONFIG);
+    let mut link = h.ready(0, 1, 42);
+    let (done, mut rx) = oneshot::channel();
+    let why = "the gateway running this run (h1, epoch 7) was lost";
+    let d = Dispatch {
+        run: SubmitRun::plain("lost", "agent:main:s", "hi", h.wall0 + 1),
+        agent_id: "main".into(),
+        done,
+        arrival: Arrival::End(why.into()),
+    };
+    let mut ended = persisted(&h.at(1, Command::Dispatch(d)));
+    assert_eq!(ended.len(), 1);
+    let (run_id, outcome) = ended.remove(0);
+    assert_eq!(
+        (run_id.as_str(), outcome.status),
+        ("lost", RunStatus::Error)
+    );
+    assert_eq!(outcome.error.as_deref(), Some(why));
+    h.at(2, Command::Persisted { run_id, outcome });
+    assert_eq!(rx.try_recv().map(|o| o.status), Ok(RunStatus::Error));
+    assert!(
+        !std::iter::from_fn(|| link.try_recv().ok())
+            .any(|f| matches!(f, ControlToWorker::Submit(_))),
+        "nothing went to the worker"
+    );
 }
 
 /// Issue 23 item 3: the global limit holds over agents' sessions.
