@@ -15,6 +15,8 @@
 //! - A new owner rebuilds its database by replaying the records after the last one it
 //!   applied ([`Engine::journal_read`]).
 
+use async_nats::jetstream::consumer::pull::OrderedConfig;
+use async_nats::jetstream::consumer::{Consumer, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
@@ -158,7 +160,8 @@ impl Engine {
     /// consumer, which a replica may serve before it caught up (seen after a quorum loss:
     /// a worker synced without its own owner's takeover record, then every write of it was
     /// refused); so the leader's last sequence is read too, and the read done again until
-    /// it reaches it.
+    /// it reaches it. Every record is after `after` and handed back once, whatever the
+    /// consumer delivers again.
     pub async fn journal_read(&self, agent: &str, after: u64) -> Result<Replay, ClusterError> {
         let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
         loop {
@@ -178,31 +181,51 @@ impl Engine {
     }
 
     async fn journal_read_once(&self, agent: &str, after: u64) -> Result<Replay, ClusterError> {
-        use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
-        use futures_util::StreamExt;
-        let subject = journal_subject(agent);
+        let consumer = self.journal_consumer(agent, after).await?;
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(Replay {
+                records: Vec::new(),
+                last: after,
+            });
+        }
+        self.journal_replay(agent, after, consumer).await
+    }
+
+    /// A consumer of `agent`'s journal from the message after `after`.
+    async fn journal_consumer(
+        &self,
+        agent: &str,
+        after: u64,
+    ) -> Result<Consumer<OrderedConfig>, ClusterError> {
         let stream = self
             .js
             .get_stream(TX_STREAM)
             .await
             .map_err(ClusterError::engine)?;
-        let consumer = stream
+        stream
             .create_consumer(OrderedConfig {
-                filter_subject: subject.clone(),
+                filter_subject: journal_subject(agent),
                 deliver_policy: DeliverPolicy::ByStartSequence {
                     start_sequence: after + 1,
                 },
                 ..Default::default()
             })
             .await
-            .map_err(ClusterError::engine)?;
+            .map_err(ClusterError::engine)
+    }
+
+    /// The whole records `consumer` delivers after `after`, until it has none pending.
+    async fn journal_replay(
+        &self,
+        agent: &str,
+        after: u64,
+        consumer: Consumer<OrderedConfig>,
+    ) -> Result<Replay, ClusterError> {
+        use futures_util::StreamExt;
         let mut replay = Replay {
             records: Vec::new(),
             last: after,
         };
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(replay);
-        }
         let mut parts = Parts::default();
         let mut messages = consumer.messages().await.map_err(ClusterError::engine)?;
         loop {
@@ -221,9 +244,15 @@ impl Engine {
             let m = m.map_err(ClusterError::engine)?;
             let info = m.info().map_err(ClusterError::engine)?;
             let (seq, left) = (info.stream_sequence, info.pending);
-            replay.last = seq;
-            if let Some(record) = parts.take(seq, m.headers.as_ref(), &m.payload)? {
-                replay.records.push(record);
+            // The client makes a lost consumer again by itself (no responder for a pull,
+            // the consumer deleted, heartbeats missed), after the last message it delivered;
+            // lost before the first, the new one starts at the subject's first message, not
+            // at this read's point. What comes again is not handed back a second time.
+            if seq > replay.last {
+                replay.last = seq;
+                if let Some(record) = parts.take(seq, m.headers.as_ref(), &m.payload)? {
+                    replay.records.push(record);
+                }
             }
             if left == 0 {
                 break;
@@ -430,6 +459,49 @@ mod tests {
             h.insert(PART, p);
         }
         h
+    }
+
+    /// A read from a point never hands back a record at or before it, even when the client
+    /// library starts its consumer again before the first message (the consumer gone, no
+    /// responder yet for its first pull: seen under load), which it then does from the
+    /// subject's first message instead of the read's point.
+    #[tokio::test]
+    async fn a_read_restarted_before_its_first_message_still_starts_after_its_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = crate::local::LocalCluster::start(3, dir.path()).unwrap();
+        let settings = crate::Settings {
+            nats: nats.urls(),
+            node: "h1".into(),
+            lease_ttl: std::time::Duration::from_secs(2),
+            replicas: 3,
+            workspace_max_bytes: 1 << 20,
+            auth: Default::default(),
+        };
+        let e = Engine::connect(&settings, &|_| None).await.unwrap();
+        let lease = match e.acquire("main").await.unwrap() {
+            crate::Acquired::Held(l) => l,
+            other => panic!("{other:?}"),
+        };
+        let t = e.journal_takeover(&lease).await.unwrap().unwrap();
+        let s1 = e.journal_append(&lease, t, b"one").await.unwrap().unwrap();
+        let big: Vec<u8> = (0..e.max_payload() * 2).map(|i| i as u8).collect();
+        let s2 = e.journal_append(&lease, s1, &big).await.unwrap().unwrap();
+
+        // The consumer is gone before the reader's first pull: the client makes another.
+        let consumer = e.journal_consumer("main", s1).await.unwrap();
+        let name = consumer.cached_info().name.clone();
+        e.js.delete_consumer_from_stream(&name, TX_STREAM)
+            .await
+            .unwrap();
+        let replay = e.journal_replay("main", s1, consumer).await.unwrap();
+        let seen: Vec<(u64, usize)> = replay
+            .records
+            .iter()
+            .map(|r| (r.seq, r.changes.len()))
+            .collect();
+        assert_eq!(seen, [(s2, big.len())], "records after {s1} only");
+        assert_eq!(replay.last, s2);
+        assert_eq!(replay.records[0].changes, big);
     }
 
     /// A record is fenced when a takeover of a newer epoch comes before it.
