@@ -506,6 +506,69 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
             ),
         ),
         (
+            "session_lanes",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 13,
+                op: SessionOp::Lanes,
+            }),
+        ),
+        (
+            "done_lanes",
+            done(
+                13,
+                SessionReply::Lanes {
+                    lanes: vec![ipc::diagnostics::LaneView {
+                        session_key: "agent:main:main".into(),
+                        run_id: Some("run-7".into()),
+                        activity: ipc::diagnostics::Activity::ModelCall,
+                        queue_depth: 1,
+                        last_progress_ms: 1_764_480_000_000,
+                        class: Some(ipc::diagnostics::SessionClass::Stalled),
+                        reason: Some(ipc::diagnostics::reasons::MODEL_CALL_WITHOUT_PROGRESS.into()),
+                    }],
+                    queued: 2,
+                    active: 1,
+                },
+            ),
+        ),
+        (
+            "session_media",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 14,
+                op: SessionOp::Media {
+                    session_key: "agent:main:main".into(),
+                    digest: "ab".repeat(32),
+                },
+            }),
+        ),
+        (
+            "done_media",
+            done(
+                14,
+                SessionReply::Media {
+                    found: Some(MediaBytes {
+                        mime_type: "image/png".into(),
+                        size_bytes: 3,
+                        data: "AAEC".into(),
+                    }),
+                },
+            ),
+        ),
+        (
+            "done_media_missing",
+            done(15, SessionReply::Media { found: None }),
+        ),
+        (
+            "done_command_busy",
+            done(
+                16,
+                SessionReply::Command {
+                    session_id: None,
+                    messages: Vec::new(),
+                },
+            ),
+        ),
+        (
             "event_lifecycle_end_guarded_earlier",
             lifecycle_event(
                 "run-5",
@@ -1140,4 +1203,35 @@ fn closed_set_fields_keep_their_bytes() {
             .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
         assert_eq!(sample.encode(), golden, "{name} changed its bytes");
     }
+}
+
+/// Session operations and their replies encode to the very bytes blessed for them, so a
+/// change to how these types are declared in Rust (a struct variant made a newtype variant
+/// holding a struct, say) cannot change what crosses the link unnoticed. The v1 history
+/// fixture predates fields added in v2 and is only required to decode (above).
+#[test]
+fn session_ops_and_replies_keep_their_bytes() {
+    let pinned = |version, samples: Vec<(&'static str, Sample)>| {
+        let dir = fixture_dir(version);
+        let mut seen = 0;
+        for (name, sample) in samples {
+            let kind = name.starts_with("session_") || name.starts_with("done_");
+            if !kind || (version == 1 && name == "session_history") || name == "session_result" {
+                continue;
+            }
+            let path = dir.join(format!("{name}.msgpack"));
+            let golden = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+            assert_eq!(
+                sample.encode(),
+                golden,
+                "v{version} {name} changed its bytes"
+            );
+            seen += 1;
+        }
+        seen
+    };
+    // v1: reset, delete. v2: every op kind and every reply kind, `Failed` included.
+    assert_eq!(pinned(1, samples()), 2);
+    assert_eq!(pinned(2, samples_v2()), 17);
 }
