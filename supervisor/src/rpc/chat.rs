@@ -6,7 +6,9 @@ use ipc::gateway::{
     ChatEvent, ChatHistoryParams, ChatHistoryResult, ChatInjectParams, ChatInjectResult,
     ChatMessage, ChatState, HistoryPage, InputConsumption, InputReceipt,
 };
-use ipc::session_ops::{InputConsumed, StoredMessage};
+use ipc::session_ops::{
+    HistoryOp, HistoryReply, InjectOp, InjectReply, InputConsumed, StoredMessage,
+};
 
 /// Most bytes of messages a page carries when the client names no `maxBytes` (the worker's
 /// cap, under the control link's frame cap).
@@ -55,14 +57,14 @@ fn asked_runs(p: &ChatHistoryParams) -> &[String] {
 
 /// The worker's read of the page `p` asks for, `limit` rows of `session_key`.
 fn history_op(session_key: String, p: &ChatHistoryParams, limit: u32) -> SessionOp {
-    SessionOp::History {
+    SessionOp::History(HistoryOp {
         session_key,
         limit,
         // Past `i64::MAX` rows nothing is older.
         offset: p.offset.unwrap_or(0).min(i64::MAX as u64 / 2),
         max_bytes: Some(p.max_bytes.unwrap_or(DEFAULT_HISTORY_BYTES)),
         input_run_ids: asked_runs(p).to_vec(),
-    }
+    })
 }
 
 /// What the worker read of a session's transcript for one page.
@@ -114,12 +116,12 @@ async fn read_history(
     op: SessionOp,
 ) -> Result<HistoryRead, ErrorShape> {
     match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::History {
+        Ok(SessionReply::History(HistoryReply {
             session_id,
             messages,
             next_offset,
             consumed,
-        }) => Ok(HistoryRead {
+        })) => Ok(HistoryRead {
             session_id,
             stored: messages,
             next_offset,
@@ -254,12 +256,12 @@ pub(super) async fn chat_inject(
         &p.session_key,
         p.agent_id.as_deref(),
     )?;
-    let op = SessionOp::Inject {
+    let op = SessionOp::Inject(InjectOp {
         session_key: route.session_key.clone(),
         text: text.clone(),
-    };
+    });
     let (entry_id, place) = match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Inject { message, .. }) => match message {
+        Ok(SessionReply::Inject(InjectReply { message, .. })) => match message {
             Some(m) => {
                 let shown = crate::projection::display_message(&m);
                 (m.entry_id.clone(), shown)

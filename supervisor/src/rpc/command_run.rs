@@ -10,7 +10,7 @@
 use ipc::gateway::{
     ChatEvent, ChatMessage, ChatSendResult, ChatState, Injected, MessagePlace, TextBlock,
 };
-use ipc::session_ops::{CommandRecord, SessionReply};
+use ipc::session_ops::{CommandOp, CommandRecord, CommandReply, SessionReply};
 
 use super::commands::Command;
 use super::*;
@@ -432,7 +432,7 @@ async fn record(
     c: Recording<'_>,
     said: &Said,
 ) -> Vec<(serde_json::Value, MessagePlace)> {
-    let op = SessionOp::Command {
+    let op = SessionOp::Command(CommandOp {
         session_key: route.session_key.clone(),
         record: CommandRecord {
             run_id: c.run_id.to_owned(),
@@ -442,7 +442,7 @@ async fn record(
             notice: said.notice,
             context_free: c.context_free,
         },
-    };
+    });
     // Bounded: a worker that cannot answer soon (restarting, backing off) does not hold up
     // the answer, nor the connection's next message.
     let asked = tokio::time::timeout(
@@ -454,7 +454,7 @@ async fn record(
         return Vec::new();
     };
     match answered {
-        Ok(SessionReply::Command { messages, .. }) => messages
+        Ok(SessionReply::Command(CommandReply { messages, .. })) => messages
             .iter()
             .filter_map(crate::projection::display_message)
             .collect(),

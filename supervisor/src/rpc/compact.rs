@@ -8,6 +8,7 @@ use ipc::control::SessionReply;
 use ipc::gateway::{
     CompactionDone, SessionOperation, SessionsCompactParams, SessionsCompactResult,
 };
+use ipc::session_ops::{CompactOp, CompactReply};
 
 /// Why `sessions.compact` (or `/compact`) is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,9 +36,9 @@ fn busy(active: &HashMap<String, Vec<String>>, session_key: &str) -> Option<Comp
 /// How the operation ended, as its `end` event tells it: completed, or why not.
 fn ending(answer: &crate::control::OpResult) -> (bool, Option<String>) {
     match answer {
-        Ok(SessionReply::Compact {
+        Ok(SessionReply::Compact(CompactReply {
             compacted, reason, ..
-        }) => (*compacted, reason.clone()),
+        })) => (*compacted, reason.clone()),
         Ok(_) => (false, Some("unexpected answer".into())),
         Err(e) => (false, Some(e.message.clone())),
     }
@@ -103,9 +104,9 @@ pub(super) async fn compact_session(
         .publish_deferred(&crate::events::Deferred::session_operation(&op_event(
             "start", None, None,
         )));
-    let op = SessionOp::Compact {
+    let op = SessionOp::Compact(CompactOp {
         session_key: route.session_key.clone(),
-    };
+    });
     let answer = session_op(gw, out, route.agent_id.clone(), op).await;
     let (completed, reason) = ending(&answer);
     gw.hub
@@ -115,13 +116,13 @@ pub(super) async fn compact_session(
             reason,
         )));
     match answer {
-        Ok(SessionReply::Compact {
+        Ok(SessionReply::Compact(CompactReply {
             compacted,
             reason,
             messages,
             tokens_before,
             tokens_after,
-        }) => {
+        })) => {
             if compacted {
                 if let Ok(row) = session_info(gw, &route).await {
                     let mut ev = SessionsChanged::changed("compact", now_ms(), row);

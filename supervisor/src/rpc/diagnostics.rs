@@ -5,7 +5,7 @@
 use super::*;
 use ipc::diagnostics::LaneView;
 use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
-use ipc::session_ops::SessionReply;
+use ipc::session_ops::{LanesReply, SessionReply};
 
 /// `diagnostics.lanes`.
 pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: Request, out: &Out) {
@@ -45,11 +45,11 @@ async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape>
         .zip(answers)
         .map(|(w, a)| {
             let lanes = match a {
-                Some(SessionReply::Lanes {
+                Some(SessionReply::Lanes(LanesReply {
                     lanes,
                     queued,
                     active,
-                }) => Some((lanes, queued, active)),
+                })) => Some((lanes, queued, active)),
                 // A worker that exits meanwhile has no lanes to show.
                 _ => None,
             };

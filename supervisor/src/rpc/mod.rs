@@ -522,12 +522,12 @@ pub(crate) async fn session_media(
         ..Default::default()
     };
     let route = admission::route(&p, |id| gw.config().agent(id).is_some())?;
-    let op = SessionOp::Media {
+    let op = SessionOp::Media(ipc::session_ops::MediaOp {
         session_key: route.session_key,
         digest: digits.to_ascii_lowercase(),
-    };
+    });
     match at_worker(gw, route.agent_id, op).await {
-        Ok(ipc::control::SessionReply::Media { found }) => Ok(found),
+        Ok(ipc::control::SessionReply::Media(ipc::session_ops::MediaReply { found })) => Ok(found),
         Ok(other) => Err(MediaError::Unexpected(format!("{other:?}"))),
         Err(e) => Err(MediaError::Worker(e)),
     }

@@ -8,6 +8,7 @@ use ipc::gateway::{
     Ignored, ResetEntry, SessionDeleted, SessionsDeleteParams, SessionsDescribeParams,
     SessionsPreviewParams, SessionsResetParams,
 };
+use ipc::session_ops::{DeleteOp, DeleteReply, HistoryOp, HistoryReply, ResetOp, ResetReply};
 
 /// One page of the session index, with each session's live run state.
 pub(super) async fn session_page(
@@ -300,15 +301,15 @@ pub(super) async fn sessions_preview(
             continue;
         }
         // Tool rows are skipped, so read more than `limit` rows.
-        let op = SessionOp::History {
+        let op = SessionOp::History(HistoryOp {
             session_key: route.session_key.clone(),
             limit: (limit * 4).min(1000) as u32,
             offset: 0,
             max_bytes: None,
             input_run_ids: Vec::new(),
-        };
+        });
         let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
-            Ok(SessionReply::History { messages, .. }) => {
+            Ok(SessionReply::History(HistoryReply { messages, .. })) => {
                 preview_of(key, &messages, limit, max_chars)
             }
             Ok(_) | Err(_) => SessionPreview {
@@ -431,15 +432,15 @@ pub(super) async fn reset_session(
     route: Route,
     reason: ResetReason,
 ) -> Result<SessionsResetResult, ErrorShape> {
-    let op = SessionOp::Reset {
+    let op = SessionOp::Reset(ResetOp {
         session_key: route.session_key.clone(),
         reason,
-    };
+    });
     match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Reset {
+        Ok(SessionReply::Reset(ResetReply {
             session_id,
             updated_at,
-        }) => {
+        })) => {
             // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
             if let Ok(mut row) = session_info(gw, &route).await {
                 row.session_id = Some(session_id.clone());
@@ -480,12 +481,12 @@ pub(super) async fn sessions_delete(
             archived: Vec::new(),
         });
     }
-    let op = SessionOp::Delete {
+    let op = SessionOp::Delete(DeleteOp {
         session_key: route.session_key.clone(),
         delete_transcript: p.delete_transcript.unwrap_or(true),
-    };
+    });
     match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Delete { deleted: in_agent }) => {
+        Ok(SessionReply::Delete(DeleteReply { deleted: in_agent })) => {
             let in_index = gw
                 .db
                 .delete_session(route.session_key.clone())

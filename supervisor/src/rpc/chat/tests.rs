@@ -67,13 +67,13 @@ fn the_workers_read_has_the_default_cap_and_a_bounded_offset() {
         input_run_ids: runs(&["r1", "r2"], false),
         ..Default::default()
     };
-    let SessionOp::History {
+    let SessionOp::History(HistoryOp {
         session_key,
         limit,
         offset,
         max_bytes,
         input_run_ids,
-    } = history_op("agent:main:main".into(), &p, 50)
+    }) = history_op("agent:main:main".into(), &p, 50)
     else {
         panic!("not a history read");
     };
@@ -82,9 +82,9 @@ fn the_workers_read_has_the_default_cap_and_a_bounded_offset() {
     assert_eq!(max_bytes, Some(8 * 1024 * 1024));
     assert_eq!(input_run_ids, ["r1", "r2"]);
 
-    let SessionOp::History {
+    let SessionOp::History(HistoryOp {
         offset, max_bytes, ..
-    } = history_op(
+    }) = history_op(
         "k".into(),
         &ChatHistoryParams {
             offset: Some(30),

@@ -41,12 +41,14 @@ fn a_session_with_an_active_run_is_not_compacted_now() {
 /// The operation's `end` event says whether it completed, and why not.
 #[test]
 fn the_end_event_says_how_the_compaction_ended() {
-    let reply = |compacted, reason: Option<&str>| SessionReply::Compact {
-        compacted,
-        reason: reason.map(str::to_owned),
-        messages: 3,
-        tokens_before: 10,
-        tokens_after: 2,
+    let reply = |compacted, reason: Option<&str>| {
+        SessionReply::Compact(CompactReply {
+            compacted,
+            reason: reason.map(str::to_owned),
+            messages: 3,
+            tokens_before: 10,
+            tokens_after: 2,
+        })
     };
     assert_eq!(ending(&Ok(reply(true, None))), (true, None));
     assert_eq!(
@@ -54,7 +56,9 @@ fn the_end_event_says_how_the_compaction_ended() {
         (false, Some("no transcript".into()))
     );
     assert_eq!(
-        ending(&Ok(SessionReply::Delete { deleted: true })),
+        ending(&Ok(SessionReply::Delete(ipc::session_ops::DeleteReply {
+            deleted: true
+        }))),
         (false, Some("unexpected answer".into()))
     );
     let e = RpcError::new(ErrorCode::SessionBusy, "busy");
