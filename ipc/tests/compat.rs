@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use ipc::control::*;
 use ipc::frame::{decode_body, encode_body};
+use ipc::session_ops::*;
 use ipc::{ErrorCode, RpcError};
 
 fn spec() -> AgentSpec {
@@ -138,34 +139,34 @@ fn samples() -> Vec<(&'static str, Sample)> {
             "session_history",
             Sample::Down(ControlToWorker::Session {
                 op_id: 7,
-                op: SessionOp::History {
+                op: SessionOp::History(HistoryOp {
                     session_key: "agent:main:main".into(),
                     limit: 200,
                     // Added in v2: their defaults keep the v1 fixture's bytes.
                     offset: 0,
                     max_bytes: None,
                     input_run_ids: vec![],
-                },
+                }),
             }),
         ),
         (
             "session_reset",
             Sample::Down(ControlToWorker::Session {
                 op_id: 8,
-                op: SessionOp::Reset {
+                op: SessionOp::Reset(ResetOp {
                     session_key: "agent:main:main".into(),
                     reason: ResetReason::Reset,
-                },
+                }),
             }),
         ),
         (
             "session_delete",
             Sample::Down(ControlToWorker::Session {
                 op_id: 9,
-                op: SessionOp::Delete {
+                op: SessionOp::Delete(DeleteOp {
                     session_key: "agent:main:main".into(),
                     delete_transcript: true,
-                },
+                }),
             }),
         ),
         (
@@ -305,30 +306,30 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
             "session_history",
             Sample::Down(ControlToWorker::Session {
                 op_id: 7,
-                op: SessionOp::History {
+                op: SessionOp::History(HistoryOp {
                     session_key: "agent:main:main".into(),
                     limit: 80,
                     offset: 0,
                     max_bytes: Some(262_144),
                     input_run_ids: vec!["run-1".into(), "run-9".into()],
-                },
+                }),
             }),
         ),
         (
             "session_inject",
             Sample::Down(ControlToWorker::Session {
                 op_id: 10,
-                op: SessionOp::Inject {
+                op: SessionOp::Inject(InjectOp {
                     session_key: "agent:main:main".into(),
                     text: "[note]\n\nback at 5".into(),
-                },
+                }),
             }),
         ),
         (
             "done_history",
             done(
                 7,
-                SessionReply::History {
+                SessionReply::History(HistoryReply {
                     session_id: Some("s1".into()),
                     messages: vec![
                         stored(1, "user", Some("run-1")),
@@ -339,53 +340,53 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                         run_id: "run-1".into(),
                         entry_id: "e1".into(),
                     }],
-                },
+                }),
             ),
         ),
         (
             "done_reset",
             done(
                 8,
-                SessionReply::Reset {
+                SessionReply::Reset(ResetReply {
                     session_id: "s1".into(),
                     updated_at: 1_764_480_000_000,
-                },
+                }),
             ),
         ),
         (
             "done_delete",
-            done(9, SessionReply::Delete { deleted: true }),
+            done(9, SessionReply::Delete(DeleteReply { deleted: true })),
         ),
         (
             "done_inject",
             done(
                 10,
-                SessionReply::Inject {
+                SessionReply::Inject(InjectReply {
                     session_id: "s1".into(),
                     message: Some(stored(3, "assistant", None)),
-                },
+                }),
             ),
         ),
         (
             "session_compact",
             Sample::Down(ControlToWorker::Session {
                 op_id: 12,
-                op: SessionOp::Compact {
+                op: SessionOp::Compact(CompactOp {
                     session_key: "agent:main:main".into(),
-                },
+                }),
             }),
         ),
         (
             "done_compact",
             done(
                 12,
-                SessionReply::Compact {
+                SessionReply::Compact(CompactReply {
                     compacted: true,
                     reason: None,
                     messages: 14,
                     tokens_before: 90_000,
                     tokens_after: 12_000,
-                },
+                }),
             ),
         ),
         (
@@ -479,7 +480,7 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
             "session_command",
             Sample::Down(ControlToWorker::Session {
                 op_id: 11,
-                op: SessionOp::Command {
+                op: SessionOp::Command(CommandOp {
                     session_key: "agent:main:main".into(),
                     record: ipc::session_ops::CommandRecord {
                         run_id: "run-6".into(),
@@ -489,20 +490,83 @@ fn samples_v2() -> Vec<(&'static str, Sample)> {
                         notice: false,
                         context_free: true,
                     },
-                },
+                }),
             }),
         ),
         (
             "done_command",
             done(
                 11,
-                SessionReply::Command {
+                SessionReply::Command(CommandReply {
                     session_id: Some("s1".into()),
                     messages: vec![
                         stored(3, "user", Some("run-6")),
                         stored(4, "assistant", Some("run-6")),
                     ],
-                },
+                }),
+            ),
+        ),
+        (
+            "session_lanes",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 13,
+                op: SessionOp::Lanes,
+            }),
+        ),
+        (
+            "done_lanes",
+            done(
+                13,
+                SessionReply::Lanes(LanesReply {
+                    lanes: vec![ipc::diagnostics::LaneView {
+                        session_key: "agent:main:main".into(),
+                        run_id: Some("run-7".into()),
+                        activity: ipc::diagnostics::Activity::ModelCall,
+                        queue_depth: 1,
+                        last_progress_ms: 1_764_480_000_000,
+                        class: Some(ipc::diagnostics::SessionClass::Stalled),
+                        reason: Some(ipc::diagnostics::reasons::MODEL_CALL_WITHOUT_PROGRESS.into()),
+                    }],
+                    queued: 2,
+                    active: 1,
+                }),
+            ),
+        ),
+        (
+            "session_media",
+            Sample::Down(ControlToWorker::Session {
+                op_id: 14,
+                op: SessionOp::Media(MediaOp {
+                    session_key: "agent:main:main".into(),
+                    digest: "ab".repeat(32),
+                }),
+            }),
+        ),
+        (
+            "done_media",
+            done(
+                14,
+                SessionReply::Media(MediaReply {
+                    found: Some(MediaBytes {
+                        mime_type: "image/png".into(),
+                        size_bytes: 3,
+                        data: "AAEC".into(),
+                    }),
+                }),
+            ),
+        ),
+        (
+            "done_media_missing",
+            done(15, SessionReply::Media(MediaReply { found: None })),
+        ),
+        (
+            "done_command_busy",
+            done(
+                16,
+                SessionReply::Command(CommandReply {
+                    session_id: None,
+                    messages: Vec::new(),
+                }),
             ),
         ),
         (
@@ -1140,4 +1204,127 @@ fn closed_set_fields_keep_their_bytes() {
             .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
         assert_eq!(sample.encode(), golden, "{name} changed its bytes");
     }
+}
+
+/// Session operations and their replies encode to the very bytes blessed for them, so a
+/// change to how these types are declared in Rust (a struct variant made a newtype variant
+/// holding a struct, say) cannot change what crosses the link unnoticed. The v1 history
+/// fixture predates fields added in v2 and is only required to decode (above).
+#[test]
+fn session_ops_and_replies_keep_their_bytes() {
+    let pinned = |version, samples: Vec<(&'static str, Sample)>| {
+        let dir = fixture_dir(version);
+        let mut seen = 0;
+        for (name, sample) in samples {
+            let kind = name.starts_with("session_") || name.starts_with("done_");
+            if !kind || (version == 1 && name == "session_history") || name == "session_result" {
+                continue;
+            }
+            let path = dir.join(format!("{name}.msgpack"));
+            let golden = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("missing fixture {}: {e}", path.display()));
+            assert_eq!(
+                sample.encode(),
+                golden,
+                "v{version} {name} changed its bytes"
+            );
+            seen += 1;
+        }
+        seen
+    };
+    // v1: reset, delete. v2: every op kind and every reply kind, `Failed` included.
+    assert_eq!(pinned(1, samples()), 2);
+    assert_eq!(pinned(2, samples_v2()), 17);
+}
+
+/// The kind a message carries on the link (its `kind` tag).
+fn kind_of<T: serde::Serialize>(message: &T) -> String {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    decode_body::<Kind>(&encode_body(message).unwrap())
+        .unwrap()
+        .kind
+}
+
+/// `O` crosses the link as `op`'s kind and takes a reply of that kind only: every other
+/// reply (`failed` included) is handed back as it came.
+fn pairs<O: Op>(op: O, replies: &[SessionReply]) -> usize
+where
+    O::Reply: std::fmt::Debug + PartialEq + Into<SessionReply>,
+{
+    let kind = kind_of(&op.into());
+    let mut taken = 0;
+    for reply in replies {
+        match O::reply(reply.clone()) {
+            Ok(r) => {
+                assert_eq!(kind_of(reply), kind, "{kind} took another kind's reply");
+                assert_eq!(&r.into(), reply, "{kind} changed its reply");
+                taken += 1;
+            }
+            Err(back) => {
+                assert_ne!(kind_of(reply), kind, "{kind} refused its own reply");
+                assert_eq!(&back, reply, "{kind} changed a reply it refused");
+            }
+        }
+    }
+    taken
+}
+
+/// Each typed operation is paired with the reply of its own kind (as the link names
+/// them), so the supervisor can ask for one and be handed that one.
+#[test]
+fn each_op_takes_the_reply_of_its_kind() {
+    let replies: Vec<SessionReply> = samples_v2()
+        .into_iter()
+        .filter_map(|(_, s)| match s {
+            Sample::Up(WorkerToControl::SessionDone { reply, .. }) => Some(reply),
+            _ => None,
+        })
+        .collect();
+    let key = || "agent:main:main".to_owned();
+    let history = HistoryOp {
+        session_key: key(),
+        limit: 1,
+        offset: 0,
+        max_bytes: None,
+        input_run_ids: Vec::new(),
+    };
+    let reset = ResetOp {
+        session_key: key(),
+        reason: ResetReason::New,
+    };
+    let delete = DeleteOp {
+        session_key: key(),
+        delete_transcript: false,
+    };
+    let inject = InjectOp {
+        session_key: key(),
+        text: "x".into(),
+    };
+    let media = MediaOp {
+        session_key: key(),
+        digest: "ab".into(),
+    };
+    let command = CommandOp {
+        session_key: key(),
+        record: CommandRecord {
+            run_id: "r".into(),
+            command: "/status".into(),
+            reply: "ok".into(),
+            timestamp: 1,
+            notice: false,
+            context_free: true,
+        },
+    };
+    assert_eq!(pairs(history, &replies), 1);
+    assert_eq!(pairs(reset, &replies), 1);
+    assert_eq!(pairs(delete, &replies), 1);
+    assert_eq!(pairs(inject, &replies), 1);
+    assert_eq!(pairs(CompactOp { session_key: key() }, &replies), 1);
+    assert_eq!(pairs(LanesOp, &replies), 1);
+    assert_eq!(pairs(media, &replies), 2);
+    assert_eq!(pairs(command, &replies), 2);
+    assert_eq!(SessionOp::from(LanesOp), SessionOp::Lanes);
 }

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use ipc::gateway::{AgentWaitResult, AttachmentPolicy, ClusterStatus};
-use ipc::session_ops::SessionOp;
+use ipc::session_ops::{Op, SessionOp};
 
-use crate::control::{ControlHandle, OpResult};
+use crate::control::{reply_of, AskError, ControlHandle, OpResult};
 use crate::outcome::StoredTerminal;
 
 pub mod local;
@@ -57,18 +57,20 @@ impl Backend {
         }
     }
 
-    /// `op` on `agent_id`'s session at the worker that holds it: this gateway's, or the
-    /// owner's in cluster mode.
-    pub async fn session_op(
+    /// `op` on `agent_id`'s session at the worker that holds it (this gateway's, or the
+    /// owner's in cluster mode), answered with the reply of its kind.
+    pub async fn ask<O: Op>(
         &self,
         control: &ControlHandle,
         agent_id: String,
-        op: SessionOp,
-    ) -> OpResult {
-        match self.cluster.get() {
+        op: O,
+    ) -> Result<O::Reply, AskError> {
+        let op = op.into();
+        let result = match self.cluster.get() {
             Some(c) => c.session_op(control, agent_id, op).await,
             None => control.session_op(agent_id, op).await,
-        }
+        };
+        reply_of::<O>(result)
     }
 }
 

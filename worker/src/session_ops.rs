@@ -5,6 +5,10 @@
 use std::future::Future;
 
 use ipc::control::{ResetReason, SessionOp, SessionReply};
+use ipc::session_ops::{
+    CommandOp, CommandReply, DeleteOp, DeleteReply, HistoryOp, HistoryReply, InjectOp, InjectReply,
+    LanesReply, MediaOp, MediaReply, ResetOp, ResetReply,
+};
 use ipc::{ErrorCode, RpcError};
 
 use crate::{agent, hooks, now_ms, session_done, store, store_error, Worker, INJECTED_MODEL};
@@ -12,30 +16,30 @@ use crate::{agent, hooks, now_ms, session_done, store, store_error, Worker, INJE
 impl Worker {
     pub(crate) fn session_op(&mut self, op_id: u64, op: SessionOp) {
         match op {
-            SessionOp::History {
+            SessionOp::History(HistoryOp {
                 session_key,
                 limit,
                 offset,
                 max_bytes,
                 input_run_ids,
-            } => self.session_history(op_id, session_key, limit, offset, max_bytes, input_run_ids),
-            SessionOp::Reset {
+            }) => self.session_history(op_id, session_key, limit, offset, max_bytes, input_run_ids),
+            SessionOp::Reset(ResetOp {
                 session_key,
                 reason,
-            } => self.session_reset(op_id, session_key, reason),
-            SessionOp::Delete {
+            }) => self.session_reset(op_id, session_key, reason),
+            SessionOp::Delete(DeleteOp {
                 session_key,
                 delete_transcript,
-            } => self.session_delete(op_id, session_key, delete_transcript),
-            SessionOp::Inject { session_key, text } => {
+            }) => self.session_delete(op_id, session_key, delete_transcript),
+            SessionOp::Inject(InjectOp { session_key, text }) => {
                 self.session_inject(op_id, session_key, text)
             }
-            SessionOp::Compact { session_key } => self.session_compact(op_id, session_key),
+            SessionOp::Compact(c) => self.session_compact(op_id, c.session_key),
             SessionOp::Lanes => self.session_lanes(op_id),
-            SessionOp::Media {
+            SessionOp::Media(MediaOp {
                 session_key,
                 digest,
-            } => {
+            }) => {
                 let ctx = self.ctx.clone();
                 self.answer(op_id, async move {
                     let found = ctx
@@ -43,13 +47,13 @@ impl Worker {
                         .media(session_key, digest)
                         .await
                         .map_err(store_error)?;
-                    Ok(SessionReply::Media { found })
+                    Ok(MediaReply { found })
                 })
             }
-            SessionOp::Command {
+            SessionOp::Command(CommandOp {
                 session_key,
                 record,
-            } => self.session_command(op_id, session_key, record),
+            }) => self.session_command(op_id, session_key, record),
             SessionOp::Unknown => self.send_outcome(session_done(
                 op_id,
                 Err(RpcError::new(
@@ -68,7 +72,7 @@ impl Worker {
         // their turns. Not recorded (the command took effect and was answered anyway).
         if self.busy(&session_key) {
             return self.answer(op_id, async {
-                Ok(SessionReply::Command {
+                Ok(CommandReply {
                     session_id: None,
                     messages: Vec::new(),
                 })
@@ -108,12 +112,12 @@ impl Worker {
                             vec![serde_json::json!({"sessionId": sid})]
                         });
                     }
-                    SessionReply::Command {
+                    CommandReply {
                         session_id: Some(session_id),
                         messages: rows.into_iter().filter_map(|a| a.display).collect(),
                     }
                 }
-                None => SessionReply::Command {
+                None => CommandReply {
                     session_id: None,
                     messages: Vec::new(),
                 },
@@ -121,15 +125,18 @@ impl Worker {
         })
     }
 
-    /// Answers the op with what `work` produces, in the background.
-    fn answer(
+    /// Answers the op with what `work` produces (the reply struct of the op's kind), in the
+    /// background.
+    fn answer<R: Into<SessionReply>>(
         &self,
         op_id: u64,
-        work: impl Future<Output = Result<SessionReply, RpcError>> + Send + 'static,
+        work: impl Future<Output = Result<R, RpcError>> + Send + 'static,
     ) {
         let out = self.ctx.out.clone();
         tokio::spawn(async move {
-            let _ = out.send(session_done(op_id, work.await)).await;
+            let _ = out
+                .send(session_done(op_id, work.await.map(Into::into)))
+                .await;
         });
     }
 
@@ -170,7 +177,7 @@ impl Worker {
                 )
                 .await
                 .map_err(store_error)?;
-            Ok(SessionReply::History {
+            Ok(HistoryReply {
                 session_id: h.session_id,
                 messages: h.messages,
                 next_offset: h.next_offset,
@@ -206,7 +213,7 @@ impl Worker {
                     vec![serde_json::json!({"reason": event.trim_start_matches("command:")})]
                 });
             });
-            Ok(SessionReply::Reset {
+            Ok(ResetReply {
                 session_id: info.session_id,
                 updated_at: info.updated_at,
             })
@@ -231,7 +238,7 @@ impl Worker {
                     vec![serde_json::json!({"reason": "delete"})]
                 });
             }
-            Ok(SessionReply::Delete { deleted })
+            Ok(DeleteReply { deleted })
         })
     }
 
@@ -258,7 +265,7 @@ impl Worker {
                         format!("session not found: {session_key}"),
                     )
                 })?;
-            Ok(SessionReply::Inject {
+            Ok(InjectReply {
                 session_id,
                 message: appended.display,
             })
@@ -274,11 +281,11 @@ impl Worker {
     }
 
     fn session_lanes(&self, op_id: u64) {
-        let reply = SessionReply::Lanes {
+        let reply = LanesReply {
             lanes: self.lane_views(),
             queued: self.queued() as u32,
             active: self.active as u32,
         };
-        self.send_outcome(session_done(op_id, Ok(reply)))
+        self.send_outcome(session_done(op_id, Ok(reply.into())))
     }
 }

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipc::session_ops::{SessionOp, SessionReply};
+use ipc::session_ops::{HistoryOp, HistoryReply, SessionOp, SessionReply};
 use ipc::{ErrorCode, RpcError};
 use serde::{Deserialize, Serialize};
 
@@ -151,7 +151,7 @@ impl Clustered {
     /// history page is asked again with fewer bytes until it fits.
     async fn carry_out(&self, gw: &Gateway, agent_id: String, mut op: SessionOp) -> Vec<u8> {
         let room = self.room();
-        if let SessionOp::History { max_bytes, .. } = &mut op {
+        if let SessionOp::History(HistoryOp { max_bytes, .. }) = &mut op {
             *max_bytes = Some(max_bytes.map_or(room as u64, |b| b.min(room as u64)));
         }
         for _ in 0..CUTS {
@@ -164,8 +164,8 @@ impl Clustered {
             // proportionally fewer bytes, with its offset to the rest.
             match (&mut op, &result) {
                 (
-                    SessionOp::History { max_bytes, .. },
-                    Ok(SessionReply::History { messages, .. }),
+                    SessionOp::History(HistoryOp { max_bytes, .. }),
+                    Ok(SessionReply::History(HistoryReply { messages, .. })),
                 ) if messages.len() > 1 => {
                     let asked = max_bytes.unwrap_or(room as u64);
                     let cut = asked.saturating_mul(room as u64) / bytes.len() as u64 * 9 / 10;

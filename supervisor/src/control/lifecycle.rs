@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{ControlToWorker, RunStatus, SessionReply, StopReason, WorkerToControl};
+use ipc::control::{ControlToWorker, RunStatus, StopReason, WorkerToControl};
 use ipc::{ErrorCode, RpcError};
 
 use tokio::sync::oneshot;
@@ -104,15 +104,7 @@ impl Control {
                 );
             }
             WorkerToControl::SessionDone { op_id, reply } => {
-                let result = match reply {
-                    SessionReply::Failed { error } => Err(error),
-                    SessionReply::Unknown => Err(RpcError::new(
-                        ErrorCode::Internal,
-                        "the worker answered with a reply this build does not know",
-                    )),
-                    done => Ok(done),
-                };
-                self.answer_op(op_id, result);
+                self.answer_op(op_id, super::ask::settled(reply));
             }
             WorkerToControl::SessionResult { op_id, .. } => {
                 // Only v1 workers send it, and the handshake refuses them.

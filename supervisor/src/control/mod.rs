@@ -13,6 +13,7 @@
 //! gateway stops. Start, restart and config reload share one path (`reconcile`).
 
 pub mod approvals;
+mod ask;
 mod command;
 mod core;
 mod decisions;
@@ -36,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use ipc::control::{SessionOp, StopReason};
 use ipc::gateway::StatusResult;
+use ipc::session_ops::Op;
 use ipc::{ErrorCode, RpcError};
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -46,6 +48,7 @@ use crate::gatewaydb::GatewayDb;
 use crate::systemd::Notifier;
 use crate::worker_link::LinkEvent;
 
+pub use ask::{reply_of, AskError};
 pub use command::{Arrival, Command, Dispatch, FailedAgents, OpResult, WaitReply};
 pub use queue_room::{Hold, QueueFull, Reserve};
 pub use slot::failed_agent_message;
@@ -141,6 +144,14 @@ impl ControlHandle {
         Ok(status)
     }
 
+    /// `op` at `agent_id`'s worker on this gateway, answered with the reply of its kind.
+    pub async fn ask<O: Op>(&self, agent_id: String, op: O) -> Result<O::Reply, AskError> {
+        reply_of::<O>(self.session_op(agent_id, op.into()).await)
+    }
+
+    /// `op` at `agent_id`'s worker on this gateway, as the link carries it: for cluster mode,
+    /// which relays operations and replies between gateways whatever their kind. Callers that
+    /// know the kind they ask for use [`ControlHandle::ask`].
     pub async fn session_op(&self, agent_id: String, op: SessionOp) -> OpResult {
         let timeout_secs = op.timeout_secs();
         let (reply, rx) = oneshot::channel();

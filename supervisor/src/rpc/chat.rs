@@ -1,12 +1,11 @@
 //! `chat.history` / `chat.startup` (the page form) and `chat.inject`.
 
 use super::*;
-use ipc::control::SessionReply;
 use ipc::gateway::{
     ChatEvent, ChatHistoryParams, ChatHistoryResult, ChatInjectParams, ChatInjectResult,
     ChatMessage, ChatState, HistoryPage, InputConsumption, InputReceipt,
 };
-use ipc::session_ops::{InputConsumed, StoredMessage};
+use ipc::session_ops::{HistoryOp, InjectOp, InputConsumed, StoredMessage};
 
 /// Most bytes of messages a page carries when the client names no `maxBytes` (the worker's
 /// cap, under the control link's frame cap).
@@ -54,8 +53,8 @@ fn asked_runs(p: &ChatHistoryParams) -> &[String] {
 }
 
 /// The worker's read of the page `p` asks for, `limit` rows of `session_key`.
-fn history_op(session_key: String, p: &ChatHistoryParams, limit: u32) -> SessionOp {
-    SessionOp::History {
+fn history_op(session_key: String, p: &ChatHistoryParams, limit: u32) -> HistoryOp {
+    HistoryOp {
         session_key,
         limit,
         // Past `i64::MAX` rows nothing is older.
@@ -111,23 +110,17 @@ async fn read_history(
     gw: &Arc<Gateway>,
     out: &Out,
     route: &Route,
-    op: SessionOp,
+    op: HistoryOp,
 ) -> Result<HistoryRead, ErrorShape> {
-    match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::History {
-            session_id,
-            messages,
-            next_offset,
-            consumed,
-        }) => Ok(HistoryRead {
-            session_id,
-            stored: messages,
-            next_offset,
-            consumed,
-        }),
-        Ok(other) => Err(unexpected_reply(&other)),
-        Err(e) => Err(session_error(e)),
-    }
+    let page = ask(gw, out, route.agent_id.clone(), op)
+        .await
+        .map_err(ask_error)?;
+    Ok(HistoryRead {
+        session_id: page.session_id,
+        stored: page.messages,
+        next_offset: page.next_offset,
+        consumed: page.consumed,
+    })
 }
 
 /// A run asked about, as the page tells it (R-A5): consumed once the transcript records
@@ -254,25 +247,24 @@ pub(super) async fn chat_inject(
         &p.session_key,
         p.agent_id.as_deref(),
     )?;
-    let op = SessionOp::Inject {
+    let op = InjectOp {
         session_key: route.session_key.clone(),
         text: text.clone(),
     };
-    let (entry_id, place) = match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Inject { message, .. }) => match message {
-            Some(m) => {
-                let shown = crate::projection::display_message(&m);
-                (m.entry_id.clone(), shown)
-            }
-            None => {
-                // Recorded, but history hides it (only `NO_REPLY`): nothing to tell.
-                return Err(ErrorShape::invalid(
-                    "chat.inject: the message was recorded but is hidden from history (NO_REPLY)",
-                ));
-            }
-        },
-        Ok(other) => return Err(unexpected_reply(&other)),
-        Err(e) => return Err(session_error(e)),
+    let injected = ask(gw, out, route.agent_id.clone(), op)
+        .await
+        .map_err(ask_error)?;
+    let (entry_id, place) = match injected.message {
+        Some(m) => {
+            let shown = crate::projection::display_message(&m);
+            (m.entry_id.clone(), shown)
+        }
+        None => {
+            // Recorded, but history hides it (only `NO_REPLY`): nothing to tell.
+            return Err(ErrorShape::invalid(
+                "chat.inject: the message was recorded but is hidden from history (NO_REPLY)",
+            ));
+        }
     };
     if let Some((message, place)) = place {
         let ts = now_ms();

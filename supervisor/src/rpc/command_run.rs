@@ -10,7 +10,7 @@
 use ipc::gateway::{
     ChatEvent, ChatMessage, ChatSendResult, ChatState, Injected, MessagePlace, TextBlock,
 };
-use ipc::session_ops::{CommandRecord, SessionReply};
+use ipc::session_ops::{CommandOp, CommandRecord};
 
 use super::commands::Command;
 use super::*;
@@ -432,7 +432,7 @@ async fn record(
     c: Recording<'_>,
     said: &Said,
 ) -> Vec<(serde_json::Value, MessagePlace)> {
-    let op = SessionOp::Command {
+    let op = CommandOp {
         session_key: route.session_key.clone(),
         record: CommandRecord {
             run_id: c.run_id.to_owned(),
@@ -454,16 +454,14 @@ async fn record(
         return Vec::new();
     };
     match answered {
-        Ok(SessionReply::Command { messages, .. }) => messages
+        Ok(recorded) => recorded
+            .messages
             .iter()
             .filter_map(crate::projection::display_message)
             .collect(),
-        Ok(other) => {
-            tracing::warn!(reply = ?other, "A command's record got an unexpected answer; it is not in history.");
-            Vec::new()
-        }
+        // A reply of another kind was logged where it was found; this says what it cost.
         Err(e) => {
-            tracing::warn!(error = %e.message, "Cannot record a command in the session's history.");
+            tracing::warn!(error = %e, "Cannot record a command in the session's history.");
             Vec::new()
         }
     }

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 
 use super::*;
-use ipc::control::SessionReply;
 use ipc::gateway::{
     CompactionDone, SessionOperation, SessionsCompactParams, SessionsCompactResult,
 };
+use ipc::session_ops::{CompactOp, CompactReply};
 
 /// Why `sessions.compact` (or `/compact`) is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,13 +33,11 @@ fn busy(active: &HashMap<String, Vec<String>>, session_key: &str) -> Option<Comp
 }
 
 /// How the operation ended, as its `end` event tells it: completed, or why not.
-fn ending(answer: &crate::control::OpResult) -> (bool, Option<String>) {
+fn ending(answer: &Result<CompactReply, AskError>) -> (bool, Option<String>) {
     match answer {
-        Ok(SessionReply::Compact {
-            compacted, reason, ..
-        }) => (*compacted, reason.clone()),
-        Ok(_) => (false, Some("unexpected answer".into())),
-        Err(e) => (false, Some(e.message.clone())),
+        Ok(done) => (done.compacted, done.reason.clone()),
+        Err(AskError::Failed(e)) => (false, Some(e.message.clone())),
+        Err(AskError::Unexpected) => (false, Some("unexpected answer".into())),
     }
 }
 
@@ -103,10 +101,10 @@ pub(super) async fn compact_session(
         .publish_deferred(&crate::events::Deferred::session_operation(&op_event(
             "start", None, None,
         )));
-    let op = SessionOp::Compact {
+    let op = CompactOp {
         session_key: route.session_key.clone(),
     };
-    let answer = session_op(gw, out, route.agent_id.clone(), op).await;
+    let answer = ask(gw, out, route.agent_id.clone(), op).await;
     let (completed, reason) = ending(&answer);
     gw.hub
         .publish_deferred(&crate::events::Deferred::session_operation(&op_event(
@@ -114,32 +112,27 @@ pub(super) async fn compact_session(
             Some(completed),
             reason,
         )));
-    match answer {
-        Ok(SessionReply::Compact {
-            compacted,
-            reason,
-            messages,
-            tokens_before,
-            tokens_after,
-        }) => {
-            if compacted {
-                if let Ok(row) = session_info(gw, &route).await {
-                    let mut ev = SessionsChanged::changed("compact", now_ms(), row);
-                    ev.compacted = Some(true);
-                    gw.hub
-                        .publish_deferred(&crate::events::Deferred::sessions_changed(&ev));
-                }
-            }
-            let done = CompactionDone {
-                messages_summarized: messages,
-                tokens_before,
-                tokens_after,
-            };
-            Ok(compact_result(route.session_key, compacted, reason, done))
+    let CompactReply {
+        compacted,
+        reason,
+        messages,
+        tokens_before,
+        tokens_after,
+    } = answer.map_err(ask_error)?;
+    if compacted {
+        if let Ok(row) = session_info(gw, &route).await {
+            let mut ev = SessionsChanged::changed("compact", now_ms(), row);
+            ev.compacted = Some(true);
+            gw.hub
+                .publish_deferred(&crate::events::Deferred::sessions_changed(&ev));
         }
-        Ok(other) => Err(unexpected_reply(&other)),
-        Err(e) => Err(session_error(e)),
     }
+    let done = CompactionDone {
+        messages_summarized: messages,
+        tokens_before,
+        tokens_after,
+    };
+    Ok(compact_result(route.session_key, compacted, reason, done))
 }
 
 #[cfg(test)]

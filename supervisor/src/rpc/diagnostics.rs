@@ -5,7 +5,7 @@
 use super::*;
 use ipc::diagnostics::LaneView;
 use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
-use ipc::session_ops::SessionReply;
+use ipc::session_ops::LanesOp;
 
 /// `diagnostics.lanes`.
 pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: Request, out: &Out) {
@@ -29,8 +29,7 @@ async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape>
         .await
         .map_err(control_error)?;
     let answers = futures_util::future::join_all(status.workers.iter().map(|w| {
-        let ask = has_lanes(&w.state)
-            .then(|| gw.control.session_op(w.agent_id.clone(), SessionOp::Lanes));
+        let ask = has_lanes(&w.state).then(|| gw.control.ask(w.agent_id.clone(), LanesOp));
         async move {
             match ask {
                 Some(f) => f.await.ok(),
@@ -44,15 +43,8 @@ async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape>
         .into_iter()
         .zip(answers)
         .map(|(w, a)| {
-            let lanes = match a {
-                Some(SessionReply::Lanes {
-                    lanes,
-                    queued,
-                    active,
-                }) => Some((lanes, queued, active)),
-                // A worker that exits meanwhile has no lanes to show.
-                _ => None,
-            };
+            // A worker that exits meanwhile has no lanes to show.
+            let lanes = a.map(|l| (l.lanes, l.queued, l.active));
             (w, lanes)
         })
         .collect())

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{RunStatus, SessionOp, StopReason, SubmitRun};
+use ipc::control::{RunStatus, StopReason, SubmitRun};
 use ipc::gateway::{m, MethodSpec, Scope};
 use ipc::gateway::{
     AgentAck, AgentHealth, AgentHeartbeatStatus, AgentParams, AgentSessions, AgentSummary,
@@ -22,6 +22,7 @@ use ipc::gateway::{
     SessionsResetResult, SessionsStatus, SessionsSubscribeResult, StatusSummary, TaskAudit,
     TaskCounts, DEFAULT_WAIT_TIMEOUT_MS,
 };
+use ipc::session_ops::{MediaOp, Op};
 use ipc::{ErrorCode, RpcError};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -29,7 +30,7 @@ use tokio::sync::oneshot;
 use crate::config::AgentId;
 use crate::connection::out::Out;
 use crate::connection::peer::Session;
-use crate::control::{ControlError, WaitReply};
+use crate::control::{AskError, ControlError, WaitReply};
 use crate::events::now_ms;
 use crate::gateway::Gateway;
 use crate::gatewaydb::{AcceptOutcome, SessionQuery, StoredRun};
@@ -474,13 +475,14 @@ fn control_error(e: ControlError) -> ErrorShape {
     }
 }
 
-/// A worker answered a session operation with a reply of another kind (a bug, not input).
-fn unexpected_reply(reply: &ipc::control::SessionReply) -> ErrorShape {
-    tracing::error!(
-        ?reply,
-        "The worker answered a session operation with the wrong kind of reply."
-    );
-    ErrorShape::unavailable("the agent's worker gave an unexpected answer", None)
+/// Why a session operation has no answer, as the method's error: what the worker said
+/// ([`session_error`]), or that it answered with a reply of another kind (logged where
+/// found).
+fn ask_error(e: AskError) -> ErrorShape {
+    match e {
+        AskError::Failed(e) => session_error(e),
+        AskError::Unexpected => ErrorShape::unavailable(e.to_string(), None),
+    }
 }
 
 fn session_error(e: RpcError) -> ErrorShape {
@@ -502,10 +504,8 @@ fn session_error(e: RpcError) -> ErrorShape {
 pub enum MediaError {
     #[error(transparent)]
     Route(#[from] RouteError),
-    #[error("{}", .0.message)]
-    Worker(RpcError),
-    #[error("unexpected answer from the worker: {0}")]
-    Unexpected(String),
+    #[error(transparent)]
+    Worker(#[from] AskError),
 }
 
 /// An attachment a message of `session_key` carries (the Control UI's media route): routed
@@ -522,40 +522,37 @@ pub(crate) async fn session_media(
         ..Default::default()
     };
     let route = admission::route(&p, |id| gw.config().agent(id).is_some())?;
-    let op = SessionOp::Media {
+    let op = MediaOp {
         session_key: route.session_key,
         digest: digits.to_ascii_lowercase(),
     };
-    match at_worker(gw, route.agent_id, op).await {
-        Ok(ipc::control::SessionReply::Media { found }) => Ok(found),
-        Ok(other) => Err(MediaError::Unexpected(format!("{other:?}"))),
-        Err(e) => Err(MediaError::Worker(e)),
-    }
+    Ok(at_worker(gw, route.agent_id, op).await?.found)
 }
 
-/// A session operation at the agent's worker, within this connection's share.
-async fn session_op(
+/// A session operation at the agent's worker, within this connection's share, answered
+/// with the reply of its kind.
+async fn ask<O: Op>(
     gw: &Arc<Gateway>,
     out: &Out,
     agent_id: String,
-    op: SessionOp,
-) -> crate::control::OpResult {
+    op: O,
+) -> Result<O::Reply, AskError> {
     let Ok(_permit) = out.session_ops.try_acquire() else {
-        return Err(RpcError::new(
+        return Err(AskError::Failed(RpcError::new(
             ErrorCode::Overloaded,
             format!(
                 "too many session operations in flight on this connection (at most {}); wait for their answers",
                 crate::connection::out::SESSION_OPS_PER_CONN
             ),
-        ));
+        )));
     };
     at_worker(gw, agent_id, op).await
 }
 
 /// A session operation at the agent's worker: this gateway's, or (cluster mode) the
 /// owner's.
-async fn at_worker(gw: &Gateway, agent_id: String, op: SessionOp) -> crate::control::OpResult {
-    gw.backend.session_op(&gw.control, agent_id, op).await
+async fn at_worker<O: Op>(gw: &Gateway, agent_id: String, op: O) -> Result<O::Reply, AskError> {
+    gw.backend.ask(&gw.control, agent_id, op).await
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 //! session row clients see.
 
 use super::*;
-use ipc::control::{ResetReason, SessionReply};
+use ipc::control::ResetReason;
 use ipc::gateway::{
     Ignored, ResetEntry, SessionDeleted, SessionsDeleteParams, SessionsDescribeParams,
     SessionsPreviewParams, SessionsResetParams,
 };
+use ipc::session_ops::{DeleteOp, HistoryOp, ResetOp, ResetReply};
 
 /// One page of the session index, with each session's live run state.
 pub(super) async fn session_page(
@@ -300,18 +301,16 @@ pub(super) async fn sessions_preview(
             continue;
         }
         // Tool rows are skipped, so read more than `limit` rows.
-        let op = SessionOp::History {
+        let op = HistoryOp {
             session_key: route.session_key.clone(),
             limit: (limit * 4).min(1000) as u32,
             offset: 0,
             max_bytes: None,
             input_run_ids: Vec::new(),
         };
-        let preview = match session_op(gw, out, route.agent_id.clone(), op).await {
-            Ok(SessionReply::History { messages, .. }) => {
-                preview_of(key, &messages, limit, max_chars)
-            }
-            Ok(_) | Err(_) => SessionPreview {
+        let preview = match ask(gw, out, route.agent_id.clone(), op).await {
+            Ok(page) => preview_of(key, &page.messages, limit, max_chars),
+            Err(_) => SessionPreview {
                 key: key.clone(),
                 status: "error".into(),
                 items: Vec::new(),
@@ -431,38 +430,35 @@ pub(super) async fn reset_session(
     route: Route,
     reason: ResetReason,
 ) -> Result<SessionsResetResult, ErrorShape> {
-    let op = SessionOp::Reset {
+    let op = ResetOp {
         session_key: route.session_key.clone(),
         reason,
     };
-    match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Reset {
+    let ResetReply {
+        session_id,
+        updated_at,
+    } = ask(gw, out, route.agent_id.clone(), op)
+        .await
+        .map_err(ask_error)?;
+    // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
+    if let Ok(mut row) = session_info(gw, &route).await {
+        row.session_id = Some(session_id.clone());
+        gw.hub
+            .publish_deferred(&crate::events::Deferred::sessions_changed(
+                &SessionsChanged::changed(reason.as_str(), now_ms(), row),
+            ));
+    }
+    Ok(SessionsResetResult {
+        ok: true,
+        key: route.session_key,
+        entry: ResetEntry {
             session_id,
             updated_at,
-        }) => {
-            // Subscribers drop what they show of the old transcript (`reason` `new`/`reset`).
-            if let Ok(mut row) = session_info(gw, &route).await {
-                row.session_id = Some(session_id.clone());
-                gw.hub
-                    .publish_deferred(&crate::events::Deferred::sessions_changed(
-                        &SessionsChanged::changed(reason.as_str(), now_ms(), row),
-                    ));
-            }
-            Ok(SessionsResetResult {
-                ok: true,
-                key: route.session_key,
-                entry: ResetEntry {
-                    session_id,
-                    updated_at,
-                },
-                resolved: ResolvedAgentRef {
-                    agent_id: route.agent_id,
-                },
-            })
-        }
-        Ok(other) => Err(unexpected_reply(&other)),
-        Err(e) => Err(session_error(e)),
-    }
+        },
+        resolved: ResolvedAgentRef {
+            agent_id: route.agent_id,
+        },
+    })
 }
 
 pub(super) async fn sessions_delete(
@@ -480,36 +476,34 @@ pub(super) async fn sessions_delete(
             archived: Vec::new(),
         });
     }
-    let op = SessionOp::Delete {
+    let op = DeleteOp {
         session_key: route.session_key.clone(),
         delete_transcript: p.delete_transcript.unwrap_or(true),
     };
-    match session_op(gw, out, route.agent_id.clone(), op).await {
-        Ok(SessionReply::Delete { deleted: in_agent }) => {
-            let in_index = gw
-                .db
-                .delete_session(route.session_key.clone())
-                .await
-                .unwrap_or(false);
-            let deleted = in_agent || in_index;
-            gw.clear_session_overrides(&route.session_key);
-            if deleted {
-                // Subscribers drop the session from their lists.
-                gw.hub
-                    .publish_deferred(&crate::events::Deferred::session_deleted(
-                        &SessionDeleted::new(&route.session_key, &route.agent_id, now_ms()),
-                    ));
-            }
-            Ok(SessionsDeleteResult {
-                ok: true,
-                key: route.session_key,
-                deleted,
-                archived: Vec::new(),
-            })
-        }
-        Ok(other) => Err(unexpected_reply(&other)),
-        Err(e) => Err(session_error(e)),
+    let in_agent = ask(gw, out, route.agent_id.clone(), op)
+        .await
+        .map_err(ask_error)?
+        .deleted;
+    let in_index = gw
+        .db
+        .delete_session(route.session_key.clone())
+        .await
+        .unwrap_or(false);
+    let deleted = in_agent || in_index;
+    gw.clear_session_overrides(&route.session_key);
+    if deleted {
+        // Subscribers drop the session from their lists.
+        gw.hub
+            .publish_deferred(&crate::events::Deferred::session_deleted(
+                &SessionDeleted::new(&route.session_key, &route.agent_id, now_ms()),
+            ));
     }
+    Ok(SessionsDeleteResult {
+        ok: true,
+        key: route.session_key,
+        deleted,
+        archived: Vec::new(),
+    })
 }
 
 #[cfg(test)]

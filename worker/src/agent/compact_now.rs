@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ipc::control::SessionReply;
+use ipc::session_ops::CompactReply;
 use ipc::{ErrorCode, RpcError};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -22,8 +22,8 @@ use crate::Ctx;
 /// Longest the summary call may take.
 const SUMMARY_DEADLINE: Duration = Duration::from_secs(300);
 
-fn nothing(reason: &str) -> SessionReply {
-    SessionReply::Compact {
+fn nothing(reason: &str) -> CompactReply {
+    CompactReply {
         compacted: false,
         reason: Some(reason.to_owned()),
         messages: 0,
@@ -49,7 +49,7 @@ struct Plan {
     max_chars: usize,
 }
 
-pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionReply, RpcError> {
+pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<CompactReply, RpcError> {
     let plan = match plan(&ctx, &session_key).await? {
         Ok(plan) => plan,
         Err(reason) => return Ok(nothing(reason)),
@@ -88,7 +88,7 @@ pub async fn compact_now(ctx: Arc<Ctx>, session_key: String) -> Result<SessionRe
             "tokensBefore": tokens_before, "tokenCount": tokens_after, "reason": "manual",
         })]
     });
-    Ok(SessionReply::Compact {
+    Ok(CompactReply {
         compacted: true,
         reason: None,
         messages: summarized,

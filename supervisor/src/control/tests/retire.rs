@@ -188,11 +188,11 @@ fn a_busy_worker_never_retires_and_a_run_during_retirement_waits_for_the_next() 
         1,
         WorkerToControl::SessionDone {
             op_id: 1,
-            reply: ipc::control::SessionReply::Lanes {
+            reply: ipc::control::SessionReply::Lanes(ipc::session_ops::LanesReply {
                 lanes: Vec::new(),
                 queued: 0,
                 active: 0,
-            },
+            }),
         },
     );
     h.tick(30_200);

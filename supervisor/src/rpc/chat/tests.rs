@@ -67,22 +67,19 @@ fn the_workers_read_has_the_default_cap_and_a_bounded_offset() {
         input_run_ids: runs(&["r1", "r2"], false),
         ..Default::default()
     };
-    let SessionOp::History {
+    let HistoryOp {
         session_key,
         limit,
         offset,
         max_bytes,
         input_run_ids,
-    } = history_op("agent:main:main".into(), &p, 50)
-    else {
-        panic!("not a history read");
-    };
+    } = history_op("agent:main:main".into(), &p, 50);
     assert_eq!((session_key.as_str(), limit), ("agent:main:main", 50));
     assert_eq!(offset, i64::MAX as u64 / 2);
     assert_eq!(max_bytes, Some(8 * 1024 * 1024));
     assert_eq!(input_run_ids, ["r1", "r2"]);
 
-    let SessionOp::History {
+    let HistoryOp {
         offset, max_bytes, ..
     } = history_op(
         "k".into(),
@@ -92,10 +89,7 @@ fn the_workers_read_has_the_default_cap_and_a_bounded_offset() {
             ..Default::default()
         },
         1,
-    )
-    else {
-        panic!("not a history read");
-    };
+    );
     assert_eq!((offset, max_bytes), (30, Some(4096)));
 }
 

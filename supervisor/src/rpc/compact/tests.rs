@@ -41,7 +41,7 @@ fn a_session_with_an_active_run_is_not_compacted_now() {
 /// The operation's `end` event says whether it completed, and why not.
 #[test]
 fn the_end_event_says_how_the_compaction_ended() {
-    let reply = |compacted, reason: Option<&str>| SessionReply::Compact {
+    let reply = |compacted, reason: Option<&str>| CompactReply {
         compacted,
         reason: reason.map(str::to_owned),
         messages: 3,
@@ -54,11 +54,14 @@ fn the_end_event_says_how_the_compaction_ended() {
         (false, Some("no transcript".into()))
     );
     assert_eq!(
-        ending(&Ok(SessionReply::Delete { deleted: true })),
+        ending(&Err(AskError::Unexpected)),
         (false, Some("unexpected answer".into()))
     );
     let e = RpcError::new(ErrorCode::SessionBusy, "busy");
-    assert_eq!(ending(&Err(e)), (false, Some("busy".into())));
+    assert_eq!(
+        ending(&Err(AskError::Failed(e))),
+        (false, Some("busy".into()))
+    );
 }
 
 #[test]
