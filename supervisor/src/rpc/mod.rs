@@ -37,6 +37,7 @@ use crate::outcome::{stored_wait_result, Outcome};
 
 mod absent;
 mod admission;
+mod answer;
 mod approvals;
 mod attachments;
 mod chat;
@@ -57,6 +58,7 @@ mod thinking;
 mod turns;
 
 use admission::*;
+use answer::*;
 use chat::*;
 use compact::*;
 use create::*;
@@ -205,7 +207,7 @@ pub async fn handle(
 ) {
     let method = match callable(&req.method, &session.scopes) {
         Ok(method) => method,
-        Err(error) => return out.err(&req.id, error).await,
+        Err(error) => return refuse(out, &req.id, error).await,
     };
     match group(method) {
         Group::Turn => turn_method(gw, session, method, req, out, turn).await,
@@ -227,14 +229,11 @@ async fn turn_method(
 ) {
     match method {
         Method::Connect => {
-            out.err(
-                &req.id,
-                ErrorShape::invalid("connect is only valid as the first frame"),
-            )
-            .await
+            let e = ErrorShape::invalid("connect is only valid as the first frame");
+            refuse(out, &req.id, e).await
         }
         Method::Agent => agent(gw, session, req, out, turn).await,
-        Method::AgentWait => agent_wait(gw, req, out).await,
+        Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
         Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
         Method::ChatSend => chat_send(gw, session, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
@@ -261,7 +260,7 @@ async fn misrouted(method: Method, req: Request, out: &Out) {
         "A method reached the wrong group."
     );
     let e = ErrorShape::invalid(format!("unknown method: {}", method.as_str()));
-    out.err(&req.id, e).await
+    refuse(out, &req.id, e).await
 }
 
 /// The gateway's own methods and its catalog's.
@@ -388,61 +387,26 @@ async fn approval_method(
         Method::DevicePairList => {
             serve::<m::DevicePairList, _>(req, out, |_| device_pair_list(gw)).await
         }
-        Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
-        Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
+        Method::DeviceTokenRotate => {
+            let rotate = |p| device_token_rotate(gw, session, p);
+            serve_reply::<m::DeviceTokenRotate>(req, out, rotate).await
+        }
+        Method::DeviceTokenRevoke => {
+            serve_reply::<m::DeviceTokenRevoke>(req, out, |p| device_token_revoke(gw, p)).await
+        }
         other => misrouted(other, req, out).await,
     }
 }
 
-/// Parses the params of method `M` (their type is the method table's) straight from the
-/// frame's text, answering `invalid <method> params: ...` on failure. A large frame is
-/// parsed on the blocking pool, off the threads that serve other connections; either way the
-/// request's share of the parse budgets is given back once its params are read.
+/// The params of method `M`, or `None` once the error saying why not is answered (for the
+/// handlers that still answer for themselves; the others get theirs from [`serve`]).
 async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
-    let raw = req.params.clone();
-    let parsed = if raw
-        .as_ref()
-        .is_some_and(|r| r.get().len() > request::INLINE_PARSE_BYTES)
-    {
-        crate::connection::budget::off_thread(move || {
-            ipc::gateway::parse_params::<M::Params>(raw.as_deref())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the parse did not finish: {e}")))
-    } else {
-        ipc::gateway::parse_params::<M::Params>(raw.as_deref())
-    };
-    req.parsed();
-    match parsed {
+    match answer::read_params::<M>(req).await {
         Ok(p) => Some(p),
         Err(e) => {
-            out.err(
-                &req.id,
-                ErrorShape::invalid(format!("invalid {} params: {e}", req.method)),
-            )
-            .await;
+            refuse(out, &req.id, e).await;
             None
         }
-    }
-}
-
-/// What a method's handler gives: its result, or the error to answer.
-type Answer<T> = Result<T, ErrorShape>;
-
-/// Serves method `M` with `handler`, which takes its params and gives its result or the
-/// error to answer: the params are parsed once (their type is the table's), and the
-/// answer is written here, once. Handlers of this shape answer nothing on the connection
-/// themselves (the methods that answer twice, or wait for events first, still do).
-async fn serve<M: MethodSpec, Fut>(req: Request, out: &Out, handler: impl FnOnce(M::Params) -> Fut)
-where
-    Fut: std::future::Future<Output = Answer<M::Result>>,
-{
-    let Some(p) = params::<M>(&req, out).await else {
-        return;
-    };
-    match handler(p).await {
-        Ok(result) => reply::<M>(out, &req.id, &result).await,
-        Err(error) => out.err(&req.id, error).await,
     }
 }
 

@@ -5,6 +5,7 @@ use super::attachments::{normalize, Takes};
 use super::command_run::{command_or, Door, Sent};
 use super::*;
 use crate::backend::ClusterRunError;
+use ipc::gateway::AgentWaitParams;
 
 /// The checks of `agent` params beyond their types: a message with text (or attachments),
 /// an idempotency key, an extra system prompt within its cap.
@@ -282,70 +283,63 @@ pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
     }
 }
 
-pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::AgentWait>(&req, out).await else {
-        return;
-    };
+/// `agent.wait`: how the run stands once it ended (or once the wait's window closed),
+/// answered after the events published by then, so its terminal events come first.
+pub(super) async fn agent_wait(
+    gw: &Arc<Gateway>,
+    p: AgentWaitParams,
+) -> Answer<Reply<AgentWaitResult>> {
     if p.run_id.is_empty() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("invalid agent.wait params: runId must be a non-empty string"),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid agent.wait params: runId must be a non-empty string",
+        ));
     }
+    let result = wait_result(gw, &p).await?;
+    Ok(Reply::after_events(result, gw.hub.published()))
+}
+
+/// The run `p` names as it stands once it ended, or when the wait's window closed (or the
+/// gateway began to stop).
+async fn wait_result(gw: &Gateway, p: &AgentWaitParams) -> Answer<AgentWaitResult> {
     let window = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS));
     let timed_out = AgentWaitResult::pending(&p.run_id, None);
     let draining = AgentWaitResult::pending(&p.run_id, Some("gateway_draining"));
-    let waited = match gw.control.wait(p.run_id.clone()).await {
-        Ok(r) => r,
-        Err(e) => return out.err(&req.id, control_error(e)).await,
-    };
+    let waited = gw
+        .control
+        .wait(p.run_id.clone())
+        .await
+        .map_err(control_error)?;
     let pending = match waited {
-        WaitReply::Done(o) => {
-            out.after_events(gw.hub.published()).await;
-            return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
-        }
+        WaitReply::Done(o) => return Ok(o.wait_result()),
         WaitReply::Pending(rx) => Some(rx),
         WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(StoredRun::Terminal { terminal, .. })) => {
-                out.after_events(gw.hub.published()).await;
-                let result = stored_wait_result(&p.run_id, &terminal);
-                return reply::<m::AgentWait>(out, &req.id, &result).await;
+                return Ok(stored_wait_result(&p.run_id, &terminal));
             }
             // Accepted here and not handed over yet (the ack goes out first): wait for it.
             Ok(Some(StoredRun::Active { .. })) if gw.backend.elsewhere().is_none() => {
-                match gw.control.wait_expected(p.run_id.clone()).await {
-                    Ok(WaitReply::Done(o)) => {
-                        out.after_events(gw.hub.published()).await;
-                        return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
-                    }
-                    Ok(WaitReply::Pending(rx)) => Some(rx),
-                    Ok(WaitReply::Unknown) => None,
-                    Err(e) => return out.err(&req.id, control_error(e)).await,
+                let expected = gw.control.wait_expected(p.run_id.clone()).await;
+                match expected.map_err(control_error)? {
+                    WaitReply::Done(o) => return Ok(o.wait_result()),
+                    WaitReply::Pending(rx) => Some(rx),
+                    WaitReply::Unknown => None,
                 }
             }
             Ok(_) => None,
             Err(e) => {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::unavailable(format!("cannot look up the run: {e}"), Some(500)),
-                    )
-                    .await;
+                let e = format!("cannot look up the run: {e}");
+                return Err(ErrorShape::unavailable(e, Some(500)));
             }
         },
     };
     // Cluster mode: a run another gateway accepted or runs.
     if let (None, Some(c)) = (&pending, gw.backend.elsewhere()) {
-        let result = tokio::select! {
+        return Ok(tokio::select! {
             r = c.wait_result(&p.run_id, window) => r.unwrap_or(timed_out),
             _ = gw.stopping.cancelled() => draining,
-        };
-        out.after_events(gw.hub.published()).await;
-        return reply::<m::AgentWait>(out, &req.id, &result).await;
+        });
     }
-    let result = match pending {
+    Ok(match pending {
         Some(rx) => tokio::select! {
             r = tokio::time::timeout(window, rx) => match r {
                 Ok(Ok(o)) => o.wait_result(),
@@ -361,9 +355,7 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
             _ = tokio::time::sleep(window) => timed_out,
             _ = gw.stopping.cancelled() => draining,
         },
-    };
-    out.after_events(gw.hub.published()).await;
-    reply::<m::AgentWait>(out, &req.id, &result).await;
+    })
 }
 
 #[cfg(test)]
