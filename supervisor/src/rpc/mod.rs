@@ -48,6 +48,7 @@ mod create;
 mod devices;
 pub(crate) mod diagnostics;
 mod directives;
+mod following;
 mod gateway_ops;
 mod patch;
 pub(crate) mod request;
@@ -63,6 +64,7 @@ use chat::*;
 use compact::*;
 use create::*;
 use devices::*;
+use following::Following;
 use gateway_ops::*;
 use patch::*;
 use resolve::*;
@@ -234,7 +236,10 @@ async fn turn_method(
         }
         Method::Agent => agent(gw, session, req, out, turn).await,
         Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
-        Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
+        Method::AgentEvents => {
+            let replay = |p| resume::agent_events(gw, session, Following::of(out), p);
+            serve::<m::AgentEvents, _>(req, out, replay).await
+        }
         Method::ChatSend => chat_send(gw, session, req, out, turn).await,
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
@@ -244,7 +249,7 @@ async fn turn_method(
         Method::ChatStartup => {
             serve::<m::ChatStartup, _>(req, out, |p| chat_history(gw, out, method, p)).await
         }
-        Method::ChatAbort => chat_abort(gw, req, out).await,
+        Method::ChatAbort => serve::<m::ChatAbort, _>(req, out, |p| chat_abort(gw, p)).await,
         Method::ChatInject => {
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
@@ -269,7 +274,9 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
         Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
         Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
-        Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
+        Method::DiagnosticsLanes => {
+            serve::<m::DiagnosticsLanes, _>(req, out, |_| diagnostics::lanes(gw)).await
+        }
         Method::QuestionList => {
             let none = || QuestionListResult {
                 questions: Vec::new(),
@@ -335,7 +342,10 @@ async fn session_method(
             serve::<m::SessionsList, _>(req, out, |p| async move { session_page(gw, &p).await })
                 .await
         }
-        Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
+        Method::SessionsSubscribe => {
+            let subscribe = |p| sessions_subscribe(gw, Following::of(out), p);
+            serve::<m::SessionsSubscribe, _>(req, out, subscribe).await
+        }
         Method::SessionsDescribe => {
             serve::<m::SessionsDescribe, _>(req, out, |p| sessions_describe(gw, p)).await
         }
@@ -354,8 +364,13 @@ async fn session_method(
         Method::SessionsCompact => {
             serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
         }
-        Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
-            session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
+        Method::SessionsMessagesSubscribe => {
+            let follow = |p| session_messages(gw, Following::of(out), method, p);
+            serve::<m::SessionsMessagesSubscribe, _>(req, out, follow).await
+        }
+        Method::SessionsMessagesUnsubscribe => {
+            let unfollow = |p| session_messages(gw, Following::of(out), method, p);
+            serve::<m::SessionsMessagesUnsubscribe, _>(req, out, unfollow).await
         }
         other => misrouted(other, req, out).await,
     }

@@ -5,7 +5,7 @@ use super::attachments::{normalize, Takes};
 use super::command_run::{command_or, Door, Sent};
 use super::*;
 use crate::backend::ClusterRunError;
-use ipc::gateway::AgentWaitParams;
+use ipc::gateway::{AgentWaitParams, ChatAbortParams};
 
 /// The checks of `agent` params beyond their types: a message with text (or attachments),
 /// an idempotency key, an extra system prompt within its cap.
@@ -258,29 +258,20 @@ pub(super) async fn chat_send(
     }
 }
 
-pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::ChatAbort>(&req, out).await else {
-        return;
-    };
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    match gw
+/// `chat.abort`: the session's runs (or the one named) end, aborted.
+pub(super) async fn chat_abort(gw: &Arc<Gateway>, p: ChatAbortParams) -> Answer<ChatAbortResult> {
+    let route = routed(gw, Method::ChatAbort, &p.session_key, p.agent_id.as_deref())?;
+    let aborted = gw
         .control
         .abort(route.session_key, p.run_id, StopReason::Rpc)
         .await
-    {
-        Ok(Ok(ids)) => {
-            let result = ChatAbortResult {
-                ok: true,
-                aborted: !ids.is_empty(),
-                run_ids: ids,
-            };
-            reply::<m::ChatAbort>(out, &req.id, &result).await
-        }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+        .map_err(control_error)?;
+    let ids = aborted.map_err(|m| ErrorShape::invalid(m.to_string()))?;
+    Ok(ChatAbortResult {
+        ok: true,
+        aborted: !ids.is_empty(),
+        run_ids: ids,
+    })
 }
 
 /// `agent.wait`: how the run stands once it ended (or once the wait's window closed),
