@@ -1,8 +1,9 @@
-//! Method handlers: one function per Gateway method, each reading its params and answering
-//! its result as the method table (`ipc::gateway::methods`) types them, on the connection's
-//! [`Out`]. This file dispatches (the scope each method needs is the table's) and holds what
-//! the handlers share; `admission.rs` admits runs, `turns.rs` the turn methods,
-//! `gateway_ops.rs` the gateway's own, the others by feature.
+//! Method handlers: one function per Gateway method, each taking its params and giving its
+//! result (or the error to answer) as the method table (`ipc::gateway::methods`) types
+//! them. This file dispatches (the scope each method needs is the table's) and holds what
+//! the handlers share; `answer.rs` is the one place answers are written to the connection's
+//! [`Out`], `admission.rs` admits runs, `turns.rs` the turn methods, `gateway_ops.rs` the
+//! gateway's own, the others by feature.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -234,13 +235,19 @@ async fn turn_method(
             let e = ErrorShape::invalid("connect is only valid as the first frame");
             refuse(out, &req.id, e).await
         }
-        Method::Agent => agent(gw, session, req, out, turn).await,
+        Method::Agent => {
+            let agent = |first, p| agent(gw, session, out, first, p, turn);
+            serve_run::<m::Agent, _>(&req, out, agent).await
+        }
         Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
         Method::AgentEvents => {
             let replay = |p| resume::agent_events(gw, session, Following::of(out), p);
             serve::<m::AgentEvents, _>(req, out, replay).await
         }
-        Method::ChatSend => chat_send(gw, session, req, out, turn).await,
+        Method::ChatSend => {
+            let send = |first, p| chat_send(gw, session, out, first, p, turn);
+            serve_run::<m::ChatSend, _>(&req, out, send).await
+        }
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
         Method::ChatHistory => {
@@ -253,7 +260,10 @@ async fn turn_method(
         Method::ChatInject => {
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
-        Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
+        Method::SessionsCreate => {
+            let create = |first, p| sessions_create(gw, first, p, turn);
+            serve_run::<m::SessionsCreate, _>(&req, out, create).await
+        }
         other => misrouted(other, req, out).await,
     }
 }
@@ -413,25 +423,9 @@ async fn approval_method(
     }
 }
 
-/// The params of method `M`, or `None` once the error saying why not is answered (for the
-/// handlers that still answer for themselves; the others get theirs from [`serve`]).
-async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
-    match answer::read_params::<M>(req).await {
-        Ok(p) => Some(p),
-        Err(e) => {
-            refuse(out, &req.id, e).await;
-            None
-        }
-    }
-}
-
 /// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
 fn routed(gw: &Gateway, method: Method, key: &str, agent_id: Option<&str>) -> Answer<Route> {
-    routed_as(gw, method.as_str(), key, agent_id)
-}
-
-/// [`routed`], for a method named `name`.
-fn routed_as(gw: &Gateway, name: &str, key: &str, agent_id: Option<&str>) -> Answer<Route> {
+    let name = method.as_str();
     let p = AgentParams {
         session_key: Some(key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
@@ -439,11 +433,6 @@ fn routed_as(gw: &Gateway, name: &str, key: &str, agent_id: Option<&str>) -> Ans
     };
     route(&p, |id| gw.config().agent(id).is_some())
         .map_err(|m| ErrorShape::invalid(format!("invalid {name} params: {m}")))
-}
-
-/// Answers method `M` with its result (its type is the method table's).
-async fn reply<M: MethodSpec>(out: &Out, id: &str, result: &M::Result) {
-    out.ok_with(id, result).await
 }
 
 fn control_error(e: ControlError) -> ErrorShape {
