@@ -153,16 +153,6 @@ impl Gateway {
         self.device_conns.devices()
     }
 
-    /// Closes every connection of `device_id` (4001 `device removed`, as OpenClaw); returns
-    /// how many.
-    pub async fn close_device(&self, device_id: &str) -> usize {
-        let outs = self.device_conns.sweep(device_id);
-        for o in &outs {
-            o.close(4001, "device removed").await;
-        }
-        outs.len()
-    }
-
     /// The gateway's own entry, then the live connections, oldest first.
     pub fn presence(&self) -> Vec<ipc::gateway::PresenceEntry> {
         let present = self.present.lock().unwrap_or_else(|p| p.into_inner());

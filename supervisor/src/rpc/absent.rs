@@ -144,7 +144,7 @@ pub(super) async fn answer(gw: &Gateway, method: Method, req: Request, out: &Out
         other => {
             tracing::error!(method = other.as_str(), "Not an absent-feature method.");
             let e = ErrorShape::invalid(format!("unknown method: {}", other.as_str()));
-            out.err(&req.id, e).await
+            refuse(out, &req.id, e).await
         }
     }
 }

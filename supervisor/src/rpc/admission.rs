@@ -367,14 +367,14 @@ pub(super) struct Plan {
     blocks: Option<ipc::blocks::BlockStreaming>,
 }
 
-/// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` and hands the
-/// run to the control actor. Shared by `agent` and `chat.send`.
-pub(super) async fn admit<A: serde::Serialize>(
+/// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` as the
+/// request's first answer and hands the run to the control actor. Shared by `agent`,
+/// `chat.send` and `sessions.create`.
+pub(super) async fn admit<M: MethodSpec>(
     gw: &Arc<Gateway>,
-    out: &Out,
-    req_id: &str,
+    first: RunAnswers<'_, M>,
     mut a: Admission,
-    ack: impl FnOnce(u64) -> A,
+    ack: impl FnOnce(u64) -> M::Result,
 ) -> Admitted {
     // Admitted after the request read before it on this connection; the next one goes when
     // this returns (dispatched, refused or answered). Planned only then: a session setting
@@ -397,9 +397,9 @@ pub(super) async fn admit<A: serde::Serialize>(
         run: submit_run(&mut a, plan, accepted_at),
     };
     if let Some(c) = gw.backend.elsewhere() {
-        return admit_in_cluster(gw, c, out, req_id, run, ack).await;
+        return admit_in_cluster(gw, c, first, run, ack).await;
     }
-    let acked = async |at| out.ok_with(req_id, &ack(at)).await;
+    let acked = async |at| first.ack(ack(at)).await;
     match local::start(&gw.db, &gw.control, run, local::Entry::Admitted, acked).await {
         Ok(Started::New(rx)) => Admitted::Started(rx),
         Ok(Started::InFlight {
@@ -588,13 +588,12 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
 /// queued for its agent's owner, which may be this gateway or another; the answer comes
 /// from the cluster's outcome record. This gateway holds the run's room in its queues until
 /// then, and the owner charges it again as it starts it (`backend::local::start`).
-async fn admit_in_cluster<A: serde::Serialize>(
+async fn admit_in_cluster<M: MethodSpec>(
     gw: &Gateway,
     c: &Arc<dyn crate::backend::ClusterBackend>,
-    out: &Out,
-    req_id: &str,
+    first: RunAnswers<'_, M>,
     run: RunStart,
-    ack: impl FnOnce(u64) -> A,
+    ack: impl FnOnce(u64) -> M::Result,
 ) -> Admitted {
     use crate::backend::Submitted;
     // A run crosses the cluster as one NATS message: attachments past what it carries are
@@ -633,7 +632,7 @@ async fn admit_in_cluster<A: serde::Serialize>(
         },
         Ok(Submitted::Finished(t)) => Admitted::Finished(t),
         Ok(Submitted::New) => {
-            out.ok_with(req_id, &ack(accepted_at)).await;
+            first.ack(ack(accepted_at)).await;
             let outcome = c.clone().outcome(run_id);
             Admitted::Elsewhere(tokio::spawn(async move {
                 let done = outcome.await;
@@ -691,24 +690,6 @@ pub(super) fn turn_params_error(
         ))
     } else {
         None
-    }
-}
-
-/// Routes `sessionKey` (+ optional `agentId`) the way `agent` does; a key that does not
-/// route is answered with `invalid <method> params: <why>` and gives `None`.
-pub(super) async fn route_key(
-    gw: &Gateway,
-    req: &Request,
-    out: &Out,
-    session_key: &str,
-    agent_id: Option<&str>,
-) -> Option<Route> {
-    match routed_as(gw, &req.method, session_key, agent_id) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            out.err(&req.id, e).await;
-            None
-        }
     }
 }
 

@@ -12,6 +12,8 @@ use ipc::gateway::{
 };
 use ipc::session_ops::{CommandOp, CommandRecord};
 
+use std::ops::ControlFlow;
+
 use super::commands::Command;
 use super::*;
 
@@ -83,23 +85,54 @@ pub(super) enum Door {
     Agent,
 }
 
+/// A method a command may come by, with the shapes of its answers.
+pub(super) trait CommandDoor: MethodSpec {
+    const DOOR: Door;
+    /// How `/stop` is answered when it is answered as `chat.abort` is (`chat.send`);
+    /// `None`: as any command's run (`agent`: a final result saying what stopped).
+    const STOPPED: Option<fn(ChatAbortResult) -> Self::Result>;
+    /// The ack of the command's run, accepted at `accepted_at`.
+    fn accepted(route: &Route, run_id: &str, accepted_at: u64) -> Self::Result;
+    /// The ack of a run its key named before (R-A3), with its `status` now.
+    fn replayed(route: &Route, run_id: &str, status: &str) -> Self::Result;
+}
+
+impl CommandDoor for m::ChatSend {
+    const DOOR: Door = Door::Chat;
+    const STOPPED: Option<fn(ChatAbortResult) -> ChatSendResult> = Some(ChatSendResult::Stopped);
+
+    fn accepted(_: &Route, run_id: &str, _: u64) -> ChatSendResult {
+        chat_ack(run_id, "started")
+    }
+
+    fn replayed(_: &Route, run_id: &str, status: &str) -> ChatSendResult {
+        chat_ack(run_id, status)
+    }
+}
+
+impl CommandDoor for m::Agent {
+    const DOOR: Door = Door::Agent;
+    const STOPPED: Option<fn(ChatAbortResult) -> AgentAck> = None;
+
+    fn accepted(route: &Route, run_id: &str, accepted_at: u64) -> AgentAck {
+        agent_ack(route, run_id, "accepted", Some(accepted_at))
+    }
+
+    fn replayed(route: &Route, run_id: &str, status: &str) -> AgentAck {
+        agent_ack(route, run_id, status, None)
+    }
+}
+
 /// A `chat.send` or `agent` request: what [`command_or`] needs of it.
 pub(super) struct Sent<'a> {
-    req: &'a Request,
     route: &'a Route,
     run_id: &'a str,
     message: &'a str,
 }
 
 impl<'a> Sent<'a> {
-    pub(super) fn new(
-        req: &'a Request,
-        route: &'a Route,
-        run_id: &'a str,
-        message: &'a str,
-    ) -> Self {
+    pub(super) fn new(route: &'a Route, run_id: &'a str, message: &'a str) -> Self {
         Sent {
-            req,
             route,
             run_id,
             message,
@@ -107,50 +140,59 @@ impl<'a> Sent<'a> {
     }
 }
 
-/// Answers the request here if its message is a slash command (`None`); else gives its
-/// place in the connection's order back, for a run.
-pub(super) async fn command_or(
-    gw: &Arc<Gateway>,
-    session: &Session,
-    out: &Out,
-    sent: Sent<'_>,
-    turn: Option<AdmissionTurn>,
-    door: Door,
-) -> Option<Option<AdmissionTurn>> {
-    // (A message with an inline directive never comes here: `turns.rs` tells it apart.)
-    let Some(command) = super::commands::parse(sent.message) else {
-        return Some(turn);
-    };
-    run_command(gw, session, out, &sent, command, turn, door).await;
-    None
+/// What [`command_or`] made of a send.
+pub(super) enum CommandOr<T> {
+    /// Not a command: its place in the connection's order, back for its run.
+    Run(Option<AdmissionTurn>),
+    /// A slash command, done: the request's last answer.
+    Answered(Answer<Last<T>>),
 }
 
-/// Answers a `chat.send` or `agent` request whose message is `command`, in its
-/// connection's order.
-async fn run_command(
+/// Runs the request's message if it is a slash command, and gives its last answer (its
+/// ack, if any, went through `first`); else gives its place in the connection's order
+/// back, for a run. `out` is the connection's share of session operations.
+pub(super) async fn command_or<D: CommandDoor>(
     gw: &Arc<Gateway>,
     session: &Session,
     out: &Out,
+    first: RunAnswers<'_, D>,
+    sent: Sent<'_>,
+    turn: Option<AdmissionTurn>,
+) -> CommandOr<D::Result> {
+    // (A message with an inline directive never comes here: `turns.rs` tells it apart.)
+    let Some(command) = super::commands::parse(sent.message) else {
+        return CommandOr::Run(turn);
+    };
+    CommandOr::Answered(run_command(gw, session, out, first, &sent, command, turn).await)
+}
+
+/// Runs a `chat.send` or `agent` request whose message is `command`, in its connection's
+/// order; its last answer.
+async fn run_command<D: CommandDoor>(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    out: &Out,
+    first: RunAnswers<'_, D>,
     sent: &Sent<'_>,
     command: Command,
     mut turn: Option<AdmissionTurn>,
-    door: Door,
-) {
-    let (req, route, run_id) = (sent.req, sent.route, sent.run_id);
+) -> Answer<Last<D::Result>> {
+    let (route, run_id) = (sent.route, sent.run_id);
     let needed = scope_of(&command);
     if !session.has_scope(needed) {
-        return out.err(&req.id, missing_scope(needed)).await;
+        return Err(missing_scope(needed));
     }
     // After the messages sent before it on this connection, before the ones after it: a
     // `/think high` then a question runs the question with the new level.
     if let Some(t) = &mut turn {
         t.wait_previous().await;
     }
-    if command == Command::Stop && door == Door::Chat {
-        return stop(gw, req, out, route.clone()).await;
+    if let (Command::Stop, Some(stopped)) = (&command, D::STOPPED) {
+        return stop(gw, route.clone(), stopped, turn).await;
     }
-    let Some(accepted_at) = accept(gw, out, sent, door).await else {
-        return;
+    let accepted_at = match accept(gw, first, sent).await {
+        ControlFlow::Continue(accepted_at) => accepted_at,
+        ControlFlow::Break(last) => return last,
     };
     let recorded_as = recorded_as(&command);
     let said = match command {
@@ -179,17 +221,25 @@ async fn run_command(
     // connection runs with.
     drop(turn);
     let terminal = answer(gw, route, run_id, accepted_at, said, ts, rows).await;
-    if door == Door::Agent {
-        out.after_events(gw.hub.published()).await;
-        final_result(out, &req.id, &terminal.final_json).await;
-    }
+    Ok(match D::DOOR {
+        // The chat `final` just published is the answer.
+        Door::Chat => Last::Acked,
+        Door::Agent => Last::Stored {
+            final_json: terminal.final_json.into(),
+            after_hub: Some(gw.hub.published()),
+        },
+    })
 }
 
-/// Records the send as a run (R-A3) and acks it as its method acks a run; gives its
-/// `acceptedAt`, or `None` when the send was answered here instead (a key used before, as
-/// its run stands; a refusal, with its error).
-async fn accept(gw: &Arc<Gateway>, out: &Out, sent: &Sent<'_>, door: Door) -> Option<u64> {
-    let (req_id, route, run_id) = (&sent.req.id, sent.route, sent.run_id);
+/// Records the send as a run (R-A3) and acks it through `first` as its method acks a run;
+/// gives its `acceptedAt`, or the send's last answer instead (a key used before, as its run
+/// stands; a refusal).
+async fn accept<D: CommandDoor>(
+    gw: &Arc<Gateway>,
+    first: RunAnswers<'_, D>,
+    sent: &Sent<'_>,
+) -> ControlFlow<Answer<Last<D::Result>>, u64> {
+    let (route, run_id) = (sent.route, sent.run_id);
     let accepted_at = now_ms();
     let accepted = gw
         .db
@@ -201,39 +251,25 @@ async fn accept(gw: &Arc<Gateway>, out: &Out, sent: &Sent<'_>, door: Door) -> Op
             request_hash: request_hash(sent.message, None, &[]),
         })
         .await;
-    match accepted {
+    let existing = match accepted {
         Err(e) => {
             let e = ErrorShape::unavailable(format!("cannot accept the run: {e}"), Some(500));
-            out.err(req_id, e).await;
-            return None;
+            return ControlFlow::Break(Err(e));
         }
-        Ok(AcceptOutcome::Conflict(why)) => {
-            out.err(req_id, conflict(run_id, &why)).await;
-            return None;
+        Ok(AcceptOutcome::Conflict(why)) => return ControlFlow::Break(Err(conflict(run_id, &why))),
+        Ok(AcceptOutcome::Existing(existing)) => existing,
+        Ok(AcceptOutcome::Inserted) => {
+            first.ack(D::accepted(route, run_id, accepted_at)).await;
+            return ControlFlow::Continue(accepted_at);
         }
-        Ok(AcceptOutcome::Existing(existing)) => {
-            match replay(&existing, door) {
-                Replay::Chat(status) => {
-                    reply::<m::ChatSend>(out, req_id, &chat_ack(run_id, status)).await
-                }
-                Replay::AgentInFlight => {
-                    let ack = agent_ack(route, run_id, "in_flight", None);
-                    reply::<m::Agent>(out, req_id, &ack).await
-                }
-                Replay::AgentFinal(final_json) => final_result(out, req_id, final_json).await,
-            }
-            return None;
-        }
-        Ok(AcceptOutcome::Inserted) => {}
-    }
-    match door {
-        Door::Chat => reply::<m::ChatSend>(out, req_id, &chat_ack(run_id, "started")).await,
-        Door::Agent => {
-            let ack = agent_ack(route, run_id, "accepted", Some(accepted_at));
-            reply::<m::Agent>(out, req_id, &ack).await
-        }
-    }
-    Some(accepted_at)
+    };
+    ControlFlow::Break(Ok(match replay(&existing, D::DOOR) {
+        Replay::Ack(status) => Last::Result(Reply::now(D::replayed(route, run_id, status))),
+        Replay::Final(final_json) => Last::Stored {
+            final_json: final_json.into(),
+            after_hub: None,
+        },
+    }))
 }
 
 /// The refusal of a send whose idempotency key named another request.
@@ -247,28 +283,23 @@ fn conflict(run_id: &str, why: &str) -> ErrorShape {
 /// shape of the method it came by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Replay<'a> {
-    /// The `chat.send` ack, with this status (`in_flight`, `ok`).
-    Chat(&'static str),
-    /// The `agent` ack `in_flight`.
-    AgentInFlight,
+    /// The method's ack, with this status (`in_flight`; `ok`: a `chat.send` run that ended).
+    Ack(&'static str),
     /// The `agent` final result, as stored.
-    AgentFinal(&'a str),
+    Final(&'a str),
 }
 
 /// How a send replays the run its key names.
 fn replay(existing: &StoredRun, door: Door) -> Replay<'_> {
     match (existing, door) {
-        (StoredRun::Active { .. }, Door::Chat) => Replay::Chat("in_flight"),
-        (StoredRun::Terminal { .. }, Door::Chat) => Replay::Chat("ok"),
-        (StoredRun::Active { .. }, Door::Agent) => Replay::AgentInFlight,
-        (StoredRun::Terminal { terminal, .. }, Door::Agent) => {
-            Replay::AgentFinal(&terminal.final_json)
-        }
+        (StoredRun::Active { .. }, Door::Chat | Door::Agent) => Replay::Ack("in_flight"),
+        (StoredRun::Terminal { .. }, Door::Chat) => Replay::Ack("ok"),
+        (StoredRun::Terminal { terminal, .. }, Door::Agent) => Replay::Final(&terminal.final_json),
     }
 }
 
-/// The `chat.send` ack of a command's run.
-fn chat_ack(run_id: &str, status: &str) -> ChatSendResult {
+/// The `chat.send` ack of a run (a command's or the model's).
+pub(super) fn chat_ack(run_id: &str, status: &str) -> ChatSendResult {
     ChatSendResult::Ack(ChatSendAck {
         run_id: run_id.to_owned(),
         status: status.into(),
@@ -306,37 +337,39 @@ fn aborted<E: std::fmt::Display>(answer: Result<Result<Vec<String>, E>, ControlE
     }
 }
 
-/// The final `agent` response from a stored result (a run's or a command's).
-pub(super) async fn final_result(out: &Out, req_id: &str, final_json: &str) {
-    match crate::outcome::StoredFinal::parse(final_json) {
-        Ok(stored) => out.res(&stored.frame(req_id)).await,
-        Err(e) => {
-            let e = ErrorShape::unavailable(format!("stored result is unreadable: {e}"), None);
-            out.err(req_id, e).await
-        }
-    }
+/// Aborts the runs of `session_key` (or the one `run_id` names) and says which ended, as
+/// `chat.abort` answers; `/stop` by `chat.send` answers the same.
+pub(super) async fn abort(
+    gw: &Gateway,
+    session_key: String,
+    run_id: Option<String>,
+    why: StopReason,
+) -> Answer<ChatAbortResult> {
+    let aborted = gw
+        .control
+        .abort(session_key, run_id, why)
+        .await
+        .map_err(control_error)?;
+    let ids = aborted.map_err(|m| ErrorShape::invalid(m.to_string()))?;
+    Ok(ChatAbortResult {
+        ok: true,
+        aborted: !ids.is_empty(),
+        run_ids: ids,
+    })
 }
 
 /// `/stop`: the session's runs end as `chat.abort` ends them, and the send is answered
-/// with what `chat.abort` answers (after the aborted runs' events, as OpenClaw).
-async fn stop(gw: &Arc<Gateway>, req: &Request, out: &Out, route: Route) {
-    match gw
-        .control
-        .abort(route.session_key, None, StopReason::Command)
-        .await
-    {
-        Ok(Ok(ids)) => {
-            out.after_events(gw.hub.published()).await;
-            let result = ChatAbortResult {
-                ok: true,
-                aborted: !ids.is_empty(),
-                run_ids: ids,
-            };
-            reply::<m::ChatSend>(out, &req.id, &ChatSendResult::Stopped(result)).await
-        }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+/// with what `chat.abort` answers (in the send's shape, `stopped`), after the aborted runs'
+/// events, as OpenClaw; the connection's next message goes after that answer.
+async fn stop<T>(
+    gw: &Gateway,
+    route: Route,
+    stopped: fn(ChatAbortResult) -> T,
+    turn: Option<AdmissionTurn>,
+) -> Answer<Last<T>> {
+    let result = abort(gw, route.session_key, None, StopReason::Command).await?;
+    let reply = Reply::after_events(stopped(result), gw.hub.published());
+    Ok(Last::Result(reply.then_next_turn(turn)))
 }
 
 /// Publishes the command's reply as its send's one chat `final` and records the send's

@@ -69,39 +69,30 @@ fn creation(
     })
 }
 
+/// `sessions.create`: creates (or adopts) the session's row and answers with it; with a
+/// first message, the answer is that turn's admission: its ack (`started`), or the row with
+/// why the turn did not start.
 pub(super) async fn sessions_create(
     gw: &Arc<Gateway>,
-    req: Request,
-    out: &Out,
+    first: RunAnswers<'_, m::SessionsCreate>,
+    p: SessionsCreateParams,
     turn: Option<AdmissionTurn>,
-) {
-    let Some(p) = params::<m::SessionsCreate>(&req, out).await else {
-        return;
-    };
-    let c = match creation(&p, || uuid::Uuid::new_v4().to_string()) {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("invalid sessions.create params: {e}");
-            return out.err(&req.id, ErrorShape::invalid(msg)).await;
-        }
-    };
-    let Some(route) = route_key(gw, &req, out, &c.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    let entry = match create_row(gw, &route, c.label).await {
-        Ok(entry) => entry,
-        Err(e) => return out.err(&req.id, e).await,
-    };
+) -> Answer<Last<SessionsCreateResult>> {
+    let c = creation(&p, || uuid::Uuid::new_v4().to_string())
+        .map_err(|e| ErrorShape::invalid(format!("invalid sessions.create params: {e}")))?;
+    let route = routed(gw, Method::SessionsCreate, &c.key, p.agent_id.as_deref())?;
+    let entry = create_row(gw, &route, c.label).await?;
     let result = created(&route, entry, resolved_model(gw, &route.agent_id));
     let Some(message) = c.first else {
-        return reply::<m::SessionsCreate>(out, &req.id, &result).await;
+        return Ok(Last::Result(Reply::now(result)));
     };
     let admission = first_turn(turn, c.run_id.clone(), route, message, p.timeout_ms);
     let started = started(&result, &c.run_id);
-    let admitted = admit(gw, out, &req.id, admission, |_| started).await;
-    if let Some(r) = after_admission(admitted, &c.run_id, result) {
-        reply::<m::SessionsCreate>(out, &req.id, &r).await
-    }
+    let admitted = admit(gw, first, admission, |_| started).await;
+    Ok(match after_admission(admitted, &c.run_id, result) {
+        Some(r) => Last::Result(Reply::now(r)),
+        None => Last::Acked,
+    })
 }
 
 /// Creates the session's index row (a key that exists is adopted: its row is kept, a new

@@ -3,8 +3,8 @@
 use super::*;
 use crate::gatewaydb::devices::{DeviceCmd, DeviceToken};
 use ipc::gateway::{
-    DevicePairListResult, DeviceTokenRevokeResult, DeviceTokenRotateParams,
-    DeviceTokenRotateResult, PairedDevice, TokenSummary,
+    DevicePairListResult, DeviceTokenRevokeParams, DeviceTokenRevokeResult,
+    DeviceTokenRotateParams, DeviceTokenRotateResult, PairedDevice, TokenSummary,
 };
 
 /// A device token operation denied, with OpenClaw's reason.
@@ -107,11 +107,11 @@ fn rotation_answer(
 }
 
 /// `device.token.revoke`: the device's token of a role stops working, and its connections
-/// close.
-pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::DeviceTokenRevoke>(&req, out).await else {
-        return;
-    };
+/// close after the answer (the caller may be that device).
+pub(super) async fn device_token_revoke(
+    gw: &Arc<Gateway>,
+    p: DeviceTokenRevokeParams,
+) -> Answer<Reply<DeviceTokenRevokeResult>> {
     let (device_id, role) = (p.device_id.clone(), p.role.clone());
     let revoked = gw
         .db
@@ -121,44 +121,35 @@ pub(super) async fn device_token_revoke(gw: &Arc<Gateway>, req: Request, out: &O
             now: now_ms(),
             reply,
         })
-        .await;
-    match revoked {
-        Ok(Some(at)) => {
-            tracing::info!(
-                device = p.device_id.as_str(),
-                role = p.role.as_str(),
-                "Device token revoked."
-            );
-            let result = DeviceTokenRevokeResult {
-                device_id: p.device_id.clone(),
-                role: p.role,
-                revoked_at_ms: at,
-            };
-            reply::<m::DeviceTokenRevoke>(out, &req.id, &result).await;
-            // After the answer: the caller may be that device.
-            gw.close_device(&p.device_id).await;
-        }
-        Ok(None) => {
-            out.err(&req.id, denied("revocation", "unknown-device-or-role"))
-                .await
-        }
-        Err(e) => out.err(&req.id, db_error(e)).await,
-    }
+        .await
+        .map_err(db_error)?;
+    let Some(at) = revoked else {
+        return Err(denied("revocation", "unknown-device-or-role"));
+    };
+    tracing::info!(
+        device = p.device_id.as_str(),
+        role = p.role.as_str(),
+        "Device token revoked."
+    );
+    // Swept once the revoke is committed (see `crate::device_conns`).
+    let closing = gw.device_conns.sweep(&p.device_id);
+    let result = DeviceTokenRevokeResult {
+        device_id: p.device_id,
+        role: p.role,
+        revoked_at_ms: at,
+    };
+    Ok(Reply::now(result).then_close_device(closing))
 }
 
 /// `device.token.rotate`: a new token for a device's role (the old one stops working),
-/// and the device's connections close.
+/// and the device's connections close after the answer.
 pub(super) async fn device_token_rotate(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: Request,
-    out: &Out,
-) {
-    let Some(p) = params::<m::DeviceTokenRotate>(&req, out).await else {
-        return;
-    };
+    p: DeviceTokenRotateParams,
+) -> Answer<Reply<DeviceTokenRotateResult>> {
     if let Some(refused) = rotation_refusal(&session.scopes, p.scopes.as_deref()) {
-        return out.err(&req.id, refused).await;
+        return Err(refused);
     }
     let (device_id, role, scopes) = (p.device_id.clone(), p.role.clone(), p.scopes.clone());
     let generation = crate::gatewaydb::devices::generation(&gw.config());
@@ -172,25 +163,20 @@ pub(super) async fn device_token_rotate(
             now: now_ms(),
             reply,
         })
-        .await;
-    match rotated {
-        Ok(Some((token, scopes, at))) => {
-            tracing::info!(
-                device = p.device_id.as_str(),
-                role = p.role.as_str(),
-                "Device token rotated."
-            );
-            let own = session.device_id.as_deref() == Some(p.device_id.as_str());
-            let result = rotation_answer(&p, own, token, scopes, at);
-            reply::<m::DeviceTokenRotate>(out, &req.id, &result).await;
-            gw.close_device(&p.device_id).await;
-        }
-        Ok(None) => {
-            out.err(&req.id, denied("rotation", "unknown-device-or-role"))
-                .await
-        }
-        Err(e) => out.err(&req.id, db_error(e)).await,
-    }
+        .await
+        .map_err(db_error)?;
+    let Some((token, scopes, at)) = rotated else {
+        return Err(denied("rotation", "unknown-device-or-role"));
+    };
+    tracing::info!(
+        device = p.device_id.as_str(),
+        role = p.role.as_str(),
+        "Device token rotated."
+    );
+    let own = session.device_id.as_deref() == Some(p.device_id.as_str());
+    let result = rotation_answer(&p, own, token, scopes, at);
+    let closing = gw.device_conns.sweep(&p.device_id);
+    Ok(Reply::now(result).then_close_device(closing))
 }
 
 #[cfg(test)]

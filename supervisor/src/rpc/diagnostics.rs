@@ -7,14 +7,6 @@ use ipc::diagnostics::LaneView;
 use ipc::gateway::{CommandLane, DiagnosticsLanes, DynamicLanes, SessionLane};
 use ipc::session_ops::LanesOp;
 
-/// `diagnostics.lanes`.
-pub(super) async fn diagnostics_lanes(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    match lanes(gw).await {
-        Ok(result) => reply::<m::DiagnosticsLanes>(out, &req.id, &result).await,
-        Err(e) => out.err(&req.id, e).await,
-    }
-}
-
 /// One worker's status and, if it runs, its lanes (queued, active).
 type WorkerLanes = (
     ipc::gateway::WorkerStatus,
@@ -56,7 +48,8 @@ fn has_lanes(state: &str) -> bool {
     state == "ready" || state == "draining"
 }
 
-/// The lanes of every running worker (also `loopgate status`'s diagnostics).
+/// `diagnostics.lanes`: the lanes of every running worker (also `loopgate status`'s
+/// diagnostics).
 pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorShape> {
     let workers = worker_lanes(gw).await?;
     let config = gw.config();

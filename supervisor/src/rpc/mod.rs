@@ -1,8 +1,9 @@
-//! Method handlers: one function per Gateway method, each reading its params and answering
-//! its result as the method table (`ipc::gateway::methods`) types them, on the connection's
-//! [`Out`]. This file dispatches (the scope each method needs is the table's) and holds what
-//! the handlers share; `admission.rs` admits runs, `turns.rs` the turn methods,
-//! `gateway_ops.rs` the gateway's own, the others by feature.
+//! Method handlers: one function per Gateway method, each taking its params and giving its
+//! result (or the error to answer) as the method table (`ipc::gateway::methods`) types
+//! them. This file dispatches (the scope each method needs is the table's) and holds what
+//! the handlers share; `answer.rs` is the one place answers are written to the connection's
+//! [`Out`], `admission.rs` admits runs, `turns.rs` the turn methods, `gateway_ops.rs` the
+//! gateway's own, the others by feature.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::outcome::{stored_wait_result, Outcome};
 
 mod absent;
 mod admission;
+mod answer;
 mod approvals;
 mod attachments;
 mod chat;
@@ -48,6 +50,7 @@ mod create;
 mod devices;
 pub(crate) mod diagnostics;
 mod directives;
+mod following;
 mod gateway_ops;
 mod patch;
 pub(crate) mod request;
@@ -58,10 +61,12 @@ mod thinking;
 mod turns;
 
 use admission::*;
+use answer::*;
 use chat::*;
 use compact::*;
 use create::*;
 use devices::*;
+use following::Following;
 use gateway_ops::*;
 use patch::*;
 use resolve::*;
@@ -206,7 +211,7 @@ pub async fn handle(
 ) {
     let method = match callable(&req.method, &session.scopes) {
         Ok(method) => method,
-        Err(error) => return out.err(&req.id, error).await,
+        Err(error) => return refuse(out, &req.id, error).await,
     };
     match group(method) {
         Group::Turn => turn_method(gw, session, method, req, out, turn).await,
@@ -228,16 +233,22 @@ async fn turn_method(
 ) {
     match method {
         Method::Connect => {
-            out.err(
-                &req.id,
-                ErrorShape::invalid("connect is only valid as the first frame"),
-            )
-            .await
+            let e = ErrorShape::invalid("connect is only valid as the first frame");
+            refuse(out, &req.id, e).await
         }
-        Method::Agent => agent(gw, session, req, out, turn).await,
-        Method::AgentWait => agent_wait(gw, req, out).await,
-        Method::AgentEvents => resume::agent_events(gw, session, req, out).await,
-        Method::ChatSend => chat_send(gw, session, req, out, turn).await,
+        Method::Agent => {
+            let agent = |first, p| agent(gw, session, out, first, p, turn);
+            serve_run::<m::Agent, _>(&req, out, agent).await
+        }
+        Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
+        Method::AgentEvents => {
+            let replay = |p| resume::agent_events(gw, session, Following::of(out), p);
+            serve::<m::AgentEvents, _>(req, out, replay).await
+        }
+        Method::ChatSend => {
+            let send = |first, p| chat_send(gw, session, out, first, p, turn);
+            serve_run::<m::ChatSend, _>(&req, out, send).await
+        }
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
         Method::ChatHistory => {
@@ -246,11 +257,14 @@ async fn turn_method(
         Method::ChatStartup => {
             serve::<m::ChatStartup, _>(req, out, |p| chat_history(gw, out, method, p)).await
         }
-        Method::ChatAbort => chat_abort(gw, req, out).await,
+        Method::ChatAbort => serve::<m::ChatAbort, _>(req, out, |p| chat_abort(gw, p)).await,
         Method::ChatInject => {
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
-        Method::SessionsCreate => sessions_create(gw, req, out, turn).await,
+        Method::SessionsCreate => {
+            let create = |first, p| sessions_create(gw, first, p, turn);
+            serve_run::<m::SessionsCreate, _>(&req, out, create).await
+        }
         other => misrouted(other, req, out).await,
     }
 }
@@ -262,7 +276,7 @@ async fn misrouted(method: Method, req: Request, out: &Out) {
         "A method reached the wrong group."
     );
     let e = ErrorShape::invalid(format!("unknown method: {}", method.as_str()));
-    out.err(&req.id, e).await
+    refuse(out, &req.id, e).await
 }
 
 /// The gateway's own methods and its catalog's.
@@ -271,7 +285,9 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
         Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
         Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
-        Method::DiagnosticsLanes => diagnostics::diagnostics_lanes(gw, req, out).await,
+        Method::DiagnosticsLanes => {
+            serve::<m::DiagnosticsLanes, _>(req, out, |_| diagnostics::lanes(gw)).await
+        }
         Method::QuestionList => {
             let none = || QuestionListResult {
                 questions: Vec::new(),
@@ -337,7 +353,10 @@ async fn session_method(
             serve::<m::SessionsList, _>(req, out, |p| async move { session_page(gw, &p).await })
                 .await
         }
-        Method::SessionsSubscribe => sessions_subscribe(gw, req, out).await,
+        Method::SessionsSubscribe => {
+            let subscribe = |p| sessions_subscribe(gw, Following::of(out), p);
+            serve::<m::SessionsSubscribe, _>(req, out, subscribe).await
+        }
         Method::SessionsDescribe => {
             serve::<m::SessionsDescribe, _>(req, out, |p| sessions_describe(gw, p)).await
         }
@@ -356,8 +375,13 @@ async fn session_method(
         Method::SessionsCompact => {
             serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
         }
-        Method::SessionsMessagesSubscribe | Method::SessionsMessagesUnsubscribe => {
-            session_messages(gw, req, out, method == Method::SessionsMessagesSubscribe).await
+        Method::SessionsMessagesSubscribe => {
+            let follow = |p| session_messages(gw, Following::of(out), method, p);
+            serve::<m::SessionsMessagesSubscribe, _>(req, out, follow).await
+        }
+        Method::SessionsMessagesUnsubscribe => {
+            let unfollow = |p| session_messages(gw, Following::of(out), method, p);
+            serve::<m::SessionsMessagesUnsubscribe, _>(req, out, unfollow).await
         }
         other => misrouted(other, req, out).await,
     }
@@ -389,71 +413,20 @@ async fn approval_method(
         Method::DevicePairList => {
             serve::<m::DevicePairList, _>(req, out, |_| device_pair_list(gw)).await
         }
-        Method::DeviceTokenRotate => device_token_rotate(gw, session, req, out).await,
-        Method::DeviceTokenRevoke => device_token_revoke(gw, req, out).await,
-        other => misrouted(other, req, out).await,
-    }
-}
-
-/// Parses the params of method `M` (their type is the method table's) straight from the
-/// frame's text, answering `invalid <method> params: ...` on failure. A large frame is
-/// parsed on the blocking pool, off the threads that serve other connections; either way the
-/// request's share of the parse budgets is given back once its params are read.
-async fn params<M: MethodSpec>(req: &Request, out: &Out) -> Option<M::Params> {
-    let raw = req.params.clone();
-    let parsed = if raw
-        .as_ref()
-        .is_some_and(|r| r.get().len() > request::INLINE_PARSE_BYTES)
-    {
-        crate::connection::budget::off_thread(move || {
-            ipc::gateway::parse_params::<M::Params>(raw.as_deref())
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("the parse did not finish: {e}")))
-    } else {
-        ipc::gateway::parse_params::<M::Params>(raw.as_deref())
-    };
-    req.parsed();
-    match parsed {
-        Ok(p) => Some(p),
-        Err(e) => {
-            out.err(
-                &req.id,
-                ErrorShape::invalid(format!("invalid {} params: {e}", req.method)),
-            )
-            .await;
-            None
+        Method::DeviceTokenRotate => {
+            let rotate = |p| device_token_rotate(gw, session, p);
+            serve_reply::<m::DeviceTokenRotate>(req, out, rotate).await
         }
-    }
-}
-
-/// What a method's handler gives: its result, or the error to answer.
-type Answer<T> = Result<T, ErrorShape>;
-
-/// Serves method `M` with `handler`, which takes its params and gives its result or the
-/// error to answer: the params are parsed once (their type is the table's), and the
-/// answer is written here, once. Handlers of this shape answer nothing on the connection
-/// themselves (the methods that answer twice, or wait for events first, still do).
-async fn serve<M: MethodSpec, Fut>(req: Request, out: &Out, handler: impl FnOnce(M::Params) -> Fut)
-where
-    Fut: std::future::Future<Output = Answer<M::Result>>,
-{
-    let Some(p) = params::<M>(&req, out).await else {
-        return;
-    };
-    match handler(p).await {
-        Ok(result) => reply::<M>(out, &req.id, &result).await,
-        Err(error) => out.err(&req.id, error).await,
+        Method::DeviceTokenRevoke => {
+            serve_reply::<m::DeviceTokenRevoke>(req, out, |p| device_token_revoke(gw, p)).await
+        }
+        other => misrouted(other, req, out).await,
     }
 }
 
 /// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
 fn routed(gw: &Gateway, method: Method, key: &str, agent_id: Option<&str>) -> Answer<Route> {
-    routed_as(gw, method.as_str(), key, agent_id)
-}
-
-/// [`routed`], for a method named `name`.
-fn routed_as(gw: &Gateway, name: &str, key: &str, agent_id: Option<&str>) -> Answer<Route> {
+    let name = method.as_str();
     let p = AgentParams {
         session_key: Some(key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
@@ -461,11 +434,6 @@ fn routed_as(gw: &Gateway, name: &str, key: &str, agent_id: Option<&str>) -> Ans
     };
     route(&p, |id| gw.config().agent(id).is_some())
         .map_err(|m| ErrorShape::invalid(format!("invalid {name} params: {m}")))
-}
-
-/// Answers method `M` with its result (its type is the method table's).
-async fn reply<M: MethodSpec>(out: &Out, id: &str, result: &M::Result) {
-    out.ok_with(id, result).await
 }
 
 fn control_error(e: ControlError) -> ErrorShape {

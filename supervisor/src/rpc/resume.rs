@@ -5,7 +5,7 @@
 //! buffer the answer says `truncated` (and `chat.history` has what the run recorded).
 
 use super::*;
-use ipc::gateway::{AgentEventsResult, ReplayedEvent};
+use ipc::gateway::{AgentEventsParams, AgentEventsResult, ReplayedEvent};
 
 /// Whether this connection would have got an event live: the capability it needs, if
 /// any, is among `caps`, and a session-scoped connection follows its run's session.
@@ -30,34 +30,24 @@ fn unbuffered(stored: &StoredRun) -> (bool, bool) {
 }
 
 /// `agent.events`: a run's buffered events after `afterSeq`, up to where this
-/// connection's live stream starts.
-pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Request, out: &Out) {
-    let Some(p) = params::<m::AgentEvents>(&req, out).await else {
-        return;
-    };
+/// connection's live stream starts, as this connection would have got them live.
+pub(super) async fn agent_events(
+    gw: &Arc<Gateway>,
+    session: &Session,
+    following: Following<'_>,
+    p: AgentEventsParams,
+) -> Answer<AgentEventsResult> {
     if p.run_id.is_empty() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(
-                    "invalid agent.events params: runId must be a non-empty string",
-                ),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid agent.events params: runId must be a non-empty string",
+        ));
     }
     let after = p.after_seq.unwrap_or(0);
-    let upto = out.hub_start.load(Ordering::Relaxed);
-    let replay = gw.hub.replay(&p.run_id, after, upto);
+    let replay = gw.hub.replay(&p.run_id, after, following.live_from());
     let scoped = session
         .caps
         .iter()
         .any(|c| c == ipc::gateway::SESSION_SCOPED_EVENTS_CAP);
-    let follows = |key: &str| {
-        out.message_keys
-            .lock()
-            .map(|k| k.contains(key))
-            .unwrap_or(false)
-    };
     // What this connection would have got live (tool events need their capability).
     let events: Vec<ReplayedEvent> = replay
         .events
@@ -68,7 +58,7 @@ pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Requ
                 ev.run_session.as_deref(),
                 &session.caps,
                 scoped,
-                follows,
+                |key| following.follows(key),
             )
         })
         .filter_map(|ev| {
@@ -87,31 +77,22 @@ pub(super) async fn agent_events(gw: &Arc<Gateway>, session: &Session, req: Requ
         match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(stored)) => unbuffered(&stored),
             Ok(None) => {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::invalid(format!("unknown run id {:?}", p.run_id)),
-                    )
-                    .await
+                let e = format!("unknown run id {:?}", p.run_id);
+                return Err(ErrorShape::invalid(e));
             }
             Err(e) => {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::unavailable(format!("cannot look up the run: {e}"), Some(500)),
-                    )
-                    .await
+                let e = format!("cannot look up the run: {e}");
+                return Err(ErrorShape::unavailable(e, Some(500)));
             }
         }
     };
-    let result = AgentEventsResult {
+    Ok(AgentEventsResult {
         run_id: p.run_id,
         events,
         truncated,
         first_seq: replay.first_seq,
         ended,
-    };
-    reply::<m::AgentEvents>(out, &req.id, &result).await;
+    })
 }
 
 #[cfg(test)]

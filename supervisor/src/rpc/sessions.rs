@@ -5,8 +5,8 @@
 use super::*;
 use ipc::control::ResetReason;
 use ipc::gateway::{
-    Ignored, ResetEntry, SessionDeleted, SessionsDeleteParams, SessionsDescribeParams,
-    SessionsPreviewParams, SessionsResetParams,
+    Ignored, ResetEntry, SessionDeleted, SessionMessagesParams, SessionsDeleteParams,
+    SessionsDescribeParams, SessionsPreviewParams, SessionsResetParams,
 };
 use ipc::session_ops::{DeleteOp, HistoryOp, ResetOp, ResetReply};
 
@@ -213,44 +213,20 @@ pub(super) async fn session_info_of(
     })
 }
 
-/// Sessions one connection may follow with `sessions.messages.subscribe`.
-const MAX_MESSAGE_SUBSCRIPTIONS: usize = 1024;
-
-/// `sessions.messages.subscribe` / `unsubscribe`: a follower gets the session's
+/// `sessions.messages.subscribe` / `unsubscribe` (`method`): a follower gets the session's
 /// `session.message` events (every connection gets all sessions' `agent` and `chat` events
 /// anyway: loopgate does not offer `session-scoped-events`).
-pub(super) async fn session_messages(gw: &Arc<Gateway>, req: Request, out: &Out, subscribe: bool) {
-    let Some(p) = params::<m::SessionsMessagesSubscribe>(&req, out).await else {
-        return;
-    };
-    let Some(route) = route_key(gw, &req, out, &p.key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    let full = {
-        let mut keys = out.message_keys.lock().unwrap_or_else(|e| e.into_inner());
-        if !subscribe {
-            keys.remove(&route.session_key);
-            false
-        } else if keys.len() >= MAX_MESSAGE_SUBSCRIPTIONS && !keys.contains(&route.session_key) {
-            true
-        } else {
-            keys.insert(route.session_key.clone());
-            false
-        }
-    };
-    if full {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid(format!(
-                    "a connection may follow at most {MAX_MESSAGE_SUBSCRIPTIONS} sessions"
-                )),
-            )
-            .await;
-    }
-    if subscribe {
-        out.watch_sessions(&gw.hub);
-    }
+pub(super) async fn session_messages(
+    gw: &Arc<Gateway>,
+    following: Following<'_>,
+    method: Method,
+    p: SessionMessagesParams,
+) -> Answer<SessionMessagesResult> {
+    let subscribe = method == Method::SessionsMessagesSubscribe;
+    let route = routed(gw, method, &p.key, p.agent_id.as_deref())?;
+    following
+        .set_messages(&gw.hub, &route.session_key, subscribe)
+        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let approval_replay =
         (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
             session_key: route.session_key.clone(),
@@ -258,12 +234,11 @@ pub(super) async fn session_messages(gw: &Arc<Gateway>, req: Request, out: &Out,
             approvals: Vec::new(),
             truncated: false,
         });
-    let result = SessionMessagesResult {
+    Ok(SessionMessagesResult {
         subscribed: subscribe,
         key: route.session_key,
         approval_replay,
-    };
-    reply::<m::SessionsMessagesSubscribe>(out, &req.id, &result).await;
+    })
 }
 
 /// `sessions.describe`: one session's row, `null` when there is no such session.
@@ -373,29 +348,21 @@ pub(super) fn preview_text(message: &Value, max: usize) -> String {
 /// `sessions.subscribe`: this connection gets `sessions.changed` events from now until it
 /// closes. Takes `sessions.list`'s params, as OpenClaw; with any of them set, the answer also
 /// holds that list.
-pub(super) async fn sessions_subscribe(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::SessionsSubscribe>(&req, out).await else {
-        return;
+pub(super) async fn sessions_subscribe(
+    gw: &Arc<Gateway>,
+    following: Following<'_>,
+    p: SessionsListParams,
+) -> Answer<SessionsSubscribeResult> {
+    following.subscribe_sessions(&gw.hub);
+    let list = if p == SessionsListParams::default() {
+        None
+    } else {
+        Some(session_page(gw, &p).await?)
     };
-    out.sessions_subscribed.store(true, Ordering::Relaxed);
-    out.watch_sessions(&gw.hub);
-    if p == SessionsListParams::default() {
-        let result = SessionsSubscribeResult {
-            subscribed: true,
-            list: None,
-        };
-        return reply::<m::SessionsSubscribe>(out, &req.id, &result).await;
-    }
-    match session_page(gw, &p).await {
-        Ok(list) => {
-            let result = SessionsSubscribeResult {
-                subscribed: true,
-                list: Some(list),
-            };
-            reply::<m::SessionsSubscribe>(out, &req.id, &result).await
-        }
-        Err(e) => out.err(&req.id, e).await,
-    }
+    Ok(SessionsSubscribeResult {
+        subscribed: true,
+        list,
+    })
 }
 
 /// The reason a `sessions.reset` names (`reset` unless said); `None` for another word.

@@ -2,9 +2,10 @@
 //! `chat.send`, `chat.abort` and `agent.wait`.
 
 use super::attachments::{normalize, Takes};
-use super::command_run::{command_or, Door, Sent};
+use super::command_run::{abort, chat_ack, command_or, CommandOr, Sent};
 use super::*;
 use crate::backend::ClusterRunError;
+use ipc::gateway::{AgentWaitParams, ChatAbortParams, ChatSendParams};
 
 /// The checks of `agent` params beyond their types: a message with text (or attachments),
 /// an idempotency key, an extra system prompt within its cap.
@@ -26,40 +27,35 @@ fn agent_params_error(p: &ipc::gateway::AgentParams, attached: bool) -> Option<S
     })
 }
 
+/// `agent`: acknowledged `accepted` once its run is admitted, then answered with the run's
+/// final result (a command, a key used before or a refusal is answered once). `out` is the
+/// connection's share of session operations, for a command.
 pub(super) async fn agent(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: Request,
     out: &Out,
+    first: RunAnswers<'_, m::Agent>,
+    mut p: AgentParams,
     turn: Option<AdmissionTurn>,
-) {
-    let Some(mut p) = params::<m::Agent>(&req, out).await else {
-        return;
-    };
-    let attachments = match checked_agent_params(session, &mut p) {
-        Ok(a) => a,
-        Err(refused) => return out.err(&req.id, refused).await,
-    };
+) -> Answer<Last<AgentAck>> {
+    let attachments = checked_agent_params(session, &mut p)?;
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
     let routed = match session_id_only(&p) {
         Some(id) => resolve_session_id(gw, id, p.agent_id.as_deref()).await,
         None => route(&p, |id| gw.config().agent(id).is_some()),
     };
-    let route = match routed {
-        Ok(r) => r,
-        Err(m) => return out.err(&req.id, invalid(m.to_string())).await,
-    };
+    let route = routed.map_err(|m| invalid(m.to_string()))?;
     let run_id = p.idempotency_key.clone();
     // `/think high what is ...`: a message with an inline directive, not a command.
     let inline = super::directives::inline(&p.message);
     // `openclaw agent --message /new`: a command, as on `chat.send` (a message with
     // attachments is content for the model).
     let turn = if attachments.is_empty() && inline.is_none() {
-        let sent = Sent::new(&req, &route, &run_id, &p.message);
-        let Some(turn) = command_or(gw, session, out, sent, turn, Door::Agent).await else {
-            return;
-        };
-        turn
+        let sent = Sent::new(&route, &run_id, &p.message);
+        match command_or(gw, session, out, first, sent, turn).await {
+            CommandOr::Run(turn) => turn,
+            CommandOr::Answered(last) => return last,
+        }
     } else {
         turn
     };
@@ -93,8 +89,8 @@ pub(super) async fn agent(
         status: "accepted".into(),
         accepted_at: Some(accepted_at),
     };
-    let admitted = admit(gw, out, &req.id, admission, ack).await;
-    answer_agent(gw, out, &req.id, &run_id, admitted).await
+    let admitted = admit(gw, first, admission, ack).await;
+    agent_last(gw, &run_id, admitted).await
 }
 
 /// `agent`'s attachments, decoded and checked, once the caller may pick the run's model
@@ -119,12 +115,14 @@ fn checked_agent_params(
     Ok(attachments)
 }
 
-/// `agent`'s second answer (the first, `accepted`, went with admission): the run's final
-/// result once it ended, here or (cluster mode) wherever it ran; a replay's stored one; or
-/// why there is none.
-async fn answer_agent(gw: &Gateway, out: &Out, req_id: &str, run_id: &str, admitted: Admitted) {
-    match admitted {
-        Admitted::Refused(e) => out.err(req_id, e).await,
+/// `agent`'s last answer (the first, `accepted`, went with admission): the run's final
+/// result once it ended, here or (cluster mode) wherever it ran, after the events published
+/// by then (its terminal ones among them); a replay's stored one; or why there is none.
+async fn agent_last(gw: &Gateway, run_id: &str, admitted: Admitted) -> Answer<Last<AgentAck>> {
+    let stopped =
+        || ErrorShape::unavailable("the gateway stopped before the run finished", Some(1000));
+    let final_json: Arc<str> = match admitted {
+        Admitted::Refused(e) => return Err(e),
         Admitted::InFlight {
             agent_id,
             session_key,
@@ -136,62 +134,41 @@ async fn answer_agent(gw: &Gateway, out: &Out, req_id: &str, run_id: &str, admit
                 status: "in_flight".into(),
                 accepted_at: None,
             };
-            reply::<m::Agent>(out, req_id, &ack).await;
+            return Ok(Last::Result(Reply::now(ack)));
         }
         // A replay sends the stored bytes of the final result as they are.
-        Admitted::Finished(terminal) => final_frame(gw, out, req_id, &terminal.final_json).await,
-        Admitted::Started(rx) => match rx.await {
-            // The run's terminal events were published before its waiters were answered.
-            Ok(outcome) => final_frame(gw, out, req_id, &outcome.final_json).await,
-            Err(_) => {
-                out.err(
-                    req_id,
-                    ErrorShape::unavailable(
-                        "the gateway stopped before the run finished",
-                        Some(1000),
-                    ),
-                )
-                .await;
-            }
-        },
+        Admitted::Finished(terminal) => terminal.final_json.into(),
+        // The run's terminal events were published before its waiters were answered.
+        Admitted::Started(rx) => rx.await.map_err(|_| stopped())?.final_json.clone(),
         // Cluster mode: the outcome another gateway (or this one, as the owner) recorded.
         Admitted::Elsewhere(waiting) => {
             let done = tokio::select! {
                 r = waiting => r.map_err(|e| ClusterRunError::Waiting(e.to_string())).and_then(|r| r),
                 _ = gw.stopping.cancelled() => Err(ClusterRunError::Stopped),
             };
-            match done {
-                Ok(t) => final_frame(gw, out, req_id, &t.final_json).await,
-                Err(why) => {
-                    out.err(req_id, ErrorShape::unavailable(why.to_string(), Some(1000)))
-                        .await
-                }
-            }
+            let done = done.map_err(|why| ErrorShape::unavailable(why.to_string(), Some(1000)))?;
+            done.final_json.into()
         }
-    }
+    };
+    Ok(Last::Stored {
+        final_json,
+        after_hub: Some(gw.hub.published()),
+    })
 }
 
-/// The final `agent` response from a stored result, after the events published so far
-/// (the run's terminal ones among them).
-async fn final_frame(gw: &Gateway, out: &Out, req_id: &str, final_json: &str) {
-    out.after_events(gw.hub.published()).await;
-    super::command_run::final_result(out, req_id, final_json).await
-}
-
+/// `chat.send`: acknowledged `started` once its run is admitted (its progress and outcome
+/// follow as `chat` / `agent` events); a command, a key used before or a refusal is answered
+/// as its own. `out` is the connection's share of session operations, for a command.
 pub(super) async fn chat_send(
     gw: &Arc<Gateway>,
     session: &Session,
-    req: Request,
     out: &Out,
+    first: RunAnswers<'_, m::ChatSend>,
+    mut p: ChatSendParams,
     turn: Option<AdmissionTurn>,
-) {
-    let Some(mut p) = params::<m::ChatSend>(&req, out).await else {
-        return;
-    };
-    let attachments = match normalize(p.attachments.take(), Takes::Anything) {
-        Ok(a) => a,
-        Err(m) => return out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
-    };
+) -> Answer<Last<ChatSendResult>> {
+    let attachments = normalize(p.attachments.take(), Takes::Anything)
+        .map_err(|m| ErrorShape::invalid(m.to_string()))?;
     let invalid = |m: String| ErrorShape::invalid(format!("invalid chat.send params: {m}"));
     if let Some(m) = turn_params_error(
         &p.message,
@@ -199,11 +176,9 @@ pub(super) async fn chat_send(
         "message or attachment required",
         !attachments.is_empty(),
     ) {
-        return out.err(&req.id, invalid(m)).await;
+        return Err(invalid(m));
     }
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
+    let route = routed(gw, Method::ChatSend, &p.session_key, p.agent_id.as_deref())?;
     let run_id = p.idempotency_key.clone();
     let interpret = p.suppress_command_interpretation != Some(true);
     // `/think high what is ...`: a message with an inline directive, not a command.
@@ -213,11 +188,11 @@ pub(super) async fn chat_send(
     let turn = if !interpret || !attachments.is_empty() || inline.is_some() {
         turn
     } else {
-        let sent = Sent::new(&req, &route, &run_id, &p.message);
-        let Some(turn) = command_or(gw, session, out, sent, turn, Door::Chat).await else {
-            return;
-        };
-        turn
+        let sent = Sent::new(&route, &run_id, &p.message);
+        match command_or(gw, session, out, first, sent, turn).await {
+            CommandOr::Run(turn) => turn,
+            CommandOr::Answered(last) => return last,
+        }
     };
     // The directive's level for this message only, the rest for the model.
     let mut inline_verbose = None;
@@ -242,110 +217,86 @@ pub(super) async fn chat_send(
         verbose: inline_verbose,
         block_streaming: Some(false),
     };
-    let ack = |status: &str| {
-        ChatSendResult::Ack(ChatSendAck {
-            run_id: run_id.clone(),
-            status: status.into(),
-        })
-    };
-    match admit(gw, out, &req.id, admission, |_| ack("started")).await {
-        Admitted::Refused(e) => out.err(&req.id, e).await,
-        Admitted::InFlight { .. } => reply::<m::ChatSend>(out, &req.id, &ack("in_flight")).await,
-        Admitted::Finished(_) => reply::<m::ChatSend>(out, &req.id, &ack("ok")).await,
-        // Progress and the outcome arrive as `chat` / `agent` events (and `agent.wait`).
-        Admitted::Started(_) | Admitted::Elsewhere(_) => {}
-    }
+    let admitted = admit(gw, first, admission, |_| chat_ack(&run_id, "started")).await;
+    chat_send_last(&run_id, admitted)
 }
 
-pub(super) async fn chat_abort(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::ChatAbort>(&req, out).await else {
-        return;
+/// `chat.send`'s answer after admission, unless the ack `started` was it (progress and
+/// the outcome arrive as `chat` / `agent` events, and `agent.wait`): the run of a key used
+/// before as it stands, or the refusal.
+fn chat_send_last(run_id: &str, admitted: Admitted) -> Answer<Last<ChatSendResult>> {
+    let status = match admitted {
+        Admitted::Refused(e) => return Err(e),
+        Admitted::InFlight { .. } => "in_flight",
+        Admitted::Finished(_) => "ok",
+        Admitted::Started(_) | Admitted::Elsewhere(_) => return Ok(Last::Acked),
     };
-    let Some(route) = route_key(gw, &req, out, &p.session_key, p.agent_id.as_deref()).await else {
-        return;
-    };
-    match gw
-        .control
-        .abort(route.session_key, p.run_id, StopReason::Rpc)
-        .await
-    {
-        Ok(Ok(ids)) => {
-            let result = ChatAbortResult {
-                ok: true,
-                aborted: !ids.is_empty(),
-                run_ids: ids,
-            };
-            reply::<m::ChatAbort>(out, &req.id, &result).await
-        }
-        Ok(Err(m)) => out.err(&req.id, ErrorShape::invalid(m.to_string())).await,
-        Err(e) => out.err(&req.id, control_error(e)).await,
-    }
+    Ok(Last::Result(Reply::now(chat_ack(run_id, status))))
 }
 
-pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
-    let Some(p) = params::<m::AgentWait>(&req, out).await else {
-        return;
-    };
+/// `chat.abort`: the session's runs (or the one named) end, aborted.
+pub(super) async fn chat_abort(gw: &Arc<Gateway>, p: ChatAbortParams) -> Answer<ChatAbortResult> {
+    let route = routed(gw, Method::ChatAbort, &p.session_key, p.agent_id.as_deref())?;
+    abort(gw, route.session_key, p.run_id, StopReason::Rpc).await
+}
+
+/// `agent.wait`: how the run stands once it ended (or once the wait's window closed),
+/// answered after the events published by then, so its terminal events come first.
+pub(super) async fn agent_wait(
+    gw: &Arc<Gateway>,
+    p: AgentWaitParams,
+) -> Answer<Reply<AgentWaitResult>> {
     if p.run_id.is_empty() {
-        return out
-            .err(
-                &req.id,
-                ErrorShape::invalid("invalid agent.wait params: runId must be a non-empty string"),
-            )
-            .await;
+        return Err(ErrorShape::invalid(
+            "invalid agent.wait params: runId must be a non-empty string",
+        ));
     }
+    let result = wait_result(gw, &p).await?;
+    Ok(Reply::after_events(result, gw.hub.published()))
+}
+
+/// The run `p` names as it stands once it ended, or when the wait's window closed (or the
+/// gateway began to stop).
+async fn wait_result(gw: &Gateway, p: &AgentWaitParams) -> Answer<AgentWaitResult> {
     let window = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_TIMEOUT_MS));
     let timed_out = AgentWaitResult::pending(&p.run_id, None);
     let draining = AgentWaitResult::pending(&p.run_id, Some("gateway_draining"));
-    let waited = match gw.control.wait(p.run_id.clone()).await {
-        Ok(r) => r,
-        Err(e) => return out.err(&req.id, control_error(e)).await,
-    };
+    let waited = gw
+        .control
+        .wait(p.run_id.clone())
+        .await
+        .map_err(control_error)?;
     let pending = match waited {
-        WaitReply::Done(o) => {
-            out.after_events(gw.hub.published()).await;
-            return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
-        }
+        WaitReply::Done(o) => return Ok(o.wait_result()),
         WaitReply::Pending(rx) => Some(rx),
         WaitReply::Unknown => match gw.db.lookup(p.run_id.clone()).await {
             Ok(Some(StoredRun::Terminal { terminal, .. })) => {
-                out.after_events(gw.hub.published()).await;
-                let result = stored_wait_result(&p.run_id, &terminal);
-                return reply::<m::AgentWait>(out, &req.id, &result).await;
+                return Ok(stored_wait_result(&p.run_id, &terminal));
             }
             // Accepted here and not handed over yet (the ack goes out first): wait for it.
             Ok(Some(StoredRun::Active { .. })) if gw.backend.elsewhere().is_none() => {
-                match gw.control.wait_expected(p.run_id.clone()).await {
-                    Ok(WaitReply::Done(o)) => {
-                        out.after_events(gw.hub.published()).await;
-                        return reply::<m::AgentWait>(out, &req.id, &o.wait_result()).await;
-                    }
-                    Ok(WaitReply::Pending(rx)) => Some(rx),
-                    Ok(WaitReply::Unknown) => None,
-                    Err(e) => return out.err(&req.id, control_error(e)).await,
+                let expected = gw.control.wait_expected(p.run_id.clone()).await;
+                match expected.map_err(control_error)? {
+                    WaitReply::Done(o) => return Ok(o.wait_result()),
+                    WaitReply::Pending(rx) => Some(rx),
+                    WaitReply::Unknown => None,
                 }
             }
             Ok(_) => None,
             Err(e) => {
-                return out
-                    .err(
-                        &req.id,
-                        ErrorShape::unavailable(format!("cannot look up the run: {e}"), Some(500)),
-                    )
-                    .await;
+                let e = format!("cannot look up the run: {e}");
+                return Err(ErrorShape::unavailable(e, Some(500)));
             }
         },
     };
     // Cluster mode: a run another gateway accepted or runs.
     if let (None, Some(c)) = (&pending, gw.backend.elsewhere()) {
-        let result = tokio::select! {
+        return Ok(tokio::select! {
             r = c.wait_result(&p.run_id, window) => r.unwrap_or(timed_out),
             _ = gw.stopping.cancelled() => draining,
-        };
-        out.after_events(gw.hub.published()).await;
-        return reply::<m::AgentWait>(out, &req.id, &result).await;
+        });
     }
-    let result = match pending {
+    Ok(match pending {
         Some(rx) => tokio::select! {
             r = tokio::time::timeout(window, rx) => match r {
                 Ok(Ok(o)) => o.wait_result(),
@@ -361,16 +312,14 @@ pub(super) async fn agent_wait(gw: &Arc<Gateway>, req: Request, out: &Out) {
             _ = tokio::time::sleep(window) => timed_out,
             _ = gw.stopping.cancelled() => draining,
         },
-    };
-    out.after_events(gw.hub.published()).await;
-    reply::<m::AgentWait>(out, &req.id, &result).await;
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use ipc::gateway::{AgentParams, MAX_EXTRA_SYSTEM_PROMPT_BYTES, MAX_MESSAGE_BYTES};
 
-    use super::agent_params_error;
+    use super::{agent_params_error, chat_ack, chat_send_last, Admitted, ErrorShape, Last};
 
     fn params(message: &str, key: &str) -> AgentParams {
         AgentParams {
@@ -421,5 +370,37 @@ mod tests {
         );
         p.extra_system_prompt = Some("y".repeat(MAX_EXTRA_SYSTEM_PROMPT_BYTES));
         assert_eq!(agent_params_error(&p, false), None, "at the cap is fine");
+    }
+
+    /// A `chat.send` run acked `started` says nothing more; a key used before answers its
+    /// run as it stands, and a refusal its error.
+    #[test]
+    fn a_chat_send_is_answered_once_after_admission() {
+        let (_tx, rx) = tokio::sync::oneshot::channel();
+        assert!(matches!(
+            chat_send_last("r1", Admitted::Started(rx)),
+            Ok(Last::Acked)
+        ));
+        let in_flight = Admitted::InFlight {
+            agent_id: "main".into(),
+            session_key: "agent:main:main".into(),
+        };
+        match chat_send_last("r1", in_flight) {
+            Ok(Last::Result(reply)) => assert_eq!(reply.result(), &chat_ack("r1", "in_flight")),
+            _ => panic!("expected the in_flight ack"),
+        }
+        let finished = Admitted::Finished(crate::outcome::command_terminal(
+            "r1",
+            ("agent:main:main", "main"),
+            1,
+            2,
+            "x",
+        ));
+        match chat_send_last("r1", finished) {
+            Ok(Last::Result(reply)) => assert_eq!(reply.result(), &chat_ack("r1", "ok")),
+            _ => panic!("expected the ok ack"),
+        }
+        let refused = Admitted::Refused(ErrorShape::invalid("no"));
+        assert!(matches!(chat_send_last("r1", refused), Err(e) if e.message == "no"));
     }
 }

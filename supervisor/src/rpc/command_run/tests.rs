@@ -50,12 +50,27 @@ fn a_repeated_send_replays_its_run_in_its_methods_shape() {
         session_key: KEY.into(),
     };
     let done = terminal(r#"{"ok":true}"#);
-    assert_eq!(replay(&active, Door::Chat), Replay::Chat("in_flight"));
-    assert_eq!(replay(&done, Door::Chat), Replay::Chat("ok"));
-    assert_eq!(replay(&active, Door::Agent), Replay::AgentInFlight);
+    assert_eq!(replay(&active, Door::Chat), Replay::Ack("in_flight"));
+    assert_eq!(replay(&done, Door::Chat), Replay::Ack("ok"));
+    assert_eq!(replay(&active, Door::Agent), Replay::Ack("in_flight"));
+    assert_eq!(replay(&done, Door::Agent), Replay::Final(r#"{"ok":true}"#));
+    // Each in its method's shape.
+    let chat = <m::ChatSend as CommandDoor>::replayed(&route(), "r1", "ok");
+    assert_eq!(chat, chat_ack("r1", "ok"));
+    let agent = <m::Agent as CommandDoor>::replayed(&route(), "r1", "in_flight");
     assert_eq!(
-        replay(&done, Door::Agent),
-        Replay::AgentFinal(r#"{"ok":true}"#)
+        (agent.status.as_str(), agent.accepted_at),
+        ("in_flight", None)
+    );
+    assert_eq!(agent.session_key, KEY);
+    let agent = <m::Agent as CommandDoor>::accepted(&route(), "r1", 7);
+    assert_eq!(
+        (agent.status.as_str(), agent.accepted_at),
+        ("accepted", Some(7))
+    );
+    assert_eq!(
+        <m::ChatSend as CommandDoor>::accepted(&route(), "r1", 7),
+        chat_ack("r1", "started")
     );
     let e = conflict("k1", "another session");
     assert_eq!(e.code, ipc::gateway::codes::INVALID_REQUEST);
