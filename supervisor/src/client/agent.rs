@@ -15,7 +15,7 @@ use ipc::gateway::{
 };
 use serde_json::Value;
 
-use super::{emit, exit_for_status, fail, AgentArgs, Client};
+use super::{emit, exit_for_status, fail, AgentArgs, Client, ClientError};
 
 /// Reconnect attempts after a dropped socket, and the first delay (doubling to 2 s).
 const RECONNECTS: u32 = 8;
@@ -182,17 +182,18 @@ fn finish(shown: &mut Shown, status: &str, texts: &[String], error: Option<&str>
 /// outcome.
 async fn resume(socket: &Path, shown: &mut Shown, params: &AgentParams) -> ExitCode {
     let mut delay = FIRST_DELAY;
-    let mut last_error = String::new();
+    let mut last_error = None;
     for _ in 0..RECONNECTS {
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(2));
         match follow(socket, shown, params).await {
             Ok(code) => return code,
-            Err(e) => last_error = e,
+            Err(e) => last_error = Some(e),
         }
     }
+    let why = last_error.map(|e| e.to_string()).unwrap_or_default();
     fail(format!(
-        "lost the gateway while following run {}: {last_error}",
+        "lost the gateway while following run {}: {why}",
         shown.run_id
     ))
 }
@@ -204,8 +205,8 @@ async fn follow(
     socket: &Path,
     shown: &mut Shown,
     params: &AgentParams,
-) -> Result<ExitCode, String> {
-    let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
+) -> Result<ExitCode, ClientError> {
+    let mut client = Client::connect(socket).await?;
     if !shown.accepted {
         if let ControlFlow::Break(code) = resubmit(&mut client, shown, params).await? {
             return Ok(code);
@@ -217,7 +218,7 @@ async fn follow(
     };
     catch_up(shown, &replay, &early);
     while !shown.ended {
-        match client.next_frame().await.map_err(|e| e.to_string())? {
+        match client.next_frame().await? {
             ServerFrame::Event(ev) if ev.event == "agent" => {
                 if let Some(p) = ev.payload {
                     shown.agent_event(&p);
@@ -236,16 +237,15 @@ async fn resubmit(
     client: &mut Client,
     shown: &mut Shown,
     params: &AgentParams,
-) -> Result<ControlFlow<ExitCode>, String> {
+) -> Result<ControlFlow<ExitCode>, ClientError> {
     let id = client
         .send(
             Method::Agent,
             serde_json::to_value(params).unwrap_or_default(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     loop {
-        match client.next_frame().await.map_err(|e| e.to_string())? {
+        match client.next_frame().await? {
             ServerFrame::Event(ev) if ev.event == "agent" => {
                 if let Some(p) = ev.payload {
                     shown.agent_event(&p);
@@ -279,7 +279,7 @@ async fn resubmit(
 async fn replay(
     client: &mut Client,
     shown: &Shown,
-) -> Result<ControlFlow<ExitCode, (AgentEventsResult, Vec<Value>)>, String> {
+) -> Result<ControlFlow<ExitCode, (AgentEventsResult, Vec<Value>)>, ClientError> {
     let params = AgentEventsParams {
         run_id: shown.run_id.clone(),
         after_seq: Some(shown.seq),
@@ -289,11 +289,10 @@ async fn replay(
             Method::AgentEvents,
             serde_json::to_value(&params).unwrap_or_default(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let mut early = Vec::new();
     loop {
-        match client.next_frame().await.map_err(|e| e.to_string())? {
+        match client.next_frame().await? {
             ServerFrame::Event(ev) if ev.event == "agent" => early.extend(ev.payload),
             ServerFrame::Event(_) => {}
             ServerFrame::Res(res) if res.id == id => {
@@ -302,8 +301,13 @@ async fn replay(
                     let msg = format!("cannot resume run {}: {why}", shown.run_id);
                     return Ok(ControlFlow::Break(fail(msg)));
                 }
-                let replay = serde_json::from_value(res.payload.unwrap_or(Value::Null))
-                    .map_err(|e| format!("unexpected agent.events answer: {e}"))?;
+                let replay =
+                    serde_json::from_value(res.payload.unwrap_or(Value::Null)).map_err(|why| {
+                        ClientError::Reply {
+                            method: Method::AgentEvents.as_str(),
+                            why,
+                        }
+                    })?;
                 return Ok(ControlFlow::Continue((replay, early)));
             }
             ServerFrame::Res(_) => {}
@@ -332,7 +336,7 @@ fn catch_up(shown: &mut Shown, replay: &AgentEventsResult, early: &[Value]) {
 }
 
 /// The run's outcome from `agent.wait`, printed; its exit code.
-async fn outcome(client: &mut Client, shown: &mut Shown) -> Result<ExitCode, String> {
+async fn outcome(client: &mut Client, shown: &mut Shown) -> Result<ExitCode, ClientError> {
     let wait = AgentWaitParams {
         run_id: shown.run_id.clone(),
         timeout_ms: Some(60_000),
@@ -342,8 +346,7 @@ async fn outcome(client: &mut Client, shown: &mut Shown) -> Result<ExitCode, Str
             Method::AgentWait,
             serde_json::to_value(&wait).unwrap_or_default(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     if shown.json {
         emit(&format!("{v}\n"));
         return Ok(exit_for_status(

@@ -28,25 +28,42 @@ struct Row {
     duration_ms: Option<i64>,
 }
 
+/// Why the ledger could not be read.
+#[derive(Debug, thiserror::Error)]
+enum AuditError {
+    #[error("--agent: {0}")]
+    Agent(#[from] crate::config::BadAgentId),
+    #[error("agent {id:?} has no database at {} (has it ever run?)", db.display())]
+    NoDatabase { id: String, db: PathBuf },
+    #[error("cannot list {}: {why}", dir.display())]
+    List { dir: PathBuf, why: std::io::Error },
+    #[error("cannot open {}: {why}", db.display())]
+    Open { db: PathBuf, why: rusqlite::Error },
+    #[error("cannot read {}: {why}", db.display())]
+    Read { db: PathBuf, why: rusqlite::Error },
+}
+
 /// The agent databases to read: one agent's, or every agent's under `<state>/agents`.
-fn databases(state_dir: &Path, agent: Option<&str>) -> Result<Vec<(String, PathBuf)>, String> {
+fn databases(state_dir: &Path, agent: Option<&str>) -> Result<Vec<(String, PathBuf)>, AuditError> {
     let agents_dir = state_dir.join("agents");
     if let Some(a) = agent {
-        let id = AgentId::parse(a).map_err(|e| format!("--agent: {e}"))?;
+        let id = AgentId::parse(a)?;
         let id = id.as_str().to_owned();
         let db = agents_dir.join(&id).join("agent.sqlite");
         if !db.exists() {
-            return Err(format!(
-                "agent {id:?} has no database at {} (has it ever run?)",
-                db.display()
-            ));
+            return Err(AuditError::NoDatabase { id, db });
         }
         return Ok(vec![(id, db)]);
     }
     let entries = match std::fs::read_dir(&agents_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(format!("cannot list {}: {e}", agents_dir.display())),
+        Err(why) => {
+            return Err(AuditError::List {
+                dir: agents_dir,
+                why,
+            })
+        }
     };
     let mut out = Vec::new();
     for entry in entries.flatten() {
@@ -59,12 +76,19 @@ fn databases(state_dir: &Path, agent: Option<&str>) -> Result<Vec<(String, PathB
     Ok(out)
 }
 
-fn read(agent: &str, db: &Path, limit: usize) -> Result<Vec<Row>, String> {
+fn read(agent: &str, db: &Path, limit: usize) -> Result<Vec<Row>, AuditError> {
+    let unreadable = |why| AuditError::Read {
+        db: db.to_owned(),
+        why,
+    };
     let conn = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(|e| format!("cannot open {}: {e}", db.display()))?;
+    .map_err(|why| AuditError::Open {
+        db: db.to_owned(),
+        why,
+    })?;
     let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
     let has_table: bool = conn
         .query_row(
@@ -73,7 +97,7 @@ fn read(agent: &str, db: &Path, limit: usize) -> Result<Vec<Row>, String> {
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(|e| format!("cannot read {}: {e}", db.display()))?;
+        .map_err(unreadable)?;
     if !has_table {
         // Written by a build from before the ledger: nothing recorded yet.
         return Ok(vec![]);
@@ -84,7 +108,7 @@ fn read(agent: &str, db: &Path, limit: usize) -> Result<Vec<Row>, String> {
                     session_key, kind, phase, tool_name, result, duration_ms
              FROM audit ORDER BY id DESC LIMIT ?1",
         )
-        .map_err(|e| format!("cannot read {}: {e}", db.display()))?;
+        .map_err(unreadable)?;
     let rows = stmt
         .query_map(params![limit as i64], |r| {
             Ok(Row {
@@ -101,9 +125,8 @@ fn read(agent: &str, db: &Path, limit: usize) -> Result<Vec<Row>, String> {
                 duration_ms: r.get(9)?,
             })
         })
-        .map_err(|e| format!("cannot read {}: {e}", db.display()))?;
-    rows.collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot read {}: {e}", db.display()))
+        .map_err(unreadable)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(unreadable)
 }
 
 /// Prints the newest `limit` records (of one agent or all), oldest first.

@@ -29,6 +29,14 @@ pub enum ClientError {
     Protocol(String),
     #[error("{}", .0.message)]
     Server(ErrorShape),
+    /// The gateway answered `method` with a result this client cannot read.
+    #[error("unexpected {method} reply: {why}")]
+    Reply {
+        method: &'static str,
+        why: serde_json::Error,
+    },
+    #[error("cannot encode the request: {0}")]
+    Encode(serde_json::Error),
 }
 
 pub struct Client {

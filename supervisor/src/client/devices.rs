@@ -11,21 +11,20 @@ use ipc::gateway::{
 
 use ipc::text::printable;
 
-use super::{emit, fail, Client};
+use super::{emit, fail, Client, ClientError};
 
 async fn call<P: serde::Serialize, R: serde::de::DeserializeOwned>(
     socket: &Path,
     method: Method,
     params: &P,
-) -> Result<(serde_json::Value, R), String> {
-    let mut client = Client::connect(socket).await.map_err(|e| e.to_string())?;
-    let params = serde_json::to_value(params).map_err(|e| e.to_string())?;
-    let v = client
-        .call(method, params)
-        .await
-        .map_err(|e| e.to_string())?;
-    let typed = serde_json::from_value(v.clone())
-        .map_err(|e| format!("unexpected {} reply: {e}", method.as_str()))?;
+) -> Result<(serde_json::Value, R), ClientError> {
+    let mut client = Client::connect(socket).await?;
+    let params = serde_json::to_value(params).map_err(ClientError::Encode)?;
+    let v = client.call(method, params).await?;
+    let typed = serde_json::from_value(v.clone()).map_err(|why| ClientError::Reply {
+        method: method.as_str(),
+        why,
+    })?;
     Ok((v, typed))
 }
 
