@@ -32,10 +32,44 @@ impl AdmissionTurn {
         )
     }
 
+    /// This turn split in two, for a request whose handler may let its turn go before the
+    /// request is answered (an early refusal): the handler gets the first half; the next
+    /// request goes only once that half is released *and* [`Held::release_after`]'s
+    /// `answered` has come, so it is admitted after this request's answer is queued.
+    pub(super) fn held_until_answered(mut self) -> (AdmissionTurn, Held) {
+        let (done, released) = tokio::sync::oneshot::channel();
+        let handed = AdmissionTurn {
+            previous: self.previous.take(),
+            done: Some(done),
+        };
+        (
+            handed,
+            Held {
+                released,
+                rest: self,
+            },
+        )
+    }
+
     pub(super) async fn wait_previous(&mut self) {
         if let Some(p) = self.previous.take() {
             let _ = p.await;
         }
+    }
+}
+
+/// The half of a turn [`AdmissionTurn::held_until_answered`] keeps back.
+pub(super) struct Held {
+    released: tokio::sync::oneshot::Receiver<()>,
+    rest: AdmissionTurn,
+}
+
+impl Held {
+    /// Lets the next request go once the handler released its half and `answered` came.
+    pub(super) async fn release_after(self, answered: impl std::future::Future<Output = ()>) {
+        let _ = self.released.await;
+        answered.await;
+        drop(self.rest);
     }
 }
 

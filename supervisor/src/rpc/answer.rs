@@ -181,6 +181,9 @@ pub(super) enum Last<T> {
 pub(super) struct RunAnswers<'a, M> {
     out: &'a Out,
     id: &'a str,
+    /// Told once an answer is queued (the ack, or the last answer): the connection's next
+    /// ordered request waits for it (see [`serve_run`]).
+    answered: &'a Answered,
     method: PhantomData<fn() -> M>,
 }
 
@@ -195,7 +198,8 @@ impl<M> Copy for RunAnswers<'_, M> {}
 impl<M: MethodSpec> RunAnswers<'_, M> {
     /// The first answer: the acknowledgement of the run just accepted.
     pub(super) async fn ack(self, ack: M::Result) {
-        respond(self.out, self.id, Ok(Reply::now(ack))).await
+        respond(self.out, self.id, Ok(Reply::now(ack))).await;
+        self.answered.0.notify_one();
     }
 
     /// The last answer (see [`Last`]).
@@ -224,26 +228,54 @@ impl<M: MethodSpec> RunAnswers<'_, M> {
     }
 }
 
-/// Serves method `M`, which starts a run, with `handler`: it takes where its answers go and
-/// its params, may acknowledge the run on the way, and gives its last answer, written here.
+/// Serves method `M`, which starts a run, with `handler`: it takes where its answers go, its
+/// params and the request's place in its connection's order (`turn`), may acknowledge the
+/// run on the way, and gives its last answer, written here. The connection's next ordered
+/// request goes when the handler lets the turn go (admission does, once the run is
+/// dispatched or refused) and not before this request's first answer is queued, though a
+/// handler that refuses early drops its turn before its error is written.
 pub(super) async fn serve_run<'a, M: MethodSpec, Fut>(
     req: &'a Request,
     out: &'a Out,
-    handler: impl FnOnce(RunAnswers<'a, M>, M::Params) -> Fut,
+    answered: &'a Answered,
+    turn: Option<AdmissionTurn>,
+    handler: impl FnOnce(RunAnswers<'a, M>, M::Params, Option<AdmissionTurn>) -> Fut,
 ) where
     Fut: std::future::Future<Output = Answer<Last<M::Result>>>,
 {
+    let (turn, held) = match turn.map(AdmissionTurn::held_until_answered) {
+        Some((turn, held)) => (Some(turn), Some(held)),
+        None => (None, None),
+    };
     let answers = RunAnswers {
         out,
         id: &req.id,
+        answered,
         method: PhantomData,
     };
-    let last = match params::<M>(req).await {
-        Ok(p) => handler(answers, p).await,
-        Err(e) => Err(e),
+    let serve = async {
+        let last = match params::<M>(req).await {
+            Ok(p) => handler(answers, p, turn).await,
+            Err(e) => {
+                drop(turn);
+                Err(e)
+            }
+        };
+        answers.last(last).await;
+        answered.0.notify_one();
     };
-    answers.last(last).await
+    match held {
+        Some(held) => {
+            tokio::join!(serve, held.release_after(answered.0.notified()));
+        }
+        None => serve.await,
+    }
 }
+
+/// Whether a request that starts a run has been answered yet (see [`serve_run`]); made by
+/// its caller, which outlives the handler's borrows.
+#[derive(Default)]
+pub(super) struct Answered(tokio::sync::Notify);
 
 #[cfg(test)]
 mod tests;

@@ -237,8 +237,9 @@ async fn turn_method(
             refuse(out, &req.id, e).await
         }
         Method::Agent => {
-            let agent = |first, p| agent(gw, session, out, first, p, turn);
-            serve_run::<m::Agent, _>(&req, out, agent).await
+            let agent = |first, p, turn| agent(gw, session, out, first, p, turn);
+            let answered = Answered::default();
+            serve_run::<m::Agent, _>(&req, out, &answered, turn, agent).await
         }
         Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
         Method::AgentEvents => {
@@ -246,8 +247,9 @@ async fn turn_method(
             serve::<m::AgentEvents, _>(req, out, replay).await
         }
         Method::ChatSend => {
-            let send = |first, p| chat_send(gw, session, out, first, p, turn);
-            serve_run::<m::ChatSend, _>(&req, out, send).await
+            let send = |first, p, turn| chat_send(gw, session, out, first, p, turn);
+            let answered = Answered::default();
+            serve_run::<m::ChatSend, _>(&req, out, &answered, turn, send).await
         }
         // The first page a client loads (OpenClaw runs the same handler; the `shortId` form
         // is refused by the params: a session key is required).
@@ -262,8 +264,9 @@ async fn turn_method(
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
         Method::SessionsCreate => {
-            let create = |first, p| sessions_create(gw, first, p, turn);
-            serve_run::<m::SessionsCreate, _>(&req, out, create).await
+            let create = |first, p, turn| sessions_create(gw, first, p, turn);
+            let answered = Answered::default();
+            serve_run::<m::SessionsCreate, _>(&req, out, &answered, turn, create).await
         }
         other => misrouted(other, req, out).await,
     }

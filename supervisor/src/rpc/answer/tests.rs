@@ -130,13 +130,19 @@ async fn a_run_is_acked_then_answered_with_its_stored_result() {
     let (out, mut rx, _) = Out::new();
     let req = request("agent", json!({"message": "hi", "idempotencyKey": "run-1"}));
     let stored = r#"{"ok":true,"payload":{"runId":"run-1","status":"ok"}}"#;
-    serve_run::<m::Agent, _>(&req, &out, |first, _| async move {
-        first.ack(ack("accepted")).await;
-        Ok(Last::Stored {
-            final_json: stored.into(),
-            after_hub: None,
-        })
-    })
+    serve_run::<m::Agent, _>(
+        &req,
+        &out,
+        &Answered::default(),
+        None,
+        |first, _, _| async move {
+            first.ack(ack("accepted")).await;
+            Ok(Last::Stored {
+                final_json: stored.into(),
+                after_hub: None,
+            })
+        },
+    )
     .await;
     assert_eq!(
         next_frame(&mut rx).unwrap()["payload"]["status"],
@@ -147,7 +153,7 @@ async fn a_run_is_acked_then_answered_with_its_stored_result() {
         json!({"type": "res", "id": "r1", "ok": true, "payload": {"runId": "run-1", "status": "ok"}})
     );
 
-    serve_run::<m::Agent, _>(&req, &out, |_, _| async {
+    serve_run::<m::Agent, _>(&req, &out, &Answered::default(), None, |_, _, _| async {
         Ok(Last::Stored {
             final_json: "not json".into(),
             after_hub: None,
@@ -165,23 +171,80 @@ async fn a_run_is_acked_then_answered_with_its_stored_result() {
 async fn a_runs_last_answer_is_nothing_a_result_or_a_refusal() {
     let (out, mut rx, _) = Out::new();
     let req = request("agent", json!({"message": "hi", "idempotencyKey": "run-1"}));
-    serve_run::<m::Agent, _>(&req, &out, |first, _| async move {
-        first.ack(ack("accepted")).await;
-        Ok(Last::Acked)
-    })
+    serve_run::<m::Agent, _>(
+        &req,
+        &out,
+        &Answered::default(),
+        None,
+        |first, _, _| async move {
+            first.ack(ack("accepted")).await;
+            Ok(Last::Acked)
+        },
+    )
     .await;
     assert!(next_frame(&mut rx).is_some());
     assert!(rx.try_recv().is_err(), "acked once, nothing after");
 
-    let in_flight = |_, _| async { Ok(Last::Result(Reply::now(ack("in_flight")))) };
-    serve_run::<m::Agent, _>(&req, &out, in_flight).await;
+    let in_flight = |_, _, _| async { Ok(Last::Result(Reply::now(ack("in_flight")))) };
+    serve_run::<m::Agent, _>(&req, &out, &Answered::default(), None, in_flight).await;
     assert_eq!(
         next_frame(&mut rx).unwrap()["payload"]["status"],
         "in_flight"
     );
 
-    let refused = |_, _| async { Err(ErrorShape::invalid("refused")) };
-    serve_run::<m::Agent, _>(&req, &out, refused).await;
+    let refused = |_, _, _| async { Err(ErrorShape::invalid("refused")) };
+    serve_run::<m::Agent, _>(&req, &out, &Answered::default(), None, refused).await;
     assert_eq!(next_frame(&mut rx).unwrap()["error"]["message"], "refused");
     assert!(rx.try_recv().is_err());
+}
+
+/// R-A1 (one connection's turns in order): a run request refused before admission lets the
+/// connection's next ordered request go only after its refusal is queued, though the
+/// handler dropped its turn first; an acknowledged one lets it go once the handler let the
+/// turn go after the ack, long before the run's last answer.
+#[tokio::test]
+async fn the_next_turn_goes_after_this_ones_first_answer() {
+    let (out, mut rx, _) = Out::new();
+    let req = request("agent", json!({"message": "hi", "idempotencyKey": "run-1"}));
+    let (turn, mut next) = crate::rpc::AdmissionTurn::after(None);
+    let refused = |_, _, turn: Option<crate::rpc::AdmissionTurn>| async move {
+        drop(turn);
+        tokio::task::yield_now().await;
+        Err(ErrorShape::invalid("refused"))
+    };
+    let answered = Answered::default();
+    let serving = serve_run::<m::Agent, _>(&req, &out, &answered, Some(turn), refused);
+    let watching = async {
+        tokio::task::yield_now().await;
+        assert!(
+            next.try_recv().is_err(),
+            "let go before the refusal was queued"
+        );
+    };
+    tokio::join!(serving, watching);
+    assert_eq!(next_frame(&mut rx).unwrap()["error"]["message"], "refused");
+    assert!(next
+        .try_recv()
+        .is_err_and(|e| e == tokio::sync::oneshot::error::TryRecvError::Closed));
+
+    let (turn, mut next) = crate::rpc::AdmissionTurn::after(None);
+    let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+    let acked = |first, _, turn| async move {
+        RunAnswers::<m::Agent>::ack(first, ack("accepted")).await;
+        drop::<Option<crate::rpc::AdmissionTurn>>(turn);
+        let _ = finished.await;
+        Ok(Last::Acked)
+    };
+    let answered = Answered::default();
+    let serving = serve_run::<m::Agent, _>(&req, &out, &answered, Some(turn), acked);
+    let watching = async {
+        // The next request goes while the run is still going.
+        let _ = (&mut next).await;
+        assert_eq!(
+            next_frame(&mut rx).unwrap()["payload"]["status"],
+            "accepted"
+        );
+        let _ = finish.send(());
+    };
+    tokio::join!(serving, watching);
 }
