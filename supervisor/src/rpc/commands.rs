@@ -133,12 +133,8 @@ const fn with_args(
     args: &'static [ArgSpec],
 ) -> Spec {
     Spec {
-        name,
-        aliases,
-        description,
-        category,
-        accepts_args: true,
         args,
+        ..bare(name, aliases, description, category, true)
     }
 }
 
