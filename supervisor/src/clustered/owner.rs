@@ -246,9 +246,7 @@ async fn run_here(
     progress: std::time::Duration,
 ) -> Option<StoredTerminal> {
     let run_id = t.run.run_id.clone();
-    let session_key = t.run.session_key.clone();
-    let agent_id = t.agent_id.clone();
-    let failed = |why: String| error_terminal(&run_id, &session_key, &agent_id, why);
+    let (session_key, agent_id) = (t.run.session_key.clone(), t.agent_id.clone());
     let start = RunStart {
         agent_id: t.agent_id,
         request_hash: t.request_hash,
@@ -268,7 +266,8 @@ async fn run_here(
         // This gateway's db holds the key for another request (it ran it before it joined
         // the cluster): nothing of it can be recorded here.
         Err(StartRefused::Conflict { why, .. }) => {
-            return Some(failed(format!("cannot run it here: {why}")))
+            let why = format!("cannot run it here: {why}");
+            return Some(error_terminal(&run_id, &session_key, &agent_id, why));
         }
         // The gateway is stopping or cannot record it now: not acknowledged, the delivery
         // comes again (here or at the next owner). (No room is not refused here: it is

@@ -404,9 +404,9 @@ async fn admit_in_cluster<M: MethodSpec>(
                 Some(1000),
             ))
         }
-        Ok(Submitted::Conflict(why)) => Admitted::Refused(ErrorShape::invalid(format!(
-            "idempotencyKey {run_id:?} was already used for a different request ({why}); use a new key for a new request"
-        ))),
+        Ok(Submitted::Conflict(why)) => {
+            Admitted::Refused(start_refusal(StartRefused::Conflict { run_id, why }))
+        }
         Ok(Submitted::InFlight {
             agent_id,
             session_key,

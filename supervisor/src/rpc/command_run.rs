@@ -274,9 +274,11 @@ async fn accept<D: CommandDoor>(
 
 /// The refusal of a send whose idempotency key named another request.
 fn conflict(run_id: &str, why: &str) -> ErrorShape {
-    ErrorShape::invalid(format!(
-        "idempotencyKey {run_id:?} was already used for a different request ({why}); use a new key for a new request"
-    ))
+    let refused = crate::backend::local::StartRefused::Conflict {
+        run_id: run_id.to_owned(),
+        why: why.to_owned(),
+    };
+    ErrorShape::invalid(refused.to_string())
 }
 
 /// What a send whose key was used before answers (R-A3): the run as it stands, in the
