@@ -5,9 +5,10 @@
 //! own `seq`. A connection that falls more than [`HUB_CAPACITY`] events behind is dropped as a
 //! slow consumer (invariant 5: nothing buffers without bound).
 //!
-//! A run's terminal events are built as [`Deferred`] and published only once the run's
-//! outcome is durable in the gateway db, so a client that sees a terminal event and retries
-//! gets the replay, never `in_flight`.
+//! The hub decides nothing about runs: it numbers and fans out what it is given. A run's
+//! terminal events are built as [`Deferred`] by the control core (`run_end`) and published
+//! only once the run's outcome is durable in the gateway db, so a client that sees a terminal
+//! event and retries gets the replay, never `in_flight`.
 
 use std::sync::Arc;
 
@@ -120,18 +121,11 @@ impl Deferred {
 pub struct TerminalEvents {
     pub events: Vec<Deferred>,
     pub gate: Option<tokio::sync::oneshot::Sender<()>>,
-    /// Its clients were told all there is already (a steered run taken into another's
-    /// turn): no terminal events of its own.
-    pub told: bool,
 }
 
 impl TerminalEvents {
     pub fn ungated(events: Vec<Deferred>) -> Self {
-        Self {
-            events,
-            gate: None,
-            told: false,
-        }
+        Self { events, gate: None }
     }
 }
 
@@ -294,9 +288,8 @@ impl Deferred {
 #[derive(Clone)]
 pub struct EventHub {
     tx: broadcast::Sender<Arc<HubEvent>>,
-    /// The `hub_seq` of the last event published and the runs in flight; held while
-    /// publishing, so numbers follow the broadcast order and a run ended at once gets nothing
-    /// after its terminal.
+    /// The `hub_seq` of the last event published and the replay log; held while
+    /// publishing, so numbers follow the broadcast order.
     state: Arc<std::sync::Mutex<HubState>>,
     /// Connections that watch sessions (`sessions.subscribe`, `sessions.messages.subscribe`):
     /// with none, session events are not built at all.
@@ -308,12 +301,6 @@ pub struct EventHub {
 #[derive(Default)]
 struct HubState {
     last: u64,
-    /// Runs whose lifecycle `start` was published and that have not ended, with the last
-    /// `seq` clients got: a wait on any other run still in flight is waiting on the queue.
-    started: std::collections::HashMap<String, u64>,
-    /// Runs the gateway ended at once (`chat.abort`) while their worker still cleans up:
-    /// what the worker sends for them afterwards is not published (R-A5, R-D3).
-    ended: std::collections::HashSet<String>,
     /// Run events kept for `agent.events` (bounded, see [`crate::run_log`]).
     log: crate::run_log::RunLog<HubEvent>,
 }
@@ -356,55 +343,10 @@ impl EventHub {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A run's lifecycle `start` is going out: its model work has begun.
-    pub fn run_started(&self, run_id: &str) {
+    /// Publishes `events` in order, numbered one after another (one lock for them all).
+    pub fn publish_all(&self, events: &[Deferred]) {
         let mut st = self.state();
-        if !st.ended.contains(run_id) {
-            st.started.insert(run_id.to_owned(), 0);
-        }
-    }
-
-    /// A run's worker is done with it (its terminal arrived, or the worker went away).
-    pub fn run_settled(&self, run_id: &str) {
-        let mut st = self.state();
-        st.started.remove(run_id);
-        st.ended.remove(run_id);
-    }
-
-    /// Whether a run in flight has started (else it is still queued).
-    pub fn has_started(&self, run_id: &str) -> bool {
-        self.state().started.contains_key(run_id)
-    }
-
-    /// Whether the gateway ended the run at once while its worker cleans up.
-    pub fn is_ended(&self, run_id: &str) -> bool {
-        self.state().ended.contains(run_id)
-    }
-
-    /// Publishes a run's events (`seq`: the worker's), unless the gateway already ended the
-    /// run: then they are dropped, atomically with [`EventHub::end_run`].
-    pub fn publish_run(&self, run_id: &str, seq: u64, events: &[Deferred]) {
-        let mut st = self.state();
-        if st.ended.contains(run_id) {
-            return;
-        }
-        if let Some(last) = st.started.get_mut(run_id) {
-            *last = (*last).max(seq);
-        }
         for d in events {
-            self.send_locked(&mut st, d);
-        }
-    }
-
-    /// Ends a run now: its terminal events, numbered after the last `seq` clients got, go
-    /// out at once, and nothing its worker sends for it is published afterwards.
-    pub fn end_run(&self, run_id: &str, terminal: impl FnOnce(u64) -> Vec<Deferred>) {
-        let mut st = self.state();
-        if !st.ended.insert(run_id.to_owned()) {
-            return;
-        }
-        let seq = st.started.remove(run_id).map_or(1, |last| last + 1);
-        for d in &terminal(seq) {
             self.send_locked(&mut st, d);
         }
     }
@@ -445,8 +387,6 @@ impl EventHub {
         self.send_locked(&mut st, d);
     }
 
-    /// A run's events after `after_seq` published up to `upto` (a connection's start: it
-    /// got the later ones live).
     /// Lets go of the logs of runs that ended long enough ago ([`crate::run_log`]).
     /// Expires the replay buffer's old runs; `true` when it gave back most of its room
     /// since the last call.
@@ -456,29 +396,8 @@ impl EventHub {
         st.log.take_shrank()
     }
 
-    /// The text a run's chat deltas had streamed so far (empty: none was published or kept):
-    /// what a run the gateway ends at once had said (its chat `aborted` carries it).
-    pub fn streamed_text(&self, run_id: &str) -> String {
-        let st = self.state();
-        let log = st.log.replay(run_id, 0, st.last);
-        drop(st);
-        log.events
-            .iter()
-            .rev()
-            .filter(|e| e.event == ipc::gateway::events::CHAT)
-            .find_map(|e| {
-                let v: Value = serde_json::from_str(&e.payload).ok()?;
-                (v["state"] == "delta")
-                    .then(|| {
-                        v["message"]["content"][0]["text"]
-                            .as_str()
-                            .map(str::to_owned)
-                    })
-                    .flatten()
-            })
-            .unwrap_or_default()
-    }
-
+    /// A run's events after `after_seq` published up to `upto` (a connection's start: it
+    /// got the later ones live).
     pub fn replay(
         &self,
         run_id: &str,
@@ -553,30 +472,18 @@ mod tests {
         ))
     }
 
-    /// A run the gateway ended at once (an abort) gets its terminal numbered after the
-    /// events clients got, and nothing its worker sends afterwards (R-A5, R-D3).
+    /// Events are numbered in the order they are published, a batch without a gap.
     #[test]
-    fn a_run_ended_at_once_is_numbered_after_what_was_seen_and_gets_nothing_after() {
+    fn events_are_numbered_in_publication_order() {
         let hub = EventHub::new();
-        let (mut rx, _) = hub.subscribe();
-        hub.run_started("r");
-        hub.publish_run("r", 1, &[event(1)]);
-        hub.publish_run("r", 4, &[event(4)]);
-        let mut numbered = None;
-        hub.end_run("r", |seq| {
-            numbered = Some(seq);
-            vec![event(99)]
-        });
-        assert_eq!(numbered, Some(5));
-        assert!(hub.is_ended("r") && !hub.has_started("r"));
-        hub.publish_run("r", 5, &[event(5)]);
-        hub.end_run("r", |_| vec![event(100)]);
+        let (mut rx, before) = hub.subscribe();
+        assert_eq!(before, 0);
+        hub.publish_deferred(&event(1));
+        hub.publish_all(&[event(2), event(3)]);
         let got: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
             .map(|e| e.hub_seq)
             .collect();
-        assert_eq!(got, [1, 2, 3], "two events and one terminal, once");
-        // Its worker's terminal settles it; the id may be used again after.
-        hub.run_settled("r");
-        assert!(!hub.is_ended("r"));
+        assert_eq!(got, [1, 2, 3]);
+        assert_eq!(hub.published(), 3);
     }
 }

@@ -17,7 +17,8 @@
 //! - Runs: [`control`] (the control actor: runs, waiters, the worker set), [`worker_link`]
 //!   (a worker's process and link), [`link_order`] (a session's runs never overlap on the
 //!   wire), [`events`] and [`run_log`] (the event hub and its replay buffer), [`projection`]
-//!   and [`outcome`] (what clients are told of runs), [`gatewaydb`] (the gateway database),
+//!   and [`outcome`] (what clients are told of runs), [`run_end`] (what a run's end is
+//!   decided from: what clients saw, an end the gateway decides), [`gatewaydb`] (the gateway database),
 //!   [`gateway_hooks`] (`gateway_start` / `gateway_stop`), [`metrics`] (`/metrics`).
 //! - Cluster mode: [`backend`] (the seam the requests see), [`clustered`] (the rest).
 //! - The CLI: [`client`] (a Gateway protocol client over the unix socket; `ipc` only).
@@ -59,6 +60,7 @@ pub mod ownership;
 pub mod paths;
 pub mod projection;
 pub mod rpc;
+pub mod run_end;
 pub mod run_log;
 pub mod secrets;
 pub mod serve;

@@ -3,13 +3,17 @@
 //! [`spawn`] starts a task that binds a private local socket (`<state>/run/`), spawns
 //! `loopgate-worker` pointed at it with a one-time token, accepts exactly one connection, runs
 //! the version handshake (answering with the agent's resolved [`AgentSpec`]) and reports
-//! [`LinkEvent::Ready`] to the control actor. From then on it relays frames: run events go
-//! straight to the [`EventHub`] (the cumulative assistant text is kept here, per run), other
-//! messages to the control actor. When the connection ends it waits for the child's exit
-//! status, publishes `lifecycle error` for the runs it saw start, and reports
-//! [`LinkEvent::Exited`].
+//! [`LinkEvent::Ready`] to the control actor. From then on it relays frames: run events are
+//! projected for clients and go straight to the [`EventHub`] (the cumulative assistant text is
+//! kept here, per run), other messages to the control actor. A run's end is not decided
+//! here: its worker's terminal events are held, and its `Finished` goes to the control core
+//! with what clients saw of it ([`Seen`]), and the core decides what clients are told. An end
+//! the core decides while the run streams ([`LinkHandle::end`]) comes back here to be numbered
+//! after what clients saw, so nothing of the run follows it. When the connection ends it
+//! waits for the child's exit status and reports [`LinkEvent::Exited`] with what it saw of the
+//! runs it never saw finish.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -23,9 +27,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::AgentConfig;
-use crate::events::{now_ms, Deferred, EventHub, TerminalEvents};
+use crate::events::{Deferred, EventHub};
 use crate::link_order::SessionGates;
 use crate::projection::RunRef;
+use crate::run_end::{GatewayEnd, Seen};
 
 mod finished;
 mod start;
@@ -34,7 +39,7 @@ mod to_clients;
 use start::{start, LastError, Started};
 #[cfg(test)]
 use to_clients::project;
-use to_clients::{count, publish};
+use to_clients::{count, publish, Published};
 
 /// First size of a link's read and write buffers and of its stderr reader.
 const LINK_BUFFER: usize = 1024;
@@ -98,13 +103,27 @@ pub enum LinkEvent {
         generation: u64,
         error: String,
     },
+    /// A run's lifecycle `start` went out to clients: its model work has begun.
+    Started {
+        agent_id: String,
+        generation: u64,
+        run_id: String,
+    },
+    /// The worker ended a run (its `Finished`): what clients saw of it (`None`: it never
+    /// started on the wire), and its session's gate, which holds the session's later frames
+    /// until the control core has published the run's terminal or dropped the gate.
+    Finished {
+        agent_id: String,
+        generation: u64,
+        terminal: Box<ipc::control::RunTerminal>,
+        seen: Option<Seen>,
+        gate: Option<tokio::sync::oneshot::Sender<()>>,
+    },
+    /// Any other message of the worker's for the control actor.
     Message {
         agent_id: String,
         generation: u64,
         msg: Box<WorkerToControl>,
-        /// With `Finished`: the run's terminal events, to publish once the outcome is durable
-        /// (the session's later frames wait for that).
-        deferred: TerminalEvents,
     },
     Exited {
         agent_id: String,
@@ -113,22 +132,40 @@ pub enum LinkEvent {
         cause: String,
         /// It exited `ipc::control::EXIT_JOURNAL_STOPPED` (cluster mode): not a crash.
         journal_stopped: bool,
-        /// Runs this link saw start, with their failure events (published by the control
-        /// actor once each failure is durable).
-        failures: Vec<(String, Vec<Deferred>)>,
+        /// What clients saw of each run the link saw start and never saw finish.
+        seen: HashMap<String, Seen>,
         /// Frames accepted by [`LinkHandle`] that were never written to the worker, in
         /// order: they carry over to the next worker instead of failing.
         unsent: Vec<ControlToWorker>,
     },
 }
 
-/// Sends frames to one worker.
+/// Sends frames to one worker, and the ends the control core decides for its runs to the
+/// link's relay.
 #[derive(Clone, Debug)]
 pub struct LinkHandle {
     tx: mpsc::Sender<ControlToWorker>,
+    /// Unbounded, yet bounded by the run table: at most one end per run in flight.
+    ends: mpsc::UnboundedSender<EndNow>,
+}
+
+/// An end the control core decided for a run its worker has (an abort, the deadline's
+/// backstop): the link tells clients at once, numbered after what they saw, and publishes
+/// nothing of the run after it.
+#[derive(Debug)]
+pub struct EndNow {
+    pub run_id: String,
+    pub session_key: String,
+    pub end: GatewayEnd,
 }
 
 impl LinkHandle {
+    /// Hands an end to the link's relay; gives it back when the relay has stopped (its
+    /// [`LinkEvent::Exited`] is on its way, with what it saw of the run).
+    pub fn end(&self, end: EndNow) -> Result<(), Box<EndNow>> {
+        self.ends.send(end).map_err(|e| Box::new(e.0))
+    }
+
     /// Queues a frame; fails when the link is full or gone (never waits), giving it back.
     pub fn send(&self, msg: ControlToWorker) -> Result<(), Box<ControlToWorker>> {
         self.try_send(msg).map_err(|e| match e {
@@ -186,13 +223,48 @@ struct Streaming {
     thinking: String,
     last_seq: u64,
     started_at: Option<u64>,
-    /// Terminal events held until the outcome is durable.
-    deferred: Vec<Deferred>,
+    /// The worker's terminal events, held for the control core.
+    terminal: Vec<Deferred>,
     /// Where the run's reply was recorded (`{id, seq, runId}`), for its chat `final`.
     reply_place: Option<ipc::gateway::MessagePlace>,
     /// Steered into another run's turn: its clients were told so, and hear nothing more.
     carried: bool,
+    /// The control core ended it and its end went out: nothing more of it is published.
+    ended: bool,
 }
+
+impl Streaming {
+    fn new(session_key: String, last_seq: u64, started_at: Option<u64>) -> Self {
+        Self {
+            session_key,
+            text: Default::default(),
+            thinking: String::new(),
+            last_seq,
+            started_at,
+            terminal: Vec::new(),
+            reply_place: None,
+            carried: false,
+            ended: false,
+        }
+    }
+
+    /// What clients saw of the run, for the control core.
+    fn seen(self) -> Seen {
+        Seen {
+            session_key: self.session_key,
+            last_seq: self.last_seq,
+            started_at: self.started_at,
+            streamed: self.text.into_run(),
+            terminal: self.terminal,
+            taken_in: self.carried,
+            ended: self.ended,
+        }
+    }
+}
+
+/// Runs whose `Finished` a link handed to the control core, remembered (the newest) so an
+/// end the core decided meanwhile is left to the core, which has what clients saw.
+const HANDED: usize = 256;
 
 async fn relay(
     started: Started,
@@ -212,6 +284,7 @@ async fn relay(
         writer,
     } = started;
     let (tx, rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
+    let (ends, mut ends_rx) = mpsc::unbounded_channel::<EndNow>();
     let journal = journal.map(|c| JournalPort {
         cluster: c,
         answers: tx.clone(),
@@ -220,7 +293,7 @@ async fn relay(
         agent_id: agent_id.clone(),
         generation,
         pid,
-        link: LinkHandle { tx },
+        link: LinkHandle { tx, ends },
     };
     if events.send(ready).await.is_err() {
         return;
@@ -234,11 +307,20 @@ async fn relay(
         generation,
         events: events.clone(),
         runs: HashMap::new(),
+        handed: VecDeque::new(),
         gates: SessionGates::new(),
         closing: false,
         journal,
     };
-    let exit = relay.read_frames(&mut reader, &mut child, pid).await;
+    let exit = relay
+        .read_frames(&mut reader, &mut ends_rx, &mut child, pid)
+        .await;
+    // Ends handed over before the relay stopped are told; later ones come back to the core,
+    // which tells them with what the exit report says clients saw.
+    ends_rx.close();
+    while let Ok(end) = ends_rx.try_recv() {
+        relay.end_now(end);
+    }
     // What still waits for a gate goes on now, in order and ungated: its worker is gone, and
     // a held `Finished` must not close a new gate that nothing would open.
     relay.closing = true;
@@ -256,14 +338,14 @@ async fn relay(
         .as_ref()
         .is_ok_and(|s| s.code() == Some(i32::from(ipc::control::EXIT_JOURNAL_STOPPED)));
     let cause = exit_cause(status, stderr_task, &last_error).await;
-    let failures = failures(runs, &agent_id, &cause);
+    let seen = runs.into_iter().map(|(id, st)| (id, st.seen())).collect();
     let _ = events
         .send(LinkEvent::Exited {
             agent_id,
             generation,
             cause,
             journal_stopped,
-            failures,
+            seen,
             unsent,
         })
         .await;
@@ -357,35 +439,6 @@ async fn exit_cause(
     cause
 }
 
-/// The failure events of the runs the link saw start, numbered after what clients saw
-/// (the control actor publishes each once its failure is durable).
-fn failures(
-    runs: HashMap<String, Streaming>,
-    agent_id: &str,
-    cause: &str,
-) -> Vec<(String, Vec<Deferred>)> {
-    let now = now_ms();
-    let error = format!("worker for agent {agent_id:?} exited during the run: {cause}");
-    runs.into_iter()
-        .map(|(run_id, st)| {
-            let run = RunRef {
-                run_id: &run_id,
-                session_key: &st.session_key,
-                agent_id,
-            };
-            let evs = Deferred::terminal(crate::projection::ended_by_gateway(
-                &run,
-                st.last_seq + 1,
-                now,
-                st.started_at,
-                &error,
-                None,
-            ));
-            (run_id, evs)
-        })
-        .collect()
-}
-
 /// The link's reading side: per-run streaming state and the per-session order.
 struct Relay {
     hub: EventHub,
@@ -394,6 +447,8 @@ struct Relay {
     events: mpsc::Sender<LinkEvent>,
     metrics: crate::metrics::Metrics,
     runs: HashMap<String, Streaming>,
+    /// The newest runs whose `Finished` went to the control core ([`HANDED`] of them).
+    handed: VecDeque<String>,
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
     closing: bool,
@@ -416,12 +471,16 @@ impl Relay {
             tokio::io::ReadHalf<tokio::net::UnixStream>,
             Codec<WorkerToControl, ControlToWorker>,
         >,
+        ends: &mut mpsc::UnboundedReceiver<EndNow>,
         child: &mut Child,
         pid: u32,
     ) -> Option<std::io::Result<ExitStatus>> {
         let mut exit = None;
         loop {
             tokio::select! {
+                // An end the core decided goes out before anything more of the run.
+                biased;
+                Some(end) = ends.recv() => self.end_now(end),
                 Some((_, held)) = self.gates.next_open(), if self.gates.waiting() => {
                     for msg in held {
                         if !self.handle(msg).await {
@@ -544,19 +603,17 @@ impl Relay {
             },
             None => msg,
         };
-        let deferred = match msg {
-            WorkerToControl::Event(ev) => {
-                self.run_event(ev, session.as_ref());
-                return true;
-            }
-            WorkerToControl::Finished(ref t) => self.finished(t, session.as_ref()),
-            _ => TerminalEvents::default(),
-        };
-        let ev = LinkEvent::Message {
-            agent_id: self.agent_id.clone(),
-            generation: self.generation,
-            msg: Box::new(msg),
-            deferred,
+        let ev = match msg {
+            WorkerToControl::Event(ev) => match self.run_event(ev, session.as_ref()) {
+                Some(started) => started,
+                None => return true,
+            },
+            WorkerToControl::Finished(t) => self.finished(t, session.as_ref()),
+            msg => LinkEvent::Message {
+                agent_id: self.agent_id.clone(),
+                generation: self.generation,
+                msg: Box::new(msg),
+            },
         };
         self.events.send(ev).await.is_ok()
     }
@@ -578,14 +635,24 @@ impl Relay {
     }
 
     /// A run event: counted, projected and published to clients; from the run's terminal
-    /// event on, `session`'s next run waits for it.
-    fn run_event(&mut self, ev: ipc::control::RunEvent, session: Option<&(String, String)>) {
+    /// event on, `session`'s next run waits for it. A run's start is reported to the control
+    /// core (the returned event).
+    fn run_event(
+        &mut self,
+        ev: ipc::control::RunEvent,
+        session: Option<&(String, String)>,
+    ) -> Option<LinkEvent> {
         count(&self.metrics, &self.agent_id, &self.runs, &ev);
         let run_id = ev.run_id.clone();
-        let terminal = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
-        if let Some((key, _)) = session.filter(|_| terminal) {
+        let published = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
+        if let Some((key, _)) = session.filter(|_| published == Published::Terminal) {
             self.gates.close(key, &run_id);
         }
+        (published == Published::Started).then(|| LinkEvent::Started {
+            agent_id: self.agent_id.clone(),
+            generation: self.generation,
+            run_id,
+        })
     }
 }
 
@@ -612,9 +679,16 @@ pub fn describe_exit(status: ExitStatus) -> String {
 #[cfg(test)]
 impl LinkHandle {
     /// A link whose frames go to the returned receiver (no worker behind it).
-    pub fn for_tests(cap: usize) -> (Self, mpsc::Receiver<ControlToWorker>) {
+    pub fn for_tests(
+        cap: usize,
+    ) -> (
+        Self,
+        mpsc::Receiver<ControlToWorker>,
+        mpsc::UnboundedReceiver<EndNow>,
+    ) {
         let (tx, rx) = mpsc::channel(cap);
-        (Self { tx }, rx)
+        let (ends, ends_rx) = mpsc::unbounded_channel();
+        (Self { tx, ends }, rx, ends_rx)
     }
 }
 

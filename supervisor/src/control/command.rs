@@ -102,6 +102,11 @@ pub enum Command {
     ActiveRuns {
         reply: oneshot::Sender<HashMap<String, Vec<String>>>,
     },
+    /// Whether a run in flight has started (else it waits behind its session's runs).
+    HasStarted {
+        run_id: String,
+        reply: oneshot::Sender<bool>,
+    },
     /// Operator restart of one agent's worker (graceful: drain first; forced: kill now).
     /// Clears a tripped crash-loop breaker. Answered once the new worker is ready.
     RestartWorker {

@@ -139,6 +139,9 @@ pub struct Control {
     pub(super) room: super::queue_room::QueueRoom,
     /// When to trim the heap, once a worker has retired (`retire`).
     pub(super) trim_at: Option<Instant>,
+    /// Runs ended on their link ([`Control::end_on_link`]) whose link has not reported
+    /// them since: the end to tell if the link could not.
+    pub(super) ending: HashMap<String, crate::run_end::GatewayEnd>,
 }
 
 impl Control {
@@ -167,6 +170,7 @@ impl Control {
             allowed,
             room: Default::default(),
             trim_at: None,
+            ending: HashMap::new(),
         };
         control.reconcile(config);
         (control, failed_rx)
@@ -228,6 +232,9 @@ impl Control {
             }
             Command::ActiveRuns { reply } => {
                 let _ = reply.send(self.active_runs());
+            }
+            Command::HasStarted { run_id, reply } => {
+                let _ = reply.send(self.has_started(&run_id));
             }
             Command::RestartWorker {
                 agent_id,

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::core::{Control, Effect};
 use super::slot::{backoff, AfterExit, WorkerSlot, WorkerState};
-use crate::events::{Deferred, TerminalEvents};
+use crate::run_end::Seen;
 use crate::worker_link::{LinkEvent, LinkHandle, LinkSendError};
 
 /// What a worker's exit leads to, decided from its slot's state.
@@ -63,38 +63,40 @@ impl Control {
                     );
                 }
             }
+            LinkEvent::Started { run_id, .. } => self.run_started(&run_id),
+            LinkEvent::Finished {
+                agent_id,
+                terminal,
+                seen,
+                gate,
+                ..
+            } => self.finished_run(&agent_id, *terminal, seen, gate),
             LinkEvent::Message {
                 agent_id,
                 generation,
                 msg,
-                deferred,
-            } => self.worker_message(&agent_id, generation, *msg, deferred),
+            } => self.worker_message(&agent_id, generation, *msg),
             LinkEvent::Exited {
                 agent_id,
                 generation,
                 cause,
                 journal_stopped,
-                failures,
+                seen,
                 unsent,
             } => {
                 let how = match journal_stopped {
                     true => Gone::JournalStopped,
                     false => Gone::Exited,
                 };
-                self.worker_exited(agent_id, generation, cause, how, failures, unsent)
+                self.worker_exited(agent_id, generation, cause, how, seen, unsent)
             }
         }
     }
 
-    fn worker_message(
-        &mut self,
-        agent_id: &str,
-        generation: u64,
-        msg: WorkerToControl,
-        deferred: TerminalEvents,
-    ) {
+    fn worker_message(&mut self, agent_id: &str, generation: u64, msg: WorkerToControl) {
         match msg {
-            WorkerToControl::Finished(t) => self.finished_run(agent_id, t, deferred),
+            // The link reports it as `LinkEvent::Finished`, with what clients saw.
+            WorkerToControl::Finished(_) => {}
             WorkerToControl::Rejected { run_id, error } => {
                 self.fail_run(
                     &run_id,
@@ -163,7 +165,7 @@ impl Control {
         generation: u64,
         cause: String,
         how: Gone,
-        failures: Vec<(String, Vec<Deferred>)>,
+        seen: HashMap<String, Seen>,
         unsent: Vec<ControlToWorker>,
     ) {
         // Runs that ended while their Submit waited unsent (an abort ends a run at once)
@@ -212,7 +214,7 @@ impl Control {
         for m in carried.into_iter().rev() {
             slot.held.push_front(m);
         }
-        self.worker_gone(&agent_id, cause, failures.into_iter().collect(), how);
+        self.worker_gone(&agent_id, cause, seen, how);
     }
 
     fn worker_ready(&mut self, agent_id: String, generation: u64, pid: u32, link: LinkHandle) {
@@ -295,7 +297,7 @@ impl Control {
         &mut self,
         agent_id: &str,
         cause: String,
-        mut failures: HashMap<String, Vec<Deferred>>,
+        mut seen: HashMap<String, Seen>,
         how: Gone,
     ) {
         let seed = self.next_nonce;
@@ -330,10 +332,10 @@ impl Control {
             "exited during the run"
         };
         let msg = format!("worker for agent {agent_id:?} {verb}: {cause}");
-        // Runs the worker had end now, with the failure events its link built.
+        // Runs the worker had end now, told after what their clients saw.
         for id in runs {
-            let events = failures.remove(&id);
-            self.fail_run_with(&id, RunStatus::Error, &msg, None, events);
+            let seen = seen.remove(&id);
+            self.run_gone(&id, &msg, seen);
         }
         self.fail_frames(agent_id, to_fail, &msg);
         self.fail_ops_after_exit(agent_id, &cause, carry.as_ref());

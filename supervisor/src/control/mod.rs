@@ -10,7 +10,8 @@
 //! Architecture Invariants: a run is terminal in the gateway db before any waiter or client
 //! hears of it (`Persisting` -> `Terminal`); every accepted run ends exactly once: by the
 //! worker's terminal report, or by the control actor when the worker dies, is refused or the
-//! gateway stops. Start, restart and config reload share one path (`reconcile`).
+//! gateway stops. The core alone decides each run's terminal ([`terminal`]): links report
+//! what clients saw. Start, restart and config reload share one path (`reconcile`).
 
 pub mod approvals;
 mod ask;
@@ -26,6 +27,7 @@ mod run_table;
 mod runs;
 mod shell;
 mod slot;
+mod terminal;
 #[cfg(test)]
 mod tests;
 mod workers;
@@ -238,6 +240,13 @@ impl ControlHandle {
     pub async fn active_runs(&self) -> Result<HashMap<String, Vec<String>>, ControlError> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::ActiveRuns { reply })?;
+        rx.await.map_err(|_| ControlError::Closed)
+    }
+
+    /// Whether a run in flight has started (else it waits behind its session's runs).
+    pub async fn has_started(&self, run_id: String) -> Result<bool, ControlError> {
+        let (reply, rx) = oneshot::channel();
+        self.try_send(Command::HasStarted { run_id, reply })?;
         rx.await.map_err(|_| ControlError::Closed)
     }
 

@@ -1,14 +1,13 @@
 //! The run table's entries: a run handed to a worker (`Active`), its outcome being written
 //! (`Persisting`) and done (`Terminal`), the session operations waiting for answers, and the
-//! outcome and events of a run the gateway ends itself.
+//! clock behind each run's deadline.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{RunStatus, RunTerminal, StopReason};
 use tokio::sync::oneshot;
 
-use crate::events::{Deferred, TerminalEvents};
+use crate::events::TerminalEvents;
 use crate::outcome::Outcome;
 use crate::projection::RunRef;
 
@@ -149,12 +148,8 @@ impl RunClock {
         Self::new(timeout.map(|t| t.saturating_mul(calls).saturating_add(COMPACTION_GRACE)))
     }
 
-    /// What a tick sees at `now`: whether the run has started, and whether it waits for an
-    /// operator.
-    pub fn observe(&mut self, now: Instant, started: bool, waiting: bool) {
-        if started && self.started.is_none() {
-            self.started = Some(now);
-        }
+    /// What a tick sees at `now`: whether the run waits for an operator.
+    pub fn observe(&mut self, now: Instant, waiting: bool) {
         match (waiting, self.paused_since) {
             (true, None) => self.paused_since = Some(now),
             (false, Some(since)) => {
@@ -183,72 +178,6 @@ impl RunClock {
 pub(super) struct PendingOp {
     pub agent_id: String,
     pub reply: oneshot::Sender<super::command::OpResult>,
-}
-
-/// The outcome of a run the gateway ends itself (no work of the worker in it).
-pub(super) fn gateway_outcome(
-    entry: &RunEntry,
-    run_id: &str,
-    status: RunStatus,
-    ended_at: u64,
-    error: &str,
-    stop: Option<StopReason>,
-) -> Arc<Outcome> {
-    let t = RunTerminal::without_work(
-        run_id,
-        status,
-        ended_at,
-        error.to_owned(),
-        stop.map(Into::into),
-    );
-    Arc::new(Outcome::from_terminal(
-        &t,
-        &entry.session_key,
-        &entry.agent_id,
-    ))
-}
-
-/// Its terminal events, numbered `seq`: lifecycle `error`, and chat `aborted` (with the stop
-/// reason) or `error`.
-pub(super) fn gateway_events(
-    entry: &RunEntry,
-    run_id: &str,
-    seq: u64,
-    status: RunStatus,
-    ended_at: u64,
-    error: &str,
-    stop: Option<StopReason>,
-) -> Vec<Deferred> {
-    let run = entry.run(run_id);
-    let aborted = match (status, stop) {
-        (RunStatus::Aborted, Some(reason)) => Some(reason.into()),
-        _ => None,
-    };
-    Deferred::terminal(crate::projection::ended_by_gateway(
-        &run, seq, ended_at, None, error, aborted,
-    ))
-}
-
-/// The terminal events of a run the gateway stops at once: chat `aborted` with what the run
-/// had `streamed` so far as its message (as OpenClaw's carries it).
-pub(super) fn aborted_events(
-    entry: &RunEntry,
-    run_id: &str,
-    seq: u64,
-    ended_at: u64,
-    error: &str,
-    reason: StopReason,
-    streamed: &str,
-) -> Vec<Deferred> {
-    let run = entry.run(run_id);
-    let (agent, mut chat) =
-        crate::projection::ended_by_gateway(&run, seq, ended_at, None, error, Some(reason.into()));
-    if let ipc::gateway::ChatState::Aborted { message, .. } = &mut chat.state {
-        if !streamed.is_empty() {
-            *message = Some(ipc::gateway::ChatMessage::assistant(streamed, ended_at));
-        }
-    }
-    Deferred::terminal((agent, chat))
 }
 
 #[cfg(test)]
@@ -280,17 +209,18 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut c = RunClock::new(Some(Duration::from_secs(60)));
-        c.observe(at(0), false, false);
+        c.observe(at(0), false);
         assert!(!c.overdue(at(1000)), "queued: no deadline yet");
-        c.observe(at(10), true, false);
+        c.started = Some(at(10));
         assert!(!c.overdue(at(100)));
         assert!(c.overdue(at(101)), "60 s + 30 s of grace after its start");
         // An approval wait of 50 s in between does not count.
         let mut c = RunClock::new(Some(Duration::from_secs(60)));
-        c.observe(at(0), true, false);
-        c.observe(at(20), true, true);
+        c.started = Some(at(0));
+        c.observe(at(0), false);
+        c.observe(at(20), true);
         assert!(!c.overdue(at(120)), "waiting for an operator");
-        c.observe(at(70), true, false);
+        c.observe(at(70), false);
         assert!(!c.overdue(at(140)));
         assert!(c.overdue(at(141)));
         assert!(
@@ -299,7 +229,8 @@ mod tests {
         );
         // A fallback and the finalization pass each get a fresh deadline in the worker.
         let mut c = RunClock::for_attempts(Some(Duration::from_secs(60)), 1);
-        c.observe(at(0), true, false);
+        c.started = Some(at(0));
+        c.observe(at(0), false);
         assert!(
             !c.overdue(at(240)),
             "3 x 60 s + 30 s of compaction grace + 30 s"

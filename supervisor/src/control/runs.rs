@@ -5,19 +5,20 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::control::{ControlToWorker, RunStatus, RunStopReason, RunTerminal, SessionOp, StopReason};
+use ipc::control::{ControlToWorker, RunStatus, SessionOp, StopReason};
 use ipc::{ErrorCode, RpcError};
 use tokio::sync::oneshot;
 
 use super::command::{Arrival, Dispatch, OpResult, WaitReply};
 use super::core::{Control, Effect};
 use super::run_table::{
-    aborted_events, gateway_events, gateway_outcome, PendingOp, RunClock, RunEntry, RunState,
-    DEADLINE_GRACE, KEEP_FINISHED, MAX_FINISHED, MAX_PENDING_OPS,
+    PendingOp, RunClock, RunEntry, RunState, DEADLINE_GRACE, KEEP_FINISHED, MAX_FINISHED,
+    MAX_PENDING_OPS,
 };
 use super::slot::{Delivery, WorkerState};
 use crate::events::{Deferred, TerminalEvents};
 use crate::outcome::Outcome;
+use crate::run_end::GatewayEnd;
 
 /// Most runs waited for before they are handed over (each a client's `agent.wait`).
 const MAX_EXPECTED: usize = 4096;
@@ -175,126 +176,12 @@ impl Control {
         self.finished.push_back(run_id);
     }
 
-    pub(super) fn finished_run(
+    pub(super) fn persist(
         &mut self,
-        agent_id: &str,
-        t: RunTerminal,
+        run_id: String,
+        outcome: Arc<Outcome>,
         deferred: TerminalEvents,
     ) {
-        if let Some(slot) = self.workers.get_mut(agent_id) {
-            slot.in_flight.retain(|id| *id != t.run_id);
-        }
-        // The worker is done with it: nothing more of it will be relayed.
-        self.deps.hub.run_settled(&t.run_id);
-        let Some(entry) = self.runs.get(&t.run_id) else {
-            tracing::warn!(
-                run_id = t.run_id.as_str(),
-                "Terminal for an unknown run ignored."
-            );
-            return;
-        };
-        let outcome = Arc::new(Outcome::from_terminal(
-            &t,
-            &entry.session_key,
-            &entry.agent_id,
-        ));
-        // A run that ended before it started (aborted while queued in its lane, refused by
-        // its worker) published nothing: its clients still get the terminal events (R-A5).
-        // One another turn carried ends with that turn's outcome (R-B3).
-        let deferred = if deferred.events.is_empty() && deferred.gate.is_none() && !deferred.told {
-            let run = entry.run(&t.run_id);
-            if t.carried_by.is_some() {
-                let events = crate::projection::carried_terminal(&run, 1, &t);
-                let outcome = outcome.clone();
-                self.persist(
-                    t.run_id,
-                    outcome,
-                    TerminalEvents::ungated(Deferred::terminal(events)),
-                );
-                return;
-            }
-            let aborted = (t.status == RunStatus::Aborted)
-                .then(|| t.stop_reason.unwrap_or(RunStopReason::Rpc));
-            let error = t
-                .error
-                .as_deref()
-                .unwrap_or("the run ended before it started");
-            TerminalEvents::ungated(Deferred::terminal(crate::projection::ended_by_gateway(
-                &run,
-                1,
-                t.ended_at,
-                t.started_at,
-                error,
-                aborted,
-            )))
-        } else {
-            deferred
-        };
-        self.persist(t.run_id, outcome, deferred);
-    }
-
-    /// Ends a run from the supervisor side (worker gone, refused, shutting down).
-    pub(super) fn fail_run(
-        &mut self,
-        run_id: &str,
-        status: RunStatus,
-        error: &str,
-        stop: Option<StopReason>,
-    ) {
-        self.fail_run_with(run_id, status, error, stop, None);
-    }
-
-    /// Like [`Control::fail_run`]; `events` are the run's terminal events if the link already
-    /// built them, else `lifecycle error` + `chat error`/`aborted` are built here.
-    pub(super) fn fail_run_with(
-        &mut self,
-        run_id: &str,
-        status: RunStatus,
-        error: &str,
-        stop: Option<StopReason>,
-        events: Option<Vec<Deferred>>,
-    ) {
-        let Some(entry) = self.runs.get(run_id) else {
-            return;
-        };
-        if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
-            slot.in_flight.retain(|id| id != run_id);
-        }
-        // No worker will send more for it (the run may have been ended at once before).
-        self.deps.hub.run_settled(run_id);
-        if !entry.is_active() {
-            return;
-        }
-        let ended_at = self.now.wall_ms;
-        let outcome = gateway_outcome(entry, run_id, status, ended_at, error, stop);
-        let deferred = events
-            .unwrap_or_else(|| gateway_events(entry, run_id, 1, status, ended_at, error, stop));
-        self.persist(
-            run_id.to_owned(),
-            outcome,
-            TerminalEvents::ungated(deferred),
-        );
-    }
-
-    /// Ends a run handed to its worker now, as aborted with `reason`: clients get its
-    /// terminal events at once (numbered after what they saw, and nothing of the run after
-    /// them), waiters the outcome once it is recorded. The worker's own terminal, when its
-    /// cleanup is done, changes nothing (the first terminal wins).
-    fn end_now(&mut self, run_id: &str, reason: StopReason) {
-        let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
-            return;
-        };
-        let (ended_at, status, stop) = (self.now.wall_ms, RunStatus::Aborted, Some(reason));
-        let error = format!("run aborted ({})", reason.as_str());
-        let outcome = gateway_outcome(entry, run_id, status, ended_at, &error, stop);
-        let streamed = self.deps.hub.streamed_text(run_id);
-        self.deps.hub.end_run(run_id, |seq| {
-            aborted_events(entry, run_id, seq, ended_at, &error, reason, &streamed)
-        });
-        self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
-    }
-
-    fn persist(&mut self, run_id: String, outcome: Arc<Outcome>, deferred: TerminalEvents) {
         let Some(entry) = self.runs.get_mut(&run_id) else {
             return;
         };
@@ -354,6 +241,9 @@ impl Control {
             shrank = true;
         }
         self.unsettled.shrink();
+        // An end told on a link whose report never came (its agent was removed meanwhile).
+        let runs = &self.runs;
+        self.ending.retain(|id, _| runs.contains_key(id));
         shrank |= self.deps.hub.expire_runs(self.now.at);
         if shrank {
             // A burst of runs has been let go of: give the pages back (see `retire`).
@@ -395,7 +285,9 @@ impl Control {
             } else {
                 // Terminal at once (R-A5); the worker cleans up behind it, on a worker that is
                 // draining too.
-                self.end_now(id, reason);
+                let error = format!("run aborted ({})", reason.as_str());
+                let end = GatewayEnd::aborted(error, reason, self.now.wall_ms);
+                self.end_on_link(id, end);
                 self.send_if_ready(
                     agent_id,
                     ControlToWorker::Cancel {
@@ -495,8 +387,7 @@ impl Control {
             let RunState::Active { clock, .. } = &mut entry.state else {
                 continue;
             };
-            let started = clock.started.is_some() || self.deps.hub.has_started(id);
-            clock.observe(now, started, waiting.contains(id.as_str()));
+            clock.observe(now, waiting.contains(id.as_str()));
         }
         for (id, entry) in &self.runs {
             if let RunState::Active {
@@ -536,7 +427,7 @@ impl Control {
                 timeout.as_secs(),
                 DEADLINE_GRACE.as_secs()
             );
-            self.fail_run(&id, RunStatus::Error, &error, None);
+            self.end_on_link(&id, GatewayEnd::error(error, self.now.wall_ms));
             let cancel = ControlToWorker::Cancel {
                 run_id: id,
                 reason: StopReason::Timeout,

@@ -296,13 +296,15 @@ async fn wait_result(gw: &Gateway, p: &AgentWaitParams) -> Answer<AgentWaitResul
             _ = gw.stopping.cancelled() => draining,
         });
     }
+    let started =
+        |run_id: String| async move { gw.control.has_started(run_id).await.unwrap_or(true) };
     Ok(match pending {
         Some(rx) => tokio::select! {
             r = tokio::time::timeout(window, rx) => match r {
                 Ok(Ok(o)) => o.wait_result(),
                 Ok(Err(_)) => draining,
                 // Still behind its session's earlier runs: say so (R-A2).
-                Err(_) if !gw.hub.has_started(&p.run_id) => AgentWaitResult::queued(&p.run_id),
+                Err(_) if !started(p.run_id.clone()).await => AgentWaitResult::queued(&p.run_id),
                 Err(_) => timed_out,
             },
             _ = gw.stopping.cancelled() => draining,

@@ -34,6 +34,7 @@ fn relay(tx: mpsc::Sender<LinkEvent>) -> Relay {
         generation: 1,
         events: tx,
         runs: HashMap::new(),
+        handed: VecDeque::new(),
         gates: SessionGates::new(),
         closing: false,
         journal: None,
@@ -64,8 +65,10 @@ async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
             assert!(relay.handle(msg).await);
         }
         // Keep the first gate closed, as a slow outcome write would.
-        while let Ok(LinkEvent::Message { deferred, .. }) = rx.try_recv() {
-            gates.extend(deferred.gate);
+        while let Ok(ev) = rx.try_recv() {
+            if let LinkEvent::Finished { gate, .. } = ev {
+                gates.extend(gate);
+            }
         }
     }
     assert_eq!(
@@ -79,22 +82,23 @@ async fn frames_held_for_a_session_all_go_on_when_the_link_ends() {
     }
     let mut done = Vec::new();
     while let Ok(ev) = rx.try_recv() {
-        if let LinkEvent::Message { msg, .. } = ev {
-            if let WorkerToControl::Finished(t) = *msg {
-                done.push(t.run_id);
-            }
+        if let LinkEvent::Finished { terminal, .. } = ev {
+            done.push(terminal.run_id);
         }
     }
     assert_eq!(done, ["k1", "k2"]);
     drop(gates);
 }
 
-/// A run that started and then ended with no terminal event (its loop task failed in
-/// the worker) still gets one: lifecycle `error`, numbered after what clients saw.
+/// A run that started and then ended with no terminal event (its loop task failed in the
+/// worker): the link decides nothing, it reports what clients saw (up to `seq` 1, nothing
+/// held) for the control core to tell the fallback terminal after; the run's start was
+/// reported first.
 #[tokio::test]
-async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
+async fn a_started_run_that_ends_silently_is_reported_with_what_clients_saw_r_b1() {
     let (tx, mut rx) = mpsc::channel(64);
     let mut relay = relay(tx);
+    let (mut clients, _) = relay.hub.subscribe();
     assert!(relay.handle(lifecycle("p", 1, Phase::Start)).await);
     let mut t = RunTerminal::without_work(
         "p",
@@ -105,25 +109,84 @@ async fn a_started_run_that_ends_silently_gets_the_fallback_terminal_r_b1() {
     );
     t.started_at = Some(1);
     assert!(relay.handle(WorkerToControl::Finished(t)).await);
-    let mut terminal = Vec::new();
-    while let Ok(ev) = rx.try_recv() {
-        if let LinkEvent::Message { deferred, .. } = ev {
-            terminal.extend(deferred.events);
-        }
+    assert!(matches!(
+        rx.try_recv(),
+        Ok(LinkEvent::Started { ref run_id, .. }) if run_id == "p"
+    ));
+    let Ok(LinkEvent::Finished { seen, gate, .. }) = rx.try_recv() else {
+        panic!("the run's Finished goes to the core")
+    };
+    let seen = seen.expect("it started on the wire");
+    assert_eq!((seen.last_seq, seen.started_at), (1, Some(1)));
+    assert!(seen.terminal.is_empty() && !seen.ended && !seen.taken_in);
+    assert!(gate.is_some(), "its session waits for the core's terminal");
+    let published: Vec<String> = std::iter::from_fn(|| clients.try_recv().ok())
+        .map(|e| e.payload.to_string())
+        .collect();
+    assert_eq!(published.len(), 1, "only its start: {published:?}");
+}
+
+/// An end the control core decides while a run streams goes out at once, numbered after
+/// what clients saw and with the text streamed so far; nothing the worker sends for the
+/// run afterwards is published, and its `Finished` says the end went out (R-A5, R-D3).
+#[tokio::test]
+async fn an_end_told_on_the_link_follows_what_clients_saw_and_nothing_follows_it() {
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut relay = relay(tx);
+    let (mut clients, _) = relay.hub.subscribe();
+    let frames = run_frames("r");
+    for msg in frames[..2].iter().cloned() {
+        assert!(relay.handle(msg).await);
     }
-    let texts: Vec<String> = terminal.iter().map(|d| d.json_for_tests()).collect();
-    assert_eq!(texts.len(), 2, "{texts:?}");
-    assert!(
-        texts[0].contains("\"phase\":\"error\"") && texts[0].contains("\"seq\":2"),
-        "{texts:?}"
+    let end =
+        crate::run_end::GatewayEnd::aborted("run aborted (rpc)", ipc::control::StopReason::Rpc, 5);
+    let told = |end| EndNow {
+        run_id: "r".into(),
+        session_key: "agent:main:s".into(),
+        end,
+    };
+    relay.end_now(told(end.clone()));
+    relay.end_now(told(end.clone()));
+    for msg in frames[2..].iter().cloned() {
+        assert!(relay.handle(msg).await);
+    }
+    let published: Vec<serde_json::Value> = std::iter::from_fn(|| clients.try_recv().ok())
+        .map(|e| serde_json::from_str(&e.payload).unwrap())
+        .collect();
+    let last = &published[published.len() - 2..];
+    assert_eq!(
+        published.len(),
+        5,
+        "start, delta pair, the end's pair: {published:?}"
     );
-    assert!(
-        texts[0].contains("the agent loop failed: boom"),
-        "{texts:?}"
-    );
-    assert!(texts[1].contains("\"state\":\"error\""), "{texts:?}");
-    // The control actor settles it once it has handled the terminal.
-    assert!(relay.hub.has_started("p"));
+    assert_eq!(last[0]["data"]["phase"], "error");
+    assert_eq!(last[0]["seq"], 3, "after the delta at seq 2");
+    assert_eq!(last[1]["state"], "aborted");
+    assert_eq!(last[1]["message"]["content"][0]["text"], "reply of r");
+    let finished = std::iter::from_fn(|| rx.try_recv().ok())
+        .find_map(|e| match e {
+            LinkEvent::Finished { seen, .. } => seen,
+            _ => None,
+        })
+        .expect("reported");
+    assert!(finished.ended && finished.terminal.is_empty());
+    // A run the link never saw start is told from seq 1, and its start, should the worker
+    // still send it, goes nowhere.
+    relay.end_now(EndNow {
+        run_id: "q".into(),
+        session_key: "agent:main:s".into(),
+        end: end.clone(),
+    });
+    assert!(relay.handle(lifecycle("q", 1, Phase::Start)).await);
+    let published: Vec<serde_json::Value> = std::iter::from_fn(|| clients.try_recv().ok())
+        .map(|e| serde_json::from_str(&e.payload).unwrap())
+        .collect();
+    assert_eq!(published.len(), 2, "{published:?}");
+    assert_eq!(published[0]["seq"], 1);
+    assert!(rx.try_recv().is_err(), "no start reported for it");
+    // An end for a run whose `Finished` already went to the core is the core's to tell.
+    relay.end_now(told(end));
+    assert!(clients.try_recv().is_err());
 }
 
 /// A collected run's `Finished` (it never started on the wire) waits in its carrier's
@@ -142,8 +205,10 @@ async fn a_carried_runs_end_waits_behind_its_carriers_session_gate() {
         assert!(relay.handle(msg).await);
     }
     let mut gates = Vec::new();
-    while let Ok(LinkEvent::Message { deferred, .. }) = rx.try_recv() {
-        gates.extend(deferred.gate);
+    while let Ok(ev) = rx.try_recv() {
+        if let LinkEvent::Finished { gate, .. } = ev {
+            gates.extend(gate);
+        }
     }
     assert_eq!(gates.len(), 1);
     // The collected turn c (carrying c2) runs and ends meanwhile.
@@ -221,7 +286,11 @@ struct Harness {
     relay: Relay,
     rx: mpsc::Receiver<LinkEvent>,
     delay: Option<usize>,
-    pending: VecDeque<(usize, TerminalEvents)>,
+    pending: VecDeque<(
+        usize,
+        Vec<Deferred>,
+        Option<tokio::sync::oneshot::Sender<()>>,
+    )>,
     step: usize,
 }
 
@@ -239,25 +308,25 @@ impl Harness {
     async fn settle(&mut self, end: bool) {
         loop {
             while let Ok(ev) = self.rx.try_recv() {
-                if let LinkEvent::Message { deferred, .. } = ev {
+                if let LinkEvent::Finished { seen, gate, .. } = ev {
+                    // As the core decides for a run that told its own terminal.
+                    let events = seen.map(|s| s.terminal).unwrap_or_default();
                     let due = self.delay.map_or(usize::MAX, |d| self.step + d);
-                    self.pending.push_back((due, deferred));
+                    self.pending.push_back((due, events, gate));
                 }
             }
             let mut moved = false;
             while self
                 .pending
                 .front()
-                .is_some_and(|(due, _)| end || *due <= self.step)
+                .is_some_and(|(due, _, _)| end || *due <= self.step)
             {
-                let Some((_, deferred)) = self.pending.pop_front() else {
+                let Some((_, events, gate)) = self.pending.pop_front() else {
                     break;
                 };
                 // As `Control::persisted`: publish, then let the gate go.
-                for ev in &deferred.events {
-                    self.relay.hub.publish_deferred(ev);
-                }
-                drop(deferred.gate);
+                self.relay.hub.publish_all(&events);
+                drop(gate);
                 moved = true;
             }
             while self.relay.gates.waiting() {
@@ -453,55 +522,6 @@ fn a_tool_event_is_for_tool_clients_and_the_terminal_is_held() {
         &mut out,
     );
     assert!(out.is_empty(), "{out:?}");
-    assert_eq!(runs["r1"].deferred.len(), 2);
+    assert_eq!(runs["r1"].terminal.len(), 2);
     assert_eq!(runs["r1"].last_seq, 3);
-}
-
-/// What the link kept of a started run of session `agent:main:s`, seen up to `seq` 4.
-fn streaming(deferred: Vec<Deferred>, carried: bool) -> Streaming {
-    Streaming {
-        session_key: "agent:main:s".into(),
-        text: Default::default(),
-        thinking: String::new(),
-        last_seq: 4,
-        started_at: Some(1),
-        deferred,
-        reply_place: None,
-        carried,
-    }
-}
-
-/// A run's `Finished`: the terminal events its own events gave; none when the gateway ended
-/// it already, when it never started, or when it was taken into another run's turn (its
-/// clients were told); else a fallback terminal numbered after what clients saw, or the
-/// carrier's outcome for a carried run an older worker did not announce.
-#[test]
-fn the_terminal_events_of_a_finished_run_follow_what_its_clients_saw() {
-    use finished::terminal_events;
-    let WorkerToControl::Finished(t) = finished("r1") else {
-        panic!("not a Finished")
-    };
-    let held = || vec![Deferred::event("x", &1), Deferred::event("y", &2)];
-    let (events, told) = terminal_events("main", true, Some(streaming(held(), false)), &t);
-    assert!(events.is_empty() && !told);
-    let (events, told) = terminal_events("main", false, None, &t);
-    assert!(events.is_empty() && !told);
-    let (events, told) = terminal_events("main", false, Some(streaming(held(), true)), &t);
-    assert!(events.is_empty() && told);
-    let (events, told) = terminal_events("main", false, Some(streaming(held(), false)), &t);
-    assert_eq!((events.len(), told), (2, false));
-    assert!(format!("{events:?}").contains("\"x\""), "{events:?}");
-
-    let (events, told) = terminal_events("main", false, Some(streaming(Vec::new(), false)), &t);
-    assert_eq!((events.len(), told), (2, false));
-    let text = format!("{events:?}");
-    assert!(text.contains("the run ended without a result"), "{text}");
-    assert!(text.contains(r#"\"seq\":5"#), "{text}");
-
-    let mut carried = t.clone();
-    carried.carried_by = Some("r0".into());
-    let (events, told) =
-        terminal_events("main", false, Some(streaming(Vec::new(), false)), &carried);
-    assert_eq!((events.len(), told), (2, false));
-    assert!(!format!("{events:?}").contains("the run ended without a result"));
 }

@@ -1,5 +1,6 @@
 //! What a worker's run events become for clients: the agent and chat events published to
-//! the hub (terminal ones held until the outcome is recorded), and what `/metrics` counts.
+//! the hub (the worker's terminal ones held for the control core, which decides the run's
+//! terminal), and what `/metrics` counts.
 
 use super::*;
 
@@ -35,23 +36,36 @@ pub(super) fn count(
     }
 }
 
-/// Projects one run event for clients and publishes it (terminal ones are kept in the run's
-/// streaming state until its outcome is durable). True if it was the run's terminal event.
+/// What one run event was for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Published {
+    /// Its start: its streaming state began.
+    Started,
+    /// Its worker's terminal event (held for the control core).
+    Terminal,
+    /// Anything else, or nothing (a run the gateway ended, an unknown run).
+    Other,
+}
+
+/// Projects one run event for clients and publishes it (the worker's terminal ones are kept
+/// in the run's streaming state for the control core).
 pub(super) fn publish(
     hub: &EventHub,
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
     ev: ipc::control::RunEvent,
-) -> bool {
-    let held_before = runs.get(&ev.run_id).map_or(0, |st| st.deferred.len());
+) -> Published {
+    let known = runs.get(&ev.run_id).map(|st| st.terminal.len());
     let mut out = Vec::new();
     project(hub, agent_id, runs, &ev, &mut out);
-    // Dropped if the gateway already ended the run (an abort is terminal at once, R-A5).
     if !out.is_empty() {
-        hub.publish_run(&ev.run_id, ev.seq, &out);
+        hub.publish_all(&out);
     }
-    runs.get(&ev.run_id)
-        .is_some_and(|st| st.deferred.len() > held_before)
+    match (known, runs.get(&ev.run_id)) {
+        (None, Some(_)) => Published::Started,
+        (Some(held), Some(st)) if st.terminal.len() > held => Published::Terminal,
+        _ => Published::Other,
+    }
 }
 
 /// What clients get for a `run_status` event: nothing for a phase this build cannot name
@@ -96,11 +110,12 @@ pub(super) fn project(
     out: &mut Vec<Deferred>,
 ) {
     if let EventBody::Lifecycle(l) = &ev.body {
-        if l.phase == Phase::Start && started(hub, agent_id, runs, ev, l, out) {
+        if l.phase == Phase::Start && started(agent_id, runs, ev, l, out) {
             return;
         }
     }
-    let Some(st) = runs.get_mut(&ev.run_id) else {
+    // Nothing of a run the gateway ended is published after its end (R-A5, R-D3).
+    let Some(st) = runs.get_mut(&ev.run_id).filter(|st| !st.ended) else {
         return;
     };
     st.last_seq = ev.seq;
@@ -176,7 +191,7 @@ fn lifecycle(
     match projected {
         // Terminal: held until the control actor has recorded the outcome.
         Some((agent, Some(chat))) => st
-            .deferred
+            .terminal
             .extend([Deferred::agent(&agent), Deferred::chat(&chat)]),
         Some((agent, None)) => {
             out.push(Deferred::agent(&agent));
@@ -267,26 +282,20 @@ fn block(
 
 /// A run's `start`: its streaming state begins. True if that is all its clients hear of
 /// it: steered and taken into another run's turn (R-B3), as OpenClaw, one chat `final` with
-/// no message and no lifecycle of its own.
+/// no message and no lifecycle of its own; or ended by the gateway before it started.
 fn started(
-    hub: &EventHub,
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
     ev: &ipc::control::RunEvent,
     l: &ipc::control::Lifecycle,
     out: &mut Vec<Deferred>,
 ) -> bool {
-    hub.run_started(&ev.run_id);
-    let st = Streaming {
-        session_key: l.session_key.clone().unwrap_or_default(),
-        text: Default::default(),
-        thinking: String::new(),
-        last_seq: ev.seq,
-        started_at: l.started_at,
-        deferred: Vec::new(),
-        reply_place: None,
-        carried: l.carried_by.is_some(),
-    };
+    if runs.get(&ev.run_id).is_some_and(|st| st.ended) {
+        return true;
+    }
+    let key = l.session_key.clone().unwrap_or_default();
+    let mut st = Streaming::new(key, ev.seq, l.started_at);
+    st.carried = l.carried_by.is_some();
     let carried = st.carried;
     if carried {
         let run = RunRef {

@@ -13,9 +13,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::*;
 use crate::config::{Overrides, RawConfig};
-use crate::events::TerminalEvents;
 use crate::outcome::Outcome;
-use crate::worker_link::LinkHandle;
+use crate::worker_link::{EndNow, LinkHandle};
 
 /// Agent `main` (the default) with a model, and fast supervision settings.
 const CONFIG: &str = r#"
@@ -59,6 +58,8 @@ struct Harness {
     failed: watch::Receiver<FailedAgents>,
     /// The agent the helpers below act for (`main` unless a test moves it).
     agent: &'static str,
+    /// What the core told each ready worker's link to end, newest link last.
+    ends: Vec<mpsc::UnboundedReceiver<EndNow>>,
     _dir: tempfile::TempDir,
 }
 
@@ -79,6 +80,7 @@ impl Harness {
             ms: 0,
             failed,
             agent: "main",
+            ends: Vec::new(),
             _dir: dir,
         }
     }
@@ -139,7 +141,8 @@ impl Harness {
     /// Worker `generation` of `main` is ready with `pid`; its link's frames come out of the
     /// returned receiver.
     fn ready(&mut self, ms: u64, generation: u64, pid: u32) -> mpsc::Receiver<ControlToWorker> {
-        let (link, rx) = LinkHandle::for_tests(64);
+        let (link, rx, ends) = LinkHandle::for_tests(64);
+        self.ends.push(ends);
         let ev = LinkEvent::Ready {
             agent_id: self.agent.into(),
             generation,
@@ -167,7 +170,7 @@ impl Harness {
             generation,
             cause: cause.into(),
             journal_stopped,
-            failures: Vec::new(),
+            seen: HashMap::new(),
             unsent: Vec::new(),
         };
         self.at(ms, Command::Link(ev))
@@ -182,12 +185,32 @@ impl Harness {
         self.at(ms, Command::Link(ev))
     }
 
+    /// The link hands `msg` on (a `Finished` as a run its clients saw nothing of).
     fn message(&mut self, ms: u64, generation: u64, msg: WorkerToControl) -> Vec<Effect> {
-        let ev = LinkEvent::Message {
+        let agent_id = self.agent.into();
+        let ev = match msg {
+            WorkerToControl::Finished(t) => LinkEvent::Finished {
+                agent_id,
+                generation,
+                terminal: Box::new(t),
+                seen: None,
+                gate: None,
+            },
+            msg => LinkEvent::Message {
+                agent_id,
+                generation,
+                msg: Box::new(msg),
+            },
+        };
+        self.at(ms, Command::Link(ev))
+    }
+
+    /// The link saw run `run_id` start.
+    fn started(&mut self, ms: u64, run_id: &str) -> Vec<Effect> {
+        let ev = LinkEvent::Started {
             agent_id: self.agent.into(),
-            generation,
-            msg: Box::new(msg),
-            deferred: TerminalEvents::default(),
+            generation: 1,
+            run_id: run_id.into(),
         };
         self.at(ms, Command::Link(ev))
     }
@@ -647,12 +670,12 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
     assert!(matches!(link.try_recv(), Ok(ControlToWorker::Submit(_))));
     // Queued in its lane for a minute: no deadline runs yet.
     assert!(persisted(&h.tick(60_000)).is_empty());
-    h.core.deps.hub.run_started("r1");
+    h.started(60_500, "r1");
     h.tick(60_500);
     // A message steered into r1's turn starts too, with a shorter deadline of its own: it
     // ends with r1's turn, so only r1's deadline counts while r1 runs.
     h.dispatch_with(61_000, "r2", Some(10_000));
-    h.core.deps.hub.run_started("r2");
+    h.started(61_000, "r2");
     assert!(persisted(&h.tick(61_001)).is_empty());
     // Keep the heartbeats answered.
     h.message(100_000, 1, WorkerToControl::Pong { nonce: 1 });
@@ -707,3 +730,4 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
 mod keys;
 mod queue_room;
 mod retire;
+mod terminal;

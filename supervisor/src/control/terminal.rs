@@ -1,0 +1,296 @@
+//! Every run's terminal, decided here: the worker's end (its own terminal events, a taken-in
+//! run's nothing, a silent end's fallback, a run that never started), and every end the
+//! gateway decides (aborted, past its deadline, its worker gone, refused, never sent).
+//!
+//! The link reports what clients saw of a run ([`Seen`]); the core decides the outcome and
+//! the terminal events, which are published once the outcome is durable (`persisted`). An
+//! end decided while the run streams goes out at once on the run's link
+//! ([`Control::end_on_link`]), which numbers it after what clients saw and publishes nothing
+//! of the run after it; the link's next report of the run says whether it did.
+
+use std::sync::Arc;
+
+use ipc::control::{RunStatus, RunStopReason, RunTerminal, StopReason};
+use tokio::sync::oneshot;
+
+use super::core::Control;
+use super::run_table::RunState;
+use super::slot::WorkerState;
+use crate::events::{Deferred, TerminalEvents};
+use crate::outcome::Outcome;
+use crate::projection::RunRef;
+use crate::run_end::{GatewayEnd, Seen};
+use crate::worker_link::{EndNow, LinkHandle};
+
+impl Control {
+    /// The link saw the run start: its deadline's backstop counts from now.
+    pub(super) fn run_started(&mut self, run_id: &str) {
+        if let Some(RunState::Active { clock, .. }) =
+            self.runs.get_mut(run_id).map(|e| &mut e.state)
+        {
+            clock.started.get_or_insert(self.now.at);
+        }
+    }
+
+    /// Whether a run has started (else it is still queued behind its session); one that
+    /// ended meanwhile is past its queue.
+    pub(super) fn has_started(&self, run_id: &str) -> bool {
+        match self.runs.get(run_id).map(|e| &e.state) {
+            Some(RunState::Active { clock, .. }) => clock.started.is_some(),
+            Some(RunState::Persisting { .. } | RunState::Terminal { .. }) => true,
+            None => false,
+        }
+    }
+
+    /// The worker ended run `t`; `seen` is what its clients saw, `gate` holds its session's
+    /// later frames until the terminal is published.
+    pub(super) fn finished_run(
+        &mut self,
+        agent_id: &str,
+        t: RunTerminal,
+        seen: Option<Seen>,
+        gate: Option<oneshot::Sender<()>>,
+    ) {
+        if let Some(slot) = self.workers.get_mut(agent_id) {
+            slot.in_flight.retain(|id| *id != t.run_id);
+        }
+        if let Some(end) = self.ending.remove(&t.run_id) {
+            self.told_late(&t.run_id, &end, seen.as_ref(), gate);
+            return;
+        }
+        let Some(entry) = self.runs.get(&t.run_id) else {
+            tracing::warn!(
+                run_id = t.run_id.as_str(),
+                "Terminal for an unknown run ignored."
+            );
+            return;
+        };
+        let outcome = Arc::new(Outcome::from_terminal(
+            &t,
+            &entry.session_key,
+            &entry.agent_id,
+        ));
+        let events = worker_terminal(&entry.run(&t.run_id), &t, seen);
+        self.persist(t.run_id, outcome, TerminalEvents { events, gate });
+    }
+
+    /// Ends a run from the supervisor side (refused, never sent, shutting down), its
+    /// terminal numbered first.
+    pub(super) fn fail_run(
+        &mut self,
+        run_id: &str,
+        status: RunStatus,
+        error: &str,
+        stop: Option<StopReason>,
+    ) {
+        let end = GatewayEnd {
+            status,
+            error: error.to_owned(),
+            stop,
+            ended_at: self.now.wall_ms,
+        };
+        self.end_run(run_id, &end, None);
+    }
+
+    /// Ends a run with `end`, its terminal told after what `seen` says clients saw.
+    pub(super) fn end_run(&mut self, run_id: &str, end: &GatewayEnd, seen: Option<&Seen>) {
+        let Some(entry) = self.runs.get(run_id) else {
+            return;
+        };
+        if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
+            slot.in_flight.retain(|id| id != run_id);
+        }
+        if !entry.is_active() {
+            return;
+        }
+        let run = entry.run(run_id);
+        let (outcome, events) = (end.outcome(&run), end.events_after(&run, seen));
+        self.persist(run_id.to_owned(), outcome, TerminalEvents::ungated(events));
+    }
+
+    /// Its worker's link is gone with run `run_id` unfinished (`seen`: what clients saw).
+    pub(super) fn run_gone(&mut self, run_id: &str, why: &str, seen: Option<Seen>) {
+        match self.ending.remove(run_id) {
+            Some(end) => self.told_late(run_id, &end, seen.as_ref(), None),
+            None => {
+                let end = GatewayEnd::error(why, self.now.wall_ms);
+                self.end_run(run_id, &end, seen.as_ref());
+            }
+        }
+    }
+
+    /// Ends a run its worker has, now, with `end` (an abort, the deadline's backstop): its
+    /// clients are told at once on its link, numbered after what they saw; its waiters get
+    /// the outcome once it is recorded. The worker's own end, when its cleanup is done,
+    /// changes nothing (the first terminal wins).
+    pub(super) fn end_on_link(&mut self, run_id: &str, end: GatewayEnd) {
+        let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
+            return;
+        };
+        let run = entry.run(run_id);
+        let outcome = end.outcome(&run);
+        let Some(link) = self.link_of(&entry.agent_id) else {
+            // No link: nothing of the run was streamed, nor will be.
+            let events = end.events_after(&run, None);
+            self.persist(run_id.to_owned(), outcome, TerminalEvents::ungated(events));
+            return;
+        };
+        let told = EndNow {
+            run_id: run_id.to_owned(),
+            session_key: entry.session_key.clone(),
+            end: end.clone(),
+        };
+        // Refused only once the link has stopped: its exit report says what clients saw,
+        // and the end is told then (`run_gone`).
+        let _ = link.end(told);
+        self.ending.insert(run_id.to_owned(), end);
+        self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
+    }
+
+    /// The link reported run `run_id` after the core ended it on the link: if the link did
+    /// not tell that end (the run's `Finished` was on its way, or the link had stopped), the
+    /// core tells it now, after what `seen` says clients saw.
+    fn told_late(
+        &mut self,
+        run_id: &str,
+        end: &GatewayEnd,
+        seen: Option<&Seen>,
+        gate: Option<oneshot::Sender<()>>,
+    ) {
+        if seen.is_some_and(|s| s.ended) {
+            return;
+        }
+        let Some(entry) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let events = end.events_after(&entry.run(run_id), seen);
+        match &mut entry.state {
+            RunState::Persisting { deferred, .. } => {
+                deferred.events = events;
+                deferred.gate = gate;
+            }
+            // The outcome was recorded before the link's report came (a full actor queue):
+            // late, but told, and numbered right.
+            RunState::Terminal { .. } | RunState::Active { .. } => {
+                self.deps.hub.publish_all(&events);
+            }
+        }
+    }
+
+    /// The link of `agent_id`'s worker, while it has one (ready, or draining its runs).
+    fn link_of(&self, agent_id: &str) -> Option<LinkHandle> {
+        match &self.workers.get(agent_id)?.state {
+            WorkerState::Ready { link, .. }
+            | WorkerState::Draining {
+                link: Some(link), ..
+            } => Some(link.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The terminal events of a run its worker ended with `t`, given what its clients saw
+/// (`None`: the run never started on the wire).
+pub(super) fn worker_terminal(
+    run: &RunRef<'_>,
+    t: &RunTerminal,
+    seen: Option<Seen>,
+) -> Vec<Deferred> {
+    let aborted =
+        (t.status == RunStatus::Aborted).then(|| t.stop_reason.unwrap_or(RunStopReason::Rpc));
+    let silent = |seq: u64, started_at: Option<u64>, default: &str| {
+        let error = t.error.as_deref().unwrap_or(default);
+        Deferred::terminal(crate::projection::ended_by_gateway(
+            run, seq, t.ended_at, started_at, error, aborted,
+        ))
+    };
+    match seen {
+        // Ended before it started (aborted while queued in its lane, refused by its worker):
+        // its clients still get a terminal (R-A5); one another turn carried ends with that
+        // turn's outcome (R-B3).
+        None if t.carried_by.is_some() => {
+            Deferred::terminal(crate::projection::carried_terminal(run, 1, t))
+        }
+        None => silent(1, t.started_at, "the run ended before it started"),
+        // Taken into another run's turn: its clients heard that, and nothing more (its
+        // outcome, the carrier's, is for `agent.wait`). Or its end went out on the link.
+        Some(s) if s.taken_in || s.ended => Vec::new(),
+        // Carried without being told (an older worker): that turn's outcome.
+        Some(s) if t.carried_by.is_some() => {
+            Deferred::terminal(crate::projection::carried_terminal(run, s.last_seq + 1, t))
+        }
+        // Started but ended with no terminal event (the worker's loop task failed): the
+        // fallback terminal, numbered after what clients saw.
+        Some(s) if s.terminal.is_empty() => silent(
+            s.last_seq + 1,
+            s.started_at,
+            "the run ended without a result",
+        ),
+        Some(s) => s.terminal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> RunRef<'static> {
+        RunRef {
+            run_id: "r1",
+            session_key: "agent:main:s",
+            agent_id: "main",
+        }
+    }
+
+    /// What the link saw of a started run, up to `seq` 4.
+    fn seen(terminal: Vec<Deferred>, taken_in: bool) -> Option<Seen> {
+        Some(Seen {
+            session_key: "agent:main:s".into(),
+            last_seq: 4,
+            started_at: Some(1),
+            streamed: String::new(),
+            terminal,
+            taken_in,
+            ended: false,
+        })
+    }
+
+    /// A worker's end: the terminal events its own events gave; none when it was taken into
+    /// another run's turn (its clients were told); a fallback numbered after what clients
+    /// saw for a silent end; the carrier's outcome for a carried run an older worker did not
+    /// announce; and for a run that never started, its terminal from seq 1 (R-A5, R-B1, R-B3).
+    #[test]
+    fn a_workers_end_is_told_after_what_its_clients_saw() {
+        let mut t = RunTerminal::without_work("r1", RunStatus::Ok, 9, String::new(), None);
+        t.error = None;
+        let held = || vec![Deferred::event("x", &1), Deferred::event("y", &2)];
+        let text = |events: &[Deferred]| format!("{events:?}");
+
+        let events = worker_terminal(&run(), &t, seen(held(), false));
+        assert!(text(&events).contains("\"x\"") && events.len() == 2);
+        assert!(worker_terminal(&run(), &t, seen(held(), true)).is_empty());
+
+        let events = worker_terminal(&run(), &t, seen(Vec::new(), false));
+        assert!(text(&events).contains("the run ended without a result"));
+        assert!(text(&events).contains(r#"\"seq\":5"#), "{}", text(&events));
+
+        let mut carried = t.clone();
+        carried.carried_by = Some("r0".into());
+        let events = worker_terminal(&run(), &carried, seen(Vec::new(), false));
+        assert_eq!(events.len(), 2);
+        assert!(!text(&events).contains("the run ended without a result"));
+        assert!(text(&events).contains(r#"\"seq\":5"#));
+
+        let mut queued = RunTerminal::without_work(
+            "r1",
+            RunStatus::Aborted,
+            9,
+            "aborted while queued".into(),
+            Some(RunStopReason::Rpc),
+        );
+        let events = worker_terminal(&run(), &queued, None);
+        assert!(text(&events).contains(r#"\"seq\":1"#) && text(&events).contains("aborted"));
+        queued.carried_by = Some("r0".into());
+        assert_eq!(worker_terminal(&run(), &queued, None).len(), 2);
+    }
+}
