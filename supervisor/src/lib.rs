@@ -13,7 +13,8 @@
 //!   [`device_conns`] (live device connections), [`connection`] (a connection's loop, its
 //!   outbound queue and parse budgets), [`rpc`] (the methods), [`catalog`] (answers about
 //!   models and config), [`control_ui`] (serving an installed Control UI),
-//!   [`gateway`] (the state requests share).
+//!   [`gateway`] (the state requests share, as parts: [`presence`],
+//!   [`session_settings`], ...).
 //! - Runs: [`control`] (the control actor: runs, waiters, the worker set), [`worker_link`]
 //!   (a worker's process and link), [`link_order`] (a session's runs never overlap on the
 //!   wire), [`events`] and [`run_log`] (the event hub and its replay buffer), [`projection`]
@@ -58,12 +59,14 @@ pub mod metrics;
 pub mod outcome;
 pub mod ownership;
 pub mod paths;
+pub mod presence;
 pub mod projection;
 pub mod rpc;
 pub mod run_end;
 pub mod run_log;
 pub mod secrets;
 pub mod serve;
+pub mod session_settings;
 mod sys;
 pub mod sys_info;
 pub mod systemd;

@@ -318,8 +318,8 @@ async fn restore_session_overrides(gw: &Gateway, db: &GatewayDb) {
     match db.session_overrides().await {
         Ok(rows) => {
             for row in rows {
-                gw.update_session_overrides(&row.session_key, |o| {
-                    *o = crate::gateway::SessionOverrides {
+                gw.sessions.update(&row.session_key, |o| {
+                    *o = crate::session_settings::SessionOverrides {
                         model: row.model,
                         thinking: row.thinking,
                         reasoning: row.reasoning,

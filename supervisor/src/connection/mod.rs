@@ -63,7 +63,7 @@ struct PresenceGuard<'a> {
 
 impl Drop for PresenceGuard<'_> {
     fn drop(&mut self) {
-        self.gw.set_presence(self.conn_id, None);
+        self.gw.presence.set(self.conn_id, None);
         self.gw.device_conns.remove(self.conn_id);
     }
 }
@@ -207,7 +207,7 @@ async fn welcome(
         }
     }
     out.ok_with(&id, &hello).await;
-    gw.set_presence(conn_id, Some(session.presence.clone()));
+    gw.presence.set(conn_id, Some(session.presence.clone()));
     Some(session)
 }
 

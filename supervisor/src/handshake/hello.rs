@@ -96,7 +96,7 @@ pub(super) fn hello_ok(
 /// The gateway as `hello-ok` shows it; where the config and state live only to admins.
 fn snapshot(gw: &Gateway, config: &Config, admin: bool) -> Snapshot {
     Snapshot {
-        presence: gw.presence(),
+        presence: gw.presence.list(),
         health: serde_json::Map::new(),
         state_version: StateVersion {
             presence: 0,

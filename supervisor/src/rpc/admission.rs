@@ -237,7 +237,7 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
     // A model the request names is strict (no fallback); a session's own model
     // (`sessions.patch {model}`) applies unless the request names one.
     let strict_model = a.provider.is_some() || a.model.is_some();
-    let session = gw.session_overrides(&a.route.session_key);
+    let session = gw.sessions.of(&a.route.session_key);
     if !strict_model {
         a.model = session.model.clone();
     }

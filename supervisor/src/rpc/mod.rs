@@ -315,7 +315,7 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => {
-            serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence()) }).await
+            serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence.list()) }).await
         }
         Method::AgentsList => {
             serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await

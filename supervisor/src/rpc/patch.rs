@@ -38,7 +38,7 @@ pub(super) async fn patch_session(
         let config = gw.config();
         let ctx = PatchContext {
             agent: config.agent(&route.agent_id),
-            session_model: gw.session_model(&route.session_key),
+            session_model: gw.sessions.model(&route.session_key),
         };
         checked_patch(&ctx, p)
             .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: {e}")))?
@@ -56,7 +56,8 @@ pub(super) async fn patch_session(
         .map_err(|e| {
             ErrorShape::unavailable(format!("cannot change the session: {e}"), Some(500))
         })?;
-    gw.update_session_overrides(&route.session_key, |o| settings.apply(o));
+    gw.sessions
+        .update(&route.session_key, |o| settings.apply(o));
     let config = gw.config();
     let active = gw.control.active_runs().await.unwrap_or_default();
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
@@ -118,7 +119,7 @@ struct Settings {
 
 impl Settings {
     /// The session's own settings after the patch.
-    fn apply(self, o: &mut crate::gateway::SessionOverrides) {
+    fn apply(self, o: &mut crate::session_settings::SessionOverrides) {
         if let Some(m) = self.model {
             o.model = m;
         }

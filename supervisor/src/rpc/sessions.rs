@@ -457,7 +457,7 @@ pub(super) async fn sessions_delete(
         .await
         .unwrap_or(false);
     let deleted = in_agent || in_index;
-    gw.clear_session_overrides(&route.session_key);
+    gw.sessions.clear(&route.session_key);
     if deleted {
         // Subscribers drop the session from their lists.
         gw.hub

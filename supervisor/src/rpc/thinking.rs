@@ -8,7 +8,7 @@ use ipc::control::RunModel;
 use ipc::thinking::{ReasoningMode, Thinking};
 
 use crate::config::{AgentConfig, ModelCaps, ResolvedModel};
-use crate::gateway::SessionOverrides;
+use crate::session_settings::SessionOverrides;
 
 /// What a run gets: `None` for the defaults (reasoning: `None` is off).
 #[derive(Debug, Clone, PartialEq, Eq)]

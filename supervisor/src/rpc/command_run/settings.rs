@@ -15,6 +15,8 @@ use super::super::sessions::{reset_session, session_info};
 use super::super::thinking::{model_reasons, parse_level, parse_reasoning};
 use super::super::{Answer, Gateway, Out, Route};
 use super::Said;
+use crate::config::Config;
+use crate::session_settings::SessionSettings;
 use std::sync::Arc;
 
 /// A setting a command changes: the patch to apply, and what to say once it is applied.
@@ -157,7 +159,7 @@ pub(super) struct StatusFacts<'a> {
     pub(super) session_key: &'a str,
     /// The transcript's id, or `none yet`.
     pub(super) session_id: String,
-    pub(super) own: &'a crate::gateway::SessionOverrides,
+    pub(super) own: &'a crate::session_settings::SessionOverrides,
     /// The session's queue mode, else the config's.
     pub(super) queue: ipc::queue::QueueMode,
 }
@@ -188,21 +190,22 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
         Command::Reset(model) => renew(gw, out, route, ResetReason::Reset, model).await,
         Command::Think(None) => Said::plain(format!(
             "Current thinking level: {}. Use one of: {}.",
-            gw.session_overrides(key)
-                .thinking
-                .as_deref()
-                .unwrap_or("default"),
-            levels_for(reasoning_of(gw, route).0).join(", ")
+            gw.sessions.of(key).thinking.as_deref().unwrap_or("default"),
+            levels_for(reasoning_of(&gw.config(), &gw.sessions, route).0).join(", ")
         )),
         Command::Think(Some(level)) => {
-            let (reasons, model) = reasoning_of(gw, route);
+            let (reasons, model) = reasoning_of(&gw.config(), &gw.sessions, route);
             apply(gw, route, think_change(key, &level, reasons, &model)).await
         }
-        Command::Model(None) => Said::plain(format!("Current model: {}.", model_of(gw, route))),
+        Command::Model(None) => Said::plain(format!(
+            "Current model: {}.",
+            model_of(&gw.config(), &gw.sessions, route)
+        )),
         Command::Model(Some(m)) => set_model(gw, route, m).await,
         Command::Queue(None) => {
             let mode = gw
-                .session_overrides(key)
+                .sessions
+                .of(key)
                 .queue_mode
                 .unwrap_or_else(|| gw.config().queue.mode);
             Said::plain(format!("Current queue mode: {}.", mode.as_str()))
@@ -210,15 +213,12 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
         Command::Queue(Some(arg)) => apply(gw, route, queue_change(key, &arg)).await,
         Command::Reasoning(None) => Said::plain(format!(
             "Current reasoning visibility: {}. Use one of: on, off, stream.",
-            gw.session_overrides(key)
-                .reasoning
-                .as_deref()
-                .unwrap_or("off")
+            gw.sessions.of(key).reasoning.as_deref().unwrap_or("off")
         )),
         Command::Reasoning(Some(mode)) => apply(gw, route, reasoning_change(key, &mode)).await,
         Command::Verbose(None) => Said::plain(format!(
             "Current verbose level: {}.\nOptions: on, full, off.",
-            verbose_of(gw, route).as_str()
+            verbose_of(&gw.config(), &gw.sessions, route).as_str()
         )),
         Command::Verbose(Some(level)) => apply(gw, route, verbose_change(key, &level)).await,
         Command::Compact(Some(_)) => Said::plain(COMPACT_TAKES_NO_INSTRUCTIONS),
@@ -279,20 +279,23 @@ async fn renew(
 async fn set_model(gw: &Arc<Gateway>, route: &Route, model: String) -> Said {
     let p = patch_of(&route.session_key, |p| p.model = Some(Some(model)));
     match patch_session(gw, route, &p).await {
-        Ok(_) => match gw.session_model(&route.session_key) {
+        Ok(_) => match gw.sessions.model(&route.session_key) {
             Some(own) => Said::plain(says::model_set(&own)),
-            None => Said::plain(says::model_default(&model_of(gw, route))),
+            None => Said::plain(says::model_default(&model_of(
+                &gw.config(),
+                &gw.sessions,
+                route,
+            ))),
         },
         Err(e) => Said::plain(format!("⚠️ {}", e.message)),
     }
 }
 
 /// The model the session's runs use: its own, else its agent's.
-fn model_of(gw: &Gateway, route: &Route) -> String {
-    if let Some(own) = gw.session_model(&route.session_key) {
+fn model_of(config: &Config, sessions: &SessionSettings, route: &Route) -> String {
+    if let Some(own) = sessions.model(&route.session_key) {
         return own;
     }
-    let config = gw.config();
     match config.agent(&route.agent_id).and_then(|a| a.model.as_ref()) {
         Some(m) => format!("{}/{}", m.provider, m.model),
         None => "none configured".into(),
@@ -300,15 +303,14 @@ fn model_of(gw: &Gateway, route: &Route) -> String {
 }
 
 /// Whether the session's model reasons, and its name.
-fn reasoning_of(gw: &Gateway, route: &Route) -> (bool, String) {
-    let config = gw.config();
+fn reasoning_of(config: &Config, sessions: &SessionSettings, route: &Route) -> (bool, String) {
     let Some((agent, own)) = config
         .agent(&route.agent_id)
         .and_then(|a| a.model.as_ref().map(|m| (a, m)))
     else {
-        return (false, model_of(gw, route));
+        return (false, model_of(config, sessions, route));
     };
-    let run_model = gw.session_model(&route.session_key).and_then(|m| {
+    let run_model = sessions.model(&route.session_key).and_then(|m| {
         let (provider, model) = m.split_once('/')?;
         Some(ipc::control::RunModel {
             provider: provider.to_owned(),
@@ -319,9 +321,12 @@ fn reasoning_of(gw: &Gateway, route: &Route) -> (bool, String) {
 }
 
 /// The session's verbose level: its own, else its agent's default.
-fn verbose_of(gw: &Gateway, route: &Route) -> ipc::thinking::VerboseLevel {
-    let own = gw.session_overrides(&route.session_key).verbose;
-    let config = gw.config();
+fn verbose_of(
+    config: &Config,
+    sessions: &SessionSettings,
+    route: &Route,
+) -> ipc::thinking::VerboseLevel {
+    let own = sessions.of(&route.session_key).verbose;
     let default = config
         .agent(&route.agent_id)
         .map_or(ipc::thinking::VerboseLevel::Off, |a| a.verbose_default);
@@ -330,11 +335,11 @@ fn verbose_of(gw: &Gateway, route: &Route) -> ipc::thinking::VerboseLevel {
 
 /// `/status`: the gateway, the session's model and settings, its tokens.
 async fn status(gw: &Arc<Gateway>, route: &Route) -> Said {
-    let own = gw.session_overrides(&route.session_key);
+    let own = gw.sessions.of(&route.session_key);
     let row = session_info(gw, route).await.ok();
     let facts = StatusFacts {
         uptime_secs: gw.started.elapsed().as_secs(),
-        model: model_of(gw, route),
+        model: model_of(&gw.config(), &gw.sessions, route),
         tokens: row.as_ref().map_or((0, 0), |r| {
             (r.input_tokens.unwrap_or(0), r.output_tokens.unwrap_or(0))
         }),

@@ -3,7 +3,7 @@
 
 use super::settings::*;
 use super::*;
-use crate::gateway::SessionOverrides;
+use crate::session_settings::SessionOverrides;
 use ipc::gateway::{CompactionDone, SessionsCompactResult};
 
 const KEY: &str = "agent:main:main";

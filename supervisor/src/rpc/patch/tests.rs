@@ -2,7 +2,7 @@
 
 use super::super::tests::{config, ONE_PROVIDER};
 use super::*;
-use crate::gateway::SessionOverrides;
+use crate::session_settings::SessionOverrides;
 use ipc::queue::QueueMode;
 use ipc::thinking::VerboseLevel;
 
