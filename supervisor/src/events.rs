@@ -5,10 +5,11 @@
 //! own `seq`. A connection that falls more than [`HUB_CAPACITY`] events behind is dropped as a
 //! slow consumer (invariant 5: nothing buffers without bound).
 //!
-//! The hub decides nothing about runs: it numbers and fans out what it is given. A run's
-//! terminal events are built as [`Deferred`] by the control core (`run_end`) and published
-//! only once the run's outcome is durable in the gateway db, so a client that sees a terminal
-//! event and retries gets the replay, never `in_flight`.
+//! The hub decides nothing about runs: it numbers and fans out what it is given (a run's
+//! stream reaches it through its link's fence, `worker_link::RunFence`). A run's terminal
+//! events are built as [`Deferred`] by the control core (`run_end`) and published only once
+//! the run's outcome is durable in the gateway db (an abort's at once), so a client that sees
+//! a terminal event and retries gets the replay, never `in_flight`.
 
 use std::sync::Arc;
 
@@ -398,6 +399,29 @@ impl EventHub {
 
     /// A run's events after `after_seq` published up to `upto` (a connection's start: it
     /// got the later ones live).
+    /// The text a run's chat deltas had streamed so far (empty: none was published or kept):
+    /// what a run the gateway ends at once had said (its chat `aborted` carries it).
+    pub fn streamed_text(&self, run_id: &str) -> String {
+        let st = self.state();
+        let log = st.log.replay(run_id, 0, st.last);
+        drop(st);
+        log.events
+            .iter()
+            .rev()
+            .filter(|e| e.event == ipc::gateway::events::CHAT)
+            .find_map(|e| {
+                let v: Value = serde_json::from_str(&e.payload).ok()?;
+                (v["state"] == "delta")
+                    .then(|| {
+                        v["message"]["content"][0]["text"]
+                            .as_str()
+                            .map(str::to_owned)
+                    })
+                    .flatten()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn replay(
         &self,
         run_id: &str,

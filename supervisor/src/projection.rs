@@ -215,11 +215,6 @@ impl ReplyText {
         &self.run
     }
 
-    /// The run's text, kept.
-    pub fn into_run(self) -> String {
-        self.run
-    }
-
     pub fn is_empty(&self) -> bool {
         self.run.is_empty()
     }

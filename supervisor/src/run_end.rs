@@ -4,9 +4,9 @@
 //! worker gone, refused), with the outcome and terminal events it makes.
 //!
 //! Architecture Invariant: the control core is the one author of a run's terminal. The
-//! link only reports what it saw and, for an end the core decided while the run streams,
-//! numbers the core's terminal after what clients saw (`worker_link`); the hub numbers and
-//! fans out whatever it is given.
+//! link only reports what it saw; the link's fence (`worker_link::RunFence`) numbers an end
+//! the core decides while the run streams after what clients saw and shuts the run's stream;
+//! the hub numbers and fans out whatever it is given.
 
 use std::sync::Arc;
 
@@ -25,15 +25,11 @@ pub struct Seen {
     pub last_seq: u64,
     /// When the run started, as its worker said.
     pub started_at: Option<u64>,
-    /// The reply text streamed so far (a run stopped now carries it in its chat `aborted`).
-    pub streamed: String,
     /// The worker's own terminal events, projected and held (not published).
     pub terminal: Vec<Deferred>,
     /// Steered and taken into another run's turn: its clients were told so, and that is
     /// all they hear of it (R-B3).
     pub taken_in: bool,
-    /// The gateway ended it while it streamed, and the link published that end then.
-    pub ended: bool,
 }
 
 impl Seen {
@@ -124,7 +120,7 @@ impl GatewayEnd {
             run,
             Seen::next_seq(seen),
             seen.and_then(|s| s.started_at),
-            seen.map_or("", |s| s.streamed.as_str()),
+            "",
         )
     }
 }

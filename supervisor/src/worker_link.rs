@@ -4,18 +4,18 @@
 //! `loopgate-worker` pointed at it with a one-time token, accepts exactly one connection, runs
 //! the version handshake (answering with the agent's resolved [`AgentSpec`]) and reports
 //! [`LinkEvent::Ready`] to the control actor. From then on it relays frames: run events are
-//! projected for clients and go straight to the [`EventHub`] (the cumulative assistant text is
-//! kept here, per run), other messages to the control actor. A run's end is not decided
-//! here: its worker's terminal events are held, and its `Finished` goes to the control core
-//! with what clients saw of it ([`Seen`]), and the core decides what clients are told. An end
-//! the core decides while the run streams ([`LinkHandle::end`]) comes back here to be numbered
-//! after what clients saw, so nothing of the run follows it. When the connection ends it
+//! projected for clients (the cumulative assistant text is kept here, per run) and published
+//! through the link's [`RunFence`], other messages go to the control actor. A run's end is
+//! not decided here: its worker's terminal events are held, and its `Finished` goes to the
+//! control core with what clients saw of it ([`Seen`]); the core decides what clients are
+//! told, and ends a run it stops itself through the same fence. When the connection ends it
 //! waits for the child's exit status and reports [`LinkEvent::Exited`] with what it saw of the
 //! runs it never saw finish.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -30,16 +30,18 @@ use crate::config::AgentConfig;
 use crate::events::{Deferred, EventHub};
 use crate::link_order::SessionGates;
 use crate::projection::RunRef;
-use crate::run_end::{GatewayEnd, Seen};
+use crate::run_end::Seen;
 
+mod fence;
 mod finished;
 mod start;
+pub use fence::{RunFence, Told};
 mod stderr;
 mod to_clients;
 use start::{start, LastError, Started};
 #[cfg(test)]
 use to_clients::project;
-use to_clients::{count, publish, Published};
+use to_clients::{count, publish};
 
 /// First size of a link's read and write buffers and of its stderr reader.
 const LINK_BUFFER: usize = 1024;
@@ -103,12 +105,6 @@ pub enum LinkEvent {
         generation: u64,
         error: String,
     },
-    /// A run's lifecycle `start` went out to clients: its model work has begun.
-    Started {
-        agent_id: String,
-        generation: u64,
-        run_id: String,
-    },
     /// The worker ended a run (its `Finished`): what clients saw of it (`None`: it never
     /// started on the wire), and its session's gate, which holds the session's later frames
     /// until the control core has published the run's terminal or dropped the gate.
@@ -140,30 +136,17 @@ pub enum LinkEvent {
     },
 }
 
-/// Sends frames to one worker, and the ends the control core decides for its runs to the
-/// link's relay.
+/// Sends frames to one worker; its runs' fence, shared with the link's relay.
 #[derive(Clone, Debug)]
 pub struct LinkHandle {
     tx: mpsc::Sender<ControlToWorker>,
-    /// Unbounded, yet bounded by the run table: at most one end per run in flight.
-    ends: mpsc::UnboundedSender<EndNow>,
-}
-
-/// An end the control core decided for a run its worker has (an abort, the deadline's
-/// backstop): the link tells clients at once, numbered after what they saw, and publishes
-/// nothing of the run after it.
-#[derive(Debug)]
-pub struct EndNow {
-    pub run_id: String,
-    pub session_key: String,
-    pub end: GatewayEnd,
+    fence: Arc<RunFence>,
 }
 
 impl LinkHandle {
-    /// Hands an end to the link's relay; gives it back when the relay has stopped (its
-    /// [`LinkEvent::Exited`] is on its way, with what it saw of the run).
-    pub fn end(&self, end: EndNow) -> Result<(), Box<EndNow>> {
-        self.ends.send(end).map_err(|e| Box::new(e.0))
+    /// How far clients were told of the link's runs, and the way to end one.
+    pub fn fence(&self) -> &Arc<RunFence> {
+        &self.fence
     }
 
     /// Queues a frame; fails when the link is full or gone (never waits), giving it back.
@@ -221,7 +204,7 @@ struct Streaming {
     text: crate::projection::ReplyText,
     /// The run's reasoning told so far (only runs that asked to show it send any).
     thinking: String,
-    last_seq: u64,
+    /// When the run started, as its worker said.
     started_at: Option<u64>,
     /// The worker's terminal events, held for the control core.
     terminal: Vec<Deferred>,
@@ -229,42 +212,33 @@ struct Streaming {
     reply_place: Option<ipc::gateway::MessagePlace>,
     /// Steered into another run's turn: its clients were told so, and hear nothing more.
     carried: bool,
-    /// The control core ended it and its end went out: nothing more of it is published.
-    ended: bool,
 }
 
 impl Streaming {
-    fn new(session_key: String, last_seq: u64, started_at: Option<u64>) -> Self {
+    fn new(session_key: String, started_at: Option<u64>) -> Self {
         Self {
             session_key,
             text: Default::default(),
             thinking: String::new(),
-            last_seq,
             started_at,
             terminal: Vec::new(),
             reply_place: None,
             carried: false,
-            ended: false,
         }
     }
 
-    /// What clients saw of the run, for the control core.
-    fn seen(self) -> Seen {
+    /// What clients saw of the run (`told`: the fence's account), for the control core.
+    fn seen(self, told: Option<Told>) -> Seen {
+        let told = told.unwrap_or_default();
         Seen {
             session_key: self.session_key,
-            last_seq: self.last_seq,
+            last_seq: told.last_seq,
             started_at: self.started_at,
-            streamed: self.text.into_run(),
             terminal: self.terminal,
             taken_in: self.carried,
-            ended: self.ended,
         }
     }
 }
-
-/// Runs whose `Finished` a link handed to the control core, remembered (the newest) so an
-/// end the core decided meanwhile is left to the core, which has what clients saw.
-const HANDED: usize = 256;
 
 async fn relay(
     started: Started,
@@ -284,7 +258,7 @@ async fn relay(
         writer,
     } = started;
     let (tx, rx) = mpsc::channel::<ControlToWorker>(LINK_QUEUE);
-    let (ends, mut ends_rx) = mpsc::unbounded_channel::<EndNow>();
+    let fence = Arc::new(RunFence::default());
     let journal = journal.map(|c| JournalPort {
         cluster: c,
         answers: tx.clone(),
@@ -293,7 +267,10 @@ async fn relay(
         agent_id: agent_id.clone(),
         generation,
         pid,
-        link: LinkHandle { tx, ends },
+        link: LinkHandle {
+            tx,
+            fence: fence.clone(),
+        },
     };
     if events.send(ready).await.is_err() {
         return;
@@ -307,27 +284,19 @@ async fn relay(
         generation,
         events: events.clone(),
         runs: HashMap::new(),
-        handed: VecDeque::new(),
+        fence,
         gates: SessionGates::new(),
         closing: false,
         journal,
     };
-    let exit = relay
-        .read_frames(&mut reader, &mut ends_rx, &mut child, pid)
-        .await;
-    // Ends handed over before the relay stopped are told; later ones come back to the core,
-    // which tells them with what the exit report says clients saw.
-    ends_rx.close();
-    while let Ok(end) = ends_rx.try_recv() {
-        relay.end_now(end);
-    }
+    let exit = relay.read_frames(&mut reader, &mut child, pid).await;
     // What still waits for a gate goes on now, in order and ungated: its worker is gone, and
     // a held `Finished` must not close a new gate that nothing would open.
     relay.closing = true;
     for msg in relay.gates.drain() {
         relay.handle(msg).await;
     }
-    let Relay { runs, .. } = relay;
+    let Relay { runs, fence, .. } = relay;
     let _ = stop_writer.send(());
     let unsent = write_task.await.unwrap_or_default();
     let status = match exit {
@@ -338,7 +307,13 @@ async fn relay(
         .as_ref()
         .is_ok_and(|s| s.code() == Some(i32::from(ipc::control::EXIT_JOURNAL_STOPPED)));
     let cause = exit_cause(status, stderr_task, &last_error).await;
-    let seen = runs.into_iter().map(|(id, st)| (id, st.seen())).collect();
+    let seen = runs
+        .into_iter()
+        .map(|(id, st)| {
+            let told = fence.told(&id);
+            (id, st.seen(told))
+        })
+        .collect();
     let _ = events
         .send(LinkEvent::Exited {
             agent_id,
@@ -447,8 +422,8 @@ struct Relay {
     events: mpsc::Sender<LinkEvent>,
     metrics: crate::metrics::Metrics,
     runs: HashMap<String, Streaming>,
-    /// The newest runs whose `Finished` went to the control core ([`HANDED`] of them).
-    handed: VecDeque<String>,
+    /// Where the runs' events are published, fenced against the ends the core decides.
+    fence: Arc<RunFence>,
     gates: SessionGates<WorkerToControl>,
     /// The link is ending: frames are handed on without gating.
     closing: bool,
@@ -471,16 +446,12 @@ impl Relay {
             tokio::io::ReadHalf<tokio::net::UnixStream>,
             Codec<WorkerToControl, ControlToWorker>,
         >,
-        ends: &mut mpsc::UnboundedReceiver<EndNow>,
         child: &mut Child,
         pid: u32,
     ) -> Option<std::io::Result<ExitStatus>> {
         let mut exit = None;
         loop {
             tokio::select! {
-                // An end the core decided goes out before anything more of the run.
-                biased;
-                Some(end) = ends.recv() => self.end_now(end),
                 Some((_, held)) = self.gates.next_open(), if self.gates.waiting() => {
                     for msg in held {
                         if !self.handle(msg).await {
@@ -604,10 +575,10 @@ impl Relay {
             None => msg,
         };
         let ev = match msg {
-            WorkerToControl::Event(ev) => match self.run_event(ev, session.as_ref()) {
-                Some(started) => started,
-                None => return true,
-            },
+            WorkerToControl::Event(ev) => {
+                self.run_event(ev, session.as_ref());
+                return true;
+            }
             WorkerToControl::Finished(t) => self.finished(t, session.as_ref()),
             msg => LinkEvent::Message {
                 agent_id: self.agent_id.clone(),
@@ -635,24 +606,14 @@ impl Relay {
     }
 
     /// A run event: counted, projected and published to clients; from the run's terminal
-    /// event on, `session`'s next run waits for it. A run's start is reported to the control
-    /// core (the returned event).
-    fn run_event(
-        &mut self,
-        ev: ipc::control::RunEvent,
-        session: Option<&(String, String)>,
-    ) -> Option<LinkEvent> {
+    /// event on, `session`'s next run waits for it.
+    fn run_event(&mut self, ev: ipc::control::RunEvent, session: Option<&(String, String)>) {
         count(&self.metrics, &self.agent_id, &self.runs, &ev);
         let run_id = ev.run_id.clone();
-        let published = publish(&self.hub, &self.agent_id, &mut self.runs, ev);
-        if let Some((key, _)) = session.filter(|_| published == Published::Terminal) {
+        let terminal = publish(&self.hub, &self.fence, &self.agent_id, &mut self.runs, ev);
+        if let Some((key, _)) = session.filter(|_| terminal) {
             self.gates.close(key, &run_id);
         }
-        (published == Published::Started).then(|| LinkEvent::Started {
-            agent_id: self.agent_id.clone(),
-            generation: self.generation,
-            run_id,
-        })
     }
 }
 
@@ -679,16 +640,10 @@ pub fn describe_exit(status: ExitStatus) -> String {
 #[cfg(test)]
 impl LinkHandle {
     /// A link whose frames go to the returned receiver (no worker behind it).
-    pub fn for_tests(
-        cap: usize,
-    ) -> (
-        Self,
-        mpsc::Receiver<ControlToWorker>,
-        mpsc::UnboundedReceiver<EndNow>,
-    ) {
+    pub fn for_tests(cap: usize) -> (Self, mpsc::Receiver<ControlToWorker>) {
         let (tx, rx) = mpsc::channel(cap);
-        let (ends, ends_rx) = mpsc::unbounded_channel();
-        (Self { tx, ends }, rx, ends_rx)
+        let fence = Arc::default();
+        (Self { tx, fence }, rx)
     }
 }
 

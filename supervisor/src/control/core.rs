@@ -139,9 +139,6 @@ pub struct Control {
     pub(super) room: super::queue_room::QueueRoom,
     /// When to trim the heap, once a worker has retired (`retire`).
     pub(super) trim_at: Option<Instant>,
-    /// Runs ended on their link ([`Control::end_on_link`]) whose link has not reported
-    /// them since: the end to tell if the link could not.
-    pub(super) ending: HashMap<String, crate::run_end::GatewayEnd>,
 }
 
 impl Control {
@@ -170,7 +167,6 @@ impl Control {
             allowed,
             room: Default::default(),
             trim_at: None,
-            ending: HashMap::new(),
         };
         control.reconcile(config);
         (control, failed_rx)

@@ -63,7 +63,6 @@ impl Control {
                     );
                 }
             }
-            LinkEvent::Started { run_id, .. } => self.run_started(&run_id),
             LinkEvent::Finished {
                 agent_id,
                 terminal,
@@ -104,6 +103,8 @@ impl Control {
                     &format!("worker refused the run: {}", error.message),
                     None,
                 );
+                // The worker tells nothing more of it.
+                self.forget_on_link(agent_id, &run_id);
             }
             WorkerToControl::SessionDone { op_id, reply } => {
                 self.answer_op(op_id, super::ask::settled(reply));

@@ -241,9 +241,6 @@ impl Control {
             shrank = true;
         }
         self.unsettled.shrink();
-        // An end told on a link whose report never came (its agent was removed meanwhile).
-        let runs = &self.runs;
-        self.ending.retain(|id, _| runs.contains_key(id));
         shrank |= self.deps.hub.expire_runs(self.now.at);
         if shrank {
             // A burst of runs has been let go of: give the pages back (see `retire`).
@@ -287,7 +284,7 @@ impl Control {
                 // draining too.
                 let error = format!("run aborted ({})", reason.as_str());
                 let end = GatewayEnd::aborted(error, reason, self.now.wall_ms);
-                self.end_on_link(id, end);
+                self.end_now(id, &end);
                 self.send_if_ready(
                     agent_id,
                     ControlToWorker::Cancel {
@@ -383,10 +380,23 @@ impl Control {
         // Only a session's earliest started run can be overdue: the runs steered into its
         // turn started too but end with it, whatever their own deadline.
         let mut first: HashMap<&str, (Instant, &str)> = HashMap::new();
+        // Runs their link saw start since the last tick: their deadline counts from now.
+        let started: HashSet<String> = self
+            .runs
+            .iter()
+            .filter(|(id, e)| {
+                matches!(&e.state, RunState::Active { clock, .. } if clock.started.is_none())
+                    && self.told(&e.agent_id, id).is_some_and(|t| t.started)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
         for (id, entry) in &mut self.runs {
             let RunState::Active { clock, .. } = &mut entry.state else {
                 continue;
             };
+            if started.contains(id) {
+                clock.started.get_or_insert(now);
+            }
             clock.observe(now, waiting.contains(id.as_str()));
         }
         for (id, entry) in &self.runs {
@@ -427,7 +437,7 @@ impl Control {
                 timeout.as_secs(),
                 DEADLINE_GRACE.as_secs()
             );
-            self.end_on_link(&id, GatewayEnd::error(error, self.now.wall_ms));
+            self.fail_run(&id, RunStatus::Error, &error, None);
             let cancel = ControlToWorker::Cancel {
                 run_id: id,
                 reason: StopReason::Timeout,

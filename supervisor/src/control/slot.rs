@@ -101,6 +101,17 @@ pub(super) struct WorkerSlot {
 }
 
 impl WorkerSlot {
+    /// The link of the worker, while it has one (ready, or draining its runs).
+    pub(super) fn link(&self) -> Option<&LinkHandle> {
+        match &self.state {
+            WorkerState::Ready { link, .. }
+            | WorkerState::Draining {
+                link: Some(link), ..
+            } => Some(link),
+            _ => None,
+        }
+    }
+
     pub(super) fn new(agent: AgentConfig) -> Self {
         Self {
             agent,

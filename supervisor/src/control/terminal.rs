@@ -4,9 +4,10 @@
 //!
 //! The link reports what clients saw of a run ([`Seen`]); the core decides the outcome and
 //! the terminal events, which are published once the outcome is durable (`persisted`). An
-//! end decided while the run streams goes out at once on the run's link
-//! ([`Control::end_on_link`]), which numbers it after what clients saw and publishes nothing
-//! of the run after it; the link's next report of the run says whether it did.
+//! end the core decides while the run streams goes through the run's link fence
+//! ([`RunFence`]): it is numbered after everything clients got of the run and nothing of the
+//! run goes out after it; an abort's terminal goes out at once (R-A5), any other after the
+//! durable write.
 
 use std::sync::Arc;
 
@@ -15,31 +16,33 @@ use tokio::sync::oneshot;
 
 use super::core::Control;
 use super::run_table::RunState;
-use super::slot::WorkerState;
 use crate::events::{Deferred, TerminalEvents};
 use crate::outcome::Outcome;
 use crate::projection::RunRef;
 use crate::run_end::{GatewayEnd, Seen};
-use crate::worker_link::{EndNow, LinkHandle};
+use crate::worker_link::{RunFence, Told};
 
 impl Control {
-    /// The link saw the run start: its deadline's backstop counts from now.
-    pub(super) fn run_started(&mut self, run_id: &str) {
-        if let Some(RunState::Active { clock, .. }) =
-            self.runs.get_mut(run_id).map(|e| &mut e.state)
-        {
-            clock.started.get_or_insert(self.now.at);
-        }
-    }
-
     /// Whether a run has started (else it is still queued behind its session); one that
     /// ended meanwhile is past its queue.
     pub(super) fn has_started(&self, run_id: &str) -> bool {
-        match self.runs.get(run_id).map(|e| &e.state) {
-            Some(RunState::Active { clock, .. }) => clock.started.is_some(),
-            Some(RunState::Persisting { .. } | RunState::Terminal { .. }) => true,
-            None => false,
+        let Some(entry) = self.runs.get(run_id) else {
+            return false;
+        };
+        match &entry.state {
+            RunState::Active { clock, .. } => {
+                clock.started.is_some()
+                    || self
+                        .told(&entry.agent_id, run_id)
+                        .is_some_and(|t| t.started)
+            }
+            RunState::Persisting { .. } | RunState::Terminal { .. } => true,
         }
+    }
+
+    /// How far clients were told of a run its worker has (`None`: not on a live link).
+    pub(super) fn told(&self, agent_id: &str, run_id: &str) -> Option<Told> {
+        self.fence_of(agent_id, run_id)?.told(run_id)
     }
 
     /// The worker ended run `t`; `seen` is what its clients saw, `gate` holds its session's
@@ -51,12 +54,9 @@ impl Control {
         seen: Option<Seen>,
         gate: Option<oneshot::Sender<()>>,
     ) {
+        self.forget_on_link(agent_id, &t.run_id);
         if let Some(slot) = self.workers.get_mut(agent_id) {
             slot.in_flight.retain(|id| *id != t.run_id);
-        }
-        if let Some(end) = self.ending.remove(&t.run_id) {
-            self.told_late(&t.run_id, &end, seen.as_ref(), gate);
-            return;
         }
         let Some(entry) = self.runs.get(&t.run_id) else {
             tracing::warn!(
@@ -71,11 +71,12 @@ impl Control {
             &entry.agent_id,
         ));
         let events = worker_terminal(&entry.run(&t.run_id), &t, seen);
+        // A run the gateway ended already keeps that end (the first terminal wins).
         self.persist(t.run_id, outcome, TerminalEvents { events, gate });
     }
 
-    /// Ends a run from the supervisor side (refused, never sent, shutting down), its
-    /// terminal numbered first.
+    /// Ends a run from the supervisor side (refused, never sent, shutting down, past its
+    /// deadline).
     pub(super) fn fail_run(
         &mut self,
         run_id: &str,
@@ -92,100 +93,73 @@ impl Control {
         self.end_run(run_id, &end, None);
     }
 
-    /// Ends a run with `end`, its terminal told after what `seen` says clients saw.
+    /// Ends a run with `end`, told once its outcome is durable: after what `seen` says
+    /// clients saw (its link has gone), else after what its link's fence says, and the
+    /// fence shuts the run's stream (nothing its worker still sends goes out after the end).
     pub(super) fn end_run(&mut self, run_id: &str, end: &GatewayEnd, seen: Option<&Seen>) {
-        let Some(entry) = self.runs.get(run_id) else {
+        let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
             return;
         };
-        if let Some(slot) = self.workers.get_mut(&entry.agent_id) {
+        let fence = self.fence_of(&entry.agent_id, run_id);
+        let (agent_id, run) = (entry.agent_id.clone(), entry.run(run_id));
+        let events = match (seen, fence.and_then(|f| f.close(run_id))) {
+            (Some(seen), _) => end.events_after(&run, Some(seen)),
+            (None, Some(told)) => end.events(&run, told.next_seq(), told.started_at, ""),
+            (None, None) => end.events_after(&run, None),
+        };
+        let outcome = end.outcome(&run);
+        if let Some(slot) = self.workers.get_mut(&agent_id) {
             slot.in_flight.retain(|id| id != run_id);
         }
-        if !entry.is_active() {
-            return;
-        }
-        let run = entry.run(run_id);
-        let (outcome, events) = (end.outcome(&run), end.events_after(&run, seen));
         self.persist(run_id.to_owned(), outcome, TerminalEvents::ungated(events));
     }
 
     /// Its worker's link is gone with run `run_id` unfinished (`seen`: what clients saw).
     pub(super) fn run_gone(&mut self, run_id: &str, why: &str, seen: Option<Seen>) {
-        match self.ending.remove(run_id) {
-            Some(end) => self.told_late(run_id, &end, seen.as_ref(), None),
-            None => {
-                let end = GatewayEnd::error(why, self.now.wall_ms);
-                self.end_run(run_id, &end, seen.as_ref());
-            }
-        }
+        let end = GatewayEnd::error(why, self.now.wall_ms);
+        self.end_run(run_id, &end, seen.as_ref());
     }
 
-    /// Ends a run its worker has, now, with `end` (an abort, the deadline's backstop): its
-    /// clients are told at once on its link, numbered after what they saw; its waiters get
-    /// the outcome once it is recorded. The worker's own end, when its cleanup is done,
-    /// changes nothing (the first terminal wins).
-    pub(super) fn end_on_link(&mut self, run_id: &str, end: GatewayEnd) {
+    /// Ends a run its worker has, now, with `end` (an abort): its clients get the terminal
+    /// at once, numbered after what they saw and with the text streamed so far, and nothing
+    /// of the run after it; its waiters get the outcome once it is recorded. The worker's
+    /// own end, when its cleanup is done, changes nothing (the first terminal wins).
+    pub(super) fn end_now(&mut self, run_id: &str, end: &GatewayEnd) {
         let Some(entry) = self.runs.get(run_id).filter(|e| e.is_active()) else {
             return;
         };
         let run = entry.run(run_id);
+        let hub = &self.deps.hub;
+        let terminal = |told: &Told| {
+            let streamed = hub.streamed_text(run_id);
+            end.events(&run, told.next_seq(), told.started_at, &streamed)
+        };
+        match self.fence_of(&entry.agent_id, run_id) {
+            Some(fence) => {
+                fence.end_now(hub, run_id, terminal);
+            }
+            // Not on a live link: nothing of it was streamed, nor will be.
+            None => hub.publish_all(&terminal(&Told::default())),
+        }
         let outcome = end.outcome(&run);
-        let Some(link) = self.link_of(&entry.agent_id) else {
-            // No link: nothing of the run was streamed, nor will be.
-            let events = end.events_after(&run, None);
-            self.persist(run_id.to_owned(), outcome, TerminalEvents::ungated(events));
-            return;
-        };
-        let told = EndNow {
-            run_id: run_id.to_owned(),
-            session_key: entry.session_key.clone(),
-            end: end.clone(),
-        };
-        // Refused only once the link has stopped: its exit report says what clients saw,
-        // and the end is told then (`run_gone`).
-        let _ = link.end(told);
-        self.ending.insert(run_id.to_owned(), end);
         self.persist(run_id.to_owned(), outcome, TerminalEvents::default());
     }
 
-    /// The link reported run `run_id` after the core ended it on the link: if the link did
-    /// not tell that end (the run's `Finished` was on its way, or the link had stopped), the
-    /// core tells it now, after what `seen` says clients saw.
-    fn told_late(
-        &mut self,
-        run_id: &str,
-        end: &GatewayEnd,
-        seen: Option<&Seen>,
-        gate: Option<oneshot::Sender<()>>,
-    ) {
-        if seen.is_some_and(|s| s.ended) {
-            return;
-        }
-        let Some(entry) = self.runs.get_mut(run_id) else {
-            return;
-        };
-        let events = end.events_after(&entry.run(run_id), seen);
-        match &mut entry.state {
-            RunState::Persisting { deferred, .. } => {
-                deferred.events = events;
-                deferred.gate = gate;
-            }
-            // The outcome was recorded before the link's report came (a full actor queue):
-            // late, but told, and numbered right.
-            RunState::Terminal { .. } | RunState::Active { .. } => {
-                self.deps.hub.publish_all(&events);
-            }
+    /// The worker reported all it will of `run_id` (its end, or its refusal): the link's
+    /// fence lets it go.
+    pub(super) fn forget_on_link(&self, agent_id: &str, run_id: &str) {
+        if let Some(link) = self.workers.get(agent_id).and_then(|s| s.link()) {
+            link.fence().forget(run_id);
         }
     }
 
-    /// The link of `agent_id`'s worker, while it has one (ready, or draining its runs).
-    fn link_of(&self, agent_id: &str) -> Option<LinkHandle> {
-        match &self.workers.get(agent_id)?.state {
-            WorkerState::Ready { link, .. }
-            | WorkerState::Draining {
-                link: Some(link), ..
-            } => Some(link.clone()),
-            _ => None,
+    /// The fence of the live link `run_id` was sent on, if it is on one.
+    fn fence_of(&self, agent_id: &str, run_id: &str) -> Option<Arc<RunFence>> {
+        let slot = self.workers.get(agent_id)?;
+        if !slot.in_flight.iter().any(|id| id == run_id) {
+            return None;
         }
+        slot.link().map(|l| l.fence().clone())
     }
 }
 
@@ -213,8 +187,8 @@ pub(super) fn worker_terminal(
         }
         None => silent(1, t.started_at, "the run ended before it started"),
         // Taken into another run's turn: its clients heard that, and nothing more (its
-        // outcome, the carrier's, is for `agent.wait`). Or its end went out on the link.
-        Some(s) if s.taken_in || s.ended => Vec::new(),
+        // outcome, the carrier's, is for `agent.wait`).
+        Some(s) if s.taken_in => Vec::new(),
         // Carried without being told (an older worker): that turn's outcome.
         Some(s) if t.carried_by.is_some() => {
             Deferred::terminal(crate::projection::carried_terminal(run, s.last_seq + 1, t))
@@ -248,10 +222,8 @@ mod tests {
             session_key: "agent:main:s".into(),
             last_seq: 4,
             started_at: Some(1),
-            streamed: String::new(),
             terminal,
             taken_in,
-            ended: false,
         })
     }
 

@@ -36,36 +36,30 @@ pub(super) fn count(
     }
 }
 
-/// What one run event was for the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Published {
-    /// Its start: its streaming state began.
-    Started,
-    /// Its worker's terminal event (held for the control core).
-    Terminal,
-    /// Anything else, or nothing (a run the gateway ended, an unknown run).
-    Other,
-}
-
-/// Projects one run event for clients and publishes it (the worker's terminal ones are kept
-/// in the run's streaming state for the control core).
+/// Projects one run event for clients and publishes it through the link's `fence` (the
+/// worker's terminal ones are kept in the run's streaming state for the control core). True
+/// if it was the run's terminal event.
 pub(super) fn publish(
     hub: &EventHub,
+    fence: &RunFence,
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
     ev: ipc::control::RunEvent,
-) -> Published {
-    let known = runs.get(&ev.run_id).map(|st| st.terminal.len());
+) -> bool {
+    let held = runs.get(&ev.run_id).map(|st| st.terminal.len());
     let mut out = Vec::new();
     project(hub, agent_id, runs, &ev, &mut out);
-    if !out.is_empty() {
-        hub.publish_all(&out);
+    let now = runs.get(&ev.run_id).map(|st| st.terminal.len());
+    match (&ev.body, held) {
+        (EventBody::Lifecycle(l), _) if l.phase == Phase::Start => {
+            fence.start(hub, &ev.run_id, ev.seq, l.started_at, &out);
+        }
+        // Dropped if the core already ended the run (an abort is terminal at once, R-A5).
+        (_, Some(_)) => fence.publish(hub, &ev.run_id, ev.seq, &out),
+        // A run the link does not stream (it ended here): nothing to tell.
+        (_, None) => {}
     }
-    match (known, runs.get(&ev.run_id)) {
-        (None, Some(_)) => Published::Started,
-        (Some(held), Some(st)) if st.terminal.len() > held => Published::Terminal,
-        _ => Published::Other,
-    }
+    matches!((held, now), (Some(held), Some(now)) if now > held)
 }
 
 /// What clients get for a `run_status` event: nothing for a phase this build cannot name
@@ -114,11 +108,9 @@ pub(super) fn project(
             return;
         }
     }
-    // Nothing of a run the gateway ended is published after its end (R-A5, R-D3).
-    let Some(st) = runs.get_mut(&ev.run_id).filter(|st| !st.ended) else {
+    let Some(st) = runs.get_mut(&ev.run_id) else {
         return;
     };
-    st.last_seq = ev.seq;
     let run = RunRef {
         run_id: &ev.run_id,
         session_key: &st.session_key,
@@ -282,7 +274,7 @@ fn block(
 
 /// A run's `start`: its streaming state begins. True if that is all its clients hear of
 /// it: steered and taken into another run's turn (R-B3), as OpenClaw, one chat `final` with
-/// no message and no lifecycle of its own; or ended by the gateway before it started.
+/// no message and no lifecycle of its own.
 fn started(
     agent_id: &str,
     runs: &mut HashMap<String, Streaming>,
@@ -290,11 +282,8 @@ fn started(
     l: &ipc::control::Lifecycle,
     out: &mut Vec<Deferred>,
 ) -> bool {
-    if runs.get(&ev.run_id).is_some_and(|st| st.ended) {
-        return true;
-    }
     let key = l.session_key.clone().unwrap_or_default();
-    let mut st = Streaming::new(key, ev.seq, l.started_at);
+    let mut st = Streaming::new(key, l.started_at);
     st.carried = l.carried_by.is_some();
     let carried = st.carried;
     if carried {

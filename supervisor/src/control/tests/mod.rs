@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::*;
 use crate::config::{Overrides, RawConfig};
 use crate::outcome::Outcome;
-use crate::worker_link::{EndNow, LinkHandle};
+use crate::worker_link::LinkHandle;
 
 /// Agent `main` (the default) with a model, and fast supervision settings.
 const CONFIG: &str = r#"
@@ -58,8 +58,8 @@ struct Harness {
     failed: watch::Receiver<FailedAgents>,
     /// The agent the helpers below act for (`main` unless a test moves it).
     agent: &'static str,
-    /// What the core told each ready worker's link to end, newest link last.
-    ends: Vec<mpsc::UnboundedReceiver<EndNow>>,
+    /// Each ready worker's link, newest last (the tests play their relays).
+    links: Vec<LinkHandle>,
     _dir: tempfile::TempDir,
 }
 
@@ -80,7 +80,7 @@ impl Harness {
             ms: 0,
             failed,
             agent: "main",
-            ends: Vec::new(),
+            links: Vec::new(),
             _dir: dir,
         }
     }
@@ -141,8 +141,8 @@ impl Harness {
     /// Worker `generation` of `main` is ready with `pid`; its link's frames come out of the
     /// returned receiver.
     fn ready(&mut self, ms: u64, generation: u64, pid: u32) -> mpsc::Receiver<ControlToWorker> {
-        let (link, rx, ends) = LinkHandle::for_tests(64);
-        self.ends.push(ends);
+        let (link, rx) = LinkHandle::for_tests(64);
+        self.links.push(link.clone());
         let ev = LinkEvent::Ready {
             agent_id: self.agent.into(),
             generation,
@@ -205,14 +205,12 @@ impl Harness {
         self.at(ms, Command::Link(ev))
     }
 
-    /// The link saw run `run_id` start.
-    fn started(&mut self, ms: u64, run_id: &str) -> Vec<Effect> {
-        let ev = LinkEvent::Started {
-            agent_id: self.agent.into(),
-            generation: 1,
-            run_id: run_id.into(),
-        };
-        self.at(ms, Command::Link(ev))
+    /// The newest link's relay tells clients run `run_id` started.
+    fn started(&mut self, run_id: &str) {
+        let link = self.links.last().expect("a ready worker");
+        assert!(link
+            .fence()
+            .start(&self.core.deps.hub, run_id, 1, Some(1), &[]));
     }
 
     /// Run `run_id`'s worker (generation 1) says it ended `ok` at `ms`; its outcome is
@@ -670,12 +668,12 @@ fn a_run_past_its_deadline_and_grace_with_no_outcome_is_ended_by_the_gateway() {
     assert!(matches!(link.try_recv(), Ok(ControlToWorker::Submit(_))));
     // Queued in its lane for a minute: no deadline runs yet.
     assert!(persisted(&h.tick(60_000)).is_empty());
-    h.started(60_500, "r1");
+    h.started("r1");
     h.tick(60_500);
     // A message steered into r1's turn starts too, with a shorter deadline of its own: it
     // ends with r1's turn, so only r1's deadline counts while r1 runs.
     h.dispatch_with(61_000, "r2", Some(10_000));
-    h.started(61_000, "r2");
+    h.started("r2");
     assert!(persisted(&h.tick(61_001)).is_empty());
     // Keep the heartbeats answered.
     h.message(100_000, 1, WorkerToControl::Pong { nonce: 1 });
