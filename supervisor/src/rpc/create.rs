@@ -80,7 +80,12 @@ pub(super) async fn sessions_create(
 ) -> Answer<Last<SessionsCreateResult>> {
     let c = creation(&p, || uuid::Uuid::new_v4().to_string())
         .map_err(|e| ErrorShape::invalid(format!("invalid sessions.create params: {e}")))?;
-    let route = routed(gw, Method::SessionsCreate, &c.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsCreate,
+        &c.key,
+        p.agent_id.as_deref(),
+    )?;
     let entry = create_row(gw, &route, c.label).await?;
     let result = created(&route, entry, resolved_model(gw, &route.agent_id));
     let Some(message) = c.first else {

@@ -190,7 +190,7 @@ pub(super) fn logs_tail(p: LogsTailParams) -> Answer<LogsTailResult> {
 /// `chat.metadata`: about the agent [`scoped_agent`] names.
 pub(super) async fn chat_metadata(gw: &Gateway, p: AgentScopeParams) -> Answer<ChatMetadataResult> {
     let config = gw.config();
-    let agent = scoped_agent(gw, &config, Method::ChatMetadata, &p)?;
+    let agent = scoped_agent(&config, Method::ChatMetadata, &p)?;
     Ok(crate::catalog::chat_metadata(agent, &gw.env_set))
 }
 
@@ -198,22 +198,20 @@ pub(super) async fn chat_metadata(gw: &Gateway, p: AgentScopeParams) -> Answer<C
 pub(super) async fn agent_identity(gw: &Gateway, p: AgentScopeParams) -> Answer<AgentIdentity> {
     let config = gw.config();
     Ok(crate::catalog::identity(scoped_agent(
-        gw,
         &config,
         Method::AgentIdentityGet,
         &p,
     )?))
 }
 
-/// The agent named by `agentId`, by `sessionKey`, or `main`.
+/// The configured agent named by `agentId`, by `sessionKey`, or `main`.
 fn scoped_agent<'c>(
-    gw: &Gateway,
     config: &'c crate::config::Config,
     method: Method,
     p: &AgentScopeParams,
 ) -> Answer<&'c crate::config::AgentConfig> {
     let route = match &p.session_key {
-        Some(key) => routed(gw, method, key, p.agent_id.as_deref())?.agent_id,
+        Some(key) => routed(config, method, key, p.agent_id.as_deref())?.agent_id,
         None => p.agent_id.clone().unwrap_or_else(|| "main".into()),
     };
     AgentId::parse(&route)

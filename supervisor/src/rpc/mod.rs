@@ -218,7 +218,7 @@ pub async fn handle(
         Group::Gateway => gateway_method(gw, method, req, out).await,
         Group::Session => session_method(gw, session, method, req, out).await,
         Group::Approval => approval_method(gw, session, method, req, out).await,
-        Group::Absent => absent::answer(gw, method, req, out).await,
+        Group::Absent => absent::answer(&gw.config(), method, req, out).await,
     }
 }
 
@@ -427,15 +427,21 @@ async fn approval_method(
     }
 }
 
-/// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
-fn routed(gw: &Gateway, method: Method, key: &str, agent_id: Option<&str>) -> Answer<Route> {
+/// `key` (with `agent_id`) routed against the configured agents, or the error of method
+/// `method` that says why not.
+fn routed(
+    config: &crate::config::Config,
+    method: Method,
+    key: &str,
+    agent_id: Option<&str>,
+) -> Answer<Route> {
     let name = method.as_str();
     let p = AgentParams {
         session_key: Some(key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
         ..Default::default()
     };
-    route(&p, |id| gw.config().agent(id).is_some())
+    route(&p, |id| config.agent(id).is_some())
         .map_err(|m| ErrorShape::invalid(format!("invalid {name} params: {m}")))
 }
 

@@ -223,7 +223,13 @@ pub(super) async fn sessions_abort(
     };
     let session_key = match (&p.key, &p.run_id) {
         (Some(key), _) => {
-            routed(gw, Method::SessionsAbort, key, p.agent_id.as_deref())?.session_key
+            routed(
+                &gw.config(),
+                Method::SessionsAbort,
+                key,
+                p.agent_id.as_deref(),
+            )?
+            .session_key
         }
         // A run alone: its session, if the run is still going.
         (None, Some(run_id)) => match gw.db.lookup(run_id.clone()).await {

@@ -223,7 +223,7 @@ pub(super) async fn session_messages(
     p: SessionMessagesParams,
 ) -> Answer<SessionMessagesResult> {
     let subscribe = method == Method::SessionsMessagesSubscribe;
-    let route = routed(gw, method, &p.key, p.agent_id.as_deref())?;
+    let route = routed(&gw.config(), method, &p.key, p.agent_id.as_deref())?;
     following
         .set_messages(&gw.hub, &route.session_key, subscribe)
         .map_err(|e| ErrorShape::invalid(e.to_string()))?;
@@ -246,7 +246,12 @@ pub(super) async fn sessions_describe(
     gw: &Arc<Gateway>,
     p: SessionsDescribeParams,
 ) -> Answer<SessionsDescribeResult> {
-    let route = routed(gw, Method::SessionsDescribe, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsDescribe,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     // One read of the index: the row it found is the one described.
     let session = match find_session(gw, &route.session_key).await? {
         Some(found) => Some(session_info_of(gw, &route, Some(&found)).await?),
@@ -265,7 +270,7 @@ pub(super) async fn sessions_preview(
     let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
     let mut previews = Vec::new();
     for key in &p.keys.items {
-        let route = routed(gw, Method::SessionsPreview, key, None)?;
+        let route = routed(&gw.config(), Method::SessionsPreview, key, None)?;
         let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
         if !known {
             previews.push(SessionPreview {
@@ -385,7 +390,12 @@ pub(super) async fn sessions_reset(
             "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
         ));
     };
-    let route = routed(gw, Method::SessionsReset, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsReset,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     reset_session(gw, out, route, reason).await
 }
 
@@ -433,7 +443,12 @@ pub(super) async fn sessions_delete(
     out: &Out,
     p: SessionsDeleteParams,
 ) -> Answer<SessionsDeleteResult> {
-    let route = routed(gw, Method::SessionsDelete, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsDelete,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     if p.archived_only.unwrap_or(false) {
         // loopgate does not archive sessions, so there is nothing archived to delete.
         return Ok(SessionsDeleteResult {

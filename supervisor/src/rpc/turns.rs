@@ -178,7 +178,12 @@ pub(super) async fn chat_send(
     ) {
         return Err(invalid(m));
     }
-    let route = routed(gw, Method::ChatSend, &p.session_key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::ChatSend,
+        &p.session_key,
+        p.agent_id.as_deref(),
+    )?;
     let run_id = p.idempotency_key.clone();
     let interpret = p.suppress_command_interpretation != Some(true);
     // `/think high what is ...`: a message with an inline directive, not a command.
@@ -236,7 +241,12 @@ fn chat_send_last(run_id: &str, admitted: Admitted) -> Answer<Last<ChatSendResul
 
 /// `chat.abort`: the session's runs (or the one named) end, aborted.
 pub(super) async fn chat_abort(gw: &Arc<Gateway>, p: ChatAbortParams) -> Answer<ChatAbortResult> {
-    let route = routed(gw, Method::ChatAbort, &p.session_key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::ChatAbort,
+        &p.session_key,
+        p.agent_id.as_deref(),
+    )?;
     abort(gw, route.session_key, p.run_id, StopReason::Rpc).await
 }
 
