@@ -169,9 +169,9 @@ pub(super) fn session_row(
     }
 }
 
-/// The session index row of one key, if the session exists.
+/// The session index row of one key in the gateway db, if the session exists.
 pub(super) async fn find_session(
-    gw: &Gateway,
+    db: &GatewayDb,
     session_key: &str,
 ) -> Result<Option<crate::gatewaydb::SessionRow>, ErrorShape> {
     let q = SessionQuery {
@@ -179,10 +179,10 @@ pub(super) async fn find_session(
         limit: 1,
         ..SessionQuery::default()
     };
-    let (rows, _) =
-        gw.db.sessions(q).await.map_err(|e| {
-            ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500))
-        })?;
+    let (rows, _) = db
+        .sessions(q)
+        .await
+        .map_err(|e| ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500)))?;
     Ok(rows.into_iter().next())
 }
 
@@ -191,7 +191,7 @@ pub(super) async fn session_info(
     gw: &Arc<Gateway>,
     route: &Route,
 ) -> Result<SessionRow, ErrorShape> {
-    let found = find_session(gw, &route.session_key).await?;
+    let found = find_session(&gw.db, &route.session_key).await?;
     session_info_of(gw, route, found.as_ref()).await
 }
 
@@ -253,7 +253,7 @@ pub(super) async fn sessions_describe(
         p.agent_id.as_deref(),
     )?;
     // One read of the index: the row it found is the one described.
-    let session = match find_session(gw, &route.session_key).await? {
+    let session = match find_session(&gw.db, &route.session_key).await? {
         Some(found) => Some(session_info_of(gw, &route, Some(&found)).await?),
         None => None,
     };
@@ -271,7 +271,7 @@ pub(super) async fn sessions_preview(
     let mut previews = Vec::new();
     for key in &p.keys.items {
         let route = routed(&gw.config(), Method::SessionsPreview, key, None)?;
-        let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
+        let known = matches!(find_session(&gw.db, &route.session_key).await, Ok(Some(_)));
         if !known {
             previews.push(SessionPreview {
                 key: key.clone(),
