@@ -5,6 +5,7 @@
 //! [`Out`], `admission.rs` admits runs, `turns.rs` the turn methods, `gateway_ops.rs` the
 //! gateway's own, the others by feature.
 
+use std::future::ready;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,10 +33,11 @@ use crate::config::{AgentId, Config};
 use crate::connection::out::Out;
 use crate::connection::peer::Session;
 use crate::control::{AskError, ControlError, ControlHandle, WaitReply};
-use crate::events::now_ms;
+use crate::events::{now_ms, EventHub};
 use crate::gateway::{Gateway, ReloadRequests};
 use crate::gatewaydb::{AcceptOutcome, GatewayDb, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome};
+use crate::session_settings::SessionSettings;
 
 mod absent;
 mod admission;
@@ -243,7 +245,7 @@ async fn turn_method(
         }
         Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
         Method::AgentEvents => {
-            let replay = |p| resume::agent_events(gw, session, Following::of(out), p);
+            let replay = |p| resume::agent_events(&gw.hub, &gw.db, session, Following::of(out), p);
             serve::<m::AgentEvents, _>(req, out, replay).await
         }
         Method::ChatSend => {
@@ -358,7 +360,9 @@ async fn session_method(
 ) {
     match method {
         Method::SessionsResolve => {
-            serve::<m::SessionsResolve, _>(req, out, |p| sessions_resolve(gw, p)).await
+            let config = gw.config();
+            let resolve = |p| sessions_resolve(&config, &gw.db, p);
+            serve::<m::SessionsResolve, _>(req, out, resolve).await
         }
         Method::SessionsAbort => {
             serve::<m::SessionsAbort, _>(req, out, |p| sessions_abort(gw, p)).await
@@ -390,11 +394,29 @@ async fn session_method(
             serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
         }
         Method::SessionsMessagesSubscribe => {
-            let follow = |p| session_messages(gw, Following::of(out), method, p);
+            let follow = |p| {
+                let following = Following::of(out);
+                ready(session_messages(
+                    &gw.config(),
+                    &gw.hub,
+                    following,
+                    method,
+                    p,
+                ))
+            };
             serve::<m::SessionsMessagesSubscribe, _>(req, out, follow).await
         }
         Method::SessionsMessagesUnsubscribe => {
-            let unfollow = |p| session_messages(gw, Following::of(out), method, p);
+            let unfollow = |p| {
+                let following = Following::of(out);
+                ready(session_messages(
+                    &gw.config(),
+                    &gw.hub,
+                    following,
+                    method,
+                    p,
+                ))
+            };
             serve::<m::SessionsMessagesUnsubscribe, _>(req, out, unfollow).await
         }
         other => misrouted(other, req, out).await,

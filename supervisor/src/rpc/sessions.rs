@@ -192,20 +192,21 @@ pub(super) async fn session_info(
     route: &Route,
 ) -> Result<SessionRow, ErrorShape> {
     let found = find_session(&gw.db, &route.session_key).await?;
-    session_info_of(gw, route, found.as_ref()).await
+    session_info_of(&gw.control, &gw.config(), route, found.as_ref()).await
 }
 
-/// [`session_info`] of a row already read.
+/// [`session_info`] of a row already read: with the runs the control actor has active,
+/// the model as configured.
 pub(super) async fn session_info_of(
-    gw: &Arc<Gateway>,
+    control: &ControlHandle,
+    config: &Config,
     route: &Route,
     found: Option<&crate::gatewaydb::SessionRow>,
 ) -> Result<SessionRow, ErrorShape> {
-    let active = gw.control.active_runs().await.map_err(control_error)?;
+    let active = control.active_runs().await.map_err(control_error)?;
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
-    let config = gw.config();
     Ok(match found {
-        Some(r) => session_row(&config, r, runs),
+        Some(r) => session_row(config, r, runs),
         None => {
             let status = if runs.is_empty() { "done" } else { "running" };
             SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
@@ -214,18 +215,20 @@ pub(super) async fn session_info_of(
 }
 
 /// `sessions.messages.subscribe` / `unsubscribe` (`method`): a follower gets the session's
-/// `session.message` events (every connection gets all sessions' `agent` and `chat` events
-/// anyway: loopgate does not offer `session-scoped-events`).
-pub(super) async fn session_messages(
-    gw: &Arc<Gateway>,
+/// `session.message` events from the hub (every connection gets all sessions' `agent` and
+/// `chat` events anyway: loopgate does not offer `session-scoped-events`); the key is routed
+/// against the configured agents.
+pub(super) fn session_messages(
+    config: &Config,
+    hub: &EventHub,
     following: Following<'_>,
     method: Method,
     p: SessionMessagesParams,
 ) -> Answer<SessionMessagesResult> {
     let subscribe = method == Method::SessionsMessagesSubscribe;
-    let route = routed(&gw.config(), method, &p.key, p.agent_id.as_deref())?;
+    let route = routed(config, method, &p.key, p.agent_id.as_deref())?;
     following
-        .set_messages(&gw.hub, &route.session_key, subscribe)
+        .set_messages(hub, &route.session_key, subscribe)
         .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let approval_replay =
         (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
@@ -246,15 +249,16 @@ pub(super) async fn sessions_describe(
     gw: &Arc<Gateway>,
     p: SessionsDescribeParams,
 ) -> Answer<SessionsDescribeResult> {
+    let config = gw.config();
     let route = routed(
-        &gw.config(),
+        &config,
         Method::SessionsDescribe,
         &p.key,
         p.agent_id.as_deref(),
     )?;
     // One read of the index: the row it found is the one described.
     let session = match find_session(&gw.db, &route.session_key).await? {
-        Some(found) => Some(session_info_of(gw, &route, Some(&found)).await?),
+        Some(found) => Some(session_info_of(&gw.control, &config, &route, Some(&found)).await?),
         None => None,
     };
     Ok(SessionsDescribeResult { session })
