@@ -87,7 +87,7 @@ pub(super) async fn sessions_create(
         p.agent_id.as_deref(),
     )?;
     let entry = create_row(gw, &route, c.label).await?;
-    let result = created(&route, entry, resolved_model(gw, &route.agent_id));
+    let result = created(&route, entry, resolved_model(&gw.config(), &route.agent_id));
     let Some(message) = c.first else {
         return Ok(Last::Result(Reply::now(result)));
     };
@@ -139,8 +139,8 @@ async fn create_row(
 }
 
 /// The agent's configured model, as `sessions.create` reports it.
-fn resolved_model(gw: &Gateway, agent_id: &str) -> Option<CreateResolved> {
-    gw.config()
+fn resolved_model(config: &Config, agent_id: &str) -> Option<CreateResolved> {
+    config
         .agent(agent_id)
         .and_then(|a| a.model.clone())
         .map(|m| CreateResolved {
