@@ -18,6 +18,12 @@ use crate::gatewaydb::GatewayDb;
 use crate::presence::Presence;
 use crate::session_settings::SessionSettings;
 
+/// Where `loopgate.reload` asks the serve loop to reload (set once the serve loop takes
+/// them); each request carries the sender of its answer.
+pub type ReloadRequests = std::sync::OnceLock<
+    tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>,
+>;
+
 /// Shared gateway state handed to every connection.
 pub struct Gateway {
     config: tokio::sync::watch::Sender<Arc<Config>>,
@@ -39,9 +45,7 @@ pub struct Gateway {
     /// Operator drain requests (`gateway.drain`), handled by the serve loop.
     pub drain_requests: tokio::sync::mpsc::Sender<Duration>,
     /// `loopgate.reload`: to the serve loop, which reloads as on SIGHUP and answers.
-    pub reload_requests: std::sync::OnceLock<
-        tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>,
-    >,
+    pub reload_requests: ReloadRequests,
     /// Names of the environment variables that are set and not empty (never their values):
     /// whether a provider's key is present.
     pub env_set: std::collections::HashSet<String>,
@@ -102,11 +106,6 @@ impl Gateway {
             parse_budget: crate::connection::budget::ParseBudget::global(),
             backend: Default::default(),
         }
-    }
-
-    /// Devices with a connection open now.
-    pub fn connected_devices(&self) -> std::collections::HashSet<String> {
-        self.device_conns.devices()
     }
 
     /// The backend the gateway's requests ask (`backend`).

@@ -11,11 +11,13 @@ use ipc::gateway::{
 use serde_json::json;
 
 use crate::auth::{DeviceTokenClaim, Granted, Refusal, Verdict};
-use crate::config::AuthMode;
+use crate::config::{AuthMode, Config};
 use crate::connection::peer::{Session, Transport};
 use crate::events::now_ms;
 use crate::gateway::Gateway;
 use crate::gatewaydb::devices::{DeviceCmd, Holder, Presented};
+use crate::gatewaydb::GatewayDb;
+use tokio_util::sync::CancellationToken;
 
 /// A refused handshake.
 pub(crate) struct Refused {
@@ -101,13 +103,14 @@ async fn connect(
     check_client(&params.client)?;
     check_protocol(&params)?;
     let role = operator_role(&params)?;
-    check_not_stopping(gw)?;
+    check_not_stopping(&gw.stopping)?;
     // Read before any device token is checked: see `crate::device_conns`.
     let epoch = gw.device_conns.epoch();
-    let granted = grant(gw, transport, conn_id, nonce, &params).await?;
+    let config = gw.config();
+    let granted = grant(&config, &gw.db, transport, conn_id, nonce, &params).await?;
     let token_checked_at = (granted.method == "device-token").then_some(epoch);
     let now = now_ms();
-    let issued = issue_device_token(gw, &granted, &role, &params.client, now).await;
+    let issued = issue_device_token(&config, &gw.db, &granted, &role, &params.client, now).await;
     let session = hello::session(conn_id, transport, &params, &granted, now);
     let hello = hello::hello_ok(gw, conn_id, role, &granted, issued);
     Ok(Accepted {
@@ -189,9 +192,9 @@ fn operator_role(params: &ConnectParams) -> Result<String, Box<Refusal>> {
     }))
 }
 
-/// No connect is admitted once the gateway is stopping.
-fn check_not_stopping(gw: &Gateway) -> Result<(), Box<Refusal>> {
-    if gw.stopping.is_cancelled() {
+/// No connect is admitted once the gateway is stopping (`stopping` cancelled).
+fn check_not_stopping(stopping: &CancellationToken) -> Result<(), Box<Refusal>> {
+    if stopping.is_cancelled() {
         return Err(refusal(
             ErrorShape::unavailable("connect unavailable during gateway restart", Some(1000)),
             1013,
@@ -201,10 +204,12 @@ fn check_not_stopping(gw: &Gateway) -> Result<(), Box<Refusal>> {
     Ok(())
 }
 
-/// Authentication per transport. A refused network client waits `FAILED_AUTH_DELAY`
-/// before it hears so.
+/// Authentication per transport (a network client's against the config's token or the
+/// gateway db's device tokens). A refused network client waits `FAILED_AUTH_DELAY` before it
+/// hears so.
 async fn grant(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     transport: Transport,
     conn_id: &str,
     nonce: &str,
@@ -213,7 +218,7 @@ async fn grant(
     match transport {
         // The unix socket is trusted by file mode (0600) and peer uid, checked on accept.
         Transport::Unix => Ok(unix_grant(params)),
-        Transport::WebSocket(peer) => match authenticate(gw, params, nonce, peer).await {
+        Transport::WebSocket(peer) => match authenticate(config, db, params, nonce, peer).await {
             Ok(g) => Ok(g),
             Err(r) => {
                 tracing::info!(
@@ -251,14 +256,15 @@ fn unix_grant(params: &ConnectParams) -> Granted {
     }
 }
 
-/// A network client's credentials: the gateway token, or a device token the store knows.
+/// A network client's credentials: the gateway token (the config's), or a device token the
+/// store (the gateway db) knows.
 async fn authenticate(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     params: &ConnectParams,
     nonce: &str,
     peer: crate::auth::Peer,
 ) -> Result<Granted, Box<Refusal>> {
-    let config = gw.config();
     let token = match config.gateway.auth_mode {
         AuthMode::Token => config.gateway.token.as_deref(),
         AuthMode::None => None,
@@ -266,16 +272,17 @@ async fn authenticate(
     match crate::auth::authenticate(params, token, nonce, peer, now_ms() as i64)? {
         Verdict::Granted(g) => Ok(g),
         Verdict::CheckDeviceToken(claim) => {
-            let presented = check_device_token(gw, &claim).await?;
+            let presented = check_device_token(config, db, &claim).await?;
             crate::auth::device_token_grant(&claim, &presented)
         }
     }
 }
 
-/// What the device store says of a presented device token; a store that cannot answer
-/// refuses the connect as retryable.
+/// What the device store (the gateway db) says of a presented device token, of the config's
+/// token generation; a store that cannot answer refuses the connect as retryable.
 async fn check_device_token(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     claim: &DeviceTokenClaim,
 ) -> Result<Presented, Box<Refusal>> {
     let (device_id, role, token) = (
@@ -283,32 +290,32 @@ async fn check_device_token(
         claim.role.clone(),
         claim.token.clone(),
     );
-    let generation = crate::gatewaydb::devices::generation(&gw.config());
-    gw.db
-        .devices(|reply| DeviceCmd::Check {
-            device_id,
-            role,
-            token,
-            generation,
-            now: now_ms(),
-            reply,
-        })
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "Cannot check a device token.");
-            refusal(
-                ErrorShape::unavailable("cannot check the device token now; retry", Some(1000)),
-                1013,
-                "device token check unavailable",
-            )
-        })
+    let generation = crate::gatewaydb::devices::generation(config);
+    db.devices(|reply| DeviceCmd::Check {
+        device_id,
+        role,
+        token,
+        generation,
+        now: now_ms(),
+        reply,
+    })
+    .await
+    .map_err(|e| {
+        tracing::warn!(error = %e, "Cannot check a device token.");
+        refusal(
+            ErrorShape::unavailable("cannot check the device token now; retry", Some(1000)),
+            1013,
+            "device token check unavailable",
+        )
+    })
 }
 
-/// Issues a device token to a proven device that connected with the gateway token: the
-/// token and when it was issued. A failure to issue costs the client only the token (it
-/// keeps the gateway token).
+/// Issues a device token (in the gateway db, of the config's token generation) to a proven
+/// device that connected with the gateway token: the token and when it was issued. A
+/// failure to issue costs the client only the token (it keeps the gateway token).
 async fn issue_device_token(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     granted: &Granted,
     role: &str,
     client: &ClientInfo,
@@ -325,9 +332,8 @@ async fn issue_device_token(
         platform: client.platform.clone(),
     };
     let scopes = granted.scopes.clone();
-    let generation = crate::gatewaydb::devices::generation(&gw.config());
-    match gw
-        .db
+    let generation = crate::gatewaydb::devices::generation(config);
+    match db
         .devices(|reply| DeviceCmd::Issue {
             holder,
             scopes,

@@ -140,7 +140,7 @@ async fn handle(
     slot: Arc<OwnedSemaphorePermit>,
 ) -> Result<Response<Body>, Infallible> {
     let is_upgrade = header(&req, UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-    if let Some(refused) = misdirected(&req, &gw, peer) {
+    if let Some(refused) = misdirected(&req, &gw.config(), peer) {
         return Ok(refused);
     }
     if !is_upgrade {
@@ -190,8 +190,11 @@ async fn handle(
 /// upgrades) answers only a loopback `Host` or one of `gateway.allowed_hosts`: a page whose
 /// name was re-pointed at 127.0.0.1 (DNS rebinding) gets 421 Misdirected Request. A wider
 /// bind is reached by names the operator cannot list here; it needs the token instead.
-fn misdirected(req: &Request<Incoming>, gw: &Gateway, peer: SocketAddr) -> Option<Response<Body>> {
-    let config = gw.config();
+fn misdirected(
+    req: &Request<Incoming>,
+    config: &crate::config::Config,
+    peer: SocketAddr,
+) -> Option<Response<Body>> {
     if !config.gateway.bind.is_loopback() {
         return None;
     }
@@ -235,7 +238,7 @@ async fn metrics(gw: &Arc<Gateway>, headers: &hyper::HeaderMap) -> Response<Body
             return r;
         }
     }
-    let now = crate::rpc::diagnostics::scrape(gw).await;
+    let now = crate::rpc::diagnostics::scrape(&gw.control, &gw.connections).await;
     let body = gw.metrics.encode(&now);
     let mut r = Response::new(Full::new(Bytes::from(body)));
     r.headers_mut().insert(

@@ -23,6 +23,7 @@ use crate::control::{self, ControlDeps};
 use crate::events::{now_ms, EventHub};
 use crate::gateway::Gateway;
 use crate::gatewaydb::GatewayDb;
+use crate::session_settings::SessionSettings;
 use crate::systemd::Notifier;
 use crate::{lock, paths};
 use reload::{warn_unsupported, ConfigSource};
@@ -291,7 +292,7 @@ async fn start_core(
     );
     let (reload_tx, reload_rx) = mpsc::channel::<oneshot::Sender<ReloadResult>>(1);
     let _ = gw.reload_requests.set(reload_tx);
-    restore_session_overrides(&gw, &db).await;
+    restore_session_overrides(&gw.sessions, &db).await;
     Core {
         gw,
         journal,
@@ -313,12 +314,12 @@ async fn allowed_exec(db: &GatewayDb) -> HashMap<String, Vec<String>> {
 }
 
 /// Sessions' own settings (model, thinking, reasoning, queue mode, verbose level), kept in the
-/// gateway db.
-async fn restore_session_overrides(gw: &Gateway, db: &GatewayDb) {
+/// gateway db, restored into `sessions`.
+async fn restore_session_overrides(sessions: &SessionSettings, db: &GatewayDb) {
     match db.session_overrides().await {
         Ok(rows) => {
             for row in rows {
-                gw.sessions.update(&row.session_key, |o| {
+                sessions.update(&row.session_key, |o| {
                     *o = crate::session_settings::SessionOverrides {
                         model: row.model,
                         thinking: row.thinking,

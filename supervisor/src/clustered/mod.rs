@@ -176,7 +176,7 @@ impl Clustered {
     /// Relays run events between this gateway and the others, and runs the placement loop
     /// until the gateway stops.
     pub async fn start(self: &Arc<Self>, gw: Arc<Gateway>) -> tokio::task::JoinHandle<()> {
-        relay::start(&gw, self).await;
+        relay::start(&gw.hub, &gw.stopping, self).await;
         waiters::start(self, gw.stopping.clone());
         self.serve_ops(gw.clone()).await;
         let me = self.clone();

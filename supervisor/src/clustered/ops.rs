@@ -129,7 +129,7 @@ impl Clustered {
                 tokio::spawn(async move {
                     let bytes = match serde_json::from_slice::<Forwarded>(&request.payload) {
                         Ok(f) if me.held().contains_key(&f.agent_id) => {
-                            me.carry_out(&gw, f.agent_id, f.op).await
+                            me.carry_out(&gw.control, f.agent_id, f.op).await
                         }
                         Ok(f) => encode(&Err(moving(format!(
                             "gateway {} no longer owns agent {}; try again",
@@ -147,15 +147,20 @@ impl Clustered {
         });
     }
 
-    /// `op` at this gateway's worker, as the bytes of an answer that fits one message: a
-    /// history page is asked again with fewer bytes until it fits.
-    async fn carry_out(&self, gw: &Gateway, agent_id: String, mut op: SessionOp) -> Vec<u8> {
+    /// `op` at this gateway's worker (through its control actor), as the bytes of an answer
+    /// that fits one message: a history page is asked again with fewer bytes until it fits.
+    async fn carry_out(
+        &self,
+        control: &ControlHandle,
+        agent_id: String,
+        mut op: SessionOp,
+    ) -> Vec<u8> {
         let room = self.room();
         if let SessionOp::History(HistoryOp { max_bytes, .. }) = &mut op {
             *max_bytes = Some(max_bytes.map_or(room as u64, |b| b.min(room as u64)));
         }
         for _ in 0..CUTS {
-            let result = gw.control.session_op(agent_id.clone(), op.clone()).await;
+            let result = control.session_op(agent_id.clone(), op.clone()).await;
             let bytes = encode(&result);
             if bytes.len() <= room {
                 return bytes;

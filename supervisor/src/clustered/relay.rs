@@ -8,18 +8,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::Clustered;
-use crate::events::{Deferred, Relayed};
-use crate::gateway::Gateway;
+use crate::events::{Deferred, EventHub, Relayed};
 
 /// Events waiting to go out before new ones are dropped (a slow cluster never slows the
 /// gateway's own clients).
 const OUTGOING: usize = 65_536;
 
-pub(super) async fn start(gw: &Arc<Gateway>, c: &Arc<Clustered>) {
+/// Relays run events both ways between `hub` and the cluster `c`: this gateway's go out,
+/// the others' are published on the hub, until the gateway is `stopping`.
+pub(super) async fn start(hub: &EventHub, stopping: &CancellationToken, c: &Arc<Clustered>) {
     let (tx, mut rx) = mpsc::channel::<Relayed>(OUTGOING);
-    gw.hub.relay_to(tx);
+    hub.relay_to(tx);
     let engine = c.engine.clone();
     // The servers' limit, read once (not per event: it is the cluster's configuration).
     let room = engine.max_payload().saturating_sub(4096);
@@ -33,8 +35,8 @@ pub(super) async fn start(gw: &Arc<Gateway>, c: &Arc<Clustered>) {
     let engine = c.engine.clone();
     // Subscribed before the gateway serves anyone (the first feed is made here).
     let first = engine.events().await;
-    let hub = gw.hub.clone();
-    let stopping = gw.stopping.clone();
+    let hub = hub.clone();
+    let stopping = stopping.clone();
     tokio::spawn(async move {
         let mut feed = first;
         loop {

@@ -14,7 +14,9 @@ use cluster::archive::{self, ArchiveError, Manifest};
 use cluster::{Lease, Pinned, Refused, WorkspaceHeadAt};
 
 use super::Clustered;
+use crate::config::Config;
 use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 
 /// What this owner knows of its agent's workspace snapshot (`None` until claimed).
 pub(super) type Workspace = Arc<tokio::sync::Mutex<Option<Synced>>>;
@@ -26,8 +28,9 @@ pub(super) struct Synced {
     manifest: Option<String>,
 }
 
-fn workspace_of(gw: &Gateway, agent: &str) -> Option<PathBuf> {
-    gw.config().agent(agent).map(|a| a.workspace.clone())
+/// The configured workspace of `agent` (`None`: no such agent).
+fn workspace_of(config: &Config, agent: &str) -> Option<PathBuf> {
+    config.agent(agent).map(|a| a.workspace.clone())
 }
 
 async fn blocking<T: Send + 'static>(
@@ -63,7 +66,7 @@ impl Clustered {
             Ok(claimed) => (claimed.head, claimed.left_behind),
             Err(Refused) => return Ok(false),
         };
-        let Some(path) = workspace_of(gw, agent) else {
+        let Some(path) = workspace_of(&gw.config(), agent) else {
             return Ok(true);
         };
         let local = {
@@ -120,7 +123,7 @@ impl Clustered {
         let agent = lease.agent.as_str();
         let mut guard = ws.lock().await;
         let Some(synced) = guard.as_mut() else { return };
-        let Some(path) = workspace_of(gw, agent) else {
+        let Some(path) = workspace_of(&gw.config(), agent) else {
             return;
         };
         let cap = self.engine.workspace_cap();
@@ -143,7 +146,7 @@ impl Clustered {
         };
         if now.bytes > cap {
             if !pinned_here {
-                self.pin(gw, lease, synced, now.bytes).await;
+                self.pin(&gw.metrics, lease, synced, now.bytes).await;
             }
             return;
         }
@@ -153,7 +156,7 @@ impl Clustered {
         let packed = match blocking(move || archive::pack(&path, cap)).await {
             Ok(p) => p,
             Err(ArchiveError::TooLarge { bytes, .. }) => {
-                return self.pin(gw, lease, synced, bytes).await;
+                return self.pin(&gw.metrics, lease, synced, bytes).await;
             }
             Err(e) => {
                 tracing::warn!(agent, error = %e, "Cannot pack the agent's workspace; the next run's end tries again.");
@@ -191,7 +194,9 @@ impl Clustered {
         }
     }
 
-    async fn pin(&self, gw: &Gateway, lease: &Lease, synced: &mut Synced, bytes: u64) {
+    /// Marks the agent's workspace pinned to this gateway (it is over the cap), counted in
+    /// `metrics`.
+    async fn pin(&self, metrics: &Metrics, lease: &Lease, synced: &mut Synced, bytes: u64) {
         let agent = lease.agent.as_str();
         match self.engine.workspace_pin(lease, &synced.head, bytes).await {
             Ok(Ok(head)) => {
@@ -201,7 +206,7 @@ impl Clustered {
                     cap = self.engine.workspace_cap(),
                     "The agent's workspace is over cluster.workspace_max_mib: it is not snapshotted and the agent stays on this gateway (pinned)."
                 );
-                gw.metrics.cluster_workspace_snapshot(agent, true);
+                metrics.cluster_workspace_snapshot(agent, true);
                 synced.head = head;
             }
             Ok(Err(Refused)) => {

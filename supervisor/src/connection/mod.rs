@@ -29,8 +29,11 @@ use tokio::sync::{broadcast, Semaphore};
 
 use self::out::Out;
 use self::peer::{ScopeSet, Session, Transport};
-use crate::events::{now_ms, HubEvent};
+use crate::config::Config;
+use crate::device_conns::DeviceConns;
+use crate::events::{now_ms, EventHub, HubEvent};
 use crate::gateway::Gateway;
+use crate::presence::Presence;
 
 pub use self::out::{render, Outbound};
 
@@ -96,7 +99,7 @@ pub async fn serve_connection<S: FrameSource>(
     };
     source.set_max_frame(MAX_PAYLOAD_BYTES);
     tracing::debug!(conn = conn_id.as_str(), ?transport, scopes = ?session.scopes, "Client connected.");
-    let forwarder = forward_events(&gw, &out, &session);
+    let forwarder = forward_events(&gw.hub, &gw.config(), &out, &session);
     serve_requests(&gw, &mut source, &out, Arc::new(session)).await;
     forwarder.abort();
     // The aborted forwarder cannot say it stopped: say it for it, or a request still waiting
@@ -153,7 +156,7 @@ async fn connect<S: FrameSource>(
         Ok(Inbound::Text(t)) => t,
     };
     match crate::handshake::handshake(gw, transport, conn_id, &nonce, &text).await {
-        Ok(accepted) => welcome(gw, out, conn_id, accepted).await,
+        Ok(accepted) => welcome(&gw.device_conns, &gw.presence, out, conn_id, accepted).await,
         Err(refusal) => {
             let crate::handshake::Refused {
                 id,
@@ -171,10 +174,12 @@ async fn connect<S: FrameSource>(
     }
 }
 
-/// An accepted `connect`: the device's connection is registered before `hello-ok` goes out
-/// (so a revoke's sweep from now on sees it), then the connection joins the presence list.
+/// An accepted `connect`: the device's connection is registered in `device_conns` before
+/// `hello-ok` goes out (so a revoke's sweep from now on sees it), then the connection joins
+/// the presence list.
 async fn welcome(
-    gw: &Gateway,
+    device_conns: &DeviceConns,
+    presence: &Presence,
     out: &Out,
     conn_id: &str,
     accepted: crate::handshake::Accepted,
@@ -186,10 +191,7 @@ async fn welcome(
         token_checked_at,
     } = accepted;
     if let Some(device) = &session.device_id {
-        if !gw
-            .device_conns
-            .register(conn_id, device, out, token_checked_at)
-        {
+        if !device_conns.register(conn_id, device, out, token_checked_at) {
             tracing::info!(
                 conn = conn_id,
                 "Refused a connect: its device's tokens changed during the handshake."
@@ -207,7 +209,7 @@ async fn welcome(
         }
     }
     out.ok_with(&id, &hello).await;
-    gw.presence.set(conn_id, Some(session.presence.clone()));
+    presence.set(conn_id, Some(session.presence.clone()));
     Some(session)
 }
 
@@ -257,14 +259,20 @@ impl EventFilter {
 }
 
 /// The connection's event forwarder: every hub event it wants, with its own `seq`, until the
-/// hub closes or the connection falls behind (then it is dropped as a slow consumer).
-fn forward_events(gw: &Gateway, out: &Out, session: &Session) -> tokio::task::JoinHandle<()> {
-    let (mut events, start) = gw.hub.subscribe();
+/// hub closes or the connection falls behind the config's `gateway.max_buffered_bytes` (then
+/// it is dropped as a slow consumer).
+fn forward_events(
+    hub: &EventHub,
+    config: &Config,
+    out: &Out,
+    session: &Session,
+) -> tokio::task::JoinHandle<()> {
+    let (mut events, start) = hub.subscribe();
     out.forwarded.send_replace(start);
     out.hub_start.store(start, Ordering::Relaxed);
     let out = out.clone();
     let filter = EventFilter::of(session);
-    let cap = gw.config().gateway.max_buffered_bytes;
+    let cap = config.gateway.max_buffered_bytes;
     tokio::spawn(async move {
         let mut seq = 0u64;
         loop {

@@ -54,13 +54,14 @@ pub(super) fn cron_status() -> Answer<CronStatusResult> {
     })
 }
 
-/// `progressCard.get` and `sessions.branches.list`: nothing, for a session key that routes.
+/// `progressCard.get` and `sessions.branches.list`: nothing, for a session key that routes
+/// to a configured agent.
 pub(super) fn of_session<T: Default>(
-    gw: &Gateway,
+    config: &crate::config::Config,
     method: Method,
     p: SessionRefParams,
 ) -> Answer<T> {
-    routed(gw, method, &p.session_key, p.agent_id.as_deref())?;
+    routed(config, method, &p.session_key, p.agent_id.as_deref())?;
     Ok(T::default())
 }
 
@@ -93,8 +94,14 @@ pub(super) fn node_list() -> Answer<NodeListResult> {
     })
 }
 
-/// Answers one method of a feature loopgate lacks.
-pub(super) async fn answer(gw: &Gateway, method: Method, req: Request, out: &Out) {
+/// Answers one method of a feature loopgate lacks (`config`: the agents a session key may
+/// route to).
+pub(super) async fn answer(
+    config: &crate::config::Config,
+    method: Method,
+    req: Request,
+    out: &Out,
+) {
     match method {
         Method::CronList => serve::<m::CronList, _>(req, out, |p| ready(cron_list(p))).await,
         Method::CronStatus => serve::<m::CronStatus, _>(req, out, |_| ready(cron_status())).await,
@@ -108,10 +115,10 @@ pub(super) async fn answer(gw: &Gateway, method: Method, req: Request, out: &Out
             serve::<m::UpdateStatus, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
         Method::ProgressCardGet => {
-            serve::<m::ProgressCardGet, _>(req, out, |p| ready(of_session(gw, method, p))).await
+            serve::<m::ProgressCardGet, _>(req, out, |p| ready(of_session(config, method, p))).await
         }
         Method::SessionsBranchesList => {
-            serve::<m::SessionsBranchesList, _>(req, out, |p| ready(of_session(gw, method, p)))
+            serve::<m::SessionsBranchesList, _>(req, out, |p| ready(of_session(config, method, p)))
                 .await
         }
         Method::SessionsCompanionState => {

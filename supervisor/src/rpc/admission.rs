@@ -167,7 +167,7 @@ pub(super) async fn admit<M: MethodSpec>(
     if let Some(t) = &mut turn {
         t.wait_previous().await;
     }
-    let plan = match plan(gw, &mut a) {
+    let plan = match plan(&gw.config(), &gw.sessions, &mut a) {
         Ok(plan) => plan,
         Err(refused) => return Admitted::Refused(refused),
     };
@@ -210,10 +210,13 @@ fn start_refusal(refused: StartRefused) -> ErrorShape {
     }
 }
 
-/// What the run will be, from the request, the session's own settings and the config; or
-/// why it cannot run.
-fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
-    let config = gw.config();
+/// What the run will be, from the request, the session's own settings (`sessions`) and the
+/// config; or why it cannot run.
+fn plan(
+    config: &Config,
+    sessions: &SessionSettings,
+    a: &mut Admission,
+) -> Result<Plan, ErrorShape> {
     let Some(agent) = config.agent(&a.route.agent_id) else {
         return Err(ErrorShape::invalid(format!(
             "unknown agent id {:?}",
@@ -237,7 +240,7 @@ fn plan(gw: &Gateway, a: &mut Admission) -> Result<Plan, ErrorShape> {
     // A model the request names is strict (no fallback); a session's own model
     // (`sessions.patch {model}`) applies unless the request names one.
     let strict_model = a.provider.is_some() || a.model.is_some();
-    let session = gw.sessions.of(&a.route.session_key);
+    let session = sessions.of(&a.route.session_key);
     if !strict_model {
         a.model = session.model.clone();
     }

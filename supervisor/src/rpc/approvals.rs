@@ -10,9 +10,9 @@ use ipc::gateway::{
     ExecApprovalResolveParams, KeptPattern,
 };
 
-/// `exec.approval.list`: the execs waiting for a decision.
-pub(super) async fn exec_approval_list(gw: &Gateway) -> Answer<Vec<ExecApproval>> {
-    gw.control.approval_list().await.map_err(control_error)
+/// `exec.approval.list`: the execs waiting for a decision (the control actor's registry).
+pub(super) async fn exec_approval_list(control: &ControlHandle) -> Answer<Vec<ExecApproval>> {
+    control.approval_list().await.map_err(control_error)
 }
 
 /// Who decided, as the log and the `resolved` event say it: the caller's device, else its
@@ -21,9 +21,9 @@ fn decided_by(device_id: Option<&str>, client_id: Option<&str>, conn_id: &str) -
     Some(device_id.or(client_id).unwrap_or(conn_id).to_owned())
 }
 
-/// `exec.approval.resolve`: the operator's decision on a pending exec.
+/// `exec.approval.resolve`: the operator's decision on a pending exec, to the control actor.
 pub(super) async fn exec_approval_resolve(
-    gw: &Gateway,
+    control: &ControlHandle,
     session: &Session,
     p: ExecApprovalResolveParams,
 ) -> Answer<Done> {
@@ -34,16 +34,17 @@ pub(super) async fn exec_approval_resolve(
         session.presence.client_id.as_deref(),
         &session.conn_id,
     );
-    gw.control
+    control
         .approval_resolve(p.id, decision, by)
         .await
         .map_err(control_error)??;
     Ok(Done { ok: true })
 }
 
-/// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps.
-pub(super) async fn exec_allowlist(gw: &Gateway) -> Answer<ExecAllowlistResult> {
-    let rows = gw.control.allowed_list().await.map_err(control_error)?;
+/// `loopgate.exec.allowlist`: the `allow-always` patterns the gateway keeps (asked of the
+/// control actor).
+pub(super) async fn exec_allowlist(control: &ControlHandle) -> Answer<ExecAllowlistResult> {
+    let rows = control.allowed_list().await.map_err(control_error)?;
     Ok(ExecAllowlistResult {
         patterns: rows
             .into_iter()
@@ -60,14 +61,14 @@ fn holds_patterns(workers: &[ipc::gateway::WorkerStatus], agent_id: &str) -> boo
         .any(|w| w.agent_id == agent_id && (w.state == "ready" || w.state == "spawning"))
 }
 
-/// `loopgate.exec.allowlist.remove {agentId, pattern}`: forgets a kept pattern; the agent's
-/// running worker restarts gracefully without it (it holds the pattern until then).
+/// `loopgate.exec.allowlist.remove {agentId, pattern}`: the control actor forgets a kept
+/// pattern; the agent's running worker restarts gracefully without it (it holds the pattern
+/// until then).
 pub(super) async fn exec_allowlist_remove(
-    gw: &Gateway,
+    control: &ControlHandle,
     p: ExecAllowlistRemoveParams,
 ) -> Answer<ExecAllowlistRemoveResult> {
-    let removed = gw
-        .control
+    let removed = control
         .disallow(p.agent_id.clone(), p.pattern)
         .await
         .map_err(control_error)?
@@ -78,11 +79,11 @@ pub(super) async fn exec_allowlist_remove(
             )
         })?;
     let running = removed
-        && match gw.control.status(0).await {
+        && match control.status(0).await {
             Ok(s) => holds_patterns(&s.workers, &p.agent_id),
             Err(_) => false,
         };
-    let restarted = running && gw.control.restart_worker(p.agent_id, false).await.is_ok();
+    let restarted = running && control.restart_worker(p.agent_id, false).await.is_ok();
     Ok(ExecAllowlistRemoveResult { removed, restarted })
 }
 

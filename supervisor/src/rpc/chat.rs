@@ -83,7 +83,7 @@ pub(super) async fn chat_history(
 ) -> Answer<ChatHistoryResult> {
     let limit = history_limit(&p)
         .map_err(|why| ErrorShape::invalid(format!("invalid {} params: {why}", method.as_str())))?;
-    let route = routed(gw, method, &p.session_key, p.agent_id.as_deref())?;
+    let route = routed(&gw.config(), method, &p.session_key, p.agent_id.as_deref())?;
     // This gateway hands out no delta cursors, so any cursor is one it cannot continue: the
     // client fetches a fresh page, as after a reset.
     if p.cursor.is_some() {
@@ -242,7 +242,7 @@ pub(super) async fn chat_inject(
 ) -> Answer<ChatInjectResult> {
     let text = inject_text(&p).map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let route = routed(
-        gw,
+        &gw.config(),
         Method::ChatInject,
         &p.session_key,
         p.agent_id.as_deref(),

@@ -68,7 +68,12 @@ pub(super) async fn sessions_compact(
     if let Some(refused) = params_refusal(&p) {
         return Err(ErrorShape::invalid(refused.to_string()));
     }
-    let route = routed(gw, Method::SessionsCompact, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsCompact,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     compact_session(gw, out, route).await
 }
 

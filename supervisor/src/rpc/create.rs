@@ -80,9 +80,14 @@ pub(super) async fn sessions_create(
 ) -> Answer<Last<SessionsCreateResult>> {
     let c = creation(&p, || uuid::Uuid::new_v4().to_string())
         .map_err(|e| ErrorShape::invalid(format!("invalid sessions.create params: {e}")))?;
-    let route = routed(gw, Method::SessionsCreate, &c.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsCreate,
+        &c.key,
+        p.agent_id.as_deref(),
+    )?;
     let entry = create_row(gw, &route, c.label).await?;
-    let result = created(&route, entry, resolved_model(gw, &route.agent_id));
+    let result = created(&route, entry, resolved_model(&gw.config(), &route.agent_id));
     let Some(message) = c.first else {
         return Ok(Last::Result(Reply::now(result)));
     };
@@ -134,8 +139,8 @@ async fn create_row(
 }
 
 /// The agent's configured model, as `sessions.create` reports it.
-fn resolved_model(gw: &Gateway, agent_id: &str) -> Option<CreateResolved> {
-    gw.config()
+fn resolved_model(config: &Config, agent_id: &str) -> Option<CreateResolved> {
+    config
         .agent(agent_id)
         .and_then(|a| a.model.clone())
         .map(|m| CreateResolved {

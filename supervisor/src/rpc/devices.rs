@@ -1,6 +1,7 @@
 //! `device.pair.list`, `device.token.rotate`, `device.token.revoke` (see `crate::gatewaydb::devices`).
 
 use super::*;
+use crate::device_conns::DeviceConns;
 use crate::gatewaydb::devices::{DeviceCmd, DeviceToken};
 use ipc::gateway::{
     DevicePairListResult, DeviceTokenRevokeParams, DeviceTokenRevokeResult,
@@ -18,17 +19,20 @@ fn db_error(e: crate::gatewaydb::DbError) -> ErrorShape {
     ErrorShape::unavailable(e.to_string(), Some(500))
 }
 
-/// `device.pair.list`: the devices issued tokens, each with its tokens (never the tokens
-/// themselves); nothing is ever pending (local devices are paired silently).
-pub(super) async fn device_pair_list(gw: &Gateway) -> Answer<DevicePairListResult> {
-    let rows = gw
-        .db
+/// `device.pair.list`: the devices the gateway db issued tokens, each with its tokens
+/// (never the tokens themselves) and whether it is connected now (`conns`); nothing is ever
+/// pending (local devices are paired silently).
+pub(super) async fn device_pair_list(
+    db: &GatewayDb,
+    conns: &DeviceConns,
+) -> Answer<DevicePairListResult> {
+    let rows = db
         .devices(|reply| DeviceCmd::List { reply })
         .await
         .map_err(db_error)?;
     Ok(DevicePairListResult {
         pending: Vec::new(),
-        paired: paired(rows, &gw.connected_devices()),
+        paired: paired(rows, &conns.devices()),
     })
 }
 
@@ -106,15 +110,15 @@ fn rotation_answer(
     }
 }
 
-/// `device.token.revoke`: the device's token of a role stops working, and its connections
-/// close after the answer (the caller may be that device).
+/// `device.token.revoke`: the device's token of a role stops working in the gateway db, and
+/// its connections (`conns`) close after the answer (the caller may be that device).
 pub(super) async fn device_token_revoke(
-    gw: &Arc<Gateway>,
+    db: &GatewayDb,
+    conns: &DeviceConns,
     p: DeviceTokenRevokeParams,
 ) -> Answer<Reply<DeviceTokenRevokeResult>> {
     let (device_id, role) = (p.device_id.clone(), p.role.clone());
-    let revoked = gw
-        .db
+    let revoked = db
         .devices(|reply| DeviceCmd::Revoke {
             device_id,
             role,
@@ -132,7 +136,7 @@ pub(super) async fn device_token_revoke(
         "Device token revoked."
     );
     // Swept once the revoke is committed (see `crate::device_conns`).
-    let closing = gw.device_conns.sweep(&p.device_id);
+    let closing = conns.sweep(&p.device_id);
     let result = DeviceTokenRevokeResult {
         device_id: p.device_id,
         role: p.role,

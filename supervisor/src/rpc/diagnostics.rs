@@ -13,15 +13,15 @@ type WorkerLanes = (
     Option<(Vec<LaneView>, u32, u32)>,
 );
 
-/// Every worker, with the lanes of those that run (an idle agent is not started for it).
-async fn worker_lanes(gw: &Arc<Gateway>) -> Result<Vec<WorkerLanes>, ErrorShape> {
-    let status = gw
-        .control
-        .status(gw.connections.load(Ordering::Relaxed))
-        .await
-        .map_err(control_error)?;
+/// Every worker the control actor has, with the lanes of those that run (an idle agent is not
+/// started for it); `connections`: the open client connections, as the status counts them.
+async fn worker_lanes(
+    control: &ControlHandle,
+    connections: u64,
+) -> Result<Vec<WorkerLanes>, ErrorShape> {
+    let status = control.status(connections).await.map_err(control_error)?;
     let answers = futures_util::future::join_all(status.workers.iter().map(|w| {
-        let ask = has_lanes(&w.state).then(|| gw.control.ask(w.agent_id.clone(), LanesOp));
+        let ask = has_lanes(&w.state).then(|| control.ask(w.agent_id.clone(), LanesOp));
         async move {
             match ask {
                 Some(f) => f.await.ok(),
@@ -51,7 +51,7 @@ fn has_lanes(state: &str) -> bool {
 /// `diagnostics.lanes`: the lanes of every running worker (also `loopgate status`'s
 /// diagnostics).
 pub(crate) async fn lanes(gw: &Arc<Gateway>) -> Result<DiagnosticsLanes, ErrorShape> {
-    let workers = worker_lanes(gw).await?;
+    let workers = worker_lanes(&gw.control, gw.connections.load(Ordering::Relaxed)).await?;
     let config = gw.config();
     let max_of = |agent_id: &str| {
         config
@@ -101,12 +101,18 @@ fn lanes_of(workers: Vec<WorkerLanes>, max_of: impl Fn(&str) -> u32, now: u64) -
     result
 }
 
-/// What `/metrics` reads of the moment: connections, and each agent's worker state, queue
-/// depth, running runs and busy sessions.
-pub(crate) async fn scrape(gw: &Arc<Gateway>) -> crate::metrics::Scrape {
-    let workers = worker_lanes(gw).await.unwrap_or_default();
+/// What `/metrics` reads of the moment: the open connections (`connections`), and each
+/// agent's worker state, queue depth, running runs and busy sessions (from the control
+/// actor).
+pub(crate) async fn scrape(
+    control: &ControlHandle,
+    connections: &std::sync::atomic::AtomicU64,
+) -> crate::metrics::Scrape {
+    let workers = worker_lanes(control, connections.load(Ordering::Relaxed))
+        .await
+        .unwrap_or_default();
     crate::metrics::Scrape {
-        connections: gw.connections.load(Ordering::Relaxed),
+        connections: connections.load(Ordering::Relaxed),
         workers: workers
             .into_iter()
             .map(|(w, lanes)| worker_now(w, lanes))

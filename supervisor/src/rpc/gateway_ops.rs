@@ -11,8 +11,7 @@ use ipc::gateway::{
 };
 
 /// `config.get`: the config as loaded, with the file's hash.
-pub(super) async fn config_get(gw: &Gateway) -> Answer<ConfigGetResult> {
-    let config = gw.config();
+pub(super) async fn config_get(config: &Config) -> Answer<ConfigGetResult> {
     let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
         use sha2::{Digest, Sha256};
         Sha256::digest(&b)
@@ -20,7 +19,7 @@ pub(super) async fn config_get(gw: &Gateway) -> Answer<ConfigGetResult> {
             .map(|x| format!("{x:02x}"))
             .collect::<String>()
     });
-    Ok(crate::catalog::config_get(&config, hash))
+    Ok(crate::catalog::config_get(config, hash))
 }
 
 pub(super) async fn health(gw: &Gateway) -> Answer<HealthResult> {
@@ -28,7 +27,7 @@ pub(super) async fn health(gw: &Gateway) -> Answer<HealthResult> {
     let config = gw.config();
     let mut agents = Vec::with_capacity(config.agents.len());
     for a in &config.agents {
-        let sessions = session_summary(gw, Some(a.id.as_str())).await?;
+        let sessions = session_summary(&gw.db, &config, Some(a.id.as_str())).await?;
         agents.push(AgentHealth {
             agent_id: a.id.as_str().to_owned(),
             name: a.name.clone(),
@@ -64,9 +63,11 @@ pub(super) async fn health(gw: &Gateway) -> Answer<HealthResult> {
     })
 }
 
-/// An agent's sessions (all agents' for `None`): the count and the 10 most recent.
+/// An agent's sessions (all agents' for `None`) in the gateway db: the count and the 10 most
+/// recent (`config`: where the db is, as the summary tells it).
 pub(super) async fn session_summary(
-    gw: &Gateway,
+    db: &GatewayDb,
+    config: &Config,
     agent_id: Option<&str>,
 ) -> Result<SessionSummary, ErrorShape> {
     let q = SessionQuery {
@@ -74,13 +75,13 @@ pub(super) async fn session_summary(
         limit: 10,
         ..SessionQuery::default()
     };
-    let (rows, count) =
-        gw.db.sessions(q).await.map_err(|e| {
-            ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500))
-        })?;
+    let (rows, count) = db
+        .sessions(q)
+        .await
+        .map_err(|e| ErrorShape::unavailable(format!("cannot list sessions: {e}"), Some(500)))?;
     let now = now_ms();
     Ok(SessionSummary {
-        path: crate::paths::gateway_db(&gw.config().state_dir)
+        path: crate::paths::gateway_db(&config.state_dir)
             .display()
             .to_string(),
         count,
@@ -95,13 +96,17 @@ pub(super) async fn session_summary(
     })
 }
 
-/// `status`: OpenClaw's status summary (what `openclaw status --json` reads).
-pub(super) async fn status_summary(gw: &Gateway, p: StatusParams) -> Answer<StatusSummary> {
-    let config = gw.config();
-    let all = session_summary(gw, None).await?;
+/// `status`: OpenClaw's status summary (what `openclaw status --json` reads): the configured
+/// agents and their sessions in the gateway db.
+pub(super) async fn status_summary(
+    config: &Config,
+    db: &GatewayDb,
+    p: StatusParams,
+) -> Answer<StatusSummary> {
+    let all = session_summary(db, config, None).await?;
     let mut by_agent = Vec::with_capacity(config.agents.len());
     for a in &config.agents {
-        let s = session_summary(gw, Some(a.id.as_str())).await?;
+        let s = session_summary(db, config, Some(a.id.as_str())).await?;
         by_agent.push(AgentSessions {
             agent_id: a.id.as_str().to_owned(),
             path: s.path,
@@ -187,33 +192,31 @@ pub(super) fn logs_tail(p: LogsTailParams) -> Answer<LogsTailResult> {
     Ok(crate::log_ring::LOGS.tail(p.cursor, limit as usize, max_bytes as usize))
 }
 
-/// `chat.metadata`: about the agent [`scoped_agent`] names.
-pub(super) async fn chat_metadata(gw: &Gateway, p: AgentScopeParams) -> Answer<ChatMetadataResult> {
-    let config = gw.config();
-    let agent = scoped_agent(gw, &config, Method::ChatMetadata, &p)?;
-    Ok(crate::catalog::chat_metadata(agent, &gw.env_set))
+/// `chat.metadata`: about the agent [`scoped_agent`] names (`env_set`: the environment
+/// variables that are set, whether its providers' keys are present).
+pub(super) fn chat_metadata(
+    config: &Config,
+    env_set: &std::collections::HashSet<String>,
+    p: AgentScopeParams,
+) -> Answer<ChatMetadataResult> {
+    let agent = scoped_agent(config, Method::ChatMetadata, &p)?;
+    Ok(crate::catalog::chat_metadata(agent, env_set))
 }
 
 /// `agent.identity.get`: about the agent [`scoped_agent`] names.
-pub(super) async fn agent_identity(gw: &Gateway, p: AgentScopeParams) -> Answer<AgentIdentity> {
-    let config = gw.config();
-    Ok(crate::catalog::identity(scoped_agent(
-        gw,
-        &config,
-        Method::AgentIdentityGet,
-        &p,
-    )?))
+pub(super) fn agent_identity(config: &Config, p: AgentScopeParams) -> Answer<AgentIdentity> {
+    let agent = scoped_agent(config, Method::AgentIdentityGet, &p)?;
+    Ok(crate::catalog::identity(agent))
 }
 
-/// The agent named by `agentId`, by `sessionKey`, or `main`.
+/// The configured agent named by `agentId`, by `sessionKey`, or `main`.
 fn scoped_agent<'c>(
-    gw: &Gateway,
-    config: &'c crate::config::Config,
+    config: &'c Config,
     method: Method,
     p: &AgentScopeParams,
 ) -> Answer<&'c crate::config::AgentConfig> {
     let route = match &p.session_key {
-        Some(key) => routed(gw, method, key, p.agent_id.as_deref())?.agent_id,
+        Some(key) => routed(config, method, key, p.agent_id.as_deref())?.agent_id,
         None => p.agent_id.clone().unwrap_or_else(|| "main".into()),
     };
     AgentId::parse(&route)
@@ -227,9 +230,10 @@ fn scoped_agent<'c>(
         })
 }
 
-/// `loopgate.reload`: the same path as SIGHUP; answers what changed or why nothing did.
-pub(super) async fn gateway_reload(gw: &Gateway) -> Answer<ReloadResult> {
-    let Some(tx) = gw.reload_requests.get() else {
+/// `loopgate.reload`: asks the serve loop (`requests`) to take the same path as SIGHUP;
+/// answers what changed or why nothing did.
+pub(super) async fn gateway_reload(requests: &ReloadRequests) -> Answer<ReloadResult> {
+    let Some(tx) = requests.get() else {
         return Err(ErrorShape::unavailable(
             "reload is not available yet",
             Some(1000),
@@ -276,12 +280,14 @@ pub(super) async fn gateway_drain(gw: &Gateway, p: GatewayDrainParams) -> Answer
     }
 }
 
+/// `worker.restart`: the control actor restarts a configured agent's worker.
 pub(super) async fn worker_restart(
-    gw: &Gateway,
+    config: &Config,
+    control: &ControlHandle,
     p: WorkerRestartParams,
 ) -> Answer<WorkerRestartResult> {
     let id = match AgentId::parse(&p.agent_id) {
-        Ok(id) if gw.config().agent(id.as_str()).is_some() => id,
+        Ok(id) if config.agent(id.as_str()).is_some() => id,
         _ => {
             return Err(ErrorShape::invalid(format!(
                 "invalid worker.restart params: unknown agent id {:?}",
@@ -289,14 +295,14 @@ pub(super) async fn worker_restart(
             )))
         }
     };
-    gw.control
+    control
         .restart_worker(id.as_str().to_owned(), p.force.unwrap_or(false))
         .await
         .map_err(|e| ErrorShape::unavailable(e.message, Some(1000)))
 }
 
 /// `agents.list`: every configured agent (pure: the config's).
-pub(super) fn agents_list(config: &crate::config::Config) -> AgentsListResult {
+pub(super) fn agents_list(config: &Config) -> AgentsListResult {
     let agents = config
         .agents
         .iter()

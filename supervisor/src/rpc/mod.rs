@@ -5,6 +5,7 @@
 //! [`Out`], `admission.rs` admits runs, `turns.rs` the turn methods, `gateway_ops.rs` the
 //! gateway's own, the others by feature.
 
+use std::future::ready;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,14 +29,15 @@ use ipc::{ErrorCode, RpcError};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::config::AgentId;
+use crate::config::{AgentId, Config};
 use crate::connection::out::Out;
 use crate::connection::peer::Session;
-use crate::control::{AskError, ControlError, WaitReply};
-use crate::events::now_ms;
-use crate::gateway::Gateway;
-use crate::gatewaydb::{AcceptOutcome, SessionQuery, StoredRun};
+use crate::control::{AskError, ControlError, ControlHandle, WaitReply};
+use crate::events::{now_ms, EventHub};
+use crate::gateway::{Gateway, ReloadRequests};
+use crate::gatewaydb::{AcceptOutcome, GatewayDb, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome};
+use crate::session_settings::SessionSettings;
 
 mod absent;
 mod admission;
@@ -218,7 +220,7 @@ pub async fn handle(
         Group::Gateway => gateway_method(gw, method, req, out).await,
         Group::Session => session_method(gw, session, method, req, out).await,
         Group::Approval => approval_method(gw, session, method, req, out).await,
-        Group::Absent => absent::answer(gw, method, req, out).await,
+        Group::Absent => absent::answer(&gw.config(), method, req, out).await,
     }
 }
 
@@ -243,7 +245,7 @@ async fn turn_method(
         }
         Method::AgentWait => serve_reply::<m::AgentWait>(req, out, |p| agent_wait(gw, p)).await,
         Method::AgentEvents => {
-            let replay = |p| resume::agent_events(gw, session, Following::of(out), p);
+            let replay = |p| resume::agent_events(&gw.hub, &gw.db, session, Following::of(out), p);
             serve::<m::AgentEvents, _>(req, out, replay).await
         }
         Method::ChatSend => {
@@ -286,7 +288,10 @@ async fn misrouted(method: Method, req: Request, out: &Out) {
 async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &Out) {
     match method {
         Method::Health => serve::<m::Health, _>(req, out, |_| health(gw)).await,
-        Method::Status => serve::<m::Status, _>(req, out, |p| status_summary(gw, p)).await,
+        Method::Status => {
+            let config = gw.config();
+            serve::<m::Status, _>(req, out, |p| status_summary(&config, &gw.db, p)).await
+        }
         Method::GatewayStatus => serve::<m::GatewayStatus, _>(req, out, |_| status(gw)).await,
         Method::DiagnosticsLanes => {
             serve::<m::DiagnosticsLanes, _>(req, out, |_| diagnostics::lanes(gw)).await
@@ -306,12 +311,17 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
             serve::<m::ModelsAuthStatus, _>(req, out, |_| async { Ok(status()) }).await
         }
         Method::ChatMetadata => {
-            serve::<m::ChatMetadata, _>(req, out, |p| chat_metadata(gw, p)).await
+            let metadata = |p| async { chat_metadata(&gw.config(), &gw.env_set, p) };
+            serve::<m::ChatMetadata, _>(req, out, metadata).await
         }
         Method::AgentIdentityGet => {
-            serve::<m::AgentIdentityGet, _>(req, out, |p| agent_identity(gw, p)).await
+            let identity = |p| async { agent_identity(&gw.config(), p) };
+            serve::<m::AgentIdentityGet, _>(req, out, identity).await
         }
-        Method::ConfigGet => serve::<m::ConfigGet, _>(req, out, |_| config_get(gw)).await,
+        Method::ConfigGet => {
+            let config = gw.config();
+            serve::<m::ConfigGet, _>(req, out, |_| config_get(&config)).await
+        }
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => {
@@ -324,10 +334,13 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
             serve::<m::GatewayDrain, _>(req, out, |p| gateway_drain(gw, p)).await
         }
         Method::GatewayReload => {
-            serve::<m::GatewayReload, _>(req, out, |_| gateway_reload(gw)).await
+            let reload = |_| gateway_reload(&gw.reload_requests);
+            serve::<m::GatewayReload, _>(req, out, reload).await
         }
         Method::WorkerRestart => {
-            serve::<m::WorkerRestart, _>(req, out, |p| worker_restart(gw, p)).await
+            let config = gw.config();
+            let restart = |p| worker_restart(&config, &gw.control, p);
+            serve::<m::WorkerRestart, _>(req, out, restart).await
         }
         Method::CommandsList => {
             let list = |p| async { Ok(command_run::commands_list(p)) };
@@ -347,7 +360,9 @@ async fn session_method(
 ) {
     match method {
         Method::SessionsResolve => {
-            serve::<m::SessionsResolve, _>(req, out, |p| sessions_resolve(gw, p)).await
+            let config = gw.config();
+            let resolve = |p| sessions_resolve(&config, &gw.db, p);
+            serve::<m::SessionsResolve, _>(req, out, resolve).await
         }
         Method::SessionsAbort => {
             serve::<m::SessionsAbort, _>(req, out, |p| sessions_abort(gw, p)).await
@@ -379,11 +394,29 @@ async fn session_method(
             serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
         }
         Method::SessionsMessagesSubscribe => {
-            let follow = |p| session_messages(gw, Following::of(out), method, p);
+            let follow = |p| {
+                let following = Following::of(out);
+                ready(session_messages(
+                    &gw.config(),
+                    &gw.hub,
+                    following,
+                    method,
+                    p,
+                ))
+            };
             serve::<m::SessionsMessagesSubscribe, _>(req, out, follow).await
         }
         Method::SessionsMessagesUnsubscribe => {
-            let unfollow = |p| session_messages(gw, Following::of(out), method, p);
+            let unfollow = |p| {
+                let following = Following::of(out);
+                ready(session_messages(
+                    &gw.config(),
+                    &gw.hub,
+                    following,
+                    method,
+                    p,
+                ))
+            };
             serve::<m::SessionsMessagesUnsubscribe, _>(req, out, unfollow).await
         }
         other => misrouted(other, req, out).await,
@@ -400,42 +433,52 @@ async fn approval_method(
 ) {
     match method {
         Method::ExecAllowlistGet => {
-            serve::<m::ExecAllowlistGet, _>(req, out, |_| approvals::exec_allowlist(gw)).await
+            let list = |_| approvals::exec_allowlist(&gw.control);
+            serve::<m::ExecAllowlistGet, _>(req, out, list).await
         }
         Method::ExecAllowlistRemove => {
-            let remove = |p| approvals::exec_allowlist_remove(gw, p);
+            let remove = |p| approvals::exec_allowlist_remove(&gw.control, p);
             serve::<m::ExecAllowlistRemove, _>(req, out, remove).await
         }
         Method::ExecApprovalList => {
-            serve::<m::ExecApprovalList, _>(req, out, |_| approvals::exec_approval_list(gw)).await
+            let list = |_| approvals::exec_approval_list(&gw.control);
+            serve::<m::ExecApprovalList, _>(req, out, list).await
         }
         Method::ExecApprovalResolve => {
-            let resolve = |p| approvals::exec_approval_resolve(gw, session, p);
+            let resolve = |p| approvals::exec_approval_resolve(&gw.control, session, p);
             serve::<m::ExecApprovalResolve, _>(req, out, resolve).await
         }
         Method::DevicePairList => {
-            serve::<m::DevicePairList, _>(req, out, |_| device_pair_list(gw)).await
+            let list = |_| device_pair_list(&gw.db, &gw.device_conns);
+            serve::<m::DevicePairList, _>(req, out, list).await
         }
         Method::DeviceTokenRotate => {
             let rotate = |p| device_token_rotate(gw, session, p);
             serve_reply::<m::DeviceTokenRotate>(req, out, rotate).await
         }
         Method::DeviceTokenRevoke => {
-            serve_reply::<m::DeviceTokenRevoke>(req, out, |p| device_token_revoke(gw, p)).await
+            let revoke = |p| device_token_revoke(&gw.db, &gw.device_conns, p);
+            serve_reply::<m::DeviceTokenRevoke>(req, out, revoke).await
         }
         other => misrouted(other, req, out).await,
     }
 }
 
-/// `key` (with `agent_id`) routed, or the error of method `method` that says why not.
-fn routed(gw: &Gateway, method: Method, key: &str, agent_id: Option<&str>) -> Answer<Route> {
+/// `key` (with `agent_id`) routed against the configured agents, or the error of method
+/// `method` that says why not.
+fn routed(
+    config: &crate::config::Config,
+    method: Method,
+    key: &str,
+    agent_id: Option<&str>,
+) -> Answer<Route> {
     let name = method.as_str();
     let p = AgentParams {
         session_key: Some(key.to_owned()),
         agent_id: agent_id.map(str::to_owned),
         ..Default::default()
     };
-    route(&p, |id| gw.config().agent(id).is_some())
+    route(&p, |id| config.agent(id).is_some())
         .map_err(|m| ErrorShape::invalid(format!("invalid {name} params: {m}")))
 }
 

@@ -23,7 +23,12 @@ pub(super) async fn sessions_patch(
     if !session.has_scope(needed) {
         return Err(missing_scope(needed));
     }
-    let route = routed(gw, Method::SessionsPatch, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsPatch,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     patch_session(gw, &route, &p).await
 }
 

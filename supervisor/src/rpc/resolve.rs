@@ -49,15 +49,17 @@ fn resolve_refusal(p: &SessionsResolveParams) -> Option<ResolveRefused> {
     None
 }
 
-/// `sessions.resolve`: the session a key, id, label, short id or reference names.
+/// `sessions.resolve`: the session a key, id, label, short id or reference names, found in
+/// the gateway db (a key routed against the configured agents).
 pub(super) async fn sessions_resolve(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     p: SessionsResolveParams,
 ) -> Answer<SessionsResolveResult> {
     if let Some(refused) = resolve_refusal(&p) {
         return Err(ErrorShape::invalid(refused.to_string()));
     }
-    let found = lookup(gw, &p).await?;
+    let found = lookup(config, db, &p).await?;
     answer_of(found, p.allow_missing == Some(true))
 }
 
@@ -102,8 +104,12 @@ fn resolved(key: String, agent_id: String, label: Option<String>) -> ResolvedSes
     }
 }
 
-/// Finds the session by the one name the params give.
-async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorShape> {
+/// Finds the session in the gateway db by the one name the params give.
+async fn lookup(
+    config: &Config,
+    db: &GatewayDb,
+    p: &SessionsResolveParams,
+) -> Result<Found, ErrorShape> {
     let db_error = |e: crate::gatewaydb::DbError| {
         ErrorShape::unavailable(format!("cannot read the session index: {e}"), Some(500))
     };
@@ -114,7 +120,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
             ..Default::default()
         };
         let missing = || Found::None(format!("No session found: {key}"));
-        let Ok(route) = route(&params, |id| gw.config().agent(id).is_some()) else {
+        let Ok(route) = route(&params, |id| config.agent(id).is_some()) else {
             return Ok(missing());
         };
         let q = SessionQuery {
@@ -122,7 +128,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
             limit: 1,
             ..SessionQuery::default()
         };
-        let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
+        let (rows, _) = db.sessions(q).await.map_err(db_error)?;
         return Ok(match rows.into_iter().next() {
             Some(r) => Found::One(resolved(r.session_key, r.agent_id, None)),
             None => missing(),
@@ -130,7 +136,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
     }
     if let Some(id) = &p.session_id {
         return Ok(
-            match gw.db.session_by_id(id.clone()).await.map_err(db_error)? {
+            match db.session_by_id(id.clone()).await.map_err(db_error)? {
                 Some((key, agent_id)) if p.agent_id.as_deref().is_none_or(|a| a == agent_id) => {
                     Found::One(resolved(key, agent_id, None))
                 }
@@ -143,7 +149,7 @@ async fn lookup(gw: &Gateway, p: &SessionsResolveParams) -> Result<Found, ErrorS
         limit: MAX_SCANNED,
         ..SessionQuery::default()
     };
-    let (rows, _) = gw.db.sessions(q).await.map_err(db_error)?;
+    let (rows, _) = db.sessions(q).await.map_err(db_error)?;
     if let Some(label) = &p.label {
         return by_label(rows, label);
     }
@@ -223,7 +229,13 @@ pub(super) async fn sessions_abort(
     };
     let session_key = match (&p.key, &p.run_id) {
         (Some(key), _) => {
-            routed(gw, Method::SessionsAbort, key, p.agent_id.as_deref())?.session_key
+            routed(
+                &gw.config(),
+                Method::SessionsAbort,
+                key,
+                p.agent_id.as_deref(),
+            )?
+            .session_key
         }
         // A run alone: its session, if the run is still going.
         (None, Some(run_id)) => match gw.db.lookup(run_id.clone()).await {

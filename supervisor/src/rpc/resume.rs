@@ -29,10 +29,12 @@ fn unbuffered(stored: &StoredRun) -> (bool, bool) {
     }
 }
 
-/// `agent.events`: a run's buffered events after `afterSeq`, up to where this
-/// connection's live stream starts, as this connection would have got them live.
+/// `agent.events`: a run's buffered events (the hub's) after `afterSeq`, up to where this
+/// connection's live stream starts, as this connection would have got them live; a run the
+/// buffer lacks is looked up in the gateway db.
 pub(super) async fn agent_events(
-    gw: &Arc<Gateway>,
+    hub: &EventHub,
+    db: &GatewayDb,
     session: &Session,
     following: Following<'_>,
     p: AgentEventsParams,
@@ -43,7 +45,7 @@ pub(super) async fn agent_events(
         ));
     }
     let after = p.after_seq.unwrap_or(0);
-    let replay = gw.hub.replay(&p.run_id, after, following.live_from());
+    let replay = hub.replay(&p.run_id, after, following.live_from());
     let scoped = session
         .caps
         .iter()
@@ -74,7 +76,7 @@ pub(super) async fn agent_events(
     } else {
         // Nothing buffered: still queued (its events will all come live), or past the
         // buffer (ended more than its keep time ago), or unknown.
-        match gw.db.lookup(p.run_id.clone()).await {
+        match db.lookup(p.run_id.clone()).await {
             Ok(Some(stored)) => unbuffered(&stored),
             Ok(None) => {
                 let e = format!("unknown run id {:?}", p.run_id);

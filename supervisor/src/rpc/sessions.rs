@@ -169,9 +169,9 @@ pub(super) fn session_row(
     }
 }
 
-/// The session index row of one key, if the session exists.
+/// The session index row of one key in the gateway db, if the session exists.
 pub(super) async fn find_session(
-    gw: &Gateway,
+    db: &GatewayDb,
     session_key: &str,
 ) -> Result<Option<crate::gatewaydb::SessionRow>, ErrorShape> {
     let q = SessionQuery {
@@ -179,10 +179,10 @@ pub(super) async fn find_session(
         limit: 1,
         ..SessionQuery::default()
     };
-    let (rows, _) =
-        gw.db.sessions(q).await.map_err(|e| {
-            ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500))
-        })?;
+    let (rows, _) = db
+        .sessions(q)
+        .await
+        .map_err(|e| ErrorShape::unavailable(format!("cannot read the session: {e}"), Some(500)))?;
     Ok(rows.into_iter().next())
 }
 
@@ -191,21 +191,22 @@ pub(super) async fn session_info(
     gw: &Arc<Gateway>,
     route: &Route,
 ) -> Result<SessionRow, ErrorShape> {
-    let found = find_session(gw, &route.session_key).await?;
-    session_info_of(gw, route, found.as_ref()).await
+    let found = find_session(&gw.db, &route.session_key).await?;
+    session_info_of(&gw.control, &gw.config(), route, found.as_ref()).await
 }
 
-/// [`session_info`] of a row already read.
+/// [`session_info`] of a row already read: with the runs the control actor has active,
+/// the model as configured.
 pub(super) async fn session_info_of(
-    gw: &Arc<Gateway>,
+    control: &ControlHandle,
+    config: &Config,
     route: &Route,
     found: Option<&crate::gatewaydb::SessionRow>,
 ) -> Result<SessionRow, ErrorShape> {
-    let active = gw.control.active_runs().await.map_err(control_error)?;
+    let active = control.active_runs().await.map_err(control_error)?;
     let runs = active.get(&route.session_key).cloned().unwrap_or_default();
-    let config = gw.config();
     Ok(match found {
-        Some(r) => session_row(&config, r, runs),
+        Some(r) => session_row(config, r, runs),
         None => {
             let status = if runs.is_empty() { "done" } else { "running" };
             SessionRow::for_run(&route.session_key, &route.agent_id, status, Some(runs))
@@ -214,18 +215,20 @@ pub(super) async fn session_info_of(
 }
 
 /// `sessions.messages.subscribe` / `unsubscribe` (`method`): a follower gets the session's
-/// `session.message` events (every connection gets all sessions' `agent` and `chat` events
-/// anyway: loopgate does not offer `session-scoped-events`).
-pub(super) async fn session_messages(
-    gw: &Arc<Gateway>,
+/// `session.message` events from the hub (every connection gets all sessions' `agent` and
+/// `chat` events anyway: loopgate does not offer `session-scoped-events`); the key is routed
+/// against the configured agents.
+pub(super) fn session_messages(
+    config: &Config,
+    hub: &EventHub,
     following: Following<'_>,
     method: Method,
     p: SessionMessagesParams,
 ) -> Answer<SessionMessagesResult> {
     let subscribe = method == Method::SessionsMessagesSubscribe;
-    let route = routed(gw, method, &p.key, p.agent_id.as_deref())?;
+    let route = routed(config, method, &p.key, p.agent_id.as_deref())?;
     following
-        .set_messages(&gw.hub, &route.session_key, subscribe)
+        .set_messages(hub, &route.session_key, subscribe)
         .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let approval_replay =
         (subscribe && p.include_approvals == Some(true)).then(|| ApprovalReplay {
@@ -246,10 +249,16 @@ pub(super) async fn sessions_describe(
     gw: &Arc<Gateway>,
     p: SessionsDescribeParams,
 ) -> Answer<SessionsDescribeResult> {
-    let route = routed(gw, Method::SessionsDescribe, &p.key, p.agent_id.as_deref())?;
+    let config = gw.config();
+    let route = routed(
+        &config,
+        Method::SessionsDescribe,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     // One read of the index: the row it found is the one described.
-    let session = match find_session(gw, &route.session_key).await? {
-        Some(found) => Some(session_info_of(gw, &route, Some(&found)).await?),
+    let session = match find_session(&gw.db, &route.session_key).await? {
+        Some(found) => Some(session_info_of(&gw.control, &config, &route, Some(&found)).await?),
         None => None,
     };
     Ok(SessionsDescribeResult { session })
@@ -265,8 +274,8 @@ pub(super) async fn sessions_preview(
     let max_chars = p.max_chars.unwrap_or(240).clamp(20, 800) as usize;
     let mut previews = Vec::new();
     for key in &p.keys.items {
-        let route = routed(gw, Method::SessionsPreview, key, None)?;
-        let known = matches!(find_session(gw, &route.session_key).await, Ok(Some(_)));
+        let route = routed(&gw.config(), Method::SessionsPreview, key, None)?;
+        let known = matches!(find_session(&gw.db, &route.session_key).await, Ok(Some(_)));
         if !known {
             previews.push(SessionPreview {
                 key: key.clone(),
@@ -385,7 +394,12 @@ pub(super) async fn sessions_reset(
             "invalid sessions.reset params: reason must be \"new\" or \"reset\"",
         ));
     };
-    let route = routed(gw, Method::SessionsReset, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsReset,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     reset_session(gw, out, route, reason).await
 }
 
@@ -433,7 +447,12 @@ pub(super) async fn sessions_delete(
     out: &Out,
     p: SessionsDeleteParams,
 ) -> Answer<SessionsDeleteResult> {
-    let route = routed(gw, Method::SessionsDelete, &p.key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::SessionsDelete,
+        &p.key,
+        p.agent_id.as_deref(),
+    )?;
     if p.archived_only.unwrap_or(false) {
         // loopgate does not archive sessions, so there is nothing archived to delete.
         return Ok(SessionsDeleteResult {

@@ -6,6 +6,7 @@ use super::command_run::{abort, chat_ack, command_or, CommandOr, Sent};
 use super::*;
 use crate::backend::ClusterRunError;
 use ipc::gateway::{AgentWaitParams, ChatAbortParams, ChatSendParams};
+use tokio_util::sync::CancellationToken;
 
 /// The checks of `agent` params beyond their types: a message with text (or attachments),
 /// an idempotency key, an extra system prompt within its cap.
@@ -40,9 +41,10 @@ pub(super) async fn agent(
 ) -> Answer<Last<AgentAck>> {
     let attachments = checked_agent_params(session, &mut p)?;
     let invalid = |m: String| ErrorShape::invalid(format!("invalid agent params: {m}"));
+    let config = gw.config();
     let routed = match session_id_only(&p) {
-        Some(id) => resolve_session_id(gw, id, p.agent_id.as_deref()).await,
-        None => route(&p, |id| gw.config().agent(id).is_some()),
+        Some(id) => resolve_session_id(&config, &gw.db, id, p.agent_id.as_deref()).await,
+        None => route(&p, |id| config.agent(id).is_some()),
     };
     let route = routed.map_err(|m| invalid(m.to_string()))?;
     let run_id = p.idempotency_key.clone();
@@ -90,7 +92,7 @@ pub(super) async fn agent(
         accepted_at: Some(accepted_at),
     };
     let admitted = admit(gw, first, admission, ack).await;
-    agent_last(gw, &run_id, admitted).await
+    agent_last(&gw.hub, &gw.stopping, &run_id, admitted).await
 }
 
 /// `agent`'s attachments, decoded and checked, once the caller may pick the run's model
@@ -116,9 +118,15 @@ fn checked_agent_params(
 }
 
 /// `agent`'s last answer (the first, `accepted`, went with admission): the run's final
-/// result once it ended, here or (cluster mode) wherever it ran, after the events published
-/// by then (its terminal ones among them); a replay's stored one; or why there is none.
-async fn agent_last(gw: &Gateway, run_id: &str, admitted: Admitted) -> Answer<Last<AgentAck>> {
+/// result once it ended, here or (cluster mode) wherever it ran, after the events the hub
+/// published by then (its terminal ones among them); a replay's stored one; or why there is
+/// none (the gateway `stopping` first, in cluster mode).
+async fn agent_last(
+    hub: &EventHub,
+    stopping: &CancellationToken,
+    run_id: &str,
+    admitted: Admitted,
+) -> Answer<Last<AgentAck>> {
     let stopped =
         || ErrorShape::unavailable("the gateway stopped before the run finished", Some(1000));
     let final_json: Arc<str> = match admitted {
@@ -144,7 +152,7 @@ async fn agent_last(gw: &Gateway, run_id: &str, admitted: Admitted) -> Answer<La
         Admitted::Elsewhere(waiting) => {
             let done = tokio::select! {
                 r = waiting => r.map_err(|e| ClusterRunError::Waiting(e.to_string())).and_then(|r| r),
-                _ = gw.stopping.cancelled() => Err(ClusterRunError::Stopped),
+                _ = stopping.cancelled() => Err(ClusterRunError::Stopped),
             };
             let done = done.map_err(|why| ErrorShape::unavailable(why.to_string(), Some(1000)))?;
             done.final_json.into()
@@ -152,7 +160,7 @@ async fn agent_last(gw: &Gateway, run_id: &str, admitted: Admitted) -> Answer<La
     };
     Ok(Last::Stored {
         final_json,
-        after_hub: Some(gw.hub.published()),
+        after_hub: Some(hub.published()),
     })
 }
 
@@ -178,7 +186,12 @@ pub(super) async fn chat_send(
     ) {
         return Err(invalid(m));
     }
-    let route = routed(gw, Method::ChatSend, &p.session_key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::ChatSend,
+        &p.session_key,
+        p.agent_id.as_deref(),
+    )?;
     let run_id = p.idempotency_key.clone();
     let interpret = p.suppress_command_interpretation != Some(true);
     // `/think high what is ...`: a message with an inline directive, not a command.
@@ -236,7 +249,12 @@ fn chat_send_last(run_id: &str, admitted: Admitted) -> Answer<Last<ChatSendResul
 
 /// `chat.abort`: the session's runs (or the one named) end, aborted.
 pub(super) async fn chat_abort(gw: &Arc<Gateway>, p: ChatAbortParams) -> Answer<ChatAbortResult> {
-    let route = routed(gw, Method::ChatAbort, &p.session_key, p.agent_id.as_deref())?;
+    let route = routed(
+        &gw.config(),
+        Method::ChatAbort,
+        &p.session_key,
+        p.agent_id.as_deref(),
+    )?;
     abort(gw, route.session_key, p.run_id, StopReason::Rpc).await
 }
 

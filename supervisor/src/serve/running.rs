@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 
 use super::reload::{reload, ConfigSource};
 use crate::config::Config;
-use crate::events::now_ms;
+use crate::events::{now_ms, EventHub};
 use crate::gateway::Gateway;
-use crate::gatewaydb::RETENTION_MS;
+use crate::gatewaydb::{GatewayDb, RETENTION_MS};
 use crate::systemd::Notifier;
 use crate::{listen_unix, listen_ws, paths};
 
@@ -150,7 +150,7 @@ impl Serving {
         }
         let unix_task = tokio::spawn(listen_unix::serve(unix, gw.clone()));
         let ws_task = tokio::spawn(listen_ws::serve(ws, gw.clone()));
-        let maintenance = tokio::spawn(maintenance(gw.clone()));
+        let maintenance = tokio::spawn(maintenance(gw.hub.clone(), gw.db.clone()));
         tracing::info!(
             pid = std::process::id(),
             socket = %sock.display(),
@@ -170,7 +170,12 @@ impl Serving {
             "stateDir": state_dir.display().to_string(),
             "pid": std::process::id(),
         });
-        spawn_hooks(&gw, state_dir, HookEvent::GatewayStart, hook_fields.clone());
+        spawn_hooks(
+            &gw.config(),
+            state_dir,
+            HookEvent::GatewayStart,
+            hook_fields.clone(),
+        );
         Ok(Self {
             core,
             signals,
@@ -232,7 +237,12 @@ impl Serving {
         // The gateway waits for the `gateway_stop` hooks before exiting.
         let mut fields = self.hook_fields.take();
         fields["reason"] = json!(reason);
-        let stop_hooks = spawn_hooks(&gw, &self.state_dir, HookEvent::GatewayStop, fields);
+        let stop_hooks = spawn_hooks(
+            &gw.config(),
+            &self.state_dir,
+            HookEvent::GatewayStop,
+            fields,
+        );
         let drained = gw.control.shutdown(deadline);
         tokio::pin!(drained);
         let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
@@ -281,9 +291,15 @@ impl Serving {
     }
 }
 
-/// Runs the `gateway_start` / `gateway_stop` hooks in the state dir, in their own task.
-fn spawn_hooks(gw: &Gateway, state_dir: &Path, event: HookEvent, fields: Value) -> JoinHandle<()> {
-    let (hooks, dir) = (gw.config().gateway_hooks.clone(), state_dir.to_owned());
+/// Runs the config's `gateway_start` / `gateway_stop` hooks in the state dir, in their own
+/// task.
+fn spawn_hooks(
+    config: &Config,
+    state_dir: &Path,
+    event: HookEvent,
+    fields: Value,
+) -> JoinHandle<()> {
+    let (hooks, dir) = (config.gateway_hooks.clone(), state_dir.to_owned());
     tokio::spawn(async move {
         crate::gateway_hooks::observe(&hooks, event, &dir, fields).await;
     })
@@ -304,18 +320,17 @@ async fn checkpoint_gateway_db(state_dir: &Path) {
     }
 }
 
-/// Periodic work: `tick` events and pruning of old run records.
-async fn maintenance(gw: Arc<Gateway>) {
+/// Periodic work: `tick` events on the hub and pruning of old run records in the gateway db.
+async fn maintenance(hub: EventHub, db: GatewayDb) {
     let mut tick = tokio::time::interval(Duration::from_millis(ipc::gateway::TICK_INTERVAL_MS));
     tick.tick().await;
     let mut n: u64 = 0;
     loop {
         tick.tick().await;
-        gw.hub
-            .publish(ipc::gateway::events::TICK, &json!({"ts": now_ms()}));
+        hub.publish(ipc::gateway::events::TICK, &json!({"ts": now_ms()}));
         n += 1;
         if n % 120 == 1 {
-            match gw.db.prune(now_ms().saturating_sub(RETENTION_MS)).await {
+            match db.prune(now_ms().saturating_sub(RETENTION_MS)).await {
                 Ok(0) => {}
                 Ok(k) => tracing::info!(runs = k, "Pruned old run records."),
                 Err(e) => tracing::warn!(error = %e, "Pruning run records failed."),

@@ -124,11 +124,13 @@ pub fn session_id_only(p: &AgentParams) -> Option<&str> {
     (!keyed).then_some(p.session_id.as_deref()).flatten()
 }
 
-/// The session a `sessionId` names (R-A1): the session this gateway's index knows it for,
-/// checked against an explicit `agentId`. An id this gateway has not seen is refused
-/// (OpenClaw resolves an id only to an existing session; a new one needs a key).
+/// The session a `sessionId` names (R-A1): the session this gateway's index (`db`) knows it
+/// for, of a configured agent, checked against an explicit `agentId`. An id this gateway has
+/// not seen is refused (OpenClaw resolves an id only to an existing session; a new one needs
+/// a key).
 pub(in crate::rpc) async fn resolve_session_id(
-    gw: &Gateway,
+    config: &Config,
+    db: &GatewayDb,
     id: &str,
     agent_id: Option<&str>,
 ) -> Result<Route, RouteError> {
@@ -136,15 +138,14 @@ pub(in crate::rpc) async fn resolve_session_id(
     if id.is_empty() || id.len() > 512 {
         return Err(RouteError::IdLength);
     }
-    let found = gw
-        .db
+    let found = db
         .session_by_id(id.to_owned())
         .await
         .map_err(|e| RouteError::IdLookup(e.to_string()))?;
     let Some((session_key, agent)) = found else {
         return Err(RouteError::UnknownId(id.to_owned()));
     };
-    if gw.config().agent(&agent).is_none() {
+    if config.agent(&agent).is_none() {
         return Err(RouteError::IdOfUnconfiguredAgent {
             id: id.to_owned(),
             agent,
