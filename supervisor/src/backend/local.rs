@@ -7,13 +7,14 @@
 
 use std::sync::Arc;
 
-use ipc::control::{RunStatus, RunTerminal, SubmitRun};
+use ipc::control::SubmitRun;
 use tokio::sync::oneshot;
 
 use crate::control::{Arrival, ControlError, ControlHandle, Dispatch, Hold, QueueFull, Reserve};
 use crate::events::now_ms;
 use crate::gatewaydb::{AcceptOutcome, DbError, GatewayDb, NewRun, StoredRun};
 use crate::outcome::{Outcome, StoredTerminal};
+use crate::run_end::GatewayEnd;
 
 /// A run to start: what the worker gets, and what its record keeps besides.
 pub struct RunStart {
@@ -140,20 +141,15 @@ async fn hand_over(
     let Err(e) = control.dispatch(dispatch) else {
         return rx;
     };
-    let o = Outcome::from_terminal(
-        &RunTerminal::without_work(
-            &run_id,
-            RunStatus::Error,
-            now_ms(),
-            format!("cannot start the run: {e}"),
-            None,
-        ),
-        &session_key,
-        &s.agent_id,
-    );
-    let _ = db.finish(run_id, o.stored()).await;
+    let run = crate::projection::RunRef {
+        run_id: &run_id,
+        session_key: &session_key,
+        agent_id: &s.agent_id,
+    };
+    let o = GatewayEnd::error(format!("cannot start the run: {e}"), now_ms()).outcome(&run);
+    let _ = db.finish(run_id.clone(), o.stored()).await;
     let (tx, rx) = oneshot::channel();
-    let _ = tx.send(Arc::new(o));
+    let _ = tx.send(o);
     rx
 }
 

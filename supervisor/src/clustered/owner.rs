@@ -8,14 +8,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use cluster::{Delivery, Ended, Lease, Start, StartRecord};
-use ipc::control::{RunStatus, RunTerminal};
 
 use super::{Clustered, Travelling, PULL_AGAIN};
 use crate::backend::local::{self, RunStart, StartRefused, Started};
 use crate::control::WaitReply;
 use crate::events::now_ms;
 use crate::gateway::Gateway;
-use crate::outcome::{Outcome, StoredTerminal};
+use crate::outcome::StoredTerminal;
 
 /// Pulls `lease.agent`'s runs until the task is aborted (the lease lost or given up).
 /// `deliveries` counts those still being handled (the agent is handed to another gateway
@@ -225,12 +224,14 @@ fn orphan_reason(by: &StartRecord) -> String {
 
 /// The run ended `error` without running, saying why.
 fn error_terminal(run_id: &str, session_key: &str, agent_id: &str, why: String) -> StoredTerminal {
-    Outcome::from_terminal(
-        &RunTerminal::without_work(run_id, RunStatus::Error, now_ms(), why, None),
+    let run = crate::projection::RunRef {
+        run_id,
         session_key,
         agent_id,
-    )
-    .stored()
+    };
+    crate::run_end::GatewayEnd::error(why, now_ms())
+        .outcome(&run)
+        .stored()
 }
 
 /// Runs `t` through this gateway's control actor, started as a run admitted here is
