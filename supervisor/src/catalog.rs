@@ -134,7 +134,7 @@ pub fn agent_model(a: &crate::config::AgentConfig) -> Option<AgentModel> {
 
 /// `config.get`: where the config is and loopgate's effective settings; never the file's
 /// text (it may hold the gateway token) nor any key.
-pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult {
+pub fn config_get(config: &Config, file: Option<FileView>) -> ConfigGetResult {
     let empty = serde_json::Value::Object(serde_json::Map::new());
     let agents: Vec<ResolvedAgent> = config
         .agents
@@ -150,8 +150,8 @@ pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult
     ConfigGetResult {
         path: config.path.display().to_string(),
         exists: config.path.exists(),
-        raw: None,
-        parsed: None,
+        raw: file.as_ref().map(|f| f.raw.clone()),
+        parsed: file.as_ref().map(|f| f.parsed.clone()),
         valid: true,
         config: empty.clone(),
         runtime_config: serde_json::json!({ "gateway": {} }),
@@ -177,13 +177,23 @@ pub fn config_get(config: &Config, file_hash: Option<String>) -> ConfigGetResult
                 entries: agents.into_iter().map(|a| (a.id.clone(), a)).collect(),
             },
         },
-        hash: file_hash,
+        hash: file.map(|f| f.hash),
         issues: Vec::new(),
         warnings: config.warnings.clone(),
         legacy_issues: Vec::new(),
-        config_revision_hash: None,
-        applied_config_hash: None,
+        // The file the running config was loaded from: applied (loopgate applies a file
+        // when it loads it, or refuses it whole).
+        config_revision_hash: config.text_hash.clone(),
+        applied_config_hash: config.text_hash.clone(),
     }
+}
+
+/// The config file as `config.get` shows it: its text and its parse with secrets redacted,
+/// and its content hash.
+pub struct FileView {
+    pub raw: String,
+    pub parsed: serde_json::Value,
+    pub hash: String,
 }
 
 #[cfg(test)]
@@ -282,12 +292,20 @@ model = "local/small"
     #[test]
     fn config_get_never_holds_the_token() {
         let c = config(TEXT);
-        let r = config_get(&c, Some("h".into()));
+        let doc = crate::config_edit::document(TEXT).unwrap();
+        let (raw, parsed) = crate::config_edit::redacted(&doc);
+        let file = FileView {
+            raw,
+            parsed,
+            hash: "h".into(),
+        };
+        let r = config_get(&c, Some(file));
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains(crate::config_edit::REDACTED), "{text}");
         assert_eq!(r.resolved.gateway.auth_mode, "token");
         assert_eq!(r.resolved.agents.entries.len(), 2);
         assert!(r.runtime_config["gateway"].is_object());
-        assert!(r.raw.is_none());
+        assert_eq!(r.hash.as_deref(), Some("h"));
     }
 }

@@ -163,6 +163,9 @@ pub struct Config {
     pub warnings: Vec<String>,
     /// `[cluster]`: `None` runs today's single-host gateway.
     pub cluster: Option<cluster::Settings>,
+    /// The content hash of the file this config was loaded from (`None`: no file, or not
+    /// loaded from one): what `config.get` calls the applied revision.
+    pub text_hash: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -203,12 +206,15 @@ impl Config {
             }
             Err(e) => return Err(err(ConfigProblem::Read(e))),
         };
-        Self::from_raw(raw, path, state_dir, overrides).map_err(|mut e| {
+        let mut config = Self::from_raw(raw, path, state_dir, overrides).map_err(|mut e| {
             e.line = e
                 .key()
                 .and_then(|key| crate::config_lines::line_of(&text, key));
             e
-        })
+        })?;
+        config.text_hash = (!text.is_empty() || path.exists())
+            .then(|| crate::config_edit::content_hash(text.as_bytes()));
+        Ok(config)
     }
 
     /// Validates `raw` section by section, in a fixed order (of several mistakes, the same
@@ -260,6 +266,7 @@ impl Config {
                 .map(cluster::RawSettings::validate)
                 .transpose()
                 .map_err(|e| err(e.into()))?,
+            text_hash: None,
         })
     }
 

@@ -18,11 +18,29 @@ use crate::gatewaydb::GatewayDb;
 use crate::presence::Presence;
 use crate::session_settings::SessionSettings;
 
-/// Where `loopgate.reload` asks the serve loop to reload (set once the serve loop takes
-/// them); each request carries the sender of its answer.
-pub type ReloadRequests = std::sync::OnceLock<
-    tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>>,
->;
+/// Where `loopgate.reload`, `config.patch` and `config.apply` ask the serve loop to reload
+/// or write the config file (set once the serve loop takes them; it does one at a time).
+pub type ReloadRequests = std::sync::OnceLock<tokio::sync::mpsc::Sender<ConfigRequest>>;
+
+/// What the serve loop does with the config file for an operator, with the sender of its
+/// answer.
+pub enum ConfigRequest {
+    /// `loopgate.reload`: load the file again, as SIGHUP does.
+    Reload(tokio::sync::oneshot::Sender<ipc::gateway::ReloadResult>),
+    /// `config.patch` / `config.apply`: write the file, then reload.
+    Write(
+        ConfigWrite,
+        tokio::sync::oneshot::Sender<
+            Result<ipc::gateway::ConfigWriteResult, ipc::gateway::ErrorShape>,
+        >,
+    ),
+}
+
+/// A write of the config file an operator asks for.
+pub enum ConfigWrite {
+    Patch(ipc::gateway::ConfigPatchParams),
+    Apply(ipc::gateway::ConfigApplyParams),
+}
 
 /// Shared gateway state handed to every connection.
 pub struct Gateway {

@@ -6,7 +6,8 @@
 //!   gateway token file), [`systemd`] (sd_notify), [`sys`] (the only `unsafe`),
 //!   [`sys_info`] (RSS from `/proc`), [`log_ring`] (recent log lines for `logs.tail`).
 //! - Config: [`config`] (raw and validated, one file per section), [`config_check`]
-//!   (`loopgate config check`), [`config_diff`] (what a reload changes), `config_lines`
+//!   (`loopgate config check`), [`config_diff`] (what a reload changes), [`config_edit`]
+//!   (`config.patch` / `config.apply` on the TOML text), `config_lines`
 //!   (where a key is), [`confine`] (what keeps model-writable places away from what runs).
 //! - Clients: [`listen_unix`], [`listen_ws`] (transports), [`door`] (limits before
 //!   authentication), [`handshake`] (`connect`), [`auth`] (tokens, devices, scopes),
@@ -38,6 +39,7 @@ pub mod clustered;
 pub mod config;
 pub mod config_check;
 pub mod config_diff;
+pub mod config_edit;
 mod config_lines;
 pub mod confine;
 pub mod connection;

@@ -6,6 +6,7 @@
 //! fast) and the two-phase stop: `draining` (admit no runs, let in-flight ones finish within
 //! the deadline) then `stopping` (close listeners, cut waits).
 
+mod config_write;
 mod reload;
 mod running;
 
@@ -15,8 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipc::gateway::ReloadResult;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::config::{Config, Overrides};
 use crate::control::{self, ControlDeps};
@@ -290,7 +290,7 @@ async fn start_core(
             .with_metrics(metrics)
             .with_backend(cluster),
     );
-    let (reload_tx, reload_rx) = mpsc::channel::<oneshot::Sender<ReloadResult>>(1);
+    let (reload_tx, reload_rx) = mpsc::channel::<crate::gateway::ConfigRequest>(1);
     let _ = gw.reload_requests.set(reload_tx);
     restore_session_overrides(&gw.sessions, &db).await;
     Core {

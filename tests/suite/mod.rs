@@ -13,6 +13,7 @@ mod cluster_queue;
 mod cluster_resume;
 mod cluster_workspace;
 mod compaction;
+mod config_ops;
 mod control_ui;
 mod devices;
 mod diagnostics;

@@ -135,6 +135,10 @@ gateway_methods! {
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;
     ModelsAuthStatus = "models.authStatus", Read, AnyParams => ModelsAuthStatusResult;
     ConfigGet = "config.get", Read, AnyParams => ConfigGetResult;
+    /// Admin, as OpenClaw's: a JSON5 merge patch over the file's parse, with `baseHash`.
+    ConfigPatch = "config.patch", Admin, ConfigPatchParams => ConfigWriteResult;
+    /// Admin, as OpenClaw's: the whole file (TOML here), with `baseHash`.
+    ConfigApply = "config.apply", Admin, ConfigApplyParams => ConfigWriteResult;
     /// Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
     LogsTail = "logs.tail", Read, LogsTailParams => LogsTailResult;
     /// A bare array, as OpenClaw answers it.

@@ -13,6 +13,7 @@ mod approvals;
 mod attachments;
 mod catalog;
 mod commands;
+mod config;
 mod devices;
 mod diagnostics;
 mod frames;
@@ -34,6 +35,7 @@ pub use approvals::*;
 pub use attachments::*;
 pub use catalog::*;
 pub use commands::*;
+pub use config::*;
 pub use devices::*;
 pub use diagnostics::*;
 pub use frames::*;
@@ -89,6 +91,8 @@ pub mod events {
     pub const PRESENCE: &str = "presence";
     /// A message recorded in a session's transcript.
     pub const SESSION_MESSAGE: &str = "session.message";
+    /// The config file was written over the Gateway (`config.patch`, `config.apply`).
+    pub const CONFIG_CHANGED: &str = "config.changed";
     /// A session-wide operation (a compaction) starts or ends.
     pub const SESSION_OPERATION: &str = "session.operation";
     /// An `exec` waits for an operator, and was decided (to `operator.approvals`).
@@ -104,6 +108,7 @@ pub mod events {
         SESSIONS_CHANGED,
         SESSION_MESSAGE,
         SESSION_OPERATION,
+        CONFIG_CHANGED,
         EXEC_APPROVAL_REQUESTED,
         EXEC_APPROVAL_RESOLVED,
         DIAGNOSTIC,

@@ -5,21 +5,46 @@
 
 use super::*;
 use ipc::gateway::{
-    AgentIdentity, AgentScopeParams, ChatMetadataResult, ConfigGetResult, GatewayDrainParams,
-    LogsTailParams, LogsTailResult, ReloadResult, StatusParams, StatusResult, WorkerRestartParams,
-    WorkerRestartResult,
+    AgentIdentity, AgentScopeParams, ChatMetadataResult, ConfigGetResult, ConfigWriteResult,
+    GatewayDrainParams, LogsTailParams, LogsTailResult, ReloadResult, StatusParams, StatusResult,
+    WorkerRestartParams, WorkerRestartResult,
 };
 
-/// `config.get`: the config as loaded, with the file's hash.
+/// `config.get`: the config as loaded, and the file as it is now: its text and parse with
+/// secrets redacted, and its hash (the `baseHash` of a write).
 pub(super) async fn config_get(config: &Config) -> Answer<ConfigGetResult> {
-    let hash = tokio::fs::read(&config.path).await.ok().map(|b| {
-        use sha2::{Digest, Sha256};
-        Sha256::digest(&b)
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<String>()
+    let file = tokio::fs::read(&config.path).await.ok().map(|bytes| {
+        let hash = crate::config_edit::content_hash(&bytes);
+        let text = String::from_utf8_lossy(&bytes);
+        let (raw, parsed) = match crate::config_edit::document(&text) {
+            Ok(doc) => crate::config_edit::redacted(&doc),
+            // Not TOML (edited by hand since it was loaded): shown as nothing rather than
+            // risk a secret.
+            Err(_) => (String::new(), serde_json::Value::Null),
+        };
+        crate::catalog::FileView { raw, parsed, hash }
     });
-    Ok(crate::catalog::config_get(config, hash))
+    Ok(crate::catalog::config_get(config, file))
+}
+
+/// `config.patch` and `config.apply`: the serve loop (`requests`) writes the file and applies
+/// it, one write or reload at a time; answers the write or why nothing changed.
+pub(super) async fn config_write(
+    requests: &ReloadRequests,
+    write: ConfigWrite,
+) -> Answer<ConfigWriteResult> {
+    let Some(tx) = requests.get() else {
+        return Err(ErrorShape::unavailable(
+            "config writes are not available yet",
+            Some(1000),
+        ));
+    };
+    let (answer, rx) = oneshot::channel();
+    if tx.send(ConfigRequest::Write(write, answer)).await.is_err() {
+        return Err(ErrorShape::unavailable("the gateway is stopping", None));
+    }
+    rx.await
+        .map_err(|_| ErrorShape::unavailable("the gateway is stopping", None))?
 }
 
 pub(super) async fn health(gw: &Gateway) -> Answer<HealthResult> {
@@ -240,7 +265,7 @@ pub(super) async fn gateway_reload(requests: &ReloadRequests) -> Answer<ReloadRe
         ));
     };
     let (answer, rx) = oneshot::channel();
-    if tx.try_send(answer).is_err() {
+    if tx.try_send(ConfigRequest::Reload(answer)).is_err() {
         return Err(ErrorShape::unavailable(
             "a reload is already under way; retry",
             Some(1000),

@@ -34,7 +34,7 @@ use crate::connection::out::Out;
 use crate::connection::peer::Session;
 use crate::control::{AskError, ControlError, ControlHandle, WaitReply};
 use crate::events::{now_ms, EventHub};
-use crate::gateway::{Gateway, ReloadRequests};
+use crate::gateway::{ConfigRequest, ConfigWrite, Gateway, ReloadRequests};
 use crate::gatewaydb::{AcceptOutcome, GatewayDb, SessionQuery, StoredRun};
 use crate::outcome::{stored_wait_result, Outcome};
 use crate::session_settings::SessionSettings;
@@ -156,6 +156,8 @@ fn group(method: Method) -> Group {
         | Method::ChatMetadata
         | Method::AgentIdentityGet
         | Method::ConfigGet
+        | Method::ConfigPatch
+        | Method::ConfigApply
         | Method::LogsTail
         | Method::SystemPresence
         | Method::AgentsList
@@ -321,6 +323,14 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::ConfigGet => {
             let config = gw.config();
             serve::<m::ConfigGet, _>(req, out, |_| config_get(&config)).await
+        }
+        Method::ConfigPatch => {
+            let patch = |p| config_write(&gw.reload_requests, ConfigWrite::Patch(p));
+            serve::<m::ConfigPatch, _>(req, out, patch).await
+        }
+        Method::ConfigApply => {
+            let apply = |p| config_write(&gw.reload_requests, ConfigWrite::Apply(p));
+            serve::<m::ConfigApply, _>(req, out, apply).await
         }
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.

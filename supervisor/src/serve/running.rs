@@ -11,17 +11,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipc::control::HookEvent;
-use ipc::gateway::ReloadResult;
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::reload::{reload, ConfigSource};
 use crate::config::Config;
 use crate::events::{now_ms, EventHub};
-use crate::gateway::Gateway;
+use crate::gateway::{ConfigRequest, Gateway};
 use crate::gatewaydb::{GatewayDb, RETENTION_MS};
 use crate::systemd::Notifier;
 use crate::{listen_unix, listen_ws, paths};
@@ -59,7 +58,7 @@ pub(super) struct Core {
     /// `loopgate drain` requests: a deadline each.
     pub(super) drain_rx: mpsc::Receiver<Duration>,
     /// `loopgate reload` requests, answered by the serve loop (one at a time).
-    pub(super) reload_rx: mpsc::Receiver<oneshot::Sender<ReloadResult>>,
+    pub(super) reload_rx: mpsc::Receiver<crate::gateway::ConfigRequest>,
 }
 
 /// Both listeners, bound.
@@ -212,9 +211,14 @@ impl Serving {
                 _ = signals.hup.recv() => {
                     reload(gw, source).await;
                 }
-                Some(reply) = core.reload_rx.recv() => {
-                    let _ = reply.send(reload(gw, source).await);
-                }
+                Some(request) = core.reload_rx.recv() => match request {
+                    ConfigRequest::Reload(reply) => {
+                        let _ = reply.send(reload(gw, source).await);
+                    }
+                    ConfigRequest::Write(w, reply) => {
+                        let _ = reply.send(super::config_write::write(gw, source, w).await);
+                    }
+                },
             }
         }
     }

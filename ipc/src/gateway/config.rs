@@ -1,0 +1,121 @@
+//! `config.patch` and `config.apply`: their params (closed, as OpenClaw's) and answer, and
+//! the `config.changed` event. loopgate's config is its own TOML file: `raw` is a JSON5
+//! merge patch over its parse (`config.patch`) or the whole TOML text (`config.apply`).
+
+use serde::{Deserialize, Serialize};
+
+/// `config.patch` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigPatchParams {
+    /// A JSON5 object: objects merge, `null` deletes, anything else replaces.
+    pub raw: String,
+    /// `config.get`'s `hash`: the write is refused unless the file still has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_hash: Option<String>,
+    /// Accepted for OpenClaw's clients; a TOML array is always replaced whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_paths: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    /// Said in the answer's sentinel and the gateway's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Accepted; a restart loopgate needs is the operator's (see `requiresRestart`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_delay_ms: Option<u64>,
+}
+
+/// `config.apply` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigApplyParams {
+    /// The whole file, as TOML (`config.get`'s `raw`, redacted values kept as they are).
+    pub raw: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_delay_ms: Option<u64>,
+}
+
+/// The answer to a config write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigWriteResult {
+    pub ok: bool,
+    pub path: String,
+    /// The file's new hash (its old one for a no-op): `config.get`'s next `hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// The file's parse after the write, secrets redacted.
+    pub config: serde_json::Value,
+    /// `config.patch`: the dotted paths whose values changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_paths: Option<Vec<String>>,
+    /// `config.patch`: nothing changed and nothing was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noop: Option<bool>,
+    /// What was written, as OpenClaw's answers say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel: Option<ConfigSentinel>,
+}
+
+/// `sentinel` of a config write's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSentinel {
+    pub persisted: bool,
+    pub payload: SentinelPayload,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentinelPayload {
+    /// `config-patch` or `config-apply`.
+    pub kind: String,
+    pub status: String,
+    pub ts: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub stats: SentinelStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentinelStats {
+    /// `config.patch` or `config.apply`.
+    pub mode: String,
+    /// The config file.
+    pub root: String,
+    /// Only a listener change (`gateway.port`, `gateway.bind`) needs a restart; everything
+    /// else is in effect when the answer is sent.
+    pub requires_restart: bool,
+}
+
+/// `config.changed`: the config file was written over the Gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigChanged {
+    pub path: String,
+    pub hash: String,
+    pub ts: u64,
+}
+
+/// `details` of a refused config write: what is wrong, where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigIssues {
+    pub issues: Vec<ConfigIssue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigIssue {
+    /// The dotted key (empty when the text as a whole is refused).
+    pub path: String,
+    pub message: String,
+}

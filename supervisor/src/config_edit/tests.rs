@@ -1,0 +1,153 @@
+use super::*;
+
+const FILE: &str = r#"# The operator's own words.
+[gateway]
+port = 18789 # the port clients use
+[gateway.auth]
+token = "s3cret-token"
+
+[agents.defaults]
+model = "p/m"   # keep this comment
+timeout_seconds = 600
+
+[agents.list.ops]
+name = "Ops"
+
+[models.providers.p]
+api = "openai-completions"
+base_url = "http://user:pw@127.0.0.1:9/v1"
+"#;
+
+fn doc() -> DocumentMut {
+    document(FILE).unwrap()
+}
+
+#[test]
+fn config_get_shows_no_secret_and_keeps_the_operators_text() {
+    let (text, parsed) = redacted(&doc());
+    assert!(!text.contains("s3cret-token") && !text.contains("user:pw"));
+    assert!(text.contains("# The operator's own words.") && text.contains("# keep this comment"));
+    assert_eq!(parsed["gateway"]["auth"]["token"], REDACTED);
+    assert_eq!(parsed["models"]["providers"]["p"]["base_url"], REDACTED);
+    assert_eq!(parsed["agents"]["defaults"]["timeout_seconds"], 600);
+    // The same bytes, the same hash; another byte, another.
+    assert_eq!(content_hash(FILE.as_bytes()), content_hash(FILE.as_bytes()));
+    assert_ne!(content_hash(FILE.as_bytes()), content_hash(text.as_bytes()));
+}
+
+#[test]
+fn a_merge_patch_changes_only_its_keys_and_keeps_comments_and_order() {
+    let mut d = doc();
+    let patch = parse_patch(
+        "{agents: {defaults: {timeout_seconds: 900}, list: {ops: null, qa: {name: 'QA', model: 'p/m'}}}, gateway: {max_connections: 64, port: 18790}}",
+    )
+    .unwrap();
+    merge(&mut d, &patch).unwrap();
+    let text = d.to_string();
+    assert!(text.contains("timeout_seconds = 900"), "{text}");
+    assert!(
+        text.contains("model = \"p/m\"   # keep this comment"),
+        "{text}"
+    );
+    assert!(
+        text.contains("port = 18790 # the port clients use"),
+        "{text}"
+    );
+    assert!(!text.contains("[agents.list.ops]"), "{text}");
+    assert!(text.contains("[agents.list.qa]"), "{text}");
+    assert!(
+        text.find("[gateway]") < text.find("[agents.defaults]"),
+        "order kept: {text}"
+    );
+    let changed = changed_paths(&as_json(&doc()), &as_json(&d));
+    assert_eq!(
+        changed,
+        [
+            "agents.defaults.timeout_seconds",
+            "agents.list.ops",
+            "agents.list.qa",
+            "gateway.max_connections",
+            "gateway.port"
+        ]
+    );
+    // Again: nothing changes.
+    let before = d.to_string();
+    merge(&mut d, &patch).unwrap();
+    assert_eq!(d.to_string(), before);
+}
+
+#[test]
+fn arrays_replace_and_arrays_of_objects_become_tables() {
+    let mut d = doc();
+    let patch = parse_patch(
+        r#"{agents: {defaults: {fallbacks: ["a/b", "c/d"]}}, hooks: {before_tool_call: [{command: ["x"], timeout_seconds: 2}]}}"#,
+    )
+    .unwrap();
+    merge(&mut d, &patch).unwrap();
+    let text = d.to_string();
+    assert!(text.contains(r#"fallbacks = ["a/b", "c/d"]"#), "{text}");
+    assert!(text.contains("[[hooks.before_tool_call]]"), "{text}");
+    let v = as_json(&d);
+    assert_eq!(v["hooks"]["before_tool_call"][0]["timeout_seconds"], 2);
+}
+
+#[test]
+fn a_redacted_value_sent_back_keeps_the_files_secret() {
+    let (text, _) = redacted(&doc());
+    let mut sent =
+        document(&text.replace("timeout_seconds = 600", "timeout_seconds = 700")).unwrap();
+    restore_secrets(&mut sent, &doc()).unwrap();
+    let v = as_json(&sent);
+    assert_eq!(v["gateway"]["auth"]["token"], "s3cret-token");
+    assert_eq!(
+        v["models"]["providers"]["p"]["base_url"],
+        "http://user:pw@127.0.0.1:9/v1"
+    );
+    assert_eq!(v["agents"]["defaults"]["timeout_seconds"], 700);
+    // The placeholder where the file has nothing is refused, naming the place.
+    let mut new = doc();
+    merge(
+        &mut new,
+        &parse_patch(&format!("{{cluster: {{node: '{REDACTED}'}}}}")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        restore_secrets(&mut new, &doc()),
+        Err(EditError::NothingToRestore("cluster.node".into()))
+    );
+}
+
+#[test]
+fn a_patch_that_is_not_a_json5_object_is_refused_as_openclaw_says() {
+    assert!(matches!(parse_patch("{agents:"), Err(EditError::Json5(_))));
+    assert!(parse_patch("{agents:")
+        .unwrap_err()
+        .to_string()
+        .starts_with("SyntaxError: JSON5: "));
+    assert_eq!(parse_patch("[1]"), Err(EditError::NotAnObject));
+    assert_eq!(
+        EditError::NotAnObject.to_string(),
+        "config.patch raw must be an object"
+    );
+    let mut d = doc();
+    let err = merge(&mut d, &parse_patch("{a: [1, null]}").unwrap()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid config: a.1: null has no place in an array"
+    );
+}
+
+#[test]
+fn a_write_that_drops_most_of_the_file_is_destructive() {
+    let big = FILE.repeat(3);
+    assert_eq!(
+        destructive(&big, "[gateway]\n"),
+        Some(format!("size-drop:{}->10", big.len()))
+    );
+    assert_eq!(destructive(&big, &big[..big.len() * 2 / 3]), None);
+    assert_eq!(
+        destructive("[gateway]\nport = 1\n", ""),
+        None,
+        "small files may shrink"
+    );
+}

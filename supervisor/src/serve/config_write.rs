@@ -1,0 +1,308 @@
+//! `config.patch` and `config.apply`, carried out by the serve loop (one write or reload at
+//! a time): the file is checked against the client's `baseHash`, edited as a TOML document
+//! (`config_edit`), validated whole with the gateway's own overrides, written atomically
+//! and then applied through the reload path, so the change is in effect when the answer is
+//! sent. Every refusal leaves the file and its hash as they were; so does a reload that
+//! fails after the write (the old bytes are put back).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ipc::gateway::{
+    ConfigChanged, ConfigIssue, ConfigIssues, ConfigSentinel, ConfigWriteResult, ErrorShape,
+    SentinelPayload, SentinelStats,
+};
+
+use super::reload::{reload, ConfigSource};
+use crate::config::{Config, ConfigError, RawConfig};
+use crate::config_edit::{self as edit, EditError};
+use crate::events::{now_ms, Deferred};
+use crate::gateway::{ConfigWrite, Gateway};
+use toml_edit::DocumentMut;
+
+/// What is asked of the file.
+struct Plan {
+    kind: &'static str,
+    mode: &'static str,
+    note: Option<String>,
+}
+
+/// The file as it was before a write.
+struct Before {
+    bytes: Vec<u8>,
+    text: String,
+    hash: String,
+    doc: DocumentMut,
+}
+
+/// Carries out one config write; the answer, or why nothing changed.
+pub(super) async fn write(
+    gw: &Arc<Gateway>,
+    source: &ConfigSource,
+    w: ConfigWrite,
+) -> Result<ConfigWriteResult, ErrorShape> {
+    let path = source.path.clone();
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(unavailable(format!("cannot read {}: {e}", path.display()))),
+    };
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| ErrorShape::invalid("invalid config: the file is not UTF-8"))?;
+    let before = Before {
+        hash: edit::content_hash(&bytes),
+        doc: edit::document(&text).map_err(refused)?,
+        bytes,
+        text,
+    };
+    let (plan, new) = edited(&before, w)?;
+    let new_text = new.to_string();
+    let candidate = validate(&new_text, source)?;
+    let changed = edit::changed_paths(&edit::as_json(&before.doc), &edit::as_json(&new));
+    let (_, shown) = edit::redacted(&new);
+    let patching = plan.mode == "config.patch";
+    // A patch that changes no value changes nothing; a whole text changes what it changes
+    // (its comments are the operator's too).
+    if (patching && changed.is_empty()) || new_text == before.text {
+        return Ok(ConfigWriteResult {
+            ok: true,
+            path: path.display().to_string(),
+            hash: (!patching).then_some(before.hash),
+            config: shown,
+            changed_paths: patching.then(Vec::new),
+            noop: patching.then_some(true),
+            sentinel: None,
+        });
+    }
+    if let Some(why) = edit::destructive(&before.text, &new_text) {
+        return Err(unavailable(format!(
+            "Config write rejected: {} ({why}); nothing was written",
+            path.display()
+        )));
+    }
+    let running = gw.config();
+    let requires_restart = (candidate.gateway.port, candidate.gateway.bind)
+        != (running.gateway.port, running.gateway.bind);
+    let new_hash = commit(gw, source, &before, &new_text).await?;
+    tracing::info!(
+        mode = plan.mode,
+        changed = changed.join(", ").as_str(),
+        note = plan.note.as_deref().unwrap_or(""),
+        requires_restart,
+        "The config was written over the Gateway."
+    );
+    Ok(ConfigWriteResult {
+        ok: true,
+        path: path.display().to_string(),
+        hash: Some(new_hash),
+        config: shown,
+        changed_paths: patching.then_some(changed),
+        noop: None,
+        sentinel: Some(ConfigSentinel {
+            persisted: true,
+            payload: SentinelPayload {
+                kind: plan.kind.into(),
+                status: "ok".into(),
+                ts: now_ms(),
+                message: plan.note,
+                stats: SentinelStats {
+                    mode: plan.mode.into(),
+                    root: path.display().to_string(),
+                    requires_restart,
+                },
+            },
+        }),
+    })
+}
+
+/// The document a write asks for, checked against the client's `baseHash`, secrets sent
+/// back as the placeholder restored.
+fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorShape> {
+    match w {
+        ConfigWrite::Patch(p) => {
+            let plan = Plan {
+                kind: "config-patch",
+                mode: "config.patch",
+                note: p.note,
+            };
+            // A given hash is checked before anything is parsed; without one the patch is
+            // merged first so the refusal can name what it would change.
+            if let Some(base) = &p.base_hash {
+                check_base(base, &before.hash)?;
+            }
+            let patch = edit::parse_patch(&p.raw).map_err(refused)?;
+            let mut new = before.doc.clone();
+            edit::merge(&mut new, &patch).map_err(refused)?;
+            edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
+            if p.base_hash.is_none() {
+                let paths = edit::changed_paths(&edit::as_json(&before.doc), &edit::as_json(&new));
+                return Err(ErrorShape::invalid(format!(
+                    "config base hash required for {}; re-run config.get and retry with baseHash",
+                    paths.join(", ")
+                )));
+            }
+            Ok((plan, new))
+        }
+        ConfigWrite::Apply(p) => {
+            let plan = Plan {
+                kind: "config-apply",
+                mode: "config.apply",
+                note: p.note,
+            };
+            let Some(base) = &p.base_hash else {
+                return Err(ErrorShape::invalid(
+                    "config base hash required; re-run config.get and retry",
+                ));
+            };
+            check_base(base, &before.hash)?;
+            let mut new = edit::document(&p.raw).map_err(refused)?;
+            edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
+            Ok((plan, new))
+        }
+    }
+}
+
+/// Writes the new text and applies it through the reload path (the old bytes go back if
+/// the reload refuses it), then tells `config.changed`; the new hash.
+async fn commit(
+    gw: &Arc<Gateway>,
+    source: &ConfigSource,
+    before: &Before,
+    new_text: &str,
+) -> Result<String, ErrorShape> {
+    write_atomically(&source.path, new_text.as_bytes()).await?;
+    let reloaded = reload(gw, source).await;
+    if !reloaded.ok {
+        // Nothing of it may stay: the old bytes go back, the running config never changed.
+        write_atomically(&source.path, &before.bytes).await?;
+        let why = reloaded.error.unwrap_or_default();
+        return Err(ErrorShape::invalid(format!("invalid config: {why}")));
+    }
+    let hash = edit::content_hash(new_text.as_bytes());
+    let changed = ConfigChanged {
+        path: source.path.display().to_string(),
+        hash: hash.clone(),
+        ts: now_ms(),
+    };
+    gw.hub.publish_deferred(
+        &Deferred::event(ipc::gateway::events::CONFIG_CHANGED, &changed)
+            .for_scope(ipc::gateway::Scope::Read),
+    );
+    Ok(hash)
+}
+
+fn check_base(base: &str, hash: &str) -> Result<(), ErrorShape> {
+    if base == hash {
+        return Ok(());
+    }
+    Err(ErrorShape::invalid(
+        "config changed since last load; re-run config.get and retry",
+    ))
+}
+
+/// The new text as the gateway would load it (its overrides, every section checked).
+fn validate(text: &str, source: &ConfigSource) -> Result<Config, ErrorShape> {
+    let raw = toml::from_str::<RawConfig>(text).map_err(|e| {
+        let message = e.message().to_owned();
+        let path = e
+            .span()
+            .and_then(|s| key_at(text, s.start))
+            .unwrap_or_default();
+        issue(path, message)
+    })?;
+    Config::from_raw(raw, &source.path, &source.state_dir, &source.overrides).map_err(|e| {
+        let key = e.key().unwrap_or_default().to_owned();
+        issue(key, problem_of(&e))
+    })
+}
+
+fn problem_of(e: &ConfigError) -> String {
+    match &e.problem {
+        crate::config::ConfigProblem::Invalid(i) => i.problem.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The dotted key written on the line that holds byte `at` (for a parser's refusal): the
+/// table header above it and the line's own key.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let before = text.get(..at)?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(line_start..)?.lines().next().unwrap_or("");
+    let header = text.get(..line_start)?.lines().rev().find_map(|l| {
+        let t = l.trim();
+        t.starts_with('[')
+            .then(|| t.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
+    });
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().to_owned())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    match (header, key) {
+        (Some(h), Some(k)) => Some(format!("{h}.{k}")),
+        (h, k) => h.or(k),
+    }
+}
+
+/// `invalid config: <path>: <message>`, with the issue in `details`.
+fn issue(path: String, message: String) -> ErrorShape {
+    let text = if path.is_empty() {
+        format!("invalid config: {message}")
+    } else {
+        format!("invalid config: {path}: {message}")
+    };
+    let details = ConfigIssues {
+        issues: vec![ConfigIssue { path, message }],
+    };
+    let shape = ErrorShape::invalid(text);
+    match serde_json::to_value(&details) {
+        Ok(v) => shape.with_details(v),
+        Err(_) => shape,
+    }
+}
+
+fn refused(e: EditError) -> ErrorShape {
+    ErrorShape::invalid(e.to_string())
+}
+
+fn unavailable(message: String) -> ErrorShape {
+    ErrorShape::unavailable(message, None)
+}
+
+/// Writes `bytes` over `path` at once or not at all: a file beside it, synced, renamed over
+/// it (the old file's permissions kept; a new one is the operator's only).
+async fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ErrorShape> {
+    let (path, bytes) = (path.to_owned(), bytes.to_vec());
+    let done = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let mode = std::fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0o600);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "loopgate.toml".into());
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        let written = f.write_all(&bytes).and_then(|()| f.sync_all());
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir).and_then(|d| d.sync_all())?;
+        }
+        Ok(())
+    })
+    .await;
+    match done {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(unavailable(format!("cannot write the config: {e}"))),
+        Err(e) => Err(unavailable(format!("cannot write the config: {e}"))),
+    }
+}

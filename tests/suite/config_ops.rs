@@ -1,0 +1,285 @@
+//! The config over the Gateway (issue 39), as OpenClaw 2026.9.6 answers it
+//! (`openclaw-observed/operator-surface-2026.9.6.md` §1, §3, §4) on loopgate's own TOML file:
+//! `config.get` shows the file with its secrets redacted and a content hash; `config.patch`
+//! and `config.apply` write only with that hash, validate the whole file first, keep the
+//! operator's comments, and are in effect when they answer (R-J4: a reload's path); a refused
+//! write changes nothing.
+
+use loopgate_tests::{hold, reply, Client, Gateway};
+use serde_json::{json, Value};
+
+const SECRET: &str = "cfg-secret-token-39";
+
+/// A config file with comments, a token and a second agent, over 512 bytes.
+fn extra() -> String {
+    let mut text = String::from("# Operators' notes: keep these lines.\n");
+    for i in 0..8 {
+        text.push_str(&format!(
+            "# note {i}: the agents below serve the on-call rota.\n"
+        ));
+    }
+    text.push_str("[agents.list.ops]\nname = \"Ops\" # the operators' agent\n");
+    text
+}
+
+async fn start() -> Gateway {
+    Gateway::start_gateway_keys(&format!("[gateway.auth]\ntoken = \"{SECRET}\"\n"), &extra()).await
+}
+
+fn file(gw: &Gateway) -> String {
+    std::fs::read_to_string(gw.state().join("loopgate.toml")).unwrap()
+}
+
+async fn current_hash(c: &mut Client) -> String {
+    let r = c.call("config.get", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    r["payload"]["hash"].as_str().unwrap_or_default().to_owned()
+}
+
+fn refused(r: &Value, code: &str, text: &str) {
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["error"]["code"], code, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(text), "{text:?} in {r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_get_shows_the_file_with_secrets_redacted_and_apply_keeps_them_issue_39() {
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("config.get", json!({})).await;
+    let p = &r["payload"];
+    let raw = p["raw"].as_str().unwrap();
+    assert!(!r.to_string().contains(SECRET), "{r}");
+    assert!(raw.contains("__OPENCLAW_REDACTED__") && raw.contains("# the operators' agent"));
+    assert_eq!(
+        p["parsed"]["gateway"]["auth"]["token"],
+        "__OPENCLAW_REDACTED__"
+    );
+    assert_eq!(p["parsed"]["agents"]["list"]["ops"]["name"], "Ops");
+    let hash = p["hash"].as_str().unwrap().to_owned();
+    assert_eq!(
+        p["appliedConfigHash"],
+        hash.as_str(),
+        "the file is the one applied"
+    );
+    assert_eq!(p["configRevisionHash"], hash.as_str());
+    // config.get's own raw, edited and sent back: the redacted token is kept.
+    let edited = raw.replace("name = \"Ops\"", "name = \"Operations\"");
+    let r = c
+        .call(
+            "config.apply",
+            json!({"raw": edited, "baseHash": hash, "note": "rename"}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let new_hash = r["payload"]["hash"].as_str().unwrap().to_owned();
+    assert_ne!(new_hash, hash);
+    assert_eq!(r["payload"]["sentinel"]["payload"]["kind"], "config-apply");
+    assert_eq!(r["payload"]["sentinel"]["payload"]["message"], "rename");
+    let text = file(&gw);
+    assert!(
+        text.contains(SECRET) && text.contains("name = \"Operations\""),
+        "{text}"
+    );
+    assert_eq!(
+        current_hash(&mut c).await,
+        new_hash,
+        "the answer's hash is config.get's"
+    );
+    let r = c.call("agents.list", json!({})).await;
+    assert!(
+        r.to_string().contains("Operations"),
+        "in effect at once: {r}"
+    );
+    // The same text again: ok, the same hash.
+    let r = c
+        .call("config.apply", json!({"raw": edited, "baseHash": new_hash}))
+        .await;
+    assert_eq!(
+        (r["ok"].clone(), r["payload"]["hash"].clone()),
+        (json!(true), json!(new_hash))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_changes_neither_the_file_nor_its_hash_issue_39() {
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    let h = current_hash(&mut c).await;
+    let before = file(&gw);
+    let cases = [
+        (
+            "config.patch",
+            json!({"raw": "{agents: {defaults: {timeout_seconds: 900}}}"}),
+            "INVALID_REQUEST",
+            "config base hash required for agents.defaults.timeout_seconds; re-run config.get and retry with baseHash",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "{agents: {defaults: {timeout_seconds: 900}}}", "baseHash": "made-up"}),
+            "INVALID_REQUEST",
+            "config changed since last load; re-run config.get and retry",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "{workers: {crash_loop_max: -5}}", "baseHash": h}),
+            "INVALID_REQUEST",
+            "invalid config: workers",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "{agents: {defaults: {no_such_key: 1}}}", "baseHash": h}),
+            "INVALID_REQUEST",
+            "invalid config: agents.defaults",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "{agents:", "baseHash": h}),
+            "INVALID_REQUEST",
+            "SyntaxError: JSON5: ",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "[1]", "baseHash": h}),
+            "INVALID_REQUEST",
+            "config.patch raw must be an object",
+        ),
+        (
+            "config.patch",
+            json!({"raw": "{}", "bogus": 1}),
+            "INVALID_REQUEST",
+            "bogus",
+        ),
+        (
+            "config.apply",
+            json!({"raw": "[gateway]\nport = 0\n"}),
+            "INVALID_REQUEST",
+            "config base hash required; re-run config.get and retry",
+        ),
+        (
+            "config.apply",
+            json!({"raw": "[gateway]\nport = 0\n", "baseHash": h}),
+            "UNAVAILABLE",
+            "Config write rejected",
+        ),
+        (
+            "config.apply",
+            json!({"raw": "[gateway\n", "baseHash": h}),
+            "INVALID_REQUEST",
+            "invalid config",
+        ),
+    ];
+    for (method, params, code, text) in cases {
+        let r = c.call(method, params.clone()).await;
+        refused(&r, code, text);
+        assert_eq!(
+            file(&gw),
+            before,
+            "{method} {params}: the file is as it was"
+        );
+        assert_eq!(
+            current_hash(&mut c).await,
+            h,
+            "{method} {params}: the hash is as it was"
+        );
+    }
+    // An invalid value names its key, in `details.issues` too.
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{messages: {queue: {mode: 'later'}}}", "baseHash": h}),
+        )
+        .await;
+    refused(&r, "INVALID_REQUEST", "invalid config: messages.queue.mode");
+    assert_eq!(
+        r["error"]["details"]["issues"][0]["path"], "messages.queue.mode",
+        "{r}"
+    );
+    // The same patch twice: the second is a no-op, nothing written.
+    let patch = json!({"raw": "{agents: {list: {ops: {name: 'Ops'}}}}", "baseHash": h});
+    let r = c.call("config.patch", patch).await;
+    assert_eq!(r["payload"]["noop"], true, "{r}");
+    assert_eq!(r["payload"]["changedPaths"], json!([]), "{r}");
+    assert_eq!(file(&gw), before);
+}
+
+/// A patch of one agent's settings restarts that agent's worker only, between runs: the
+/// other agent's worker keeps its pid and its run in flight completes; subscribers hear
+/// `config.changed` with the new hash; the file keeps the operator's comments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_of_one_agent_restarts_only_its_worker_issue_39() {
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    for (agent, key) in [("main", "cp-1"), ("ops", "cp-2")] {
+        gw.model.push(reply("ready"));
+        let (_, fin) = c
+            .turn(json!({"message": "hi", "idempotencyKey": key, "agentId": agent}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    let (main_pid, ops_pid) = (gw.worker_pid("main").await, gw.worker_pid("ops").await);
+    assert!(main_pid.is_some() && ops_pid.is_some());
+    gw.model.push(hold("a long answer"));
+    let mut m = gw.connect().await;
+    let run = m
+        .start_streaming(json!({"message": "long", "idempotencyKey": "cp-3"}))
+        .await;
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{agents: {list: {ops: {timeout_seconds: 99}}}}", "baseHash": h, "note": "ops only"}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let p = &r["payload"];
+    assert_eq!(
+        p["changedPaths"],
+        json!(["agents.list.ops.timeout_seconds"]),
+        "{r}"
+    );
+    assert_eq!(
+        p["sentinel"]["payload"]["stats"]["requiresRestart"], false,
+        "{r}"
+    );
+    let new_hash = p["hash"].as_str().unwrap().to_owned();
+    let ev = c.wait_for(|f| f["event"] == "config.changed").await;
+    assert_eq!(ev["payload"]["hash"], new_hash.as_str(), "{ev}");
+    let text = file(&gw);
+    assert!(text.contains("timeout_seconds = 99") && text.contains("# the operators' agent"));
+    assert!(
+        text.contains("# note 7: the agents below serve the on-call rota."),
+        "{text}"
+    );
+    // Applied: config.get says so at once.
+    let r = c.call("config.get", json!({})).await;
+    assert_eq!(r["payload"]["appliedConfigHash"], new_hash.as_str(), "{r}");
+    // ops runs on a new worker; main's worker and its run in flight are untouched.
+    gw.model.push(reply("ops again"));
+    let (_, fin) = c
+        .turn(json!({"message": "again", "idempotencyKey": "cp-4", "agentId": "ops"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert_ne!(gw.worker_pid("ops").await, ops_pid, "ops restarted");
+    assert_eq!(gw.worker_pid("main").await, main_pid, "main did not");
+    gw.model.release();
+    let fin = m.res(&run).await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+}
+
+/// Writing the config is an admin's: a write-scope client is refused before anything is
+/// read (OpenClaw's refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_writes_the_config_issue_39() {
+    let gw = start().await;
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read", "operator.write"]);
+    let mut w = Client::connect_with(&gw.socket(), params).await;
+    for method in ["config.patch", "config.apply"] {
+        let r = w.call(method, json!({"raw": "{}", "baseHash": "x"})).await;
+        refused(&r, "FORBIDDEN", "missing scope: operator.admin");
+    }
+    let r = w.call("config.get", json!({})).await;
+    assert_eq!(r["ok"], true, "reading is a reader's: {r}");
+}
