@@ -36,13 +36,44 @@ pub enum EditError {
     NothingToRestore(String),
 }
 
-/// The content hash of the file's bytes (`config.get`'s `hash`): equal bytes, equal hash.
+/// The content hash of the file's bytes (`config.get`'s `hash`): equal bytes, equal hash,
+/// within one gateway process. Keyed (HMAC-SHA-256 under a key made at start, as OpenClaw's
+/// `hmac-sha256:v1:`), because the file holds the gateway token: a plain hash of text a
+/// reader sees but for the token would let the reader test guesses of the token offline.
 pub fn content_hash(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
+    static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    let key = KEY.get_or_init(|| {
+        let mut key = [0u8; 32];
+        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key
+    });
+    let mac: String = hmac_sha256(key, bytes)
         .iter()
         .map(|x| format!("{x:02x}"))
-        .collect()
+        .collect();
+    format!("hmac-sha256:{mac}")
+}
+
+/// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let pad = |byte: u8| {
+        let mut p = [byte; 64];
+        for (p, k) in p.iter_mut().zip(key) {
+            *p ^= k;
+        }
+        p
+    };
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
 }
 
 /// The file's text parsed as a document.

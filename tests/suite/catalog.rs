@@ -76,7 +76,12 @@ async fn models_keys_identity_and_config_answer_without_secrets_r_j2() {
         agents["entries"]["main"]["model"]["primary"], "scripted/scripted-1",
         "{agents}"
     );
-    assert!(p["hash"].as_str().is_some_and(|h| h.len() == 64), "{conf}");
+    assert!(
+        p["hash"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("hmac-sha256:") && h.len() == 76),
+        "{conf}"
+    );
 
     let all = serde_json::to_string(&c.seen).unwrap();
     assert!(!all.contains("sk-never-shown"), "a key was shown");

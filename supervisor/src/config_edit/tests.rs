@@ -22,6 +22,23 @@ fn doc() -> DocumentMut {
     document(FILE).unwrap()
 }
 
+/// RFC 4231, test case 2 (key "Jefe", zero-padded as HMAC pads every short key).
+#[test]
+fn the_content_hash_is_a_standard_hmac() {
+    let mut key = [0u8; 32];
+    key[..4].copy_from_slice(b"Jefe");
+    let mac: String = hmac_sha256(&key, b"what do ya want for nothing?")
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    assert_eq!(
+        mac,
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
+    assert!(content_hash(b"x").starts_with("hmac-sha256:"));
+    assert_ne!(content_hash(b"x"), content_hash(b"y"));
+}
+
 #[test]
 fn config_get_shows_no_secret_and_keeps_the_operators_text() {
     let (text, parsed) = redacted(&doc());
