@@ -13,7 +13,7 @@ pub const DEFAULT_WORKSPACE_MAX_MIB: u64 = 64;
 pub const DEFAULT_REPLICAS: usize = 3;
 
 /// `[cluster]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSettings {
     /// NATS servers to connect to (any members; the client learns the rest).

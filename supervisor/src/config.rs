@@ -26,6 +26,7 @@ pub(crate) mod invalid;
 mod models;
 mod names;
 mod policies;
+mod schemas;
 
 pub use agents::{
     AgentConfig, RawAgentSettings, RawAgents, RawCompaction, RawExec, RawTools,
@@ -100,7 +101,7 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     #[serde(default)]

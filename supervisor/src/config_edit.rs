@@ -42,38 +42,11 @@ pub enum EditError {
 /// reader sees but for the token would let the reader test guesses of the token offline.
 pub fn content_hash(bytes: &[u8]) -> String {
     static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
-    let key = KEY.get_or_init(|| {
-        let mut key = [0u8; 32];
-        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        key
-    });
-    let mac: String = hmac_sha256(key, bytes)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
-    format!("hmac-sha256:{mac}")
-}
-
-/// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let pad = |byte: u8| {
-        let mut p = [byte; 64];
-        for (p, k) in p.iter_mut().zip(key) {
-            *p ^= k;
-        }
-        p
-    };
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    let key = KEY.get_or_init(crate::secrets::random_key);
+    format!(
+        "hmac-sha256:{}",
+        crate::secrets::hex(&crate::secrets::hmac_sha256(key, bytes))
+    )
 }
 
 /// The file's text parsed as a document.

@@ -83,14 +83,6 @@ pub struct Gateway {
     pub backend: crate::backend::Backend,
 }
 
-/// 32 random bytes (two v4 UUIDs' randomness, from the OS).
-fn random_key() -> [u8; 32] {
-    let mut key = [0u8; 32];
-    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-    key
-}
-
 impl Gateway {
     pub fn new(
         config: Arc<Config>,
@@ -118,7 +110,7 @@ impl Gateway {
             reload_requests: std::sync::OnceLock::new(),
             env_set: std::collections::HashSet::new(),
             device_conns: crate::device_conns::DeviceConns::default(),
-            media_key: random_key(),
+            media_key: crate::secrets::random_key(),
             sessions: SessionSettings::default(),
             metrics: crate::metrics::Metrics::new(),
             parse_budget: crate::connection::budget::ParseBudget::global(),

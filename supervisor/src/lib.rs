@@ -7,7 +7,8 @@
 //!   [`sys_info`] (RSS from `/proc`), [`log_ring`] (recent log lines for `logs.tail`).
 //! - Config: [`config`] (raw and validated, one file per section), [`config_check`]
 //!   (`loopgate config check`), [`config_diff`] (what a reload changes), [`config_edit`]
-//!   (`config.patch` / `config.apply` on the TOML text), `config_lines`
+//!   (`config.patch` / `config.apply` on the TOML text), [`config_schema`] (`config.schema`,
+//!   generated from the config's types), `config_lines`
 //!   (where a key is), [`confine`] (what keeps model-writable places away from what runs).
 //! - Clients: [`listen_unix`], [`listen_ws`] (transports), [`door`] (limits before
 //!   authentication), [`handshake`] (`connect`), [`auth`] (tokens, devices, scopes),
@@ -41,6 +42,7 @@ pub mod config_check;
 pub mod config_diff;
 pub mod config_edit;
 mod config_lines;
+pub mod config_schema;
 pub mod confine;
 pub mod connection;
 pub mod control;

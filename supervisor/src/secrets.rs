@@ -65,6 +65,40 @@ pub fn state_token(state: &Path) -> std::io::Result<String> {
     Ok(token)
 }
 
+/// 32 random bytes (two v4 UUIDs' randomness, from the OS): a per-process key.
+pub fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    key
+}
+
+/// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
+pub fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let pad = |byte: u8| {
+        let mut p = [byte; 64];
+        for (p, k) in p.iter_mut().zip(key) {
+            *p ^= k;
+        }
+        p
+    };
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+/// Bytes as lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

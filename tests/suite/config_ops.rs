@@ -283,3 +283,44 @@ async fn only_an_admin_writes_the_config_issue_39() {
     let r = w.call("config.get", json!({})).await;
     assert_eq!(r["ok"], true, "reading is a reader's: {r}");
 }
+
+/// `config.schema` describes the keys `config.get` shows and `config.patch` takes, generated
+/// from the config's types; `config.schema.lookup` says how a change of each applies
+/// (operator-surface §2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_describes_the_keys_a_patch_takes_issue_39() {
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("config.schema", json!({})).await;
+    let p = &r["payload"];
+    assert_eq!(
+        p["schema"]["$schema"], "http://json-schema.org/draft-07/schema#",
+        "{r}"
+    );
+    assert!(p["schema"]["properties"]["agents"].is_object(), "{r}");
+    assert!(
+        p["version"].is_string() && p["generatedAt"].is_string(),
+        "{r}"
+    );
+    let r = c
+        .call("config.schema.lookup", json!({"path": "gateway.port"}))
+        .await;
+    assert_eq!(r["payload"]["reloadKind"], "restart", "{r}");
+    let r = c
+        .call("config.schema.lookup", json!({"path": "agents.list.ops"}))
+        .await;
+    assert_eq!(r["payload"]["reloadKind"], "hot", "{r}");
+    let children = r["payload"]["children"].as_array().unwrap();
+    assert!(
+        children
+            .iter()
+            .any(|ch| ch["path"] == "agents.list.ops.timeout_seconds"),
+        "{r}"
+    );
+    let r = c
+        .call("config.schema.lookup", json!({"path": "gateway.nonsense"}))
+        .await;
+    refused(&r, "INVALID_REQUEST", "config schema path not found");
+    let r = c.call("config.schema", json!({"bogus": 1})).await;
+    refused(&r, "INVALID_REQUEST", "bogus");
+}

@@ -188,6 +188,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "models.list",
             "models.authStatus",
             "config.get",
+            "config.schema",
+            "config.schema.lookup",
             "config.patch",
             "config.apply",
             "logs.tail",

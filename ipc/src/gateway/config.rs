@@ -119,3 +119,50 @@ pub struct ConfigIssue {
     pub path: String,
     pub message: String,
 }
+
+/// The answer to `config.schema`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSchemaResult {
+    /// JSON Schema draft-07 of the config file's keys (loopgate's TOML), generated from the
+    /// config's own types.
+    pub schema: serde_json::Value,
+    /// By dotted path; loopgate keeps its hints in the schema's descriptions.
+    pub ui_hints: serde_json::Map<String, serde_json::Value>,
+    pub version: String,
+    pub generated_at: String,
+}
+
+/// `config.schema.lookup` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSchemaLookupParams {
+    /// A dotted key (`agents.defaults.timeout_seconds`); `*` stands for a map's key.
+    pub path: String,
+}
+
+/// The answer to `config.schema.lookup`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSchemaLookupResult {
+    pub path: String,
+    /// The node, its own children shown by their type only.
+    pub schema: serde_json::Value,
+    /// `hot` (applied by a reload, agents' workers restarted between runs) or `restart`
+    /// (the listener: applies after the gateway restarts).
+    pub reload_kind: String,
+    pub hint: Option<serde_json::Value>,
+    pub hint_path: Option<String>,
+    pub children: Vec<ConfigSchemaChild>,
+}
+
+/// One child key of a `config.schema.lookup` node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSchemaChild {
+    pub key: String,
+    pub path: String,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<serde_json::Value>,
+    pub reload_kind: String,
+}

@@ -135,6 +135,8 @@ gateway_methods! {
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;
     ModelsAuthStatus = "models.authStatus", Read, AnyParams => ModelsAuthStatusResult;
     ConfigGet = "config.get", Read, AnyParams => ConfigGetResult;
+    ConfigSchema = "config.schema", Read, NoParams => ConfigSchemaResult;
+    ConfigSchemaLookup = "config.schema.lookup", Read, ConfigSchemaLookupParams => ConfigSchemaLookupResult;
     /// Admin, as OpenClaw's: a JSON5 merge patch over the file's parse, with `baseHash`.
     ConfigPatch = "config.patch", Admin, ConfigPatchParams => ConfigWriteResult;
     /// Admin, as OpenClaw's: the whole file (TOML here), with `baseHash`.

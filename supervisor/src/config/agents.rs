@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_CONCURRENT: u32 = 8;
 /// Longest exec approval wait accepted (7 days).
 const MAX_APPROVAL_TIMEOUT_MS: u64 = 7 * 24 * 3600 * 1000;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgents {
     #[serde(default)]
@@ -34,9 +34,11 @@ pub struct RawAgents {
     pub list: BTreeMap<AgentId, RawAgentSettings>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgentSettings {
+    #[serde(default)]
+    #[schemars(schema_with = "super::schemas::model_setting")]
     pub model: Option<ModelSetting>,
     pub timeout_seconds: Option<u64>,
     pub workspace: Option<PathBuf>,
@@ -65,7 +67,7 @@ pub struct RawAgentSettings {
 }
 
 /// `compaction`: when a session's older context is summarized (R-B7).
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawCompaction {
     /// Tokens kept free for the reply (default 20 000, at most a quarter of the window).
@@ -74,7 +76,7 @@ pub struct RawCompaction {
     pub keep_recent_tokens: Option<u64>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTools {
     pub exec: Option<RawExec>,
@@ -83,9 +85,11 @@ pub struct RawTools {
 }
 
 /// `tools.exec`: who may run shell commands.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawExec {
+    #[serde(default)]
+    #[schemars(schema_with = "super::schemas::exec_security")]
     pub security: Option<ExecSecurity>,
     pub allowlist: Option<Vec<String>>,
     pub timeout_seconds: Option<u64>,

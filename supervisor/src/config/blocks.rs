@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::invalid::Invalid;
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBlockStreaming {
     /// Whether `agent` runs stream blocks when the request does not say (default false).

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::invalid::Invalid;
 
 /// `[gateway.control_ui]` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawControlUi {
     /// The built UI directory (holding `index.html`). Absolute.

@@ -14,7 +14,7 @@ pub const DEFAULT_RESERVE_MB: u64 = 16;
 const MAX_MB: u64 = 1 << 30;
 
 /// `[disk]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDisk {
     /// Free space a file tool leaves on its filesystem (default 256; 0 = none).
@@ -25,7 +25,7 @@ pub struct RawDisk {
 }
 
 /// `agents.defaults.disk` / `agents.list.<id>.disk`.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAgentDisk {
     /// Most a workspace may hold after a `write` or `edit` (default 1024; 0 = no cap).

@@ -17,7 +17,7 @@ pub const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 300;
 /// Default for `gateway.max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawGateway {
     pub port: Option<u16>,
@@ -42,14 +42,14 @@ pub struct RawGateway {
 }
 
 /// `[gateway.metrics]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMetrics {
     /// Off by default.
     pub enabled: Option<bool>,
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawAuth {
     pub mode: Option<AuthMode>,
@@ -65,7 +65,7 @@ impl fmt::Debug for RawAuth {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuthMode {
     None,

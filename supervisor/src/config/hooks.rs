@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::invalid::Invalid;
 
 /// One `[[hooks.<event>]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHook {
     /// Program and arguments (no shell).

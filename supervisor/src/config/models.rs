@@ -17,16 +17,17 @@ pub const DEFAULT_IDLE_CLOUD_SECONDS: f64 = 120.0;
 /// Default model idle timeout for self-hosted (loopback / private) providers (R-B4).
 pub const DEFAULT_IDLE_SELF_HOSTED_SECONDS: f64 = 300.0;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawModels {
     #[serde(default)]
     pub providers: BTreeMap<String, RawProvider>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawProvider {
+    #[schemars(schema_with = "super::schemas::provider_api")]
     pub api: ProviderApi,
     pub base_url: String,
     pub api_key_env: Option<String>,
@@ -53,7 +54,7 @@ pub struct RawProvider {
 }
 
 /// What the config says of one model of a provider.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawModelEntry {
     /// The model can think (takes a thinking level other than `off`).

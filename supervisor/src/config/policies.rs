@@ -16,7 +16,7 @@ pub const DEFAULT_IDLE_EXIT_SECONDS: u64 = 300;
 pub const DEFAULT_HEARTBEAT_TIMEOUT_SECONDS: f64 = 10.0;
 
 /// Worker supervision settings (`[workers]`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkers {
     /// A worker that answers no heartbeat for this long is killed as hung.
@@ -79,7 +79,7 @@ pub(super) fn resolve_workers(w: &RawWorkers) -> Result<WorkersConfig, Invalid> 
 }
 
 /// `[messages]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMessages {
     #[serde(default)]
@@ -88,7 +88,7 @@ pub struct RawMessages {
 
 /// `[messages.queue]`: OpenClaw's `messages.queue` (defaults `steer`, 500 ms, 20,
 /// `summarize`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueue {
     pub mode: Option<String>,
@@ -195,7 +195,7 @@ pub(super) fn resolve_queue(q: &RawQueue) -> Result<ipc::queue::QueuePolicy, Inv
 
 /// `[diagnostics]`: OpenClaw's `diagnostics.enabled` / `stuckSessionWarnMs`, and the floor of
 /// the abort threshold (5 minutes; lowered by tests).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDiagnostics {
     pub enabled: Option<bool>,

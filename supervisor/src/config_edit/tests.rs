@@ -27,10 +27,10 @@ fn doc() -> DocumentMut {
 fn the_content_hash_is_a_standard_hmac() {
     let mut key = [0u8; 32];
     key[..4].copy_from_slice(b"Jefe");
-    let mac: String = hmac_sha256(&key, b"what do ya want for nothing?")
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
+    let mac = crate::secrets::hex(&crate::secrets::hmac_sha256(
+        &key,
+        b"what do ya want for nothing?",
+    ));
     assert_eq!(
         mac,
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"

@@ -16,6 +16,7 @@ use hyper::{Response, StatusCode};
 use ipc::gateway::{MediaMeta, MediaUnavailable};
 
 use super::{Body, Site};
+use crate::secrets::{hex, hmac_sha256};
 
 /// How long a ticket lets its URL fetch the bytes.
 pub const TICKET_TTL_MS: u64 = 10 * 60 * 1000;
@@ -203,28 +204,6 @@ fn check_ticket(key: &[u8; 32], t: &str, q: &MediaQuery, digits: &str, now: u64)
     }
     let want = hex(&hmac_sha256(key, claim(q, digits, expires).as_bytes()));
     crate::auth::token_matches(sig, &want)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// HMAC-SHA256 (RFC 2104) with a 32-byte key.
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut inner = Sha256::new();
-    let mut outer = Sha256::new();
-    let mut ipad = [0x36u8; 64];
-    let mut opad = [0x5cu8; 64];
-    for (i, k) in key.iter().enumerate() {
-        ipad[i] ^= k;
-        opad[i] ^= k;
-    }
-    inner.update(ipad);
-    inner.update(message);
-    outer.update(opad);
-    outer.update(inner.finalize());
-    outer.finalize().into()
 }
 
 /// `ms` since the epoch as ISO 8601 UTC (`2026-12-03T12:00:00.000Z`).

@@ -5,9 +5,10 @@
 
 use super::*;
 use ipc::gateway::{
-    AgentIdentity, AgentScopeParams, ChatMetadataResult, ConfigGetResult, ConfigWriteResult,
-    GatewayDrainParams, LogsTailParams, LogsTailResult, ReloadResult, StatusParams, StatusResult,
-    WorkerRestartParams, WorkerRestartResult,
+    AgentIdentity, AgentScopeParams, ChatMetadataResult, ConfigGetResult, ConfigSchemaLookupParams,
+    ConfigSchemaLookupResult, ConfigSchemaResult, ConfigWriteResult, GatewayDrainParams,
+    LogsTailParams, LogsTailResult, ReloadResult, StatusParams, StatusResult, WorkerRestartParams,
+    WorkerRestartResult,
 };
 
 /// `config.get`: the config as loaded, and the file as it is now: its text and parse with
@@ -25,6 +26,24 @@ pub(super) async fn config_get(config: &Config) -> Answer<ConfigGetResult> {
         crate::catalog::FileView { raw, parsed, hash }
     });
     Ok(crate::catalog::config_get(config, file))
+}
+
+/// `config.schema`: the config file's schema, generated from the config's types.
+pub(super) async fn config_schema() -> Answer<ConfigSchemaResult> {
+    Ok(ConfigSchemaResult {
+        schema: crate::config_schema::schema().clone(),
+        ui_hints: serde_json::Map::new(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        generated_at: crate::control_ui::media::iso_ms(now_ms()),
+    })
+}
+
+/// `config.schema.lookup`: one key's node, how a change of it applies, and its children.
+pub(super) async fn config_schema_lookup(
+    p: ConfigSchemaLookupParams,
+) -> Answer<ConfigSchemaLookupResult> {
+    crate::config_schema::lookup(&p.path)
+        .ok_or_else(|| ErrorShape::invalid("config schema path not found"))
 }
 
 /// `config.patch` and `config.apply`: the serve loop (`requests`) writes the file and applies

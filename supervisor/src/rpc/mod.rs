@@ -158,6 +158,8 @@ fn group(method: Method) -> Group {
         | Method::ConfigGet
         | Method::ConfigPatch
         | Method::ConfigApply
+        | Method::ConfigSchema
+        | Method::ConfigSchemaLookup
         | Method::LogsTail
         | Method::SystemPresence
         | Method::AgentsList
@@ -323,6 +325,10 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::ConfigGet => {
             let config = gw.config();
             serve::<m::ConfigGet, _>(req, out, |_| config_get(&config)).await
+        }
+        Method::ConfigSchema => serve::<m::ConfigSchema, _>(req, out, |_| config_schema()).await,
+        Method::ConfigSchemaLookup => {
+            serve::<m::ConfigSchemaLookup, _>(req, out, config_schema_lookup).await
         }
         Method::ConfigPatch => {
             let patch = |p| config_write(&gw.reload_requests, ConfigWrite::Patch(p));
