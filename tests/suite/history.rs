@@ -260,3 +260,33 @@ async fn a_delete_is_told_to_subscribers_r_d3() {
     assert!(ev["payload"].get("session").is_none(), "{ev}");
     gw.logs.assert_clean(&[]);
 }
+
+/// `chat.history` carries the session's own levels at its top level once set, and none
+/// before (operator-surface §15; issue 39, seen by the chat-surface check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_tells_the_sessions_own_levels_at_its_top_level_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let key = "agent:main:levels";
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "lv-1", "sessionKey": key}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let page = c.call("chat.history", json!({"sessionKey": key})).await;
+    let p = &page["payload"];
+    assert!(
+        p.get("verboseLevel").is_none() && p.get("thinkingLevel").is_none(),
+        "{page}"
+    );
+    let r = c
+        .call("sessions.patch", json!({"key": key, "verboseLevel": "on"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let page = c.call("chat.history", json!({"sessionKey": key})).await;
+    assert_eq!(page["payload"]["verboseLevel"], "on", "{page}");
+    assert_eq!(
+        page["payload"]["sessionInfo"]["verboseLevel"], "on",
+        "{page}"
+    );
+    assert!(page["payload"].get("thinkingLevel").is_none(), "{page}");
+}

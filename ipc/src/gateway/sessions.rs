@@ -232,6 +232,13 @@ pub struct HistoryPage {
     pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<HistoryDefaults>,
+    /// The session's own thinking level (`sessions.patch`, `/think`); absent when it has
+    /// none, as OpenClaw's (operator-surface §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<String>,
+    /// The session's own verbose level, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbose_level: Option<String>,
 }
 
 /// Whether a sent message has reached the transcript yet.

@@ -197,6 +197,8 @@ fn history_page(
         next_offset: read.next_offset,
         offset: p.offset,
         defaults,
+        thinking_level: info.thinking_level.clone(),
+        verbose_level: info.verbose_level.clone(),
         session_info: info,
     }
 }
