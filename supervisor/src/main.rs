@@ -157,6 +157,18 @@ enum ConfigCmd {
     /// Validate a config file without starting anything (default: the one `serve` would
     /// read): the same messages and exit code (78) as `serve`.
     Check { file: Option<PathBuf> },
+    /// Print the running gateway's config file (the gateway token and URL passwords
+    /// redacted).
+    Get {
+        /// The whole `config.get` answer (parse, hashes, effective settings) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set one key and apply it at once (`config.patch`): `VALUE` is JSON5 (`900`, `true`,
+    /// `"text"`, `["a/b"]`, `null` removes the key), else a plain string.
+    Set { key: String, value: String },
+    /// Merge a JSON5 patch into the config and apply it at once (`-`: read it from stdin).
+    Patch { patch: String },
 }
 
 #[derive(Subcommand)]
@@ -337,9 +349,14 @@ fn dispatch(
             command: WorkerCmd::Restart { agent, force },
         } => runtime.block_on(client::worker_restart(&socket, agent, force)),
         Cmd::Reload => runtime.block_on(client::reload(&socket)),
-        Cmd::Config {
-            command: ConfigCmd::Check { file },
-        } => check_config(file, &state_dir, &env),
+        Cmd::Config { command } => match command {
+            ConfigCmd::Check { file } => check_config(file, &state_dir, &env),
+            ConfigCmd::Get { json } => runtime.block_on(client::config_get(&socket, json)),
+            ConfigCmd::Set { key, value } => {
+                runtime.block_on(client::config_set(&socket, &key, &value))
+            }
+            ConfigCmd::Patch { patch } => runtime.block_on(client::config_patch(&socket, &patch)),
+        },
         Cmd::Approvals { command } => runtime.block_on(approvals(&socket, command)),
         Cmd::Devices { command } => runtime.block_on(devices(&socket, command)),
     }
