@@ -198,8 +198,10 @@ impl Config {
         };
         let (text, raw) = match std::fs::read_to_string(path) {
             Ok(text) => {
-                let raw = toml::from_str::<RawConfig>(&text)
-                    .map_err(|e| err(ConfigProblem::Syntax(e.to_string().trim_end().to_owned())))?;
+                let raw = toml::from_str::<RawConfig>(&text).map_err(|e| {
+                    let message = crate::config_lines::without_source(e.to_string().trim_end());
+                    err(ConfigProblem::Syntax(message))
+                })?;
                 (text, raw)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {

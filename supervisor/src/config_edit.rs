@@ -12,10 +12,10 @@ use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Val
 /// What a secret is shown as (OpenClaw's placeholder, which its clients send back).
 pub const REDACTED: &str = "__OPENCLAW_REDACTED__";
 
-/// A write that leaves less than this share of the file's bytes is refused as destructive.
+/// A whole-file write that keeps less than this share of the file's settings is refused.
 const KEEP_AT_LEAST: f64 = 0.5;
-/// Files smaller than this are never too small to shrink.
-const GUARD_FROM_BYTES: usize = 512;
+/// Files with fewer settings than this are never guarded.
+const GUARD_FROM_KEYS: usize = 6;
 
 /// Why an edit cannot be made (nothing is written).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,18 +51,11 @@ pub fn content_hash(bytes: &[u8]) -> String {
 
 /// The file's text parsed as a document.
 pub fn document(text: &str) -> Result<DocumentMut, EditError> {
-    text.parse::<DocumentMut>()
-        .map_err(|e| EditError::Toml(e.to_string().trim_end().to_owned()))
-}
-
-/// The document's text and its parse (JSON), every secret shown as [`REDACTED`].
-pub fn redacted(doc: &DocumentMut) -> (String, Json) {
-    let mut doc = doc.clone();
-    visit_strings(doc.as_table_mut(), &mut Vec::new(), &mut |path, s| {
-        is_secret(path, s).then(|| REDACTED.to_owned())
-    });
-    let text = doc.to_string();
-    (text.clone(), parse_json(&text))
+    text.parse::<DocumentMut>().map_err(|e| {
+        EditError::Toml(crate::config_lines::without_source(
+            e.to_string().trim_end(),
+        ))
+    })
 }
 
 /// The document as JSON (secrets as they are).
@@ -77,12 +70,75 @@ fn parse_json(text: &str) -> Json {
         .unwrap_or_else(|| Json::Object(Map::new()))
 }
 
-/// `config.patch`'s `raw`: a JSON5 object.
+/// `config.patch`'s `raw`: a JSON5 object. `NaN` and the infinities are refused (JSON has
+/// no place for them: read as JSON they would become `null`, which deletes).
 pub fn parse_patch(raw: &str) -> Result<Map<String, Json>, EditError> {
-    match json5::from_str::<Json>(raw) {
-        Ok(Json::Object(m)) => Ok(m),
+    match json5::from_str::<Finite>(raw) {
+        Ok(Finite(Json::Object(m))) => Ok(m),
         Ok(_) => Err(EditError::NotAnObject),
         Err(e) => Err(EditError::Json5(e.to_string())),
+    }
+}
+
+/// A JSON value whose numbers are all finite.
+struct Finite(Json);
+
+impl<'de> serde::Deserialize<'de> for Finite {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FiniteVisitor).map(Finite)
+    }
+}
+
+struct FiniteVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FiniteVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON5 value with finite numbers")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+        Ok(Json::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Json, E> {
+        serde_json::Number::from_f64(v)
+            .map(Json::Number)
+            .ok_or_else(|| E::custom(format!("{v} is not a number a config can hold")))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+        Ok(Json::from(v))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Json, E> {
+        Ok(Json::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+    fn visit_none<E>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Finite(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Json::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut out = Map::new();
+        while let Some((k, Finite(v))) = map.next_entry::<String, Finite>()? {
+            out.insert(k, v);
+        }
+        Ok(Json::Object(out))
     }
 }
 
@@ -188,98 +244,6 @@ fn value(v: &Json, path: &[String]) -> Result<Value, EditError> {
     })
 }
 
-/// Puts back the secrets sent as [`REDACTED`]: each takes the value `old` has at the same
-/// place.
-pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), EditError> {
-    let mut missing = None;
-    visit_strings(doc.as_table_mut(), &mut Vec::new(), &mut |path, s| {
-        if s != REDACTED {
-            return None;
-        }
-        let kept = string_at(old.as_table(), path);
-        if kept.is_none() && missing.is_none() {
-            missing = Some(path.join("."));
-        }
-        kept
-    });
-    match missing {
-        Some(path) => Err(EditError::NothingToRestore(path)),
-        None => Ok(()),
-    }
-}
-
-fn string_at(table: &Table, path: &[String]) -> Option<String> {
-    let (last, parents) = path.split_last()?;
-    let mut t: &dyn toml_edit::TableLike = table;
-    for p in parents {
-        t = t.get(p)?.as_table_like()?;
-    }
-    t.get(last)?.as_str().map(str::to_owned)
-}
-
-/// Calls `f` with the path and text of every string value in tables (not in arrays); a
-/// `Some` it gives replaces the value, keeping its decoration.
-fn visit_strings(
-    table: &mut dyn toml_edit::TableLike,
-    path: &mut Vec<String>,
-    f: &mut dyn FnMut(&[String], &str) -> Option<String>,
-) {
-    let keys: Vec<String> = table.iter().map(|(k, _)| k.to_owned()).collect();
-    for key in keys {
-        path.push(key.clone());
-        if let Some(item) = table.get_mut(&key) {
-            match item {
-                Item::Value(Value::String(s)) => {
-                    if let Some(new) = f(path, s.value()) {
-                        let decor = s.decor().clone();
-                        let mut v = toml_edit::Formatted::new(new);
-                        *v.decor_mut() = decor;
-                        *s = v;
-                    }
-                }
-                Item::Value(Value::Array(a)) => {
-                    for v in a.iter_mut() {
-                        if let Value::String(s) = v {
-                            if let Some(new) = f(path, s.value()) {
-                                let decor = s.decor().clone();
-                                let mut n = toml_edit::Formatted::new(new);
-                                *n.decor_mut() = decor;
-                                *s = n;
-                            }
-                        }
-                    }
-                }
-                Item::Table(t) => visit_strings(t, path, f),
-                Item::Value(Value::InlineTable(t)) => visit_strings(t, path, f),
-                Item::ArrayOfTables(ts) => {
-                    for t in ts.iter_mut() {
-                        visit_strings(t, path, f);
-                    }
-                }
-                _ => {}
-            }
-        }
-        path.pop();
-    }
-}
-
-/// Whether the string at `path` is a secret: the gateway token, or a URL with a password.
-fn is_secret(path: &[String], s: &str) -> bool {
-    let at = |want: &[&str]| path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b);
-    if at(&["gateway", "auth", "token"]) {
-        return true;
-    }
-    // `scheme://user:password@host`: the userinfo is a credential.
-    s.split_once("://")
-        .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
-        .is_some_and(|authority| {
-            authority.contains('@') && authority.contains(':') && {
-                let user = authority.split('@').next().unwrap_or("");
-                user.contains(':')
-            }
-        })
-}
-
 /// The dotted paths whose values differ between two parses (a table that appears or goes
 /// is one path; arrays compare whole).
 pub fn changed_paths(old: &Json, new: &Json) -> Vec<String> {
@@ -312,12 +276,26 @@ fn diff(old: &Json, new: &Json, at: &mut String, out: &mut Vec<String>) {
     }
 }
 
-/// Why a write that would leave too little of the file is refused, if it would.
-pub fn destructive(old: &str, new: &str) -> Option<String> {
-    let kept = new.len() as f64 / old.len().max(1) as f64;
-    (old.len() >= GUARD_FROM_BYTES && kept < KEEP_AT_LEAST)
-        .then(|| format!("size-drop:{}->{}", old.len(), new.len()))
+/// Why a whole-file write (`config.apply`) that would drop most of the file's settings is
+/// refused, if it would: it keeps fewer than half of the keys of a file with at least
+/// [`GUARD_FROM_KEYS`]. Counted in settings, not bytes, so padding cannot hide a truncation;
+/// removing keys on purpose is `config.patch`'s (`null`), which this does not guard.
+pub fn destructive(old: &Json, new: &Json) -> Option<String> {
+    let (before, after) = (leaves(old), leaves(new));
+    (before >= GUARD_FROM_KEYS && (after as f64) < before as f64 * KEEP_AT_LEAST)
+        .then(|| format!("settings-drop:{before}->{after}"))
 }
+
+/// The settings (leaf values) of a parse.
+fn leaves(v: &Json) -> usize {
+    match v {
+        Json::Object(m) => m.values().map(leaves).sum(),
+        _ => 1,
+    }
+}
+
+mod redact;
+pub use redact::{redacted, restore_secrets};
 
 #[cfg(test)]
 mod tests;

@@ -85,6 +85,21 @@ fn split_indices(segment: &str) -> Option<(&str, Vec<usize>)> {
     Some((name, indices))
 }
 
+/// A TOML parser's message without the source lines it quotes (`3 | token = "..."`): the
+/// line and column stay, the file's text (which may hold the gateway token) goes, so the
+/// message may be logged and shown to any reader.
+pub(crate) fn without_source(message: &str) -> String {
+    message
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            let digits = t.trim_start_matches(|c: char| c.is_ascii_digit());
+            !digits.trim_start().starts_with('|')
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -324,3 +324,51 @@ async fn the_schema_describes_the_keys_a_patch_takes_issue_39() {
     let r = c.call("config.schema", json!({"bogus": 1})).await;
     refused(&r, "INVALID_REQUEST", "bogus");
 }
+
+/// Review of d6c4e0d: a write keeps the file's mode, writes through a symlinked config file
+/// (it stays a link), and a gateway with no config file at all can write its first one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_keeps_the_files_mode_its_link_and_works_without_a_file_issue_39() {
+    use std::os::unix::fs::PermissionsExt;
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    let link = gw.state().join("loopgate.toml");
+    let target = gw.state().join("real.toml");
+    std::fs::rename(&link, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{agents: {list: {ops: {name: 'Ops Two'}}}}", "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert!(text.contains("Ops Two") && text.contains(SECRET), "{text}");
+    let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+    // No file: config.get names the hash of no bytes, and a write with it creates the file.
+    std::fs::remove_file(&link).unwrap();
+    let r = c.call("config.get", json!({})).await;
+    assert_eq!(r["payload"]["exists"], false, "{r}");
+    let h = r["payload"]["hash"].as_str().unwrap().to_owned();
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{agents: {list: {ops: {name: 'Ops'}}}}", "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let made = std::fs::metadata(&link).unwrap();
+    assert_eq!(
+        made.permissions().mode() & 0o777,
+        0o600,
+        "the operator's only"
+    );
+}

@@ -155,16 +155,98 @@ fn a_patch_that_is_not_a_json5_object_is_refused_as_openclaw_says() {
 }
 
 #[test]
-fn a_write_that_drops_most_of_the_file_is_destructive() {
-    let big = FILE.repeat(3);
+fn a_whole_file_that_drops_most_settings_is_destructive_however_padded() {
+    let old = as_json(&doc());
+    let padded = format!("[gateway]\nport = 0\n# {}\n", "x".repeat(2000));
+    let new = as_json(&document(&padded).unwrap());
+    assert_eq!(destructive(&old, &new), Some("settings-drop:7->1".into()));
+    let mut most = doc();
+    merge(&mut most, &parse_patch("{agents: {list: null}}").unwrap()).unwrap();
     assert_eq!(
-        destructive(&big, "[gateway]\n"),
-        Some(format!("size-drop:{}->10", big.len()))
-    );
-    assert_eq!(destructive(&big, &big[..big.len() * 2 / 3]), None);
-    assert_eq!(
-        destructive("[gateway]\nport = 1\n", ""),
+        destructive(&old, &as_json(&most)),
         None,
-        "small files may shrink"
+        "one table of many"
+    );
+    let small = as_json(&document("[gateway]\nport = 1\n").unwrap());
+    assert_eq!(
+        destructive(&small, &as_json(&document("").unwrap())),
+        None,
+        "small files"
+    );
+}
+
+/// Review of d6c4e0d: secrets in comments, in URLs without a password, in arrays and arrays
+/// of inline tables, are redacted, and the redacted text applied back keeps them all.
+#[test]
+fn every_place_a_secret_can_sit_is_redacted_and_restored() {
+    let text = r#"# token = "OLD-SECRET-2"
+[gateway.auth]
+token = "NOW-SECRET" # rotated from "OLD-SECRET-1"
+
+[cluster]
+nats = ["nats://u:NATSPW@n1:4222", "nats://n2:4222"]
+
+[models.providers.p]
+api = "openai-completions"
+base_url = "https://ghp_TOKENONLY@host/v1"
+
+[hooks]
+gateway_start = [{ command = ["/bin/true", "https://u:HOOKPW@h/"] }]
+
+[[hooks.before_tool_call]]
+command = ["/bin/hook", "https://host/x?key=QUERYKEY"]
+"#;
+    let original = document(text).unwrap();
+    let (raw, parsed) = redacted(&original);
+    for secret in [
+        "OLD-SECRET",
+        "NOW-SECRET",
+        "NATSPW",
+        "TOKENONLY",
+        "HOOKPW",
+        "QUERYKEY",
+    ] {
+        assert!(!raw.contains(secret), "{secret} in {raw}");
+        assert!(!parsed.to_string().contains(secret), "{secret} in {parsed}");
+    }
+    assert!(raw.contains("nats://n2:4222"), "not a secret: {raw}");
+    let mut back = document(&raw).unwrap();
+    restore_secrets(&mut back, &original).unwrap();
+    let v = as_json(&back);
+    assert_eq!(v["cluster"]["nats"][0], "nats://u:NATSPW@n1:4222");
+    assert_eq!(
+        v["hooks"]["gateway_start"][0]["command"][1],
+        "https://u:HOOKPW@h/"
+    );
+    assert_eq!(
+        v["hooks"]["before_tool_call"][0]["command"][1],
+        "https://host/x?key=QUERYKEY"
+    );
+    assert_eq!(v["gateway"]["auth"]["token"], "NOW-SECRET");
+}
+
+#[test]
+fn a_number_json_cannot_hold_is_refused_not_read_as_null() {
+    for raw in [
+        "{gateway: {auth: {token: NaN}}}",
+        "{a: Infinity}",
+        "{a: [-Infinity]}",
+    ] {
+        assert!(
+            matches!(parse_patch(raw), Err(EditError::Json5(_))),
+            "{raw}: {:?}",
+            parse_patch(raw)
+        );
+    }
+    assert!(parse_patch("{a: 1.5, b: [1, 'x', null], c: {d: true}}").is_ok());
+}
+
+#[test]
+fn a_parsers_message_quotes_no_line_of_the_file() {
+    let err = document("[gateway.auth]\ntoken = \"SECRET\" x\n").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        !text.contains("SECRET") && text.contains("line 2"),
+        "{text}"
     );
 }

@@ -14,7 +14,12 @@ use ipc::gateway::{
 /// `config.get`: the config as loaded, and the file as it is now: its text and parse with
 /// secrets redacted, and its hash (the `baseHash` of a write).
 pub(super) async fn config_get(config: &Config) -> Answer<ConfigGetResult> {
-    let file = tokio::fs::read(&config.path).await.ok().map(|bytes| {
+    // No file (all defaults): the hash of no bytes, so the first write can name it.
+    let bytes = match tokio::fs::read(&config.path).await {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
+        read => read.ok(),
+    };
+    let file = bytes.map(|bytes| {
         let hash = crate::config_edit::content_hash(&bytes);
         let text = String::from_utf8_lossy(&bytes);
         let (raw, parsed) = match crate::config_edit::document(&text) {

@@ -74,9 +74,12 @@ pub(super) async fn write(
             sentinel: None,
         });
     }
-    if let Some(why) = edit::destructive(&before.text, &new_text) {
+    if let Some(why) = (!patching)
+        .then(|| edit::destructive(&edit::as_json(&before.doc), &edit::as_json(&new)))
+        .flatten()
+    {
         return Err(unavailable(format!(
-            "Config write rejected: {} ({why}); nothing was written",
+            "Config write rejected: {} ({why}); nothing was written (remove settings with config.patch and null)",
             path.display()
         )));
     }
@@ -175,8 +178,7 @@ async fn commit(
     if !reloaded.ok {
         // Nothing of it may stay: the old bytes go back, the running config never changed.
         write_atomically(&source.path, &before.bytes).await?;
-        let why = reloaded.error.unwrap_or_default();
-        return Err(ErrorShape::invalid(format!("invalid config: {why}")));
+        return Err(ErrorShape::invalid(reloaded.error.unwrap_or_default()));
     }
     let hash = edit::content_hash(new_text.as_bytes());
     let changed = ConfigChanged {
@@ -210,10 +212,17 @@ fn validate(text: &str, source: &ConfigSource) -> Result<Config, ErrorShape> {
             .unwrap_or_default();
         issue(path, message)
     })?;
-    Config::from_raw(raw, &source.path, &source.state_dir, &source.overrides).map_err(|e| {
-        let key = e.key().unwrap_or_default().to_owned();
-        issue(key, problem_of(&e))
-    })
+    let config = Config::from_raw(raw, &source.path, &source.state_dir, &source.overrides)
+        .map_err(|e| {
+            let key = e.key().unwrap_or_default().to_owned();
+            issue(key, problem_of(&e))
+        })?;
+    // The places it names are checked as a load checks them (only the operator may write
+    // what the gateway will run or read).
+    let trusted = crate::ownership::agent_paths(&config.agents);
+    crate::ownership::check_inside(&source.state_dir, &trusted, crate::ownership::euid())
+        .map_err(|e| issue(String::new(), format!("refused: {e}")))?;
+    Ok(config)
 }
 
 fn problem_of(e: &ConfigError) -> String {
@@ -270,39 +279,54 @@ fn unavailable(message: String) -> ErrorShape {
 }
 
 /// Writes `bytes` over `path` at once or not at all: a file beside it, synced, renamed over
-/// it (the old file's permissions kept; a new one is the operator's only).
+/// it. The old file's mode, owner and group are kept (a new file is the operator's only);
+/// a symlinked config file is written where the link points, and stays a link.
 async fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ErrorShape> {
     let (path, bytes) = (path.to_owned(), bytes.to_vec());
-    let done = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        let mode = std::fs::metadata(&path)
-            .map(|m| m.permissions().mode() & 0o777)
-            .unwrap_or(0o600);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "loopgate.toml".into());
-        let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        let written = f.write_all(&bytes).and_then(|()| f.sync_all());
-        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::File::open(dir).and_then(|d| d.sync_all())?;
-        }
-        Ok(())
-    })
-    .await;
+    let done = tokio::task::spawn_blocking(move || replace_file(&path, &bytes)).await;
     match done {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(unavailable(format!("cannot write the config: {e}"))),
         Err(e) => Err(unavailable(format!("cannot write the config: {e}"))),
     }
+}
+
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let old = std::fs::metadata(&path).ok();
+    let mode = old
+        .as_ref()
+        .map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "loopgate.toml".into());
+    // A name of its own: a file left by a crash never blocks the next write.
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    let written = (|| {
+        if let Some(m) = &old {
+            // As the operator's file had it (the process umask does not apply here); a
+            // group the gateway's user may not give stays the user's own.
+            let _ = std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()));
+        }
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all())?;
+    }
+    Ok(())
 }

@@ -1,0 +1,262 @@
+//! Secrets in the config file, kept from readers: what counts as one, how `config.get`
+//! shows the file with each as [`REDACTED`], and how a write that sends the placeholder back
+//! keeps the file's value.
+//!
+//! A secret is the gateway token, a URL that carries credentials (a user or password before
+//! its host, or a key-like query parameter), wherever it is: a value, an array element, an
+//! inline table in an array, an array of tables. A comment that mentions a secret-like word
+//! or holds such a URL is shown redacted too (an old token is often left in a comment).
+//! Places are addressed by path, array elements by their index, so a placeholder is only
+//! ever restored from the same place: a secret cannot be moved where it would be shown.
+
+use toml_edit::{Decor, DocumentMut, Item, RawString, Table, TableLike, Value};
+
+use super::{parse_json, EditError, REDACTED};
+
+/// The document's text and its parse (JSON), every secret shown as [`REDACTED`].
+pub fn redacted(doc: &DocumentMut) -> (String, serde_json::Value) {
+    let mut doc = doc.clone();
+    let root = doc.as_table_mut();
+    redact_decor(root.decor_mut());
+    visit_table(root, &mut Vec::new(), &mut |path, s| {
+        is_secret(path, s).then(|| REDACTED.to_owned())
+    });
+    redact_trailing(&mut doc);
+    let text = doc.to_string();
+    (text.clone(), parse_json(&text))
+}
+
+/// Puts back the secrets sent as [`REDACTED`]: each takes the value `old` has at the same
+/// place.
+pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), EditError> {
+    let mut missing = None;
+    visit_table(doc.as_table_mut(), &mut Vec::new(), &mut |path, s| {
+        if s != REDACTED {
+            return None;
+        }
+        let kept = string_at(old.as_item(), path);
+        if kept.is_none() && missing.is_none() {
+            missing = Some(path.join("."));
+        }
+        kept
+    });
+    match missing {
+        Some(path) => Err(EditError::NothingToRestore(path)),
+        None => Ok(()),
+    }
+}
+
+/// The string at `path` (table keys and array indexes) under `item`.
+fn string_at(item: &Item, path: &[String]) -> Option<String> {
+    let mut at = Step::Item(item);
+    for p in path {
+        at = match at {
+            Step::Item(Item::Table(t)) => Step::Item(t.get(p)?),
+            Step::Item(Item::ArrayOfTables(a)) => Step::Table(a.get(p.parse().ok()?)?),
+            Step::Item(Item::Value(v)) | Step::Value(v) => Step::Value(child_value(v, p)?),
+            Step::Table(t) => Step::Item(t.get(p)?),
+            Step::Item(Item::None) => return None,
+        };
+    }
+    match at {
+        Step::Item(Item::Value(Value::String(s))) | Step::Value(Value::String(s)) => {
+            Some(s.value().clone())
+        }
+        _ => None,
+    }
+}
+
+enum Step<'a> {
+    Item(&'a Item),
+    Table(&'a Table),
+    Value(&'a Value),
+}
+
+fn child_value<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    match v {
+        Value::InlineTable(t) => t.get(key),
+        Value::Array(a) => a.get(key.parse().ok()?),
+        _ => None,
+    }
+}
+
+type Visit<'f> = dyn FnMut(&[String], &str) -> Option<String> + 'f;
+
+/// Calls `f` with the path and text of every string in a table, an array, an inline table
+/// or an array of tables; a `Some` it gives replaces the string, keeping its layout.
+/// Comments around the keys are redacted on the way.
+fn visit_table(table: &mut dyn TableLike, path: &mut Vec<String>, f: &mut Visit<'_>) {
+    let keys: Vec<String> = table.iter().map(|(k, _)| k.to_owned()).collect();
+    for key in keys {
+        if let Some(mut k) = table.key_mut(&key) {
+            redact_decor(k.leaf_decor_mut());
+            redact_decor(k.dotted_decor_mut());
+        }
+        path.push(key.clone());
+        if let Some(item) = table.get_mut(&key) {
+            visit_item(item, path, f);
+        }
+        path.pop();
+    }
+}
+
+fn visit_item(item: &mut Item, path: &mut Vec<String>, f: &mut Visit<'_>) {
+    match item {
+        Item::Value(v) => visit_value(v, path, f),
+        Item::Table(t) => {
+            redact_decor(t.decor_mut());
+            visit_table(t, path, f);
+        }
+        Item::ArrayOfTables(ts) => {
+            for (i, t) in ts.iter_mut().enumerate() {
+                redact_decor(t.decor_mut());
+                path.push(i.to_string());
+                visit_table(t, path, f);
+                path.pop();
+            }
+        }
+        Item::None => {}
+    }
+}
+
+fn visit_value(v: &mut Value, path: &mut Vec<String>, f: &mut Visit<'_>) {
+    redact_decor(v.decor_mut());
+    match v {
+        Value::String(s) => {
+            if let Some(new) = f(path, s.value()) {
+                let decor = s.decor().clone();
+                let mut n = toml_edit::Formatted::new(new);
+                *n.decor_mut() = decor;
+                *s = n;
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                path.push(i.to_string());
+                visit_value(x, path, f);
+                path.pop();
+            }
+        }
+        Value::InlineTable(t) => visit_table(t, path, f),
+        _ => {}
+    }
+}
+
+/// A comment that may hold a secret, shown as the placeholder instead.
+fn redact_decor(decor: &mut Decor) {
+    let fix = |raw: Option<&RawString>| -> Option<String> {
+        let text = raw?.as_str()?;
+        text.contains('#').then_some(())?;
+        let redacted: Vec<String> = text
+            .split_inclusive('\n')
+            .map(|line| match line.find('#') {
+                Some(at) if secret_words(&line[at..]) => {
+                    let end = if line.ends_with('\n') { "\n" } else { "" };
+                    format!("{}# {REDACTED}{end}", &line[..at])
+                }
+                _ => line.to_owned(),
+            })
+            .collect();
+        let joined = redacted.concat();
+        (joined != text).then_some(joined)
+    };
+    if let Some(p) = fix(decor.prefix()) {
+        decor.set_prefix(p);
+    }
+    if let Some(s) = fix(decor.suffix()) {
+        decor.set_suffix(s);
+    }
+}
+
+/// The comments after the last item of the document.
+fn redact_trailing(doc: &mut DocumentMut) {
+    let text = doc.trailing().as_str().map(str::to_owned);
+    if let Some(text) = text {
+        let mut d = Decor::new(text, "");
+        redact_decor(&mut d);
+        if let Some(p) = d.prefix().and_then(RawString::as_str) {
+            doc.set_trailing(p.to_owned());
+        }
+    }
+}
+
+/// Whether comment text may hold a secret.
+fn secret_words(comment: &str) -> bool {
+    let lower = comment.to_ascii_lowercase();
+    [
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "api_key",
+        "apikey",
+        "api-key",
+        "credential",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        || url_with_credentials(comment)
+}
+
+/// Whether the string at `path` is a secret: the gateway token, or a URL with credentials.
+pub(super) fn is_secret(path: &[String], s: &str) -> bool {
+    let at = |want: &[&str]| path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b);
+    at(&["gateway", "auth", "token"]) || url_with_credentials(s)
+}
+
+/// `scheme://user[:password]@host...`, or a URL whose query has a key-like parameter.
+fn url_with_credentials(s: &str) -> bool {
+    let Some((_, rest)) = s.split_once("://") else {
+        return false;
+    };
+    // Anything before an `@` that comes before the host's end counts as credentials, a
+    // `/` in an unescaped password included (the first whitespace ends the URL).
+    let url = rest.split(char::is_whitespace).next().unwrap_or("");
+    let host_end = url.find(['?', '#']).unwrap_or(url.len());
+    if url[..host_end].find('@').is_some_and(|at| at > 0) {
+        return true;
+    }
+    let query = url
+        .split_once('?')
+        .map_or("", |(_, q)| q)
+        .to_ascii_lowercase();
+    query.split('&').any(|pair| {
+        let name = pair.split('=').next().unwrap_or("");
+        [
+            "key",
+            "api_key",
+            "apikey",
+            "token",
+            "access_token",
+            "password",
+            "secret",
+            "sig",
+        ]
+        .contains(&name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_with_credentials_are_secrets() {
+        for s in [
+            "http://user:pw@127.0.0.1:9/v1",
+            "https://ghp_TOKENONLY@host/v1",
+            "https://user:pa/ssWORD@host/v1",
+            "https://host/v1?key=abc",
+            "nats://u:pw@n1:4222",
+        ] {
+            assert!(url_with_credentials(s), "{s}");
+        }
+        for s in [
+            "https://api.example.com/v1",
+            "http://127.0.0.1:9/v1?stream=1",
+            "plain",
+        ] {
+            assert!(!url_with_credentials(s), "{s}");
+        }
+    }
+}
