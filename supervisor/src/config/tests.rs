@@ -307,3 +307,17 @@ fn the_cluster_section_is_opt_in_and_checked() {
     let e = load("[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nleader = true\n").unwrap_err();
     assert!(e.problem.to_string().contains("leader"), "{e}");
 }
+
+/// A file the parser refuses is reported by line and column, never by quoting its lines:
+/// the message is logged (and `logs.tail` gives the log to readers), and the broken line
+/// may hold the gateway token (review of d6c4e0d).
+#[test]
+fn a_syntax_error_quotes_no_line_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loopgate.toml");
+    std::fs::write(&path, "[gateway.auth]\ntoken = \"SECRET-IN-LINE\" x\n").unwrap();
+    let err = Config::load(&path, dir.path(), &Overrides::default(), true).unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("SECRET-IN-LINE"), "{text}");
+    assert!(text.contains("line 2"), "{text}");
+}
