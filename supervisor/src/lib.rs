@@ -75,3 +75,4 @@ mod sys;
 pub mod sys_info;
 pub mod systemd;
 pub mod worker_link;
+pub mod workspace_files;

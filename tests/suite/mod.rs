@@ -1,4 +1,5 @@
 mod absent;
+mod agent_files;
 mod approvals;
 mod attachments;
 mod bench_smoke;

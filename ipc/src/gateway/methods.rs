@@ -130,6 +130,10 @@ gateway_methods! {
     /// Stops the session's running run (the Control UI's Stop).
     SessionsAbort = "sessions.abort", Write, SessionsAbortParams => SessionsAbortResult;
     AgentsList = "agents.list", Read, AgentsListParams => AgentsListResult;
+    AgentsFilesList = "agents.files.list", Read, AgentFilesListParams => AgentFilesListResult;
+    AgentsFilesGet = "agents.files.get", Read, AgentFilesGetParams => AgentFileResult;
+    /// Admin, as OpenClaw's.
+    AgentsFilesSet = "agents.files.set", Admin, AgentFilesSetParams => AgentFileResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod absent;
+mod agent_files;
 mod approvals;
 mod attachments;
 mod catalog;
@@ -31,6 +32,7 @@ mod sessions;
 pub mod shape;
 mod surrogates;
 pub use absent::*;
+pub use agent_files::*;
 pub use approvals::*;
 pub use attachments::*;
 pub use catalog::*;

@@ -41,6 +41,7 @@ use crate::session_settings::SessionSettings;
 
 mod absent;
 mod admission;
+mod agent_files;
 mod answer;
 mod approvals;
 mod attachments;
@@ -163,6 +164,9 @@ fn group(method: Method) -> Group {
         | Method::LogsTail
         | Method::SystemPresence
         | Method::AgentsList
+        | Method::AgentsFilesList
+        | Method::AgentsFilesGet
+        | Method::AgentsFilesSet
         | Method::GatewayDrain
         | Method::GatewayReload
         | Method::WorkerRestart
@@ -342,6 +346,21 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => {
             serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence.list()) }).await
+        }
+        Method::AgentsFilesList => {
+            let config = gw.config();
+            let list = |p| agent_files::agents_files_list(&config, p);
+            serve::<m::AgentsFilesList, _>(req, out, list).await
+        }
+        Method::AgentsFilesGet => {
+            let config = gw.config();
+            let get = |p| agent_files::agents_files_get(&config, p);
+            serve::<m::AgentsFilesGet, _>(req, out, get).await
+        }
+        Method::AgentsFilesSet => {
+            let config = gw.config();
+            let set = |p| agent_files::agents_files_set(&config, p);
+            serve::<m::AgentsFilesSet, _>(req, out, set).await
         }
         Method::AgentsList => {
             serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await

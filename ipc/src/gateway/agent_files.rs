@@ -1,0 +1,83 @@
+//! `agents.files.list|get|set`: an agent's bootstrap files, as OpenClaw answers them
+//! (operator-surface §9).
+
+use serde::{Deserialize, Serialize};
+
+/// `agents.files.list` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentFilesListParams {
+    pub agent_id: String,
+}
+
+/// `agents.files.get` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentFilesGetParams {
+    pub agent_id: String,
+    pub name: String,
+}
+
+/// `agents.files.set` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentFilesSetParams {
+    pub agent_id: String,
+    pub name: String,
+    pub content: String,
+    /// The SHA-256 (hex) the file had when read: the write is refused if it changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_hash: Option<String>,
+}
+
+/// One file, as listed or read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFile {
+    pub name: String,
+    pub path: String,
+    pub missing: bool,
+    /// A missing file that a workspace often lacks (`SOUL.md`, `USER.md`, `MEMORY.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_absent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// The answer to `agents.files.list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFilesListResult {
+    pub agent_id: String,
+    pub workspace: String,
+    pub files: Vec<AgentFile>,
+}
+
+/// The answer to `agents.files.get` and `agents.files.set`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFileResult {
+    /// `agents.files.set` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    pub agent_id: String,
+    pub workspace: String,
+    pub file: AgentFile,
+}
+
+/// `details` of `agents.files.set`'s conflict refusal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFileConflict {
+    /// `agent_file_conflict`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub current_hash: Option<String>,
+}

@@ -1,0 +1,120 @@
+//! `agents.files.list|get|set` (issue 39), as OpenClaw 2026.9.6 answers them
+//! (`openclaw-observed/operator-surface-2026.9.6.md` §9): an agent's bootstrap files for the
+//! Control UI's editor; the next turn's system prompt carries what was written (R-B6).
+
+use loopgate_tests::{reply, Client, Gateway};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_set_over_the_gateway_is_in_the_next_turns_prompt_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c
+        .call("agents.files.list", json!({"agentId": "main"}))
+        .await;
+    let files = r["payload"]["files"].as_array().unwrap().clone();
+    let names: Vec<&str> = files.iter().filter_map(|f| f["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["AGENTS.md", "SOUL.md", "USER.md", "MEMORY.md"],
+        "{r}"
+    );
+    assert!(files.iter().all(|f| f["missing"] == true), "{r}");
+    assert_eq!(files[1]["expectedAbsent"], true, "{r}");
+    assert_eq!(files[0]["expectedAbsent"], false, "{r}");
+    let r = c
+        .call(
+            "agents.files.get",
+            json!({"agentId": "main", "name": "AGENTS.md"}),
+        )
+        .await;
+    assert_eq!(
+        r["payload"]["file"]["missing"], true,
+        "a missing file is no error: {r}"
+    );
+    let text = "# AGENTS.md\n\nAlways greet as OPS-MARKER-39.\n";
+    let r = c
+        .call(
+            "agents.files.set",
+            json!({"agentId": "main", "name": "AGENTS.md", "content": text}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let hash = r["payload"]["file"]["hash"].as_str().unwrap().to_owned();
+    assert_eq!(r["payload"]["file"]["content"], text, "{r}");
+    assert_eq!(r["payload"]["file"]["size"], text.len(), "{r}");
+    // A stale hash: refused, nothing written, the current hash in the details.
+    let r = c
+        .call(
+            "agents.files.set",
+            json!({"agentId": "main", "name": "AGENTS.md", "content": "other", "expectedHash": "0".repeat(64)}),
+        )
+        .await;
+    assert_eq!(
+        r["error"]["message"], "agent file \"AGENTS.md\" changed since it was read",
+        "{r}"
+    );
+    assert_eq!(r["error"]["details"]["type"], "agent_file_conflict", "{r}");
+    assert_eq!(r["error"]["details"]["currentHash"], hash.as_str(), "{r}");
+    let r = c
+        .call(
+            "agents.files.set",
+            json!({"agentId": "main", "name": "AGENTS.md", "content": "x", "expectedHash": "zz"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+    for (method, params, text) in [
+        (
+            "agents.files.get",
+            json!({"agentId": "main", "name": "TOOLS.md"}),
+            "unsupported file \"TOOLS.md\"",
+        ),
+        (
+            "agents.files.get",
+            json!({"agentId": "main", "name": "../loopgate.toml"}),
+            "unsupported file",
+        ),
+        (
+            "agents.files.list",
+            json!({"agentId": "nobody"}),
+            "agent \"nobody\" not found",
+        ),
+    ] {
+        let r = c.call(method, params).await;
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(text), "{r}");
+    }
+    // The next turn's system prompt has the new text.
+    gw.model.push(reply("hello"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "af-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let requests = gw.model.requests();
+    let body = requests.last().unwrap().body.to_string();
+    assert!(body.contains("OPS-MARKER-39"), "the prompt: {body}");
+    let r = c
+        .call("agents.files.list", json!({"agentId": "main"}))
+        .await;
+    assert_eq!(r["payload"]["files"][0]["missing"], false, "{r}");
+    assert_eq!(r["payload"]["files"][0]["hash"], hash.as_str(), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_admin_writes_an_agents_files_issue_39() {
+    let gw = Gateway::start().await;
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read", "operator.write"]);
+    let mut w = Client::connect_with(&gw.socket(), params).await;
+    let r = w
+        .call(
+            "agents.files.set",
+            json!({"agentId": "main", "name": "AGENTS.md", "content": "x"}),
+        )
+        .await;
+    assert_eq!(r["error"]["code"], "FORBIDDEN", "{r}");
+    let r = w
+        .call("agents.files.list", json!({"agentId": "main"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+}
