@@ -32,6 +32,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![deny(unsafe_code)]
 
+pub mod agent_templates;
 pub mod auth;
 pub mod backend;
 pub mod catalog;

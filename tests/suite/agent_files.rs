@@ -118,3 +118,82 @@ async fn only_an_admin_writes_an_agents_files_issue_39() {
         .await;
     assert_eq!(r["ok"], true, "{r}");
 }
+
+/// `agents.create` puts the agent in the config, applies it and seeds its workspace before it
+/// answers, so a turn on it works at once with the templates in its prompt; `agents.update`
+/// renames it (and its `IDENTITY.md`); the refusals are OpenClaw's (operator-surface §6, §7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_created_over_the_gateway_answers_a_turn_at_once_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c
+        .call("agents.create", json!({"name": "Ops Probe", "emoji": "🤖"}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["payload"]["agentId"], "ops-probe", "{r}");
+    let workspace = std::path::PathBuf::from(r["payload"]["workspace"].as_str().unwrap());
+    for name in [
+        "AGENTS.md",
+        "SOUL.md",
+        "IDENTITY.md",
+        "USER.md",
+        "BOOTSTRAP.md",
+    ] {
+        assert!(workspace.join(name).is_file(), "{name} seeded");
+    }
+    let identity = std::fs::read_to_string(workspace.join("IDENTITY.md")).unwrap();
+    assert!(
+        identity.contains("- Name: Ops Probe") && identity.contains("🤖"),
+        "{identity}"
+    );
+    let list = c.call("agents.list", json!({})).await;
+    assert!(list.to_string().contains("ops-probe"), "{list}");
+    gw.model.push(reply("at your service"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "ac-1", "agentId": "ops-probe"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let body = gw.model.requests().last().unwrap().body.to_string();
+    assert!(
+        body.contains("how this agent works"),
+        "the seeded AGENTS.md: {body}"
+    );
+    for (params, text) in [
+        (
+            json!({"name": "Ops Probe"}),
+            "agent \"ops-probe\" already exists",
+        ),
+        (json!({"name": "main"}), "agent \"main\" already exists"),
+        (
+            json!({"name": "!!!"}),
+            "Agent name \"!!!\" has no valid id characters. Use at least one letter a-z or digit.",
+        ),
+        (
+            json!({"name": ""}),
+            "invalid agents.create params: at /name: must not have fewer than 1 characters",
+        ),
+    ] {
+        let r = c.call("agents.create", params).await;
+        assert_eq!(r["error"]["message"], text, "{r}");
+    }
+    let r = c
+        .call(
+            "agents.update",
+            json!({"agentId": "ops-probe", "name": "Ops Renamed"}),
+        )
+        .await;
+    assert_eq!(
+        r["payload"],
+        json!({"ok": true, "agentId": "ops-probe"}),
+        "{r}"
+    );
+    let list = c.call("agents.list", json!({})).await;
+    assert!(list.to_string().contains("Ops Renamed"), "{list}");
+    let identity = std::fs::read_to_string(workspace.join("IDENTITY.md")).unwrap();
+    assert!(identity.contains("- Name: Ops Renamed"), "{identity}");
+    let r = c.call("agents.update", json!({"agentId": "nobody"})).await;
+    assert_eq!(r["error"]["message"], "agent \"nobody\" not found", "{r}");
+    assert!(std::fs::read_to_string(gw.state().join("loopgate.toml"))
+        .unwrap()
+        .contains("[agents.list.ops-probe]"));
+}

@@ -183,6 +183,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "sessions.resolve",
             "sessions.abort",
             "agents.list",
+            "agents.create",
+            "agents.update",
             "agents.files.list",
             "agents.files.get",
             "agents.files.set",

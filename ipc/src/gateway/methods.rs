@@ -130,6 +130,9 @@ gateway_methods! {
     /// Stops the session's running run (the Control UI's Stop).
     SessionsAbort = "sessions.abort", Write, SessionsAbortParams => SessionsAbortResult;
     AgentsList = "agents.list", Read, AgentsListParams => AgentsListResult;
+    /// Admin, as OpenClaw's: writes the config.
+    AgentsCreate = "agents.create", Admin, AgentsCreateParams => AgentsCreateResult;
+    AgentsUpdate = "agents.update", Admin, AgentsUpdateParams => AgentsUpdateResult;
     AgentsFilesList = "agents.files.list", Read, AgentFilesListParams => AgentFilesListResult;
     AgentsFilesGet = "agents.files.get", Read, AgentFilesGetParams => AgentFileResult;
     /// Admin, as OpenClaw's.

@@ -299,7 +299,7 @@ pub struct SessionsPatchParams {
 }
 
 /// A field that may be absent (`None`), `null` (`Some(None)`) or set.
-mod double_option {
+pub(super) mod double_option {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn deserialize<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>

@@ -42,6 +42,7 @@ use crate::session_settings::SessionSettings;
 mod absent;
 mod admission;
 mod agent_files;
+mod agents_admin;
 mod answer;
 mod approvals;
 mod attachments;
@@ -164,6 +165,8 @@ fn group(method: Method) -> Group {
         | Method::LogsTail
         | Method::SystemPresence
         | Method::AgentsList
+        | Method::AgentsCreate
+        | Method::AgentsUpdate
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
         | Method::AgentsFilesSet
@@ -346,6 +349,14 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => {
             serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence.list()) }).await
+        }
+        Method::AgentsCreate => {
+            let create = |p| agents_admin::agents_create(gw, p);
+            serve::<m::AgentsCreate, _>(req, out, create).await
+        }
+        Method::AgentsUpdate => {
+            let update = |p| agents_admin::agents_update(gw, p);
+            serve::<m::AgentsUpdate, _>(req, out, update).await
         }
         Method::AgentsFilesList => {
             let config = gw.config();

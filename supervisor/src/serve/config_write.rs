@@ -146,6 +146,16 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
             }
             Ok((plan, new))
         }
+        ConfigWrite::Merge { patch, note } => {
+            let plan = Plan {
+                kind: "config-patch",
+                mode: "config.patch",
+                note: Some(note),
+            };
+            let mut new = before.doc.clone();
+            edit::merge(&mut new, &patch).map_err(refused)?;
+            Ok((plan, new))
+        }
         ConfigWrite::Apply(p) => {
             let plan = Plan {
                 kind: "config-apply",
