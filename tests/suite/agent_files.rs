@@ -197,3 +197,48 @@ async fn an_agent_created_over_the_gateway_answers_a_turn_at_once_issue_39() {
         .unwrap()
         .contains("[agents.list.ops-probe]"));
 }
+
+/// `agents.delete` takes the agent out of the config (a run to it is refused), moves its
+/// files to the state directory's trash once its worker is gone, and keeps `main`; the same
+/// name can be created again with a fresh workspace (operator-surface §8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_agent_is_gone_and_its_files_are_in_the_trash_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("agents.create", json!({"name": "Third"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    gw.model.push(reply("here"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "ad-1", "agentId": "third"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    assert!(gw.worker_pid("third").await.is_some());
+    let r = c.call("agents.delete", json!({"agentId": "third"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let removed = r["payload"]["removed"].as_array().unwrap();
+    assert!(removed.iter().any(|p| p["method"] == "trash"), "{r}");
+    assert_eq!(r["payload"]["failed"], json!([]), "{r}");
+    assert!(!gw.state().join("agents").join("third").exists());
+    assert!(gw.state().join("trash").read_dir().unwrap().count() == 1);
+    let list = c.call("agents.list", json!({})).await;
+    assert!(!list.to_string().contains("\"third\""), "{list}");
+    let r = c
+        .call(
+            "agent",
+            json!({"message": "hi", "idempotencyKey": "ad-2", "agentId": "third"}),
+        )
+        .await;
+    assert_eq!(r["ok"], false, "{r}");
+    for (params, text) in [
+        (json!({"agentId": "third"}), "agent \"third\" not found"),
+        (
+            json!({"agentId": "main"}),
+            "Agent \"main\" is loopgate's default agent and cannot be deleted.",
+        ),
+    ] {
+        let r = c.call("agents.delete", params).await;
+        assert_eq!(r["error"]["message"], text, "{r}");
+    }
+    let r = c.call("agents.create", json!({"name": "Third"})).await;
+    assert_eq!(r["ok"], true, "created again: {r}");
+}

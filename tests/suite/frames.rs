@@ -185,6 +185,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agents.list",
             "agents.create",
             "agents.update",
+            "agents.delete",
             "agents.files.list",
             "agents.files.get",
             "agents.files.set",

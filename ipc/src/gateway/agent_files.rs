@@ -145,3 +145,34 @@ pub struct AgentsUpdateResult {
     pub ok: bool,
     pub agent_id: String,
 }
+
+/// `agents.delete` params. Closed.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentsDeleteParams {
+    pub agent_id: String,
+    /// Move the agent's files to the state directory's trash (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_files: Option<bool>,
+}
+
+/// The answer to `agents.delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentsDeleteResult {
+    pub ok: bool,
+    pub agent_id: String,
+    pub removed_bindings: u32,
+    pub removed: Vec<RemovedPath>,
+    pub failed: Vec<RemovedPath>,
+}
+
+/// A path `agents.delete` dealt with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemovedPath {
+    pub path: String,
+    /// `trash` (moved to `<state>/trash/`), `missing`, `kept` (a workspace outside the state
+    /// directory: the operator's, left in place), or for `failed` the error.
+    pub method: String,
+}

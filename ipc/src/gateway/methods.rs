@@ -133,6 +133,7 @@ gateway_methods! {
     /// Admin, as OpenClaw's: writes the config.
     AgentsCreate = "agents.create", Admin, AgentsCreateParams => AgentsCreateResult;
     AgentsUpdate = "agents.update", Admin, AgentsUpdateParams => AgentsUpdateResult;
+    AgentsDelete = "agents.delete", Admin, AgentsDeleteParams => AgentsDeleteResult;
     AgentsFilesList = "agents.files.list", Read, AgentFilesListParams => AgentFilesListResult;
     AgentsFilesGet = "agents.files.get", Read, AgentFilesGetParams => AgentFileResult;
     /// Admin, as OpenClaw's.

@@ -5,7 +5,8 @@
 //! follows.
 
 use ipc::gateway::{
-    AgentsCreateParams, AgentsCreateResult, AgentsUpdateParams, AgentsUpdateResult, ErrorShape,
+    AgentsCreateParams, AgentsCreateResult, AgentsDeleteParams, AgentsDeleteResult,
+    AgentsUpdateParams, AgentsUpdateResult, ErrorShape, RemovedPath,
 };
 use serde_json::{json, Map, Value};
 
@@ -147,6 +148,119 @@ pub(super) async fn agents_update(
         ok: true,
         agent_id: p.agent_id,
     })
+}
+
+/// `agents.delete`: the agent leaves the config (its runs drain and its worker stops, as on
+/// a reload), then its files go to `<state>/trash/` (`deleteFiles`, default true): its state
+/// directory (database, hooks) and its workspace when that lies in the state directory; a
+/// workspace elsewhere is the operator's and stays. `main`, the default agent, stays.
+pub(super) async fn agents_delete(
+    gw: &Gateway,
+    p: AgentsDeleteParams,
+) -> Answer<AgentsDeleteResult> {
+    let config = gw.config();
+    let Some(agent) = config.agent(&p.agent_id) else {
+        return Err(ErrorShape::invalid(format!(
+            "agent {:?} not found",
+            p.agent_id
+        )));
+    };
+    if agent.id.as_str() == "main" {
+        return Err(ErrorShape::invalid(
+            "Agent \"main\" is loopgate's default agent and cannot be deleted.",
+        ));
+    }
+    let state_dir = config.state_dir.clone();
+    let agent_dir = agent.db_path.parent().map(std::path::Path::to_path_buf);
+    let workspace = agent.workspace.clone();
+    let mut patch = Map::new();
+    patch.insert("agents".into(), json!({"list": {p.agent_id.clone(): null}}));
+    let write = ConfigWrite::Merge {
+        patch,
+        note: format!("agents.delete {}", p.agent_id),
+    };
+    super::gateway_ops::config_write(&gw.reload_requests, write).await?;
+    let mut result = AgentsDeleteResult {
+        ok: true,
+        agent_id: p.agent_id.clone(),
+        removed_bindings: 0,
+        removed: Vec::new(),
+        failed: Vec::new(),
+    };
+    if !p.delete_files.unwrap_or(true) {
+        return Ok(result);
+    }
+    // The files go once its worker is gone (it drains its runs first).
+    let deadline = std::time::Duration::from_secs(config.gateway.drain_timeout_seconds + 10);
+    let gone = tokio::time::timeout(deadline, worker_gone(gw, &p.agent_id)).await;
+    if gone.is_err() {
+        result.failed.push(RemovedPath {
+            path: state_dir
+                .join("agents")
+                .join(&p.agent_id)
+                .display()
+                .to_string(),
+            method: "its worker did not stop in time; files kept".into(),
+        });
+        return Ok(result);
+    }
+    let trash = state_dir
+        .join("trash")
+        .join(format!("{}-{}", p.agent_id, crate::events::now_ms()));
+    let mut places: Vec<std::path::PathBuf> = agent_dir.into_iter().collect();
+    if !places.iter().any(|d| workspace.starts_with(d)) {
+        places.push(workspace.clone());
+    }
+    let moved = tokio::task::spawn_blocking(move || to_trash(&places, &state_dir, &trash)).await;
+    match moved {
+        Ok((removed, failed)) => {
+            result.removed = removed;
+            result.failed = failed;
+        }
+        Err(e) => result.failed.push(RemovedPath {
+            path: String::new(),
+            method: e.to_string(),
+        }),
+    }
+    Ok(result)
+}
+
+/// Moves each of `places` into `trash` (one inside the state directory only); what was
+/// moved, missing or kept, and what failed.
+fn to_trash(
+    places: &[std::path::PathBuf],
+    state_dir: &std::path::Path,
+    trash: &std::path::Path,
+) -> (Vec<RemovedPath>, Vec<RemovedPath>) {
+    let (mut removed, mut failed) = (Vec::new(), Vec::new());
+    for place in places {
+        let entry = |method: &str| RemovedPath {
+            path: place.display().to_string(),
+            method: method.to_owned(),
+        };
+        if !place.starts_with(state_dir) {
+            removed.push(entry("kept"));
+            continue;
+        }
+        let to = trash.join(place.file_name().unwrap_or_default());
+        match std::fs::create_dir_all(trash).and_then(|()| std::fs::rename(place, &to)) {
+            Ok(()) => removed.push(entry("trash")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed.push(entry("missing")),
+            Err(e) => failed.push(entry(&e.to_string())),
+        }
+    }
+    (removed, failed)
+}
+
+/// Waits until the control actor has no worker for `agent_id`.
+async fn worker_gone(gw: &Gateway, agent_id: &str) {
+    loop {
+        match gw.control.status(0).await {
+            Ok(s) if s.workers.iter().all(|w| w.agent_id != agent_id) => return,
+            Err(_) => return,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
 }
 
 #[cfg(test)]

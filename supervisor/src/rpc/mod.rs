@@ -167,6 +167,7 @@ fn group(method: Method) -> Group {
         | Method::AgentsList
         | Method::AgentsCreate
         | Method::AgentsUpdate
+        | Method::AgentsDelete
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
         | Method::AgentsFilesSet
@@ -357,6 +358,10 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::AgentsUpdate => {
             let update = |p| agents_admin::agents_update(gw, p);
             serve::<m::AgentsUpdate, _>(req, out, update).await
+        }
+        Method::AgentsDelete => {
+            let delete = |p| agents_admin::agents_delete(gw, p);
+            serve::<m::AgentsDelete, _>(req, out, delete).await
         }
         Method::AgentsFilesList => {
             let config = gw.config();
