@@ -219,3 +219,65 @@ async fn logs_tail_and_the_cli_views_r_j4() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// `tools.catalog` lists the built-in tools by group from the tool table; `tools.effective`
+/// what a session's agent is offered (`tools.allow`); the refusals are OpenClaw's
+/// (operator-surface §13, issue 39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_catalog_and_effective_follow_the_tool_table_issue_39() {
+    let gw = Gateway::start_with("[agents.list.ops]\ntools.allow = [\"read\", \"ls\"]\n").await;
+    let mut c = gw.connect().await;
+    let r = c.call("tools.catalog", json!({})).await;
+    let p = &r["payload"];
+    assert_eq!(p["agentId"], "main", "{r}");
+    let groups: Vec<&str> = p["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["id"].as_str())
+        .collect();
+    assert_eq!(groups, ["fs", "messaging", "runtime"], "{r}");
+    assert_eq!(p["groups"][0]["tools"][0]["id"], "read", "{r}");
+    assert_eq!(
+        p["groups"][0]["tools"][0]["defaultProfiles"],
+        json!(["coding"]),
+        "{r}"
+    );
+    let r = c.call("tools.catalog", json!({"agentId": "nobody"})).await;
+    assert_eq!(r["error"]["message"], "unknown agent id \"nobody\"", "{r}");
+    let r = c
+        .call("tools.effective", json!({"sessionKey": "agent:ops:main"}))
+        .await;
+    assert_eq!(
+        r["error"]["message"], "unknown session key \"agent:ops:main\"",
+        "{r}"
+    );
+    gw.model.push(loopgate_tests::reply("ok"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "te-1", "agentId": "ops"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let r = c
+        .call("tools.effective", json!({"sessionKey": "agent:ops:main"}))
+        .await;
+    let tools: Vec<&str> = r["payload"]["groups"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(tools, ["read", "ls"], "{r}");
+    assert_eq!(r["payload"]["profile"], "custom", "{r}");
+    let r = c
+        .call(
+            "tools.effective",
+            json!({"sessionKey": "agent:ops:main", "agentId": "main"}),
+        )
+        .await;
+    assert_eq!(
+        r["error"]["message"], "agent \"main\" does not match session key agent \"ops\"",
+        "{r}"
+    );
+    let r = c.call("tools.effective", json!({})).await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+}

@@ -189,6 +189,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agents.files.list",
             "agents.files.get",
             "agents.files.set",
+            "tools.catalog",
+            "tools.effective",
             "agent.identity.get",
             "chat.metadata",
             "models.list",

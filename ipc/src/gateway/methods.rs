@@ -138,6 +138,8 @@ gateway_methods! {
     AgentsFilesGet = "agents.files.get", Read, AgentFilesGetParams => AgentFileResult;
     /// Admin, as OpenClaw's.
     AgentsFilesSet = "agents.files.set", Admin, AgentFilesSetParams => AgentFileResult;
+    ToolsCatalog = "tools.catalog", Read, ToolsCatalogParams => ToolsCatalogResult;
+    ToolsEffective = "tools.effective", Read, ToolsEffectiveParams => ToolsEffectiveResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;

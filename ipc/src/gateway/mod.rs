@@ -31,6 +31,7 @@ mod scope;
 mod sessions;
 pub mod shape;
 mod surrogates;
+mod tools_catalog;
 pub use absent::*;
 pub use agent_files::*;
 pub use approvals::*;
@@ -53,6 +54,7 @@ pub use run::*;
 pub use scope::{covers, Scope, MODEL_CHANGE};
 pub use sessions::*;
 pub use shape::{Limits, TooComplex};
+pub use tools_catalog::*;
 
 /// Gateway protocol version spoken to clients.
 pub const GATEWAY_PROTOCOL: u32 = 4;

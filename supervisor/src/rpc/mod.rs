@@ -62,6 +62,7 @@ mod resolve;
 mod resume;
 mod sessions;
 mod thinking;
+mod tools_catalog;
 mod turns;
 
 use admission::*;
@@ -168,6 +169,8 @@ fn group(method: Method) -> Group {
         | Method::AgentsCreate
         | Method::AgentsUpdate
         | Method::AgentsDelete
+        | Method::ToolsCatalog
+        | Method::ToolsEffective
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
         | Method::AgentsFilesSet
@@ -362,6 +365,16 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
         Method::AgentsDelete => {
             let delete = |p| agents_admin::agents_delete(gw, p);
             serve::<m::AgentsDelete, _>(req, out, delete).await
+        }
+        Method::ToolsCatalog => {
+            let config = gw.config();
+            let catalog = |p| async { tools_catalog::tools_catalog(&config, p) };
+            serve::<m::ToolsCatalog, _>(req, out, catalog).await
+        }
+        Method::ToolsEffective => {
+            let config = gw.config();
+            let effective = |p| tools_catalog::tools_effective(&config, &gw.db, p);
+            serve::<m::ToolsEffective, _>(req, out, effective).await
         }
         Method::AgentsFilesList => {
             let config = gw.config();
