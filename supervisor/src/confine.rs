@@ -48,13 +48,44 @@ pub fn real(path: &Path, base: &Path) -> PathBuf {
     }
 }
 
-/// Every agent's workspace is its own: no workspace contains another, and none contains the
-/// state directory (its config, hooks, databases and token).
+/// Whether `ws` (real) is a place in the state directory `state` (real) meant for agent
+/// `id`'s workspace: `<state>/workspace*` or `<state>/agents/<id>/workspace*`. Anywhere else
+/// in the state directory holds the gateway's own files (its config, token, databases, other
+/// agents' hooks), which a workspace must never be or contain.
+pub fn workspace_place(state: &Path, id: &str, ws: &Path) -> bool {
+    let Ok(rel) = ws.strip_prefix(state) else {
+        return false;
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let workspace_name = |s: &str| s == "workspace" || s.starts_with("workspace-");
+    match parts.as_slice() {
+        [first, ..] if workspace_name(first) => true,
+        [agents, own, third, ..] => agents == "agents" && own == id && workspace_name(third),
+        _ => false,
+    }
+}
+
+/// Every agent's workspace is its own: no workspace contains another, none contains the
+/// state directory (its config, hooks, databases and token), and one inside the state
+/// directory is in a workspace place ([`workspace_place`]).
 pub fn check_workspaces(state_dir: &Path, agents: &[(&str, &Path)]) -> Result<(), Invalid> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let state = real(state_dir, &cwd);
     let spaces: Vec<(&str, PathBuf)> = agents.iter().map(|(id, w)| (*id, real(w, &cwd))).collect();
     for (id, ws) in &spaces {
+        if ws.starts_with(&state) && ws != &state && !workspace_place(&state, id, ws) {
+            return Err(Invalid::new(
+                format!("agents.{id}.workspace"),
+                format!(
+                    "{} is inside the state directory {} but not a workspace place (<state>/workspace*, <state>/agents/{id}/workspace*): the agent could rewrite the gateway's own files",
+                    ws.display(),
+                    state.display()
+                ),
+            ));
+        }
         if state.starts_with(ws) {
             return Err(Invalid::new(
                 format!("agents.{id}.workspace"),
@@ -116,6 +147,41 @@ pub fn check_exec(key: &str, exec: &ExecPolicy) -> Result<Vec<String>, Invalid> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workspace_in_the_state_dir_is_only_in_a_workspace_place() {
+        let state = Path::new("/state");
+        for ok in [
+            "/state/workspace",
+            "/state/workspace-ops",
+            "/state/agents/ops/workspace",
+            "/state/workspace-ops/sub",
+        ] {
+            assert!(workspace_place(state, "ops", Path::new(ok)), "{ok}");
+            assert!(
+                check_workspaces(state, &[("ops", Path::new(ok))]).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "/state/agents",
+            "/state/agents/ops",
+            "/state/agents/other/workspace",
+            "/state/run",
+            "/state/trash",
+            "/state/loopgate.toml",
+            "/state/gateway.sqlite",
+            "/state/mine",
+        ] {
+            assert!(!workspace_place(state, "ops", Path::new(bad)), "{bad}");
+            assert!(
+                check_workspaces(state, &[("ops", Path::new(bad))]).is_err(),
+                "{bad}"
+            );
+        }
+        // `..` is applied: this one is outside, the operator's.
+        assert!(check_workspaces(state, &[("ops", Path::new("/state/../victim"))]).is_ok());
+    }
 
     #[test]
     fn workspaces_never_nest_or_hold_the_state_dir() {

@@ -1,9 +1,11 @@
 //! An agent's bootstrap files (`AGENTS.md`, `SOUL.md`, ...) read and written for operators
 //! (`agents.files.*`). A workspace is a place the model writes: a file there may be a
-//! symlink, a FIFO, a hard link or huge. So each file is opened relative to the workspace
-//! directory, never following a symlink and without blocking, taken only if it is a regular
-//! file, and replaced by a new file renamed over its name (a link named `AGENTS.md` is
-//! replaced, never followed). The worker reads them again for each turn's prompt.
+//! symlink, a FIFO, a hard link to another file or huge. So each file is opened relative to
+//! the workspace directory, never following a symlink and without blocking, taken only if it
+//! is a regular file with one link, and replaced by a new file renamed over its name (a link
+//! named `AGENTS.md` is replaced, never followed). The workspace directory itself is the
+//! operator's (configured, possibly a link they made; its parent is not the model's to
+//! change). The worker reads the files again for each turn's prompt.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -74,7 +76,7 @@ fn checked(name: &str) -> Result<(), FileError> {
     }
 }
 
-/// The workspace directory, opened without following a last-component link.
+/// The workspace directory, as configured.
 fn open_dir(workspace: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     Ok(openat(CWD, workspace, flags, Mode::empty())?)
@@ -107,7 +109,9 @@ pub fn read(workspace: &Path, name: &str, content: bool) -> Result<FileState, Fi
         Err(e) => return Err(std::io::Error::from(e).into()),
     };
     let st = fstat(&fd).map_err(std::io::Error::from)?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    // A hard link would show (or let an operator's write replace the name of) a file from
+    // elsewhere, such as the gateway's own.
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_nlink != 1 {
         return Err(FileError::NotRegular(name.to_owned()));
     }
     let mut bytes = Vec::new();
@@ -223,6 +227,14 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
+        // A hard link to a file elsewhere is not read.
+        let other = dir.path().join("gateway.token");
+        std::fs::write(&other, "token").unwrap();
+        std::fs::hard_link(&other, ws.join("IDENTITY.md")).unwrap();
+        assert!(matches!(
+            read(&ws, "IDENTITY.md", true),
+            Err(FileError::NotRegular(_))
+        ));
         // A FIFO does not block the read.
         nix::unistd::mkfifo(&ws.join("USER.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert!(matches!(

@@ -242,3 +242,54 @@ async fn a_deleted_agent_is_gone_and_its_files_are_in_the_trash_issue_39() {
     let r = c.call("agents.create", json!({"name": "Third"})).await;
     assert_eq!(r["ok"], true, "created again: {r}");
 }
+
+/// Review of cc26e8f: a workspace among the gateway's own files is refused when the agent is
+/// created, and deleting an agent whose workspace lies outside the state directory (however
+/// its path is spelled) keeps that workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_agent_moves_only_its_own_files_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    for ws in ["agents", "run", "loopgate.toml", "agents/main"] {
+        let r = c
+            .call(
+                "agents.create",
+                json!({"name": "Intruder", "workspace": ws}),
+            )
+            .await;
+        assert_eq!(r["ok"], false, "{ws}: {r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("not a workspace place") || message.contains("contains"),
+            "{r}"
+        );
+    }
+    let victim = gw.state().parent().unwrap().join(format!(
+        "victim-{}",
+        gw.state().file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "mine").unwrap();
+    let spelled = format!("../{}", victim.file_name().unwrap().to_string_lossy());
+    let r = c
+        .call(
+            "agents.create",
+            json!({"name": "Outside", "workspace": spelled}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let r = c.call("agents.delete", json!({"agentId": "outside"})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    let kept = r["payload"]["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["method"] == "kept");
+    assert!(kept, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+        "mine"
+    );
+    assert!(gw.state().join("loopgate.toml").exists() && gw.state().join("gateway.token").exists());
+    std::fs::remove_dir_all(&victim).unwrap();
+}

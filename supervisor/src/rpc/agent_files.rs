@@ -81,6 +81,13 @@ fn refused(e: FileError) -> ErrorShape {
     }
 }
 
+/// `f` on a blocking thread, for work that cannot fail.
+async fn blocking_ok<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ErrorShape> {
+    blocking(move || Ok(f())).await
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, FileError> + Send + 'static,
 ) -> Result<T, ErrorShape> {
@@ -96,24 +103,27 @@ pub(super) async fn agents_files_list(
     p: AgentFilesListParams,
 ) -> Answer<AgentFilesListResult> {
     let ws = workspace(config, &p.agent_id)?.to_owned();
-    let states = blocking({
+    let states = blocking_ok({
         let ws = ws.clone();
         move || {
             LISTED
                 .iter()
                 .map(|name| match files::read(&ws, name, false) {
-                    Ok(s) => Ok((*name, s)),
-                    // A file the gateway will not read is listed as not there.
-                    Err(FileError::NotRegular(_) | FileError::TooLarge { .. }) => Ok((
-                        *name,
-                        FileState {
-                            path: ws.join(name),
-                            present: None,
-                        },
-                    )),
-                    Err(e) => Err(e),
+                    Ok(s) => (*name, s),
+                    // A file the gateway will not or cannot read (a link, FIFO, socket, hard
+                    // link, one too large or unreadable) is listed as not there.
+                    Err(e) => {
+                        tracing::debug!(file = name, error = %e, "An agent file is listed as missing.");
+                        (
+                            *name,
+                            FileState {
+                                path: ws.join(name),
+                                present: None,
+                            },
+                        )
+                    }
                 })
-                .collect::<Result<Vec<_>, _>>()
+                .collect::<Vec<_>>()
         }
     })
     .await?;
@@ -157,9 +167,14 @@ pub(super) async fn agents_files_set(
 ) -> Answer<AgentFileResult> {
     if let Some(h) = &p.expected_hash {
         if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(ErrorShape::invalid(
-                "invalid agents.files.set params: at /expectedHash: must match pattern \"^[a-fA-F0-9]{64}$\"",
-            ));
+            let short = if h.len() < 64 {
+                "at /expectedHash: must not have fewer than 64 characters; "
+            } else {
+                ""
+            };
+            return Err(ErrorShape::invalid(format!(
+                "invalid agents.files.set params: {short}at /expectedHash: must match pattern \"^[a-fA-F0-9]{{64}}$\""
+            )));
         }
     }
     let ws = workspace(config, &p.agent_id)?.to_owned();

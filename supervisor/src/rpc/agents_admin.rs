@@ -171,7 +171,6 @@ pub(super) async fn agents_delete(
         ));
     }
     let state_dir = config.state_dir.clone();
-    let agent_dir = agent.db_path.parent().map(std::path::Path::to_path_buf);
     let workspace = agent.workspace.clone();
     let mut patch = Map::new();
     patch.insert("agents".into(), json!({"list": {p.agent_id.clone(): null}}));
@@ -187,31 +186,37 @@ pub(super) async fn agents_delete(
         removed: Vec::new(),
         failed: Vec::new(),
     };
+    forget_grants(gw, &p.agent_id).await;
     if !p.delete_files.unwrap_or(true) {
         return Ok(result);
     }
     // The files go once its worker is gone (it drains its runs first).
-    let deadline = std::time::Duration::from_secs(config.gateway.drain_timeout_seconds + 10);
+    let deadline =
+        std::time::Duration::from_secs(config.gateway.drain_timeout_seconds.saturating_add(10));
     let gone = tokio::time::timeout(deadline, worker_gone(gw, &p.agent_id)).await;
-    if gone.is_err() {
+    // Created again meanwhile: the files are the new agent's.
+    let again = gw.config().agent(&p.agent_id).is_some();
+    if !matches!(gone, Ok(true)) || again {
         result.failed.push(RemovedPath {
             path: state_dir
                 .join("agents")
                 .join(&p.agent_id)
                 .display()
                 .to_string(),
-            method: "its worker did not stop in time; files kept".into(),
+            method: if again {
+                "an agent of this id was created again meanwhile; files kept".into()
+            } else {
+                "its worker did not stop in time; files kept".into()
+            },
         });
         return Ok(result);
     }
     let trash = state_dir
         .join("trash")
         .join(format!("{}-{}", p.agent_id, crate::events::now_ms()));
-    let mut places: Vec<std::path::PathBuf> = agent_dir.into_iter().collect();
-    if !places.iter().any(|d| workspace.starts_with(d)) {
-        places.push(workspace.clone());
-    }
-    let moved = tokio::task::spawn_blocking(move || to_trash(&places, &state_dir, &trash)).await;
+    let id = p.agent_id.clone();
+    let moved =
+        tokio::task::spawn_blocking(move || to_trash(&id, &workspace, &state_dir, &trash)).await;
     match moved {
         Ok((removed, failed)) => {
             result.removed = removed;
@@ -225,25 +230,37 @@ pub(super) async fn agents_delete(
     Ok(result)
 }
 
-/// Moves each of `places` into `trash` (one inside the state directory only); what was
-/// moved, missing or kept, and what failed.
+/// Moves agent `id`'s own state directory (`<state>/agents/<id>`) and its workspace into
+/// `trash`. Paths are compared as they really are (`..` applied, links resolved): the
+/// workspace moves only if it is a workspace place of this agent in the state directory
+/// (`confine::workspace_place`); anywhere else it is the operator's and is kept. Nothing
+/// else of the state directory is ever moved.
 fn to_trash(
-    places: &[std::path::PathBuf],
+    id: &str,
+    workspace: &std::path::Path,
     state_dir: &std::path::Path,
     trash: &std::path::Path,
 ) -> (Vec<RemovedPath>, Vec<RemovedPath>) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    let state = crate::confine::real(state_dir, &cwd);
+    let own = state.join("agents").join(id);
+    let ws = crate::confine::real(workspace, &cwd);
+    let mut places = vec![(own.clone(), true)];
+    if !ws.starts_with(&own) {
+        places.push((ws.clone(), crate::confine::workspace_place(&state, id, &ws)));
+    }
     let (mut removed, mut failed) = (Vec::new(), Vec::new());
-    for place in places {
+    for (n, (place, ours)) in places.into_iter().enumerate() {
         let entry = |method: &str| RemovedPath {
             path: place.display().to_string(),
             method: method.to_owned(),
         };
-        if !place.starts_with(state_dir) {
+        if !ours {
             removed.push(entry("kept"));
             continue;
         }
-        let to = trash.join(place.file_name().unwrap_or_default());
-        match std::fs::create_dir_all(trash).and_then(|()| std::fs::rename(place, &to)) {
+        let to = trash.join(if n == 0 { "agent" } else { "workspace" });
+        match std::fs::create_dir_all(trash).and_then(|()| std::fs::rename(&place, &to)) {
             Ok(()) => removed.push(entry("trash")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed.push(entry("missing")),
             Err(e) => failed.push(entry(&e.to_string())),
@@ -252,12 +269,28 @@ fn to_trash(
     (removed, failed)
 }
 
-/// Waits until the control actor has no worker for `agent_id`.
-async fn worker_gone(gw: &Gateway, agent_id: &str) {
+/// Forgets the commands the agent was allowed for good (an agent created again under its id
+/// starts without them).
+async fn forget_grants(gw: &Gateway, agent_id: &str) {
+    let Ok(all) = gw.control.allowed_list().await else {
+        return;
+    };
+    for (agent, pattern) in all.into_iter().filter(|(a, _)| a == agent_id) {
+        if !matches!(gw.control.disallow(agent, pattern).await, Ok(Ok(_))) {
+            tracing::warn!(
+                agent = agent_id,
+                "A deleted agent's allowed command was not forgotten."
+            );
+        }
+    }
+}
+
+/// Waits until the control actor has no worker for `agent_id` (`false`: it cannot say).
+async fn worker_gone(gw: &Gateway, agent_id: &str) -> bool {
     loop {
         match gw.control.status(0).await {
-            Ok(s) if s.workers.iter().all(|w| w.agent_id != agent_id) => return,
-            Err(_) => return,
+            Ok(s) if s.workers.iter().all(|w| w.agent_id != agent_id) => return true,
+            Err(_) => return false,
             Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
         }
     }

@@ -56,6 +56,7 @@ pub(crate) mod diagnostics;
 mod directives;
 mod following;
 mod gateway_ops;
+mod operator;
 mod patch;
 pub(crate) mod request;
 mod resolve;
@@ -128,6 +129,8 @@ enum Group {
     Turn,
     /// [`gateway_method`].
     Gateway,
+    /// The operator's surface (config, agents, their files, tools): [`operator::method`].
+    Operator,
     /// [`session_method`].
     Session,
     /// [`approval_method`].
@@ -159,13 +162,17 @@ fn group(method: Method) -> Group {
         | Method::ChatMetadata
         | Method::AgentIdentityGet
         | Method::ConfigGet
-        | Method::ConfigPatch
-        | Method::ConfigApply
-        | Method::ConfigSchema
-        | Method::ConfigSchemaLookup
         | Method::LogsTail
         | Method::SystemPresence
         | Method::AgentsList
+        | Method::GatewayDrain
+        | Method::GatewayReload
+        | Method::WorkerRestart
+        | Method::CommandsList => Group::Gateway,
+        Method::ConfigSchema
+        | Method::ConfigSchemaLookup
+        | Method::ConfigPatch
+        | Method::ConfigApply
         | Method::AgentsCreate
         | Method::AgentsUpdate
         | Method::AgentsDelete
@@ -173,11 +180,7 @@ fn group(method: Method) -> Group {
         | Method::ToolsEffective
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
-        | Method::AgentsFilesSet
-        | Method::GatewayDrain
-        | Method::GatewayReload
-        | Method::WorkerRestart
-        | Method::CommandsList => Group::Gateway,
+        | Method::AgentsFilesSet => Group::Operator,
         Method::SessionsResolve
         | Method::SessionsAbort
         | Method::SessionsList
@@ -233,6 +236,7 @@ pub async fn handle(
     match group(method) {
         Group::Turn => turn_method(gw, session, method, req, out, turn).await,
         Group::Gateway => gateway_method(gw, method, req, out).await,
+        Group::Operator => operator::method(gw, method, req, out).await,
         Group::Session => session_method(gw, session, method, req, out).await,
         Group::Approval => approval_method(gw, session, method, req, out).await,
         Group::Absent => absent::answer(&gw.config(), method, req, out).await,
@@ -337,59 +341,10 @@ async fn gateway_method(gw: &Arc<Gateway>, method: Method, req: Request, out: &O
             let config = gw.config();
             serve::<m::ConfigGet, _>(req, out, |_| config_get(&config)).await
         }
-        Method::ConfigSchema => serve::<m::ConfigSchema, _>(req, out, |_| config_schema()).await,
-        Method::ConfigSchemaLookup => {
-            serve::<m::ConfigSchemaLookup, _>(req, out, config_schema_lookup).await
-        }
-        Method::ConfigPatch => {
-            let patch = |p| config_write(&gw.reload_requests, ConfigWrite::Patch(p));
-            serve::<m::ConfigPatch, _>(req, out, patch).await
-        }
-        Method::ConfigApply => {
-            let apply = |p| config_write(&gw.reload_requests, ConfigWrite::Apply(p));
-            serve::<m::ConfigApply, _>(req, out, apply).await
-        }
         Method::LogsTail => serve::<m::LogsTail, _>(req, out, |p| async { logs_tail(p) }).await,
         // A bare array, as OpenClaw answers it.
         Method::SystemPresence => {
             serve::<m::SystemPresence, _>(req, out, |_| async { Ok(gw.presence.list()) }).await
-        }
-        Method::AgentsCreate => {
-            let create = |p| agents_admin::agents_create(gw, p);
-            serve::<m::AgentsCreate, _>(req, out, create).await
-        }
-        Method::AgentsUpdate => {
-            let update = |p| agents_admin::agents_update(gw, p);
-            serve::<m::AgentsUpdate, _>(req, out, update).await
-        }
-        Method::AgentsDelete => {
-            let delete = |p| agents_admin::agents_delete(gw, p);
-            serve::<m::AgentsDelete, _>(req, out, delete).await
-        }
-        Method::ToolsCatalog => {
-            let config = gw.config();
-            let catalog = |p| async { tools_catalog::tools_catalog(&config, p) };
-            serve::<m::ToolsCatalog, _>(req, out, catalog).await
-        }
-        Method::ToolsEffective => {
-            let config = gw.config();
-            let effective = |p| tools_catalog::tools_effective(&config, &gw.db, p);
-            serve::<m::ToolsEffective, _>(req, out, effective).await
-        }
-        Method::AgentsFilesList => {
-            let config = gw.config();
-            let list = |p| agent_files::agents_files_list(&config, p);
-            serve::<m::AgentsFilesList, _>(req, out, list).await
-        }
-        Method::AgentsFilesGet => {
-            let config = gw.config();
-            let get = |p| agent_files::agents_files_get(&config, p);
-            serve::<m::AgentsFilesGet, _>(req, out, get).await
-        }
-        Method::AgentsFilesSet => {
-            let config = gw.config();
-            let set = |p| agent_files::agents_files_set(&config, p);
-            serve::<m::AgentsFilesSet, _>(req, out, set).await
         }
         Method::AgentsList => {
             serve::<m::AgentsList, _>(req, out, |_| async { Ok(agents_list(&gw.config())) }).await
