@@ -245,13 +245,20 @@ async fn tools_catalog_and_effective_follow_the_tool_table_issue_39() {
     );
     let r = c.call("tools.catalog", json!({"agentId": "nobody"})).await;
     assert_eq!(r["error"]["message"], "unknown agent id \"nobody\"", "{r}");
+    // OpenClaw's Control UI asks with `includePlugins`.
+    let r = c
+        .call(
+            "tools.catalog",
+            json!({"agentId": "ops", "includePlugins": true}),
+        )
+        .await;
+    assert_eq!(r["payload"]["agentId"], "ops", "{r}");
+    // Before the session's first run: what that run would be offered.
     let r = c
         .call("tools.effective", json!({"sessionKey": "agent:ops:main"}))
         .await;
-    assert_eq!(
-        r["error"]["message"], "unknown session key \"agent:ops:main\"",
-        "{r}"
-    );
+    let offered = r["payload"]["groups"][0]["tools"].as_array().map(Vec::len);
+    assert_eq!(offered, Some(2), "{r}");
     gw.model.push(loopgate_tests::reply("ok"));
     let (_, fin) = c
         .turn(json!({"message": "hi", "idempotencyKey": "te-1", "agentId": "ops"}))

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub struct ToolsCatalogParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// Sent by OpenClaw's Control UI; loopgate has no plugin tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_plugins: Option<bool>,
 }
 
 /// `tools.effective` params. Closed.

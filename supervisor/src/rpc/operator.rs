@@ -48,7 +48,7 @@ pub(super) async fn method(gw: &Arc<Gateway>, method: Method, req: Request, out:
         }
         Method::ToolsEffective => {
             let config = gw.config();
-            let effective = |p| tools_catalog::tools_effective(&config, &gw.db, p);
+            let effective = |p| tools_catalog::tools_effective(&config, p);
             serve::<m::ToolsEffective, _>(req, out, effective).await
         }
         Method::AgentsFilesList => {

@@ -9,7 +9,6 @@ use ipc::tools::{Tool, ToolClass, TOOLS};
 
 use super::Answer;
 use crate::config::Config;
-use crate::gatewaydb::GatewayDb;
 
 /// A tool class's group: id, label, and the profiles that offer its tools.
 fn group_of(class: ToolClass) -> (&'static str, &'static str, &'static str) {
@@ -77,10 +76,11 @@ pub(super) fn tools_catalog(config: &Config, p: ToolsCatalogParams) -> Answer<To
     })
 }
 
-/// `tools.effective`: the tools the session's agent is offered (`tools.allow`).
+/// `tools.effective`: the tools the session's agent is offered (`tools.allow`). A key of a
+/// configured agent with no run yet is answered too (what its first run would be offered:
+/// OpenClaw's Control UI asks for its main session before any turn).
 pub(super) async fn tools_effective(
     config: &Config,
-    db: &GatewayDb,
     p: ToolsEffectiveParams,
 ) -> Answer<ToolsEffectiveResult> {
     let route = super::routed(config, Method::ToolsEffective, &p.session_key, None)?;
@@ -88,15 +88,6 @@ pub(super) async fn tools_effective(
         return Err(ErrorShape::invalid(format!(
             "agent {asked:?} does not match session key agent {:?}",
             route.agent_id
-        )));
-    }
-    if super::sessions::find_session(db, &route.session_key)
-        .await?
-        .is_none()
-    {
-        return Err(ErrorShape::invalid(format!(
-            "unknown session key {:?}",
-            route.session_key
         )));
     }
     let agent = agent_of(config, Some(&route.agent_id))?;
