@@ -288,3 +288,16 @@ async fn tools_catalog_and_effective_follow_the_tool_table_issue_39() {
     let r = c.call("tools.effective", json!({})).await;
     assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
 }
+
+/// `usage.status`: no provider quota windows (loopgate keeps no provider accounts), as
+/// OpenClaw answers for a provider of one's own; unknown params are ignored, as OpenClaw's
+/// (operator-surface §10, issue 39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_status_has_no_provider_windows_issue_39() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("usage.status", json!({"whatever": 1})).await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["payload"]["providers"], json!([]), "{r}");
+    assert!(r["payload"]["updatedAt"].as_u64().is_some(), "{r}");
+}

@@ -191,6 +191,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "agents.files.set",
             "tools.catalog",
             "tools.effective",
+            "usage.status",
             "agent.identity.get",
             "chat.metadata",
             "models.list",

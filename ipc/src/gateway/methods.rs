@@ -140,6 +140,8 @@ gateway_methods! {
     AgentsFilesSet = "agents.files.set", Admin, AgentFilesSetParams => AgentFileResult;
     ToolsCatalog = "tools.catalog", Read, ToolsCatalogParams => ToolsCatalogResult;
     ToolsEffective = "tools.effective", Read, ToolsEffectiveParams => ToolsEffectiveResult;
+    /// Unknown params are ignored, as OpenClaw's.
+    UsageStatus = "usage.status", Read, AnyParams => UsageStatusResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;

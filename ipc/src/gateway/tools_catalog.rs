@@ -76,3 +76,13 @@ pub struct ToolsEffectiveResult {
     pub profile: String,
     pub groups: Vec<ToolGroup>,
 }
+
+/// The answer to `usage.status`: the providers' own quota windows (OpenClaw reads them from
+/// the providers it has accounts with; none for a provider of one's own).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStatusResult {
+    pub updated_at: u64,
+    /// Always empty: loopgate keeps no provider accounts.
+    pub providers: Vec<super::Never>,
+}

@@ -180,7 +180,8 @@ fn group(method: Method) -> Group {
         | Method::ToolsEffective
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
-        | Method::AgentsFilesSet => Group::Operator,
+        | Method::AgentsFilesSet
+        | Method::UsageStatus => Group::Operator,
         Method::SessionsResolve
         | Method::SessionsAbort
         | Method::SessionsList

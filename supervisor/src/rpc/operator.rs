@@ -66,6 +66,17 @@ pub(super) async fn method(gw: &Arc<Gateway>, method: Method, req: Request, out:
             let set = |p| agent_files::agents_files_set(&config, p);
             serve::<m::AgentsFilesSet, _>(req, out, set).await
         }
+        // loopgate keeps no provider accounts, so no provider quota windows (what OpenClaw
+        // answers for a provider of one's own).
+        Method::UsageStatus => {
+            let status = |_| async {
+                Ok(ipc::gateway::UsageStatusResult {
+                    updated_at: crate::events::now_ms(),
+                    providers: Vec::new(),
+                })
+            };
+            serve::<m::UsageStatus, _>(req, out, status).await
+        }
         other => misrouted(other, req, out).await,
     }
 }
