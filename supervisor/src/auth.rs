@@ -386,7 +386,7 @@ pub fn verify_device(
             "device public key invalid",
         ));
     };
-    let derived = hex(&Sha256::digest(raw));
+    let derived = crate::secrets::sha256_hex(&raw);
     if !derived.eq_ignore_ascii_case(id) {
         return Err(device_error(
             "DEVICE_AUTH_DEVICE_ID_MISMATCH",
@@ -456,10 +456,6 @@ pub fn verify_device(
         ));
     }
     Ok(derived)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

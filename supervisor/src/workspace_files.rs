@@ -63,12 +63,6 @@ pub enum FileError {
     Io(#[from] std::io::Error),
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn hash(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    crate::secrets::hex(&Sha256::digest(bytes))
-}
-
 fn checked(name: &str) -> Result<(), FileError> {
     match NAMES.contains(&name) {
         true => Ok(()),
@@ -133,7 +127,7 @@ pub fn read(workspace: &Path, name: &str, content: bool) -> Result<FileState, Fi
         present: Some(Present {
             size: bytes.len() as u64,
             updated_at_ms,
-            hash: hash(&bytes),
+            hash: crate::secrets::sha256_hex(&bytes),
             content: text,
         }),
     })

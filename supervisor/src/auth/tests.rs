@@ -1,4 +1,5 @@
 use super::*;
+use crate::secrets::hex;
 use ed25519_dalek::{Signer, SigningKey};
 use ipc::gateway::{ClientInfo, ConnectAuth};
 

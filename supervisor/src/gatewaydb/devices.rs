@@ -14,7 +14,6 @@
 
 use base64::Engine;
 use rusqlite::{params, Connection, OptionalExtension};
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use super::DbError;
@@ -69,10 +68,7 @@ pub fn mint() -> String {
 }
 
 fn digest(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::secrets::sha256_hex(token.as_bytes())
 }
 
 /// Who a token is issued to.

@@ -15,12 +15,7 @@ const CRON_DEFAULT_LIMIT: u32 = 50;
 
 /// `sha256:` of the empty job list: the revision of a catalog that never changes.
 fn empty_revision() -> String {
-    use sha2::{Digest, Sha256};
-    let hex: String = Sha256::digest(b"[]")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::secrets::sha256_hex(b"[]"))
 }
 
 /// `cron.list`: no jobs, in a page of the asked size.

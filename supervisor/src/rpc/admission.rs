@@ -449,7 +449,7 @@ pub(super) fn request_hash(
         h.update([0u8]);
         h.update(a.digest.as_bytes());
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::secrets::hex(&h.finalize())
 }
 
 /// The checks `agent` and `chat.send` share: a message with text, unless it has

@@ -158,13 +158,7 @@ fn one(a: ChatAttachment) -> Result<Option<Attachment>, Refused> {
     if size > cap {
         return Err(Refused::TooLarge { what, size, cap });
     }
-    let digest = {
-        use sha2::{Digest, Sha256};
-        Sha256::digest(&raw.bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
+    let digest = crate::secrets::sha256_hex(&raw.bytes);
     Ok(Some(Attachment {
         kind,
         mime_type: mime,
