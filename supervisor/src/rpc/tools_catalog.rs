@@ -94,7 +94,7 @@ pub(super) async fn tools_effective(
     let allow = agent.tools_allow.as_deref();
     let tools: Vec<ToolEntry> = TOOLS
         .iter()
-        .filter(|t| allow.is_none_or(|list| list.iter().any(|a| a == t.name)))
+        .filter(|t| ipc::tools::allowed(allow, t.name))
         .map(|t| entry(t, false))
         .collect();
     Ok(ToolsEffectiveResult {

@@ -151,10 +151,7 @@ pub struct ToolCtx {
     pub disk: Arc<budget::DiskBudget>,
 }
 
-/// Whether `name` is in the allow list (`None`: everything is).
-pub fn allowed(allow: Option<&[String]>, name: &str) -> bool {
-    allow.is_none_or(|list| list.iter().any(|t| t == name))
-}
+pub use ipc::tools::allowed;
 
 /// The tools offered to an agent's model.
 pub fn offered(allow: Option<&[String]>) -> Vec<&'static ToolDef> {
