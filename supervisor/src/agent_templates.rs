@@ -32,21 +32,15 @@ pub fn seed(workspace: &Path, name: &str, emoji: Option<&str>) -> Result<(), Fil
 
 /// `IDENTITY.md`'s `- Name:` and `- Emoji:` lines set to `name` and `emoji` (those given).
 pub fn with_identity(text: &str, name: Option<&str>, emoji: Option<&str>) -> String {
-    let mut out: Vec<String> = text
-        .lines()
-        .map(|l| {
-            match (
-                l.trim_start().strip_prefix("- Name:"),
-                l.trim_start().strip_prefix("- Emoji:"),
-            ) {
-                (Some(_), _) if name.is_some() => format!("- Name: {}", name.unwrap_or_default()),
-                (_, Some(_)) if emoji.is_some() => {
-                    format!("- Emoji: {}", emoji.unwrap_or_default())
-                }
-                _ => l.to_owned(),
-            }
-        })
-        .collect();
+    let line = |l: &str| {
+        let t = l.trim_start();
+        match (name, emoji) {
+            (Some(n), _) if t.starts_with("- Name:") => format!("- Name: {n}"),
+            (_, Some(e)) if t.starts_with("- Emoji:") => format!("- Emoji: {e}"),
+            _ => l.to_owned(),
+        }
+    };
+    let mut out: Vec<String> = text.lines().map(line).collect();
     if text.ends_with('\n') {
         out.push(String::new());
     }

@@ -89,9 +89,8 @@ pub(super) async fn agents_create(
         move || crate::agent_templates::seed(&ws, &name, emoji.as_deref())
     })
     .await;
-    if let Ok(Err(e)) | Err(e) = seeded.map_err(|e| crate::workspace_files::FileError::Io(e.into()))
-    {
-        tracing::warn!(agent = id.as_str(), error = %e, "The new agent's workspace was not seeded.");
+    if !matches!(seeded, Ok(Ok(()))) {
+        tracing::warn!(agent = id.as_str(), outcome = ?seeded, "The new agent's workspace was not seeded.");
     }
     Ok(AgentsCreateResult {
         ok: true,

@@ -413,30 +413,13 @@ async fn session_method(
         Method::SessionsCompact => {
             serve::<m::SessionsCompact, _>(req, out, |p| sessions_compact(gw, out, p)).await
         }
+        // One handler for both: `method` says which.
         Method::SessionsMessagesSubscribe => {
-            let follow = |p| {
-                let following = Following::of(out);
-                ready(session_messages(
-                    &gw.config(),
-                    &gw.hub,
-                    following,
-                    method,
-                    p,
-                ))
-            };
+            let follow = |p| ready(follow_messages(gw, out, method, p));
             serve::<m::SessionsMessagesSubscribe, _>(req, out, follow).await
         }
         Method::SessionsMessagesUnsubscribe => {
-            let unfollow = |p| {
-                let following = Following::of(out);
-                ready(session_messages(
-                    &gw.config(),
-                    &gw.hub,
-                    following,
-                    method,
-                    p,
-                ))
-            };
+            let unfollow = |p| ready(follow_messages(gw, out, method, p));
             serve::<m::SessionsMessagesUnsubscribe, _>(req, out, unfollow).await
         }
         other => misrouted(other, req, out).await,
@@ -482,6 +465,16 @@ async fn approval_method(
         }
         other => misrouted(other, req, out).await,
     }
+}
+
+/// `sessions.messages.subscribe` / `unsubscribe` on connection `out` (`method`: which).
+fn follow_messages(
+    gw: &Gateway,
+    out: &Out,
+    method: Method,
+    p: ipc::gateway::SessionMessagesParams,
+) -> Answer<ipc::gateway::SessionMessagesResult> {
+    session_messages(&gw.config(), &gw.hub, Following::of(out), method, p)
 }
 
 /// `key` (with `agent_id`) routed against the configured agents, or the error of method
