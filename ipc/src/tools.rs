@@ -125,6 +125,7 @@ pub fn find(name: &str) -> Option<&'static Tool> {
 
 /// Whether `name` is in an agent's `tools.allow` list (`None`: every tool is): what the
 /// worker offers its model and what `tools.effective` tells operators.
+#[inline]
 pub fn allowed(allow: Option<&[String]>, name: &str) -> bool {
     allow.is_none_or(|list| list.iter().any(|t| t == name))
 }
