@@ -41,8 +41,8 @@ pub use gateway::{
 pub use hooks::RawHook;
 pub use invalid::Invalid;
 pub use models::{
-    ModelCaps, RawModelEntry, RawModels, RawProvider, ResolvedModel, DEFAULT_IDLE_CLOUD_SECONDS,
-    DEFAULT_IDLE_SELF_HOSTED_SECONDS, DEFAULT_PROVIDER_TIMEOUT_SECONDS,
+    ModelCaps, Price, Prices, RawModelEntry, RawModels, RawProvider, ResolvedModel,
+    DEFAULT_IDLE_CLOUD_SECONDS, DEFAULT_IDLE_SELF_HOSTED_SECONDS, DEFAULT_PROVIDER_TIMEOUT_SECONDS,
 };
 pub use names::{AgentId, BadAgentId, ModelRef, ModelSetting};
 pub use policies::{
@@ -167,6 +167,8 @@ pub struct Config {
     /// The content hash of the file this config was loaded from (`None`: no file, or not
     /// loaded from one): what `config.get` calls the applied revision.
     pub text_hash: Option<String>,
+    /// Models' prices (`models.providers.<id>.models.<name>.cost`).
+    pub prices: Prices,
 }
 
 impl fmt::Debug for Config {
@@ -270,6 +272,7 @@ impl Config {
                 .transpose()
                 .map_err(|e| err(e.into()))?,
             text_hash: None,
+            prices: models::prices(&raw.models),
         })
     }
 

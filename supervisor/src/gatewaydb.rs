@@ -17,6 +17,7 @@ use crate::outcome::StoredTerminal;
 pub mod devices;
 mod exec_allowlist;
 mod sessions;
+pub mod usage;
 
 /// Terminal runs older than this are pruned (their replay is no longer available).
 pub const RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
@@ -183,6 +184,14 @@ enum Cmd {
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
     DisallowExec(String, String, oneshot::Sender<Result<bool, DbError>>),
     ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
+    UsageDays(
+        usage::UsageQuery,
+        oneshot::Sender<Result<Vec<usage::DayRow>, DbError>>,
+    ),
+    UsageSessions(
+        usage::SessionsUsageQuery,
+        oneshot::Sender<Result<usage::SessionsUsage, DbError>>,
+    ),
 }
 
 /// Handle to the writer thread. Cheap to clone.
@@ -209,6 +218,9 @@ impl GatewayDb {
     ) -> Result<(GatewayDb, usize), DbError> {
         let conn = dbwriter::open(path, dbwriter::Durability::Normal)?;
         migrate(&conn)?;
+        if let Some(runs) = usage::rebuild_if_needed(&conn, now_ms)? {
+            tracing::info!(runs, "usage rollups built from the kept runs");
+        }
         let recovered = recover(&conn, now_ms)?;
         // An acknowledged `accepted` survives a power cut: batches with an accept are
         // fsynced before they are answered. Outcomes are not: one lost to a power cut is
@@ -306,6 +318,19 @@ impl GatewayDb {
         self.tx.ask(Cmd::ExecAllowlist).await
     }
 
+    /// The usage rollup's rows of some days (`usage.cost`).
+    pub async fn usage_days(&self, q: usage::UsageQuery) -> Result<Vec<usage::DayRow>, DbError> {
+        self.tx.ask(|tx| Cmd::UsageDays(q, tx)).await
+    }
+
+    /// The sessions with usage in some days, and their rows (`sessions.usage`).
+    pub async fn usage_sessions(
+        &self,
+        q: usage::SessionsUsageQuery,
+    ) -> Result<usage::SessionsUsage, DbError> {
+        self.tx.ask(|tx| Cmd::UsageSessions(q, tx)).await
+    }
+
     /// Deletes terminal runs that ended before `before_ms`.
     pub async fn prune(&self, before_ms: u64) -> Result<usize, DbError> {
         self.tx.ask(|tx| Cmd::Prune(before_ms, tx)).await
@@ -371,6 +396,8 @@ const LADDER: &[dbwriter::Step<'static>] = &[
     &["CREATE INDEX IF NOT EXISTS sessions_by_id ON sessions(session_id) WHERE session_id IS NOT NULL;"],
     // v10: a session's own verbose level.
     &["ALTER TABLE sessions ADD COLUMN verbose_level TEXT;"],
+    // v11: token usage rolled up per agent, session, day and model (`usage`).
+    &[usage::SCHEMA],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
@@ -444,6 +471,8 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
         ),
         Cmd::ExecAllowlist(tx) => answer(tx, sp.run(conn, exec_allowlist::list)),
         Cmd::Prune(before, tx) => answer(tx, sp.run(conn, |c| prune(c, before))),
+        Cmd::UsageDays(q, tx) => answer(tx, sp.run(conn, |c| usage::days(c, &q))),
+        Cmd::UsageSessions(q, tx) => answer(tx, sp.run(conn, |c| usage::sessions(c, &q))),
     }
 }
 
@@ -532,6 +561,7 @@ fn finish_as(
                 touch
             ],
         )?;
+        usage::record(conn, run_id, t)?;
     }
     Ok(())
 }
@@ -577,6 +607,7 @@ fn lookup(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>, DbError>
                     final_json,
                     session_id: None,
                     usage: None,
+                    spend: None,
                 },
             },
         },

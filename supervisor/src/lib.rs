@@ -75,5 +75,6 @@ pub mod session_settings;
 mod sys;
 pub mod sys_info;
 pub mod systemd;
+pub mod usage;
 pub mod worker_link;
 pub mod workspace_files;

@@ -24,6 +24,44 @@ pub struct StoredTerminal {
     pub session_id: Option<String>,
     /// Token usage `(input, output, total)`, added to the session's totals.
     pub usage: Option<(u64, u64, u64)>,
+    /// What a run that started spent, added to the usage rollups (`None`: it never started,
+    /// or its turn was another run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Box<Spend>>,
+}
+
+/// What a run spent beyond its token totals: the model that answered, the cache tokens, how
+/// long it ran, the tools it called, whether it failed. Counted in `usage.cost` and
+/// `sessions.usage` (`gatewaydb::usage`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    pub provider: String,
+    pub model: String,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub duration_ms: u64,
+    pub tool_calls: u32,
+    pub failed: bool,
+}
+
+impl Spend {
+    /// What `t` spent, if its run started and the turn was its own.
+    pub fn of(t: &RunTerminal) -> Option<Spend> {
+        if t.started_at.is_none() || t.carried_by.is_some() {
+            return None;
+        }
+        let usage = t.usage.unwrap_or_default();
+        Some(Spend {
+            provider: t.provider.clone().unwrap_or_default(),
+            model: t.model.clone().unwrap_or_default(),
+            cache_read: usage.cache_read,
+            cache_write: usage.cache_write,
+            duration_ms: t.duration_ms,
+            tool_calls: t.tool_calls,
+            failed: t.status != RunStatus::Ok,
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +78,7 @@ pub struct Outcome {
     pub final_json: Arc<str>,
     pub session_id: Option<String>,
     pub usage: Option<ipc::control::Usage>,
+    pub spend: Option<Spend>,
 }
 
 /// How a final result is stored.
@@ -109,6 +148,7 @@ impl Outcome {
             final_json: Arc::from(final_json),
             session_id: t.session_id.clone(),
             usage: t.usage,
+            spend: Spend::of(t),
         }
     }
 
@@ -127,6 +167,7 @@ impl Outcome {
             final_json: self.final_json.to_string(),
             session_id: self.session_id.clone(),
             usage: self.usage.map(|u| (u.input, u.output, u.total)),
+            spend: self.spend.clone().map(Box::new),
         }
     }
 }
@@ -219,6 +260,7 @@ mod tests {
             fallbacks: 0,
             carried_by: None,
             session_key: None,
+            tool_calls: 0,
         };
         let o = Outcome::from_terminal(&t, "agent:main:main", "main");
         let stored = StoredFinal::parse(&o.final_json).unwrap();

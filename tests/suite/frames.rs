@@ -192,6 +192,8 @@ async fn handshake_refusals_on_the_unix_socket() {
             "tools.catalog",
             "tools.effective",
             "usage.status",
+            "usage.cost",
+            "sessions.usage",
             "agent.identity.get",
             "chat.metadata",
             "models.list",

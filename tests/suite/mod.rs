@@ -52,5 +52,6 @@ mod shapes;
 mod slash_commands;
 mod tools;
 mod turn;
+mod usage;
 mod verbose;
 mod websocket;

@@ -340,8 +340,9 @@ impl Worker {
                 run_id,
                 carried_by: Some(done.terminal.run_id.clone()),
                 session_key: Some(done.session_key.clone()),
-                // The turn's tokens are the carrier's (counted once in the session's totals).
+                // The turn's tokens and tools are the carrier's (counted once in the totals).
                 usage: None,
+                tool_calls: 0,
                 ..done.terminal.clone()
             })
             .collect();

@@ -457,6 +457,15 @@ pub struct RunTerminal {
     /// wire, so the supervisor cannot know it otherwise); `None` for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key: Option<String>,
+    /// Since: protocol v2 (additive). Tool calls the run's turn made (0 for a carried run:
+    /// they are the carrier's), for the usage rollups. Absent when 0, so a terminal without
+    /// tools keeps the bytes of protocol v2.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RunTerminal {
@@ -486,6 +495,7 @@ impl RunTerminal {
             fallbacks: 0,
             carried_by: None,
             session_key: None,
+            tool_calls: 0,
         }
     }
 }

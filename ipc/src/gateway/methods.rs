@@ -20,7 +20,7 @@ pub trait MethodSpec {
 }
 
 /// The answer of a method that is always refused (a feature loopgate does not have).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Never {}
 
 /// `{"ok": true}`: an action done, nothing to report.
@@ -142,6 +142,9 @@ gateway_methods! {
     ToolsEffective = "tools.effective", Read, ToolsEffectiveParams => ToolsEffectiveResult;
     /// Unknown params are ignored, as OpenClaw's.
     UsageStatus = "usage.status", Read, AnyParams => UsageStatusResult;
+    /// Unknown params are ignored, as OpenClaw's.
+    UsageCost = "usage.cost", Read, UsageCostParams => UsageCostResult;
+    SessionsUsage = "sessions.usage", Read, SessionsUsageParams => SessionsUsageResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;

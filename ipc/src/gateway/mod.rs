@@ -32,6 +32,7 @@ mod sessions;
 pub mod shape;
 mod surrogates;
 mod tools_catalog;
+mod usage;
 pub use absent::*;
 pub use agent_files::*;
 pub use approvals::*;
@@ -55,6 +56,7 @@ pub use scope::{covers, Scope, MODEL_CHANGE};
 pub use sessions::*;
 pub use shape::{Limits, TooComplex};
 pub use tools_catalog::*;
+pub use usage::*;
 
 /// Gateway protocol version spoken to clients.
 pub const GATEWAY_PROTOCOL: u32 = 4;

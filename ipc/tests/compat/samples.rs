@@ -222,6 +222,7 @@ pub(crate) fn samples() -> Vec<(&'static str, Sample)> {
                 fallbacks: 0,
                 carried_by: None,
                 session_key: None,
+                tool_calls: 0,
             })),
         ),
         (

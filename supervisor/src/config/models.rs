@@ -64,6 +64,40 @@ pub struct RawModelEntry {
     /// What it takes as input, as OpenClaw's model config says it: `["text"]` (the default)
     /// or `["text", "image"]`. A model without `image` gets a note instead of each image.
     pub input: Option<Vec<String>>,
+    /// What it costs, in dollars per million tokens (`usage.cost`, `sessions.usage`); a
+    /// model without one costs nothing, as a model of one's own does.
+    pub cost: Option<Price>,
+}
+
+/// A model's price in dollars per million tokens, as OpenClaw's model `cost` says it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    #[serde(default)]
+    pub input: f64,
+    #[serde(default)]
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+/// Every configured price, by `(provider, model)`.
+pub type Prices = BTreeMap<(String, String), Price>;
+
+/// The prices the config gives its models.
+pub(super) fn prices(raw: &RawModels) -> Prices {
+    raw.providers
+        .iter()
+        .flat_map(|(provider, p)| {
+            p.models.iter().filter_map(move |(model, m)| {
+                m.cost.map(|c| ((provider.clone(), model.clone()), c))
+            })
+        })
+        .collect()
 }
 
 impl RawModelEntry {
@@ -202,6 +236,21 @@ fn check_provider(key: &str, p: &RawProvider) -> Result<(), Invalid> {
         ));
     }
     for (name, m) in &p.models {
+        if let Some(c) = m.cost {
+            for (what, v) in [
+                ("input", c.input),
+                ("output", c.output),
+                ("cache_read", c.cache_read),
+                ("cache_write", c.cache_write),
+            ] {
+                if !(v.is_finite() && (0.0..=1_000_000.0).contains(&v)) {
+                    return Err(Invalid::new(
+                        format!("{key}.models.{name:?}.cost.{what}"),
+                        "must be a number of dollars per million tokens (0 to 1000000)",
+                    ));
+                }
+            }
+        }
         for kind in m.input.iter().flatten() {
             if !matches!(kind.as_str(), "text" | "image") {
                 return Err(Invalid::new(

@@ -50,6 +50,9 @@ async fn a_v3_database_migrates_and_patches() {
                  DROP TABLE device_tokens;
                  DROP TABLE exec_allowlist;
                  DROP INDEX sessions_by_id;
+                 DROP TABLE usage_days;
+                 DROP TABLE usage_session_days;
+                 DROP TABLE usage_rollup;
                  PRAGMA user_version = 3;",
         )
         .unwrap();
@@ -122,6 +125,7 @@ async fn accept_finish_replay_and_recover() {
         final_json: "{\"ok\":true}".into(),
         session_id: Some("sid".into()),
         usage: Some((3, 2, 5)),
+        spend: None,
     };
     db.finish("a".into(), t.clone()).await.unwrap();
     match db.accept(run("a")).await.unwrap() {
@@ -255,5 +259,142 @@ fn sessions_by_transcript_id_deleted_and_their_own_settings() {
     assert_eq!(
         sessions::by_id(&conn, "t1").unwrap(),
         Some(("agent:main:old".to_owned(), "main".to_owned()))
+    );
+}
+
+/// A finished run as the control core records it: its outcome built from the worker's
+/// terminal, so the stored final result is the real shape the rebuild reads.
+fn finished(
+    id: &str,
+    session: &str,
+    agent: &str,
+    ended_at: u64,
+    (input, output): (u64, u64),
+    carried: bool,
+) -> (NewRun, StoredTerminal) {
+    let mut t = ipc::control::RunTerminal::without_work(
+        id,
+        ipc::control::RunStatus::Ok,
+        ended_at,
+        String::new(),
+        None,
+    );
+    t.error = None;
+    t.started_at = Some(ended_at - 40);
+    t.duration_ms = 40;
+    t.provider = Some("p".into());
+    t.model = Some("m".into());
+    t.tool_calls = 2;
+    t.usage = Some(ipc::control::Usage {
+        input,
+        output,
+        cache_read: 0,
+        cache_write: 0,
+        total: input + output,
+    });
+    t.carried_by = carried.then(|| "a".to_owned());
+    let run = NewRun {
+        run_id: id.into(),
+        agent_id: agent.into(),
+        session_key: session.into(),
+        accepted_at: 1,
+        request_hash: "h".into(),
+    };
+    let outcome = crate::outcome::Outcome::from_terminal(&t, session, agent);
+    (run, outcome.stored())
+}
+
+/// Each outcome adds its run to the rollups once (a carried run's turn is its carrier's, a
+/// second outcome for a run changes nothing), and a database from before the rollups gets
+/// them built from its kept runs.
+#[tokio::test]
+async fn usage_rolls_up_at_each_outcome_and_is_rebuilt_from_kept_runs() {
+    use usage::{SessionsUsageQuery, UsageQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.sqlite");
+    let (db, _) = GatewayDb::open(&path, 10).unwrap();
+    let day = 20_000u64;
+    let at = |d: u64| d * usage::DAY_MS + 1000;
+    for (id, session, agent, ended, tokens, carried) in [
+        ("a", "agent:main:s1", "main", at(day), (100, 10), false),
+        ("b", "agent:main:s1", "main", at(day + 1), (200, 20), false),
+        ("c", "agent:ops:s2", "ops", at(day + 1), (400, 40), false),
+        ("d", "agent:main:s1", "main", at(day + 1), (800, 80), true),
+    ] {
+        let (run, t) = finished(id, session, agent, ended, tokens, carried);
+        db.accept(run).await.unwrap();
+        db.finish(id.into(), t.clone()).await.unwrap();
+        // A second outcome for the same run is not counted again.
+        db.finish(id.into(), t).await.unwrap();
+    }
+    let all = UsageQuery {
+        first_day: day as i64,
+        last_day: day as i64 + 1,
+        agent_id: None,
+    };
+    let summed = |rows: &[usage::DayRow]| {
+        rows.iter().fold(usage::Counts::default(), |mut c, r| {
+            c.add(&r.counts);
+            c
+        })
+    };
+    let rows = db.usage_days(all.clone()).await.unwrap();
+    let c = summed(&rows);
+    assert_eq!((c.runs, c.input, c.output, c.total), (3, 700, 70, 770));
+    assert_eq!((c.tool_calls, c.min_ms, c.max_ms), (6, 40, 40));
+    let main = UsageQuery {
+        agent_id: Some("main".into()),
+        ..all.clone()
+    };
+    assert_eq!(
+        summed(&db.usage_days(main.clone()).await.unwrap()).input,
+        300
+    );
+    let page = db
+        .usage_sessions(SessionsUsageQuery {
+            range: main.clone(),
+            key: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.count, 1);
+    assert_eq!(page.sessions[0].session_key, "agent:main:s1");
+    assert_eq!(page.sessions[0].days.len(), 2);
+    let one = db
+        .usage_sessions(SessionsUsageQuery {
+            range: all.clone(),
+            key: Some("agent:ops:s2".into()),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(one.sessions[0].agent_id, "ops");
+    assert_eq!(one.sessions[0].days[0].counts.input, 400);
+    drop(db);
+    // A database from before the rollups: built from the runs it keeps (no tool counts).
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DELETE FROM usage_rollup; DELETE FROM usage_days;")
+        .unwrap();
+    let (db, _) = GatewayDb::open(&path, 11).unwrap();
+    let c = summed(&db.usage_days(all).await.unwrap());
+    assert_eq!((c.runs, c.input, c.output, c.total), (3, 700, 70, 770));
+    assert_eq!((c.tool_calls, c.duration_ms), (0, 120));
+    let page = db
+        .usage_sessions(SessionsUsageQuery {
+            range: main,
+            key: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        page.sessions[0]
+            .days
+            .iter()
+            .map(|d| d.counts.input)
+            .sum::<u64>(),
+        300
     );
 }

@@ -270,6 +270,7 @@ fn terminal(status: RunStatus) -> RunTerminal {
         fallbacks: 0,
         carried_by: None,
         session_key: None,
+        tool_calls: 0,
     }
 }
 

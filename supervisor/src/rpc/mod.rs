@@ -65,6 +65,7 @@ mod sessions;
 mod thinking;
 mod tools_catalog;
 mod turns;
+mod usage;
 
 use admission::*;
 use answer::*;
@@ -181,7 +182,9 @@ fn group(method: Method) -> Group {
         | Method::AgentsFilesList
         | Method::AgentsFilesGet
         | Method::AgentsFilesSet
-        | Method::UsageStatus => Group::Operator,
+        | Method::UsageStatus
+        | Method::UsageCost
+        | Method::SessionsUsage => Group::Operator,
         Method::SessionsResolve
         | Method::SessionsAbort
         | Method::SessionsList

@@ -1,7 +1,8 @@
 //! The operator's surface over the Gateway: the config file (`config.schema`,
 //! `config.schema.lookup`, `config.patch`, `config.apply`), agents (`agents.create`,
 //! `agents.update`, `agents.delete`), their files (`agents.files.*`) and the tools
-//! (`tools.catalog`, `tools.effective`). `config.get` and `agents.list` stay with the
+//! (`tools.catalog`, `tools.effective`), usage (`usage.status`, `usage.cost`,
+//! `sessions.usage`). `config.get` and `agents.list` stay with the
 //! gateway's own methods ([`super::gateway_method`]).
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use ipc::gateway::{m, Method};
 
 use super::gateway_ops::{config_schema, config_schema_lookup, config_write};
 use super::request::Request;
-use super::{agent_files, agents_admin, misrouted, serve, tools_catalog};
+use super::{agent_files, agents_admin, misrouted, serve, tools_catalog, usage};
 use crate::connection::out::Out;
 use crate::gateway::{ConfigWrite, Gateway};
 
@@ -76,6 +77,16 @@ pub(super) async fn method(gw: &Arc<Gateway>, method: Method, req: Request, out:
                 })
             };
             serve::<m::UsageStatus, _>(req, out, status).await
+        }
+        Method::UsageCost => {
+            let config = gw.config();
+            let cost = |p| usage::usage_cost(&gw.db, &config, p);
+            serve::<m::UsageCost, _>(req, out, cost).await
+        }
+        Method::SessionsUsage => {
+            let config = gw.config();
+            let sessions = |p| usage::sessions_usage(&gw.db, &config, p);
+            serve::<m::SessionsUsage, _>(req, out, sessions).await
         }
         other => misrouted(other, req, out).await,
     }

@@ -170,6 +170,7 @@ impl Turn {
             fallbacks: self.fallbacks_used,
             carried_by: None,
             session_key: None,
+            tool_calls: u32::try_from(self.tool_calls).unwrap_or(u32::MAX),
         }
     }
 

@@ -1,0 +1,155 @@
+//! `usage.cost` and `sessions.usage` (issue 39), as OpenClaw 2026.9.6 answers them
+//! (`openclaw-observed/operator-surface-2026.9.6.md` section 10): totals equal the tokens the
+//! scripted model reported, per agent, per session and per day, priced from the config.
+
+use loopgate_tests::{reply, Client, Gateway};
+use serde_json::{json, Value};
+
+const PRICED: &str = "[models.providers.scripted.models.\"scripted-1\"]\n\
+    cost = { input = 3.0, output = 15.0 }\n[agents.list.ops]\n";
+
+/// The usage the run's final result reports (what the model's stream said).
+fn reported(fin: &Value) -> (u64, u64) {
+    let u = &fin["payload"]["result"]["meta"]["agentMeta"]["usage"];
+    let n = |k: &str| u[k].as_u64().unwrap_or_else(|| panic!("no {k}: {fin}"));
+    (n("input"), n("output"))
+}
+
+async fn turn(c: &mut Client, gw: &Gateway, key: &str, text: &str, id: &str) -> (u64, u64) {
+    gw.model.push(reply(text));
+    let (_, fin) = c
+        .turn(json!({"message": "hello there", "sessionKey": key, "idempotencyKey": id}))
+        .await;
+    reported(&fin)
+}
+
+fn totals(v: &Value) -> (u64, u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("no {k}: {v}"));
+    (n("input"), n("output"), n("totalTokens"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_39() {
+    let gw = Gateway::start_with(PRICED).await;
+    let mut c = gw.connect().await;
+    let a1 = turn(&mut c, &gw, "agent:main:u1", "one two three", "u-1").await;
+    let a2 = turn(&mut c, &gw, "agent:main:u1", "four five", "u-2").await;
+    let b1 = turn(&mut c, &gw, "agent:main:u2", "six", "u-3").await;
+    let o1 = turn(&mut c, &gw, "agent:ops:x", "seven eight", "u-4").await;
+    assert!(
+        a1.0 > 0 && a1.1 > 0,
+        "the scripted model reports usage: {a1:?}"
+    );
+    let main = (a1.0 + a2.0 + b1.0, a1.1 + a2.1 + b1.1);
+
+    // Default scope: the default agent; 30 days ending today, zeros included.
+    let r = c.call("usage.cost", json!({})).await;
+    let p = &r["payload"];
+    assert_eq!(p["days"], 30, "{r}");
+    assert_eq!(p["daily"].as_array().unwrap().len(), 30, "{r}");
+    assert_eq!(
+        totals(&p["totals"]),
+        (main.0, main.1, main.0 + main.1),
+        "{r}"
+    );
+    let today = &p["daily"][29];
+    assert_eq!(
+        totals(today),
+        totals(&p["totals"]),
+        "today holds it all: {r}"
+    );
+    assert_eq!(p["daily"][0]["totalTokens"], 0, "{r}");
+    // $3 and $15 per million tokens.
+    let cost = (main.0 as f64 * 3.0 + main.1 as f64 * 15.0) / 1e6;
+    let got = p["totals"]["totalCost"].as_f64().unwrap();
+    assert!((got - cost).abs() < 1e-9, "{got} != {cost}: {r}");
+    assert_eq!(p["cacheStatus"]["status"], "fresh", "{r}");
+
+    let r = c.call("usage.cost", json!({"agentId": "ops"})).await;
+    assert_eq!(totals(&r["payload"]["totals"]).0, o1.0, "{r}");
+    let r = c
+        .call(
+            "usage.cost",
+            json!({"agentScope": "all", "days": 0, "bogus": 1}),
+        )
+        .await;
+    assert_eq!(
+        r["payload"]["days"], 1,
+        "days 0 is one day; unknown params ignored: {r}"
+    );
+    assert_eq!(totals(&r["payload"]["totals"]).0, main.0 + o1.0, "{r}");
+    let r = c
+        .call("usage.cost", json!({"agentScope": "all", "agentId": "ops"}))
+        .await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+    assert_eq!(
+        r["error"]["message"], "agentScope=all cannot be combined with agentId",
+        "{r}"
+    );
+
+    // Sessions of the default agent, most recent first, each with its own numbers.
+    let r = c.call("sessions.usage", json!({})).await;
+    let p = &r["payload"];
+    let sessions = p["sessions"].as_array().unwrap();
+    let keys: Vec<&str> = sessions.iter().filter_map(|s| s["key"].as_str()).collect();
+    assert_eq!(keys, ["agent:main:u2", "agent:main:u1"], "{r}");
+    assert_eq!(
+        totals(&sessions[1]["usage"]),
+        (a1.0 + a2.0, a1.1 + a2.1, a1.0 + a2.0 + a1.1 + a2.1),
+        "{r}"
+    );
+    assert_eq!(sessions[1]["usage"]["messageCounts"]["user"], 2, "{r}");
+    assert_eq!(sessions[1]["model"], "scripted-1", "{r}");
+    assert_eq!(totals(&p["totals"]).0, main.0, "{r}");
+    assert_eq!(p["aggregates"]["sessionCount"], 2, "{r}");
+    assert_eq!(p["aggregates"]["byAgent"][0]["agentId"], "main", "{r}");
+    // One session by key (of another agent), an unknown one, a malformed one.
+    let r = c
+        .call("sessions.usage", json!({"key": "agent:ops:x"}))
+        .await;
+    assert_eq!(totals(&r["payload"]["totals"]).0, o1.0, "{r}");
+    assert_eq!(r["payload"]["sessions"][0]["agentId"], "ops", "{r}");
+    let r = c
+        .call("sessions.usage", json!({"key": "agent:main:nobody"}))
+        .await;
+    assert_eq!(r["payload"]["sessions"], json!([]), "{r}");
+    assert_eq!(r["payload"]["totals"]["totalTokens"], 0, "{r}");
+    let r = c.call("sessions.usage", json!({"key": "not a key"})).await;
+    assert_eq!(
+        r["error"]["message"], "Invalid session reference: not a key",
+        "{r}"
+    );
+    let r = c
+        .call(
+            "sessions.usage",
+            json!({"startDate": "2026-02-30", "endDate": "2026-03-01"}),
+        )
+        .await;
+    assert_eq!(
+        r["error"]["message"], "invalid startDate: expected a valid YYYY-MM-DD calendar date",
+        "{r}"
+    );
+    let r = c.call("sessions.usage", json!({"bogus": true})).await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "closed params: {r}");
+    // The Control UI's own request.
+    let r = c
+        .call(
+            "sessions.usage",
+            json!({"startDate": "2026-01-01", "endDate": "2099-12-31", "agentScope": "all",
+                   "mode": "specific", "timeZone": "UTC", "utcOffset": "UTC+0",
+                   "groupBy": "instance", "limit": 1000, "includeContextWeight": false}),
+        )
+        .await;
+    assert_eq!(
+        r["payload"]["sessions"].as_array().map(Vec::len),
+        Some(3),
+        "{r}"
+    );
+
+    // Read scope is enough, as on OpenClaw.
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read"]);
+    let mut reader = Client::connect_with(&gw.socket(), params).await;
+    let r = reader.call("usage.cost", json!({})).await;
+    assert_eq!(r["ok"], true, "{r}");
+}
