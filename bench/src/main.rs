@@ -4,7 +4,7 @@
 //! should be a `loopgate-scripted-model`; `--gateway-pid` enables CPU and RSS figures).
 //!
 //! Scenarios: `latency`, `throughput`, `stream`, `startup`, `soak`, `crash-recovery`,
-//! `model-ceiling`, `floor`, `density`, `session-length`,
+//! `model-ceiling`, `floor`, `density`, `session-length`, `usage`,
 //! and `smoke` (all of them, tiny, for CI). Output: a table, or JSON with `--json`.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -16,6 +16,7 @@ mod procs;
 mod scale;
 mod spawn;
 mod stats;
+mod usage;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -146,6 +147,19 @@ enum Scenario {
         turns: usize,
         #[arg(long, default_value_t = 20)]
         window: usize,
+    },
+    /// `usage.cost` and `sessions.usage` latency over a gateway db holding RUNS recorded runs
+    /// over DAYS days and SESSIONS sessions per agent (four agents), its usage rollups built
+    /// at start as after an upgrade (loopgate only).
+    Usage {
+        #[arg(long, default_value_t = 1_000_000)]
+        runs: usize,
+        #[arg(long, default_value_t = 2_500)]
+        sessions: usize,
+        #[arg(long, default_value_t = 365)]
+        days: u64,
+        #[arg(long, default_value_t = 30)]
+        samples: usize,
     },
     /// Every scenario at a tiny size; fails unless every turn completed (CI).
     Smoke,
@@ -294,6 +308,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         Scenario::SessionLength { turns, window } => {
             scale::session_length(&target(&args, None).await?, turns, window).await?
+        }
+        Scenario::Usage {
+            runs,
+            sessions,
+            days,
+            samples,
+        } => {
+            let plan = usage::Plan {
+                runs,
+                sessions,
+                days,
+                samples,
+            };
+            usage::run(&loopgate_bin(&args), args.api, &plan).await?
         }
         Scenario::Smoke => smoke(&args).await?,
         Scenario::ClusterThroughput {
@@ -708,6 +736,13 @@ async fn smoke(args: &Args) -> anyhow::Result<Value> {
             scale::session_length(&t, 30, 5).await?,
         );
     }
+    let plan = usage::Plan {
+        runs: 2_000,
+        sessions: 20,
+        days: 30,
+        samples: 3,
+    };
+    out.insert("usage".into(), usage::run(&bin, args.api, &plan).await?);
     out.insert("model_ceiling".into(), model_ceiling(200, 4).await?);
     out.insert("floor".into(), floor::run(200).await?);
     Ok(Value::Object(out))

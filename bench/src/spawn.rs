@@ -36,7 +36,7 @@ pub struct Workers {
     pub max_live: Option<usize>,
 }
 
-fn config(
+pub(crate) fn config(
     model: &ScriptedModel,
     api: Api,
     agents: &[String],
@@ -139,7 +139,7 @@ impl Member {
 
 /// Writes `toml` as the config in `state`, starts `loopgate serve` there and waits until it
 /// is ready: the child, its pid and its WebSocket URL.
-async fn serve_with(
+pub(crate) async fn serve_with(
     loopgate: &Path,
     state: &Path,
     toml: &str,
