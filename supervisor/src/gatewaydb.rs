@@ -110,6 +110,17 @@ pub struct SessionPatch {
     pub queue_mode: Option<Option<String>>,
     /// `Some(None)` returns the session to its agent's `verbose_default`.
     pub verbose_level: Option<Option<String>>,
+    /// `Some(None)` returns the session to `messages.queue`'s debounce, cap and drop;
+    /// `Some(Some(o))` sets the options `o` gives and keeps the others.
+    pub queue_options: Option<Option<StoredQueueOptions>>,
+}
+
+/// A session's own queue options, as stored (`None`: the config's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredQueueOptions {
+    pub debounce_ms: Option<u64>,
+    pub cap: Option<u32>,
+    pub drop: Option<String>,
 }
 
 /// A session's own settings, as stored (canonical names).
@@ -121,6 +132,7 @@ pub struct StoredOverrides {
     pub reasoning: Option<String>,
     pub queue_mode: Option<String>,
     pub verbose: Option<String>,
+    pub queue_options: StoredQueueOptions,
 }
 
 /// Filter and page of `sessions.list`.
@@ -398,6 +410,10 @@ const LADDER: &[dbwriter::Step<'static>] = &[
     &["ALTER TABLE sessions ADD COLUMN verbose_level TEXT;"],
     // v11: token usage rolled up per agent, session, day and model (`usage`).
     &[usage::SCHEMA],
+    // v12: a session's own queue debounce, cap and drop policy.
+    &["ALTER TABLE sessions ADD COLUMN queue_debounce_ms INTEGER;
+             ALTER TABLE sessions ADD COLUMN queue_cap INTEGER;
+             ALTER TABLE sessions ADD COLUMN queue_drop TEXT;"],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {

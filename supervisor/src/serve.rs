@@ -313,7 +313,7 @@ async fn allowed_exec(db: &GatewayDb) -> HashMap<String, Vec<String>> {
     }
 }
 
-/// Sessions' own settings (model, thinking, reasoning, queue mode, verbose level), kept in the
+/// Sessions' own settings (model, thinking, reasoning, queue mode and options, verbose level), kept in the
 /// gateway db, restored into `sessions`.
 async fn restore_session_overrides(sessions: &SessionSettings, db: &GatewayDb) {
     match db.session_overrides().await {
@@ -332,6 +332,15 @@ async fn restore_session_overrides(sessions: &SessionSettings, db: &GatewayDb) {
                             .verbose
                             .as_deref()
                             .and_then(ipc::thinking::VerboseLevel::parse),
+                        queue_options: crate::session_settings::QueueOptions {
+                            debounce_ms: row.queue_options.debounce_ms,
+                            cap: row.queue_options.cap,
+                            drop: row
+                                .queue_options
+                                .drop
+                                .as_deref()
+                                .and_then(ipc::queue::QueueDrop::parse),
+                        },
                     }
                 });
             }

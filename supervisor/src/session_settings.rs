@@ -17,6 +17,41 @@ pub struct SessionOverrides {
     pub queue_mode: Option<ipc::queue::QueueMode>,
     /// How much of their tool work its runs' replies tell (R-B1).
     pub verbose: Option<ipc::thinking::VerboseLevel>,
+    /// Its own queue debounce, cap and drop policy (`/queue debounce:2s cap:5 drop:old`).
+    pub queue_options: QueueOptions,
+}
+
+/// A session's own queue options; each `None` is the config's (`messages.queue`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueOptions {
+    pub debounce_ms: Option<u64>,
+    pub cap: Option<u32>,
+    pub drop: Option<ipc::queue::QueueDrop>,
+}
+
+impl QueueOptions {
+    /// `policy` with these options over it.
+    pub fn over(self, mut policy: ipc::queue::QueuePolicy) -> ipc::queue::QueuePolicy {
+        if let Some(d) = self.debounce_ms {
+            policy.debounce_ms = d;
+        }
+        if let Some(c) = self.cap {
+            policy.cap = c;
+        }
+        if let Some(d) = self.drop {
+            policy.drop = d;
+        }
+        policy
+    }
+
+    /// These options with `newer`'s given ones over them.
+    pub fn with(self, newer: QueueOptions) -> QueueOptions {
+        QueueOptions {
+            debounce_ms: newer.debounce_ms.or(self.debounce_ms),
+            cap: newer.cap.or(self.cap),
+            drop: newer.drop.or(self.drop),
+        }
+    }
 }
 
 /// Every session's own settings (sessions with none have no entry).

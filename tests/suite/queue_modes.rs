@@ -398,3 +398,77 @@ async fn aborting_a_steered_message_leaves_its_turn_alone_r_b3() {
         requests[1].body
     );
 }
+
+/// `/queue followup cap:1 drop:new` (issue 39, `commands.list`'s `queue` args): the
+/// session's own cap and drop policy decide over the config's (cap 20, summarize), `/queue`
+/// alone says so in OpenClaw's words, and the settings survive a restart of the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_queue_cap_and_drop_decide_and_persist_issue_39() {
+    let mut gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let say =
+        |text: &str, id: &str| json!({"sessionKey": "qo", "message": text, "idempotencyKey": id});
+    let (_, fin) = c.turn(say("/queue followup cap:1 drop:new", "qo-0")).await;
+    assert_eq!(
+        texts(&fin),
+        ["⚙️ Queue mode set to followup. ⚙️ Queue cap set to 1. ⚙️ Queue drop set to new."],
+        "{fin}"
+    );
+    let list = c.call("commands.list", json!({})).await;
+    let entry = list["payload"]["commands"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|e| e["name"] == "queue"))
+        .cloned()
+        .unwrap_or_default();
+    let args: Vec<(&str, &str)> = entry["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| Some((a["name"].as_str()?, a["type"].as_str()?)))
+        .collect();
+    assert_eq!(
+        args,
+        [
+            ("mode", "string"),
+            ("debounce", "string"),
+            ("cap", "number"),
+            ("drop", "string")
+        ],
+        "{entry}"
+    );
+
+    gw.stop(nix::sys::signal::Signal::SIGTERM).await;
+    gw.spawn().await;
+    let mut c = gw.connect().await;
+    let (_, fin) = c.turn(say("/queue", "qo-1")).await;
+    assert_eq!(
+        texts(&fin),
+        ["Current queue settings: mode=followup, debounce=500ms, cap=1, drop=new.\n\
+          Options: modes steer, followup, collect, interrupt; debounce:<ms|s|m>, cap:<n>, drop:old|new|summarize."],
+        "kept across the restart: {fin}"
+    );
+    gw.model.push(hold("busy"));
+    let first = c.start_streaming(say("one", "qo-2")).await;
+    let two = queue(&mut c, "qo-3", "qo", None).await;
+    let three = queue(&mut c, "qo-4", "qo", None).await;
+    let f = c.res(&three).await;
+    assert_eq!(f["payload"]["status"], "error", "{f}");
+    let error = f["payload"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("(1 messages waiting; drop policy \"new\")"),
+        "{error}"
+    );
+    gw.model.release();
+    assert_eq!(c.res(&first).await["payload"]["status"], "ok");
+    assert_eq!(c.res(&two).await["payload"]["status"], "ok");
+    // `/queue reset` drops them all: the config's again.
+    let (_, fin) = c.turn(say("/queue reset", "qo-5")).await;
+    assert_eq!(texts(&fin), ["⚙️ Queue mode reset to default."], "{fin}");
+    let (_, fin) = c.turn(say("/queue", "qo-6")).await;
+    assert!(
+        texts(&fin)[0].starts_with(
+            "Current queue settings: mode=steer, debounce=500ms, cap=20, drop=summarize."
+        ),
+        "{fin}"
+    );
+}

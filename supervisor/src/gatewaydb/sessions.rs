@@ -39,6 +39,29 @@ pub(super) fn patch(
         conn.prepare_cached("UPDATE sessions SET queue_mode = ?2 WHERE session_key = ?1")?
             .execute(params![key, q])?;
     }
+    match &patch.queue_options {
+        None => {}
+        Some(None) => {
+            conn.prepare_cached(
+                "UPDATE sessions SET queue_debounce_ms = NULL, queue_cap = NULL, queue_drop = NULL
+                 WHERE session_key = ?1",
+            )?
+            .execute(params![key])?;
+        }
+        Some(Some(o)) => {
+            conn.prepare_cached(
+                "UPDATE sessions SET queue_debounce_ms = coalesce(?2, queue_debounce_ms),
+                        queue_cap = coalesce(?3, queue_cap), queue_drop = coalesce(?4, queue_drop)
+                 WHERE session_key = ?1",
+            )?
+            .execute(params![
+                key,
+                o.debounce_ms.map(|v| v.min(i64::MAX as u64) as i64),
+                o.cap,
+                o.drop
+            ])?;
+        }
+    }
     if let Some(v) = &patch.verbose_level {
         conn.prepare_cached("UPDATE sessions SET verbose_level = ?2 WHERE session_key = ?1")?
             .execute(params![key, v])?;
@@ -145,16 +168,17 @@ pub(super) fn by_id(conn: &Connection, id: &str) -> Result<Option<(String, Strin
     .map_err(DbError::from)
 }
 
-/// Every session with a setting of its own (model, thinking, reasoning, queue mode,
-/// verbose level).
+/// Every session with a setting of its own (model, thinking, reasoning, queue mode and
+/// options, verbose level).
 pub(super) fn overrides(conn: &Connection) -> Result<Vec<StoredOverrides>, DbError> {
     let mut stmt = conn.prepare_cached(
         "SELECT session_key, model_override, thinking_level, reasoning_level, queue_mode,
-                verbose_level
+                verbose_level, queue_debounce_ms, queue_cap, queue_drop
          FROM sessions
          WHERE model_override IS NOT NULL OR thinking_level IS NOT NULL
             OR reasoning_level IS NOT NULL OR queue_mode IS NOT NULL
-            OR verbose_level IS NOT NULL",
+            OR verbose_level IS NOT NULL OR queue_debounce_ms IS NOT NULL
+            OR queue_cap IS NOT NULL OR queue_drop IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(StoredOverrides {
@@ -164,6 +188,13 @@ pub(super) fn overrides(conn: &Connection) -> Result<Vec<StoredOverrides>, DbErr
             reasoning: r.get(3)?,
             queue_mode: r.get(4)?,
             verbose: r.get(5)?,
+            queue_options: super::StoredQueueOptions {
+                debounce_ms: r.get::<_, Option<i64>>(6)?.map(|v| v.max(0) as u64),
+                cap: r
+                    .get::<_, Option<i64>>(7)?
+                    .map(|v| v.clamp(0, i64::from(u32::MAX)) as u32),
+                drop: r.get(8)?,
+            },
         })
     })?;
     rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)

@@ -53,6 +53,9 @@ async fn a_v3_database_migrates_and_patches() {
                  DROP TABLE usage_days;
                  DROP TABLE usage_session_days;
                  DROP TABLE usage_rollup;
+                 ALTER TABLE sessions DROP COLUMN queue_debounce_ms;
+                 ALTER TABLE sessions DROP COLUMN queue_cap;
+                 ALTER TABLE sessions DROP COLUMN queue_drop;
                  PRAGMA user_version = 3;",
         )
         .unwrap();
@@ -66,6 +69,11 @@ async fn a_v3_database_migrates_and_patches() {
         reasoning_level: None,
         queue_mode: Some(Some("collect".into())),
         verbose_level: Some(Some("full".into())),
+        queue_options: Some(Some(StoredQueueOptions {
+            debounce_ms: Some(2000),
+            cap: None,
+            drop: Some("old".into()),
+        })),
     };
     let row = db
         .patch_session("agent:main:main".into(), "main".into(), patch, 9)
@@ -85,6 +93,11 @@ async fn a_v3_database_migrates_and_patches() {
             reasoning: None,
             queue_mode: Some("collect".to_owned()),
             verbose: Some("full".to_owned()),
+            queue_options: StoredQueueOptions {
+                debounce_ms: Some(2000),
+                cap: None,
+                drop: Some("old".into()),
+            },
         }]
     );
     assert_eq!(
@@ -355,6 +368,7 @@ async fn usage_rolls_up_at_each_outcome_and_is_rebuilt_from_kept_runs() {
             range: main.clone(),
             key: None,
             limit: 10,
+            max_day_rows: 1000,
         })
         .await
         .unwrap();
@@ -366,10 +380,22 @@ async fn usage_rolls_up_at_each_outcome_and_is_rebuilt_from_kept_runs() {
             range: all.clone(),
             key: Some("agent:ops:s2".into()),
             limit: 10,
+            max_day_rows: 1000,
         })
         .await
         .unwrap();
     assert_eq!(one.sessions[0].agent_id, "ops");
+    // The listed sessions' day rows are bounded; the ones past the bound are counted.
+    let bounded = db
+        .usage_sessions(SessionsUsageQuery {
+            range: all.clone(),
+            key: None,
+            limit: 10,
+            max_day_rows: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!((bounded.sessions.len(), bounded.count), (1, 2));
     assert_eq!(one.sessions[0].days[0].counts.input, 400);
     drop(db);
     // A database from before the rollups: built from the runs it keeps (no tool counts).
@@ -386,6 +412,7 @@ async fn usage_rolls_up_at_each_outcome_and_is_rebuilt_from_kept_runs() {
             range: main,
             key: None,
             limit: 10,
+            max_day_rows: 1000,
         })
         .await
         .unwrap();

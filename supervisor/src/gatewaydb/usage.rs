@@ -168,6 +168,9 @@ pub struct SessionsUsageQuery {
     pub key: Option<String>,
     /// At most this many sessions, the most recently updated first.
     pub limit: u32,
+    /// And at most this many of their day rows in all: a session that would pass it is only
+    /// counted (each row becomes a few hundred bytes of the answer, whose frame is bounded).
+    pub max_day_rows: usize,
 }
 
 /// Adds a finished run's spend to both rollups, in the transaction that records its outcome.
@@ -372,10 +375,12 @@ pub(super) fn sessions(
         "SELECT 1 FROM usage_session_days WHERE session_key = ?1 AND day BETWEEN ?2 AND ?3 LIMIT 1",
     )?;
     let mut count = 0u64;
+    let mut day_rows = 0usize;
+    let mut full = false;
     let mut rows = stmt.query(params![since, q.range.agent_id])?;
     while let Some(r) = rows.next()? {
         let key: String = r.get(0)?;
-        if found.len() >= q.limit as usize {
+        if full || found.len() >= q.limit as usize {
             // Past the page: only counted.
             if any.exists(params![key, q.range.first_day, q.range.last_day])? {
                 count += 1;
@@ -387,6 +392,11 @@ pub(super) fn sessions(
             continue;
         }
         count += 1;
+        day_rows += days.len();
+        if day_rows > q.max_day_rows && !found.is_empty() {
+            full = true;
+            continue;
+        }
         found.push(SessionUsage {
             session_key: key,
             agent_id: r.get(1)?,

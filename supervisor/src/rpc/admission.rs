@@ -278,6 +278,8 @@ fn plan(
             }
         }
     }
+    // The session's own debounce, cap and drop over the config's.
+    let queue = session.queue_options.over(queue);
     // Request > session > agent (R-B1).
     let verbose = match a.verbose.as_deref() {
         Some(v) => ipc::thinking::VerboseLevel::parse(v)

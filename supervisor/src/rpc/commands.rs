@@ -69,6 +69,8 @@ struct ArgSpec {
     choices: &'static [&'static str],
     /// Whether the values depend on the session (the thinking levels its model takes).
     dynamic: bool,
+    /// The value's JSON type as the catalog names it (`string`, `number`).
+    kind: &'static str,
 }
 
 /// One command, as the catalog lists it.
@@ -89,6 +91,15 @@ const fn text(name: &'static str, description: &'static str) -> ArgSpec {
         description,
         choices: &[],
         dynamic: false,
+        kind: "string",
+    }
+}
+
+/// A numeric argument.
+const fn number(name: &'static str, description: &'static str) -> ArgSpec {
+    ArgSpec {
+        kind: "number",
+        ..text(name, description)
     }
 }
 
@@ -103,6 +114,7 @@ const fn one_of(
         description,
         choices,
         dynamic: false,
+        kind: "string",
     }
 }
 
@@ -203,11 +215,16 @@ const CATALOG: &[Spec] = &[
         &["queue"],
         "Adjust queue settings.",
         "options",
-        &[one_of(
-            "mode",
-            "queue mode",
-            &["steer", "followup", "collect", "interrupt"],
-        )],
+        &[
+            one_of(
+                "mode",
+                "queue mode",
+                &["steer", "followup", "collect", "interrupt"],
+            ),
+            text("debounce", "debounce duration (e.g. 500ms, 2s)"),
+            number("cap", "queue cap"),
+            one_of("drop", "drop policy", &["old", "new", "summarize"]),
+        ],
     ),
 ];
 
@@ -217,7 +234,7 @@ impl ArgSpec {
         CommandArg {
             name: self.name.into(),
             description: self.description.into(),
-            kind: "string".into(),
+            kind: self.kind.into(),
             dynamic: self.dynamic,
             choices: self
                 .choices
@@ -265,6 +282,28 @@ pub(super) mod says {
 
     pub fn queue_set(mode: &str) -> String {
         format!("⚙️ Queue mode set to {mode}.")
+    }
+
+    pub const QUEUE_RESET: &str = "⚙️ Queue mode reset to default.";
+
+    pub fn queue_debounce_set(ms: u64) -> String {
+        format!("⚙️ Queue debounce set to {ms}ms.")
+    }
+
+    pub fn queue_cap_set(cap: u32) -> String {
+        format!("⚙️ Queue cap set to {cap}.")
+    }
+
+    pub fn queue_drop_set(drop: &str) -> String {
+        format!("⚙️ Queue drop set to {drop}.")
+    }
+
+    /// `/queue` alone: the session's queue settings and how to change them.
+    pub fn queue_settings(mode: &str, debounce_ms: u64, cap: u32, drop: &str) -> String {
+        format!(
+            "Current queue settings: mode={mode}, debounce={debounce_ms}ms, cap={cap}, drop={drop}.\n\
+             Options: modes steer, followup, collect, interrupt; debounce:<ms|s|m>, cap:<n>, drop:old|new|summarize."
+        )
     }
 
     pub fn reasoning_set(mode: &str) -> String {

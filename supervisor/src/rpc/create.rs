@@ -116,6 +116,7 @@ async fn create_row(
         reasoning_level: None,
         verbose_level: None,
         queue_mode: None,
+        queue_options: None,
     };
     if let Err(e) = gw
         .db

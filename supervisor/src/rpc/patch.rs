@@ -5,6 +5,7 @@
 //! commands that change a setting (`/think`, `/model`, ...) apply theirs here too.
 
 use super::*;
+use crate::session_settings::QueueOptions;
 use ipc::gateway::SessionsPatchParams;
 
 /// Longest session label.
@@ -39,14 +40,27 @@ pub(super) async fn patch_session(
     route: &Route,
     p: &SessionsPatchParams,
 ) -> Result<SessionsPatchResult, ErrorShape> {
+    patch_session_with(gw, route, p, None).await
+}
+
+/// Like [`patch_session`], also changing the session's own queue options (`/queue`):
+/// `Some(None)` clears them, `Some(Some(o))` sets the ones `o` gives.
+pub(super) async fn patch_session_with(
+    gw: &Arc<Gateway>,
+    route: &Route,
+    p: &SessionsPatchParams,
+    queue_options: Option<Option<QueueOptions>>,
+) -> Result<SessionsPatchResult, ErrorShape> {
     let settings = {
         let config = gw.config();
         let ctx = PatchContext {
             agent: config.agent(&route.agent_id),
             session_model: gw.sessions.model(&route.session_key),
         };
-        checked_patch(&ctx, p)
-            .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: {e}")))?
+        let mut settings = checked_patch(&ctx, p)
+            .map_err(|e| ErrorShape::invalid(format!("invalid sessions.patch params: {e}")))?;
+        settings.queue_options = queue_options;
+        settings
     };
     let now = now_ms();
     let row = gw
@@ -107,6 +121,13 @@ fn stored_patch(
             .queue_mode
             .map(|m| m.map(|m| m.as_str().to_owned())),
         verbose_level: settings.verbose.map(|v| v.map(|v| v.as_str().to_owned())),
+        queue_options: settings.queue_options.map(|o| {
+            o.map(|o| crate::gatewaydb::StoredQueueOptions {
+                debounce_ms: o.debounce_ms,
+                cap: o.cap,
+                drop: o.drop.map(|d| d.as_str().to_owned()),
+            })
+        }),
     }
 }
 
@@ -120,6 +141,8 @@ struct Settings {
     reasoning: Option<Option<String>>,
     queue_mode: Option<Option<ipc::queue::QueueMode>>,
     verbose: Option<Option<ipc::thinking::VerboseLevel>>,
+    /// Only from `/queue`: `sessions.patch` has no such params.
+    queue_options: Option<Option<QueueOptions>>,
 }
 
 impl Settings {
@@ -139,6 +162,11 @@ impl Settings {
         }
         if let Some(v) = self.verbose {
             o.verbose = v;
+        }
+        match self.queue_options {
+            None => {}
+            Some(None) => o.queue_options = QueueOptions::default(),
+            Some(Some(newer)) => o.queue_options = o.queue_options.with(newer),
         }
     }
 }
@@ -224,6 +252,7 @@ fn checked_patch(
         reasoning,
         queue_mode,
         verbose,
+        queue_options: None,
     })
 }
 

@@ -18,6 +18,9 @@ use crate::usage::{self, DateParams};
 const MAX_SESSIONS: u32 = 1000;
 /// Sessions listed when the request names no `limit` (OpenClaw's default).
 const DEFAULT_SESSIONS: u32 = 50;
+/// The most session-days `sessions.usage` lists (each is a few hundred bytes of the answer:
+/// this keeps it well under the 25 MiB frame limit; `sessionCount` and the sums cover all).
+const MAX_SESSION_DAYS: usize = 20_000;
 /// The agent a request that names none is about.
 const DEFAULT_AGENT: &str = "main";
 
@@ -147,6 +150,7 @@ pub(super) async fn sessions_usage(
             range: range.clone(),
             key: key.clone(),
             limit: p.limit.unwrap_or(DEFAULT_SESSIONS).clamp(1, MAX_SESSIONS),
+            max_day_rows: MAX_SESSION_DAYS,
         })
         .await
         .map_err(db_error)?

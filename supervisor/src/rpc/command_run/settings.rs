@@ -10,20 +10,33 @@ use ipc::thinking::Thinking;
 
 use super::super::commands::{says, Command};
 use super::super::compact::compact_session;
-use super::super::patch::patch_session;
+use super::super::patch::{patch_session, patch_session_with};
 use super::super::sessions::{reset_session, session_info};
 use super::super::thinking::{model_reasons, parse_level, parse_reasoning};
 use super::super::{Answer, Gateway, Out, Route};
 use super::Said;
 use crate::config::Config;
-use crate::session_settings::SessionSettings;
+use crate::session_settings::{QueueOptions, SessionSettings};
+use ipc::queue::{QueueDrop, QueueMode};
 use std::sync::Arc;
 
 /// A setting a command changes: the patch to apply, and what to say once it is applied.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct SettingChange {
     pub(super) patch: SessionsPatchParams,
+    /// The session's own queue options (`/queue` only): `Some(None)` clears them.
+    pub(super) queue_options: Option<Option<QueueOptions>>,
     pub(super) done: String,
+}
+
+impl SettingChange {
+    fn of(patch: SessionsPatchParams, done: String) -> SettingChange {
+        SettingChange {
+            patch,
+            queue_options: None,
+            done,
+        }
+    }
 }
 
 /// Why a command does not change a setting: its reply, in OpenClaw's words.
@@ -37,10 +50,9 @@ pub(super) enum SettingRefused {
     },
     #[error("{}", says::think_unsupported(.level, .model, &["off"]))]
     NotReasoning { level: String, model: String },
-    #[error("Unknown queue mode \"{0}\". Use one of: steer, followup, collect, interrupt.")]
-    UnknownQueueMode(String),
-    #[error("⚠️ Only the queue mode can be set here (debounce, cap and drop are set in messages.queue of the config).")]
-    QueueOptions,
+    /// What is wrong with a `/queue`'s arguments, each in OpenClaw's words.
+    #[error("{}", .0.join(" "))]
+    Queue(Vec<String>),
     #[error("Unknown reasoning mode \"{0}\". Use one of: on, off, stream.")]
     UnknownReasoning(String),
     #[error("Unrecognized verbose level \"{0}\". Valid levels: off, on, full.")]
@@ -89,47 +101,169 @@ pub(super) fn think_change(
             model: model.to_owned(),
         });
     }
-    Ok(SettingChange {
-        patch: patch_of(key, |p| {
+    Ok(SettingChange::of(
+        patch_of(key, |p| {
             p.thinking_level = Some(Some(parsed.as_str().into()))
         }),
-        done: says::think_set(parsed.as_str()),
+        says::think_set(parsed.as_str()),
+    ))
+}
+
+/// What a `/queue`'s arguments say, read as OpenClaw reads them: a mode, `debounce:<ms|s|m>`,
+/// `cap:<n>`, `drop:old|new|summarize` (each also with `=`), or `reset` (`default`,
+/// `clear`), which drops the session's own queue settings. Reading stops at the first word
+/// that is none of these.
+#[derive(Debug, Default, PartialEq)]
+struct QueueArgs<'a> {
+    mode: Option<QueueMode>,
+    reset: bool,
+    /// A first word that is no mode.
+    unknown: Option<&'a str>,
+    debounce: Option<(&'a str, Option<u64>)>,
+    cap: Option<(&'a str, Option<u32>)>,
+    drop: Option<(&'a str, Option<QueueDrop>)>,
+}
+
+fn queue_args(arg: &str) -> QueueArgs<'_> {
+    let mut q = QueueArgs::default();
+    for (i, word) in arg.split_whitespace().enumerate() {
+        let lower = word.to_ascii_lowercase();
+        let value = || word.split_once([':', '=']).map_or("", |(_, v)| v);
+        if matches!(lower.as_str(), "default" | "reset" | "clear") {
+            q.reset = true;
+            break;
+        } else if lower.starts_with("debounce:") || lower.starts_with("debounce=") {
+            q.debounce = Some((value(), duration_ms(value())));
+        } else if lower.starts_with("cap:") || lower.starts_with("cap=") {
+            q.cap = Some((value(), value().parse().ok().filter(|c: &u32| *c > 0)));
+        } else if lower.starts_with("drop:") || lower.starts_with("drop=") {
+            q.drop = Some((value(), QueueDrop::parse(value())));
+        } else if let Some(mode) = QueueMode::parse(word) {
+            q.mode = Some(mode);
+        } else {
+            if i == 0 {
+                q.unknown = Some(word);
+            }
+            break;
+        }
+    }
+    q
+}
+
+/// A duration as OpenClaw's `/queue debounce:` takes it: a number with `ms` (the default),
+/// `s`, `m` or `h`; `None` for anything else, zero included.
+fn duration_ms(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "" | "ms" => 1.0,
+        "s" => 1_000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => return None,
+    };
+    let ms = (n * scale).round();
+    (ms.is_finite() && ms >= 1.0 && ms <= 86_400_000.0).then_some(ms as u64)
+}
+
+/// `/queue <args>`: the session's own queue mode and options, or their reset.
+pub(super) fn queue_change(key: &str, arg: &str) -> Result<SettingChange, SettingRefused> {
+    let q = queue_args(arg);
+    let mut errors = Vec::new();
+    if let (None, false, Some(word)) = (q.mode, q.reset, q.unknown) {
+        errors.push(format!(
+            "Unrecognized queue mode \"{word}\". Valid modes: steer, followup, collect, interrupt."
+        ));
+    }
+    if let Some((raw, None)) = q.debounce {
+        errors.push(format!(
+            "Invalid debounce \"{raw}\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s)."
+        ));
+    }
+    if let Some((raw, None)) = q.cap {
+        errors.push(format!(
+            "Invalid cap \"{raw}\". Use a positive integer (e.g. cap:10)."
+        ));
+    }
+    if let Some((raw, None)) = q.drop {
+        errors.push(format!(
+            "Invalid drop policy \"{raw}\". Use drop:old, drop:new, or drop:summarize."
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(SettingRefused::Queue(errors));
+    }
+    let options = QueueOptions {
+        debounce_ms: q.debounce.and_then(|d| d.1),
+        cap: q.cap.and_then(|c| c.1),
+        drop: q.drop.and_then(|d| d.1),
+    };
+    let mut said = Vec::new();
+    let patch = if q.reset {
+        said.push(says::QUEUE_RESET.to_owned());
+        patch_of(key, |p| p.queue_mode = Some(None))
+    } else {
+        if let Some(m) = q.mode {
+            said.push(says::queue_set(m.as_str()));
+        }
+        patch_of(key, |p| {
+            p.queue_mode = q.mode.map(|m| Some(m.as_str().into()));
+        })
+    };
+    if !q.reset {
+        said.extend(options.debounce_ms.map(says::queue_debounce_set));
+        said.extend(options.cap.map(says::queue_cap_set));
+        said.extend(options.drop.map(|d| says::queue_drop_set(d.as_str())));
+    }
+    Ok(SettingChange {
+        patch,
+        queue_options: if q.reset {
+            Some(None)
+        } else {
+            (options != QueueOptions::default()).then_some(Some(options))
+        },
+        done: if said.is_empty() {
+            "OK.".into()
+        } else {
+            said.join(" ")
+        },
     })
 }
 
-/// `/queue <arg>`: a queue mode alone (the other queue options are the config's).
-pub(super) fn queue_change(key: &str, arg: &str) -> Result<SettingChange, SettingRefused> {
-    let mut words = arg.split_whitespace();
-    let mode = words.next().unwrap_or_default();
-    let Some(parsed) = ipc::queue::QueueMode::parse(mode) else {
-        return Err(SettingRefused::UnknownQueueMode(mode.to_owned()));
-    };
-    if words.next().is_some() {
-        return Err(SettingRefused::QueueOptions);
-    }
-    Ok(SettingChange {
-        patch: patch_of(key, |p| p.queue_mode = Some(Some(parsed.as_str().into()))),
-        done: says::queue_set(parsed.as_str()),
-    })
+/// `/queue` alone: the session's queue settings, its own over the config's.
+fn queue_settings(config: &Config, sessions: &SessionSettings, key: &str) -> String {
+    let own = sessions.of(key);
+    let policy = own.queue_options.over(config.queue);
+    let mode = own.queue_mode.unwrap_or(policy.mode);
+    says::queue_settings(
+        mode.as_str(),
+        policy.debounce_ms,
+        policy.cap,
+        policy.drop.as_str(),
+    )
 }
 
 /// `/reasoning <mode>`.
 pub(super) fn reasoning_change(key: &str, mode: &str) -> Result<SettingChange, SettingRefused> {
     let r = parse_reasoning(mode).map_err(|_| SettingRefused::UnknownReasoning(mode.to_owned()))?;
-    Ok(SettingChange {
-        patch: patch_of(key, |p| p.reasoning_level = Some(Some(r.as_str().into()))),
-        done: says::reasoning_set(r.as_str()),
-    })
+    Ok(SettingChange::of(
+        patch_of(key, |p| p.reasoning_level = Some(Some(r.as_str().into()))),
+        says::reasoning_set(r.as_str()),
+    ))
 }
 
 /// `/verbose <level>`.
 pub(super) fn verbose_change(key: &str, level: &str) -> Result<SettingChange, SettingRefused> {
     let v = ipc::thinking::VerboseLevel::parse(level)
         .ok_or_else(|| SettingRefused::UnknownVerbose(level.to_owned()))?;
-    Ok(SettingChange {
-        patch: patch_of(key, |p| p.verbose_level = Some(Some(v.as_str().into()))),
-        done: says::verbose_set(v.as_str()),
-    })
+    Ok(SettingChange::of(
+        patch_of(key, |p| p.verbose_level = Some(Some(v.as_str().into()))),
+        says::verbose_set(v.as_str()),
+    ))
 }
 
 /// The reply to `/compact`: what the compaction did, as a status notice.
@@ -202,14 +336,7 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
             model_of(&gw.config(), &gw.sessions, route)
         )),
         Command::Model(Some(m)) => set_model(gw, route, m).await,
-        Command::Queue(None) => {
-            let mode = gw
-                .sessions
-                .of(key)
-                .queue_mode
-                .unwrap_or_else(|| gw.config().queue.mode);
-            Said::plain(format!("Current queue mode: {}.", mode.as_str()))
-        }
+        Command::Queue(None) => Said::plain(queue_settings(&gw.config(), &gw.sessions, key)),
         Command::Queue(Some(arg)) => apply(gw, route, queue_change(key, &arg)).await,
         Command::Reasoning(None) => Said::plain(format!(
             "Current reasoning visibility: {}. Use one of: on, off, stream.",
@@ -239,7 +366,7 @@ async fn apply(
         Ok(change) => change,
         Err(refused) => return Said::plain(refused.to_string()),
     };
-    match patch_session(gw, route, &change.patch).await {
+    match patch_session_with(gw, route, &change.patch, change.queue_options).await {
         Ok(_) => Said::plain(change.done),
         Err(e) => Said::plain(format!("⚠️ {}", e.message)),
     }
@@ -259,8 +386,8 @@ async fn renew(
         return Said::plain(format!("⚠️ The session was not reset: {}", e.message));
     }
     let clear = patch_of(&route.session_key, |p| p.queue_mode = Some(None));
-    if let Err(e) = patch_session(gw, route, &clear).await {
-        tracing::warn!(error = %e.message, "Cannot clear a reset session's queue mode.");
+    if let Err(e) = patch_session_with(gw, route, &clear, Some(None)).await {
+        tracing::warn!(error = %e.message, "Cannot clear a reset session's queue settings.");
     }
     let done = match reason {
         ResetReason::New => says::NEW,

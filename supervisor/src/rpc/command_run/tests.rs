@@ -3,8 +3,9 @@
 
 use super::settings::*;
 use super::*;
-use crate::session_settings::SessionOverrides;
+use crate::session_settings::{QueueOptions, SessionOverrides};
 use ipc::gateway::{CompactionDone, SessionsCompactResult};
+use ipc::queue::QueueDrop;
 
 const KEY: &str = "agent:main:main";
 
@@ -132,22 +133,55 @@ fn think_sets_a_level_the_model_takes_and_names_the_ones_it_does() {
     );
 }
 
-/// R-B3: `/queue` sets one of the four queue modes, and nothing else.
+/// R-B3: `/queue` sets the session's own queue mode, debounce, cap and drop policy, or
+/// resets them, with OpenClaw's texts (its `/queue` directive).
 #[test]
-fn queue_sets_a_mode_and_refuses_the_configs_options() {
+fn queue_sets_mode_and_options_or_resets_them_as_openclaw_does() {
     let c = queue_change(KEY, "followup").unwrap();
     assert_eq!(c.patch.queue_mode, Some(Some("followup".into())));
     assert_eq!(c.patch.thinking_level, None);
+    assert_eq!(c.queue_options, None);
     assert_eq!(c.done, "⚙️ Queue mode set to followup.");
+    let c = queue_change(KEY, "collect debounce:2s cap:5 drop:old").unwrap();
+    assert_eq!(c.patch.queue_mode, Some(Some("collect".into())));
+    let o = QueueOptions {
+        debounce_ms: Some(2000),
+        cap: Some(5),
+        drop: Some(QueueDrop::Old),
+    };
+    assert_eq!(c.queue_options, Some(Some(o)));
     assert_eq!(
-        queue_change(KEY, "later"),
-        Err(SettingRefused::UnknownQueueMode("later".into()))
+        c.done,
+        "⚙️ Queue mode set to collect. ⚙️ Queue debounce set to 2000ms. ⚙️ Queue cap set to 5. ⚙️ Queue drop set to old."
     );
-    let e = queue_change(KEY, "collect debounce:2s").unwrap_err();
-    assert_eq!(e, SettingRefused::QueueOptions);
-    assert!(e
-        .to_string()
-        .starts_with("⚠️ Only the queue mode can be set here"));
+    // Options alone keep the mode; `=` works as `:`; a bare number is milliseconds.
+    let c = queue_change(KEY, "debounce=1500 cap=3").unwrap();
+    assert_eq!(c.patch.queue_mode, None);
+    assert_eq!(
+        c.done,
+        "⚙️ Queue debounce set to 1500ms. ⚙️ Queue cap set to 3."
+    );
+    let c = queue_change(KEY, "reset").unwrap();
+    assert_eq!(c.patch.queue_mode, Some(None));
+    assert_eq!(c.queue_options, Some(None));
+    assert_eq!(c.done, "⚙️ Queue mode reset to default.");
+    assert_eq!(
+        queue_change(KEY, "later").unwrap_err().to_string(),
+        "Unrecognized queue mode \"later\". Valid modes: steer, followup, collect, interrupt."
+    );
+    assert_eq!(
+        queue_change(KEY, "collect debounce:soon cap:0 drop:random")
+            .unwrap_err()
+            .to_string(),
+        "Invalid debounce \"soon\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s). \
+         Invalid cap \"0\". Use a positive integer (e.g. cap:10). \
+         Invalid drop policy \"random\". Use drop:old, drop:new, or drop:summarize."
+    );
+    assert!(
+        queue_change(KEY, "debounce:0").is_err(),
+        "zero is no debounce"
+    );
+    assert!(queue_change(KEY, "debounce:1.5s").is_ok_and(|c| c.done.contains("1500ms")));
 }
 
 #[test]

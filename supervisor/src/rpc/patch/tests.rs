@@ -167,6 +167,7 @@ fn applied_settings_change_only_what_the_patch_names() {
             reasoning: None,
             queue_mode: Some(QueueMode::Steer),
             verbose: Some(VerboseLevel::Full),
+            queue_options: Default::default(),
         }
     );
 }
