@@ -167,7 +167,7 @@ fn duration_ms(text: &str) -> Option<u64> {
         _ => return None,
     };
     let ms = (n * scale).round();
-    (ms.is_finite() && ms >= 1.0 && ms <= 86_400_000.0).then_some(ms as u64)
+    (ms.is_finite() && (1.0..=86_400_000.0).contains(&ms)).then_some(ms as u64)
 }
 
 /// `/queue <args>`: the session's own queue mode and options, or their reset.
