@@ -44,7 +44,7 @@ fn agents(old: &Config, new: &Config, out: &mut Vec<String>) {
 fn gateway(o: &GatewayConfig, n: &GatewayConfig, out: &mut Vec<String>) {
     if (o.port, o.bind) != (n.port, n.bind) {
         out.push(format!(
-            "gateway.port / gateway.bind {}:{} -> {}:{}: applies after a restart",
+            "gateway.port / gateway.bind {}:{} -> {}:{}: the WebSocket listener moves",
             o.bind, o.port, n.bind, n.port
         ));
     }
@@ -217,6 +217,9 @@ mod tests {
         assert!(order.iter().all(Option::is_some), "{d:?}");
         assert!(order.windows(2).all(|w| w[0] < w[1]), "{d:?}");
         assert_eq!(d.len(), 5, "{d:?}");
-        assert!(d[0].ends_with(":19999: applies after a restart"), "{d:?}");
+        assert!(
+            d[0].ends_with(":19999: the WebSocket listener moves"),
+            "{d:?}"
+        );
     }
 }

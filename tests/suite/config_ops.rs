@@ -372,3 +372,65 @@ async fn a_write_keeps_the_files_mode_its_link_and_works_without_a_file_issue_39
         "the operator's only"
     );
 }
+
+/// A new `gateway.port` by `config.patch` (issue 39: what needs a restart on OpenClaw) is in
+/// effect when answered, without one: the listener moves (`gateway.addr` says where), a new
+/// WebSocket connects there, the unix-socket connection that asked keeps working, and
+/// `requiresRestart` is false. A port that cannot be bound refuses the write, file and hash
+/// unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_change_applies_live_and_an_unbindable_port_is_refused_issue_39() {
+    let gw = Gateway::start_with("[gateway.auth]\ntoken = \"lt\"\n").await;
+    let mut c = gw.connect().await;
+    let old = gw.ws_addr();
+    // A port some other program holds: refused before anything is written.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let before = file(&gw);
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": format!("{{gateway: {{port: {taken_port}}}}}"), "baseHash": h}),
+        )
+        .await;
+    refused(&r, "INVALID_REQUEST", "cannot listen on");
+    assert_eq!(file(&gw), before);
+    assert_eq!(current_hash(&mut c).await, h);
+    drop(taken);
+
+    // A free port (the OS picks one and lets it go).
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": format!("{{gateway: {{port: {port}}}}}"), "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        r["payload"]["sentinel"]["payload"]["stats"]["requiresRestart"], false,
+        "{r}"
+    );
+    let addr = gw.ws_addr();
+    assert_eq!(addr.trim(), format!("127.0.0.1:{port}"));
+    assert_ne!(addr, old);
+    let (mut ws, hello) = Client::ws_connect(
+        addr.trim(),
+        loopgate_tests::client::cli_params(Some("lt")),
+        None,
+    )
+    .await;
+    let hello = hello.expect("hello");
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert_eq!(ws.call("health", json!({})).await["ok"], true);
+    assert!(
+        tokio_tungstenite::connect_async(format!("ws://{}/", old.trim()))
+            .await
+            .is_err(),
+        "the old port is closed"
+    );
+    assert_eq!(c.call("health", json!({})).await["ok"], true);
+}

@@ -5,6 +5,7 @@
 //! sent. Every refusal leaves the file and its hash as they were; so does a reload that
 //! fails after the write (the old bytes are put back).
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -83,9 +84,24 @@ pub(super) async fn write(
             path.display()
         )));
     }
+    // A new listener address is taken when the write is applied (the serve loop moves the
+    // listener); one that cannot be bound now refuses the write.
     let running = gw.config();
-    let requires_restart = (candidate.gateway.port, candidate.gateway.bind)
-        != (running.gateway.port, running.gateway.bind);
+    let (from, to) = (
+        SocketAddr::new(running.gateway.bind, running.gateway.port),
+        SocketAddr::new(candidate.gateway.bind, candidate.gateway.port),
+    );
+    if to != from && to.port() != from.port() {
+        if let Err(e) = tokio::net::TcpListener::bind(to).await {
+            return Err(ErrorShape::invalid(format!(
+                "invalid config: cannot listen on ws://{to}: {e}; nothing was written"
+            )));
+        }
+    }
+    // What the running gateway cannot take live: the disk reserve and cluster settings (a
+    // listener change is applied live).
+    let requires_restart = candidate.disk_reserve_bytes != running.disk_reserve_bytes
+        || candidate.cluster != running.cluster;
     let new_hash = commit(gw, source, &before, &new_text).await?;
     tracing::info!(
         mode = plan.mode,

@@ -70,9 +70,6 @@ pub(super) async fn reload(gw: &Arc<Gateway>, source: &ConfigSource) -> ReloadRe
         }
         Ok(new) => {
             let old = gw.config();
-            if (new.gateway.port, new.gateway.bind) != (old.gateway.port, old.gateway.bind) {
-                tracing::warn!("gateway.port / gateway.bind changes apply after a restart.");
-            }
             let changed = crate::config_diff::describe(&old, &new);
             for c in &changed {
                 tracing::info!(change = c.as_str(), "Config reload.");

@@ -103,6 +103,54 @@ async fn bind_listeners(state_dir: &Path, config: &Config) -> Result<Listeners, 
     })
 }
 
+/// The WebSocket listener's accept loop and the address the config asked for when it was
+/// bound (`gateway.bind`, `gateway.port`: port 0 is any free one).
+struct WsListener {
+    task: JoinHandle<()>,
+    bound_for: SocketAddr,
+}
+
+impl WsListener {
+    /// Moves the listener to the address the running config names, if it names another (a
+    /// `gateway.port` / `gateway.bind` change by reload or by a config write): the new
+    /// address is bound, then the old listener closes (first, when both share a port);
+    /// connections already open stay, and `gateway.addr` says the new address. If the new
+    /// address cannot be bound the old listener keeps serving and the error is logged.
+    async fn follow(&mut self, gw: &Arc<Gateway>, addr_file: &Path) {
+        let config = gw.config();
+        let wanted = SocketAddr::new(config.gateway.bind, config.gateway.port);
+        if wanted == self.bound_for {
+            return;
+        }
+        let bound = match TcpListener::bind(wanted).await {
+            Ok(l) => Ok(l),
+            Err(e) if wanted.port() == self.bound_for.port() && wanted.port() != 0 => {
+                // The same port on another interface: the old listener has to go first.
+                tracing::debug!(error = %e, "Closing the old listener before binding its port again.");
+                self.task.abort();
+                let _ = (&mut self.task).await;
+                TcpListener::bind(wanted).await
+            }
+            Err(e) => Err(e),
+        };
+        let listener = match bound {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(addr = %wanted, error = %e, "Cannot listen on the configured gateway address; restart the gateway once it is free.");
+                return;
+            }
+        };
+        let local = listener.local_addr().unwrap_or(wanted);
+        self.task.abort();
+        self.task = tokio::spawn(listen_ws::serve(listener, gw.clone()));
+        self.bound_for = wanted;
+        if let Err(e) = std::fs::write(addr_file, format!("{local}\n")) {
+            tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
+        }
+        tracing::info!(ws = %format!("ws://{local}"), "The WebSocket listener moved to the configured address.");
+    }
+}
+
 /// Why the serve loop is stopping.
 pub(super) enum Stop {
     Drain(Duration),
@@ -119,7 +167,7 @@ pub(super) struct Serving {
     /// `gateway.addr`: the WebSocket listener's address, for clients and tests.
     addr_file: PathBuf,
     unix_task: JoinHandle<()>,
-    ws_task: JoinHandle<()>,
+    ws: WsListener,
     maintenance: JoinHandle<()>,
     /// What the `gateway_start` hooks heard; the `gateway_stop` hooks hear it with a reason.
     hook_fields: Value,
@@ -148,7 +196,10 @@ impl Serving {
             tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
         }
         let unix_task = tokio::spawn(listen_unix::serve(unix, gw.clone()));
-        let ws_task = tokio::spawn(listen_ws::serve(ws, gw.clone()));
+        let ws = WsListener {
+            task: tokio::spawn(listen_ws::serve(ws, gw.clone())),
+            bound_for: SocketAddr::new(config.gateway.bind, config.gateway.port),
+        };
         let maintenance = tokio::spawn(maintenance(gw.hub.clone(), gw.db.clone()));
         tracing::info!(
             pid = std::process::id(),
@@ -183,7 +234,7 @@ impl Serving {
             sock,
             addr_file,
             unix_task,
-            ws_task,
+            ws,
             maintenance,
             hook_fields,
         })
@@ -192,7 +243,13 @@ impl Serving {
     /// Serves until a signal or an operator says to stop: SIGHUP and `loopgate reload`
     /// reload, SIGTERM and `loopgate drain` drain, SIGINT stops now.
     pub(super) async fn until_stop(&mut self, source: &ConfigSource) -> Stop {
-        let Self { core, signals, .. } = self;
+        let Self {
+            core,
+            signals,
+            ws,
+            addr_file,
+            ..
+        } = self;
         let gw = &core.gw;
         loop {
             tokio::select! {
@@ -210,13 +267,16 @@ impl Serving {
                 }
                 _ = signals.hup.recv() => {
                     reload(gw, source).await;
+                    ws.follow(gw, addr_file).await;
                 }
                 Some(request) = core.reload_rx.recv() => match request {
                     ConfigRequest::Reload(reply) => {
                         let _ = reply.send(reload(gw, source).await);
+                        ws.follow(gw, addr_file).await;
                     }
                     ConfigRequest::Write(w, reply) => {
                         let _ = reply.send(super::config_write::write(gw, source, w).await);
+                        ws.follow(gw, addr_file).await;
                     }
                 },
             }
@@ -277,7 +337,7 @@ impl Serving {
         gw.stopping.cancel();
         let _ = stop_hooks.await;
         let _ = self.unix_task.await;
-        let _ = self.ws_task.await;
+        let _ = self.ws.task.await;
         // Connections deliver their last answers (waits cut short by the stop) and close.
         gw.connection_tasks.close();
         if tokio::time::timeout(Duration::from_secs(3), gw.connection_tasks.wait())
