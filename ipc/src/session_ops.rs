@@ -68,6 +68,10 @@ pub enum SessionOp {
     /// assistant message, both of run `record.run_id` (the session is made if it has none).
     /// Not recorded while a run holds the session (the answer says so).
     Command(CommandOp),
+    /// Since: protocol v2 (additive). The skills in the agent's workspace and whether this
+    /// worker's host meets what each requires (`skills.status`). `session_key` is unused. No
+    /// fields: asked with [`SkillsOp`].
+    Skills,
     #[serde(other)]
     Unknown,
 }
@@ -132,6 +136,56 @@ pub struct CompactOp {
 /// Since: protocol v2 (additive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LanesOp;
+
+/// Asks for [`SessionOp::Skills`].
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SkillsOp;
+
+/// [`SessionReply::Skills`]'s fields: the workspace's skills, first root first.
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillsReply {
+    pub workspace: String,
+    pub skills: Vec<SkillState>,
+}
+
+/// One skill as its worker sees it.
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillState {
+    pub name: String,
+    pub description: String,
+    /// Its `SKILL.md`, relative to the workspace.
+    pub location: String,
+    /// Not `disable-model-invocation`.
+    pub model_visible: bool,
+    /// `metadata.openclaw.always`: offered whatever the host has.
+    pub always: bool,
+    /// Offered to the model on this host now.
+    pub eligible: bool,
+    pub requires: SkillNeeds,
+    /// What this host lacks of `requires`.
+    pub missing: SkillNeeds,
+    #[serde(default)]
+    pub emoji: Option<String>,
+    #[serde(default)]
+    pub homepage: Option<String>,
+}
+
+/// Programs, variables and platforms a skill needs (`metadata.openclaw.requires`, `os`).
+///
+/// Since: protocol v2 (additive).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SkillNeeds {
+    pub bins: Vec<String>,
+    pub any_bins: Vec<String>,
+    pub env: Vec<String>,
+    pub os: Vec<String>,
+}
 
 /// [`SessionOp::Media`]'s fields.
 ///
@@ -239,6 +293,8 @@ pub enum SessionReply {
     Lanes(LanesReply),
     /// Since: protocol v2 (additive). `None`: no message of the session carries it.
     Media(MediaReply),
+    /// Since: protocol v2 (additive).
+    Skills(SkillsReply),
     Failed {
         error: RpcError,
     },
@@ -394,6 +450,29 @@ session_op! {
     Compact: CompactOp => CompactReply;
     Media: MediaOp => MediaReply;
     Command: CommandOp => CommandReply;
+}
+
+impl From<SkillsOp> for SessionOp {
+    fn from(_: SkillsOp) -> Self {
+        SessionOp::Skills
+    }
+}
+
+impl From<SkillsReply> for SessionReply {
+    fn from(reply: SkillsReply) -> Self {
+        SessionReply::Skills(reply)
+    }
+}
+
+impl Op for SkillsOp {
+    type Reply = SkillsReply;
+
+    fn reply(reply: SessionReply) -> Result<SkillsReply, SessionReply> {
+        match reply {
+            SessionReply::Skills(r) => Ok(r),
+            other => Err(other),
+        }
+    }
 }
 
 impl From<LanesOp> for SessionOp {

@@ -194,6 +194,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "usage.status",
             "usage.cost",
             "sessions.usage",
+            "skills.status",
             "agent.identity.get",
             "chat.metadata",
             "models.list",

@@ -49,6 +49,7 @@ mod session_id;
 mod session_lookup;
 mod sessions;
 mod shapes;
+mod skills;
 mod slash_commands;
 mod tools;
 mod turn;

@@ -36,6 +36,21 @@ impl Worker {
             }
             SessionOp::Compact(c) => self.session_compact(op_id, c.session_key),
             SessionOp::Lanes => self.session_lanes(op_id),
+            SessionOp::Skills => {
+                let workspace = std::path::PathBuf::from(&self.ctx.spec.workspace);
+                self.answer(op_id, async move {
+                    let shown = workspace.display().to_string();
+                    let skills = tokio::task::spawn_blocking(move || {
+                        crate::agent::skills::states(&workspace)
+                    })
+                    .await
+                    .map_err(|e| RpcError::new(ErrorCode::Internal, e.to_string()))?;
+                    Ok(ipc::session_ops::SkillsReply {
+                        workspace: shown,
+                        skills,
+                    })
+                })
+            }
             SessionOp::Media(MediaOp {
                 session_key,
                 digest,

@@ -145,6 +145,7 @@ gateway_methods! {
     /// Unknown params are ignored, as OpenClaw's.
     UsageCost = "usage.cost", Read, UsageCostParams => UsageCostResult;
     SessionsUsage = "sessions.usage", Read, SessionsUsageParams => SessionsUsageResult;
+    SkillsStatus = "skills.status", Read, SkillsStatusParams => SkillsStatusResult;
     AgentIdentityGet = "agent.identity.get", Read, AgentScopeParams => AgentIdentity;
     ChatMetadata = "chat.metadata", Read, AgentScopeParams => ChatMetadataResult;
     ModelsList = "models.list", Read, AnyParams => ModelsListResult;

@@ -30,6 +30,7 @@ mod run;
 mod scope;
 mod sessions;
 pub mod shape;
+mod skills;
 mod surrogates;
 mod tools_catalog;
 mod usage;
@@ -55,6 +56,7 @@ pub use run::*;
 pub use scope::{covers, Scope, MODEL_CHANGE};
 pub use sessions::*;
 pub use shape::{Limits, TooComplex};
+pub use skills::*;
 pub use tools_catalog::*;
 pub use usage::*;
 

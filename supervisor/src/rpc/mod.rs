@@ -62,6 +62,7 @@ pub(crate) mod request;
 mod resolve;
 mod resume;
 mod sessions;
+mod skills;
 mod thinking;
 mod tools_catalog;
 mod turns;
@@ -184,7 +185,8 @@ fn group(method: Method) -> Group {
         | Method::AgentsFilesSet
         | Method::UsageStatus
         | Method::UsageCost
-        | Method::SessionsUsage => Group::Operator,
+        | Method::SessionsUsage
+        | Method::SkillsStatus => Group::Operator,
         Method::SessionsResolve
         | Method::SessionsAbort
         | Method::SessionsList

@@ -2,7 +2,7 @@
 //! `config.schema.lookup`, `config.patch`, `config.apply`), agents (`agents.create`,
 //! `agents.update`, `agents.delete`), their files (`agents.files.*`) and the tools
 //! (`tools.catalog`, `tools.effective`), usage (`usage.status`, `usage.cost`,
-//! `sessions.usage`). `config.get` and `agents.list` stay with the
+//! `sessions.usage`), skills (`skills.status`). `config.get` and `agents.list` stay with the
 //! gateway's own methods ([`super::gateway_method`]).
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use ipc::gateway::{m, Method};
 
 use super::gateway_ops::{config_schema, config_schema_lookup, config_write};
 use super::request::Request;
-use super::{agent_files, agents_admin, misrouted, serve, tools_catalog, usage};
+use super::{agent_files, agents_admin, misrouted, serve, skills, tools_catalog, usage};
 use crate::connection::out::Out;
 use crate::gateway::{ConfigWrite, Gateway};
 
@@ -87,6 +87,10 @@ pub(super) async fn method(gw: &Arc<Gateway>, method: Method, req: Request, out:
             let config = gw.config();
             let sessions = |p| usage::sessions_usage(&gw.db, &config, p);
             serve::<m::SessionsUsage, _>(req, out, sessions).await
+        }
+        Method::SkillsStatus => {
+            let status = |p| skills::skills_status(gw, out, p);
+            serve::<m::SkillsStatus, _>(req, out, status).await
         }
         other => misrouted(other, req, out).await,
     }

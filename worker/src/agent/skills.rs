@@ -37,6 +37,12 @@ pub struct Skill {
     pub location: String,
     /// What this host must have for the skill to be offered.
     pub requires: Requires,
+    /// Not `disable-model-invocation: true` (a hidden skill is listed by `skills.status`,
+    /// never offered to the model).
+    pub model_visible: bool,
+    /// `metadata.openclaw.emoji` and `homepage`, for `skills.status`.
+    pub emoji: Option<String>,
+    pub homepage: Option<String>,
 }
 
 /// A skill's host requirements (`metadata.openclaw`).
@@ -65,6 +71,76 @@ impl Requires {
             && (self.any_bins.is_empty() || self.any_bins.iter().any(|b| has_bin(b)))
             && self.env.iter().all(|e| has_env(e))
     }
+
+    /// What this host lacks of the requirements (`always` aside).
+    pub fn missing(
+        &self,
+        has_bin: impl Fn(&str) -> bool,
+        has_env: impl Fn(&str) -> bool,
+    ) -> ipc::session_ops::SkillNeeds {
+        let lacking = |list: &[String], has: &dyn Fn(&str) -> bool| {
+            list.iter().filter(|x| !has(x)).cloned().collect::<Vec<_>>()
+        };
+        ipc::session_ops::SkillNeeds {
+            bins: lacking(&self.bins, &has_bin),
+            any_bins: if self.any_bins.iter().any(|b| has_bin(b)) {
+                Vec::new()
+            } else {
+                self.any_bins.clone()
+            },
+            env: lacking(&self.env, &has_env),
+            os: if self.os.is_empty() || self.os.iter().any(|o| o == "linux") {
+                Vec::new()
+            } else {
+                self.os.clone()
+            },
+        }
+    }
+
+    fn needs(&self) -> ipc::session_ops::SkillNeeds {
+        ipc::session_ops::SkillNeeds {
+            bins: self.bins.clone(),
+            any_bins: self.any_bins.clone(),
+            env: self.env.clone(),
+            os: self.os.clone(),
+        }
+    }
+}
+
+/// Every skill of the workspace as `skills.status` shows it: hidden ones too, each with
+/// whether this host meets what it requires (a name found under an earlier root wins).
+/// Blocking: call from a blocking task.
+pub fn states(workspace: &Path) -> Vec<ipc::session_ops::SkillState> {
+    let mut out: Vec<ipc::session_ops::SkillState> = Vec::new();
+    for skill in read_all(workspace, &skill_files(workspace)) {
+        if out.iter().any(|k| k.name == skill.name) {
+            continue;
+        }
+        let eligible = skill.requires.met(on_path, env_set);
+        out.push(ipc::session_ops::SkillState {
+            missing: skill.requires.missing(on_path, env_set),
+            requires: skill.requires.needs(),
+            always: skill.requires.always,
+            eligible,
+            model_visible: skill.model_visible,
+            name: skill.name,
+            description: skill.description,
+            location: skill.location,
+            emoji: skill.emoji,
+            homepage: skill.homepage,
+        });
+    }
+    out
+}
+
+/// The skills the files of `fp` describe, in order (unreadable or invalid ones left out).
+fn read_all(workspace: &Path, fp: &Fingerprint) -> Vec<Skill> {
+    fp.iter()
+        .filter_map(|(rel, _, _)| {
+            let raw = std::fs::read(workspace.join(rel)).ok()?;
+            parse(&String::from_utf8_lossy(&raw), rel)
+        })
+        .collect()
 }
 
 /// Whether `name` is an executable file in a `PATH` folder.
@@ -146,13 +222,11 @@ impl SkillsCache {
             }
         }
         let mut skills: Vec<Skill> = Vec::new();
-        for (rel, _, _) in &fp {
-            let Ok(raw) = std::fs::read(workspace.join(rel)) else {
+        for skill in read_all(workspace, &fp) {
+            // A hidden skill is not offered, and does not hide one of its name either.
+            if !skill.model_visible {
                 continue;
-            };
-            let Some(skill) = parse(&String::from_utf8_lossy(&raw), rel) else {
-                continue;
-            };
+            }
             if skills.iter().any(|k| k.name == skill.name) {
                 continue;
             }
@@ -170,7 +244,7 @@ impl SkillsCache {
     }
 }
 
-/// Reads the frontmatter of one `SKILL.md`; `None` when the model must not see it.
+/// Reads the frontmatter of one `SKILL.md` (`None` is kept for a file that is no skill).
 pub fn parse(text: &str, location: &str) -> Option<Skill> {
     let dir_name = location
         .trim_end_matches("/SKILL.md")
@@ -181,11 +255,14 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
     let mut name = None;
     let mut description = None;
     let mut metadata = String::new();
+    let mut model_visible = true;
+    let mut homepage = None;
     for field in frontmatter::fields(text) {
         match field.key {
             "name" => name = Some(field.scalar()),
             "description" => description = Some(field.scalar()),
-            "disable-model-invocation" if field.scalar() == "true" => return None,
+            "homepage" => homepage = Some(field.scalar()).filter(|h| h.starts_with("http")),
+            "disable-model-invocation" if field.scalar() == "true" => model_visible = false,
             // A JSON object, possibly over several indented lines.
             "metadata" => metadata = field.indented(),
             _ => {}
@@ -196,12 +273,31 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
         .chars()
         .take(MAX_DESCRIPTION_CHARS)
         .collect();
+    let (emoji, meta_homepage) = shown(&metadata);
     Some(Skill {
         name: name.filter(|n| !n.is_empty()).unwrap_or(dir_name),
         description,
         location: location.to_owned(),
         requires: requires(&metadata),
+        model_visible,
+        emoji,
+        homepage: homepage.or(meta_homepage),
     })
+}
+
+/// `metadata.openclaw.emoji` and `homepage` (short texts only).
+fn shown(metadata: &str) -> (Option<String>, Option<String>) {
+    let Ok(v) = serde_json::from_str::<Value>(metadata.trim()) else {
+        return (None, None);
+    };
+    let oc = v.get("openclaw").or_else(|| v.get("clawdbot"));
+    let text = |k: &str, max: usize| {
+        oc.and_then(|o| o.get(k))
+            .and_then(Value::as_str)
+            .filter(|s| s.chars().count() <= max)
+            .map(str::to_owned)
+    };
+    (text("emoji", 16), text("homepage", 512))
 }
 
 /// `metadata.openclaw` (or the legacy `metadata.clawdbot`) requirements. Metadata that is
@@ -290,11 +386,13 @@ mod tests {
         assert_eq!(s.description, "Ship a release");
         let s = parse("no frontmatter", "skills/plain/SKILL.md").unwrap();
         assert_eq!(s.name, "plain");
-        assert!(parse(
+        assert!(s.model_visible);
+        let hidden = parse(
             "---\nname: x\ndisable-model-invocation: true\n---\n",
-            "skills/x/SKILL.md"
+            "skills/x/SKILL.md",
         )
-        .is_none());
+        .unwrap();
+        assert!(!hidden.model_visible);
     }
 
     /// R-B6: `metadata.openclaw` gates a skill on this host; `always` skips the gate; other
@@ -384,6 +482,9 @@ mod tests {
             description: "d".repeat(100),
             location: "skills/a/SKILL.md".into(),
             requires: Requires::default(),
+            model_visible: true,
+            emoji: None,
+            homepage: None,
         }];
         let full = render(&skills, 10_000);
         assert!(full.contains("<name>a&lt;b</name><description>ddd"));

@@ -1,0 +1,79 @@
+//! `skills.status` (issue 39), as OpenClaw 2026.9.6 answers it
+//! (`openclaw-observed/operator-surface-2026.9.6.md` section 12): the agent's workspace skills,
+//! each with what it requires, what the worker's host lacks, and whether it is offered.
+
+use loopgate_tests::{Client, Gateway};
+use serde_json::{json, Value};
+
+fn skill<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["payload"]["skills"]
+        .as_array()
+        .and_then(|s| s.iter().find(|k| k["name"] == name))
+        .unwrap_or_else(|| panic!("no skill {name}: {r}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skills_status_says_which_skills_the_host_can_offer_issue_39() {
+    let gw = Gateway::start_with("[agents.list.ops]\n").await;
+    let ws = gw.workspace("main");
+    for (dir, text) in [
+        ("skills/deploy", "---\nname: deploy\ndescription: Ship a release\nmetadata: {\"openclaw\": {\"emoji\": \"🚀\", \"requires\": {\"bins\": [\"sh\"]}}}\n---\n"),
+        ("skills/gh", "---\nname: gh\ndescription: GitHub\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"no-such-program-39\"], \"anyBins\": [\"sh\", \"nope\"], \"env\": [\"NO_SUCH_VAR_39\"]}}}\n---\n"),
+        ("skills/mac", "---\nname: mac\nmetadata: {\"openclaw\": {\"os\": [\"darwin\"]}}\n---\n"),
+        ("skills/hidden", "---\nname: hidden\ndisable-model-invocation: true\n---\n"),
+    ] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+        std::fs::write(ws.join(dir).join("SKILL.md"), text).unwrap();
+    }
+    let mut c = gw.connect().await;
+    let r = c.call("skills.status", json!({})).await;
+    assert_eq!(r["payload"]["agentId"], "main", "{r}");
+    assert_eq!(
+        r["payload"]["workspaceDir"],
+        ws.display().to_string().as_str(),
+        "{r}"
+    );
+    let deploy = skill(&r, "deploy");
+    assert_eq!(deploy["eligible"], true, "{r}");
+    assert_eq!(deploy["modelVisible"], true, "{r}");
+    assert_eq!(deploy["emoji"], "🚀", "{r}");
+    assert_eq!(deploy["requirements"]["bins"], json!(["sh"]), "{r}");
+    assert_eq!(deploy["missing"]["bins"], json!([]), "{r}");
+    assert_eq!(
+        deploy["filePath"],
+        ws.join("skills/deploy/SKILL.md")
+            .display()
+            .to_string()
+            .as_str()
+    );
+    let gh = skill(&r, "gh");
+    assert_eq!(gh["eligible"], false, "{r}");
+    assert_eq!(gh["missing"]["bins"], json!(["no-such-program-39"]), "{r}");
+    assert_eq!(gh["missing"]["anyBins"], json!([]), "sh is there: {r}");
+    assert_eq!(gh["missing"]["env"], json!(["NO_SUCH_VAR_39"]), "{r}");
+    let mac = skill(&r, "mac");
+    assert_eq!(
+        (mac["eligible"].clone(), mac["platformIncompatible"].clone()),
+        (json!(false), json!(true)),
+        "{r}"
+    );
+    let hidden = skill(&r, "hidden");
+    assert_eq!(
+        (hidden["eligible"].clone(), hidden["modelVisible"].clone()),
+        (json!(true), json!(false)),
+        "{r}"
+    );
+
+    // Another agent's workspace has none; an unknown agent and unknown params are refused.
+    let r = c.call("skills.status", json!({"agentId": "ops"})).await;
+    assert_eq!(r["payload"]["skills"], json!([]), "{r}");
+    let r = c.call("skills.status", json!({"agentId": "nobody"})).await;
+    assert_eq!(r["error"]["message"], "unknown agent id \"nobody\"", "{r}");
+    let r = c.call("skills.status", json!({"bogus": 1})).await;
+    assert_eq!(r["error"]["code"], "INVALID_REQUEST", "{r}");
+    // Read scope is enough.
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read"]);
+    let mut reader = Client::connect_with(&gw.socket(), params).await;
+    assert_eq!(reader.call("skills.status", json!({})).await["ok"], true);
+}
