@@ -160,6 +160,25 @@ pub struct AgentSpec {
     /// the worker has made itself non-dumpable: no key is ever in a worker's environment.
     #[serde(default, skip_serializing_if = "Secrets::is_empty")]
     pub secrets: Secrets,
+    /// Since: protocol v2 (additive). The operator's settings of skills, by name
+    /// (`[skills.entries.<name>]`, R-B6); a skill without any is offered as its workspace
+    /// and host allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<SkillSettings>,
+}
+
+/// Since: protocol v2 (additive). What the operator says of one skill (R-B6): whether it
+/// may be offered, the variables its commands get while it is, and the variable its key is
+/// in (`secrets`, by that name), given to its commands as the skill's `primaryEnv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillSettings {
+    pub name: String,
+    pub enabled: bool,
+    /// Never printed (values may be tokens).
+    #[serde(default, skip_serializing_if = "Secrets::is_empty")]
+    pub env: Secrets,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
 }
 
 /// Since: protocol v2 (additive). Secret values by name (provider keys by the name of their

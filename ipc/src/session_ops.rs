@@ -163,6 +163,9 @@ pub struct SkillState {
     pub location: String,
     /// Not `disable-model-invocation`.
     pub model_visible: bool,
+    /// The operator's settings keep it from being offered (`enabled = false`).
+    #[serde(default)]
+    pub disabled: bool,
     /// `metadata.openclaw.always`: offered whatever the host has.
     pub always: bool,
     /// Offered to the model on this host now.

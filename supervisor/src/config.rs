@@ -27,6 +27,7 @@ mod models;
 mod names;
 mod policies;
 mod schemas;
+pub mod skills;
 
 pub use agents::{
     AgentConfig, RawAgentSettings, RawAgents, RawCompaction, RawExec, RawTools,
@@ -127,6 +128,9 @@ pub struct RawConfig {
     /// `[cluster]`: cluster mode (absent: one gateway, no NATS).
     #[serde(default)]
     pub cluster: Option<cluster::RawSettings>,
+    /// `[skills.entries.<name>]`: the operator's settings of skills (R-B6).
+    #[serde(default)]
+    pub skills: skills::RawSkills,
 }
 
 /// Overrides from the command line and environment (applied over the file).
@@ -242,8 +246,10 @@ impl Config {
             .map_err(err)?
             .into_iter()
             .partition(|h| h.event.is_gateway());
+        let skills = skills::resolve(&raw.skills).map_err(err)?;
         let shared = agents::Shared {
             providers,
+            skills: &skills,
             hooks: &hooks,
             diagnostics: &raw.diagnostics,
             disk: &raw.disk,

@@ -77,3 +77,68 @@ async fn skills_status_says_which_skills_the_host_can_offer_issue_39() {
     let mut reader = Client::connect_with(&gw.socket(), params).await;
     assert_eq!(reader.call("skills.status", json!({})).await["ok"], true);
 }
+
+const SETTINGS: &str = "[agents.defaults.tools.exec]\nsecurity = \"full\"\n\
+    [skills.entries.gh]\nenv = { GH_HOST = \"ghe.example\" }\napi_key_env = \"LG_SKILL_KEY_39\"\n\
+    [skills.entries.off]\nenabled = false\n";
+
+/// R-B6: a skill's settings (`[skills.entries.<name>]`) give its commands their variables
+/// and its key (from the gateway's environment, as the skill's `primaryEnv`) while it is
+/// offered, meet its `requires.env`, and `enabled = false` keeps it from the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skills_settings_give_its_commands_their_variables_and_key_r_b6() {
+    let mut gw = Gateway::start_with(SETTINGS).await;
+    gw.stop(nix::sys::signal::Signal::SIGTERM).await;
+    gw.spawn_with_env(&[("LG_SKILL_KEY_39", "sekrit-39")]).await;
+    let ws = gw.workspace("main");
+    for (dir, text) in [
+        ("skills/gh", "---\nname: gh\ndescription: GitHub CLI\nmetadata: {\"openclaw\": {\"primaryEnv\": \"GH_TOKEN\", \"requires\": {\"env\": [\"GH_TOKEN\", \"GH_HOST\"]}}}\n---\n"),
+        ("skills/off", "---\nname: off\ndescription: Switched off\n---\n"),
+    ] {
+        std::fs::create_dir_all(ws.join(dir)).unwrap();
+        std::fs::write(ws.join(dir).join("SKILL.md"), text).unwrap();
+    }
+    let mut c = gw.connect().await;
+    let r = c.call("skills.status", json!({})).await;
+    let gh = skill(&r, "gh");
+    assert_eq!(gh["eligible"], true, "its settings meet requires.env: {r}");
+    assert_eq!(gh["missing"]["env"], json!([]), "{r}");
+    let off = skill(&r, "off");
+    assert_eq!(
+        (off["disabled"].clone(), off["eligible"].clone()),
+        (json!(true), json!(false)),
+        "{r}"
+    );
+
+    gw.model.push(loopgate_tests::tool_call(
+        "x1",
+        "exec",
+        &json!({"command": "echo \"token=$GH_TOKEN host=$GH_HOST\""}).to_string(),
+    ));
+    gw.model.push(loopgate_tests::reply("done"));
+    let (_, fin) = c
+        .turn(json!({"message": "use gh", "idempotencyKey": "b6-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let requests = gw.model.requests();
+    let system = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(system.contains("<name>gh</name>"), "{system}");
+    assert!(!system.contains("<name>off</name>"), "disabled: {system}");
+    let sent = requests[1].body.to_string();
+    assert!(
+        sent.contains("token=sekrit-39 host=ghe.example"),
+        "the command got the skill's variables: {sent}"
+    );
+    // The key is never in an answer, nor are the skill's variables (often tokens).
+    let r = c.call("config.get", json!({})).await;
+    assert!(!r.to_string().contains("sekrit-39"), "{r}");
+    assert!(!r.to_string().contains("ghe.example"), "{r}");
+    assert_eq!(
+        r["payload"]["parsed"]["skills"]["entries"]["gh"]["env"]["GH_HOST"],
+        "__OPENCLAW_REDACTED__",
+        "{r}"
+    );
+}

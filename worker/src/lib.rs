@@ -212,7 +212,10 @@ impl Ctx {
         let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
         Ctx {
             hooks: hooks::Hooks::new(spec.hooks.clone()),
-            skills: agent::skills::SkillsCache::default(),
+            skills: agent::skills::SkillsCache::new(agent::skills::Configured::new(
+                &spec.skills,
+                &keys,
+            )),
             spec,
             writer,
             reader,

@@ -38,10 +38,11 @@ impl Worker {
             SessionOp::Lanes => self.session_lanes(op_id),
             SessionOp::Skills => {
                 let workspace = std::path::PathBuf::from(&self.ctx.spec.workspace);
+                let ctx = self.ctx.clone();
                 self.answer(op_id, async move {
                     let shown = workspace.display().to_string();
                     let skills = tokio::task::spawn_blocking(move || {
-                        crate::agent::skills::states(&workspace)
+                        crate::agent::skills::states(&workspace, ctx.skills.configured())
                     })
                     .await
                     .map_err(|e| RpcError::new(ErrorCode::Internal, e.to_string()))?;

@@ -44,6 +44,7 @@ pub(crate) fn spec() -> AgentSpec {
         disk: Default::default(),
         journaled: false,
         secrets: Default::default(),
+        skills: Vec::new(),
     }
 }
 

@@ -132,6 +132,8 @@ pub struct AgentConfig {
     /// Every configured provider (`model` empty), for per-run overrides by
     /// `before_model_resolve` hooks.
     pub providers: Vec<ResolvedModel>,
+    /// `[skills.entries]` (the same for every agent: a change restarts every worker).
+    pub skills: Vec<super::skills::SkillConfig>,
 }
 
 /// What every agent is resolved against besides its own settings and the defaults.
@@ -143,6 +145,8 @@ pub(super) struct Shared<'a> {
     pub diagnostics: &'a RawDiagnostics,
     pub disk: &'a super::disk::RawDisk,
     pub state_dir: &'a Path,
+    /// `[skills.entries]` (the same for every agent).
+    pub skills: &'a [super::skills::SkillConfig],
 }
 
 /// `agents.defaults.model` as written: `("<provider>/<model>", fallbacks)`.
@@ -258,6 +262,7 @@ fn resolve_agent(
         exec,
         tools_allow,
         hooks: shared.hooks.to_vec(),
+        skills: shared.skills.to_vec(),
         db_path: agent_dir.join("agent.sqlite"),
         hooks_dir: agent_dir.join("hooks"),
         name: own.name.clone(),

@@ -2,7 +2,8 @@
 //! shows the file with each as [`REDACTED`], and how a write that sends the placeholder back
 //! keeps the file's value.
 //!
-//! A secret is the gateway token, a URL that carries credentials (a user or password before
+//! A secret is the gateway token, a skill's variable (`skills.entries.<name>.env`), a URL
+//! that carries credentials (a user or password before
 //! its host, or a key-like query parameter), wherever it is: a value, an array element, an
 //! inline table in an array, an array of tables. A comment that mentions a secret-like word
 //! or holds such a URL is shown redacted too (an old token is often left in a comment).
@@ -201,7 +202,10 @@ fn secret_words(comment: &str) -> bool {
 /// Whether the string at `path` is a secret: the gateway token, or a URL with credentials.
 pub(super) fn is_secret(path: &[String], s: &str) -> bool {
     let at = |want: &[&str]| path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b);
-    at(&["gateway", "auth", "token"]) || url_with_credentials(s)
+    // A skill's variables are often its tokens (`[skills.entries.<name>] env`).
+    let skill_env =
+        path.len() == 5 && path[0] == "skills" && path[1] == "entries" && path[3] == "env";
+    at(&["gateway", "auth", "token"]) || skill_env || url_with_credentials(s)
 }
 
 /// `scheme://user[:password]@host...`, or a URL whose query has a key-like parameter.

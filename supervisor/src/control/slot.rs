@@ -223,16 +223,16 @@ pub(super) fn worker_env(env: &HashMap<String, String>) -> Vec<(String, String)>
         .collect()
 }
 
-/// The provider keys `agent`'s worker starts with: those of its model and its fallbacks, and
-/// every configured provider's when a `before_model_resolve` hook may pick any of them. A
-/// run on another provider brings its key along ([`run_keys`]).
+/// The keys `agent`'s worker starts with: those of its model and its fallbacks (every
+/// configured provider's when a `before_model_resolve` hook may pick any of them) and its
+/// skills'. A run on another provider brings its key along ([`run_keys`]).
 pub(super) fn worker_keys(agent: &AgentConfig, env: &HashMap<String, String>) -> Secrets {
     let picks_any = agent
         .hooks
         .iter()
         .any(|h| h.event == ipc::control::HookEvent::BeforeModelResolve);
     let models = agent.model.iter().chain(&agent.fallbacks);
-    let names: Vec<&str> = if picks_any {
+    let mut names: Vec<&str> = if picks_any {
         models
             .chain(&agent.providers)
             .filter_map(key_name)
@@ -240,6 +240,8 @@ pub(super) fn worker_keys(agent: &AgentConfig, env: &HashMap<String, String>) ->
     } else {
         models.filter_map(key_name).collect()
     };
+    // The skills' keys (`[skills.entries.<name>] api_key_env`, R-B6).
+    names.extend(agent.skills.iter().filter_map(|s| s.api_key_env.as_deref()));
     secrets(names, env)
 }
 

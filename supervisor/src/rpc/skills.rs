@@ -40,7 +40,7 @@ fn status(workspace: &Path, s: SkillState) -> SkillStatus {
         emoji: s.emoji,
         homepage: s.homepage,
         always: s.always,
-        disabled: false,
+        disabled: s.disabled,
         blocked_by_allowlist: false,
         blocked_by_agent_filter: false,
         eligible: s.eligible,

@@ -114,6 +114,16 @@ fn agent_spec(
             .collect(),
         journaled,
         secrets,
+        skills: agent
+            .skills
+            .iter()
+            .map(|s| ipc::control::SkillSettings {
+                name: s.name.clone(),
+                enabled: s.enabled,
+                env: ipc::control::Secrets(s.env.clone()),
+                api_key_env: s.api_key_env.clone(),
+            })
+            .collect(),
     })
 }
 

@@ -217,8 +217,18 @@ impl Driver {
                         vec![json!({"sessionId": session_id})]
                     });
                 }
+                let request = match prepare(ctx, run, hook_ctx).await {
+                    Ok((request, skill_env)) => {
+                        if !skill_env.is_empty() {
+                            self.tool_ctx.exec_env =
+                                Arc::new(crate::tools::with_skill_env(&ctx.exec_env, skill_env));
+                        }
+                        Ok(request)
+                    }
+                    Err(e) => Err(e),
+                };
                 Input::Begun {
-                    request: prepare(ctx, run, hook_ctx).await,
+                    request,
                     session_id,
                 }
             }

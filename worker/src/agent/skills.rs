@@ -8,9 +8,12 @@
 //! `SKILL.md` changes (path, size or mtime), so prompts stay stable across the turns of a
 //! session.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::SystemTime;
+
+use ipc::control::SkillSettings;
 
 use serde_json::Value;
 
@@ -43,6 +46,73 @@ pub struct Skill {
     /// `metadata.openclaw.emoji` and `homepage`, for `skills.status`.
     pub emoji: Option<String>,
     pub homepage: Option<String>,
+    /// `metadata.openclaw.primaryEnv`: the variable its key goes in (`api_key_env`, R-B6).
+    pub primary_env: Option<String>,
+}
+
+/// The operator's settings of skills (`[skills.entries]`, R-B6), with the keys they name.
+#[derive(Debug, Default)]
+pub struct Configured(Vec<(SkillSettings, Option<String>)>);
+
+impl Configured {
+    /// `settings` with their keys out of `keys` (the worker's secrets, by variable name).
+    pub fn new(settings: &[SkillSettings], keys: &HashMap<String, String>) -> Configured {
+        Configured(
+            settings
+                .iter()
+                .map(|s| {
+                    let key = s.api_key_env.as_ref().and_then(|k| keys.get(k)).cloned();
+                    (s.clone(), key)
+                })
+                .collect(),
+        )
+    }
+
+    fn of(&self, name: &str) -> Option<&(SkillSettings, Option<String>)> {
+        self.0.iter().find(|(s, _)| s.name == name)
+    }
+
+    /// Whether the operator lets `name` be offered (a skill without settings is).
+    pub fn enabled(&self, name: &str) -> bool {
+        self.of(name).is_none_or(|(s, _)| s.enabled)
+    }
+
+    /// The variables the settings give `skill`'s commands: its `env`, then its key as its
+    /// `primaryEnv`.
+    pub fn env_of(&self, skill: &Skill) -> Vec<(String, String)> {
+        let Some((s, key)) = self.of(&skill.name) else {
+            return Vec::new();
+        };
+        let mut env: Vec<(String, String)> = s
+            .env
+            .0
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let (Some(var), Some(key)) = (&skill.primary_env, key) {
+            if !env.iter().any(|(k, _)| k == var) {
+                env.push((var.clone(), key.clone()));
+            }
+        }
+        env
+    }
+
+    /// Whether `var` is set for `skill`: in the worker's environment or by its settings.
+    fn has_env(&self, skill: &Skill, var: &str) -> bool {
+        env_set(var)
+            || self
+                .env_of(skill)
+                .iter()
+                .any(|(k, v)| k == var && !v.is_empty())
+    }
+}
+
+/// What a turn offers: the skills prompt section and the variables the offered skills'
+/// settings give the turn's commands.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Offered {
+    pub prompt: String,
+    pub env: Vec<(String, String)>,
 }
 
 /// A skill's host requirements (`metadata.openclaw`).
@@ -108,17 +178,20 @@ impl Requires {
 }
 
 /// Every skill of the workspace as `skills.status` shows it: hidden ones too, each with
-/// whether this host meets what it requires (a name found under an earlier root wins).
-/// Blocking: call from a blocking task.
-pub fn states(workspace: &Path) -> Vec<ipc::session_ops::SkillState> {
+/// whether this host and the operator's settings let it be offered (a name found under an
+/// earlier root wins). Blocking: call from a blocking task.
+pub fn states(workspace: &Path, configured: &Configured) -> Vec<ipc::session_ops::SkillState> {
     let mut out: Vec<ipc::session_ops::SkillState> = Vec::new();
     for skill in read_all(workspace, &skill_files(workspace)) {
         if out.iter().any(|k| k.name == skill.name) {
             continue;
         }
-        let eligible = skill.requires.met(on_path, env_set);
+        let has_env = |var: &str| configured.has_env(&skill, var);
+        let disabled = !configured.enabled(&skill.name);
+        let eligible = !disabled && skill.requires.met(on_path, has_env);
         out.push(ipc::session_ops::SkillState {
-            missing: skill.requires.missing(on_path, env_set),
+            missing: skill.requires.missing(on_path, has_env),
+            disabled,
             requires: skill.requires.needs(),
             always: skill.requires.always,
             eligible,
@@ -167,7 +240,8 @@ type Fingerprint = Vec<(String, u64, Option<SystemTime>)>;
 /// The per-worker snapshot.
 #[derive(Default)]
 pub struct SkillsCache {
-    snap: Mutex<Option<(Fingerprint, String)>>,
+    configured: Configured,
+    snap: Mutex<Option<(Fingerprint, Offered)>>,
 }
 
 /// Every `SKILL.md` under the roots: roots in precedence order, paths sorted within a root.
@@ -210,14 +284,26 @@ fn skill_files(workspace: &Path) -> Fingerprint {
 }
 
 impl SkillsCache {
-    /// The skills prompt section for `workspace` (empty when there are no skills). Blocking:
-    /// call from a blocking task.
-    pub fn prompt(&self, workspace: &Path) -> String {
+    pub fn new(configured: Configured) -> SkillsCache {
+        SkillsCache {
+            configured,
+            snap: Mutex::new(None),
+        }
+    }
+
+    /// The operator's settings of skills.
+    pub fn configured(&self) -> &Configured {
+        &self.configured
+    }
+
+    /// What a turn in `workspace` offers: the skills prompt section (empty when there are no
+    /// skills) and its skills' variables. Blocking: call from a blocking task.
+    pub fn offered(&self, workspace: &Path) -> Offered {
         let fp = skill_files(workspace);
         if let Ok(guard) = self.snap.lock() {
-            if let Some((old, text)) = guard.as_ref() {
+            if let Some((old, offered)) = guard.as_ref() {
                 if *old == fp {
-                    return text.clone();
+                    return offered.clone();
                 }
             }
         }
@@ -230,17 +316,36 @@ impl SkillsCache {
             if skills.iter().any(|k| k.name == skill.name) {
                 continue;
             }
-            if !skill.requires.met(on_path, env_set) {
+            if !self.configured.enabled(&skill.name) {
+                tracing::debug!(skill = %skill.name, "Skill not offered: the operator disabled it.");
+                continue;
+            }
+            if !skill
+                .requires
+                .met(on_path, |var| self.configured.has_env(&skill, var))
+            {
                 tracing::debug!(skill = %skill.name, "Skill not offered: this host lacks what it requires.");
                 continue;
             }
             skills.push(skill);
         }
-        let text = render(&skills, MAX_SKILLS_PROMPT_CHARS);
-        if let Ok(mut guard) = self.snap.lock() {
-            *guard = Some((fp, text.clone()));
+        let mut env: Vec<(String, String)> = Vec::new();
+        for skill in &skills {
+            for (k, v) in self.configured.env_of(skill) {
+                // The first offered skill to set a variable gives it.
+                if !env.iter().any(|(e, _)| *e == k) {
+                    env.push((k, v));
+                }
+            }
         }
-        text
+        let offered = Offered {
+            prompt: render(&skills, MAX_SKILLS_PROMPT_CHARS),
+            env,
+        };
+        if let Ok(mut guard) = self.snap.lock() {
+            *guard = Some((fp, offered.clone()));
+        }
+        offered
     }
 }
 
@@ -273,7 +378,7 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
         .chars()
         .take(MAX_DESCRIPTION_CHARS)
         .collect();
-    let (emoji, meta_homepage) = shown(&metadata);
+    let (emoji, meta_homepage, primary_env) = shown(&metadata);
     Some(Skill {
         name: name.filter(|n| !n.is_empty()).unwrap_or(dir_name),
         description,
@@ -282,13 +387,14 @@ pub fn parse(text: &str, location: &str) -> Option<Skill> {
         model_visible,
         emoji,
         homepage: homepage.or(meta_homepage),
+        primary_env,
     })
 }
 
-/// `metadata.openclaw.emoji` and `homepage` (short texts only).
-fn shown(metadata: &str) -> (Option<String>, Option<String>) {
+/// `metadata.openclaw.emoji`, `homepage` and `primaryEnv` (short texts only).
+fn shown(metadata: &str) -> (Option<String>, Option<String>, Option<String>) {
     let Ok(v) = serde_json::from_str::<Value>(metadata.trim()) else {
-        return (None, None);
+        return (None, None, None);
     };
     let oc = v.get("openclaw").or_else(|| v.get("clawdbot"));
     let text = |k: &str, max: usize| {
@@ -297,7 +403,12 @@ fn shown(metadata: &str) -> (Option<String>, Option<String>) {
             .filter(|s| s.chars().count() <= max)
             .map(str::to_owned)
     };
-    (text("emoji", 16), text("homepage", 512))
+    let primary = text("primaryEnv", 128).filter(|v| {
+        v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !v.starts_with(|c: char| c.is_ascii_digit())
+            && !v.is_empty()
+    });
+    (text("emoji", 16), text("homepage", 512), primary)
 }
 
 /// `metadata.openclaw` (or the legacy `metadata.clawdbot`) requirements. Metadata that is
@@ -458,7 +569,7 @@ mod tests {
             "skills/a/b/c/d/e/f/g/SKILL.md",
             "---\nname: too-deep\n---\n",
         );
-        let p = SkillsCache::default().prompt(ws);
+        let p = SkillsCache::default().offered(ws).prompt;
         assert!(
             p.contains("<location>skills/ops/deploy/SKILL.md</location>"),
             "{p}"
@@ -485,6 +596,7 @@ mod tests {
             model_visible: true,
             emoji: None,
             homepage: None,
+            primary_env: None,
         }];
         let full = render(&skills, 10_000);
         assert!(full.contains("<name>a&lt;b</name><description>ddd"));
@@ -498,21 +610,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
         let cache = SkillsCache::default();
-        assert_eq!(cache.prompt(ws), "");
+        assert_eq!(cache.offered(ws).prompt, "");
         std::fs::create_dir_all(ws.join("skills/one")).unwrap();
         std::fs::write(
             ws.join("skills/one/SKILL.md"),
             "---\nname: one\ndescription: first\n---\n",
         )
         .unwrap();
-        let p1 = cache.prompt(ws);
+        let p1 = cache.offered(ws).prompt;
         assert!(p1.contains("<name>one</name>"));
-        assert_eq!(cache.prompt(ws), p1);
+        assert_eq!(cache.offered(ws).prompt, p1);
         std::fs::write(
             ws.join("skills/one/SKILL.md"),
             "---\nname: one\ndescription: first, now longer\n---\n",
         )
         .unwrap();
-        assert!(cache.prompt(ws).contains("first, now longer"));
+        assert!(cache.offered(ws).prompt.contains("first, now longer"));
     }
 }

@@ -153,6 +153,22 @@ pub fn environment(worker_env: &HashMap<String, String>) -> Vec<(String, String)
     env
 }
 
+/// `base` (an `exec` environment) with the variables offered skills' settings give (R-B6):
+/// none replaces one `base` has.
+pub fn with_skill_env(
+    base: &[(String, String)],
+    skill: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let mut env = base.to_vec();
+    for (k, v) in skill {
+        if !env.iter().any(|(e, _)| *e == k) {
+            env.push((k, v));
+        }
+    }
+    env.sort();
+    env
+}
+
 /// Sends SIGTERM to the reaper when dropped (an aborted run), unless disarmed after the
 /// command finished; the reaper then kills everything the command started.
 struct ReaperGuard(Option<u32>);

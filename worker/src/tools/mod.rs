@@ -15,7 +15,7 @@ use ipc::tools::ToolId;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-pub use exec::{environment as exec_environment, plan as exec_plan, Invocation};
+pub use exec::{environment as exec_environment, plan as exec_plan, with_skill_env, Invocation};
 pub use validate::validate_args;
 
 /// Largest tool result kept for the model and for events, in characters (R-E2).

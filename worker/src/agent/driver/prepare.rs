@@ -63,12 +63,13 @@ async fn resolve_model(
 }
 
 /// Builds the model request: workspace (created on first use), bootstrap files, history;
-/// or the reply a `before_agent_reply` hook claimed the turn with.
+/// or the reply a `before_agent_reply` hook claimed the turn with. With it, the variables
+/// the offered skills' settings give the turn's commands (R-B6).
 pub(super) async fn prepare(
     ctx: &Arc<Ctx>,
     run: &SubmitRun,
     hook_ctx: &HookCtx,
-) -> Result<Prepared, String> {
+) -> Result<(Prepared, Vec<(String, String)>), String> {
     let choice = resolve_model(ctx, run, hook_ctx).await?;
     let workspace = std::path::Path::new(&ctx.spec.workspace);
     let caps = prompt::Caps {
@@ -82,7 +83,7 @@ pub(super) async fn prepare(
         let hooks_dir = hook_ctx.hooks_dir.clone();
         tokio::task::spawn_blocking(move || {
             prompt::read_workspace(&ws, caps).map(|files| {
-                let skills = ctx.skills.prompt(&ws);
+                let skills = ctx.skills.offered(&ws);
                 let boot = hooks::internal_hooks(hooks_dir.as_deref(), "agent:bootstrap");
                 (files, skills, boot)
             })
@@ -132,12 +133,12 @@ pub(super) async fn prepare(
     let system = prompt::system_prompt(
         ctx.spec.base_prompt.as_deref(),
         &files,
-        &skills,
+        &skills.prompt,
         (!extra.is_empty()).then_some(extra.as_str()),
     );
     if ctx.hooks.has("before_agent_reply") {
         if let Some(reply) = ctx.hooks.before_agent_reply(hook_ctx, &run.message).await {
-            return Ok(Prepared::Claimed(reply));
+            return Ok((Prepared::Claimed(reply), skills.env));
         }
     }
     let mut req = prompt::request(
@@ -151,5 +152,5 @@ pub(super) async fn prepare(
     req.thinking = run
         .thinking
         .filter(|t| *t != ipc::thinking::Thinking::Unknown);
-    Ok(Prepared::Call(req))
+    Ok((Prepared::Call(req), skills.env))
 }
