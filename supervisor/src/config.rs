@@ -48,7 +48,7 @@ pub use models::{
 pub use names::{AgentId, BadAgentId, ModelRef, ModelSetting};
 pub use policies::{
     QueueLimits, RawDiagnostics, RawMessages, RawQueue, RawWorkers, WorkersConfig,
-    DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+    DEFAULT_HEARTBEAT_TIMEOUT_SECONDS, MAX_DEBOUNCE_MS, MAX_QUEUE_CAP,
 };
 
 /// `tools.exec.security` and a provider's `api`: the link's own enums (a name they do not

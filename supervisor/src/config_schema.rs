@@ -32,7 +32,9 @@ pub fn schema() -> &'static Value {
 /// `gateway.bind`) and cluster membership, read at start only; `hot` for the rest (a reload
 /// applies it; an agent's changed settings restart its worker between runs).
 pub fn reload_kind(path: &str) -> &'static str {
-    let restart = ["gateway.port", "gateway.bind", "cluster"];
+    // A listener change is applied live (the listener moves); the connection cap, the disk
+    // reserve and the cluster settings wait for a restart.
+    let restart = ["gateway.max_connections", "disk.reserve_mb", "cluster"];
     if restart
         .iter()
         .any(|p| path == *p || path.starts_with(&format!("{p}.")))
@@ -145,9 +147,10 @@ mod tests {
         let gateway = &s["properties"]["gateway"];
         assert_eq!(unwrapped(gateway)["additionalProperties"], false);
         let port = lookup("gateway.port").unwrap();
-        assert_eq!(port.reload_kind, "restart");
+        assert_eq!(port.reload_kind, "hot", "the listener moves");
+        assert_eq!(lookup("disk.reserve_mb").unwrap().reload_kind, "restart");
         assert_eq!(
-            lookup("gateway.max_connections").unwrap().reload_kind,
+            lookup("gateway.drain_timeout_seconds").unwrap().reload_kind,
             "hot"
         );
         let timeout = lookup("agents.list.ops.timeout_seconds").unwrap();

@@ -196,20 +196,15 @@ enum Cmd {
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
     DisallowExec(String, String, oneshot::Sender<Result<bool, DbError>>),
     ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
-    UsageDays(
-        usage::UsageQuery,
-        oneshot::Sender<Result<Vec<usage::DayRow>, DbError>>,
-    ),
-    UsageSessions(
-        usage::SessionsUsageQuery,
-        oneshot::Sender<Result<usage::SessionsUsage, DbError>>,
-    ),
 }
 
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct GatewayDb {
     tx: dbwriter::Queue<Cmd>,
+    /// The file, for reads that must not wait on (or hold up) the writer: the usage
+    /// answers, on a read-only connection of their own.
+    path: std::sync::Arc<std::path::PathBuf>,
     /// How long the gateway db's commits take (`/metrics`).
     pub commits: std::sync::Arc<dbwriter::CommitStats>,
 }
@@ -245,7 +240,8 @@ impl GatewayDb {
         let commits = options.stats.clone();
         let tx = dbwriter::start("gateway-db", conn, options, apply)
             .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
-        Ok((GatewayDb { tx, commits }, recovered))
+        let path = std::sync::Arc::new(path.to_owned());
+        Ok((GatewayDb { tx, commits, path }, recovered))
     }
 
     /// Records an accepted run, or reports what is already recorded under that id.
@@ -330,17 +326,38 @@ impl GatewayDb {
         self.tx.ask(Cmd::ExecAllowlist).await
     }
 
-    /// The usage rollup's rows of some days (`usage.cost`).
+    /// The usage rollup's rows of some days (`usage.cost`), read beside the writer.
     pub async fn usage_days(&self, q: usage::UsageQuery) -> Result<Vec<usage::DayRow>, DbError> {
-        self.tx.ask(|tx| Cmd::UsageDays(q, tx)).await
+        self.read(move |c| usage::days(c, &q)).await
     }
 
-    /// The sessions with usage in some days, and their rows (`sessions.usage`).
+    /// The sessions with usage in some days, and their rows (`sessions.usage`), read beside
+    /// the writer.
     pub async fn usage_sessions(
         &self,
         q: usage::SessionsUsageQuery,
     ) -> Result<usage::SessionsUsage, DbError> {
-        self.tx.ask(|tx| Cmd::UsageSessions(q, tx)).await
+        self.read(move |c| usage::sessions(c, &q)).await
+    }
+
+    /// `f` on a read-only connection of its own, on a blocking thread: a long read neither
+    /// waits for the writer's batches nor holds them up (WAL).
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+    ) -> Result<T, DbError> {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let c = Connection::open_with_flags(
+                path.as_path(),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            c.busy_timeout(std::time::Duration::from_secs(5))?;
+            f(&c)
+        })
+        .await
+        .map_err(|_| DbError::Overloaded)?
     }
 
     /// Deletes terminal runs that ended before `before_ms`.
@@ -487,8 +504,6 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
         ),
         Cmd::ExecAllowlist(tx) => answer(tx, sp.run(conn, exec_allowlist::list)),
         Cmd::Prune(before, tx) => answer(tx, sp.run(conn, |c| prune(c, before))),
-        Cmd::UsageDays(q, tx) => answer(tx, sp.run(conn, |c| usage::days(c, &q))),
-        Cmd::UsageSessions(q, tx) => answer(tx, sp.run(conn, |c| usage::sessions(c, &q))),
     }
 }
 
@@ -571,9 +586,9 @@ fn finish_as(
                 t.status,
                 t.error,
                 t.session_id,
-                input as i64,
-                output as i64,
-                total as i64,
+                usage::bounded(input),
+                usage::bounded(output),
+                usage::bounded(total),
                 touch
             ],
         )?;

@@ -45,9 +45,9 @@ fn close_message(code: u16, reason: &str) -> Message {
     }))
 }
 
-pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
-    let cap = crate::door::connection_cap(gw.config().gateway.max_connections);
-    let slots = Arc::new(Semaphore::new(cap));
+/// Accepts WebSocket connections on `listener` until the gateway stops; `slots` bounds the
+/// connections open at once (shared by every listener the gateway has had).
+pub async fn serve(listener: TcpListener, gw: Arc<Gateway>, slots: Arc<Semaphore>) {
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -64,7 +64,7 @@ pub async fn serve(listener: TcpListener, gw: Arc<Gateway>) {
         // Over the cap the connection is closed at once: the descriptors beyond it stay free
         // for workers, databases and the operator's unix socket.
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, cap, "Connection cap reached; closed a new connection.");
+            tracing::debug!(%peer, "Connection cap reached; closed a new connection.");
             drop(stream);
             continue;
         };

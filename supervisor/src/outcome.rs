@@ -46,9 +46,13 @@ pub struct Spend {
 }
 
 impl Spend {
-    /// What `t` spent, if its run started and the turn was its own.
+    /// What `t` spent, if its run started, the turn was its own and it went to a model (a
+    /// slash command the gateway answered names none and used nothing).
     pub fn of(t: &RunTerminal) -> Option<Spend> {
         if t.started_at.is_none() || t.carried_by.is_some() {
+            return None;
+        }
+        if t.provider.is_none() && t.model.is_none() && t.usage.is_none() {
             return None;
         }
         let usage = t.usage.unwrap_or_default();

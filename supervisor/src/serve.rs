@@ -7,6 +7,7 @@
 //! the deadline) then `stopping` (close listeners, cut waits).
 
 mod config_write;
+mod listener;
 mod reload;
 mod running;
 

@@ -440,20 +440,29 @@ pub fn aggregates(
 ) -> (UsageTotals, UsageAggregates) {
     let mut all = Fold::default();
     let mut agents: BTreeMap<&str, UsageTotals> = BTreeMap::new();
-    let mut model_daily = Vec::new();
+    // One entry per day and model, whichever agents used it.
+    let mut by_model_day: BTreeMap<(i64, &str, &str), (UsageTotals, u64)> = BTreeMap::new();
     for r in rows {
         all.add(&r.provider, &r.model, &r.counts, prices);
         let t = priced(&r.counts, &r.provider, &r.model, prices);
         agents.entry(&r.agent_id).or_default().add(&t);
-        model_daily.push(DailyModelUsage {
-            date: date(r.day),
-            provider: r.provider.clone(),
-            model: r.model.clone(),
+        let e = by_model_day
+            .entry((r.day, &r.provider, &r.model))
+            .or_default();
+        e.0.add(&t);
+        e.1 += r.counts.runs;
+    }
+    let model_daily: Vec<DailyModelUsage> = by_model_day
+        .into_iter()
+        .map(|((day, provider, model), (t, count))| DailyModelUsage {
+            date: date(day),
+            provider: provider.to_owned(),
+            model: model.to_owned(),
             tokens: t.total_tokens,
             cost: t.total_cost,
-            count: r.counts.runs,
-        });
-    }
+            count,
+        })
+        .collect();
     let per_day = by_day(
         None,
         rows.iter()

@@ -303,9 +303,13 @@ async fn the_schema_describes_the_keys_a_patch_takes_issue_39() {
         "{r}"
     );
     let r = c
-        .call("config.schema.lookup", json!({"path": "gateway.port"}))
+        .call("config.schema.lookup", json!({"path": "cluster"}))
         .await;
     assert_eq!(r["payload"]["reloadKind"], "restart", "{r}");
+    let r = c
+        .call("config.schema.lookup", json!({"path": "gateway.port"}))
+        .await;
+    assert_eq!(r["payload"]["reloadKind"], "hot", "the listener moves: {r}");
     let r = c
         .call("config.schema.lookup", json!({"path": "agents.list.ops"}))
         .await;
@@ -380,7 +384,7 @@ async fn a_write_keeps_the_files_mode_its_link_and_works_without_a_file_issue_39
 /// unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_change_applies_live_and_an_unbindable_port_is_refused_issue_39() {
-    let gw = Gateway::start_with("[gateway.auth]\ntoken = \"lt\"\n").await;
+    let mut gw = Gateway::start_with("[gateway.auth]\ntoken = \"lt\"\n").await;
     let mut c = gw.connect().await;
     let old = gw.ws_addr();
     // A port some other program holds: refused before anything is written.
@@ -433,4 +437,32 @@ async fn a_listener_change_applies_live_and_an_unbindable_port_is_refused_issue_
         "the old port is closed"
     );
     assert_eq!(c.call("health", json!({})).await["ok"], true);
+
+    // An address this host does not have (TEST-NET-1): refused, twice, and the listener
+    // stays where it is, under the rules it was bound with.
+    for _ in 0..2 {
+        let h = current_hash(&mut c).await;
+        let before = file(&gw);
+        let r = c
+            .call(
+                "config.patch",
+                json!({"raw": "{gateway: {bind: \"192.0.2.1\"}}", "baseHash": h}),
+            )
+            .await;
+        refused(&r, "INVALID_REQUEST", "cannot listen on ws://192.0.2.1");
+        assert_eq!(file(&gw), before);
+        assert_eq!(gw.ws_addr(), addr);
+        assert_eq!(ws.call("health", json!({})).await["ok"], true);
+    }
+    let (mut again, hello) = Client::ws_connect(
+        addr.trim(),
+        loopgate_tests::client::cli_params(Some("lt")),
+        None,
+    )
+    .await;
+    assert_eq!(hello.expect("hello")["ok"], true);
+    assert_eq!(again.call("health", json!({})).await["ok"], true);
+    // And it still stops cleanly.
+    let status = gw.stop(nix::sys::signal::Signal::SIGTERM).await;
+    assert!(status.success(), "{status:?}");
 }

@@ -36,6 +36,11 @@ async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_
     let a2 = turn(&mut c, &gw, "agent:main:u1", "four five", "u-2").await;
     let b1 = turn(&mut c, &gw, "agent:main:u2", "six", "u-3").await;
     let o1 = turn(&mut c, &gw, "agent:ops:x", "seven eight", "u-4").await;
+    // A slash command the gateway answers is no model run: it counts nothing.
+    let (_, fin) = c
+        .turn(json!({"message": "/status", "sessionKey": "agent:main:u1", "idempotencyKey": "u-5"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     assert!(
         a1.0 > 0 && a1.1 > 0,
         "the scripted model reports usage: {a1:?}"
@@ -92,14 +97,20 @@ async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_
     let p = &r["payload"];
     let sessions = p["sessions"].as_array().unwrap();
     let keys: Vec<&str> = sessions.iter().filter_map(|s| s["key"].as_str()).collect();
-    assert_eq!(keys, ["agent:main:u2", "agent:main:u1"], "{r}");
+    // u1 was updated last (by the command).
+    assert_eq!(keys, ["agent:main:u1", "agent:main:u2"], "{r}");
     assert_eq!(
-        totals(&sessions[1]["usage"]),
+        totals(&sessions[0]["usage"]),
         (a1.0 + a2.0, a1.1 + a2.1, a1.0 + a2.0 + a1.1 + a2.1),
         "{r}"
     );
-    assert_eq!(sessions[1]["usage"]["messageCounts"]["user"], 2, "{r}");
-    assert_eq!(sessions[1]["model"], "scripted-1", "{r}");
+    assert_eq!(sessions[0]["usage"]["messageCounts"]["user"], 2, "{r}");
+    assert_eq!(sessions[0]["model"], "scripted-1", "{r}");
+    assert_eq!(
+        p["aggregates"]["byModel"].as_array().map(Vec::len),
+        Some(1),
+        "no entry for the command: {r}"
+    );
     assert_eq!(totals(&p["totals"]).0, main.0, "{r}");
     assert_eq!(p["aggregates"]["sessionCount"], 2, "{r}");
     assert_eq!(p["aggregates"]["byAgent"][0]["agentId"], "main", "{r}");

@@ -145,10 +145,11 @@ pub(super) fn resolve_queue_limits(q: &RawQueue) -> Result<QueueLimits, Invalid>
     Ok(l)
 }
 
-/// Longest `collect` quiet window accepted.
-const MAX_DEBOUNCE_MS: u64 = 60_000;
-/// Largest `messages.queue.cap` accepted (a session's waiting messages are held in memory).
-const MAX_QUEUE_CAP: u32 = 1000;
+/// Longest `collect` quiet window accepted (also a session's own, `/queue debounce:`).
+pub const MAX_DEBOUNCE_MS: u64 = 60_000;
+/// Largest `messages.queue.cap` accepted (a session's waiting messages are held in memory;
+/// also a session's own, `/queue cap:`).
+pub const MAX_QUEUE_CAP: u32 = 1000;
 
 pub(super) fn resolve_queue(q: &RawQueue) -> Result<ipc::queue::QueuePolicy, Invalid> {
     use ipc::queue::{QueueDrop, QueueMode, QueuePolicy};

@@ -425,3 +425,36 @@ async fn usage_rolls_up_at_each_outcome_and_is_rebuilt_from_kept_runs() {
         300
     );
 }
+
+/// A provider's absurd token report is counted as at most `MAX_PER_RUN`: the rollup's sums
+/// stay integers, and every later outcome of that agent, day and model is still recorded.
+#[tokio::test]
+async fn absurd_token_counts_are_bounded_and_later_outcomes_still_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.sqlite");
+    let (db, _) = GatewayDb::open(&path, 10).unwrap();
+    let at = 20_000 * usage::DAY_MS + 5;
+    for id in ["x1", "x2", "x3"] {
+        let (run, t) = finished(id, "agent:main:s", "main", at, (u64::MAX / 2, 1), false);
+        db.accept(run).await.unwrap();
+        db.finish(id.into(), t).await.unwrap();
+    }
+    let (run, t) = finished("x4", "agent:main:s", "main", at, (10, 1), false);
+    db.accept(run).await.unwrap();
+    db.finish("x4".into(), t).await.unwrap();
+    let rows = db
+        .usage_days(usage::UsageQuery {
+            first_day: 20_000,
+            last_day: 20_000,
+            agent_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].counts.runs, 4);
+    assert_eq!(rows[0].counts.input, 3 * usage::MAX_PER_RUN + 10);
+    assert!(matches!(
+        db.lookup("x4".into()).await.unwrap(),
+        Some(StoredRun::Terminal { .. })
+    ));
+}

@@ -15,6 +15,18 @@ use crate::outcome::StoredTerminal;
 
 /// One UTC day, in milliseconds.
 pub const DAY_MS: u64 = 86_400_000;
+/// The most one run counts of tokens of a kind, and of milliseconds: more is a provider's
+/// bad report, and sums of such could overflow SQLite's integers (a STRICT table then
+/// refuses every later outcome of that row).
+pub const MAX_PER_RUN: u64 = 1_000_000_000_000;
+/// Sessions past the listed ones that `sessions.usage` counts at most (its `sessionCount`
+/// is a lower bound past that: the walk stays short).
+const MAX_COUNTED: usize = 10_000;
+
+/// `v`, at most [`MAX_PER_RUN`], for SQLite.
+pub(super) fn bounded(v: u64) -> i64 {
+    v.min(MAX_PER_RUN) as i64
+}
 
 /// Schema v11: the rollups and the mark that they were built.
 pub(super) const SCHEMA: &str = "
@@ -187,12 +199,12 @@ pub(super) fn record(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Res
         spend.model,
         i64::from(spend.failed),
         i64::from(spend.tool_calls),
-        spend.duration_ms as i64,
-        input as i64,
-        output as i64,
-        spend.cache_read as i64,
-        spend.cache_write as i64,
-        total as i64,
+        bounded(spend.duration_ms),
+        bounded(input),
+        bounded(output),
+        bounded(spend.cache_read),
+        bounded(spend.cache_write),
+        bounded(total),
         t.ended_at as i64,
     ];
     conn.prepare_cached(
@@ -240,14 +252,18 @@ const FROM_RUNS: &str = "
           FROM runs
           WHERE status != 'accepted' AND started_at IS NOT NULL AND ended_at IS NOT NULL
             AND json_valid(final_json)
-            AND json_extract(final_json, '$.payload.result.meta.carriedBy') IS NULL)";
+            AND json_extract(final_json, '$.payload.result.meta.carriedBy') IS NULL
+            AND (json_extract(final_json, '$.payload.result.meta.agentMeta.provider') IS NOT NULL
+                 OR json_extract(final_json, '$.payload.result.meta.agentMeta.usage') IS NOT NULL))";
 
 /// The sums a rebuilt row gets, in [`Counts`]' order after `runs`.
-const SUMS: &str = "sum(status != 'ok'), 0, sum(duration_ms),
-    sum(coalesce(json_extract(u, '$.input'), 0)), sum(coalesce(json_extract(u, '$.output'), 0)),
-    sum(coalesce(json_extract(u, '$.cacheRead'), 0)),
-    sum(coalesce(json_extract(u, '$.cacheWrite'), 0)),
-    sum(coalesce(json_extract(u, '$.total'), 0)), min(duration_ms), max(duration_ms)";
+const SUMS: &str = "sum(status != 'ok'), 0, sum(min(duration_ms, 1000000000000)),
+    sum(min(max(coalesce(json_extract(u, '$.input'), 0), 0), 1000000000000)),
+    sum(min(max(coalesce(json_extract(u, '$.output'), 0), 0), 1000000000000)),
+    sum(min(max(coalesce(json_extract(u, '$.cacheRead'), 0), 0), 1000000000000)),
+    sum(min(max(coalesce(json_extract(u, '$.cacheWrite'), 0), 0), 1000000000000)),
+    sum(min(max(coalesce(json_extract(u, '$.total'), 0), 0), 1000000000000)),
+    min(min(duration_ms, 1000000000000)), max(min(duration_ms, 1000000000000))";
 
 /// Builds the rollups from the kept runs if they were never built (a database from before
 /// them); how many runs were counted. Tool calls are not in a stored outcome: rebuilt rows
@@ -377,11 +393,16 @@ pub(super) fn sessions(
     let mut count = 0u64;
     let mut day_rows = 0usize;
     let mut full = false;
+    let mut past_page = 0usize;
     let mut rows = stmt.query(params![since, q.range.agent_id])?;
     while let Some(r) = rows.next()? {
         let key: String = r.get(0)?;
         if full || found.len() >= q.limit as usize {
-            // Past the page: only counted.
+            // Past the page: only counted, and only so far.
+            past_page += 1;
+            if past_page > MAX_COUNTED {
+                break;
+            }
             if any.exists(params![key, q.range.first_day, q.range.last_day])? {
                 count += 1;
             }

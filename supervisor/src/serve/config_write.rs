@@ -5,7 +5,6 @@
 //! sent. Every refusal leaves the file and its hash as they were; so does a reload that
 //! fails after the write (the old bytes are put back).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use ipc::gateway::{
     SentinelPayload, SentinelStats,
 };
 
+use super::listener::WsListener;
 use super::reload::{reload, ConfigSource};
 use crate::config::{Config, ConfigError, RawConfig};
 use crate::config_edit::{self as edit, EditError};
@@ -40,6 +40,7 @@ struct Before {
 pub(super) async fn write(
     gw: &Arc<Gateway>,
     source: &ConfigSource,
+    ws: &mut WsListener,
     w: ConfigWrite,
 ) -> Result<ConfigWriteResult, ErrorShape> {
     let path = source.path.clone();
@@ -84,25 +85,15 @@ pub(super) async fn write(
             path.display()
         )));
     }
-    // A new listener address is taken when the write is applied (the serve loop moves the
-    // listener); one that cannot be bound now refuses the write.
+    // A new listener address is taken as the write is applied (the reload moves the
+    // listener; one that cannot be bound refuses the write, the old bytes put back).
     let running = gw.config();
-    let (from, to) = (
-        SocketAddr::new(running.gateway.bind, running.gateway.port),
-        SocketAddr::new(candidate.gateway.bind, candidate.gateway.port),
-    );
-    if to != from && to.port() != from.port() {
-        if let Err(e) = tokio::net::TcpListener::bind(to).await {
-            return Err(ErrorShape::invalid(format!(
-                "invalid config: cannot listen on ws://{to}: {e}; nothing was written"
-            )));
-        }
-    }
     // What the running gateway cannot take live: the disk reserve and cluster settings (a
     // listener change is applied live).
     let requires_restart = candidate.disk_reserve_bytes != running.disk_reserve_bytes
-        || candidate.cluster != running.cluster;
-    let new_hash = commit(gw, source, &before, &new_text).await?;
+        || candidate.cluster != running.cluster
+        || candidate.gateway.max_connections != running.gateway.max_connections;
+    let new_hash = commit(gw, source, ws, &before, &new_text).await?;
     tracing::info!(
         mode = plan.mode,
         changed = changed.join(", ").as_str(),
@@ -196,11 +187,12 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
 async fn commit(
     gw: &Arc<Gateway>,
     source: &ConfigSource,
+    ws: &mut WsListener,
     before: &Before,
     new_text: &str,
 ) -> Result<String, ErrorShape> {
     write_atomically(&source.path, new_text.as_bytes()).await?;
-    let reloaded = reload(gw, source).await;
+    let reloaded = reload(gw, source, ws).await;
     if !reloaded.ok {
         // Nothing of it may stay: the old bytes go back, the running config never changed.
         write_atomically(&source.path, &before.bytes).await?;

@@ -1,11 +1,13 @@
 //! Where `serve` reads its config from, and a reload (SIGHUP or `loopgate reload`): load
 //! again, apply through the control actor's one reconcile path, say what changed.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ipc::gateway::ReloadResult;
 
+use super::listener::WsListener;
 use crate::config::{Config, ConfigError, Overrides};
 use crate::gateway::Gateway;
 
@@ -58,7 +60,11 @@ pub(super) fn warn_unsupported(config: &Config) {
 
 /// SIGHUP and `loopgate reload`: load the config again; on success apply it (one reconcile
 /// path), on failure keep the running config. Says what changed.
-pub(super) async fn reload(gw: &Arc<Gateway>, source: &ConfigSource) -> ReloadResult {
+pub(super) async fn reload(
+    gw: &Arc<Gateway>,
+    source: &ConfigSource,
+    ws: &mut WsListener,
+) -> ReloadResult {
     match source.load() {
         Err(e) => {
             tracing::error!(error = %e, "The config reload failed; keeping the running config.");
@@ -69,6 +75,20 @@ pub(super) async fn reload(gw: &Arc<Gateway>, source: &ConfigSource) -> ReloadRe
             }
         }
         Ok(new) => {
+            // A new listener address is bound first: one that cannot be refuses the reload.
+            let wanted = SocketAddr::new(new.gateway.bind, new.gateway.port);
+            let moved = match ws.prepare(gw, wanted).await {
+                Ok(moved) => moved,
+                Err(e) => {
+                    tracing::error!(error = %e, "The config reload failed; keeping the running config.");
+                    return ReloadResult {
+                        ok: false,
+                        error: Some(e),
+                        ..Default::default()
+                    };
+                }
+            };
+            ws.before_apply(moved.as_ref()).await;
             let old = gw.config();
             let changed = crate::config_diff::describe(&old, &new);
             for c in &changed {
@@ -78,6 +98,9 @@ pub(super) async fn reload(gw: &Arc<Gateway>, source: &ConfigSource) -> ReloadRe
             let warnings = new.warnings.clone();
             let new = Arc::new(new);
             gw.set_config(new.clone());
+            if let Some(m) = moved {
+                ws.finish(gw, m).await;
+            }
             if gw.control.reload(new.clone()).await.is_ok() {
                 tracing::info!(agents = new.agents.len(), "SIGHUP: config reloaded.");
             }

@@ -17,13 +17,14 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::listener::WsListener;
 use super::reload::{reload, ConfigSource};
 use crate::config::Config;
 use crate::events::{now_ms, EventHub};
 use crate::gateway::{ConfigRequest, Gateway};
 use crate::gatewaydb::{GatewayDb, RETENTION_MS};
 use crate::systemd::Notifier;
-use crate::{listen_unix, listen_ws, paths};
+use crate::{listen_unix, paths};
 
 /// SIGTERM, SIGINT and SIGHUP, installed before anything else.
 pub(super) struct Signals {
@@ -103,54 +104,6 @@ async fn bind_listeners(state_dir: &Path, config: &Config) -> Result<Listeners, 
     })
 }
 
-/// The WebSocket listener's accept loop and the address the config asked for when it was
-/// bound (`gateway.bind`, `gateway.port`: port 0 is any free one).
-struct WsListener {
-    task: JoinHandle<()>,
-    bound_for: SocketAddr,
-}
-
-impl WsListener {
-    /// Moves the listener to the address the running config names, if it names another (a
-    /// `gateway.port` / `gateway.bind` change by reload or by a config write): the new
-    /// address is bound, then the old listener closes (first, when both share a port);
-    /// connections already open stay, and `gateway.addr` says the new address. If the new
-    /// address cannot be bound the old listener keeps serving and the error is logged.
-    async fn follow(&mut self, gw: &Arc<Gateway>, addr_file: &Path) {
-        let config = gw.config();
-        let wanted = SocketAddr::new(config.gateway.bind, config.gateway.port);
-        if wanted == self.bound_for {
-            return;
-        }
-        let bound = match TcpListener::bind(wanted).await {
-            Ok(l) => Ok(l),
-            Err(e) if wanted.port() == self.bound_for.port() && wanted.port() != 0 => {
-                // The same port on another interface: the old listener has to go first.
-                tracing::debug!(error = %e, "Closing the old listener before binding its port again.");
-                self.task.abort();
-                let _ = (&mut self.task).await;
-                TcpListener::bind(wanted).await
-            }
-            Err(e) => Err(e),
-        };
-        let listener = match bound {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(addr = %wanted, error = %e, "Cannot listen on the configured gateway address; restart the gateway once it is free.");
-                return;
-            }
-        };
-        let local = listener.local_addr().unwrap_or(wanted);
-        self.task.abort();
-        self.task = tokio::spawn(listen_ws::serve(listener, gw.clone()));
-        self.bound_for = wanted;
-        if let Err(e) = std::fs::write(addr_file, format!("{local}\n")) {
-            tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
-        }
-        tracing::info!(ws = %format!("ws://{local}"), "The WebSocket listener moved to the configured address.");
-    }
-}
-
 /// Why the serve loop is stopping.
 pub(super) enum Stop {
     Drain(Duration),
@@ -192,14 +145,13 @@ impl Serving {
             ws_local,
         } = bind_listeners(state_dir, &config).await?;
         let addr_file = state_dir.join("gateway.addr");
-        if let Err(e) = std::fs::write(&addr_file, format!("{ws_local}\n")) {
-            tracing::warn!(file = %addr_file.display(), error = %e, "Cannot write the gateway address file.");
-        }
         let unix_task = tokio::spawn(listen_unix::serve(unix, gw.clone()));
-        let ws = WsListener {
-            task: tokio::spawn(listen_ws::serve(ws, gw.clone())),
-            bound_for: SocketAddr::new(config.gateway.bind, config.gateway.port),
-        };
+        let ws = WsListener::start(
+            &gw,
+            ws,
+            SocketAddr::new(config.gateway.bind, config.gateway.port),
+            addr_file.clone(),
+        );
         let maintenance = tokio::spawn(maintenance(gw.hub.clone(), gw.db.clone()));
         tracing::info!(
             pid = std::process::id(),
@@ -244,11 +196,7 @@ impl Serving {
     /// reload, SIGTERM and `loopgate drain` drain, SIGINT stops now.
     pub(super) async fn until_stop(&mut self, source: &ConfigSource) -> Stop {
         let Self {
-            core,
-            signals,
-            ws,
-            addr_file,
-            ..
+            core, signals, ws, ..
         } = self;
         let gw = &core.gw;
         loop {
@@ -266,17 +214,14 @@ impl Serving {
                     break Stop::Drain(deadline);
                 }
                 _ = signals.hup.recv() => {
-                    reload(gw, source).await;
-                    ws.follow(gw, addr_file).await;
+                    reload(gw, source, ws).await;
                 }
                 Some(request) = core.reload_rx.recv() => match request {
                     ConfigRequest::Reload(reply) => {
-                        let _ = reply.send(reload(gw, source).await);
-                        ws.follow(gw, addr_file).await;
+                        let _ = reply.send(reload(gw, source, ws).await);
                     }
                     ConfigRequest::Write(w, reply) => {
-                        let _ = reply.send(super::config_write::write(gw, source, w).await);
-                        ws.follow(gw, addr_file).await;
+                        let _ = reply.send(super::config_write::write(gw, source, ws, w).await);
                     }
                 },
             }
@@ -332,12 +277,12 @@ impl Serving {
     /// Phase two: close listeners and cut remaining waits short, let connections deliver
     /// their last answers, remove the socket and address file, stop the background tasks,
     /// checkpoint the gateway db.
-    pub(super) async fn stop(self, stop_hooks: JoinHandle<()>) {
+    pub(super) async fn stop(mut self, stop_hooks: JoinHandle<()>) {
         let gw = &self.core.gw;
         gw.stopping.cancel();
         let _ = stop_hooks.await;
         let _ = self.unix_task.await;
-        let _ = self.ws.task.await;
+        self.ws.stopped().await;
         // Connections deliver their last answers (waits cut short by the stop) and close.
         gw.connection_tasks.close();
         if tokio::time::timeout(Duration::from_secs(3), gw.connection_tasks.wait())

@@ -15,7 +15,7 @@ use super::super::sessions::{reset_session, session_info};
 use super::super::thinking::{model_reasons, parse_level, parse_reasoning};
 use super::super::{Answer, Gateway, Out, Route};
 use super::Said;
-use crate::config::Config;
+use crate::config::{Config, MAX_DEBOUNCE_MS, MAX_QUEUE_CAP};
 use crate::session_settings::{QueueOptions, SessionSettings};
 use ipc::queue::{QueueDrop, QueueMode};
 use std::sync::Arc;
@@ -135,7 +135,11 @@ fn queue_args(arg: &str) -> QueueArgs<'_> {
         } else if lower.starts_with("debounce:") || lower.starts_with("debounce=") {
             q.debounce = Some((value(), duration_ms(value())));
         } else if lower.starts_with("cap:") || lower.starts_with("cap=") {
-            q.cap = Some((value(), value().parse().ok().filter(|c: &u32| *c > 0)));
+            let cap = value().parse().ok();
+            q.cap = Some((
+                value(),
+                cap.filter(|c: &u32| (1..=MAX_QUEUE_CAP).contains(c)),
+            ));
         } else if lower.starts_with("drop:") || lower.starts_with("drop=") {
             q.drop = Some((value(), QueueDrop::parse(value())));
         } else if let Some(mode) = QueueMode::parse(word) {
@@ -151,7 +155,8 @@ fn queue_args(arg: &str) -> QueueArgs<'_> {
 }
 
 /// A duration as OpenClaw's `/queue debounce:` takes it: a number with `ms` (the default),
-/// `s`, `m` or `h`; `None` for anything else, zero included.
+/// `s` or `m`; `None` for anything else, zero and more than the config allows
+/// (`messages.queue.debounce_ms`, a minute) included.
 fn duration_ms(text: &str) -> Option<u64> {
     let t = text.trim().to_ascii_lowercase();
     let split = t
@@ -163,11 +168,10 @@ fn duration_ms(text: &str) -> Option<u64> {
         "" | "ms" => 1.0,
         "s" => 1_000.0,
         "m" => 60_000.0,
-        "h" => 3_600_000.0,
         _ => return None,
     };
     let ms = (n * scale).round();
-    (ms.is_finite() && (1.0..=86_400_000.0).contains(&ms)).then_some(ms as u64)
+    (ms.is_finite() && (1.0..=MAX_DEBOUNCE_MS as f64).contains(&ms)).then_some(ms as u64)
 }
 
 /// `/queue <args>`: the session's own queue mode and options, or their reset.
@@ -181,12 +185,13 @@ pub(super) fn queue_change(key: &str, arg: &str) -> Result<SettingChange, Settin
     }
     if let Some((raw, None)) = q.debounce {
         errors.push(format!(
-            "Invalid debounce \"{raw}\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s)."
+            "Invalid debounce \"{raw}\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s), at most {}s.",
+            MAX_DEBOUNCE_MS / 1000
         ));
     }
     if let Some((raw, None)) = q.cap {
         errors.push(format!(
-            "Invalid cap \"{raw}\". Use a positive integer (e.g. cap:10)."
+            "Invalid cap \"{raw}\". Use a positive integer (e.g. cap:10), at most {MAX_QUEUE_CAP}."
         ));
     }
     if let Some((raw, None)) = q.drop {

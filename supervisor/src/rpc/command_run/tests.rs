@@ -173,14 +173,25 @@ fn queue_sets_mode_and_options_or_resets_them_as_openclaw_does() {
         queue_change(KEY, "collect debounce:soon cap:0 drop:random")
             .unwrap_err()
             .to_string(),
-        "Invalid debounce \"soon\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s). \
-         Invalid cap \"0\". Use a positive integer (e.g. cap:10). \
+        "Invalid debounce \"soon\". Use ms/s/m (e.g. debounce:1500ms, debounce:2s), at most 60s. \
+         Invalid cap \"0\". Use a positive integer (e.g. cap:10), at most 1000. \
          Invalid drop policy \"random\". Use drop:old, drop:new, or drop:summarize."
     );
     assert!(
         queue_change(KEY, "debounce:0").is_err(),
         "zero is no debounce"
     );
+    // No more than the config may say: a session cannot hold its queue room for a day.
+    for over in [
+        "debounce:24h",
+        "debounce:61s",
+        "cap:1001",
+        "cap:4294967295",
+        "debounce:1e308s",
+    ] {
+        assert!(queue_change(KEY, over).is_err(), "{over}");
+    }
+    assert!(queue_change(KEY, "debounce:1m cap:1000").is_ok());
     assert!(queue_change(KEY, "debounce:1.5s").is_ok_and(|c| c.done.contains("1500ms")));
 }
 
