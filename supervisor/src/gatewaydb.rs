@@ -564,8 +564,9 @@ fn finish_as(
     t: &StoredTerminal,
     touch: bool,
 ) -> Result<(), DbError> {
-    let changed = conn.prepare_cached("UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
-         WHERE run_id = ?1 AND status = 'accepted'")?.execute(params![
+    // The run's agent and session come back with the change: one lookup of the run.
+    let ended: Option<(String, String)> = conn.prepare_cached("UPDATE runs SET status = ?2, started_at = ?3, ended_at = ?4, error = ?5, stop_reason = ?6, final_json = ?7
+         WHERE run_id = ?1 AND status = 'accepted' RETURNING agent_id, session_key")?.query_row(params![
             run_id,
             t.status,
             t.started_at.map(|v| v as i64),
@@ -574,13 +575,14 @@ fn finish_as(
             t.stop_reason,
             t.final_json
         ],
-    )?;
-    if changed > 0 {
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    ).optional()?;
+    if let Some((agent_id, session_key)) = ended {
         let (input, output, total) = t.usage.unwrap_or((0, 0, 0));
         conn.prepare_cached("UPDATE sessions SET updated_at = CASE WHEN ?9 THEN max(updated_at, ?2) ELSE updated_at END, last_run_id = ?1, last_status = ?3, last_error = ?4,
                     session_id = COALESCE(?5, session_id),
                     input_tokens = input_tokens + ?6, output_tokens = output_tokens + ?7, total_tokens = total_tokens + ?8
-             WHERE session_key = (SELECT session_key FROM runs WHERE run_id = ?1)")?.execute(params![
+             WHERE session_key = ?10")?.execute(params![
                 run_id,
                 t.ended_at as i64,
                 t.status,
@@ -589,10 +591,11 @@ fn finish_as(
                 usage::bounded(input),
                 usage::bounded(output),
                 usage::bounded(total),
-                touch
+                touch,
+                session_key
             ],
         )?;
-        usage::record(conn, run_id, t)?;
+        usage::record(conn, (&agent_id, &session_key), t)?;
     }
     Ok(())
 }

@@ -185,15 +185,20 @@ pub struct SessionsUsageQuery {
     pub max_day_rows: usize,
 }
 
-/// Adds a finished run's spend to both rollups, in the transaction that records its outcome.
-pub(super) fn record(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Result<(), DbError> {
+/// Adds a finished run's spend to both rollups, in the transaction that records its outcome;
+/// `run` is its `(agent, session)`.
+pub(super) fn record(
+    conn: &Connection,
+    (agent_id, session_key): (&str, &str),
+    t: &StoredTerminal,
+) -> Result<(), DbError> {
     let Some(spend) = &t.spend else {
         return Ok(());
     };
     let (input, output, total) = t.usage.unwrap_or((0, 0, 0));
     let day = (t.ended_at / DAY_MS) as i64;
     let values = params![
-        run_id,
+        agent_id,
         day,
         spend.provider,
         spend.model,
@@ -206,12 +211,12 @@ pub(super) fn record(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Res
         bounded(spend.cache_write),
         bounded(total),
         t.ended_at as i64,
+        session_key,
     ];
     conn.prepare_cached(
         "INSERT INTO usage_days(agent_id, day, provider, model, runs, errors, tool_calls,
                 duration_ms, input, output, cache_read, cache_write, total, min_ms, max_ms)
-         SELECT agent_id, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?7, ?7 FROM runs
-         WHERE run_id = ?1
+         VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?7, ?7)
          ON CONFLICT(agent_id, day, provider, model) DO UPDATE SET
             runs = runs + 1, errors = errors + excluded.errors,
             tool_calls = tool_calls + excluded.tool_calls,
@@ -225,9 +230,7 @@ pub(super) fn record(conn: &Connection, run_id: &str, t: &StoredTerminal) -> Res
         "INSERT INTO usage_session_days(session_key, day, provider, model, agent_id, runs, errors,
                 tool_calls, duration_ms, input, output, cache_read, cache_write, total,
                 min_ms, max_ms, first_at, last_at)
-         SELECT session_key, ?2, ?3, ?4, agent_id, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?7, ?7,
-                ?13, ?13
-         FROM runs WHERE run_id = ?1
+         VALUES (?14, ?2, ?3, ?4, ?1, 1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?7, ?7, ?13, ?13)
          ON CONFLICT(session_key, day, provider, model) DO UPDATE SET
             runs = runs + 1, errors = errors + excluded.errors,
             tool_calls = tool_calls + excluded.tool_calls,
