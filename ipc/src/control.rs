@@ -165,6 +165,10 @@ pub struct AgentSpec {
     /// and host allow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<SkillSettings>,
+    /// Since: protocol v2 (additive). The skills this agent may be offered, by name
+    /// (`None`: every skill of its workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill_filter: Option<Vec<String>>,
 }
 
 /// Since: protocol v2 (additive). What the operator says of one skill (R-B6): whether it

@@ -166,6 +166,9 @@ pub struct SkillState {
     /// The operator's settings keep it from being offered (`enabled = false`).
     #[serde(default)]
     pub disabled: bool,
+    /// The agent's `skills` filter leaves it out.
+    #[serde(default)]
+    pub blocked_by_agent_filter: bool,
     /// `metadata.openclaw.always`: offered whatever the host has.
     pub always: bool,
     /// Offered to the model on this host now.

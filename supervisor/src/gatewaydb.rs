@@ -19,6 +19,9 @@ mod exec_allowlist;
 mod sessions;
 pub mod usage;
 
+/// Reads beside the writer (the usage answers) at once; more wait their turn.
+const READERS: usize = 2;
+
 /// Terminal runs older than this are pruned (their replay is no longer available).
 pub const RETENTION_MS: u64 = 7 * 24 * 3600 * 1000;
 const QUEUE: usize = 4096;
@@ -205,6 +208,8 @@ pub struct GatewayDb {
     /// The file, for reads that must not wait on (or hold up) the writer: the usage
     /// answers, on a read-only connection of their own.
     path: std::sync::Arc<std::path::PathBuf>,
+    /// At most [`READERS`] such reads at once (threads, descriptors, WAL snapshots).
+    readers: std::sync::Arc<tokio::sync::Semaphore>,
     /// How long the gateway db's commits take (`/metrics`).
     pub commits: std::sync::Arc<dbwriter::CommitStats>,
 }
@@ -241,7 +246,16 @@ impl GatewayDb {
         let tx = dbwriter::start("gateway-db", conn, options, apply)
             .map_err(|e| DbError::Sqlite(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         let path = std::sync::Arc::new(path.to_owned());
-        Ok((GatewayDb { tx, commits, path }, recovered))
+        let readers = std::sync::Arc::new(tokio::sync::Semaphore::new(READERS));
+        Ok((
+            GatewayDb {
+                tx,
+                commits,
+                path,
+                readers,
+            },
+            recovered,
+        ))
     }
 
     /// Records an accepted run, or reports what is already recorded under that id.
@@ -347,7 +361,14 @@ impl GatewayDb {
         f: impl FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
     ) -> Result<T, DbError> {
         let path = self.path.clone();
+        let permit = self
+            .readers
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| DbError::Overloaded)?;
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let c = Connection::open_with_flags(
                 path.as_path(),
                 rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY

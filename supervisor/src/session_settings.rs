@@ -30,13 +30,14 @@ pub struct QueueOptions {
 }
 
 impl QueueOptions {
-    /// `policy` with these options over it.
+    /// `policy` with these options over it, within the config's limits (whatever a
+    /// database from an older build holds).
     pub fn over(self, mut policy: ipc::queue::QueuePolicy) -> ipc::queue::QueuePolicy {
         if let Some(d) = self.debounce_ms {
-            policy.debounce_ms = d;
+            policy.debounce_ms = d.clamp(1, crate::config::MAX_DEBOUNCE_MS);
         }
         if let Some(c) = self.cap {
-            policy.cap = c;
+            policy.cap = c.clamp(1, crate::config::MAX_QUEUE_CAP);
         }
         if let Some(d) = self.drop {
             policy.drop = d;

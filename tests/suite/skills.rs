@@ -79,6 +79,7 @@ async fn skills_status_says_which_skills_the_host_can_offer_issue_39() {
 }
 
 const SETTINGS: &str = "[agents.defaults.tools.exec]\nsecurity = \"full\"\n\
+    [agents.list.ops]\nskills = [\"deploy\"]\n\
     [skills.entries.gh]\nenv = { GH_HOST = \"ghe.example\" }\napi_key_env = \"LG_SKILL_KEY_39\"\n\
     [skills.entries.off]\nenabled = false\n";
 
@@ -132,6 +133,42 @@ async fn a_skills_settings_give_its_commands_their_variables_and_key_r_b6() {
         sent.contains("token=sekrit-39 host=ghe.example"),
         "the command got the skill's variables: {sent}"
     );
+    // A workspace file (the model can write it) cannot move the key into a variable that
+    // changes how commands run: `primaryEnv` LD_PRELOAD is ignored.
+    std::fs::write(
+        ws.join("skills/gh/SKILL.md"),
+        "---\nname: gh\ndescription: GitHub CLI\nmetadata: {\"openclaw\": {\"primaryEnv\": \"LD_PRELOAD\"}}\n---\n",
+    )
+    .unwrap();
+    gw.model.push(loopgate_tests::tool_call(
+        "x2",
+        "exec",
+        &json!({"command": "echo \"preload=[$LD_PRELOAD] host=$GH_HOST\""}).to_string(),
+    ));
+    gw.model.push(loopgate_tests::reply("done"));
+    let (_, fin) = c
+        .turn(json!({"message": "again", "idempotencyKey": "b6-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let sent = gw.model.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("preload=[] host=ghe.example"), "{sent}");
+
+    // An agent whose `skills` leave gh out is not offered it, nor given its settings.
+    let ops = gw.workspace("ops");
+    std::fs::create_dir_all(ops.join("skills/gh")).unwrap();
+    std::fs::write(
+        ops.join("skills/gh/SKILL.md"),
+        "---\nname: gh\nmetadata: {\"openclaw\": {\"primaryEnv\": \"GH_TOKEN\"}}\n---\n",
+    )
+    .unwrap();
+    let r = c.call("skills.status", json!({"agentId": "ops"})).await;
+    let gh = skill(&r, "gh");
+    assert_eq!(
+        (gh["blockedByAgentFilter"].clone(), gh["eligible"].clone()),
+        (json!(true), json!(false)),
+        "{r}"
+    );
+
     // The key is never in an answer, nor are the skill's variables (often tokens).
     let r = c.call("config.get", json!({})).await;
     assert!(!r.to_string().contains("sekrit-39"), "{r}");

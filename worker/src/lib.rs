@@ -214,6 +214,7 @@ impl Ctx {
             hooks: hooks::Hooks::new(spec.hooks.clone()),
             skills: agent::skills::SkillsCache::new(agent::skills::Configured::new(
                 &spec.skills,
+                spec.skill_filter.clone(),
                 &keys,
             )),
             spec,

@@ -45,6 +45,7 @@ pub(crate) fn spec() -> AgentSpec {
         journaled: false,
         secrets: Default::default(),
         skills: Vec::new(),
+        skill_filter: None,
     }
 }
 

@@ -64,6 +64,9 @@ pub struct RawAgentSettings {
     pub block_streaming: Option<super::blocks::RawBlockStreaming>,
     /// This agent's disk budget (`workspace_max_mb`, `transcript_max_mb`).
     pub disk: Option<super::disk::RawAgentDisk>,
+    /// The skills this agent may be offered, by name (absent: every skill of its workspace).
+    /// Only these get their `[skills.entries]` settings and keys (R-B6).
+    pub skills: Option<Vec<String>>,
 }
 
 /// `compaction`: when a session's older context is summarized (R-B7).
@@ -134,6 +137,8 @@ pub struct AgentConfig {
     pub providers: Vec<ResolvedModel>,
     /// `[skills.entries]` (the same for every agent: a change restarts every worker).
     pub skills: Vec<super::skills::SkillConfig>,
+    /// `agents.*.skills`: the skills it may be offered (`None`: all).
+    pub skill_filter: Option<Vec<String>>,
 }
 
 /// What every agent is resolved against besides its own settings and the defaults.
@@ -263,6 +268,7 @@ fn resolve_agent(
         tools_allow,
         hooks: shared.hooks.to_vec(),
         skills: shared.skills.to_vec(),
+        skill_filter: own.skills.clone().or_else(|| defaults.skills.clone()),
         db_path: agent_dir.join("agent.sqlite"),
         hooks_dir: agent_dir.join("hooks"),
         name: own.name.clone(),

@@ -20,7 +20,7 @@ pub struct RawSkills {
 }
 
 /// `[skills.entries.<name>]`.
-#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSkillEntry {
     /// `false`: never offered to the model (default `true`).
@@ -33,8 +33,19 @@ pub struct RawSkillEntry {
     pub api_key_env: Option<String>,
 }
 
+/// Names only: values may be tokens.
+impl std::fmt::Debug for RawSkillEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawSkillEntry")
+            .field("enabled", &self.enabled)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("api_key_env", &self.api_key_env)
+            .finish()
+    }
+}
+
 /// One skill's settings, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SkillConfig {
     pub name: String,
     pub enabled: bool,
@@ -42,24 +53,16 @@ pub struct SkillConfig {
     pub api_key_env: Option<String>,
 }
 
-/// Variables a skill may not set: what every command's environment already has, and what
-/// changes how programs are found or loaded.
-fn reserved(name: &str) -> bool {
-    matches!(
-        name,
-        "PATH" | "HOME" | "USER" | "LOGNAME" | "SHELL" | "TMPDIR" | "LANG" | "TZ" | "IFS"
-    ) || name.starts_with("LC_")
-        || name.starts_with("LD_")
-        || name.starts_with("DYLD_")
-}
-
-fn variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= 128
+/// Names only: values may be tokens.
+impl std::fmt::Debug for SkillConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkillConfig")
+            .field("name", &self.name)
+            .field("enabled", &self.enabled)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("api_key_env", &self.api_key_env)
+            .finish()
+    }
 }
 
 /// The checked `[skills.entries]`, in name order.
@@ -73,7 +76,7 @@ pub(super) fn resolve(raw: &RawSkills) -> Result<Vec<SkillConfig>, Invalid> {
                 return Err(Invalid::new(&key, "a skill name of 1 to 128 printable characters"));
             }
             for (var, value) in &e.env {
-                if !variable_name(var) || reserved(var) {
+                if !ipc::worker_env::skill_may_set(var) {
                     return Err(Invalid::new(
                         format!("{key}.env.{var}"),
                         "not a variable a skill may set (letters, digits and _; not PATH, HOME, LD_* and the like)",
@@ -84,10 +87,14 @@ pub(super) fn resolve(raw: &RawSkills) -> Result<Vec<SkillConfig>, Invalid> {
                 }
             }
             if let Some(v) = &e.api_key_env {
-                if !variable_name(v) {
+                // Never echoed: a key pasted here by mistake must not reach a log or an answer.
+                let name = v.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && v.len() <= 128;
+                if !name {
                     return Err(Invalid::new(
                         format!("{key}.api_key_env"),
-                        format!("{v:?} is not a variable name"),
+                        "must name a variable of the gateway's environment (letters, digits and _), not hold the key",
                     ));
                 }
             }

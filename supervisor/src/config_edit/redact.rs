@@ -202,9 +202,10 @@ fn secret_words(comment: &str) -> bool {
 /// Whether the string at `path` is a secret: the gateway token, or a URL with credentials.
 pub(super) fn is_secret(path: &[String], s: &str) -> bool {
     let at = |want: &[&str]| path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b);
-    // A skill's variables are often its tokens (`[skills.entries.<name>] env`).
-    let skill_env =
-        path.len() == 5 && path[0] == "skills" && path[1] == "entries" && path[3] == "env";
+    // A skill's variables are often its tokens (`[skills.entries.<name>] env`), and a key
+    // pasted into `api_key_env` by mistake is one.
+    let skill = path.len() >= 4 && path[0] == "skills" && path[1] == "entries";
+    let skill_env = skill && ((path.len() == 5 && path[3] == "env") || path[3] == "api_key_env");
     at(&["gateway", "auth", "token"]) || skill_env || url_with_credentials(s)
 }
 

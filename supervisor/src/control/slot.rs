@@ -240,8 +240,21 @@ pub(super) fn worker_keys(agent: &AgentConfig, env: &HashMap<String, String>) ->
     } else {
         models.filter_map(key_name).collect()
     };
-    // The skills' keys (`[skills.entries.<name>] api_key_env`, R-B6).
-    names.extend(agent.skills.iter().filter_map(|s| s.api_key_env.as_deref()));
+    // The keys of the skills it may be offered (`[skills.entries.<name>] api_key_env`,
+    // R-B6): not a disabled one's, not one its `skills` filter leaves out.
+    names.extend(
+        agent
+            .skills
+            .iter()
+            .filter(|s| {
+                s.enabled
+                    && agent
+                        .skill_filter
+                        .as_ref()
+                        .is_none_or(|f| f.contains(&s.name))
+            })
+            .filter_map(|s| s.api_key_env.as_deref()),
+    );
     secrets(names, env)
 }
 

@@ -19,8 +19,9 @@ pub const DAY_MS: u64 = 86_400_000;
 /// bad report, and sums of such could overflow SQLite's integers (a STRICT table then
 /// refuses every later outcome of that row).
 pub const MAX_PER_RUN: u64 = 1_000_000_000_000;
-/// Sessions past the listed ones that `sessions.usage` counts at most (its `sessionCount`
-/// is a lower bound past that: the walk stays short).
+/// Sessions of the index that `sessions.usage` looks at, at most, past its `limit` (its
+/// `sessionCount` is a lower bound past that: the walk stays short, however many sessions
+/// the index holds and however few of them had usage in the range).
 const MAX_COUNTED: usize = 10_000;
 
 /// `v`, at most [`MAX_PER_RUN`], for SQLite.
@@ -396,16 +397,16 @@ pub(super) fn sessions(
     let mut count = 0u64;
     let mut day_rows = 0usize;
     let mut full = false;
-    let mut past_page = 0usize;
+    let mut looked_at = 0usize;
     let mut rows = stmt.query(params![since, q.range.agent_id])?;
     while let Some(r) = rows.next()? {
+        looked_at += 1;
+        if looked_at > q.limit as usize + MAX_COUNTED {
+            break;
+        }
         let key: String = r.get(0)?;
         if full || found.len() >= q.limit as usize {
-            // Past the page: only counted, and only so far.
-            past_page += 1;
-            if past_page > MAX_COUNTED {
-                break;
-            }
+            // Past the page: only counted.
             if any.exists(params![key, q.range.first_day, q.range.last_day])? {
                 count += 1;
             }

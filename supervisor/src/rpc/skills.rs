@@ -42,7 +42,7 @@ fn status(workspace: &Path, s: SkillState) -> SkillStatus {
         always: s.always,
         disabled: s.disabled,
         blocked_by_allowlist: false,
-        blocked_by_agent_filter: false,
+        blocked_by_agent_filter: s.blocked_by_agent_filter,
         eligible: s.eligible,
         platform_incompatible,
         model_visible: s.eligible && s.model_visible,

@@ -81,8 +81,9 @@ impl WsListener {
         }
     }
 
-    /// Binds `wanted` if it is not the address the listener was bound for; `Err` says why
-    /// it cannot be (the listener is then as it was). A new interface on the same port is
+    /// Binds `wanted` if it is not the address the listener was bound for (or the listener
+    /// was lost: then it is bound again); `Err` says why it cannot be (the listener is then
+    /// as it was). A new interface on the same port is
     /// bound after the old listener stops (both cannot hold the port); if that fails, the
     /// old address is bound again.
     pub(super) async fn prepare(
@@ -90,7 +91,7 @@ impl WsListener {
         gw: &Arc<Gateway>,
         wanted: SocketAddr,
     ) -> Result<Option<Move>, String> {
-        if wanted == self.bound_for {
+        if wanted == self.bound_for && self.task.is_some() {
             return Ok(None);
         }
         match TcpListener::bind(wanted).await {

@@ -124,6 +124,7 @@ fn agent_spec(
                 api_key_env: s.api_key_env.clone(),
             })
             .collect(),
+        skill_filter: agent.skill_filter.clone(),
     })
 }
 

@@ -50,13 +50,35 @@ pub struct Skill {
     pub primary_env: Option<String>,
 }
 
-/// The operator's settings of skills (`[skills.entries]`, R-B6), with the keys they name.
-#[derive(Debug, Default)]
-pub struct Configured(Vec<(SkillSettings, Option<String>)>);
+/// The operator's settings of skills (`[skills.entries]`, R-B6), with the keys they name,
+/// and the agent's filter (`agents.*.skills`).
+#[derive(Default)]
+pub struct Configured(Vec<(SkillSettings, Option<String>)>, Option<Vec<String>>);
+
+/// Names only: the keys are never printed.
+impl std::fmt::Debug for Configured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Configured")
+            .field(
+                "skills",
+                &self
+                    .0
+                    .iter()
+                    .map(|(s, key)| (&s.name, key.is_some()))
+                    .collect::<Vec<_>>(),
+            )
+            .field("filter", &self.1)
+            .finish()
+    }
+}
 
 impl Configured {
     /// `settings` with their keys out of `keys` (the worker's secrets, by variable name).
-    pub fn new(settings: &[SkillSettings], keys: &HashMap<String, String>) -> Configured {
+    pub fn new(
+        settings: &[SkillSettings],
+        filter: Option<Vec<String>>,
+        keys: &HashMap<String, String>,
+    ) -> Configured {
         Configured(
             settings
                 .iter()
@@ -65,10 +87,20 @@ impl Configured {
                     (s.clone(), key)
                 })
                 .collect(),
+            filter,
         )
     }
 
+    /// Whether the agent's filter lets `name` be offered.
+    pub fn allowed(&self, name: &str) -> bool {
+        self.1.as_ref().is_none_or(|f| f.iter().any(|n| n == name))
+    }
+
+    /// The settings of `name`, if the agent may be offered it.
     fn of(&self, name: &str) -> Option<&(SkillSettings, Option<String>)> {
+        if !self.allowed(name) {
+            return None;
+        }
         self.0.iter().find(|(s, _)| s.name == name)
     }
 
@@ -83,10 +115,12 @@ impl Configured {
         let Some((s, key)) = self.of(&skill.name) else {
             return Vec::new();
         };
+        // Checked by the supervisor too; a worker takes no setting it would refuse.
         let mut env: Vec<(String, String)> = s
             .env
             .0
             .iter()
+            .filter(|(k, _)| ipc::worker_env::skill_may_set(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if let (Some(var), Some(key)) = (&skill.primary_env, key) {
@@ -109,10 +143,20 @@ impl Configured {
 
 /// What a turn offers: the skills prompt section and the variables the offered skills'
 /// settings give the turn's commands.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct Offered {
     pub prompt: String,
     pub env: Vec<(String, String)>,
+}
+
+/// The variables' names only: their values may be keys.
+impl std::fmt::Debug for Offered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offered")
+            .field("prompt", &self.prompt.len())
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 /// A skill's host requirements (`metadata.openclaw`).
@@ -188,10 +232,12 @@ pub fn states(workspace: &Path, configured: &Configured) -> Vec<ipc::session_ops
         }
         let has_env = |var: &str| configured.has_env(&skill, var);
         let disabled = !configured.enabled(&skill.name);
-        let eligible = !disabled && skill.requires.met(on_path, has_env);
+        let filtered = !configured.allowed(&skill.name);
+        let eligible = !disabled && !filtered && skill.requires.met(on_path, has_env);
         out.push(ipc::session_ops::SkillState {
             missing: skill.requires.missing(on_path, has_env),
             disabled,
+            blocked_by_agent_filter: filtered,
             requires: skill.requires.needs(),
             always: skill.requires.always,
             eligible,
@@ -316,8 +362,8 @@ impl SkillsCache {
             if skills.iter().any(|k| k.name == skill.name) {
                 continue;
             }
-            if !self.configured.enabled(&skill.name) {
-                tracing::debug!(skill = %skill.name, "Skill not offered: the operator disabled it.");
+            if !self.configured.enabled(&skill.name) || !self.configured.allowed(&skill.name) {
+                tracing::debug!(skill = %skill.name, "Skill not offered: the operator disabled it or the agent's skills leave it out.");
                 continue;
             }
             if !skill
@@ -403,11 +449,9 @@ fn shown(metadata: &str) -> (Option<String>, Option<String>, Option<String>) {
             .filter(|s| s.chars().count() <= max)
             .map(str::to_owned)
     };
-    let primary = text("primaryEnv", 128).filter(|v| {
-        v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !v.starts_with(|c: char| c.is_ascii_digit())
-            && !v.is_empty()
-    });
+    // Written in a workspace file (the model can write it): only a variable a skill may
+    // set takes the operator's key.
+    let primary = text("primaryEnv", 128).filter(|v| ipc::worker_env::skill_may_set(v));
     (text("emoji", 16), text("homepage", 512), primary)
 }
 
