@@ -133,7 +133,7 @@ pub fn message_text(arguments: &str) -> Option<String> {
 }
 
 /// Where tools act.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolCtx {
     pub workspace: PathBuf,
     pub exec: ExecPolicy,
@@ -149,6 +149,23 @@ pub struct ToolCtx {
     pub approved: Option<String>,
     /// The agent's disk budget, shared by every run of the worker.
     pub disk: Arc<budget::DiskBudget>,
+}
+
+/// The environment's names only: a skill's key may be among its values (R-B6).
+impl std::fmt::Debug for ToolCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCtx")
+            .field("workspace", &self.workspace)
+            .field("exec", &self.exec)
+            .field("allow", &self.allow)
+            .field("reaper", &self.reaper)
+            .field(
+                "exec_env",
+                &self.exec_env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("approved", &self.approved)
+            .finish_non_exhaustive()
+    }
 }
 
 pub use ipc::tools::allowed;
