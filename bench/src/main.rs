@@ -151,16 +151,7 @@ enum Scenario {
     /// `usage.cost` and `sessions.usage` latency over a gateway db holding RUNS recorded runs
     /// over DAYS days and SESSIONS sessions per agent (four agents), its usage rollups built
     /// at start as after an upgrade (loopgate only).
-    Usage {
-        #[arg(long, default_value_t = 1_000_000)]
-        runs: usize,
-        #[arg(long, default_value_t = 2_500)]
-        sessions: usize,
-        #[arg(long, default_value_t = 365)]
-        days: u64,
-        #[arg(long, default_value_t = 30)]
-        samples: usize,
-    },
+    Usage(usage::Plan),
     /// Every scenario at a tiny size; fails unless every turn completed (CI).
     Smoke,
     /// Cluster mode under host faults (three hosts in network namespaces, each with a NATS
@@ -309,20 +300,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Scenario::SessionLength { turns, window } => {
             scale::session_length(&target(&args, None).await?, turns, window).await?
         }
-        Scenario::Usage {
-            runs,
-            sessions,
-            days,
-            samples,
-        } => {
-            let plan = usage::Plan {
-                runs,
-                sessions,
-                days,
-                samples,
-            };
-            usage::run(&loopgate_bin(&args), args.api, &plan).await?
-        }
+        Scenario::Usage(plan) => usage::run(&loopgate_bin(&args), args.api, &plan).await?,
         Scenario::Smoke => smoke(&args).await?,
         Scenario::ClusterThroughput {
             gateways,

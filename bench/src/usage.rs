@@ -25,10 +25,17 @@ const DAY_MS: u64 = 86_400_000;
 const AGENTS: [&str; 4] = ["main", "a1", "a2", "a3"];
 
 /// What the scenario builds.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Plan {
+    #[arg(long, default_value_t = 1_000_000)]
     pub runs: usize,
+    /// Sessions per agent (four agents).
+    #[arg(long, default_value_t = 2_500)]
     pub sessions: usize,
+    #[arg(long, default_value_t = 365)]
     pub days: u64,
+    /// Calls timed per method.
+    #[arg(long, default_value_t = 30)]
     pub samples: usize,
 }
 
