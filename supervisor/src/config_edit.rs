@@ -144,6 +144,26 @@ impl<'de> serde::de::Visitor<'de> for FiniteVisitor {
 
 /// Applies a merge patch to the document: objects merge into tables, `null` deletes, any
 /// other value (arrays included) replaces.
+/// The merge patch that turns `old` (a parse) into `whole`: `whole`'s values, and `null`
+/// for every key `old` has and `whole` lacks.
+pub fn replacing(old: &Json, whole: Map<String, Json>) -> Map<String, Json> {
+    let empty = Map::new();
+    let old = old.as_object().unwrap_or(&empty);
+    let mut patch: Map<String, Json> = old
+        .keys()
+        .filter(|k| !whole.contains_key(*k))
+        .map(|k| (k.clone(), Json::Null))
+        .collect();
+    for (k, v) in whole {
+        let value = match (old.get(&k), v) {
+            (Some(o @ Json::Object(_)), Json::Object(w)) => Json::Object(replacing(o, w)),
+            (_, v) => v,
+        };
+        patch.insert(k, value);
+    }
+    patch
+}
+
 pub fn merge(doc: &mut DocumentMut, patch: &Map<String, Json>) -> Result<(), EditError> {
     merge_table(doc.as_table_mut(), patch, &mut Vec::new())
 }

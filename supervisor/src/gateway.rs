@@ -40,6 +40,7 @@ pub enum ConfigRequest {
 pub enum ConfigWrite {
     Patch(ipc::gateway::ConfigPatchParams),
     Apply(ipc::gateway::ConfigApplyParams),
+    Set(ipc::gateway::ConfigSetParams),
     /// The gateway's own change for an operator's request (`agents.create`, `agents.update`):
     /// a merge patch over the file as it is now (no `baseHash`: the serve loop reads and
     /// writes it in one step).

@@ -466,3 +466,74 @@ async fn a_listener_change_applies_live_and_an_unbindable_port_is_refused_issue_
     let status = gw.stop(nix::sys::signal::Signal::SIGTERM).await;
     assert!(status.success(), "{status:?}");
 }
+
+/// `config.set` (what the Control UI's config pages save with; admin, with `baseHash`): the
+/// raw view's TOML text replaces the file; the form view's whole object replaces its values,
+/// the untouched ones keeping their comments and place, redacted secrets kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
+    let gw = start().await;
+    let mut c = gw.connect().await;
+    let r = c.call("config.get", json!({})).await;
+    let h = r["payload"]["hash"].as_str().unwrap().to_owned();
+    let mut parsed = r["payload"]["parsed"].clone();
+    assert_eq!(
+        parsed["gateway"]["auth"]["token"], "__OPENCLAW_REDACTED__",
+        "{r}"
+    );
+    // No hash, a stale one: refused, nothing written.
+    let before = file(&gw);
+    let r = c.call("config.set", json!({"raw": "{}"})).await;
+    refused(&r, "INVALID_REQUEST", "config base hash required");
+    let r = c
+        .call(
+            "config.set",
+            json!({"raw": "{}", "baseHash": "0".repeat(64)}),
+        )
+        .await;
+    refused(&r, "INVALID_REQUEST", "config changed since last load");
+    assert_eq!(file(&gw), before);
+
+    // The form's object, one value changed.
+    parsed["agents"]["list"]["ops"]["timeout_seconds"] = json!(77);
+    let r = c
+        .call(
+            "config.set",
+            json!({"raw": parsed.to_string(), "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let text = file(&gw);
+    assert!(text.contains("timeout_seconds = 77"), "{text}");
+    assert!(
+        text.contains("# the operators' agent"),
+        "comments kept: {text}"
+    );
+    assert!(text.contains(SECRET), "the token kept: {text}");
+    let h = r["payload"]["hash"].as_str().unwrap().to_owned();
+    assert_eq!(current_hash(&mut c).await, h);
+
+    // The raw view's text.
+    let raw = c.call("config.get", json!({})).await["payload"]["raw"]
+        .as_str()
+        .unwrap()
+        .replace("timeout_seconds = 77", "timeout_seconds = 78");
+    let r = c
+        .call("config.set", json!({"raw": raw, "baseHash": h}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let text = file(&gw);
+    assert!(
+        text.contains("timeout_seconds = 78") && text.contains(SECRET),
+        "{text}"
+    );
+
+    // Admin only, as OpenClaw's.
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.write"]);
+    let mut writer = Client::connect_with(&gw.socket(), params).await;
+    let r = writer
+        .call("config.set", json!({"raw": "{}", "baseHash": h}))
+        .await;
+    assert_eq!(r["error"]["code"], "FORBIDDEN", "{r}");
+}

@@ -204,6 +204,7 @@ async fn handshake_refusals_on_the_unix_socket() {
             "config.schema.lookup",
             "config.patch",
             "config.apply",
+            "config.set",
             "logs.tail",
             "system-presence",
             "cron.list",

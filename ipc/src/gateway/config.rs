@@ -4,6 +4,16 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `config.set` params. Closed, as OpenClaw's: the whole config, as the file's TOML text (the
+/// Control UI's raw view) or as one JSON5 object (its form view), with `baseHash`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSetParams {
+    pub raw: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_hash: Option<String>,
+}
+
 /// `config.patch` params. Closed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

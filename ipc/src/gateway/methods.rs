@@ -157,6 +157,9 @@ gateway_methods! {
     ConfigPatch = "config.patch", Admin, ConfigPatchParams => ConfigWriteResult;
     /// Admin, as OpenClaw's: the whole file (TOML here), with `baseHash`.
     ConfigApply = "config.apply", Admin, ConfigApplyParams => ConfigWriteResult;
+    /// Admin, as OpenClaw's: the whole config (TOML text, or the form's JSON5 object), with
+    /// `baseHash`. The Control UI's config pages save with it.
+    ConfigSet = "config.set", Admin, ConfigSetParams => ConfigWriteResult;
     /// Read, as OpenClaw 2026.9.6 has it (`openclaw logs` asks with read scope).
     LogsTail = "logs.tail", Read, LogsTailParams => LogsTailResult;
     /// A bare array, as OpenClaw answers it.

@@ -175,6 +175,7 @@ fn group(method: Method) -> Group {
         | Method::ConfigSchemaLookup
         | Method::ConfigPatch
         | Method::ConfigApply
+        | Method::ConfigSet
         | Method::AgentsCreate
         | Method::AgentsUpdate
         | Method::AgentsDelete

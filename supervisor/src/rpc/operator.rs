@@ -26,6 +26,10 @@ pub(super) async fn method(gw: &Arc<Gateway>, method: Method, req: Request, out:
             let patch = |p| config_write(&gw.reload_requests, ConfigWrite::Patch(p));
             serve::<m::ConfigPatch, _>(req, out, patch).await
         }
+        Method::ConfigSet => {
+            let set = |p| config_write(&gw.reload_requests, ConfigWrite::Set(p));
+            serve::<m::ConfigSet, _>(req, out, set).await
+        }
         Method::ConfigApply => {
             let apply = |p| config_write(&gw.reload_requests, ConfigWrite::Apply(p));
             serve::<m::ConfigApply, _>(req, out, apply).await

@@ -163,6 +163,36 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
             edit::merge(&mut new, &patch).map_err(refused)?;
             Ok((plan, new))
         }
+        ConfigWrite::Set(p) => {
+            let plan = Plan {
+                kind: "config-set",
+                mode: "config.set",
+                note: None,
+            };
+            let Some(base) = &p.base_hash else {
+                return Err(ErrorShape::invalid(
+                    "config base hash required; re-run config.get and retry",
+                ));
+            };
+            check_base(base, &before.hash)?;
+            // The file's text (the raw view), or the whole config as one object (the form
+            // view): that object replaces the file's values, the untouched ones keeping
+            // their comments and place.
+            let mut new = match edit::document(&p.raw) {
+                Ok(doc) => doc,
+                Err(toml) => match edit::parse_patch(&p.raw) {
+                    Ok(whole) => {
+                        let patch = edit::replacing(&edit::as_json(&before.doc), whole);
+                        let mut new = before.doc.clone();
+                        edit::merge(&mut new, &patch).map_err(refused)?;
+                        new
+                    }
+                    Err(_) => return Err(refused(toml)),
+                },
+            };
+            edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
+            Ok((plan, new))
+        }
         ConfigWrite::Apply(p) => {
             let plan = Plan {
                 kind: "config-apply",
