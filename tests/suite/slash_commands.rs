@@ -271,7 +271,9 @@ async fn commands_list_names_what_is_interpreted() {
     assert_eq!(
         names,
         [
+            "commands",
             "compact",
+            "help",
             "model",
             "new",
             "queue",
@@ -283,6 +285,18 @@ async fn commands_list_names_what_is_interpreted() {
             "verbose"
         ]
     );
+    // `/help` and `/commands` answer from the gateway (issue 39), never the model.
+    for (text, first) in [("/help", "ℹ️ Help"), ("/commands", "ℹ️ Slash commands")] {
+        let (_, fin) = c
+            .turn(json!({"message": text, "sessionKey": "help", "idempotencyKey": text}))
+            .await;
+        let said = fin["payload"]["result"]["payloads"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(said.starts_with(first), "{said}");
+    }
+    assert!(gw.model.requests().is_empty(), "no model call");
     let new = all.iter().find(|e| e["name"] == "new").expect("new");
     assert_eq!(
         new,

@@ -62,7 +62,7 @@ fn scope_of(command: &Command) -> Scope {
         Command::New(_) | Command::Reset(_) => Method::SessionsReset,
         Command::Stop => Method::ChatAbort,
         Command::Compact(_) => Method::SessionsCompact,
-        Command::Status => Method::SessionsList,
+        Command::Status | Command::Help | Command::Commands => Method::SessionsList,
         Command::Think(_)
         | Command::Model(_)
         | Command::Queue(_)
@@ -324,7 +324,7 @@ fn agent_ack(route: &Route, run_id: &str, status: &str, accepted_at: Option<u64>
 fn recorded_as(command: &Command) -> Option<bool> {
     match command {
         Command::Stop => None,
-        Command::Status => Some(true),
+        Command::Status | Command::Help | Command::Commands => Some(true),
         _ => Some(false),
     }
 }

@@ -24,6 +24,10 @@ pub(super) enum Command {
     /// `/verbose [on|off|full]` (`/v`).
     Verbose(Option<String>),
     Status,
+    /// `/help`: the commands by group, in OpenClaw's layout.
+    Help,
+    /// `/commands`: every command with its aliases and description.
+    Commands,
 }
 
 /// The longest command message interpreted (longer ones are text for the model).
@@ -57,6 +61,8 @@ pub(super) fn parse(message: &str) -> Option<Command> {
         "reasoning" | "reason" => Command::Reasoning(arg),
         "verbose" | "v" => Command::Verbose(arg),
         "status" => Command::Status,
+        "help" if arg.is_none() => Command::Help,
+        "commands" if arg.is_none() => Command::Commands,
         _ => return None,
     })
 }
@@ -152,6 +158,20 @@ const fn with_args(
 
 /// The commands [`parse`] knows, in the order `commands.list` lists them.
 const CATALOG: &[Spec] = &[
+    bare(
+        "help",
+        &["help"],
+        "Show available commands.",
+        "status",
+        false,
+    ),
+    bare(
+        "commands",
+        &["commands"],
+        "List all slash commands.",
+        "status",
+        false,
+    ),
     bare(
         "status",
         &["status"],
@@ -268,6 +288,48 @@ impl Spec {
         }
     }
 }
+
+/// The groups `/commands` lists, in order, with their headings (OpenClaw's).
+const GROUPS: &[(&str, &str)] = &[
+    ("session", "Session"),
+    ("options", "Options"),
+    ("status", "Status"),
+];
+
+/// `/commands`: every command interpreted, by group, with its aliases and description, in
+/// OpenClaw's layout.
+pub(super) fn commands_text() -> String {
+    let mut s = String::from("ℹ️ Slash commands\n");
+    for (group, heading) in GROUPS {
+        let listed: Vec<&Spec> = CATALOG.iter().filter(|c| c.category == *group).collect();
+        if listed.is_empty() {
+            continue;
+        }
+        s.push_str(&format!("\n{heading}\n"));
+        for c in listed {
+            let aliases: Vec<String> = c
+                .aliases
+                .iter()
+                .filter(|a| **a != c.name)
+                .map(|a| format!("/{a}"))
+                .collect();
+            let aliases = if aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", aliases.join(", "))
+            };
+            s.push_str(&format!("  /{}{aliases} - {}\n", c.name, c.description));
+        }
+    }
+    s.trim_end().to_owned()
+}
+
+/// `/help`: the commands by group, in OpenClaw's layout (only what loopgate interprets).
+pub(super) const HELP: &str = "ℹ️ Help\n\n\
+    Session\n  /new  |  /reset  |  /compact  |  /stop\n\n\
+    Options\n  /think <level>  |  /model <id>  |  /verbose on|off|full  |  /reasoning on|off|stream  |  /queue <mode>\n\n\
+    Status\n  /status\n\n\
+    More: /commands for full list";
 
 /// Every command interpreted, as `commands.list` and `chat.metadata` list them: exactly
 /// the ones [`parse`] knows (a test holds the two together).
@@ -400,6 +462,34 @@ mod tests {
         assert_eq!(parse(&format!("/think {}", "x".repeat(5000))), None);
     }
 
+    /// `/commands` and `/help` list what loopgate interprets, in OpenClaw's layout.
+    #[test]
+    fn help_and_commands_list_what_is_interpreted() {
+        let text = commands_text();
+        assert!(
+            text.starts_with("ℹ️ Slash commands\n\nSession\n  /stop - Stop the current run."),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  /think (/thinking, /t) - Set thinking level.\n"),
+            "{text}"
+        );
+        for e in catalog(false) {
+            assert!(
+                text.contains(&format!("/{} ", e.name)) || text.contains(&format!("/{} (", e.name)),
+                "{} in {text}",
+                e.name
+            );
+        }
+        assert!(
+            HELP.starts_with("ℹ️ Help\n\nSession\n  /new  |  /reset"),
+            "{HELP}"
+        );
+        assert_eq!(parse("/help"), Some(Command::Help));
+        assert_eq!(parse("/commands"), Some(Command::Commands));
+        assert_eq!(parse("/help me"), None, "text for the model");
+    }
+
     #[test]
     fn the_catalog_lists_exactly_what_is_interpreted() {
         let all = catalog(true);
@@ -408,7 +498,9 @@ mod tests {
         assert_eq!(
             names,
             [
+                "commands",
                 "compact",
+                "help",
                 "model",
                 "new",
                 "queue",
@@ -435,7 +527,7 @@ mod tests {
             }
         }
         assert!(catalog(false).iter().all(|e| e.args.is_empty()));
-        let think = serde_json::to_value(&all[5]).unwrap();
+        let think = serde_json::to_value(all.iter().find(|e| e.name == "think").unwrap()).unwrap();
         assert_eq!(
             think,
             serde_json::json!({"name":"think","nativeName":"think","textAliases":["/think","/thinking","/t"],"description":"Set thinking level.","category":"options","source":"native","scope":"both","acceptsArgs":true,"args":[{"name":"level","description":"Thinking level","type":"string","dynamic":true}]})

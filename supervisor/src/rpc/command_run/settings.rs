@@ -356,6 +356,8 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
         Command::Compact(Some(_)) => Said::plain(COMPACT_TAKES_NO_INSTRUCTIONS),
         Command::Compact(None) => compacted(compact_session(gw, out, route.clone()).await),
         Command::Status => status(gw, route).await,
+        Command::Help => Said::plain(super::super::commands::HELP),
+        Command::Commands => Said::plain(super::super::commands::commands_text()),
         // Answered by the caller (`stop`, or the `agent` path in `run_command`).
         Command::Stop => Said::plain(""),
     }
