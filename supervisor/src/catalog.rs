@@ -153,9 +153,11 @@ pub fn config_get(config: &Config, file: Option<FileView>) -> ConfigGetResult {
         raw: file.as_ref().map(|f| f.raw.clone()),
         parsed: file.as_ref().map(|f| f.parsed.clone()),
         valid: true,
-        config: empty.clone(),
+        // The file's settings (redacted), which the Control UI's config form edits and sends
+        // back whole with `config.set`.
+        config: file.as_ref().map_or(empty.clone(), |f| f.parsed.clone()),
         runtime_config: serde_json::json!({ "gateway": {} }),
-        source_config: empty,
+        source_config: file.as_ref().map_or(empty, |f| f.parsed.clone()),
         resolved: ResolvedConfig {
             gateway: ResolvedGateway {
                 port: config.gateway.port,

@@ -314,7 +314,9 @@ fn leaves(v: &Json) -> usize {
     }
 }
 
+mod dialect;
 mod redact;
+pub use dialect::from_openclaw;
 pub use redact::{redacted, restore_secrets};
 
 #[cfg(test)]

@@ -528,6 +528,44 @@ async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
         "{text}"
     );
 
+    // What the UI's agent pages write (OpenClaw's `agents.entries.<id>`), in the form's
+    // whole object (`sourceConfig`): kept under `agents.list.<id>`.
+    let r = c.call("config.get", json!({})).await;
+    let h = r["payload"]["hash"].as_str().unwrap().to_owned();
+    let mut form = r["payload"]["sourceConfig"].clone();
+    assert_eq!(
+        form, r["payload"]["parsed"],
+        "the form starts from the file: {r}"
+    );
+    form["agents"]["entries"] = json!({
+        "ops": {"model": "scripted/scripted-1", "tools": {"profile": "coding"}},
+        "main": {"skills": ["deploy"]}
+    });
+    let r = c
+        .call(
+            "config.set",
+            json!({"raw": form.to_string(), "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let parsed = &c.call("config.get", json!({})).await["payload"]["parsed"];
+    let ops = &parsed["agents"]["list"]["ops"];
+    assert_eq!(ops["model"], "scripted/scripted-1", "{parsed}");
+    assert_eq!(
+        ops["tools"]["allow"],
+        json!(["read", "write", "edit", "ls", "exec"]),
+        "{parsed}"
+    );
+    assert_eq!(
+        parsed["agents"]["list"]["main"]["skills"],
+        json!(["deploy"])
+    );
+    assert!(parsed["agents"].get("entries").is_none(), "{parsed}");
+    let h = c.call("config.get", json!({})).await["payload"]["hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
     // Admin only, as OpenClaw's.
     let mut params = loopgate_tests::client::connect_params();
     params["scopes"] = json!(["operator.write"]);

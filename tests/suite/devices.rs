@@ -279,7 +279,7 @@ async fn tokens_of_one_device_coexist_and_die_with_the_gateway_token_r_d3() {
         nix::sys::signal::Signal::SIGHUP,
     )
     .unwrap();
-    gw.logs.wait_for("SIGHUP: config reloaded.").await;
+    gw.logs.wait_for("Config reloaded.").await;
     let (_, res) = connect(
         &gw,
         ui_params(json!({"deviceToken": wide}), UI_SCOPES),

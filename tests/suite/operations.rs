@@ -404,7 +404,7 @@ async fn sighup_reloads_agents() {
         .contains("unknown agent id"));
     gw.rewrite_config("", "[agents.list.ops]\nname = \"Operations\"\n");
     signal(gw.pid(), Signal::SIGHUP);
-    gw.logs.wait_for("SIGHUP: config reloaded.").await;
+    gw.logs.wait_for("Config reloaded.").await;
     let (_, fin) = c
         .turn(json!({"message": "hi ops", "idempotencyKey": "r2", "agentId": "ops"}))
         .await;
@@ -422,7 +422,7 @@ async fn sighup_reloads_agents() {
 
     gw.rewrite_config("", "");
     signal(gw.pid(), Signal::SIGHUP);
-    gw.logs.wait_for_count("SIGHUP: config reloaded.", 2).await;
+    gw.logs.wait_for_count("Config reloaded.", 2).await;
     gw.logs.wait_for("Agent removed").await;
     let r = c
         .call(

@@ -140,7 +140,8 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
             if let Some(base) = &p.base_hash {
                 check_base(base, &before.hash)?;
             }
-            let patch = edit::parse_patch(&p.raw).map_err(refused)?;
+            let mut patch = edit::parse_patch(&p.raw).map_err(refused)?;
+            edit::from_openclaw(&mut patch);
             let mut new = before.doc.clone();
             edit::merge(&mut new, &patch).map_err(refused)?;
             edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
@@ -181,7 +182,8 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
             let mut new = match edit::document(&p.raw) {
                 Ok(doc) => doc,
                 Err(toml) => match edit::parse_patch(&p.raw) {
-                    Ok(whole) => {
+                    Ok(mut whole) => {
+                        edit::from_openclaw(&mut whole);
                         let patch = edit::replacing(&edit::as_json(&before.doc), whole);
                         let mut new = before.doc.clone();
                         edit::merge(&mut new, &patch).map_err(refused)?;

@@ -102,7 +102,7 @@ pub(super) async fn reload(
                 ws.finish(gw, m).await;
             }
             if gw.control.reload(new.clone()).await.is_ok() {
-                tracing::info!(agents = new.agents.len(), "SIGHUP: config reloaded.");
+                tracing::info!(agents = new.agents.len(), "Config reloaded.");
             }
             ReloadResult {
                 ok: true,

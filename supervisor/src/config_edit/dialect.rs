@@ -1,0 +1,107 @@
+//! OpenClaw's names for settings loopgate's config has under its own: what the Control UI
+//! writes for an agent (`agents.entries.<id>`: its model, its tool profile, its skills) is
+//! moved to `agents.list.<id>` before a JSON write (`config.set`'s form, `config.patch`)
+//! is merged into the file. Pure.
+
+use serde_json::{Map, Value as Json};
+
+/// The tools of each of OpenClaw's tool profiles that loopgate has (`full`: every tool, no
+/// list). The same grouping `tools.catalog` shows.
+fn profile_tools(profile: &str) -> Option<Option<Vec<&'static str>>> {
+    Some(match profile {
+        "full" => None,
+        "coding" => Some(vec!["read", "write", "edit", "ls", "exec"]),
+        "messaging" => Some(vec!["message"]),
+        "minimal" => Some(Vec::new()),
+        _ => return None,
+    })
+}
+
+/// One `agents.entries.<id>` object in loopgate's words: `model` and `skills` as they are,
+/// `tools.profile` as `tools.allow` (`null` for `full`); anything else kept (and refused
+/// by validation if loopgate has no such setting).
+fn agent(mut entry: Map<String, Json>) -> Map<String, Json> {
+    if let Some(Json::Object(tools)) = entry.get_mut("tools") {
+        if let Some(Json::String(profile)) = tools.get("profile").cloned() {
+            if let Some(allow) = profile_tools(&profile) {
+                tools.remove("profile");
+                let allow = allow.map_or(Json::Null, |list| {
+                    Json::Array(list.into_iter().map(Json::from).collect())
+                });
+                tools.insert("allow".into(), allow);
+            }
+        }
+    }
+    entry
+}
+
+/// Moves `agents.entries` into `agents.list` (an entry's keys over the listed agent's).
+pub fn from_openclaw(config: &mut Map<String, Json>) {
+    let Some(Json::Object(agents)) = config.get_mut("agents") else {
+        return;
+    };
+    let Some(Json::Object(entries)) = agents.remove("entries") else {
+        return;
+    };
+    let list = agents
+        .entry("list")
+        .or_insert_with(|| Json::Object(Map::new()));
+    if !list.is_object() {
+        *list = Json::Object(Map::new());
+    }
+    let Json::Object(list) = list else {
+        return;
+    };
+    for (id, entry) in entries {
+        let Json::Object(entry) = entry else {
+            continue;
+        };
+        let target = list.entry(id).or_insert_with(|| Json::Object(Map::new()));
+        if !target.is_object() {
+            *target = Json::Object(Map::new());
+        }
+        if let Json::Object(target) = target {
+            for (k, v) in agent(entry) {
+                match (target.get_mut(&k), v) {
+                    (Some(Json::Object(old)), Json::Object(new)) => old.extend(new),
+                    (_, v) => {
+                        target.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What the Control UI's agent pages write (OpenClaw 2026.9.6, seen in the walk of
+    /// 2026-12-07) lands where loopgate keeps it.
+    #[test]
+    fn agent_entries_become_listed_agents() {
+        let mut c = json!({
+            "agents": {
+                "list": {"ops": {"name": "Ops", "tools": {"exec": {"security": "full"}}}},
+                "entries": {
+                    "ops": {"model": "scripted/scripted-1", "tools": {"profile": "coding"}},
+                    "main": {"skills": ["deploy"]},
+                    "qa": {"tools": {"profile": "full"}}
+                }
+            }
+        });
+        let Json::Object(m) = &mut c else { panic!() };
+        from_openclaw(m);
+        assert_eq!(
+            c,
+            json!({"agents": {"list": {
+                "ops": {"name": "Ops", "model": "scripted/scripted-1",
+                        "tools": {"exec": {"security": "full"}, "allow": ["read", "write", "edit", "ls", "exec"]}},
+                "main": {"skills": ["deploy"]},
+                "qa": {"tools": {"allow": null}}
+            }}})
+        );
+    }
+}
