@@ -153,11 +153,16 @@ pub fn config_get(config: &Config, file: Option<FileView>) -> ConfigGetResult {
         raw: file.as_ref().map(|f| f.raw.clone()),
         parsed: file.as_ref().map(|f| f.parsed.clone()),
         valid: true,
-        // The file's settings (redacted), which the Control UI's config form edits and sends
-        // back whole with `config.set`.
-        config: file.as_ref().map_or(empty.clone(), |f| f.parsed.clone()),
+        // The file's settings (redacted) as OpenClaw's UI reads them (agents under
+        // `agents.entries`), which its config form and agent pages edit and send back whole
+        // with `config.set`.
+        config: file.as_ref().map_or(empty.clone(), |f| {
+            crate::config_edit::to_openclaw(&f.parsed)
+        }),
         runtime_config: serde_json::json!({ "gateway": {} }),
-        source_config: file.as_ref().map_or(empty, |f| f.parsed.clone()),
+        source_config: file
+            .as_ref()
+            .map_or(empty, |f| crate::config_edit::to_openclaw(&f.parsed)),
         resolved: ResolvedConfig {
             gateway: ResolvedGateway {
                 port: config.gateway.port,

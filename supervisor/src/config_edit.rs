@@ -144,8 +144,9 @@ impl<'de> serde::de::Visitor<'de> for FiniteVisitor {
 
 /// Applies a merge patch to the document: objects merge into tables, `null` deletes, any
 /// other value (arrays included) replaces.
-/// The merge patch that turns `old` (a parse) into `whole`: `whole`'s values, and `null`
-/// for every key `old` has and `whole` lacks.
+/// The merge patch that turns `old` (a parse) into `whole`: `whole`'s values where they
+/// differ (a number equal to the file's, `3` for `3.0`, is no change: the file keeps how
+/// it wrote it), and `null` for every key `old` has and `whole` lacks.
 pub fn replacing(old: &Json, whole: Map<String, Json>) -> Map<String, Json> {
     let empty = Map::new();
     let old = old.as_object().unwrap_or(&empty);
@@ -157,11 +158,23 @@ pub fn replacing(old: &Json, whole: Map<String, Json>) -> Map<String, Json> {
     for (k, v) in whole {
         let value = match (old.get(&k), v) {
             (Some(o @ Json::Object(_)), Json::Object(w)) => Json::Object(replacing(o, w)),
+            (Some(o), v) if same(o, &v) => continue,
             (_, v) => v,
         };
         patch.insert(k, value);
     }
     patch
+}
+
+/// Equal values, numbers by value.
+fn same(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => x.as_f64() == y.as_f64(),
+        (Json::Array(x), Json::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        _ => a == b,
+    }
 }
 
 pub fn merge(doc: &mut DocumentMut, patch: &Map<String, Json>) -> Result<(), EditError> {
@@ -316,7 +329,7 @@ fn leaves(v: &Json) -> usize {
 
 mod dialect;
 mod redact;
-pub use dialect::from_openclaw;
+pub use dialect::{from_openclaw, to_openclaw};
 pub use redact::{redacted, restore_secrets};
 
 #[cfg(test)]

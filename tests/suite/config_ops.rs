@@ -534,13 +534,12 @@ async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
     let h = r["payload"]["hash"].as_str().unwrap().to_owned();
     let mut form = r["payload"]["sourceConfig"].clone();
     assert_eq!(
-        form, r["payload"]["parsed"],
-        "the form starts from the file: {r}"
+        form["agents"]["entries"]["ops"]["name"], "Ops",
+        "the form starts from the file, agents as OpenClaw's UI reads them: {r}"
     );
-    form["agents"]["entries"] = json!({
-        "ops": {"model": "scripted/scripted-1", "tools": {"profile": "coding"}},
-        "main": {"skills": ["deploy"]}
-    });
+    form["agents"]["entries"]["ops"]["model"] = json!("scripted/scripted-1");
+    form["agents"]["entries"]["ops"]["tools"] = json!({"profile": "coding"});
+    form["agents"]["entries"]["main"] = json!({"skills": ["deploy"]});
     let r = c
         .call(
             "config.set",
@@ -561,6 +560,33 @@ async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
         json!(["deploy"])
     );
     assert!(parsed["agents"].get("entries").is_none(), "{parsed}");
+    // The UI shows what was saved, and "Inherit default" (the model left out) removes it.
+    let r = c.call("config.get", json!({})).await;
+    let mut form = r["payload"]["sourceConfig"].clone();
+    assert_eq!(
+        form["agents"]["entries"]["ops"]["tools"],
+        json!({"profile": "coding"})
+    );
+    assert_eq!(
+        form["agents"]["entries"]["ops"]["model"],
+        "scripted/scripted-1"
+    );
+    if let Some(ops) = form["agents"]["entries"]["ops"].as_object_mut() {
+        ops.remove("model");
+    }
+    let h = r["payload"]["hash"].as_str().unwrap().to_owned();
+    let r = c
+        .call(
+            "config.set",
+            json!({"raw": form.to_string(), "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let parsed = &c.call("config.get", json!({})).await["payload"]["parsed"];
+    assert!(
+        parsed["agents"]["list"]["ops"].get("model").is_none(),
+        "{parsed}"
+    );
     let h = c.call("config.get", json!({})).await["payload"]["hash"]
         .as_str()
         .unwrap()

@@ -35,6 +35,37 @@ fn agent(mut entry: Map<String, Json>) -> Map<String, Json> {
     entry
 }
 
+/// The config as OpenClaw's Control UI reads it (`sourceConfig`): the agents under
+/// `agents.entries` instead of `agents.list`, a tool list that is one of its profiles as
+/// `tools.profile`. Written back whole, [`from_openclaw`] takes it home again.
+pub fn to_openclaw(config: &Json) -> Json {
+    let mut c = config.clone();
+    let Some(Json::Object(agents)) = c.get_mut("agents") else {
+        return c;
+    };
+    let Some(Json::Object(mut list)) = agents.remove("list") else {
+        return c;
+    };
+    for entry in list.values_mut() {
+        let Some(Json::Object(tools)) = entry.get_mut("tools") else {
+            continue;
+        };
+        let Some(Json::Array(allow)) = tools.get("allow") else {
+            continue;
+        };
+        let names: Vec<&str> = allow.iter().filter_map(Json::as_str).collect();
+        let profile = ["coding", "messaging", "minimal"]
+            .into_iter()
+            .find(|p| profile_tools(p).flatten().is_some_and(|t| t == names));
+        if let Some(p) = profile {
+            tools.remove("allow");
+            tools.insert("profile".into(), Json::from(p));
+        }
+    }
+    agents.insert("entries".into(), Json::Object(list));
+    c
+}
+
 /// Moves `agents.entries` into `agents.list` (an entry's keys over the listed agent's).
 pub fn from_openclaw(config: &mut Map<String, Json>) {
     let Some(Json::Object(agents)) = config.get_mut("agents") else {
@@ -80,6 +111,32 @@ mod tests {
 
     /// What the Control UI's agent pages write (OpenClaw 2026.9.6, seen in the walk of
     /// 2026-12-07) lands where loopgate keeps it.
+    /// The view and its way back: what the UI shows is what it writes.
+    #[test]
+    fn the_view_goes_back_home_unchanged() {
+        let file = json!({
+            "gateway": {"port": 0},
+            "agents": {"defaults": {"model": "p/m"}, "list": {
+                "ops": {"name": "Ops", "tools": {"allow": ["read", "write", "edit", "ls", "exec"]}},
+                "qa": {"tools": {"allow": ["read"]}}
+            }}
+        });
+        let view = to_openclaw(&file);
+        assert_eq!(
+            view["agents"]["entries"]["ops"]["tools"],
+            json!({"profile": "coding"})
+        );
+        assert_eq!(
+            view["agents"]["entries"]["qa"]["tools"],
+            json!({"allow": ["read"]})
+        );
+        assert!(view["agents"].get("list").is_none());
+        let mut back = view.clone();
+        let Json::Object(m) = &mut back else { panic!() };
+        from_openclaw(m);
+        assert_eq!(back, file);
+    }
+
     #[test]
     fn agent_entries_become_listed_agents() {
         let mut c = json!({

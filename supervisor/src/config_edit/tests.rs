@@ -250,3 +250,19 @@ fn a_parsers_message_quotes_no_line_of_the_file() {
         "{text}"
     );
 }
+
+/// The Control UI's form sends numbers as JavaScript prints them: `3` for the file's `3.0`
+/// is no change, so the file keeps how it wrote it.
+#[test]
+fn a_whole_object_changes_only_what_differs() {
+    let old = serde_json::json!({"cost": {"input": 3.0, "output": 15.0}, "a": [1.0, 2]});
+    let whole = serde_json::json!({"cost": {"input": 3, "output": 16}, "a": [1, 2]});
+    let serde_json::Value::Object(whole) = whole else {
+        panic!()
+    };
+    let patch = replacing(&old, whole);
+    assert_eq!(
+        serde_json::Value::Object(patch),
+        serde_json::json!({"cost": {"output": 16}})
+    );
+}
