@@ -193,7 +193,15 @@ fn merge_table(
                 table.remove(key);
             }
             Json::Object(inner) => match table.get_mut(key) {
-                Some(Item::Table(t)) => merge_table(t, inner, path)?,
+                Some(Item::Table(t)) => {
+                    let had = !t.is_empty();
+                    merge_table(t, inner, path)?;
+                    // A table the patch emptied goes with its last key (a header left
+                    // alone says nothing).
+                    if had && t.is_empty() {
+                        table.remove(key);
+                    }
+                }
                 Some(Item::Value(Value::InlineTable(t))) => {
                     let mut as_table = t.clone().into_table();
                     merge_table(&mut as_table, inner, path)?;

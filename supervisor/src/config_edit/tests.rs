@@ -266,3 +266,19 @@ fn a_whole_object_changes_only_what_differs() {
         serde_json::json!({"cost": {"output": 16}})
     );
 }
+
+/// Removing a table's last key removes the table (no empty header left behind); a table
+/// the operator wrote empty stays.
+#[test]
+fn a_table_emptied_by_a_patch_goes() {
+    let mut doc = document("[a.tools]\nallow = [\"read\"]\n\n[b]\n").unwrap();
+    let serde_json::Value::Object(patch) =
+        serde_json::json!({"a": {"tools": {"allow": null}}, "b": {}})
+    else {
+        panic!()
+    };
+    merge(&mut doc, &patch).unwrap();
+    let text = doc.to_string();
+    assert!(!text.contains("[a.tools]"), "{text}");
+    assert!(text.contains("[b]"), "{text}");
+}
