@@ -35,6 +35,7 @@
 pub mod agent_templates;
 pub mod auth;
 pub mod backend;
+pub mod calendar;
 pub mod catalog;
 pub mod client;
 pub mod clustered;

@@ -209,18 +209,9 @@ fn check_ticket(key: &[u8; 32], t: &str, q: &MediaQuery, digits: &str, now: u64)
 /// `ms` since the epoch as ISO 8601 UTC (`2026-12-03T12:00:00.000Z`).
 pub fn iso_ms(ms: u64) -> String {
     let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        "{}T{:02}:{:02}:{:02}.{:03}Z",
+        crate::calendar::date(days),
         rest / 3_600_000,
         rest / 60_000 % 60,
         rest / 1_000 % 60,
