@@ -93,41 +93,48 @@ fn given(d: Option<&str>) -> Option<&str> {
     d.filter(|d| !d.trim().is_empty())
 }
 
-/// The days a request asks for, with OpenClaw's error texts: explicit dates (both or
-/// neither), else `range`, else `days` (default 30), ending today.
-pub fn resolve_days(p: &DateParams<'_>, today: i64) -> Result<Days, String> {
+/// Why a usage request's days are refused, in OpenClaw's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DaysError {
+    #[error("invalid timeZone: expected a valid IANA time zone")]
+    TimeZone,
+    #[error("invalid utcOffset: expected UTC-12:00 through UTC+14:00")]
+    UtcOffset,
+    #[error("invalid {0}: expected a valid YYYY-MM-DD calendar date")]
+    NotADate(&'static str),
+    #[error("startDate must not be after endDate")]
+    Reversed,
+    #[error("startDate and endDate must be provided together")]
+    OneEnd,
+}
+
+/// The days a request asks for: explicit dates (both or neither), else `range`, else
+/// `days` (default 30), ending today.
+pub fn resolve_days(p: &DateParams<'_>, today: i64) -> Result<Days, DaysError> {
     if p.mode == Some("specific") {
         let offset = p.utc_offset.filter(|o| !o.trim().is_empty());
         match p.time_zone {
             Some(tz) if tz.trim().is_empty() && !offset.is_some_and(utc_offset_ok) => {
-                return Err("invalid timeZone: expected a valid IANA time zone".into())
+                return Err(DaysError::TimeZone)
             }
             Some(_) => {}
-            None if offset.is_some_and(|o| !utc_offset_ok(o)) => {
-                return Err("invalid utcOffset: expected UTC-12:00 through UTC+14:00".into())
-            }
+            None if offset.is_some_and(|o| !utc_offset_ok(o)) => return Err(DaysError::UtcOffset),
             None => {}
         }
     }
     let (start, end) = (given(p.start_date), given(p.end_date));
     for (name, d) in [("startDate", start), ("endDate", end)] {
         if d.is_some_and(|d| parse_date(d.trim()).is_none()) {
-            return Err(format!(
-                "invalid {name}: expected a valid YYYY-MM-DD calendar date"
-            ));
+            return Err(DaysError::NotADate(name));
         }
     }
     match (
         start.and_then(|d| parse_date(d.trim())),
         end.and_then(|d| parse_date(d.trim())),
     ) {
-        (Some(first), Some(last)) if first > last => {
-            Err("startDate must not be after endDate".into())
-        }
+        (Some(first), Some(last)) if first > last => Err(DaysError::Reversed),
         (Some(first), Some(last)) => Ok(Days { first, last }),
-        (Some(_), None) | (None, Some(_)) => {
-            Err("startDate and endDate must be provided together".into())
-        }
+        (Some(_), None) | (None, Some(_)) => Err(DaysError::OneEnd),
         (None, None) => {
             let days = match p.range {
                 Some(UsageRange::All) => {

@@ -55,7 +55,7 @@ pub(super) async fn usage_cost(
         },
         usage::today(now),
     )
-    .map_err(ErrorShape::invalid)?;
+    .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let agent_id = p.agent_id.filter(|a| !a.trim().is_empty());
     let all = p.agent_scope.as_deref() == Some("all");
     if all && agent_id.is_some() {
@@ -120,7 +120,7 @@ pub(super) async fn sessions_usage(
         },
         usage::today(now),
     )
-    .map_err(ErrorShape::invalid)?;
+    .map_err(|e| ErrorShape::invalid(e.to_string()))?;
     let all = p.agent_scope.is_some();
     if all && (p.agent_id.is_some() || p.key.is_some()) {
         return Err(scope_conflict(

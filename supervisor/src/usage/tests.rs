@@ -98,15 +98,12 @@ fn days_resolve_as_openclaw_reads_them() {
     );
     assert_eq!(
         between(Some("2026-12-32"), Some("2026-12-07")),
-        Err("invalid startDate: expected a valid YYYY-MM-DD calendar date".into())
+        Err(DaysError::NotADate("startDate"))
     );
-    assert_eq!(
-        between(Some("2026-12-01"), None),
-        Err("startDate and endDate must be provided together".into())
-    );
+    assert_eq!(between(Some("2026-12-01"), None), Err(DaysError::OneEnd));
     assert_eq!(
         between(Some("2026-12-08"), Some("2026-12-07")),
-        Err("startDate must not be after endDate".into())
+        Err(DaysError::Reversed)
     );
     let offset = |o| {
         days(DateParams {
@@ -117,10 +114,7 @@ fn days_resolve_as_openclaw_reads_them() {
     };
     assert!(offset("UTC+5:30").is_ok());
     assert!(offset("UTC-12").is_ok());
-    assert_eq!(
-        offset("UTC+15"),
-        Err("invalid utcOffset: expected UTC-12:00 through UTC+14:00".into())
-    );
+    assert_eq!(offset("UTC+15"), Err(DaysError::UtcOffset));
 }
 
 #[test]
