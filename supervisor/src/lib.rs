@@ -7,14 +7,16 @@
 //!   [`sys_info`] (RSS from `/proc`), [`log_ring`] (recent log lines for `logs.tail`).
 //! - Config: [`config`] (raw and validated, one file per section), [`config_check`]
 //!   (`loopgate config check`), [`config_diff`] (what a reload changes), [`config_edit`]
-//!   (`config.patch` / `config.apply` on the TOML text), [`config_schema`] (`config.schema`,
+//!   (`config.patch` / `config.apply` / `config.set` on the TOML text), [`config_schema`] (`config.schema`,
 //!   generated from the config's types), `config_lines`
 //!   (where a key is), [`confine`] (what keeps model-writable places away from what runs).
 //! - Clients: [`listen_unix`], [`listen_ws`] (transports), [`door`] (limits before
 //!   authentication), [`handshake`] (`connect`), [`auth`] (tokens, devices, scopes),
 //!   [`device_conns`] (live device connections), [`connection`] (a connection's loop, its
 //!   outbound queue and parse budgets), [`rpc`] (the methods), [`catalog`] (answers about
-//!   models and config), [`control_ui`] (serving an installed Control UI),
+//!   models and config), [`usage`] (`usage.cost` / `sessions.usage` from the rollups,
+//!   with [`calendar`]), [`workspace_files`] and [`agent_templates`] (an agent's bootstrap
+//!   files), [`control_ui`] (serving an installed Control UI),
 //!   [`gateway`] (the state requests share, as parts: [`presence`],
 //!   [`session_settings`], ...).
 //! - Runs: [`control`] (the control actor: runs, waiters, the worker set), [`worker_link`]
