@@ -157,7 +157,14 @@ pub fn replacing(old: &Json, whole: Map<String, Json>) -> Map<String, Json> {
         .collect();
     for (k, v) in whole {
         let value = match (old.get(&k), v) {
-            (Some(o @ Json::Object(_)), Json::Object(w)) => Json::Object(replacing(o, w)),
+            (Some(o @ Json::Object(_)), Json::Object(w)) => {
+                let inner = replacing(o, w);
+                // Nothing changed below: the table is left as it is written.
+                if inner.is_empty() {
+                    continue;
+                }
+                Json::Object(inner)
+            }
             (Some(o), v) if same(o, &v) => continue,
             (_, v) => v,
         };
@@ -166,15 +173,25 @@ pub fn replacing(old: &Json, whole: Map<String, Json>) -> Map<String, Json> {
     patch
 }
 
-/// Equal values, numbers by value.
-fn same(a: &Json, b: &Json) -> bool {
-    match (a, b) {
+/// Equal values: numbers by value (`3` is the file's `3.0`), the redacted placeholder as
+/// the secret it stands for, arrays and tables element by element.
+fn same(file: &Json, form: &Json) -> bool {
+    match (file, form) {
+        (_, Json::String(s)) if s == REDACTED => file.is_string(),
         (Json::Number(x), Json::Number(y)) => x.as_f64() == y.as_f64(),
         (Json::Array(x), Json::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
         }
-        _ => a == b,
+        (Json::Object(x), Json::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, a)| y.get(k).is_some_and(|b| same(a, b)))
+        }
+        _ => file == form,
     }
+}
+
+/// `agents.list.<id>`: a table that is an agent.
+fn is_agent(path: &[String]) -> bool {
+    path.len() == 3 && path[0] == "agents" && path[1] == "list"
 }
 
 pub fn merge(doc: &mut DocumentMut, patch: &Map<String, Json>) -> Result<(), EditError> {
@@ -196,10 +213,15 @@ fn merge_table(
                 Some(Item::Table(t)) => {
                     let had = !t.is_empty();
                     merge_table(t, inner, path)?;
-                    // A table the patch emptied goes with its last key (a header left
-                    // alone says nothing).
                     if had && t.is_empty() {
-                        table.remove(key);
+                        if is_agent(path) {
+                            // An agent is its key: an emptied one keeps its header.
+                            t.set_implicit(false);
+                        } else if inner.values().all(Json::is_null) {
+                            // A table whose last keys the patch removed goes with them (no
+                            // empty header left behind); a parent emptied that way stays.
+                            table.remove(key);
+                        }
                     }
                 }
                 Some(Item::Value(Value::InlineTable(t))) => {
@@ -216,11 +238,17 @@ fn merge_table(
             },
             other => {
                 let mut new = item(other, path)?;
-                // A value written over another keeps its place's layout and comment.
+                // A value written over another keeps its place's layout and comment, and
+                // its key keeps the comment lines above it (replaced in place).
                 if let (Some(Item::Value(old)), Item::Value(v)) = (table.get(key), &mut new) {
                     *v.decor_mut() = old.decor().clone();
                 }
-                table.insert(key, new);
+                match table.get_mut(key) {
+                    Some(slot) => *slot = new,
+                    None => {
+                        table.insert(key, new);
+                    }
+                }
             }
         }
         path.pop();

@@ -18,16 +18,24 @@ fn profile_tools(profile: &str) -> Option<Option<Vec<&'static str>>> {
 }
 
 /// One `agents.entries.<id>` object in loopgate's words: `model` and `skills` as they are,
-/// `tools.profile` as `tools.allow` (`null` for `full`); anything else kept (and refused
-/// by validation if loopgate has no such setting).
-fn agent(mut entry: Map<String, Json>) -> Map<String, Json> {
+/// `tools.profile` as `tools.allow` (`full`: no list of its own, or every tool when the
+/// defaults have a list it would otherwise inherit); anything else kept (and refused by
+/// validation if loopgate has no such setting).
+fn agent(mut entry: Map<String, Json>, defaults_restrict: bool) -> Map<String, Json> {
     if let Some(Json::Object(tools)) = entry.get_mut("tools") {
         if let Some(Json::String(profile)) = tools.get("profile").cloned() {
             if let Some(allow) = profile_tools(&profile) {
                 tools.remove("profile");
-                let allow = allow.map_or(Json::Null, |list| {
-                    Json::Array(list.into_iter().map(Json::from).collect())
-                });
+                let allow = match allow {
+                    Some(list) => Json::Array(list.into_iter().map(Json::from).collect()),
+                    None if defaults_restrict => Json::Array(
+                        ipc::tools::TOOLS
+                            .iter()
+                            .map(|t| Json::from(t.name))
+                            .collect(),
+                    ),
+                    None => Json::Null,
+                };
                 tools.insert("allow".into(), allow);
             }
         }
@@ -43,6 +51,11 @@ pub fn to_openclaw(config: &Json) -> Json {
     let Some(Json::Object(agents)) = c.get_mut("agents") else {
         return c;
     };
+    let defaults_restrict = agents
+        .get("defaults")
+        .and_then(|d| d.get("tools"))
+        .and_then(|t| t.get("allow"))
+        .is_some_and(Json::is_array);
     let Some(Json::Object(mut list)) = agents.remove("list") else {
         return c;
     };
@@ -54,9 +67,13 @@ pub fn to_openclaw(config: &Json) -> Json {
             continue;
         };
         let names: Vec<&str> = allow.iter().filter_map(Json::as_str).collect();
+        let every: Vec<&str> = ipc::tools::TOOLS.iter().map(|t| t.name).collect();
         let profile = ["coding", "messaging", "minimal"]
             .into_iter()
-            .find(|p| profile_tools(p).flatten().is_some_and(|t| t == names));
+            .find(|p| profile_tools(p).flatten().is_some_and(|t| t == names))
+            // Every tool is `full` where the defaults restrict (the way back writes the
+            // list again); elsewhere `full` is no list, and a list stays a list.
+            .or((defaults_restrict && names == every).then_some("full"));
         if let Some(p) = profile {
             tools.remove("allow");
             tools.insert("profile".into(), Json::from(p));
@@ -74,6 +91,11 @@ pub fn from_openclaw(config: &mut Map<String, Json>) {
     let Some(Json::Object(entries)) = agents.remove("entries") else {
         return;
     };
+    let defaults_restrict = agents
+        .get("defaults")
+        .and_then(|d| d.get("tools"))
+        .and_then(|t| t.get("allow"))
+        .is_some_and(Json::is_array);
     let list = agents
         .entry("list")
         .or_insert_with(|| Json::Object(Map::new()));
@@ -92,7 +114,7 @@ pub fn from_openclaw(config: &mut Map<String, Json>) {
             *target = Json::Object(Map::new());
         }
         if let Json::Object(target) = target {
-            for (k, v) in agent(entry) {
+            for (k, v) in agent(entry, defaults_restrict) {
                 match (target.get_mut(&k), v) {
                     (Some(Json::Object(old)), Json::Object(new)) => old.extend(new),
                     (_, v) => {
@@ -135,6 +157,22 @@ mod tests {
         let Json::Object(m) = &mut back else { panic!() };
         from_openclaw(m);
         assert_eq!(back, file);
+    }
+
+    /// `full` where the defaults restrict the tools is every tool, both ways.
+    #[test]
+    fn full_overrides_restricting_defaults() {
+        let every: Vec<&str> = ipc::tools::TOOLS.iter().map(|t| t.name).collect();
+        let mut c = json!({"agents": {"defaults": {"tools": {"allow": ["read"]}},
+                           "entries": {"ops": {"tools": {"profile": "full"}}}}});
+        let Json::Object(m) = &mut c else { panic!() };
+        from_openclaw(m);
+        assert_eq!(c["agents"]["list"]["ops"]["tools"]["allow"], json!(every));
+        let view = to_openclaw(&c);
+        assert_eq!(
+            view["agents"]["entries"]["ops"]["tools"],
+            json!({"profile": "full"})
+        );
     }
 
     #[test]

@@ -282,3 +282,51 @@ fn a_table_emptied_by_a_patch_goes() {
     assert!(!text.contains("[a.tools]"), "{text}");
     assert!(text.contains("[b]"), "{text}");
 }
+
+/// An agent is its key: removing its only setting keeps it (header and all); a table
+/// inside it that the patch empties goes.
+#[test]
+fn an_agent_emptied_by_a_patch_stays() {
+    let mut doc = document(
+        "[agents.list.research]\nmodel = \"p/m\"\n\n[agents.list.qa.tools]\nallow = [\"read\"]\n",
+    )
+    .unwrap();
+    let serde_json::Value::Object(patch) = serde_json::json!({"agents": {"list": {
+        "research": {"model": null},
+        "qa": {"tools": {"allow": null}}
+    }}}) else {
+        panic!()
+    };
+    merge(&mut doc, &patch).unwrap();
+    let text = doc.to_string();
+    let parsed = as_json(&document(&text).unwrap());
+    assert!(parsed["agents"]["list"]["research"].is_object(), "{text}");
+    assert!(parsed["agents"]["list"]["qa"].is_object(), "{text}");
+    assert!(!text.contains("[agents.list.qa.tools]"), "{text}");
+}
+
+/// Saving the Control UI's form unchanged changes nothing: redacted secrets, floats sent as
+/// integers, tables in arrays; an edited key keeps the comment lines above it.
+#[test]
+fn an_unchanged_form_is_no_change_and_an_edit_keeps_its_comments() {
+    let text = "[gateway.auth]\n# rotated monthly\ntoken = \"s3cret\"\n\n[workers]\n# why 300\nidle_exit_seconds = 300\n\n[[hooks.before_tool_call]]\ncommand = [\"x\"]\ntimeout_seconds = 5.0\n\n[models.providers.p.models.m]\ncost = { input = 3.0 }  # USD\n";
+    let doc = document(text).unwrap();
+    let (_, shown) = redacted(&doc);
+    let serde_json::Value::Object(mut form) =
+        serde_json::from_str(&shown.to_string().replace("5.0", "5").replace("3.0", "3")).unwrap()
+    else {
+        panic!()
+    };
+    assert!(replacing(&as_json(&doc), form.clone()).is_empty());
+    form["workers"]["idle_exit_seconds"] = serde_json::json!(400);
+    let patch = replacing(&as_json(&doc), form);
+    let mut new = doc.clone();
+    merge(&mut new, &patch).unwrap();
+    restore_secrets(&mut new, &doc).unwrap();
+    let out = new.to_string();
+    assert_eq!(
+        out,
+        text.replace("= 300", "= 400"),
+        "only the edited value changed"
+    );
+}
