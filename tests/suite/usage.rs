@@ -157,6 +157,36 @@ async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_
         "{r}"
     );
 
+    // `/usage cost` (OpenClaw's summary) from the same rollups: the session's cost, today's
+    // and the last 30 days' of its agent.
+    let (_, fin) = c
+        .turn(json!({"message": "/usage cost", "sessionKey": "agent:main:u1", "idempotencyKey": "u-6"}))
+        .await;
+    let said = fin["payload"]["result"]["payloads"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.first(), Some(&"💸 Usage cost"), "{said}");
+    let session_tokens = a1.0 + a2.0 + a1.1 + a2.1;
+    assert!(
+        lines[1].starts_with("Session $")
+            && lines[1].ends_with(&format!("· {session_tokens} tokens")),
+        "{said}"
+    );
+    assert!(
+        lines[2].starts_with("Today $") && lines[3].starts_with("Last 30d $"),
+        "{said}"
+    );
+    let (_, fin) = c
+        .turn(json!({"message": "/usage tokens", "sessionKey": "agent:main:u1", "idempotencyKey": "u-7"}))
+        .await;
+    assert_eq!(
+        fin["payload"]["result"]["payloads"][0]["text"],
+        "⚙️ Usage: /usage cost (loopgate adds no usage footer to replies).",
+        "{fin}"
+    );
+
     // Read scope is enough, as on OpenClaw.
     let mut params = loopgate_tests::client::connect_params();
     params["scopes"] = json!(["operator.read"]);

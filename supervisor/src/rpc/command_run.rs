@@ -20,6 +20,7 @@ use super::*;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod usage_cost;
 
 /// `commands.list`: the commands a message may be (with their arguments unless
 /// `includeArgs` is false).
@@ -62,7 +63,9 @@ fn scope_of(command: &Command) -> Scope {
         Command::New(_) | Command::Reset(_) => Method::SessionsReset,
         Command::Stop => Method::ChatAbort,
         Command::Compact(_) => Method::SessionsCompact,
-        Command::Status | Command::Help | Command::Commands => Method::SessionsList,
+        Command::Status | Command::Help | Command::Commands | Command::Usage(_) => {
+            Method::SessionsList
+        }
         Command::Think(_)
         | Command::Model(_)
         | Command::Queue(_)
@@ -324,7 +327,7 @@ fn agent_ack(route: &Route, run_id: &str, status: &str, accepted_at: Option<u64>
 fn recorded_as(command: &Command) -> Option<bool> {
     match command {
         Command::Stop => None,
-        Command::Status | Command::Help | Command::Commands => Some(true),
+        Command::Status | Command::Help | Command::Commands | Command::Usage(_) => Some(true),
         _ => Some(false),
     }
 }

@@ -28,6 +28,8 @@ pub(super) enum Command {
     Help,
     /// `/commands`: every command with its aliases and description.
     Commands,
+    /// `/usage cost`: the cost summary (other modes: a footer loopgate does not add).
+    Usage(Option<String>),
 }
 
 /// The longest command message interpreted (longer ones are text for the model).
@@ -63,6 +65,7 @@ pub(super) fn parse(message: &str) -> Option<Command> {
         "status" => Command::Status,
         "help" if arg.is_none() => Command::Help,
         "commands" if arg.is_none() => Command::Commands,
+        "usage" => Command::Usage(arg),
         _ => return None,
     })
 }
@@ -224,6 +227,13 @@ const CATALOG: &[Spec] = &[
         &[one_of("mode", "on, off, or full", &["on", "off", "full"])],
     ),
     with_args(
+        "usage",
+        &["usage"],
+        "Usage cost summary.",
+        "options",
+        &[one_of("mode", "cost", &["cost"])],
+    ),
+    with_args(
         "model",
         &["model"],
         "Show or set the session's model.",
@@ -327,7 +337,7 @@ pub(super) fn commands_text() -> String {
 /// `/help`: the commands by group, in OpenClaw's layout (only what loopgate interprets).
 pub(super) const HELP: &str = "ℹ️ Help\n\n\
     Session\n  /new  |  /reset  |  /compact  |  /stop\n\n\
-    Options\n  /think <level>  |  /model <id>  |  /verbose on|off|full  |  /reasoning on|off|stream  |  /queue <mode>\n\n\
+    Options\n  /think <level>  |  /model <id>  |  /verbose on|off|full  |  /reasoning on|off|stream  |  /queue <mode>  |  /usage cost\n\n\
     Status\n  /status\n\n\
     More: /commands for full list";
 
@@ -509,6 +519,7 @@ mod tests {
                 "status",
                 "stop",
                 "think",
+                "usage",
                 "verbose"
             ]
         );

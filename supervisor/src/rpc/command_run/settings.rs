@@ -358,6 +358,13 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
         Command::Status => status(gw, route).await,
         Command::Help => Said::plain(super::super::commands::HELP),
         Command::Commands => Said::plain(super::super::commands::commands_text()),
+        Command::Usage(arg) => {
+            if arg.is_some_and(|a| a.to_ascii_lowercase().starts_with("cost")) {
+                super::usage_cost::usage_cost(gw, route).await
+            } else {
+                Said::plain(super::usage_cost::NO_FOOTER)
+            }
+        }
         // Answered by the caller (`stop`, or the `agent` path in `run_command`).
         Command::Stop => Said::plain(""),
     }
