@@ -13,7 +13,10 @@ pub fn state_dir(
     home: Option<PathBuf>,
 ) -> Result<PathBuf, PathError> {
     if let Some(p) = flag.or(env) {
-        return Ok(p);
+        // A relative one is taken from where the command runs, once: every path made from
+        // it (workspaces, the socket) is then absolute (a relative one was read from the
+        // state directory again: `state/state/...`).
+        return Ok(std::path::absolute(&p).unwrap_or(p));
     }
     home.map(|h| h.join(".loopgate"))
         .ok_or(PathError::NoStateDir)

@@ -71,6 +71,25 @@ async fn config_check_validates_a_file_as_serve_would() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("valid (2 agents: main, ops)"), "{stdout}");
+    // A relative state directory is where the command runs (it was read twice over:
+    // `state/state/...`).
+    let parent = dir.path().parent().expect("a parent");
+    let name = dir.path().file_name().expect("a name");
+    let out = std::process::Command::new(bin("loopgate"))
+        .current_dir(parent)
+        .arg("--state-dir")
+        .arg(name)
+        .args(["config", "check"])
+        .arg(&good)
+        .stdin(Stdio::null())
+        .output()
+        .expect("loopgate runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
