@@ -366,7 +366,7 @@ fn leaves(v: &Json) -> usize {
 mod dialect;
 mod redact;
 pub use dialect::{from_openclaw, to_openclaw};
-pub use redact::{redacted, restore_secrets};
+pub use redact::{redacted, restore_lines, restore_secrets};
 
 #[cfg(test)]
 mod tests;

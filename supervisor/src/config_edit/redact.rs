@@ -19,9 +19,15 @@ pub fn redacted(doc: &DocumentMut) -> (String, serde_json::Value) {
     let mut doc = doc.clone();
     let root = doc.as_table_mut();
     redact_decor(root.decor_mut());
-    visit_table(root, &mut Vec::new(), &mut |path, s| {
-        is_secret(path, s).then(|| REDACTED.to_owned())
-    });
+    let mut secret = |path: &[String], s: &str| is_secret(path, s).then(|| REDACTED.to_owned());
+    visit_table(
+        root,
+        &mut Vec::new(),
+        &mut Visit {
+            value: &mut secret,
+            comments: true,
+        },
+    );
     redact_trailing(&mut doc);
     let text = doc.to_string();
     (text.clone(), parse_json(&text))
@@ -31,7 +37,7 @@ pub fn redacted(doc: &DocumentMut) -> (String, serde_json::Value) {
 /// place.
 pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), EditError> {
     let mut missing = None;
-    visit_table(doc.as_table_mut(), &mut Vec::new(), &mut |path, s| {
+    let mut restore = |path: &[String], s: &str| {
         if s != REDACTED {
             return None;
         }
@@ -40,7 +46,15 @@ pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), E
             missing = Some(path.join("."));
         }
         kept
-    });
+    };
+    visit_table(
+        doc.as_table_mut(),
+        &mut Vec::new(),
+        &mut Visit {
+            value: &mut restore,
+            comments: false,
+        },
+    );
     match missing {
         Some(path) => Err(EditError::NothingToRestore(path)),
         None => Ok(()),
@@ -81,7 +95,21 @@ fn child_value<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     }
 }
 
-type Visit<'f> = dyn FnMut(&[String], &str) -> Option<String> + 'f;
+/// What a walk over the document does: `value` may replace each string; with `comments`,
+/// every comment that may hold a secret is shown as the placeholder (reading, never
+/// writing: a write keeps the comments the client sent).
+struct Visit<'f> {
+    value: &'f mut dyn FnMut(&[String], &str) -> Option<String>,
+    comments: bool,
+}
+
+impl Visit<'_> {
+    fn decor(&self, decor: &mut Decor) {
+        if self.comments {
+            redact_decor(decor);
+        }
+    }
+}
 
 /// Calls `f` with the path and text of every string in a table, an array, an inline table
 /// or an array of tables; a `Some` it gives replaces the string, keeping its layout.
@@ -90,8 +118,8 @@ fn visit_table(table: &mut dyn TableLike, path: &mut Vec<String>, f: &mut Visit<
     let keys: Vec<String> = table.iter().map(|(k, _)| k.to_owned()).collect();
     for key in keys {
         if let Some(mut k) = table.key_mut(&key) {
-            redact_decor(k.leaf_decor_mut());
-            redact_decor(k.dotted_decor_mut());
+            f.decor(k.leaf_decor_mut());
+            f.decor(k.dotted_decor_mut());
         }
         path.push(key.clone());
         if let Some(item) = table.get_mut(&key) {
@@ -105,12 +133,12 @@ fn visit_item(item: &mut Item, path: &mut Vec<String>, f: &mut Visit<'_>) {
     match item {
         Item::Value(v) => visit_value(v, path, f),
         Item::Table(t) => {
-            redact_decor(t.decor_mut());
+            f.decor(t.decor_mut());
             visit_table(t, path, f);
         }
         Item::ArrayOfTables(ts) => {
             for (i, t) in ts.iter_mut().enumerate() {
-                redact_decor(t.decor_mut());
+                f.decor(t.decor_mut());
                 path.push(i.to_string());
                 visit_table(t, path, f);
                 path.pop();
@@ -121,10 +149,10 @@ fn visit_item(item: &mut Item, path: &mut Vec<String>, f: &mut Visit<'_>) {
 }
 
 fn visit_value(v: &mut Value, path: &mut Vec<String>, f: &mut Visit<'_>) {
-    redact_decor(v.decor_mut());
+    f.decor(v.decor_mut());
     match v {
         Value::String(s) => {
-            if let Some(new) = f(path, s.value()) {
+            if let Some(new) = (f.value)(path, s.value()) {
                 let decor = s.decor().clone();
                 let mut n = toml_edit::Formatted::new(new);
                 *n.decor_mut() = decor;
@@ -239,6 +267,77 @@ fn url_with_credentials(s: &str) -> bool {
         ]
         .contains(&name)
     })
+}
+
+/// The text a client sent back (`sent`), with every line it left as `config.get` showed it
+/// (`view`, the file `original` redacted) put back as the file has it: a redacted comment
+/// the client did not touch keeps the operator's words, not the placeholder. Lines are
+/// paired by a longest-common-subsequence match after the common head and tail; past a
+/// thousand changed lines either side, only head and tail are paired (the secret values
+/// are restored by place in any case, [`restore_secrets`]).
+pub fn restore_lines(sent: &str, view: &str, original: &str) -> String {
+    let (v, o): (Vec<&str>, Vec<&str>) = (view.lines().collect(), original.lines().collect());
+    if v.len() != o.len() || view == original {
+        return sent.to_owned();
+    }
+    let s: Vec<&str> = sent.lines().collect();
+    let mut out: Vec<&str> = s.clone();
+    let head = s.iter().zip(&v).take_while(|(a, b)| a == b).count();
+    let tail = s[head..]
+        .iter()
+        .rev()
+        .zip(v[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut pairs: Vec<(usize, usize)> = (0..head).map(|i| (i, i)).collect();
+    pairs.extend((0..tail).map(|k| (s.len() - 1 - k, v.len() - 1 - k)));
+    let (sm, vm) = (&s[head..s.len() - tail], &v[head..v.len() - tail]);
+    if sm.len() <= 1000 && vm.len() <= 1000 {
+        pairs.extend(
+            common(sm, vm)
+                .into_iter()
+                .map(|(i, j)| (head + i, head + j)),
+        );
+    }
+    for (i, j) in pairs {
+        if v[j] != o[j] {
+            out[i] = o[j];
+        }
+    }
+    let mut text = out.join("\n");
+    if sent.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// The index pairs of a longest common subsequence of `a` and `b`.
+fn common(a: &[&str], b: &[&str]) -> Vec<(usize, usize)> {
+    let (n, m) = (a.len(), b.len());
+    let mut len = vec![0u16; (n + 1) * (m + 1)];
+    let at = |i: usize, j: usize| i * (m + 1) + j;
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            len[at(i, j)] = if a[i] == b[j] {
+                len[at(i + 1, j + 1)] + 1
+            } else {
+                len[at(i + 1, j)].max(len[at(i, j + 1)])
+            };
+        }
+    }
+    let (mut i, mut j, mut pairs) = (0, 0, Vec::new());
+    while i < n && j < m {
+        if a[i] == b[j] {
+            pairs.push((i, j));
+            i += 1;
+            j += 1;
+        } else if len[at(i + 1, j)] >= len[at(i, j + 1)] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    pairs
 }
 
 #[cfg(test)]

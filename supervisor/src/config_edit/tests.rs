@@ -330,3 +330,32 @@ fn an_unchanged_form_is_no_change_and_an_edit_keeps_its_comments() {
         "only the edited value changed"
     );
 }
+
+/// The raw view saved back (the Control UI's raw editor, `config.apply`): a line the client
+/// left as shown keeps the file's words, a redacted comment included; the edited line is
+/// the client's; secret values come back by place.
+#[test]
+fn lines_left_as_shown_keep_the_files_words() {
+    let original = "# old token tok-123 rotated\n[gateway.auth]\ntoken = \"s3cret\"\n\n[workers]\nidle_exit_seconds = 300\n";
+    let doc = document(original).unwrap();
+    let view = redacted(&doc).0;
+    assert!(
+        !view.contains("tok-123") && !view.contains("s3cret"),
+        "{view}"
+    );
+    assert_eq!(view.lines().count(), original.lines().count(), "{view:?}");
+    let sent = view.replace("= 300", "= 400");
+    let back = restore_lines(&sent, &view, original);
+    assert!(
+        back.starts_with("# old token"),
+        "{back:?} from {sent:?} / {view:?}"
+    );
+    let mut new = document(&back).unwrap();
+    restore_secrets(&mut new, &doc).unwrap();
+    assert_eq!(new.to_string(), original.replace("= 300", "= 400"));
+    // A line the client did change is the client's, even where the view was redacted.
+    let sent = view.replacen(&format!("# {REDACTED}"), "# rotated again", 1);
+    let back = restore_lines(&sent, &view, original);
+    assert!(back.starts_with("# rotated again\n"), "{back}");
+    assert!(!back.contains("tok-123"), "{back}");
+}

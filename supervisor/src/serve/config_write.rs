@@ -179,7 +179,8 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
             // The file's text (the raw view), or the whole config as one object (the form
             // view): that object replaces the file's values, the untouched ones keeping
             // their comments and place.
-            let mut new = match edit::document(&p.raw) {
+            let raw = edit::restore_lines(&p.raw, &edit::redacted(&before.doc).0, &before.text);
+            let mut new = match edit::document(&raw) {
                 Ok(doc) => doc,
                 Err(toml) => match edit::parse_patch(&p.raw) {
                     Ok(mut whole) => {
@@ -207,7 +208,8 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
                 ));
             };
             check_base(base, &before.hash)?;
-            let mut new = edit::document(&p.raw).map_err(refused)?;
+            let raw = edit::restore_lines(&p.raw, &edit::redacted(&before.doc).0, &before.text);
+            let mut new = edit::document(&raw).map_err(refused)?;
             edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
             Ok((plan, new))
         }
