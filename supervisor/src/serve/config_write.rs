@@ -170,17 +170,11 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
                 mode: "config.set",
                 note: None,
             };
-            let Some(base) = &p.base_hash else {
-                return Err(ErrorShape::invalid(
-                    "config base hash required; re-run config.get and retry",
-                ));
-            };
-            check_base(base, &before.hash)?;
+            required_base(p.base_hash.as_deref(), before)?;
             // The file's text (the raw view), or the whole config as one object (the form
             // view): that object replaces the file's values, the untouched ones keeping
             // their comments and place.
-            let raw = edit::restore_lines(&p.raw, &edit::redacted(&before.doc).0, &before.text);
-            let mut new = match edit::document(&raw) {
+            let mut new = match whole_text(&p.raw, before) {
                 Ok(doc) => doc,
                 Err(toml) => match edit::parse_patch(&p.raw) {
                     Ok(mut whole) => {
@@ -202,18 +196,29 @@ fn edited(before: &Before, w: ConfigWrite) -> Result<(Plan, DocumentMut), ErrorS
                 mode: "config.apply",
                 note: p.note,
             };
-            let Some(base) = &p.base_hash else {
-                return Err(ErrorShape::invalid(
-                    "config base hash required; re-run config.get and retry",
-                ));
-            };
-            check_base(base, &before.hash)?;
-            let raw = edit::restore_lines(&p.raw, &edit::redacted(&before.doc).0, &before.text);
-            let mut new = edit::document(&raw).map_err(refused)?;
+            required_base(p.base_hash.as_deref(), before)?;
+            let mut new = whole_text(&p.raw, before).map_err(refused)?;
             edit::restore_secrets(&mut new, &before.doc).map_err(refused)?;
             Ok((plan, new))
         }
     }
+}
+
+/// A whole-file write (`config.apply`, `config.set`) names the hash it was made from.
+fn required_base(base: Option<&str>, before: &Before) -> Result<(), ErrorShape> {
+    let Some(base) = base else {
+        return Err(ErrorShape::invalid(
+            "config base hash required; re-run config.get and retry",
+        ));
+    };
+    check_base(base, &before.hash)
+}
+
+/// A whole file's TOML text as sent back, the lines left as `config.get` showed them taking
+/// the file's text again (secret values come back by place afterwards).
+fn whole_text(raw: &str, before: &Before) -> Result<DocumentMut, EditError> {
+    let raw = edit::restore_lines(raw, &edit::redacted(&before.doc).0, &before.text);
+    edit::document(&raw)
 }
 
 /// Writes the new text and applies it through the reload path (the old bytes go back if
