@@ -295,6 +295,18 @@ fn by_day<'a>(
     out
 }
 
+/// One entry per day of `per_day`, oldest first, made from its date and fold.
+fn each_day<T>(per_day: &BTreeMap<i64, Fold>, entry: impl Fn(String, &Fold) -> T) -> Vec<T> {
+    per_day.iter().map(|(d, f)| entry(date(*d), f)).collect()
+}
+
+fn daily_latency(per_day: &BTreeMap<i64, Fold>) -> Vec<DailyLatency> {
+    each_day(per_day, |date, f| DailyLatency {
+        date,
+        latency: latency(&f.counts),
+    })
+}
+
 /// `usage.cost`'s daily rows and totals.
 pub fn cost(days: Days, rows: &[DayRow], prices: &Prices) -> (Vec<DailyUsage>, UsageTotals) {
     let folds = by_day(
@@ -365,28 +377,16 @@ pub fn session_entry(s: &SessionUsage, prices: &Prices) -> SessionUsageEntry {
             model_usage: all.model_usage(),
             latency: latency(&all.counts),
             activity_dates: per_day.keys().map(|d| date(*d)).collect(),
-            daily_breakdown: per_day
-                .iter()
-                .map(|(d, f)| DailyTokens {
-                    date: date(*d),
-                    tokens: f.totals.total_tokens,
-                    cost: f.totals.total_cost,
-                })
-                .collect(),
-            daily_message_counts: per_day
-                .iter()
-                .map(|(d, f)| DailyMessageCounts {
-                    date: date(*d),
-                    counts: messages(&f.counts),
-                })
-                .collect(),
-            daily_latency: per_day
-                .iter()
-                .map(|(d, f)| DailyLatency {
-                    date: date(*d),
-                    latency: latency(&f.counts),
-                })
-                .collect(),
+            daily_breakdown: each_day(&per_day, |date, f| DailyTokens {
+                date,
+                tokens: f.totals.total_tokens,
+                cost: f.totals.total_cost,
+            }),
+            daily_message_counts: each_day(&per_day, |date, f| DailyMessageCounts {
+                date,
+                counts: messages(&f.counts),
+            }),
+            daily_latency: daily_latency(&per_day),
             daily_model_usage: daily_models,
         },
         has_context_weight: false,
@@ -447,36 +447,24 @@ pub fn aggregates(
         by_agent,
         by_channel: Vec::new(),
         by_creator: Vec::new(),
-        cost_daily: per_day
-            .iter()
-            .map(|(d, f)| DailyUsage {
-                date: date(*d),
-                totals: f.totals,
-            })
-            .collect(),
+        cost_daily: each_day(&per_day, |date, f| DailyUsage {
+            date,
+            totals: f.totals,
+        }),
         latency: (all.counts.runs > 0).then(|| latency(&all.counts)),
-        daily_latency: per_day
-            .iter()
-            .map(|(d, f)| DailyLatency {
-                date: date(*d),
-                latency: latency(&f.counts),
-            })
-            .collect(),
+        daily_latency: daily_latency(&per_day),
         model_daily,
-        daily: per_day
-            .iter()
-            .map(|(d, f)| {
-                let m = messages(&f.counts);
-                DayActivity {
-                    date: date(*d),
-                    tokens: f.totals.total_tokens,
-                    cost: f.totals.total_cost,
-                    messages: m.total,
-                    tool_calls: m.tool_calls,
-                    errors: m.errors,
-                }
-            })
-            .collect(),
+        daily: each_day(&per_day, |date, f| {
+            let m = messages(&f.counts);
+            DayActivity {
+                date,
+                tokens: f.totals.total_tokens,
+                cost: f.totals.total_cost,
+                messages: m.total,
+                tool_calls: m.tool_calls,
+                errors: m.errors,
+            }
+        }),
     };
     (all.totals, aggregates)
 }
