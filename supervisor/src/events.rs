@@ -273,6 +273,11 @@ impl Deferred {
         }
     }
 
+    /// The run `seq` of a run's event.
+    pub fn run_seq(&self) -> Option<u64> {
+        self.run.as_ref().map(|t| t.seq)
+    }
+
     /// Restricts the event to connections with `scope` (admins have every scope).
     pub fn for_scope(mut self, scope: ipc::gateway::Scope) -> Self {
         self.scope = Some(scope);

@@ -22,7 +22,7 @@
 //! - Runs: [`control`] (the control actor: runs, waiters, the worker set), [`worker_link`]
 //!   (a worker's process and link), [`link_order`] (a session's runs never overlap on the
 //!   wire), [`events`] and [`run_log`] (the event hub and its replay buffer), [`projection`]
-//!   and [`outcome`] (what clients are told of runs), [`run_end`] (what a run's end is
+//!   and [`outcome`] (what clients are told of runs), [`live_text`] (the pace of live text), [`run_end`] (what a run's end is
 //!   decided from: what clients saw, an end the gateway decides), [`gatewaydb`] (the gateway database),
 //!   [`gateway_hooks`] (`gateway_start` / `gateway_stop`), [`metrics`] (`/metrics`).
 //! - Cluster mode: [`backend`] (the seam the requests see), [`clustered`] (the rest).
@@ -61,6 +61,7 @@ pub mod handshake;
 pub mod link_order;
 pub mod listen_unix;
 pub mod listen_ws;
+pub mod live_text;
 pub mod lock;
 pub mod log_ring;
 pub mod metrics;

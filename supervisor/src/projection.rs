@@ -210,6 +210,11 @@ impl ReplyText {
         (self.items > 0).then(|| format!("{run_id}:{}", self.items))
     }
 
+    /// The current message's text (what its `agent` events carry).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The whole run's text (the chat `final`).
     pub fn run(&self) -> &str {
         &self.run
@@ -220,18 +225,16 @@ impl ReplyText {
     }
 }
 
-/// An assistant delta: the `agent` event (the message's text so far, the `delta` and its
-/// `itemId`) and the chat `delta` (the run's text so far and `chat_delta`, see
-/// [`ReplyText::push`]).
+/// Assistant text for the `agent` stream: the message's text so far, the `delta` (one or
+/// more of the worker's, merged) and its `itemId`.
 pub fn assistant(
     run: &RunRef<'_>,
     seq: u64,
     ts: u64,
     reply: &ReplyText,
     delta: &str,
-    chat_delta: &str,
-) -> (AgentEvent, ChatEvent) {
-    let agent = run.agent(
+) -> AgentEvent {
+    run.agent(
         seq,
         ts,
         AgentData::Assistant(AssistantData {
@@ -239,15 +242,25 @@ pub fn assistant(
             delta: delta.to_owned(),
             item_id: Some(format!("{}:{}", run.run_id, reply.items)),
         }),
-    );
-    let chat = run.chat(
+    )
+}
+
+/// Assistant text for the chat projection: the run's text so far and `chat_delta` (what
+/// [`ReplyText::push`] returned, merged over the pace).
+pub fn chat_delta(
+    run: &RunRef<'_>,
+    seq: u64,
+    ts: u64,
+    reply: &ReplyText,
+    chat_delta: &str,
+) -> ChatEvent {
+    run.chat(
         seq,
         ChatState::Delta {
             delta_text: chat_delta.to_owned(),
             message: ChatMessage::assistant(&reply.run, ts),
         },
-    );
-    (agent, chat)
+    )
 }
 
 /// Reasoning a run shows (`thinking` stream: the cumulative `text` and the `delta`); no chat

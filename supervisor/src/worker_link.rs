@@ -41,7 +41,7 @@ mod to_clients;
 use start::{start, LastError, Started};
 #[cfg(test)]
 use to_clients::project;
-use to_clients::{count, publish};
+use to_clients::{count, flush_due, publish};
 
 /// First size of a link's read and write buffers and of its stderr reader.
 const LINK_BUFFER: usize = 1024;
@@ -204,6 +204,8 @@ struct Streaming {
     text: crate::projection::ReplyText,
     /// The run's reasoning told so far (only runs that asked to show it send any).
     thinking: String,
+    /// Live text merged and not sent yet (R-D2).
+    pace: crate::live_text::RunPace,
     /// When the run started, as its worker said.
     started_at: Option<u64>,
     /// The worker's terminal events, held for the control core.
@@ -220,6 +222,7 @@ impl Streaming {
             session_key,
             text: Default::default(),
             thinking: String::new(),
+            pace: Default::default(),
             started_at,
             terminal: Vec::new(),
             reply_place: None,
@@ -296,6 +299,15 @@ async fn relay(
     for msg in relay.gates.drain() {
         relay.handle(msg).await;
     }
+    // What clients were still to get of the live text goes now.
+    let end = std::time::Instant::now() + crate::live_text::LIVE_TEXT_PACE;
+    flush_due(
+        &relay.hub,
+        &relay.fence,
+        &relay.agent_id,
+        &mut relay.runs,
+        end,
+    );
     let Relay { runs, fence, .. } = relay;
     let _ = stop_writer.send(());
     let unsent = write_task.await.unwrap_or_default();
@@ -451,7 +463,11 @@ impl Relay {
     ) -> Option<std::io::Result<ExitStatus>> {
         let mut exit = None;
         loop {
+            let due = self.runs.values().filter_map(|st| st.pace.due()).min();
             tokio::select! {
+                _ = sleep_until(due), if due.is_some() => {
+                    flush_due(&self.hub, &self.fence, &self.agent_id, &mut self.runs, std::time::Instant::now());
+                }
                 Some((_, held)) = self.gates.next_open(), if self.gates.waiting() => {
                     for msg in held {
                         if !self.handle(msg).await {
@@ -614,6 +630,14 @@ impl Relay {
         if let Some((key, _)) = session.filter(|_| terminal) {
             self.gates.close(key, &run_id);
         }
+    }
+}
+
+/// Sleeps until `at` (never, if `None`).
+async fn sleep_until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -92,3 +92,52 @@ async fn a_tool_using_runs_messages_are_previewed_one_by_one_r_d1() {
         "the second message's first chat delta begins with a blank line: {chat:?}"
     );
 }
+
+/// R-D2, as OpenClaw paces it (`chat-surface-2026.9.6.md` section 4): the `agent` stream
+/// carries each delta as the model sends it; the chat projection merges them and goes at
+/// most every 75 ms. Both add up to the reply, and a run's events keep their `seq` order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_stream_is_unpaced_and_the_chat_projection_paced_r_d2() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    let reply: String = (0..30).map(|i| format!("w{i:02} ")).collect();
+    // A delta every 25 ms: three of them in each 75 ms.
+    gw.model.push(streamed(&reply, 30, 25));
+    let (_, fin) = c
+        .turn(json!({"message": "pace", "idempotencyKey": "pace-1"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    c.chat_event("pace-1", |p| p["state"] == "final").await;
+
+    let of_run: Vec<&Value> = c
+        .seen
+        .iter()
+        .filter(|f| f["type"] == "event" && f["payload"]["runId"] == "pace-1")
+        .collect();
+    let agent: Vec<&str> = of_run
+        .iter()
+        .filter(|f| f["event"] == "agent" && f["payload"]["stream"] == "assistant")
+        .filter_map(|f| f["payload"]["data"]["delta"].as_str())
+        .collect();
+    let chat: Vec<&str> = of_run
+        .iter()
+        .filter(|f| f["event"] == "chat" && f["payload"]["state"] == "delta")
+        .filter_map(|f| f["payload"]["deltaText"].as_str())
+        .collect();
+    assert_eq!(agent.concat(), reply);
+    assert_eq!(chat.concat(), reply);
+    assert!(
+        agent.len() > chat.len() && agent.len() >= 15,
+        "every delta on the agent stream ({} events), the chat merged ({} events)",
+        agent.len(),
+        chat.len()
+    );
+    let seqs: Vec<u64> = of_run
+        .iter()
+        .filter_map(|f| f["payload"]["seq"].as_u64())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] <= w[1]),
+        "the run's events in seq order: {seqs:?}"
+    );
+}

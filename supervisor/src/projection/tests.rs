@@ -1,3 +1,4 @@
+use super::chat_delta as chat_delta_event;
 use super::*;
 use ipc::control::{Payload, Usage};
 use serde_json::json;
@@ -119,7 +120,10 @@ fn assistant_deltas_are_cumulative_and_projected_to_chat() {
     let mut reply = ReplyText::default();
     reply.push("hello ");
     let chat_delta = reply.push("wor");
-    let (agent, chat) = assistant(&RUN, 3, 4, &reply, "wor", &chat_delta);
+    let (agent, chat) = (
+        assistant(&RUN, 3, 4, &reply, "wor"),
+        chat_delta_event(&RUN, 3, 4, &reply, &chat_delta),
+    );
     assert_eq!(
         to_json(&agent)["data"],
         json!({"text": "hello wor", "delta": "wor", "itemId": format!("{}:1", RUN.run_id)})
@@ -143,7 +147,10 @@ fn each_assistant_message_is_its_own_item_and_chat_text_spans_the_run() {
     assert_eq!(reply.push("Tool result"), "\n\nTool result");
     let chat_delta = reply.push(" received.");
     assert_eq!(chat_delta, " received.");
-    let (agent, chat) = assistant(&RUN, 9, 9, &reply, " received.", &chat_delta);
+    let (agent, chat) = (
+        assistant(&RUN, 9, 9, &reply, " received."),
+        chat_delta_event(&RUN, 9, 9, &reply, &chat_delta),
+    );
     let data = &to_json(&agent)["data"];
     assert_eq!(data["text"], "Tool result received.");
     assert_eq!(data["itemId"], format!("{}:2", RUN.run_id));

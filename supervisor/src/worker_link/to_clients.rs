@@ -2,6 +2,8 @@
 //! the hub (the worker's terminal ones held for the control core, which decides the run's
 //! terminal), and what `/metrics` counts.
 
+use std::time::Instant;
+
 use super::*;
 
 /// What `/metrics` learns from one run event: time to the first reply text, retries,
@@ -116,14 +118,36 @@ pub(super) fn project(
         session_key: &st.session_key,
         agent_id,
     };
+    // Live text held back goes before any other event of the run (R-D2).
+    let now = Instant::now();
+    let (assistant, thinking) = match &ev.body {
+        EventBody::Assistant { .. } => (false, true),
+        EventBody::Thinking { .. } => (true, false),
+        _ => (true, true),
+    };
+    let pace = &mut st.pace;
+    if assistant {
+        flush_assistant(&run, &st.text, pace, now, out);
+    }
+    if thinking {
+        flush_thinking(&run, &st.thinking, pace, now, out);
+    }
     match &ev.body {
         EventBody::Lifecycle(l) => lifecycle(hub, agent_id, st, ev, l, out),
+        EventBody::Assistant { delta } if delta.is_empty() => {}
         EventBody::Assistant { delta } => {
             let chat_delta = st.text.push(delta);
-            let (agent, chat) =
-                crate::projection::assistant(&run, ev.seq, ev.ts, &st.text, delta, &chat_delta);
-            out.push(Deferred::agent(&agent));
-            out.push(Deferred::chat(&chat));
+            let (text, pace) = (&st.text, &mut st.pace);
+            let size = text.message().len();
+            if let Some(h) = pace.assistant.push(delta, ev.seq, ev.ts, size, now) {
+                let agent = crate::projection::assistant(&run, h.seq, h.ts, text, &h.delta);
+                out.push(Deferred::agent(&agent));
+            }
+            let size = text.run().len();
+            if let Some(h) = pace.chat.push(&chat_delta, ev.seq, ev.ts, size, now) {
+                let chat = crate::projection::chat_delta(&run, h.seq, h.ts, text, &h.delta);
+                out.push(Deferred::chat(&chat));
+            }
         }
         EventBody::Tool { .. } => {
             // A tool call ends the assistant message it came with.
@@ -133,8 +157,11 @@ pub(super) fn project(
         EventBody::Compaction { .. } => compaction(&run, ev, out),
         EventBody::Thinking { delta } => {
             st.thinking.push_str(delta);
-            let agent = crate::projection::thinking(&run, ev.seq, ev.ts, &st.thinking, delta);
-            out.push(Deferred::agent(&agent));
+            let size = st.thinking.len();
+            if let Some(h) = st.pace.thinking.push(delta, ev.seq, ev.ts, size, now) {
+                let agent = crate::projection::thinking(&run, h.seq, h.ts, &st.thinking, &h.delta);
+                out.push(Deferred::agent(&agent));
+            }
         }
         EventBody::Block { .. } => block(&run, ev, &st.text, out),
         EventBody::RunStatus { .. } => {
@@ -144,6 +171,63 @@ pub(super) fn project(
         }
         EventBody::Message(stored) => recorded(hub, agent_id, st, ev, stored, out),
         EventBody::Unknown => {}
+    }
+}
+
+/// The assistant text held back (R-D2), sent now: its `agent` event, then its chat delta.
+fn flush_assistant(
+    run: &RunRef<'_>,
+    text: &crate::projection::ReplyText,
+    pace: &mut crate::live_text::RunPace,
+    now: Instant,
+    out: &mut Vec<Deferred>,
+) {
+    if let Some(h) = pace.assistant.take(text.message().len(), now) {
+        let agent = crate::projection::assistant(run, h.seq, h.ts, text, &h.delta);
+        out.push(Deferred::agent(&agent));
+    }
+    if let Some(h) = pace.chat.take(text.run().len(), now) {
+        let chat = crate::projection::chat_delta(run, h.seq, h.ts, text, &h.delta);
+        out.push(Deferred::chat(&chat));
+    }
+}
+
+/// The reasoning held back (R-D2), sent now.
+fn flush_thinking(
+    run: &RunRef<'_>,
+    thinking: &str,
+    pace: &mut crate::live_text::RunPace,
+    now: Instant,
+    out: &mut Vec<Deferred>,
+) {
+    if let Some(h) = pace.thinking.take(thinking.len(), now) {
+        let agent = crate::projection::thinking(run, h.seq, h.ts, thinking, &h.delta);
+        out.push(Deferred::agent(&agent));
+    }
+}
+
+/// Sends the live text of every run that is due at `now` (R-D2), through the fence.
+pub(super) fn flush_due(
+    hub: &EventHub,
+    fence: &RunFence,
+    agent_id: &str,
+    runs: &mut HashMap<String, Streaming>,
+    now: Instant,
+) {
+    for (run_id, st) in runs.iter_mut() {
+        if st.pace.due().is_none_or(|due| due > now) {
+            continue;
+        }
+        let run = RunRef {
+            run_id,
+            session_key: &st.session_key,
+            agent_id,
+        };
+        let mut out = Vec::new();
+        flush_assistant(&run, &st.text, &mut st.pace, now, &mut out);
+        flush_thinking(&run, &st.thinking, &mut st.pace, now, &mut out);
+        let seq = out.iter().filter_map(Deferred::run_seq).max().unwrap_or(0);
+        fence.publish(hub, run_id, seq, &out);
     }
 }
 

@@ -39,7 +39,7 @@ mod prepare;
 mod records;
 mod tool;
 
-use model::{failure_class, next_model, start_model, ModelCall, ModelItem, Paced};
+use model::{failure_class, next_model, start_model, ModelCall, ModelItem};
 use prepare::prepare;
 use records::{audit_record, compaction_hooks, taken_in, told};
 use tool::{next_tool, start_tool, ToolItem, ToolRun};
@@ -99,7 +99,6 @@ struct Driver {
     seq: u64,
     call: Option<ModelCall>,
     held: Option<ModelItem>,
-    paced: Paced,
     /// The provider of the model request in flight (counted once it ends, for `/metrics`).
     calling: Option<String>,
     tool: Option<ToolRun>,
@@ -170,7 +169,6 @@ impl Driver {
             seq: 0,
             call: None,
             held: None,
-            paced: Paced::default(),
             calling: None,
             tool: None,
             tool_started: None,
@@ -352,7 +350,6 @@ impl Driver {
         }
         self.call = None;
         self.held = None;
-        self.paced.text.clear();
     }
 
     /// Records a transcript message (told to clients); the turn hears where it went.
@@ -510,7 +507,7 @@ impl Driver {
     async fn next_event(&mut self) -> Event {
         let deadline = self.turn.next_deadline();
         tokio::select! {
-            item = next_model(&mut self.call, &mut self.held, &mut self.paced), if self.call.is_some() || self.held.is_some() || !self.paced.text.is_empty() => Event::Model(item),
+            item = next_model(&mut self.call, &mut self.held), if self.call.is_some() || self.held.is_some() => Event::Model(item),
             item = next_tool(&mut self.tool), if self.tool.is_some() => Event::Tool(item),
             changed = self.cancel.changed(), if self.cancel_open => Event::Cancel(changed),
             s = self.steer.recv(), if self.steer_open => Event::Steer(s),

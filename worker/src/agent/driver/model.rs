@@ -1,13 +1,11 @@
-//! The model call in flight: its streaming task, and the pacing of its text deltas before
-//! the turn sees them (R-D2).
+//! The model call in flight: its streaming task, and the merging of its text deltas already
+//! queued before the turn sees them (R-D2).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::sleep_until;
 use crate::llm::{LlmError, LlmEvent, ModelRequest};
 use crate::Ctx;
 
@@ -37,79 +35,66 @@ impl Drop for ModelCall {
     }
 }
 
-/// How often a run's text is passed on while the model streams (OpenClaw paces live text at
-/// 75 ms). Every assistant and chat event carries the whole text so far, so without pacing a
-/// long reply in small deltas costs the square of its length; paced, it grows with time.
-const TEXT_PACE: std::time::Duration = std::time::Duration::from_millis(75);
+/// The most text one merged delta carries.
+const MERGE_MAX_BYTES: usize = 64 << 10;
 
-/// Text deltas not passed on yet, and when text last was. Kept outside [`next_model`] so a
-/// select that drops its future loses nothing.
-#[derive(Default)]
-pub(super) struct Paced {
-    pub(super) text: String,
-    last_emit: Option<Instant>,
-}
-
-impl Paced {
-    fn emit(&mut self) -> ModelItem {
-        self.last_emit = Some(Instant::now());
-        Ok(LlmEvent::Delta(std::mem::take(&mut self.text)))
-    }
-}
-
-/// Next model item. Text deltas are merged: the first one after a pause goes at once, later
-/// ones at most every [`TEXT_PACE`]; any other item (a tool call, the end) first flushes the
-/// text before it, so order is kept.
+/// Next model item. Text deltas already queued behind the first are merged into it, with no
+/// wait (R-D2: the supervisor paces what clients see; the transcript and tools never wait);
+/// an item of another kind stays `held` for the next call, so order is kept.
 pub(super) async fn next_model(
     call: &mut Option<ModelCall>,
     held: &mut Option<ModelItem>,
-    paced: &mut Paced,
 ) -> Option<ModelItem> {
-    loop {
-        let due = paced.last_emit.map(|t| t + TEXT_PACE);
-        if !paced.text.is_empty() && due.is_none_or(|d| Instant::now() >= d) {
-            return Some(paced.emit());
-        }
-        let item = match held.take() {
-            Some(item) => Some(item),
-            None => match call.as_mut() {
-                None => None,
-                Some(c) => {
-                    let item = tokio::select! {
-                        item = c.rx.recv() => item,
-                        _ = sleep_until(due), if !paced.text.is_empty() => continue,
-                    };
-                    if let Some(Ok(LlmEvent::Delta(t) | LlmEvent::Reasoning(t))) = &item {
-                        c.streamed += t.len();
-                    }
-                    if c.streamed > REPLY_MAX_BYTES {
-                        // The call is dropped (its task aborted) and the unsent text with it.
-                        *call = None;
-                        paced.text.clear();
-                        return Some(Err(too_large()));
-                    }
-                    item
-                }
-            },
-        };
-        match item {
-            Some(Ok(LlmEvent::Delta(more))) => paced.text.push_str(&more),
-            Some(other) if !paced.text.is_empty() => {
-                *held = Some(other);
-                return Some(paced.emit());
+    let first = match held.take() {
+        Some(item) => item,
+        None => {
+            let c = call.as_mut()?;
+            let item = c.rx.recv().await?;
+            if c.past_cap(&item) {
+                return Some(too_large(call));
             }
-            None if !paced.text.is_empty() => return Some(paced.emit()),
-            other => return other,
+            item
         }
+    };
+    let Ok(LlmEvent::Delta(mut text)) = first else {
+        return Some(first);
+    };
+    while text.len() < MERGE_MAX_BYTES {
+        let Some(c) = call.as_mut() else { break };
+        let Ok(item) = c.rx.try_recv() else { break };
+        if c.past_cap(&item) {
+            return Some(too_large(call));
+        }
+        match item {
+            Ok(LlmEvent::Delta(more)) => text.push_str(&more),
+            other => {
+                *held = Some(other);
+                break;
+            }
+        }
+    }
+    Some(Ok(LlmEvent::Delta(text)))
+}
+
+impl ModelCall {
+    /// Counts the text and reasoning `item` streams; true once the response is past
+    /// [`REPLY_MAX_BYTES`].
+    fn past_cap(&mut self, item: &ModelItem) -> bool {
+        if let Ok(LlmEvent::Delta(t) | LlmEvent::Reasoning(t)) = item {
+            self.streamed += t.len();
+        }
+        self.streamed > REPLY_MAX_BYTES
     }
 }
 
-/// The failure of a response past [`REPLY_MAX_BYTES`].
-fn too_large() -> LlmError {
-    LlmError::Protocol(format!(
+/// The end of a response past [`REPLY_MAX_BYTES`]: the call is dropped (its task aborted)
+/// and what it streamed since the last item with it.
+fn too_large(call: &mut Option<ModelCall>) -> ModelItem {
+    *call = None;
+    Err(LlmError::Protocol(format!(
         "the model's reply is larger than the {} MiB cap on one response's text and reasoning",
         REPLY_MAX_BYTES >> 20
-    ))
+    )))
 }
 
 /// A failed model request's class in `/metrics` (bounded: never the provider's words).
