@@ -50,6 +50,20 @@ pub enum ConfigWrite {
     },
 }
 
+impl ConfigWrite {
+    /// How long to wait before a restart the write needs (the client's `restartDelayMs`,
+    /// capped).
+    pub fn restart_delay(&self) -> std::time::Duration {
+        let ms = match self {
+            ConfigWrite::Patch(p) => p.restart_delay_ms,
+            ConfigWrite::Apply(p) => p.restart_delay_ms,
+            ConfigWrite::Set(_) | ConfigWrite::Merge { .. } => None,
+        };
+        let ms = ms.unwrap_or(0).min(ipc::gateway::MAX_RESTART_DELAY_MS);
+        std::time::Duration::from_millis(ms)
+    }
+}
+
 /// Shared gateway state handed to every connection.
 pub struct Gateway {
     config: tokio::sync::watch::Sender<Arc<Config>>,

@@ -47,17 +47,48 @@ pub struct ServeOptions {
 }
 
 /// Serves until stopped: `SUCCESS` after a stop, `EXIT_CONFIG` for a bad config or a state
-/// dir another gateway holds, 1 for any other failure to start.
+/// dir another gateway holds, 1 for any other failure to start. A config write that needs a
+/// restart drains, stops and starts this same program again in this process (same pid,
+/// arguments and environment); this returns only if that `exec` fails (1).
 pub async fn run(opts: ServeOptions) -> ExitCode {
     match serve(opts).await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Ended::Stopped) => ExitCode::SUCCESS,
+        Ok(Ended::Restart) => restart_self(),
         Err(code) => code,
     }
 }
 
+/// How serving ended.
+enum Ended {
+    Stopped,
+    Restart,
+}
+
+/// Replaces this process with a fresh start of the same program (everything it held was
+/// released by the stop; its descriptors close on `exec`).
+fn restart_self() -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            tracing::error!(error = %e, "Cannot restart: the gateway's own program is not found; exiting.");
+            return ExitCode::from(1);
+        }
+    };
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+    tracing::info!(program = %exe.display(), "Gateway restarting.");
+    let e = std::process::Command::new(&exe)
+        .arg0(argv0)
+        .args(args)
+        .exec();
+    tracing::error!(error = %e, program = %exe.display(), "Cannot restart the gateway; exiting.");
+    ExitCode::from(1)
+}
+
 /// The phases in order. An `Err` is the exit code of a start that failed, already said on
 /// stderr.
-async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
+async fn serve(opts: ServeOptions) -> Result<Ended, ExitCode> {
     let started = Instant::now();
     // Before anything can announce readiness: a SIGTERM that comes right after READY must
     // drain, not kill the process with the default action.
@@ -85,13 +116,17 @@ async fn serve(opts: ServeOptions) -> Result<(), ExitCode> {
     )
     .await?;
     let stop = serving.until_stop(&source).await;
-    let stop_hooks = serving.drain(stop).await;
+    let stop_hooks = serving.drain(&stop).await;
     // Drained: the agents this gateway owned go to the others at once.
     if let Some(c) = joined {
         c.release_all(&gw).await;
     }
     serving.stop(stop_hooks).await;
-    Ok(())
+    Ok(if stop.restarts() {
+        Ended::Restart
+    } else {
+        Ended::Stopped
+    })
 }
 
 /// Says when code of this gateway's user (an agent's `exec`) can attach to a worker in the

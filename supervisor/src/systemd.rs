@@ -69,6 +69,16 @@ impl Notifier {
         self.send(&format!("STATUS={status}"));
     }
 
+    /// The service reloads (a restart in the same process): `READY=1` follows.
+    pub fn reloading(&self, status: &str) {
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as u64 * 1_000_000 + t.tv_nsec() as u64 / 1_000)
+            .unwrap_or(0);
+        self.send(&format!(
+            "RELOADING=1\nMONOTONIC_USEC={now}\nSTATUS={status}"
+        ));
+    }
+
     pub fn stopping(&self, status: &str) {
         self.send(&format!("STOPPING=1\nSTATUS={status}"));
     }

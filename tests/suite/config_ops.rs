@@ -5,8 +5,9 @@
 //! operator's comments, and are in effect when they answer (R-J4: a reload's path); a refused
 //! write changes nothing.
 
-use loopgate_tests::{hold, reply, Client, Gateway};
+use loopgate_tests::{hold, reply, Client, Gateway, WAIT};
 use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
 
 const SECRET: &str = "cfg-secret-token-39";
 
@@ -600,4 +601,69 @@ async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
         .call("config.set", json!({"raw": "{}", "baseHash": h}))
         .await;
     assert_eq!(r["error"]["code"], "FORBIDDEN", "{r}");
+}
+
+/// A change the running gateway cannot take live (`gateway.max_connections`) answers
+/// `requiresRestart:true`, and then the gateway restarts itself cleanly (issue 39): clients
+/// get `shutdown` `{reason:"restart", restartExpectedMs}`, the run in flight finishes (a
+/// drain), and the same process (same pid) serves again with the new value in effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_needs_a_restart_drains_and_restarts_the_gateway_issue_39() {
+    let gw = start().await;
+    let pid = gw.pid();
+    let mut c = gw.connect().await;
+    gw.model.push(hold("finished before the restart"));
+    let mut m = gw.connect().await;
+    let run = m
+        .start_streaming(json!({"message": "long", "idempotencyKey": "rs-1"}))
+        .await;
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{gateway: {max_connections: 2}}", "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    let stats = &r["payload"]["sentinel"]["payload"]["stats"];
+    assert_eq!(stats["requiresRestart"], true, "{r}");
+    let ev = c.wait_for(|f| f["event"] == "shutdown").await;
+    assert_eq!(ev["payload"]["reason"], "restart", "{ev}");
+    assert!(
+        ev["payload"]["restartExpectedMs"].as_u64().is_some(),
+        "{ev}"
+    );
+    // Draining: the run in flight completes.
+    gw.model.release();
+    let fin = m.res(&run).await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.logs.wait_for_count("Gateway ready.", 2).await;
+    assert_eq!(gw.pid(), pid, "restarted in the same process");
+    let mut c = gw.connect().await;
+    let r = c.call("config.get", json!({})).await;
+    assert_eq!(
+        r["payload"]["config"]["gateway"]["max_connections"], 2,
+        "{r}"
+    );
+    // The new connection cap is in effect: a third network connection is closed at once.
+    let addr = gw.ws_addr();
+    let held: Vec<_> = [
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+    ]
+    .into();
+    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(WAIT, extra.read(&mut buf))
+        .await
+        .expect("a connection over the new cap is closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    drop(held);
+    gw.model.push(reply("after the restart"));
+    let (_, fin) = c
+        .turn(json!({"message": "again", "idempotencyKey": "rs-2"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.logs.assert_clean(&[]);
 }

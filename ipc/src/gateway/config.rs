@@ -31,10 +31,14 @@ pub struct ConfigPatchParams {
     /// Said in the answer's sentinel and the gateway's log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Accepted; a restart loopgate needs is the operator's (see `requiresRestart`).
+    /// How long the gateway waits before it restarts itself for a change that needs it
+    /// (`requiresRestart`); capped at [`MAX_RESTART_DELAY_MS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_delay_ms: Option<u64>,
 }
+
+/// The longest `restartDelayMs` a config write is waited for.
+pub const MAX_RESTART_DELAY_MS: u64 = 60_000;
 
 /// `config.apply` params. Closed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -104,6 +108,16 @@ pub struct SentinelStats {
     /// Only a listener change (`gateway.port`, `gateway.bind`) needs a restart; everything
     /// else is in effect when the answer is sent.
     pub requires_restart: bool,
+}
+
+/// `shutdown`: the gateway stops serving (`reason` `stop`, `drain` or `restart`); a restart
+/// says how soon it expects to be back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShutdownEvent {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_expected_ms: Option<u64>,
 }
 
 /// `config.changed`: the config file was written over the Gateway.

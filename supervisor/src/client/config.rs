@@ -111,7 +111,7 @@ async fn patch_with(socket: &Path, raw: String) -> ExitCode {
         out.push_str(&format!("  {c}\n"));
     }
     if r.sentinel.is_some_and(|s| s.payload.stats.requires_restart) {
-        out.push_str("The listener's address changes when the gateway restarts.\n");
+        out.push_str("The gateway restarts itself to apply this (it drains its runs first).\n");
     }
     emit(&out);
     ExitCode::SUCCESS

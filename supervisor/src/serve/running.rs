@@ -104,10 +104,23 @@ async fn bind_listeners(state_dir: &Path, config: &Config) -> Result<Listeners, 
     })
 }
 
+/// What a restart's clients are told to expect beyond the drain: a start takes well under
+/// this.
+const RESTART_TIME: Duration = Duration::from_secs(5);
+
 /// Why the serve loop is stopping.
 pub(super) enum Stop {
     Drain(Duration),
     Fast,
+    /// A config write needs a restart: drain, then start again in this process (`exec`).
+    Restart(Duration),
+}
+
+impl Stop {
+    /// The gateway starts again once stopped.
+    pub(super) fn restarts(&self) -> bool {
+        matches!(self, Stop::Restart(_))
+    }
 }
 
 /// The gateway from its listeners' start to its stop.
@@ -199,8 +212,14 @@ impl Serving {
             core, signals, ws, ..
         } = self;
         let gw = &core.gw;
+        // A written config that needs a restart: when it begins.
+        let mut restart_at: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
+                _ = tokio::time::sleep_until(restart_at.unwrap_or_else(tokio::time::Instant::now)), if restart_at.is_some() => {
+                    tracing::info!("Restarting for a config change that needs it.");
+                    break Stop::Restart(Duration::from_secs(gw.config().gateway.drain_timeout_seconds));
+                }
                 _ = signals.term.recv() => {
                     tracing::info!("SIGTERM: draining.");
                     break Stop::Drain(Duration::from_secs(gw.config().gateway.drain_timeout_seconds));
@@ -221,7 +240,15 @@ impl Serving {
                         let _ = reply.send(reload(gw, source, ws).await);
                     }
                     ConfigRequest::Write(w, reply) => {
-                        let _ = reply.send(super::config_write::write(gw, source, ws, w).await);
+                        let delay = w.restart_delay();
+                        let written = super::config_write::write(gw, source, ws, w).await;
+                        let restart = written.as_ref().is_ok_and(|r| {
+                            r.sentinel.as_ref().is_some_and(|s| s.payload.stats.requires_restart)
+                        });
+                        if restart && restart_at.is_none() {
+                            restart_at = Some(tokio::time::Instant::now() + delay);
+                        }
+                        let _ = reply.send(written);
                     }
                 },
             }
@@ -231,18 +258,35 @@ impl Serving {
     /// Phase one: admit nothing new, let in-flight runs finish (or abort them at the
     /// deadline; at once for a fast stop). The `gateway_stop` hooks run alongside; their
     /// task is returned for phase two to wait on.
-    pub(super) async fn drain(&mut self, stop: Stop) -> JoinHandle<()> {
-        let deadline = match stop {
-            Stop::Drain(d) => d,
+    pub(super) async fn drain(&mut self, stop: &Stop) -> JoinHandle<()> {
+        let deadline = match *stop {
+            Stop::Drain(d) | Stop::Restart(d) => d,
             Stop::Fast => Duration::ZERO,
         };
-        let reason = if deadline.is_zero() { "stop" } else { "drain" };
+        let reason = match stop {
+            Stop::Restart(_) => "restart",
+            _ if deadline.is_zero() => "stop",
+            _ => "drain",
+        };
         let gw = self.core.gw.clone();
         gw.draining.store(true, Ordering::Relaxed);
-        self.notifier
-            .stopping(&format!("draining (deadline {} s)", deadline.as_secs()));
-        gw.hub
-            .publish(ipc::gateway::events::SHUTDOWN, &json!({"reason": reason}));
+        let status = format!("draining (deadline {} s)", deadline.as_secs());
+        if stop.restarts() {
+            // systemd sees a reload: the same process is ready again after it.
+            self.notifier.reloading(&status);
+        } else {
+            self.notifier.stopping(&status);
+        }
+        let shutdown = ipc::gateway::ShutdownEvent {
+            reason: reason.into(),
+            restart_expected_ms: stop
+                .restarts()
+                .then(|| (deadline + RESTART_TIME).as_millis() as u64),
+        };
+        gw.hub.publish_deferred(&crate::events::Deferred::event(
+            ipc::gateway::events::SHUTDOWN,
+            &shutdown,
+        ));
         // The gateway waits for the `gateway_stop` hooks before exiting.
         let mut fields = self.hook_fields.take();
         fields["reason"] = json!(reason);
