@@ -638,6 +638,14 @@ pub struct SubmitRun {
     /// Since: protocol v2 (additive). Block streaming of the reply (R-D5); `None`: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<crate::blocks::BlockStreaming>,
+    /// Since: protocol v2 (additive). The usage footer the reply carries (the session's
+    /// `/usage tokens|full`); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_footer: Option<crate::footer::UsageFooter>,
+    /// Since: protocol v2 (additive). The session's trace level, for a sender allowed to
+    /// see traces; `None`: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::footer::TraceLevel>,
 }
 
 /// A provider and model picked for one run.
@@ -668,6 +676,8 @@ impl SubmitRun {
             attachments: Vec::new(),
             verbose: None,
             blocks: None,
+            usage_footer: None,
+            trace: None,
         }
     }
 }

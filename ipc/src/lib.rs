@@ -19,6 +19,8 @@
 //! - [`session_ops`]: session operations over the control link and their typed replies.
 //! - [`tools`]: the one table of built-in tools (name, schema, policy class, verbose label).
 //! - [`thinking`]: thinking, reasoning and verbose levels as the wire and the worker read them.
+//! - [`footer`]: what a reply carries after its text (the usage footer, the trace level) and
+//!   the human formats of token counts and dollars.
 //! - [`metrics`]: a worker's cumulative counts for `/metrics`.
 //!
 //! This crate holds no business logic: no I/O beyond the codec, no policy.
@@ -31,6 +33,7 @@ pub mod control;
 pub mod diagnostics;
 pub mod disk;
 pub mod error;
+pub mod footer;
 pub mod frame;
 pub mod gateway;
 pub mod metrics;

@@ -145,6 +145,18 @@ fn additive_run_fields_and_events_round_trip() {
         attachments: Vec::new(),
         verbose: Some(ipc::thinking::VerboseLevel::Full),
         blocks: Some(ipc::blocks::BlockStreaming::default()),
+        usage_footer: Some(ipc::footer::UsageFooter {
+            cost: true,
+            prices: vec![ipc::footer::ModelPrice {
+                provider: "second".into(),
+                model: "big-2".into(),
+                input: 3.0,
+                output: 15.0,
+                cache_read: 0.3,
+                cache_write: 3.75,
+            }],
+        }),
+        trace: Some(ipc::footer::TraceLevel::Raw),
     };
     let back: SubmitRun = decode_body(&encode_body(&submit).unwrap()).unwrap();
     assert_eq!(back, submit);
@@ -359,6 +371,8 @@ fn debug_output_redacts_secrets_and_content() {
         }],
         verbose: None,
         blocks: None,
+        usage_footer: None,
+        trace: Some(ipc::footer::TraceLevel::Raw),
     };
     assert!(!format!("{submit:?}").contains("private"));
     let block = EventBody::Block {
@@ -367,6 +381,10 @@ fn debug_output_redacts_secrets_and_content() {
         reasoning: false,
     };
     assert!(!format!("{block:?}").contains("private"));
+    let mut end = phase_at(Phase::End, 1);
+    end.reply = Some("private words".into());
+    end.footer = Some("🔎 Model Input (User Role): private words".into());
+    assert!(!format!("{end:?}").contains("private"));
     assert!(!format!("{submit:?}").contains("cHJpdmF0ZSBmaWxl"));
 }
 

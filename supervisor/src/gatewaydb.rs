@@ -92,6 +92,9 @@ pub struct SessionRow {
     pub queue_mode: Option<String>,
     /// The session's own verbose level (`sessions.patch verboseLevel`, `/verbose`).
     pub verbose_level: Option<String>,
+    /// The session's own usage footer mode and trace level (`/usage`, `/trace`).
+    pub response_usage: Option<String>,
+    pub trace_level: Option<String>,
     /// When the last run started and ended (while its outcome is kept).
     pub last_run_started_at: Option<u64>,
     pub last_run_ended_at: Option<u64>,
@@ -113,6 +116,9 @@ pub struct SessionPatch {
     pub queue_mode: Option<Option<String>>,
     /// `Some(None)` returns the session to its agent's `verbose_default`.
     pub verbose_level: Option<Option<String>>,
+    /// `Some(None)`: no usage footer; no trace.
+    pub response_usage: Option<Option<String>>,
+    pub trace_level: Option<Option<String>>,
     /// `Some(None)` returns the session to `messages.queue`'s debounce, cap and drop;
     /// `Some(Some(o))` sets the options `o` gives and keeps the others.
     pub queue_options: Option<Option<StoredQueueOptions>>,
@@ -135,6 +141,8 @@ pub struct StoredOverrides {
     pub reasoning: Option<String>,
     pub queue_mode: Option<String>,
     pub verbose: Option<String>,
+    pub response_usage: Option<String>,
+    pub trace_level: Option<String>,
     pub queue_options: StoredQueueOptions,
 }
 
@@ -452,6 +460,9 @@ const LADDER: &[dbwriter::Step<'static>] = &[
     &["ALTER TABLE sessions ADD COLUMN queue_debounce_ms INTEGER;
              ALTER TABLE sessions ADD COLUMN queue_cap INTEGER;
              ALTER TABLE sessions ADD COLUMN queue_drop TEXT;"],
+    // v13: a session's own usage footer mode and trace level (`/usage`, `/trace`).
+    &["ALTER TABLE sessions ADD COLUMN response_usage TEXT;
+             ALTER TABLE sessions ADD COLUMN trace_level TEXT;"],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {

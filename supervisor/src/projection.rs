@@ -585,6 +585,7 @@ pub fn carried_terminal(run: &RunRef<'_>, seq: u64, t: &RunTerminal) -> (AgentEv
         carried_by: None,
         reply: None,
         guarded: Vec::new(),
+        footer: None,
     };
     let text = t
         .payloads

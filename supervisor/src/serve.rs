@@ -349,7 +349,8 @@ async fn allowed_exec(db: &GatewayDb) -> HashMap<String, Vec<String>> {
     }
 }
 
-/// Sessions' own settings (model, thinking, reasoning, queue mode and options, verbose level), kept in the
+/// Sessions' own settings (model, thinking, reasoning, queue mode and options, verbose level,
+/// usage footer, trace level), kept in the
 /// gateway db, restored into `sessions`.
 async fn restore_session_overrides(sessions: &SessionSettings, db: &GatewayDb) {
     match db.session_overrides().await {
@@ -377,6 +378,14 @@ async fn restore_session_overrides(sessions: &SessionSettings, db: &GatewayDb) {
                                 .as_deref()
                                 .and_then(ipc::queue::QueueDrop::parse),
                         },
+                        response_usage: row
+                            .response_usage
+                            .as_deref()
+                            .and_then(ipc::footer::ResponseUsage::parse),
+                        trace: row
+                            .trace_level
+                            .as_deref()
+                            .and_then(ipc::footer::TraceLevel::parse),
                     }
                 });
             }

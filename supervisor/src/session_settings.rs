@@ -19,6 +19,10 @@ pub struct SessionOverrides {
     pub verbose: Option<ipc::thinking::VerboseLevel>,
     /// Its own queue debounce, cap and drop policy (`/queue debounce:2s cap:5 drop:old`).
     pub queue_options: QueueOptions,
+    /// The usage footer on its replies (`/usage tokens|full`).
+    pub response_usage: Option<ipc::footer::ResponseUsage>,
+    /// Its trace level (`/trace on|raw`), for senders allowed to see traces.
+    pub trace: Option<ipc::footer::TraceLevel>,
 }
 
 /// A session's own queue options; each `None` is the config's (`messages.queue`).

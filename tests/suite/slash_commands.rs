@@ -282,6 +282,7 @@ async fn commands_list_names_what_is_interpreted() {
             "status",
             "stop",
             "think",
+            "trace",
             "usage",
             "verbose"
         ]

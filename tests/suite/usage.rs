@@ -182,8 +182,7 @@ async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_
         .turn(json!({"message": "/usage tokens", "sessionKey": "agent:main:u1", "idempotencyKey": "u-7"}))
         .await;
     assert_eq!(
-        fin["payload"]["result"]["payloads"][0]["text"],
-        "⚙️ Usage: /usage cost (loopgate adds no usage footer to replies).",
+        fin["payload"]["result"]["payloads"][0]["text"], "⚙️ Usage footer: tokens.",
         "{fin}"
     );
 
@@ -193,4 +192,147 @@ async fn usage_totals_equal_what_the_model_reported_per_agent_and_session_issue_
     let mut reader = Client::connect_with(&gw.socket(), params).await;
     let r = reader.call("usage.cost", json!({})).await;
     assert_eq!(r["ok"], true, "{r}");
+}
+
+/// The text of a final result's payloads.
+fn payload_texts(fin: &Value) -> Vec<String> {
+    fin["payload"]["result"]["payloads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no payloads: {fin}"))
+        .iter()
+        .map(|p| p["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// `/usage tokens|full` and `/trace raw` as OpenClaw answers them (issue 39, B1): the
+/// footer `Usage: <in> in / <out> out · est $x` ends the reply the client gets (the final
+/// result's payloads and the chat `final`) with the tokens the model reported, at the
+/// configured price; the raw trace follows as its own payload. Neither is in the history
+/// the model reads. A trace level is an admin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usage_footer_and_the_raw_trace_follow_the_reply_issue_39_b1() {
+    let gw = Gateway::start_with(PRICED).await;
+    let mut c = gw.connect().await;
+    let key = "agent:main:footer";
+    let command =
+        |text: &str, id: &str| json!({"message": text, "sessionKey": key, "idempotencyKey": id});
+    let (_, fin) = c.turn(command("/usage full", "f-1")).await;
+    assert_eq!(payload_texts(&fin), ["⚙️ Usage footer: full."], "{fin}");
+
+    gw.model.push(reply("the answer"));
+    let (_, fin) = c
+        .turn(json!({"message": "hello", "sessionKey": key, "idempotencyKey": "f-2"}))
+        .await;
+    let (input, output) = reported(&fin);
+    let cost = (input as f64 * 3.0 + output as f64 * 15.0) / 1e6;
+    let usd = if cost >= 0.01 {
+        format!("${cost:.2}")
+    } else {
+        format!("${cost:.4}")
+    };
+    let line = format!("Usage: {input} in / {output} out · est {usd}");
+    assert!(input < 1000 && output < 1000, "plain counts: {fin}");
+    assert_eq!(
+        payload_texts(&fin),
+        [format!("the answer\n{line}")],
+        "{fin}"
+    );
+    let chat_final = c.chat_event("f-2", |p| p["state"] == "final").await;
+    assert_eq!(
+        chat_final["payload"]["message"]["content"][0]["text"],
+        format!("the answer\n{line}").as_str(),
+        "{chat_final}"
+    );
+    let h = c
+        .call("chat.history", json!({"sessionKey": key, "limit": 10}))
+        .await;
+    assert!(!h.to_string().contains("Usage: "), "not recorded: {h}");
+    let rows = c.call("sessions.list", json!({})).await;
+    assert!(
+        rows.to_string().contains(r#""responseUsage":"full""#),
+        "{rows}"
+    );
+
+    // `/usage` alone steps full -> off; `/usage reset` clears it.
+    let (_, fin) = c.turn(command("/usage", "f-3")).await;
+    assert_eq!(payload_texts(&fin), ["⚙️ Usage footer: off."], "{fin}");
+    let (_, fin) = c.turn(command("/usage loud", "f-4")).await;
+    assert_eq!(
+        payload_texts(&fin),
+        ["⚙️ Usage: /usage off|tokens|full|reset|cost"]
+    );
+    let (_, fin) = c.turn(command("/usage reset", "f-5")).await;
+    assert_eq!(payload_texts(&fin), ["⚙️ Usage footer: reset to default."]);
+
+    // A trace level is an admin's: a writer is told so, and sessions.patch refuses it.
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read", "operator.write"]);
+    let mut w = Client::connect_with(&gw.socket(), params).await;
+    let (_, fin) = w.turn(command("/trace raw", "f-6")).await;
+    assert_eq!(
+        payload_texts(&fin),
+        ["❌ /trace is restricted to owners and gateway clients with operator.admin scope."]
+    );
+    let r = w
+        .call("sessions.patch", json!({"key": key, "traceLevel": "raw"}))
+        .await;
+    assert_eq!(r["error"]["code"], "FORBIDDEN", "{r}");
+    let r = c
+        .call(
+            "sessions.patch",
+            json!({"key": key, "responseUsage": "loud"}),
+        )
+        .await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(r#"invalid responseUsage (use "off"|"tokens"|"full")"#)),
+        "{r}"
+    );
+
+    let (_, fin) = c.turn(command("/trace", "f-7")).await;
+    assert_eq!(
+        payload_texts(&fin),
+        ["Current trace level: off.\nOptions: on, off, raw."]
+    );
+    let (_, fin) = c.turn(command("/trace raw", "f-8")).await;
+    assert_eq!(
+        payload_texts(&fin),
+        ["⚙️ Trace set to raw. Warning: trace output may contain sensitive information."]
+    );
+    gw.model.push(reply("traced answer"));
+    let (_, fin) = c
+        .turn(json!({"message": "trace me", "sessionKey": key, "idempotencyKey": "f-9"}))
+        .await;
+    let texts = payload_texts(&fin);
+    assert_eq!(texts.len(), 2, "{fin}");
+    assert_eq!(texts[0], "traced answer");
+    let trace = &texts[1];
+    assert!(
+        trace.starts_with("🔎 Usage (Last Turn Total):\n~~~text\ninput="),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("🔎 Model Input (User Role):\n~~~text\ntrace me\n~~~"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("🔎 Model Output (Assistant Role):\n~~~text\ntraced answer\n~~~"),
+        "{trace}"
+    );
+    assert!(
+        trace.contains("\nSummary: winner=scripted/scripted-1"),
+        "{trace}"
+    );
+    // A writer's run in the same session gets no trace: traces are for admins.
+    gw.model.push(reply("plain answer"));
+    let (_, fin) = w
+        .turn(json!({"message": "no trace", "sessionKey": key, "idempotencyKey": "f-10"}))
+        .await;
+    assert_eq!(payload_texts(&fin), ["plain answer"], "{fin}");
+    // The model never read a footer or a trace back.
+    let last = gw.model.requests().last().cloned().expect("a request").body;
+    let sent = last.to_string();
+    assert!(!sent.contains("🔎") && !sent.contains("Usage: "), "{last}");
+    gw.logs.assert_clean(&[]);
 }

@@ -309,7 +309,7 @@ impl Phase {
 /// Lifecycle event data.
 ///
 /// Since: protocol v1.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Lifecycle {
     pub phase: Phase,
     #[serde(default)]
@@ -344,6 +344,30 @@ pub struct Lifecycle {
     /// them as kept (R-H2).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guarded: Vec<GuardedReply>,
+    /// Since: protocol v2 (additive). On an `end`: what the chat `final` shows after the
+    /// reply (the usage footer, the raw trace, `crate::footer`); never recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+}
+
+impl fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The reply and the footer (a raw trace holds the user's message) stay out of logs.
+        f.debug_struct("Lifecycle")
+            .field("phase", &self.phase)
+            .field("started_at", &self.started_at)
+            .field("ended_at", &self.ended_at)
+            .field("error", &self.error)
+            .field("stop_reason", &self.stop_reason)
+            .field("aborted", &self.aborted)
+            .field("session_id", &self.session_id)
+            .field("session_key", &self.session_key)
+            .field("carried_by", &self.carried_by)
+            .field("reply_len", &self.reply.as_ref().map(String::len))
+            .field("guarded", &self.guarded.len())
+            .field("footer_len", &self.footer.as_ref().map(String::len))
+            .finish()
+    }
 }
 
 /// A reply the `message_sending` guards changed: the text clients were streamed and what

@@ -291,6 +291,22 @@ pub struct SessionsPatchParams {
         skip_serializing_if = "Option::is_none"
     )]
     pub verbose_level: Option<Option<String>>,
+    /// `off`, `tokens` or `full` (and OpenClaw's aliases): the usage footer on the session's
+    /// replies (`null`: none).
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub response_usage: Option<Option<String>>,
+    /// `off`, `on` or `raw` (and OpenClaw's aliases): the session's trace level (`null`:
+    /// off). Admin only, as OpenClaw's `/trace`: a trace shows what the model was sent.
+    #[serde(
+        default,
+        with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub trace_level: Option<Option<String>>,
     /// Guards, accepted and not checked (as for `sessions.reset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_session_id: Option<String>,

@@ -82,6 +82,11 @@ pub struct SessionRow {
     /// The session's own verbose level (`sessions.patch verboseLevel`, `/verbose`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verbose_level: Option<String>,
+    /// The session's own usage footer mode and trace level (`/usage`, `/trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_usage: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_level: Option<String>,
     /// The last run's start and end, and how long it ran (OpenClaw's `startedAt`,
     /// `endedAt`, `runtimeMs`); a running session has only its start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +131,8 @@ impl SessionRow {
             last_read_at: None,
             thinking_level: None,
             verbose_level: None,
+            response_usage: None,
+            trace_level: None,
             reasoning_level: None,
             queue_mode: None,
             started_at: None,

@@ -74,6 +74,7 @@ pub(crate) fn phase_at(phase: Phase, started_at: u64) -> Lifecycle {
         carried_by: None,
         reply: None,
         guarded: Vec::new(),
+        footer: None,
     }
 }
 
@@ -420,6 +421,8 @@ pub(crate) fn samples_v2() -> Vec<(&'static str, Sample)> {
                 attachments: Vec::new(),
                 verbose: None,
                 blocks: None,
+                usage_footer: None,
+                trace: None,
             })),
         ),
         (
@@ -446,6 +449,8 @@ pub(crate) fn samples_v2() -> Vec<(&'static str, Sample)> {
                 }],
                 verbose: None,
                 blocks: None,
+                usage_footer: None,
+                trace: None,
             })),
         ),
         (
@@ -470,6 +475,8 @@ pub(crate) fn samples_v2() -> Vec<(&'static str, Sample)> {
                     max_chars: 900,
                     prefer: ipc::blocks::BreakPreference::Sentence,
                 }),
+                usage_footer: None,
+                trace: None,
             })),
         ),
         (

@@ -59,7 +59,7 @@ pub enum WaitReply {
 pub type FailedAgents = Arc<HashMap<String, String>>;
 
 pub enum Command {
-    Dispatch(Dispatch),
+    Dispatch(Box<Dispatch>),
     /// Room for a queued message, asked before the run is recorded (`queue_room`).
     Reserve {
         room: super::queue_room::Reserve,

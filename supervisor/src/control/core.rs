@@ -194,7 +194,7 @@ impl Control {
 
     fn handle_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Dispatch(d) => self.dispatch(d),
+            Command::Dispatch(d) => self.dispatch(*d),
             Command::Reserve { room, reply } => {
                 let _ = reply.send(self.reserve(room));
             }

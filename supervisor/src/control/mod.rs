@@ -83,7 +83,7 @@ impl ControlHandle {
     }
 
     pub fn dispatch(&self, d: Dispatch) -> Result<(), ControlError> {
-        self.try_send(Command::Dispatch(d))
+        self.try_send(Command::Dispatch(Box::new(d)))
     }
 
     /// Room for a message (see `queue_room`): `Ok(Ok(true))` charged, give it back with

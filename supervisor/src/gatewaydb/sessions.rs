@@ -66,6 +66,14 @@ pub(super) fn patch(
         conn.prepare_cached("UPDATE sessions SET verbose_level = ?2 WHERE session_key = ?1")?
             .execute(params![key, v])?;
     }
+    if let Some(u) = &patch.response_usage {
+        conn.prepare_cached("UPDATE sessions SET response_usage = ?2 WHERE session_key = ?1")?
+            .execute(params![key, u])?;
+    }
+    if let Some(t) = &patch.trace_level {
+        conn.prepare_cached("UPDATE sessions SET trace_level = ?2 WHERE session_key = ?1")?
+            .execute(params![key, t])?;
+    }
     if let Some(read) = &patch.last_read_at {
         conn.prepare_cached("UPDATE sessions SET last_read_at = ?2 WHERE session_key = ?1")?
             .execute(params![key, read.map(|v| v as i64)])?;
@@ -104,7 +112,8 @@ pub(super) fn list(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRo
         "SELECT s.session_key, s.agent_id, s.session_id, s.created_at, s.updated_at, s.last_run_id,
                 s.last_status, s.last_error, s.input_tokens, s.output_tokens, s.total_tokens, s.label,
                 s.last_read_at, s.model_override, s.thinking_level, s.reasoning_level,
-                r.started_at, r.ended_at, s.queue_mode, s.verbose_level
+                r.started_at, r.ended_at, s.queue_mode, s.verbose_level, s.response_usage,
+                s.trace_level
          FROM sessions s LEFT JOIN runs r ON r.run_id = s.last_run_id
          {filter} ORDER BY s.updated_at DESC, s.session_key LIMIT ?5 OFFSET ?6"
     ))?;
@@ -140,6 +149,8 @@ pub(super) fn list(conn: &Connection, q: &SessionQuery) -> Result<(Vec<SessionRo
                     last_run_ended_at: r.get::<_, Option<i64>>(17)?.map(|v| v as u64),
                     queue_mode: r.get(18)?,
                     verbose_level: r.get(19)?,
+                    response_usage: r.get(20)?,
+                    trace_level: r.get(21)?,
                 })
             },
         )?
@@ -169,16 +180,18 @@ pub(super) fn by_id(conn: &Connection, id: &str) -> Result<Option<(String, Strin
 }
 
 /// Every session with a setting of its own (model, thinking, reasoning, queue mode and
-/// options, verbose level).
+/// options, verbose level, usage footer, trace level).
 pub(super) fn overrides(conn: &Connection) -> Result<Vec<StoredOverrides>, DbError> {
     let mut stmt = conn.prepare_cached(
         "SELECT session_key, model_override, thinking_level, reasoning_level, queue_mode,
-                verbose_level, queue_debounce_ms, queue_cap, queue_drop
+                verbose_level, queue_debounce_ms, queue_cap, queue_drop, response_usage,
+                trace_level
          FROM sessions
          WHERE model_override IS NOT NULL OR thinking_level IS NOT NULL
             OR reasoning_level IS NOT NULL OR queue_mode IS NOT NULL
             OR verbose_level IS NOT NULL OR queue_debounce_ms IS NOT NULL
-            OR queue_cap IS NOT NULL OR queue_drop IS NOT NULL",
+            OR queue_cap IS NOT NULL OR queue_drop IS NOT NULL
+            OR response_usage IS NOT NULL OR trace_level IS NOT NULL",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(StoredOverrides {
@@ -188,6 +201,8 @@ pub(super) fn overrides(conn: &Connection) -> Result<Vec<StoredOverrides>, DbErr
             reasoning: r.get(3)?,
             queue_mode: r.get(4)?,
             verbose: r.get(5)?,
+            response_usage: r.get(9)?,
+            trace_level: r.get(10)?,
             queue_options: super::StoredQueueOptions {
                 debounce_ms: r.get::<_, Option<i64>>(6)?.map(|v| v.max(0) as u64),
                 cap: r

@@ -56,6 +56,8 @@ async fn a_v3_database_migrates_and_patches() {
                  ALTER TABLE sessions DROP COLUMN queue_debounce_ms;
                  ALTER TABLE sessions DROP COLUMN queue_cap;
                  ALTER TABLE sessions DROP COLUMN queue_drop;
+                 ALTER TABLE sessions DROP COLUMN response_usage;
+                 ALTER TABLE sessions DROP COLUMN trace_level;
                  PRAGMA user_version = 3;",
         )
         .unwrap();
@@ -69,6 +71,8 @@ async fn a_v3_database_migrates_and_patches() {
         reasoning_level: None,
         queue_mode: Some(Some("collect".into())),
         verbose_level: Some(Some("full".into())),
+        response_usage: Some(Some("tokens".into())),
+        trace_level: Some(Some("raw".into())),
         queue_options: Some(Some(StoredQueueOptions {
             debounce_ms: Some(2000),
             cap: None,
@@ -93,6 +97,8 @@ async fn a_v3_database_migrates_and_patches() {
             reasoning: None,
             queue_mode: Some("collect".to_owned()),
             verbose: Some("full".to_owned()),
+            response_usage: Some("tokens".to_owned()),
+            trace_level: Some("raw".to_owned()),
             queue_options: StoredQueueOptions {
                 debounce_ms: Some(2000),
                 cap: None,

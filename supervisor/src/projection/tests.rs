@@ -26,6 +26,7 @@ fn lc(phase: Phase) -> Lifecycle {
         carried_by: None,
         reply: None,
         guarded: Vec::new(),
+        footer: None,
     }
 }
 

@@ -42,6 +42,9 @@ pub(super) struct Admission {
     /// Images need a model that takes them (`agent`, as OpenClaw refuses); otherwise a
     /// text-only model gets a note for each (`chat.send`).
     pub(super) images_need_model: bool,
+    /// The sender may see traces (an admin, as OpenClaw's `traceAuthorized`): only then does
+    /// the session's trace level apply to the run.
+    pub(super) trace_allowed: bool,
 }
 
 impl Admission {
@@ -149,6 +152,8 @@ pub(super) struct Plan {
     queue: ipc::queue::QueuePolicy,
     verbose: ipc::thinking::VerboseLevel,
     blocks: Option<ipc::blocks::BlockStreaming>,
+    usage_footer: Option<ipc::footer::UsageFooter>,
+    trace: Option<ipc::footer::TraceLevel>,
 }
 
 /// Checks the agent can run, records the run durably, sends `ack(acceptedAt)` as the
@@ -291,8 +296,14 @@ fn plan(
         .block_streaming
         .unwrap_or(agent.block_streaming.enabled)
         .then_some(agent.block_streaming.spec);
+    let usage_footer = usage_footer(config, agent, model, run_model.as_ref(), &session);
+    let trace = session
+        .trace
+        .filter(|t| a.trace_allowed && *t != ipc::footer::TraceLevel::Off);
     Ok(Plan {
         blocks,
+        usage_footer,
+        trace,
         agent_timeout_ms: agent.timeout_ms,
         run_model,
         strict_model,
@@ -300,6 +311,50 @@ fn plan(
         queue,
         verbose,
     })
+}
+
+/// The usage footer of a session's runs (`/usage tokens|full`), with the prices of the
+/// models the run may use (its own and the agent's fallbacks).
+fn usage_footer(
+    config: &Config,
+    agent: &crate::config::AgentConfig,
+    own: &crate::config::ResolvedModel,
+    run_model: Option<&ipc::control::RunModel>,
+    session: &crate::session_settings::SessionOverrides,
+) -> Option<ipc::footer::UsageFooter> {
+    use ipc::footer::ResponseUsage;
+    let cost = match session.response_usage? {
+        ResponseUsage::Tokens => false,
+        ResponseUsage::Full => true,
+        ResponseUsage::Off | ResponseUsage::Unknown => return None,
+    };
+    let first = match run_model {
+        Some(m) => (m.provider.as_str(), m.model.as_str()),
+        None => (own.provider.as_str(), own.model.as_str()),
+    };
+    let prices = std::iter::once(first)
+        .chain(
+            agent
+                .fallbacks
+                .iter()
+                .map(|f| (f.provider.as_str(), f.model.as_str())),
+        )
+        .filter_map(|(provider, model)| {
+            let p = config
+                .prices
+                .get(&(provider.to_owned(), model.to_owned()))?;
+            Some(ipc::footer::ModelPrice {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+                input: p.input,
+                output: p.output,
+                cache_read: p.cache_read,
+                cache_write: p.cache_write,
+            })
+        })
+        .filter(|_| cost)
+        .collect();
+    Some(ipc::footer::UsageFooter { cost, prices })
 }
 
 /// An `agent` run's images need a model that takes them: refused as OpenClaw refuses
@@ -370,6 +425,8 @@ fn submit_run(a: &mut Admission, plan: Plan, accepted_at: u64) -> SubmitRun {
         attachments: std::mem::take(&mut a.attachments),
         verbose: (plan.verbose != ipc::thinking::VerboseLevel::Off).then_some(plan.verbose),
         blocks: plan.blocks,
+        usage_footer: plan.usage_footer,
+        trace: plan.trace,
     }
 }
 

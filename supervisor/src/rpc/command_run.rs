@@ -57,16 +57,21 @@ impl Said {
 }
 
 /// The scope a command needs: its method's (the method with the same effect), an admin's
-/// when it changes the model (`/model <model>`, `/new <model>`: `MODEL_CHANGE`).
+/// when it changes the model (`/model <model>`, `/new <model>`: `MODEL_CHANGE`). `/trace`
+/// is read here and answers anyone but an admin with OpenClaw's refusal.
 fn scope_of(command: &Command) -> Scope {
     let method = match command {
         Command::New(_) | Command::Reset(_) => Method::SessionsReset,
         Command::Stop => Method::ChatAbort,
         Command::Compact(_) => Method::SessionsCompact,
-        Command::Status | Command::Help | Command::Commands | Command::Usage(_) => {
+        Command::Status | Command::Help | Command::Commands | Command::Trace(_) => {
             Method::SessionsList
         }
-        Command::Think(_)
+        Command::Usage(arg) if arg.as_deref().is_some_and(usage_cost::is_cost) => {
+            Method::SessionsList
+        }
+        Command::Usage(_)
+        | Command::Think(_)
         | Command::Model(_)
         | Command::Queue(_)
         | Command::Reasoning(_)
@@ -205,7 +210,10 @@ async fn run_command<D: CommandDoor>(
                 .abort(route.session_key.clone(), None, StopReason::Command)
                 .await,
         ),
-        other => settings::perform(gw, out, route, other).await,
+        other => {
+            let admin = session.has_scope(Scope::Admin);
+            settings::perform(gw, out, route, other, admin).await
+        }
     };
     let ts = now_ms();
     let rows = match recorded_as {

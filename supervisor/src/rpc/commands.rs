@@ -23,12 +23,15 @@ pub(super) enum Command {
     Reasoning(Option<String>),
     /// `/verbose [on|off|full]` (`/v`).
     Verbose(Option<String>),
+    /// `/trace [on|off|raw]`: the session's trace level (admins only).
+    Trace(Option<String>),
     Status,
     /// `/help`: the commands by group, in OpenClaw's layout.
     Help,
     /// `/commands`: every command with its aliases and description.
     Commands,
-    /// `/usage cost`: the cost summary (other modes: a footer loopgate does not add).
+    /// `/usage [off|tokens|full|reset|cost]`: the session's usage footer, or the cost
+    /// summary.
     Usage(Option<String>),
 }
 
@@ -62,6 +65,7 @@ pub(super) fn parse(message: &str) -> Option<Command> {
         "compact" => Command::Compact(arg),
         "reasoning" | "reason" => Command::Reasoning(arg),
         "verbose" | "v" => Command::Verbose(arg),
+        "trace" => Command::Trace(arg),
         "status" => Command::Status,
         "help" if arg.is_none() => Command::Help,
         "commands" if arg.is_none() => Command::Commands,
@@ -227,11 +231,22 @@ const CATALOG: &[Spec] = &[
         &[one_of("mode", "on, off, or full", &["on", "off", "full"])],
     ),
     with_args(
+        "trace",
+        &["trace"],
+        "Toggle plugin trace lines.",
+        "options",
+        &[one_of("mode", "on, off, or raw", &["on", "off", "raw"])],
+    ),
+    with_args(
         "usage",
         &["usage"],
-        "Usage cost summary.",
+        "Usage footer or cost summary.",
         "options",
-        &[one_of("mode", "cost", &["cost"])],
+        &[one_of(
+            "mode",
+            "off, tokens, full, or cost",
+            &["off", "tokens", "full", "cost"],
+        )],
     ),
     with_args(
         "model",
@@ -337,7 +352,7 @@ pub(super) fn commands_text() -> String {
 /// `/help`: the commands by group, in OpenClaw's layout (only what loopgate interprets).
 pub(super) const HELP: &str = "ℹ️ Help\n\n\
     Session\n  /new  |  /reset  |  /compact  |  /stop\n\n\
-    Options\n  /think <level>  |  /model <id>  |  /verbose on|off|full  |  /reasoning on|off|stream  |  /queue <mode>  |  /usage cost\n\n\
+    Options\n  /think <level>  |  /model <id>  |  /verbose on|off|full  |  /trace on|off|raw  |  /reasoning on|off|stream  |  /queue <mode>  |  /usage off|tokens|full|cost\n\n\
     Status\n  /status\n\n\
     More: /commands for full list";
 
@@ -351,6 +366,9 @@ pub(crate) fn catalog(include_args: bool) -> Vec<CommandEntry> {
 pub(super) mod says {
     pub const NEW: &str = "✅ New session started.";
     pub const RESET: &str = "✅ Session reset.";
+    pub const USAGE_FOOTER_RESET: &str = "⚙️ Usage footer: reset to default.";
+    pub const TRACE_ADMIN_ONLY: &str =
+        "❌ /trace is restricted to owners and gateway clients with operator.admin scope.";
 
     pub fn queue_set(mode: &str) -> String {
         format!("⚙️ Queue mode set to {mode}.")
@@ -519,6 +537,7 @@ mod tests {
                 "status",
                 "stop",
                 "think",
+                "trace",
                 "usage",
                 "verbose"
             ]

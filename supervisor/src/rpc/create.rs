@@ -115,6 +115,8 @@ async fn create_row(
         thinking_level: None,
         reasoning_level: None,
         verbose_level: None,
+        response_usage: None,
+        trace_level: None,
         queue_mode: None,
         queue_options: None,
     };
@@ -203,6 +205,8 @@ fn first_turn(
         images_need_model: false,
         verbose: None,
         block_streaming: Some(false),
+        // A session's first turn has no trace level yet.
+        trace_allowed: false,
     }
 }
 

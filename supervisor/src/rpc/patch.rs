@@ -18,9 +18,11 @@ pub(super) async fn sessions_patch(
     session: &Session,
     p: SessionsPatchParams,
 ) -> Answer<SessionsPatchResult> {
+    // A model change, like a trace level (a trace shows what the model was sent), is an
+    // admin's, as OpenClaw's `/trace`.
     let needed = Method::SessionsPatch
         .scope()
-        .with_model_change(p.model.is_some());
+        .with_model_change(p.model.is_some() || p.trace_level.is_some());
     if !session.has_scope(needed) {
         return Err(missing_scope(needed));
     }
@@ -121,6 +123,10 @@ fn stored_patch(
             .queue_mode
             .map(|m| m.map(|m| m.as_str().to_owned())),
         verbose_level: settings.verbose.map(|v| v.map(|v| v.as_str().to_owned())),
+        response_usage: settings
+            .response_usage
+            .map(|u| u.map(|u| u.as_str().to_owned())),
+        trace_level: settings.trace.map(|t| t.map(|t| t.as_str().to_owned())),
         queue_options: settings.queue_options.map(|o| {
             o.map(|o| crate::gatewaydb::StoredQueueOptions {
                 debounce_ms: o.debounce_ms,
@@ -141,6 +147,8 @@ struct Settings {
     reasoning: Option<Option<String>>,
     queue_mode: Option<Option<ipc::queue::QueueMode>>,
     verbose: Option<Option<ipc::thinking::VerboseLevel>>,
+    response_usage: Option<Option<ipc::footer::ResponseUsage>>,
+    trace: Option<Option<ipc::footer::TraceLevel>>,
     /// Only from `/queue`: `sessions.patch` has no such params.
     queue_options: Option<Option<QueueOptions>>,
 }
@@ -162,6 +170,12 @@ impl Settings {
         }
         if let Some(v) = self.verbose {
             o.verbose = v;
+        }
+        if let Some(u) = self.response_usage {
+            o.response_usage = u;
+        }
+        if let Some(t) = self.trace {
+            o.trace = t;
         }
         match self.queue_options {
             None => {}
@@ -189,6 +203,10 @@ enum PatchRefused {
     QueueMode(String),
     #[error("invalid verboseLevel (use \"on\"|\"off\"|\"full\")")]
     Verbose,
+    #[error("invalid responseUsage (use \"off\"|\"tokens\"|\"full\")")]
+    ResponseUsage,
+    #[error("invalid traceLevel (use \"on\"|\"off\"|\"raw\")")]
+    Trace,
 }
 
 /// What a patch is checked against.
@@ -246,12 +264,28 @@ fn checked_patch(
             ipc::thinking::VerboseLevel::parse(v).ok_or(PatchRefused::Verbose)?,
         )),
     };
+    let response_usage = match &p.response_usage {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(u)) => Some(Some(
+            ipc::footer::ResponseUsage::parse(u).ok_or(PatchRefused::ResponseUsage)?,
+        )),
+    };
+    let trace = match &p.trace_level {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(t)) => Some(Some(
+            ipc::footer::TraceLevel::parse(t).ok_or(PatchRefused::Trace)?,
+        )),
+    };
     Ok(Settings {
         model,
         thinking,
         reasoning,
         queue_mode,
         verbose,
+        response_usage,
+        trace,
         queue_options: None,
     })
 }

@@ -153,6 +153,8 @@ pub(super) fn session_row(
         reasoning_level: r.reasoning_level.clone(),
         queue_mode: r.queue_mode.clone(),
         verbose_level: r.verbose_level.clone(),
+        response_usage: r.response_usage.clone(),
+        trace_level: r.trace_level.clone(),
         effective_queue_mode: r
             .queue_mode
             .clone()

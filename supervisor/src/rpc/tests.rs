@@ -102,6 +102,8 @@ pub(super) fn index_row(key: &str) -> crate::gatewaydb::SessionRow {
         reasoning_level: None,
         queue_mode: None,
         verbose_level: None,
+        response_usage: None,
+        trace_level: None,
         last_run_started_at: None,
         last_run_ended_at: None,
     }

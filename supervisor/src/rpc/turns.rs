@@ -83,6 +83,7 @@ pub(super) async fn agent(
         images_need_model: true,
         verbose: p.verbose,
         block_streaming: p.block_streaming,
+        trace_allowed: session.has_scope(Scope::Admin),
     };
     let ack = |accepted_at| AgentAck {
         run_id: run_id.clone(),
@@ -229,6 +230,7 @@ pub(super) async fn chat_send(
         images_need_model: false,
         verbose: inline_verbose,
         block_streaming: Some(false),
+        trace_allowed: session.has_scope(Scope::Admin),
     };
     let admitted = admit(gw, first, admission, |_| chat_ack(&run_id, "started")).await;
     chat_send_last(&run_id, admitted)

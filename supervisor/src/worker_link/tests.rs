@@ -21,6 +21,7 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
             carried_by: None,
             reply: None,
             guarded: Vec::new(),
+            footer: None,
         }),
     })
 }

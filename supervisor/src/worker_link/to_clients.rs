@@ -256,14 +256,20 @@ fn lifecycle(
         session_key: &st.session_key,
         agent_id,
     };
-    let projected = p::lifecycle(
-        &run,
-        ev.seq,
-        ev.ts,
-        l,
-        st.text.run(),
-        st.reply_place.as_ref(),
-    );
+    // What follows the reply (the usage footer, the raw trace) is shown, never recorded.
+    let shown = match &l.footer {
+        Some(footer) => {
+            let text = st.text.run();
+            let sep = if text.is_empty() || text.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            std::borrow::Cow::Owned(format!("{text}{sep}{footer}"))
+        }
+        None => std::borrow::Cow::Borrowed(st.text.run()),
+    };
+    let projected = p::lifecycle(&run, ev.seq, ev.ts, l, &shown, st.reply_place.as_ref());
     match projected {
         // Terminal: held until the control actor has recorded the outcome.
         Some((agent, Some(chat))) => st

@@ -87,6 +87,10 @@ pub struct TurnSpec {
     pub verbose: ipc::thinking::VerboseLevel,
     /// Block streaming of the reply (R-D5); `None`: off.
     pub blocks: Option<ipc::blocks::BlockStreaming>,
+    /// The usage footer the reply carries (`/usage tokens|full`); `None`: none.
+    pub usage_footer: Option<ipc::footer::UsageFooter>,
+    /// `/trace raw`: the raw trace after the reply, and what it shows of the request.
+    pub raw_trace: Option<super::notes::RawTraceSpec>,
     /// How long an `exec` waits for an operator's approval before it is denied.
     pub approval_timeout: Duration,
 }
@@ -298,6 +302,9 @@ pub struct Turn {
     chunker: Option<blocks::Chunker>,
     /// Blocks sent so far (the next one's `index`).
     blocks_sent: u32,
+    /// What follows the reply (the usage footer, the raw trace), once the outcome is
+    /// recorded.
+    notes: super::notes::Notes,
     /// How much of the current response's reasoning went out as a block (reasoning `on`).
     reasoning_blocked: usize,
 }
@@ -343,6 +350,7 @@ impl Turn {
             tool_notes: Vec::new(),
             chunker,
             blocks_sent: 0,
+            notes: Default::default(),
             reasoning_blocked: 0,
         }
     }
@@ -395,6 +403,11 @@ impl Turn {
         EventBody::Lifecycle(self.lifecycle(LPhase::Finishing))
     }
 
+    /// What follows the reply (set once the outcome is recorded).
+    pub fn notes(&self) -> &super::notes::Notes {
+        &self.notes
+    }
+
     /// Messages the `message` tool delivered in this run.
     pub fn sent_count(&self) -> usize {
         self.sent.len()
@@ -417,6 +430,7 @@ impl Turn {
             carried_by: None,
             reply: None,
             guarded: Vec::new(),
+            footer: None,
         }
     }
 
@@ -782,4 +796,4 @@ fn abort_text(reason: StopReason) -> String {
     }
 }
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -476,6 +476,8 @@ impl Driver {
     /// told, the approval it waited for closed.
     async fn finish(&mut self, mut t: Box<RunTerminal>) -> Driven {
         self.guard_payloads(&mut t).await;
+        // After the guards: the footer and the trace are the gateway's, not the reply's.
+        self.turn.notes().apply(&mut t.payloads);
         let (ctx, hook_ctx) = (&self.ctx, &self.hook_ctx);
         ctx.observe_later(hook_ctx, "message_sent", || {
             t.payloads
@@ -671,6 +673,13 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
         reasoning: shown_reasoning(run.reasoning),
         verbose: run.verbose.unwrap_or_default(),
         blocks: run.blocks,
+        usage_footer: run.usage_footer.clone(),
+        raw_trace: (run.trace == Some(ipc::footer::TraceLevel::Raw)).then(|| {
+            crate::agent::notes::RawTraceSpec {
+                message: run.message.clone(),
+                thinking: run.thinking.map(|t| t.as_str().to_owned()),
+            }
+        }),
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()

@@ -22,6 +22,8 @@ fn run(id: &str, mode: QueueMode, cap: u32, drop: QueueDrop) -> SubmitRun {
         attachments: Vec::new(),
         verbose: None,
         blocks: None,
+        usage_footer: None,
+        trace: None,
     }
 }
 

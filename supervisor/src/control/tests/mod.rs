@@ -135,7 +135,7 @@ impl Harness {
             done,
             arrival: Arrival::Run,
         };
-        (self.at(ms, Command::Dispatch(d)), rx)
+        (self.at(ms, Command::Dispatch(Box::new(d))), rx)
     }
 
     /// Worker `generation` of `main` is ready with `pid`; its link's frames come out of the

@@ -141,7 +141,7 @@ fn charged(run_id: &str, session: &str, wall: u64) -> (Command, oneshot::Receive
         done,
         arrival: Arrival::ChargeAndRun(charge),
     };
-    (Command::Dispatch(d), rx)
+    (Command::Dispatch(Box::new(d)), rx)
 }
 
 /// Issue 38: an owner charges a run the cluster accepted as it is handed over; without
@@ -202,7 +202,7 @@ fn a_run_arriving_ended_is_recorded_and_never_sent_issue_38() {
         done,
         arrival: Arrival::End(why.into()),
     };
-    let mut ended = persisted(&h.at(1, Command::Dispatch(d)));
+    let mut ended = persisted(&h.at(1, Command::Dispatch(Box::new(d))));
     assert_eq!(ended.len(), 1);
     let (run_id, outcome) = ended.remove(0);
     assert_eq!(

@@ -57,6 +57,10 @@ pub(super) enum SettingRefused {
     UnknownReasoning(String),
     #[error("Unrecognized verbose level \"{0}\". Valid levels: off, on, full.")]
     UnknownVerbose(String),
+    #[error("⚙️ Usage: /usage off|tokens|full|reset|cost")]
+    UnknownUsage,
+    #[error("Unrecognized trace level \"{0}\". Valid levels: off, on, raw.")]
+    UnknownTrace(String),
 }
 
 /// The reply to `/compact <instructions>`.
@@ -271,6 +275,60 @@ pub(super) fn verbose_change(key: &str, level: &str) -> Result<SettingChange, Se
     ))
 }
 
+/// `/usage [mode]` on a session whose footer is `now`: a mode sets it, `reset` (or
+/// `default`, `inherit`, `clear`, `unpin`) clears it, none steps off → tokens → full → off.
+pub(super) fn usage_change(
+    key: &str,
+    arg: Option<&str>,
+    now: Option<ipc::footer::ResponseUsage>,
+) -> Result<SettingChange, SettingRefused> {
+    use ipc::footer::ResponseUsage;
+    let reset = arg.is_some_and(|a| {
+        matches!(
+            a.trim().to_ascii_lowercase().as_str(),
+            "default" | "inherit" | "inherited" | "clear" | "reset" | "unpin"
+        )
+    });
+    if reset {
+        return Ok(SettingChange::of(
+            patch_of(key, |p| p.response_usage = Some(None)),
+            says::USAGE_FOOTER_RESET.into(),
+        ));
+    }
+    let next = match arg {
+        Some(a) => ResponseUsage::parse(a).ok_or(SettingRefused::UnknownUsage)?,
+        None => match now.unwrap_or(ResponseUsage::Off) {
+            ResponseUsage::Off | ResponseUsage::Unknown => ResponseUsage::Tokens,
+            ResponseUsage::Tokens => ResponseUsage::Full,
+            ResponseUsage::Full => ResponseUsage::Off,
+        },
+    };
+    Ok(SettingChange::of(
+        patch_of(key, |p| p.response_usage = Some(Some(next.as_str().into()))),
+        format!("⚙️ Usage footer: {}.", next.as_str()),
+    ))
+}
+
+/// `/trace <level>` (by an admin).
+pub(super) fn trace_change(key: &str, level: &str) -> Result<SettingChange, SettingRefused> {
+    use ipc::footer::TraceLevel;
+    let t =
+        TraceLevel::parse(level).ok_or_else(|| SettingRefused::UnknownTrace(level.to_owned()))?;
+    let done = match t {
+        TraceLevel::On => {
+            "⚙️ Trace enabled. Warning: trace output may contain sensitive information."
+        }
+        TraceLevel::Raw => {
+            "⚙️ Trace set to raw. Warning: trace output may contain sensitive information."
+        }
+        TraceLevel::Off | TraceLevel::Unknown => "⚙️ Trace disabled.",
+    };
+    Ok(SettingChange::of(
+        patch_of(key, |p| p.trace_level = Some(Some(t.as_str().into()))),
+        done.into(),
+    ))
+}
+
 /// The reply to `/compact`: what the compaction did, as a status notice.
 pub(super) fn compacted(answer: Answer<SessionsCompactResult>) -> Said {
     match answer {
@@ -322,7 +380,13 @@ pub(super) fn status_text(f: &StatusFacts<'_>) -> String {
 }
 
 /// Does what `command` asks of the session; what went wrong is said in the reply.
-pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command: Command) -> Said {
+pub(super) async fn perform(
+    gw: &Arc<Gateway>,
+    out: &Out,
+    route: &Route,
+    command: Command,
+    admin: bool,
+) -> Said {
     let key = route.session_key.as_str();
     match command {
         Command::New(model) => renew(gw, out, route, ResetReason::New, model).await,
@@ -358,13 +422,23 @@ pub(super) async fn perform(gw: &Arc<Gateway>, out: &Out, route: &Route, command
         Command::Status => status(gw, route).await,
         Command::Help => Said::plain(super::super::commands::HELP),
         Command::Commands => Said::plain(super::super::commands::commands_text()),
-        Command::Usage(arg) => {
-            if arg.is_some_and(|a| a.to_ascii_lowercase().starts_with("cost")) {
-                super::usage_cost::usage_cost(gw, route).await
-            } else {
-                Said::plain(super::usage_cost::NO_FOOTER)
-            }
+        Command::Usage(Some(arg)) if super::usage_cost::is_cost(&arg) => {
+            super::usage_cost::usage_cost(gw, route).await
         }
+        Command::Usage(arg) => {
+            let now = gw.sessions.of(key).response_usage;
+            apply(gw, route, usage_change(key, arg.as_deref(), now)).await
+        }
+        Command::Trace(_) if !admin => Said::plain(says::TRACE_ADMIN_ONLY),
+        Command::Trace(None) => Said::plain(format!(
+            "Current trace level: {}.\nOptions: on, off, raw.",
+            gw.sessions
+                .of(key)
+                .trace
+                .unwrap_or(ipc::footer::TraceLevel::Off)
+                .as_str()
+        )),
+        Command::Trace(Some(level)) => apply(gw, route, trace_change(key, &level)).await,
         // Answered by the caller (`stop`, or the `agent` path in `run_command`).
         Command::Stop => Said::plain(""),
     }

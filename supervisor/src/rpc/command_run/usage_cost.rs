@@ -1,10 +1,10 @@
 //! `/usage cost`: what the session, today and the last 30 days cost, in OpenClaw's words
-//! (its `💸 Usage cost` summary), from the gateway db's usage rollups. OpenClaw's other
-//! `/usage` modes switch a usage footer on replies, which loopgate does not add: asked for,
-//! they say so.
+//! (its `💸 Usage cost` summary), from the gateway db's usage rollups. The other `/usage`
+//! modes switch the session's usage footer (`settings.rs`).
 
 use std::sync::Arc;
 
+use ipc::footer::{tokens, usd};
 use ipc::gateway::UsageTotals;
 
 use super::super::{Gateway, Route};
@@ -13,36 +13,9 @@ use crate::events::now_ms;
 use crate::gatewaydb::usage::{SessionsUsageQuery, UsageQuery};
 use crate::usage;
 
-/// The reply to `/usage` with anything but `cost`.
-pub(super) const NO_FOOTER: &str =
-    "⚙️ Usage: /usage cost (loopgate adds no usage footer to replies).";
-
-/// Dollars as OpenClaw shows them: two decimals from a cent, four below.
-fn usd(v: f64) -> String {
-    if v >= 0.01 {
-        format!("${v:.2}")
-    } else {
-        format!("${v:.4}")
-    }
-}
-
-/// A token count as OpenClaw shows it: `950`, `1.2k`, `12k`, `1.5m`.
-fn tokens(n: u64) -> String {
-    if n < 1000 {
-        return n.to_string();
-    }
-    if n < 1_000_000 {
-        let k = n as f64 / 1000.0;
-        let shown = if n >= 10_000 {
-            format!("{k:.0}")
-        } else {
-            format!("{k:.1}")
-        };
-        if shown.parse::<f64>().is_ok_and(|v| v < 1000.0) {
-            return format!("{shown}k");
-        }
-    }
-    format!("{:.1}m", n as f64 / 1_000_000.0)
+/// `/usage`'s argument asks for the cost summary (as OpenClaw reads it: it begins `cost`).
+pub(super) fn is_cost(arg: &str) -> bool {
+    arg.trim().to_ascii_lowercase().starts_with("cost")
 }
 
 fn partial(t: &UsageTotals) -> &'static str {

@@ -168,6 +168,8 @@ fn applied_settings_change_only_what_the_patch_names() {
             queue_mode: Some(QueueMode::Steer),
             verbose: Some(VerboseLevel::Full),
             queue_options: Default::default(),
+            response_usage: None,
+            trace: None,
         }
     );
 }

@@ -50,10 +50,12 @@ impl Turn {
             terminal.error = Some(record_error(e, "the run"));
             terminal.payloads.clear();
         }
+        self.notes = crate::agent::notes::Notes::of(&self.spec, &terminal, &self.text);
         let lifecycle = match terminal.status {
             RunStatus::Ok => Lifecycle {
                 ended_at: Some(terminal.ended_at),
                 stop_reason: terminal.stop_reason,
+                footer: self.notes.chat_text(),
                 ..self.lifecycle(LPhase::End)
             },
             RunStatus::Error | RunStatus::Timeout | RunStatus::Aborted | RunStatus::Unknown => {

@@ -34,6 +34,7 @@ pub(super) async fn taken_in(ctx: &Arc<Ctx>, session_key: &str, run_id: String, 
             carried_by: Some(carrier.to_owned()),
             reply: None,
             guarded: Vec::new(),
+            footer: None,
         }),
     };
     let _ = ctx.out.send(WorkerToControl::Event(ev)).await;

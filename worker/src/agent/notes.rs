@@ -1,0 +1,212 @@
+//! What a run's reply carries after its text, as OpenClaw adds it (`ipc::footer`): the usage
+//! footer of `/usage tokens|full` and the raw trace of `/trace raw`. Pure: built once the
+//! outcome is recorded, from the terminal and the turn's settings. The chat `final` shows
+//! it after the reply and the payloads carry it; the transcript never does, so the model
+//! never reads it back.
+
+use ipc::control::{Payload, RunStatus, RunTerminal};
+use ipc::footer::{grouped, tokens};
+
+use super::core::TurnSpec;
+
+/// What `/trace raw` shows of the request: its message and its thinking level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawTraceSpec {
+    pub message: String,
+    pub thinking: Option<String>,
+}
+
+/// What follows a reply: the usage footer line and the raw trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notes {
+    pub usage_line: Option<String>,
+    pub trace: Option<String>,
+}
+
+impl Notes {
+    /// The notes of a run that ended with `t` after `output` (the last response's text as
+    /// the model wrote it). Only a run that ended `ok` has any.
+    pub fn of(spec: &TurnSpec, t: &RunTerminal, output: &str) -> Notes {
+        if t.status != RunStatus::Ok {
+            return Notes::default();
+        }
+        let (provider, model) = (
+            t.provider.as_deref().unwrap_or(&spec.provider),
+            t.model.as_deref().unwrap_or(&spec.model),
+        );
+        let usage = t.usage.unwrap_or_default();
+        Notes {
+            usage_line: spec
+                .usage_footer
+                .as_ref()
+                .and_then(|f| f.line(&usage, provider, model)),
+            trace: spec
+                .raw_trace
+                .as_ref()
+                .map(|r| raw_trace(spec, r, t, provider, model, output)),
+        }
+    }
+
+    /// What the chat `final` shows after the reply (`None`: nothing).
+    pub fn chat_text(&self) -> Option<String> {
+        match (&self.usage_line, &self.trace) {
+            (None, None) => None,
+            (Some(u), None) => Some(u.clone()),
+            (None, Some(t)) => Some(t.clone()),
+            (Some(u), Some(t)) => Some(format!("{u}\n\n{t}")),
+        }
+    }
+
+    /// The payloads with the notes: the usage line at the end of the last text (on a line
+    /// of its own; alone if there is none), the trace as a payload after them.
+    pub fn apply(&self, payloads: &mut Vec<Payload>) {
+        if let Some(line) = &self.usage_line {
+            match payloads.iter_mut().rev().find(|p| !p.text.is_empty()) {
+                Some(p) => {
+                    if !p.text.ends_with('\n') {
+                        p.text.push('\n');
+                    }
+                    p.text.push_str(line);
+                }
+                None => payloads.push(Payload {
+                    text: line.clone(),
+                    is_error: false,
+                }),
+            }
+        }
+        if let Some(trace) = &self.trace {
+            payloads.push(Payload {
+                text: trace.clone(),
+                is_error: false,
+            });
+        }
+    }
+}
+
+/// OpenClaw's raw trace (its blocks and words, `/trace raw`), from what loopgate knows of
+/// the run: usage, the model that answered, the request's settings, tools, the completion,
+/// the message and the raw reply.
+fn raw_trace(
+    spec: &TurnSpec,
+    r: &RawTraceSpec,
+    t: &RunTerminal,
+    provider: &str,
+    model: &str,
+    output: &str,
+) -> String {
+    let winner = format!("{provider}/{model}");
+    let stop = t.stop_reason.map(|s| s.as_str());
+    let mut blocks = Vec::new();
+    if let Some(u) = t.usage {
+        let line = |label: &str, n: u64| format!("{label}={} tok ({})", grouped(n), tokens(n));
+        blocks.push(fenced(
+            "Usage (Last Turn Total)",
+            &[
+                line("input", u.input),
+                line("output", u.output),
+                line("cacheRead", u.cache_read),
+                line("cacheWrite", u.cache_write),
+                line("total", u.total),
+            ],
+        ));
+    }
+    let fallback = if t.fallbacks > 0 { "yes" } else { "no" };
+    blocks.push(fenced(
+        "Execution Result",
+        &[
+            format!("winner={winner}"),
+            format!("fallbackUsed={fallback}"),
+        ],
+    ));
+    let blocks_at = spec.blocks.map(|b| match b.boundary {
+        ipc::blocks::BlockBoundary::MessageEnd => "message_end",
+        _ => "text_end",
+    });
+    let shaping: Vec<String> = [
+        ("provider", Some(provider)),
+        ("model", Some(model)),
+        ("thinking", r.thinking.as_deref()),
+        ("reasoning", Some(spec.reasoning.as_str())),
+        ("verbose", Some(spec.verbose.as_str())),
+        ("trace", Some("raw")),
+        ("blockStreaming", blocks_at),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+    .collect();
+    blocks.push(fenced("Request Shaping", &shaping));
+    if t.tool_calls > 0 {
+        blocks.push(fenced(
+            "Tool Summary",
+            &[format!("calls={}", grouped(t.tool_calls.into()))],
+        ));
+    }
+    if let Some(stop) = stop {
+        blocks.push(fenced(
+            "Completion",
+            &[format!("finishReason={stop}"), format!("stopReason={stop}")],
+        ));
+    }
+    blocks.push(raw_block("Model Input (User Role)", &r.message));
+    blocks.push(raw_block("Model Output (Assistant Role)", output));
+    blocks.push(summary(&winner, r, t, stop));
+    blocks.join("\n\n\n")
+}
+
+/// `🔎 Title:` and its lines in a `~~~text` fence.
+fn fenced(title: &str, lines: &[String]) -> String {
+    format!("🔎 {title}:\n~~~text\n{}\n~~~", lines.join("\n"))
+}
+
+/// Text as written, in a fence it cannot close (a line starting `~~~` is escaped).
+fn raw_block(title: &str, text: &str) -> String {
+    let shown = if text.trim().is_empty() {
+        "<empty>".to_owned()
+    } else {
+        text.split('\n')
+            .map(|l| {
+                if l.starts_with("~~~") {
+                    format!("\\{l}")
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!("🔎 {title}:\n~~~text\n{shown}\n~~~")
+}
+
+/// The one-line summary that ends the trace.
+fn summary(winner: &str, r: &RawTraceSpec, t: &RunTerminal, stop: Option<&str>) -> String {
+    let mut fields = vec![match &r.thinking {
+        Some(level) => format!("winner={winner} 🧠 {level}"),
+        None => format!("winner={winner}"),
+    }];
+    fields.push(format!(
+        "fallback={}",
+        if t.fallbacks > 0 { "yes" } else { "no" }
+    ));
+    if let Some(stop) = stop {
+        fields.push(format!("stop={stop}"));
+    }
+    let u = t.usage.unwrap_or_default();
+    for (mark, n) in [
+        ("⬇️", u.input),
+        ("⬆️", u.output),
+        ("♻️", u.cache_read),
+        ("🆕", u.cache_write),
+        ("🔢", u.total),
+    ] {
+        if n > 0 {
+            fields.push(format!("{mark} {}", tokens(n)));
+        }
+    }
+    if t.tool_calls > 0 {
+        fields.push(format!("tools={}", grouped(t.tool_calls.into())));
+    }
+    format!("Summary: {}", fields.join(" "))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+use super::*;
+use ipc::control::{RunStopReason, Usage};
+use ipc::footer::{ModelPrice, UsageFooter};
+
+fn terminal(usage: Option<Usage>, payloads: &[&str]) -> RunTerminal {
+    RunTerminal {
+        status: RunStatus::Ok,
+        stop_reason: Some(RunStopReason::Stop),
+        provider: Some("p".into()),
+        model: Some("m".into()),
+        usage,
+        tool_calls: 2,
+        payloads: payloads
+            .iter()
+            .map(|t| Payload {
+                text: (*t).into(),
+                is_error: false,
+            })
+            .collect(),
+        ..RunTerminal::without_work("r", RunStatus::Ok, 1, String::new(), None)
+    }
+}
+
+fn usage() -> Usage {
+    Usage {
+        input: 1234,
+        output: 38,
+        cache_read: 0,
+        cache_write: 0,
+        total: 1272,
+    }
+}
+
+/// `/usage full`: the footer closes the reply's last text, on a line of its own, with the
+/// estimate at the answering model's price; the chat `final` shows the same line.
+#[test]
+fn the_usage_footer_ends_the_last_text() {
+    let mut spec = crate::agent::core::tests::spec(None);
+    spec.usage_footer = Some(UsageFooter {
+        cost: true,
+        prices: vec![ModelPrice {
+            provider: "p".into(),
+            model: "m".into(),
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.0,
+            cache_write: 0.0,
+        }],
+    });
+    let mut t = terminal(Some(usage()), &["first", "the answer"]);
+    let notes = Notes::of(&spec, &t, "the answer");
+    // 1234 x $3/M + 38 x $15/M = $0.004272.
+    let line = "Usage: 1.2k in / 38 out · est $0.0043";
+    assert_eq!(notes.usage_line.as_deref(), Some(line));
+    assert_eq!(notes.chat_text().as_deref(), Some(line));
+    notes.apply(&mut t.payloads);
+    let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(texts, ["first", &format!("the answer\n{line}")]);
+
+    // A run that failed, or used no tokens, has none.
+    t.status = RunStatus::Error;
+    assert_eq!(Notes::of(&spec, &t, ""), Notes::default());
+    let silent = terminal(None, &[]);
+    assert_eq!(Notes::of(&spec, &silent, "").usage_line, None);
+}
+
+/// `/trace raw`: OpenClaw's blocks after the reply, its message and raw output fenced so
+/// neither can close the fence.
+#[test]
+fn the_raw_trace_reads_as_openclaws() {
+    let mut spec = crate::agent::core::tests::spec(None);
+    spec.raw_trace = Some(RawTraceSpec {
+        message: "hi\n~~~\nnot code".into(),
+        thinking: Some("low".into()),
+    });
+    let mut t = terminal(Some(usage()), &["the answer"]);
+    let notes = Notes::of(&spec, &t, "the answer");
+    let trace = notes.trace.clone().expect("a trace");
+    assert!(trace.starts_with(
+        "🔎 Usage (Last Turn Total):\n~~~text\ninput=1,234 tok (1.2k)\noutput=38 tok (38)\n"
+    ));
+    assert!(trace.contains("🔎 Execution Result:\n~~~text\nwinner=p/m\nfallbackUsed=no\n~~~"));
+    assert!(trace.contains(
+        "🔎 Request Shaping:\n~~~text\nprovider=p\nmodel=m\nthinking=low\nreasoning=off\nverbose=off\ntrace=raw\n~~~"
+    ));
+    assert!(trace.contains("🔎 Tool Summary:\n~~~text\ncalls=2\n~~~"));
+    assert!(trace.contains("🔎 Model Input (User Role):\n~~~text\nhi\n\\~~~\nnot code\n~~~"));
+    assert!(trace.contains("🔎 Model Output (Assistant Role):\n~~~text\nthe answer\n~~~"));
+    assert!(trace.ends_with(
+        "Summary: winner=p/m 🧠 low fallback=no stop=stop ⬇️ 1.2k ⬆️ 38 🔢 1.3k tools=2"
+    ));
+    assert_eq!(trace.matches("\n\n\n").count(), 7, "blocks apart: {trace}");
+    notes.apply(&mut t.payloads);
+    assert_eq!(t.payloads.len(), 2);
+    assert_eq!(t.payloads[1].text, trace);
+    assert_eq!(notes.chat_text(), Some(trace));
+}
