@@ -1,11 +1,10 @@
 //! What a run's reply may carry after its text, as OpenClaw adds it: the usage footer of a
 //! session's `/usage tokens|full` (`responseUsage`) and the raw trace of its `/trace raw`
 //! (`traceLevel`); the settings a run is sent with ([`UsageFooter`], [`TraceLevel`]) and the
-//! human formats of token counts and dollars that they and `/usage cost` share.
+//! human formats of token counts and dollars that the worker's footer and `/usage cost`
+//! share.
 
 use serde::{Deserialize, Serialize};
-
-use crate::control::Usage;
 
 /// A session's usage footer mode (`responseUsage`, `/usage off|tokens|full`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,17 +89,6 @@ pub struct ModelPrice {
     pub cache_write: f64,
 }
 
-impl ModelPrice {
-    /// What `u` costs at these prices.
-    pub fn cost(&self, u: &Usage) -> f64 {
-        let per = |tokens: u64, dollars: f64| tokens as f64 * dollars / 1_000_000.0;
-        per(u.input, self.input)
-            + per(u.output, self.output)
-            + per(u.cache_read, self.cache_read)
-            + per(u.cache_write, self.cache_write)
-    }
-}
-
 /// The usage footer a run's reply carries (`SubmitRun::usage_footer`).
 ///
 /// Since: protocol v2 (additive).
@@ -111,40 +99,6 @@ pub struct UsageFooter {
     /// The prices of the models the run may use (its model and fallbacks that have one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prices: Vec<ModelPrice>,
-}
-
-impl UsageFooter {
-    /// The footer for a run that used `u` on `provider`/`model`, in OpenClaw's words
-    /// (`Usage: 1.2k in / 38 out · cache 800 cached / 0 new · est $0.0018`); `None` when
-    /// the run used no tokens.
-    pub fn line(&self, u: &Usage, provider: &str, model: &str) -> Option<String> {
-        if u.input == 0 && u.output == 0 && u.cache_read == 0 && u.cache_write == 0 {
-            return None;
-        }
-        let price = self
-            .prices
-            .iter()
-            .find(|p| p.provider == provider && p.model == model);
-        let cost = match (self.cost, price) {
-            (true, Some(p)) => format!(" · est {}", usd(p.cost(u))),
-            // A model without a price has no estimate (as OpenClaw's without a `cost`).
-            _ => String::new(),
-        };
-        let cache = if u.cache_read > 0 || u.cache_write > 0 {
-            format!(
-                " · cache {} cached / {} new",
-                tokens(u.cache_read),
-                tokens(u.cache_write)
-            )
-        } else {
-            String::new()
-        };
-        Some(format!(
-            "Usage: {} in / {} out{cache}{cost}",
-            tokens(u.input),
-            tokens(u.output)
-        ))
-    }
 }
 
 /// Dollars as OpenClaw shows them: two decimals from a cent, four below.
@@ -192,16 +146,6 @@ pub fn grouped(n: u64) -> String {
 mod tests {
     use super::*;
 
-    fn usage(input: u64, output: u64, cache_read: u64) -> Usage {
-        Usage {
-            input,
-            output,
-            cache_read,
-            cache_write: 0,
-            total: input + output + cache_read,
-        }
-    }
-
     #[test]
     fn counts_and_dollars_read_as_openclaws() {
         assert_eq!(tokens(950), "950");
@@ -215,41 +159,6 @@ mod tests {
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(1234), "1,234");
         assert_eq!(grouped(1_234_567), "1,234,567");
-    }
-
-    #[test]
-    fn the_footer_reads_as_openclaws() {
-        let price = ModelPrice {
-            provider: "p".into(),
-            model: "m".into(),
-            input: 1.0,
-            output: 2.0,
-            cache_read: 0.5,
-            cache_write: 0.0,
-        };
-        let tokens_only = UsageFooter {
-            cost: false,
-            prices: vec![price.clone()],
-        };
-        let full = UsageFooter {
-            cost: true,
-            prices: vec![price],
-        };
-        let u = usage(1200, 38, 0);
-        assert_eq!(
-            tokens_only.line(&u, "p", "m").as_deref(),
-            Some("Usage: 1.2k in / 38 out")
-        );
-        // 1200 x $1/M + 38 x $2/M = $0.001276.
-        assert_eq!(
-            full.line(&u, "p", "m").as_deref(),
-            Some("Usage: 1.2k in / 38 out · est $0.0013")
-        );
-        assert_eq!(
-            full.line(&usage(10, 2, 800), "p", "other").as_deref(),
-            Some("Usage: 10 in / 2 out · cache 800 cached / 0 new")
-        );
-        assert_eq!(full.line(&Usage::default(), "p", "m"), None);
     }
 
     #[test]

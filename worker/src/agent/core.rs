@@ -87,10 +87,8 @@ pub struct TurnSpec {
     pub verbose: ipc::thinking::VerboseLevel,
     /// Block streaming of the reply (R-D5); `None`: off.
     pub blocks: Option<ipc::blocks::BlockStreaming>,
-    /// The usage footer the reply carries (`/usage tokens|full`); `None`: none.
-    pub usage_footer: Option<ipc::footer::UsageFooter>,
-    /// `/trace raw`: the raw trace after the reply, and what it shows of the request.
-    pub raw_trace: Option<super::notes::RawTraceSpec>,
+    /// What the reply carries after its text (the usage footer, the raw trace).
+    pub notes: super::notes::NotesSpec,
     /// How long an `exec` waits for an operator's approval before it is denied.
     pub approval_timeout: Duration,
 }
@@ -796,4 +794,4 @@ fn abort_text(reason: StopReason) -> String {
     }
 }
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

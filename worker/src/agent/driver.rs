@@ -673,13 +673,18 @@ fn turn_spec(ctx: &Ctx, run: &SubmitRun, approval_ms: u64) -> TurnSpec {
         reasoning: shown_reasoning(run.reasoning),
         verbose: run.verbose.unwrap_or_default(),
         blocks: run.blocks,
-        usage_footer: run.usage_footer.clone(),
-        raw_trace: (run.trace == Some(ipc::footer::TraceLevel::Raw)).then(|| {
-            crate::agent::notes::RawTraceSpec {
-                message: run.message.clone(),
-                thinking: run.thinking.map(|t| t.as_str().to_owned()),
-            }
-        }),
+        notes: crate::agent::notes::NotesSpec {
+            usage_footer: run.usage_footer.clone(),
+            raw_trace: (run.trace == Some(ipc::footer::TraceLevel::Raw)).then(|| {
+                crate::agent::notes::RawTraceSpec {
+                    message: run.message.clone(),
+                    thinking: run.thinking.map(|t| t.as_str().to_owned()),
+                    reasoning: shown_reasoning(run.reasoning),
+                    verbose: run.verbose.unwrap_or_default(),
+                    blocks: run.blocks.map(|b| b.boundary),
+                }
+            }),
+        },
         // A model the request named is strict: no fallback, as in OpenClaw.
         fallbacks: if run.strict_model {
             Vec::new()

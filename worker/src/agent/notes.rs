@@ -4,16 +4,26 @@
 //! it after the reply and the payloads carry it; the transcript never does, so the model
 //! never reads it back.
 
-use ipc::control::{Payload, RunStatus, RunTerminal};
-use ipc::footer::{grouped, tokens};
+use ipc::control::{Payload, RunStatus, RunTerminal, Usage};
+use ipc::footer::{grouped, tokens, usd, ModelPrice, UsageFooter};
 
-use super::core::TurnSpec;
+/// What a run's reply is to carry after its text (part of the turn's settings).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NotesSpec {
+    /// The usage footer (`/usage tokens|full`); `None`: none.
+    pub usage_footer: Option<UsageFooter>,
+    /// `/trace raw`: the raw trace, and what it shows of the request.
+    pub raw_trace: Option<RawTraceSpec>,
+}
 
-/// What `/trace raw` shows of the request: its message and its thinking level.
+/// What `/trace raw` shows of the request: its message and its settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawTraceSpec {
     pub message: String,
     pub thinking: Option<String>,
+    pub reasoning: ipc::thinking::ReasoningMode,
+    pub verbose: ipc::thinking::VerboseLevel,
+    pub blocks: Option<ipc::blocks::BlockBoundary>,
 }
 
 /// What follows a reply: the usage footer line and the raw trace.
@@ -26,24 +36,22 @@ pub struct Notes {
 impl Notes {
     /// The notes of a run that ended with `t` after `output` (the last response's text as
     /// the model wrote it). Only a run that ended `ok` has any.
-    pub fn of(spec: &TurnSpec, t: &RunTerminal, output: &str) -> Notes {
+    pub fn of(spec: &NotesSpec, t: &RunTerminal, output: &str) -> Notes {
         if t.status != RunStatus::Ok {
             return Notes::default();
         }
-        let (provider, model) = (
-            t.provider.as_deref().unwrap_or(&spec.provider),
-            t.model.as_deref().unwrap_or(&spec.model),
-        );
+        let provider = t.provider.as_deref().unwrap_or_default();
+        let model = t.model.as_deref().unwrap_or_default();
         let usage = t.usage.unwrap_or_default();
         Notes {
             usage_line: spec
                 .usage_footer
                 .as_ref()
-                .and_then(|f| f.line(&usage, provider, model)),
+                .and_then(|f| usage_line(f, &usage, provider, model)),
             trace: spec
                 .raw_trace
                 .as_ref()
-                .map(|r| raw_trace(spec, r, t, provider, model, output)),
+                .map(|r| raw_trace(r, t, provider, model, output)),
         }
     }
 
@@ -83,11 +91,51 @@ impl Notes {
     }
 }
 
+/// What `u` costs at price `p`.
+fn cost(p: &ModelPrice, u: &Usage) -> f64 {
+    let per = |tokens: u64, dollars: f64| tokens as f64 * dollars / 1_000_000.0;
+    per(u.input, p.input)
+        + per(u.output, p.output)
+        + per(u.cache_read, p.cache_read)
+        + per(u.cache_write, p.cache_write)
+}
+
+/// The footer of a run that used `u` on `provider`/`model`, in OpenClaw's words
+/// (`Usage: 1.2k in / 38 out · cache 800 cached / 0 new · est $0.0018`); `None` when the
+/// run used no tokens. A model without a price has no estimate (as OpenClaw's without a
+/// `cost`).
+fn usage_line(f: &UsageFooter, u: &Usage, provider: &str, model: &str) -> Option<String> {
+    if u.input == 0 && u.output == 0 && u.cache_read == 0 && u.cache_write == 0 {
+        return None;
+    }
+    let price = f
+        .prices
+        .iter()
+        .find(|p| p.provider == provider && p.model == model);
+    let estimate = match (f.cost, price) {
+        (true, Some(p)) => format!(" · est {}", usd(cost(p, u))),
+        _ => String::new(),
+    };
+    let cache = if u.cache_read > 0 || u.cache_write > 0 {
+        format!(
+            " · cache {} cached / {} new",
+            tokens(u.cache_read),
+            tokens(u.cache_write)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Usage: {} in / {} out{cache}{estimate}",
+        tokens(u.input),
+        tokens(u.output)
+    ))
+}
+
 /// OpenClaw's raw trace (its blocks and words, `/trace raw`), from what loopgate knows of
 /// the run: usage, the model that answered, the request's settings, tools, the completion,
 /// the message and the raw reply.
 fn raw_trace(
-    spec: &TurnSpec,
     r: &RawTraceSpec,
     t: &RunTerminal,
     provider: &str,
@@ -118,7 +166,7 @@ fn raw_trace(
             format!("fallbackUsed={fallback}"),
         ],
     ));
-    let blocks_at = spec.blocks.map(|b| match b.boundary {
+    let blocks_at = r.blocks.map(|b| match b {
         ipc::blocks::BlockBoundary::MessageEnd => "message_end",
         _ => "text_end",
     });
@@ -126,8 +174,8 @@ fn raw_trace(
         ("provider", Some(provider)),
         ("model", Some(model)),
         ("thinking", r.thinking.as_deref()),
-        ("reasoning", Some(spec.reasoning.as_str())),
-        ("verbose", Some(spec.verbose.as_str())),
+        ("reasoning", Some(r.reasoning.as_str())),
+        ("verbose", Some(r.verbose.as_str())),
         ("trace", Some("raw")),
         ("blockStreaming", blocks_at),
     ]

@@ -35,18 +35,20 @@ fn usage() -> Usage {
 /// estimate at the answering model's price; the chat `final` shows the same line.
 #[test]
 fn the_usage_footer_ends_the_last_text() {
-    let mut spec = crate::agent::core::tests::spec(None);
-    spec.usage_footer = Some(UsageFooter {
-        cost: true,
-        prices: vec![ModelPrice {
-            provider: "p".into(),
-            model: "m".into(),
-            input: 3.0,
-            output: 15.0,
-            cache_read: 0.0,
-            cache_write: 0.0,
-        }],
-    });
+    let spec = NotesSpec {
+        usage_footer: Some(UsageFooter {
+            cost: true,
+            prices: vec![ModelPrice {
+                provider: "p".into(),
+                model: "m".into(),
+                input: 3.0,
+                output: 15.0,
+                cache_read: 0.0,
+                cache_write: 0.0,
+            }],
+        }),
+        raw_trace: None,
+    };
     let mut t = terminal(Some(usage()), &["first", "the answer"]);
     let notes = Notes::of(&spec, &t, "the answer");
     // 1234 x $3/M + 38 x $15/M = $0.004272.
@@ -68,11 +70,16 @@ fn the_usage_footer_ends_the_last_text() {
 /// neither can close the fence.
 #[test]
 fn the_raw_trace_reads_as_openclaws() {
-    let mut spec = crate::agent::core::tests::spec(None);
-    spec.raw_trace = Some(RawTraceSpec {
-        message: "hi\n~~~\nnot code".into(),
-        thinking: Some("low".into()),
-    });
+    let spec = NotesSpec {
+        usage_footer: None,
+        raw_trace: Some(RawTraceSpec {
+            message: "hi\n~~~\nnot code".into(),
+            thinking: Some("low".into()),
+            reasoning: ipc::thinking::ReasoningMode::Off,
+            verbose: ipc::thinking::VerboseLevel::Off,
+            blocks: None,
+        }),
+    };
     let mut t = terminal(Some(usage()), &["the answer"]);
     let notes = Notes::of(&spec, &t, "the answer");
     let trace = notes.trace.clone().expect("a trace");
@@ -94,4 +101,54 @@ fn the_raw_trace_reads_as_openclaws() {
     assert_eq!(t.payloads.len(), 2);
     assert_eq!(t.payloads[1].text, trace);
     assert_eq!(notes.chat_text(), Some(trace));
+}
+
+/// The footer's words: tokens alone, the estimate at the answering model's price, cache
+/// tokens, no estimate for a model without a price, nothing for a run without tokens.
+#[test]
+fn the_footer_reads_as_openclaws() {
+    let price = ModelPrice {
+        provider: "p".into(),
+        model: "m".into(),
+        input: 1.0,
+        output: 2.0,
+        cache_read: 0.5,
+        cache_write: 0.0,
+    };
+    let tokens_only = UsageFooter {
+        cost: false,
+        prices: vec![price.clone()],
+    };
+    let full = UsageFooter {
+        cost: true,
+        prices: vec![price],
+    };
+    let u = Usage {
+        input: 1200,
+        output: 38,
+        cache_read: 0,
+        cache_write: 0,
+        total: 1238,
+    };
+    assert_eq!(
+        usage_line(&tokens_only, &u, "p", "m").as_deref(),
+        Some("Usage: 1.2k in / 38 out")
+    );
+    // 1200 x $1/M + 38 x $2/M = $0.001276.
+    assert_eq!(
+        usage_line(&full, &u, "p", "m").as_deref(),
+        Some("Usage: 1.2k in / 38 out · est $0.0013")
+    );
+    let cached = Usage {
+        input: 10,
+        output: 2,
+        cache_read: 800,
+        cache_write: 0,
+        total: 812,
+    };
+    assert_eq!(
+        usage_line(&full, &cached, "p", "other").as_deref(),
+        Some("Usage: 10 in / 2 out · cache 800 cached / 0 new")
+    );
+    assert_eq!(usage_line(&full, &Usage::default(), "p", "m"), None);
 }

@@ -4,7 +4,7 @@ use crate::llm::{ChatMessage, Terminal};
 use crate::store::Role;
 use ipc::thinking::ReasoningMode;
 
-pub(crate) fn spec(timeout: Option<u64>) -> TurnSpec {
+fn spec(timeout: Option<u64>) -> TurnSpec {
     TurnSpec {
         run_id: "r".into(),
         session_key: "agent:main:main".into(),
@@ -20,8 +20,7 @@ pub(crate) fn spec(timeout: Option<u64>) -> TurnSpec {
         reasoning: ReasoningMode::Off,
         verbose: ipc::thinking::VerboseLevel::Off,
         blocks: None,
-        usage_footer: None,
-        raw_trace: None,
+        notes: Default::default(),
         approval_timeout: Duration::from_secs(30),
     }
 }
