@@ -11,7 +11,10 @@
 //!   square.
 //!
 //! What is held goes out before any other event of the run (the relay flushes it first), so a
-//! run's events stay in `seq` order, and when it is due ([`Pace::due`]).
+//! run's events stay in `seq` order, and when it is due ([`Pace::due`]). A delta of one stream
+//! never forces another stream's held text out: while the run's reasoning is held, its reply
+//! text is held too, and the other way round, so a model that interleaves them cannot undo
+//! the pacing; all of a run's held text then goes together, in `seq` order.
 
 use std::time::{Duration, Instant};
 
@@ -56,7 +59,8 @@ impl Pace {
     }
 
     /// `delta` (numbered `seq`, at `ts`) joins the stream; `size` is the text an event sent
-    /// now would carry. What goes now (with what was held before it), or nothing: it is held.
+    /// now would carry; `wait`: another stream of the run holds text, so this one waits
+    /// with it. What goes now (with what was held before it), or nothing: it is held.
     pub fn push(
         &mut self,
         delta: &str,
@@ -64,6 +68,7 @@ impl Pace {
         ts: u64,
         size: usize,
         now: Instant,
+        wait: bool,
     ) -> Option<Held> {
         match &mut self.held {
             Some(h) => {
@@ -81,14 +86,20 @@ impl Pace {
         }
         let paused = self.last.is_none_or(|t| now >= t + LIVE_TEXT_PACE);
         let free = self.spent.saturating_add(size) <= self.free;
-        if paused || free {
+        if !wait && (paused || free) {
             self.take(size, now)
         } else {
             None
         }
     }
 
-    /// When what is held is due (`None`: nothing is held).
+    /// Whether text is held.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// When what is held is due (`None`: nothing is held, or it waits for another stream,
+    /// which is due itself).
     pub fn due(&self) -> Option<Instant> {
         // Only what came within the pace after a send is held, so `last` is set.
         self.held
@@ -126,6 +137,16 @@ impl Default for RunPace {
 }
 
 impl RunPace {
+    /// Whether a delta of the reply waits (the reasoning holds text).
+    pub fn text_waits(&self) -> bool {
+        self.thinking.holds()
+    }
+
+    /// Whether a delta of the reasoning waits (the reply holds text).
+    pub fn thinking_waits(&self) -> bool {
+        self.assistant.holds() || self.chat.holds()
+    }
+
     /// When the first of what the run holds is due.
     pub fn due(&self) -> Option<Instant> {
         [&self.assistant, &self.chat, &self.thinking]
@@ -149,12 +170,12 @@ mod tests {
     fn chat_deltas_merge_for_75_ms_r_d2() {
         let t0 = Instant::now();
         let mut p = Pace::chat();
-        let first = p.push("a", 1, 10, 1, t0);
+        let first = p.push("a", 1, 10, 1, t0, false);
         assert_eq!(first.map(|h| h.delta), Some("a".into()));
-        assert_eq!(p.push("b", 2, 11, 2, t0 + ms(10)), None);
-        assert_eq!(p.push("c", 3, 12, 3, t0 + ms(20)), None);
+        assert_eq!(p.push("b", 2, 11, 2, t0 + ms(10), false), None);
+        assert_eq!(p.push("c", 3, 12, 3, t0 + ms(20), false), None);
         assert_eq!(p.due(), Some(t0 + LIVE_TEXT_PACE));
-        let merged = p.push("d", 4, 13, 4, t0 + ms(75));
+        let merged = p.push("d", 4, 13, 4, t0 + ms(75), false);
         assert_eq!(
             merged,
             Some(Held {
@@ -164,10 +185,10 @@ mod tests {
             })
         );
         assert_eq!(p.due(), None);
-        assert_eq!(p.push("e", 5, 14, 5, t0 + ms(100)), None);
+        assert_eq!(p.push("e", 5, 14, 5, t0 + ms(100), false), None);
         assert_eq!(p.take(5, t0 + ms(150)).map(|h| h.seq), Some(5));
         assert!(
-            p.push("f", 6, 15, 6, t0 + ms(400)).is_some(),
+            p.push("f", 6, 15, 6, t0 + ms(400), false).is_some(),
             "after a pause"
         );
     }
@@ -186,19 +207,23 @@ mod tests {
         while sent + text + 64 <= AGENT_FREE_BYTES {
             n += 1;
             text += 64;
-            let got = p.push("x", n, n, text, t0 + Duration::from_micros(n));
+            let got = p.push("x", n, n, text, t0 + Duration::from_micros(n), false);
             assert!(got.is_some(), "delta {n} held while cheap");
             sent += text;
         }
         n += 1;
         text += 64;
         let at = t0 + Duration::from_micros(n);
-        assert_eq!(p.push("y", n, n, text, at), None, "paced once expensive");
+        assert_eq!(
+            p.push("y", n, n, text, at, false),
+            None,
+            "paced once expensive"
+        );
         assert!(p.due().is_some_and(|d| d > at));
         n += 1;
         text += 64;
         let later = at + LIVE_TEXT_PACE;
-        let merged = p.push("z", n, n, text, later).map(|h| h.delta);
+        let merged = p.push("z", n, n, text, later, false).map(|h| h.delta);
         assert_eq!(merged, Some("yz".into()));
     }
 }

@@ -406,6 +406,8 @@ fn serve_options(
         Some(p) => (p, true),
         None => (paths::default_config(&state_dir), false),
     };
+    let program = std::env::current_exe()
+        .unwrap_or_else(|_| PathBuf::from(std::env::args_os().next().unwrap_or_default()));
     let worker_bin = var(&env, "LOOPGATE_WORKER_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -426,6 +428,7 @@ fn serve_options(
         config_explicit,
         overrides,
         worker_bin,
+        program,
         env,
         notifier,
     }

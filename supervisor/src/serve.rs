@@ -9,6 +9,7 @@
 mod config_write;
 mod listener;
 mod reload;
+mod restart;
 mod running;
 
 use std::collections::HashMap;
@@ -28,7 +29,7 @@ use crate::session_settings::SessionSettings;
 use crate::systemd::Notifier;
 use crate::{lock, paths};
 use reload::{warn_unsupported, ConfigSource};
-use running::{Core, Serving, Signals};
+use running::{Core, Drained, Serving, Signals};
 
 /// Exit code for bad config or a state dir held by another live gateway (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
@@ -41,6 +42,9 @@ pub struct ServeOptions {
     pub config_explicit: bool,
     pub overrides: Overrides,
     pub worker_bin: PathBuf,
+    /// This program, as found when it started (a restart `exec`s it; found later, a
+    /// replaced binary would be gone).
+    pub program: PathBuf,
     /// The supervisor's environment; workers get an allow-listed subset of it.
     pub env: HashMap<String, String>,
     pub notifier: Notifier,
@@ -51,9 +55,19 @@ pub struct ServeOptions {
 /// restart drains, stops and starts this same program again in this process (same pid,
 /// arguments and environment); this returns only if that `exec` fails (1).
 pub async fn run(opts: ServeOptions) -> ExitCode {
-    match serve(opts).await {
+    let (program, state_dir, config_path) = (
+        opts.program.clone(),
+        opts.state_dir.clone(),
+        opts.config_path.clone(),
+    );
+    let mut locked = false;
+    match serve(opts, &mut locked).await {
         Ok(Ended::Stopped) => ExitCode::SUCCESS,
-        Ok(Ended::Restart) => restart_self(),
+        Ok(Ended::Restart { prior }) => restart::restart(&program, &state_dir, prior.as_deref()),
+        Ok(Ended::Failed) => ExitCode::from(1),
+        // A start that fails once it holds the state dir may follow a restart for a write
+        // it cannot start with: the previous config comes back.
+        Err(code) if locked => restart::recover(&program, &state_dir, &config_path).unwrap_or(code),
         Err(code) => code,
     }
 }
@@ -61,34 +75,17 @@ pub async fn run(opts: ServeOptions) -> ExitCode {
 /// How serving ended.
 enum Ended {
     Stopped,
-    Restart,
-}
-
-/// Replaces this process with a fresh start of the same program (everything it held was
-/// released by the stop; its descriptors close on `exec`).
-fn restart_self() -> ExitCode {
-    use std::os::unix::process::CommandExt;
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            tracing::error!(error = %e, "Cannot restart: the gateway's own program is not found; exiting.");
-            return ExitCode::from(1);
-        }
-    };
-    let mut args = std::env::args_os();
-    let argv0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
-    tracing::info!(program = %exe.display(), "Gateway restarting.");
-    let e = std::process::Command::new(&exe)
-        .arg0(argv0)
-        .args(args)
-        .exec();
-    tracing::error!(error = %e, program = %exe.display(), "Cannot restart the gateway; exiting.");
-    ExitCode::from(1)
+    /// Start again; `prior` is the config file's text before the write that asked for it.
+    Restart {
+        prior: Option<Vec<u8>>,
+    },
+    /// A restart that could not be carried out cleanly.
+    Failed,
 }
 
 /// The phases in order. An `Err` is the exit code of a start that failed, already said on
 /// stderr.
-async fn serve(opts: ServeOptions) -> Result<Ended, ExitCode> {
+async fn serve(opts: ServeOptions, locked: &mut bool) -> Result<Ended, ExitCode> {
     let started = Instant::now();
     // Before anything can announce readiness: a SIGTERM that comes right after READY must
     // drain, not kill the process with the default action.
@@ -97,6 +94,7 @@ async fn serve(opts: ServeOptions) -> Result<Ended, ExitCode> {
     let config = first_config(&source)?;
     // Held until everything below is dropped.
     let _lock = acquire_lock(&opts.state_dir)?;
+    *locked = true;
     warn_unsupported(&config);
     warn_start_window();
     let db = open_gateway_db(&opts.state_dir, config.disk_reserve_bytes)?;
@@ -115,17 +113,24 @@ async fn serve(opts: ServeOptions) -> Result<Ended, ExitCode> {
         started,
     )
     .await?;
+    restart::served(&opts.state_dir);
     let stop = serving.until_stop(&source).await;
-    let stop_hooks = serving.drain(&stop).await;
+    let (stop_hooks, drained) = serving.drain(&stop).await;
     // Drained: the agents this gateway owned go to the others at once.
     if let Some(c) = joined {
         c.release_all(&gw).await;
     }
+    let prior = serving.restart_prior();
     serving.stop(stop_hooks).await;
-    Ok(if stop.restarts() {
-        Ended::Restart
-    } else {
-        Ended::Stopped
+    Ok(match (stop.restarts(), drained) {
+        (false, _) | (true, Drained::Stopped) => Ended::Stopped,
+        (true, Drained::Complete) => Ended::Restart { prior },
+        // Workers still running would be orphaned by an `exec` (their links closed, no one
+        // to reap them): the process exits instead, and its workers with it.
+        (true, Drained::Cut) => {
+            tracing::error!("The restart's drain did not finish; exiting instead of restarting (a service manager starts the gateway again).");
+            Ended::Failed
+        }
     })
 }
 

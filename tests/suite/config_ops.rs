@@ -667,3 +667,90 @@ async fn a_change_that_needs_a_restart_drains_and_restarts_the_gateway_issue_39(
     assert_eq!(fin["payload"]["status"], "ok", "{fin}");
     gw.logs.assert_clean(&[]);
 }
+
+/// Found by the hostile review: a SIGTERM (`systemctl stop`) while a restart drained was not
+/// heard, and the gateway restarted anyway. It now stops: the run in flight still finishes,
+/// the process exits 0 and never serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_asked_during_a_restarts_drain_stops_the_gateway_issue_39() {
+    let mut gw = start().await;
+    let mut c = gw.connect().await;
+    gw.model.push(hold("finished while stopping"));
+    let mut m = gw.connect().await;
+    let run = m
+        .start_streaming(json!({"message": "long", "idempotencyKey": "rs-stop"}))
+        .await;
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{gateway: {max_connections: 7}}", "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    c.wait_for(|f| f["event"] == "shutdown").await;
+    let pid = nix::unistd::Pid::from_raw(gw.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    gw.logs
+        .wait_for("the gateway stops instead of restarting")
+        .await;
+    gw.model.release();
+    let fin = m.res(&run).await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    let mut child = gw.child.take().expect("running");
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the gateway exits")
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        gw.logs
+            .all()
+            .iter()
+            .filter(|l| l.contains("Gateway ready."))
+            .count(),
+        1,
+        "no second start"
+    );
+}
+
+/// Found by the hostile review: a `[cluster]` the gateway cannot join, written over the
+/// Gateway, took it down for good (each start after the self-restart failed the same way).
+/// The start that fails now puts the file's previous text back and starts with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_into_a_config_that_cannot_start_goes_back_to_the_previous_one_issue_39() {
+    let gw = start().await;
+    let pid = gw.pid();
+    let before = file(&gw);
+    let mut c = gw.connect().await;
+    let h = current_hash(&mut c).await;
+    let r = c
+        .call(
+            "config.patch",
+            json!({"raw": "{cluster: {nats: ['nats://127.0.0.1:1'], node: 'n1'}}", "baseHash": h}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(
+        r["payload"]["sentinel"]["payload"]["stats"]["requiresRestart"], true,
+        "{r}"
+    );
+    gw.logs.wait_for("its previous text is put back").await;
+    gw.logs.wait_for_count("Gateway ready.", 2).await;
+    assert_eq!(gw.pid(), pid, "the same process");
+    assert_eq!(file(&gw), before, "the previous text is back");
+    assert!(
+        !gw.state().join("restart-fallback.toml").exists(),
+        "nothing left to go back to"
+    );
+    let mut c = gw.connect().await;
+    gw.model.push(reply("still serving"));
+    let (_, fin) = c
+        .turn(json!({"message": "hi", "idempotencyKey": "rs-back"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.logs.assert_clean(&[
+        "cannot join the cluster",
+        "could not start with the config written over the Gateway",
+    ]);
+}

@@ -108,6 +108,18 @@ async fn bind_listeners(state_dir: &Path, config: &Config) -> Result<Listeners, 
 /// this.
 const RESTART_TIME: Duration = Duration::from_secs(5);
 
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drained {
+    /// Every worker finished.
+    Complete,
+    /// The deadline passed with workers still running.
+    Cut,
+    /// An operator asked for a stop (SIGINT; during a restart's drain also SIGTERM or
+    /// `loopgate drain`): no restart follows.
+    Stopped,
+}
+
 /// Why the serve loop is stopping.
 pub(super) enum Stop {
     Drain(Duration),
@@ -137,6 +149,10 @@ pub(super) struct Serving {
     maintenance: JoinHandle<()>,
     /// What the `gateway_start` hooks heard; the `gateway_stop` hooks hear it with a reason.
     hook_fields: Value,
+    /// An operator asked for a stop while a restart drained.
+    stop_asked: bool,
+    /// The config file's text before the write that asked for a restart.
+    restart_prior: Option<Vec<u8>>,
 }
 
 impl Serving {
@@ -202,6 +218,8 @@ impl Serving {
             ws,
             maintenance,
             hook_fields,
+            stop_asked: false,
+            restart_prior: None,
         })
     }
 
@@ -209,7 +227,11 @@ impl Serving {
     /// reload, SIGTERM and `loopgate drain` drain, SIGINT stops now.
     pub(super) async fn until_stop(&mut self, source: &ConfigSource) -> Stop {
         let Self {
-            core, signals, ws, ..
+            core,
+            signals,
+            ws,
+            restart_prior,
+            ..
         } = self;
         let gw = &core.gw;
         // A written config that needs a restart: when it begins.
@@ -241,12 +263,15 @@ impl Serving {
                     }
                     ConfigRequest::Write(w, reply) => {
                         let delay = w.restart_delay();
+                        // The text a failed start after a restart goes back to.
+                        let before = std::fs::read(&gw.config().path).ok();
                         let written = super::config_write::write(gw, source, ws, w).await;
                         let restart = written.as_ref().is_ok_and(|r| {
                             r.sentinel.as_ref().is_some_and(|s| s.payload.stats.requires_restart)
                         });
                         if restart && restart_at.is_none() {
                             restart_at = Some(tokio::time::Instant::now() + delay);
+                            *restart_prior = before;
                         }
                         let _ = reply.send(written);
                     }
@@ -258,7 +283,7 @@ impl Serving {
     /// Phase one: admit nothing new, let in-flight runs finish (or abort them at the
     /// deadline; at once for a fast stop). The `gateway_stop` hooks run alongside; their
     /// task is returned for phase two to wait on.
-    pub(super) async fn drain(&mut self, stop: &Stop) -> JoinHandle<()> {
+    pub(super) async fn drain(&mut self, stop: &Stop) -> (JoinHandle<()>, Drained) {
         let deadline = match *stop {
             Stop::Drain(d) | Stop::Restart(d) => d,
             Stop::Fast => Duration::ZERO,
@@ -301,21 +326,42 @@ impl Serving {
         let hard_stop = tokio::time::sleep(deadline + Duration::from_secs(10));
         tokio::pin!(hard_stop);
         let mut extend = tokio::time::interval(Duration::from_secs(5));
-        loop {
+        let restarting = stop.restarts();
+        let how = loop {
             tokio::select! {
-                _ = &mut drained => break,
+                _ = &mut drained => break Drained::Complete,
                 _ = &mut hard_stop => {
                     tracing::warn!("Workers did not finish in time; stopping anyway (open runs are ended on the next start).");
-                    break;
+                    break Drained::Cut;
                 }
                 _ = extend.tick() => self.notifier.extend_timeout(Duration::from_secs(15)),
                 _ = self.signals.int.recv() => {
                     tracing::warn!("SIGINT during drain: stopping now; open runs are ended on the next start.");
-                    break;
+                    break Drained::Stopped;
+                }
+                // A restart's drain is a stop once an operator asks for one.
+                _ = self.signals.term.recv(), if restarting => {
+                    tracing::info!("SIGTERM during a restart's drain: the gateway stops instead of restarting.");
+                    self.notifier.stopping("stopping");
+                    self.stop_asked = true;
+                }
+                Some(_) = self.core.drain_rx.recv(), if restarting => {
+                    tracing::info!("Drain requested during a restart's drain: the gateway stops instead of restarting.");
+                    self.notifier.stopping("stopping");
+                    self.stop_asked = true;
                 }
             }
-        }
-        stop_hooks
+        };
+        let how = match how {
+            Drained::Complete if self.stop_asked => Drained::Stopped,
+            other => other,
+        };
+        (stop_hooks, how)
+    }
+
+    /// The config file's text before the write that asked for a restart, if one did.
+    pub(super) fn restart_prior(&mut self) -> Option<Vec<u8>> {
+        self.restart_prior.take()
     }
 
     /// Phase two: close listeners and cut remaining waits short, let connections deliver

@@ -488,3 +488,73 @@ fn a_tool_event_is_for_tool_clients_and_the_terminal_is_held() {
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(runs["r1"].terminal.len(), 2);
 }
+
+/// Found by the hostile review of R-D2: a model that puts a byte of reasoning beside each
+/// byte of reply text made each delta force the other stream's held text out, so every
+/// stream (the chat projection too) carried each delta with the whole text so far, the
+/// square of the reply. Now a live delta waits with what is held: a thousand interleaved
+/// deltas within one pace make a handful of events, and the flush before the next other
+/// event sends all of it in `seq` order, adding up to the text.
+#[test]
+fn interleaved_reasoning_and_text_stay_paced_r_d2() {
+    let hub = EventHub::new();
+    let mut runs = HashMap::new();
+    let mut out = Vec::new();
+    let WorkerToControl::Event(start) = lifecycle("r1", 1, Phase::Start) else {
+        panic!("not an event")
+    };
+    project(&hub, "main", &mut runs, &start, &mut out);
+    out.clear();
+    let mut seq = 1;
+    for _ in 0..500 {
+        for body in [
+            EventBody::Thinking { delta: "r".into() },
+            EventBody::Assistant { delta: "a".into() },
+        ] {
+            seq += 1;
+            let ev = RunEvent {
+                run_id: "r1".into(),
+                seq,
+                ts: seq,
+                body,
+            };
+            project(&hub, "main", &mut runs, &ev, &mut out);
+        }
+    }
+    assert!(
+        out.len() <= 12,
+        "{} events for 1000 interleaved deltas",
+        out.len()
+    );
+    // The next other event flushes what is held, in seq order.
+    seq += 1;
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &match lifecycle("r1", seq, Phase::Finishing) {
+            WorkerToControl::Event(ev) => ev,
+            other => panic!("not an event: {other:?}"),
+        },
+        &mut out,
+    );
+    let events: Vec<serde_json::Value> = out
+        .iter()
+        .map(|d| serde_json::from_str(&d.json_for_tests()).unwrap())
+        .collect();
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] <= w[1]), "{seqs:?}");
+    let joined = |pick: &dyn Fn(&serde_json::Value) -> Option<String>| -> String {
+        events.iter().filter_map(pick).collect()
+    };
+    let text = joined(&|e| {
+        (e["stream"] == "assistant").then(|| e["data"]["delta"].as_str().unwrap().to_owned())
+    });
+    let reasoning = joined(&|e| {
+        (e["stream"] == "thinking").then(|| e["data"]["delta"].as_str().unwrap().to_owned())
+    });
+    let chat = joined(&|e| e["deltaText"].as_str().map(str::to_owned));
+    assert_eq!(text, "a".repeat(500));
+    assert_eq!(reasoning, "r".repeat(500));
+    assert_eq!(chat, "a".repeat(500));
+}

@@ -118,19 +118,14 @@ pub(super) fn project(
         session_key: &st.session_key,
         agent_id,
     };
-    // Live text held back goes before any other event of the run (R-D2).
+    // Live text held back goes before any other event of the run (R-D2); a live text delta
+    // forces nothing out (it waits with what is held).
     let now = Instant::now();
-    let (assistant, thinking) = match &ev.body {
-        EventBody::Assistant { .. } => (false, true),
-        EventBody::Thinking { .. } => (true, false),
-        _ => (true, true),
-    };
-    let pace = &mut st.pace;
-    if assistant {
-        flush_assistant(&run, &st.text, pace, now, out);
-    }
-    if thinking {
-        flush_thinking(&run, &st.thinking, pace, now, out);
+    if !matches!(
+        ev.body,
+        EventBody::Assistant { .. } | EventBody::Thinking { .. }
+    ) {
+        flush(&run, (&st.text, &st.thinking), &mut st.pace, now, out);
     }
     match &ev.body {
         EventBody::Lifecycle(l) => lifecycle(hub, agent_id, st, ev, l, out),
@@ -138,13 +133,14 @@ pub(super) fn project(
         EventBody::Assistant { delta } => {
             let chat_delta = st.text.push(delta);
             let (text, pace) = (&st.text, &mut st.pace);
+            let wait = pace.text_waits();
             let size = text.message().len();
-            if let Some(h) = pace.assistant.push(delta, ev.seq, ev.ts, size, now) {
+            if let Some(h) = pace.assistant.push(delta, ev.seq, ev.ts, size, now, wait) {
                 let agent = crate::projection::assistant(&run, h.seq, h.ts, text, &h.delta);
                 out.push(Deferred::agent(&agent));
             }
             let size = text.run().len();
-            if let Some(h) = pace.chat.push(&chat_delta, ev.seq, ev.ts, size, now) {
+            if let Some(h) = pace.chat.push(&chat_delta, ev.seq, ev.ts, size, now, wait) {
                 let chat = crate::projection::chat_delta(&run, h.seq, h.ts, text, &h.delta);
                 out.push(Deferred::chat(&chat));
             }
@@ -158,7 +154,8 @@ pub(super) fn project(
         EventBody::Thinking { delta } => {
             st.thinking.push_str(delta);
             let size = st.thinking.len();
-            if let Some(h) = st.pace.thinking.push(delta, ev.seq, ev.ts, size, now) {
+            let wait = st.pace.thinking_waits();
+            if let Some(h) = st.pace.thinking.push(delta, ev.seq, ev.ts, size, now, wait) {
                 let agent = crate::projection::thinking(&run, h.seq, h.ts, &st.thinking, &h.delta);
                 out.push(Deferred::agent(&agent));
             }
@@ -174,36 +171,31 @@ pub(super) fn project(
     }
 }
 
-/// The assistant text held back (R-D2), sent now: its `agent` event, then its chat delta.
-fn flush_assistant(
+/// The run's live text held back (R-D2), sent now: its `agent` assistant and thinking
+/// events and its chat delta, in `seq` order (an `agent` event before the chat delta of the
+/// same `seq`).
+fn flush(
     run: &RunRef<'_>,
-    text: &crate::projection::ReplyText,
+    (text, thinking): (&crate::projection::ReplyText, &str),
     pace: &mut crate::live_text::RunPace,
     now: Instant,
     out: &mut Vec<Deferred>,
 ) {
+    let mut held: Vec<(u64, u8, Deferred)> = Vec::with_capacity(3);
     if let Some(h) = pace.assistant.take(text.message().len(), now) {
         let agent = crate::projection::assistant(run, h.seq, h.ts, text, &h.delta);
-        out.push(Deferred::agent(&agent));
+        held.push((h.seq, 0, Deferred::agent(&agent)));
     }
     if let Some(h) = pace.chat.take(text.run().len(), now) {
         let chat = crate::projection::chat_delta(run, h.seq, h.ts, text, &h.delta);
-        out.push(Deferred::chat(&chat));
+        held.push((h.seq, 1, Deferred::chat(&chat)));
     }
-}
-
-/// The reasoning held back (R-D2), sent now.
-fn flush_thinking(
-    run: &RunRef<'_>,
-    thinking: &str,
-    pace: &mut crate::live_text::RunPace,
-    now: Instant,
-    out: &mut Vec<Deferred>,
-) {
     if let Some(h) = pace.thinking.take(thinking.len(), now) {
         let agent = crate::projection::thinking(run, h.seq, h.ts, thinking, &h.delta);
-        out.push(Deferred::agent(&agent));
+        held.push((h.seq, 0, Deferred::agent(&agent)));
     }
+    held.sort_by_key(|(seq, rank, _)| (*seq, *rank));
+    out.extend(held.into_iter().map(|(_, _, d)| d));
 }
 
 /// Sends the live text of every run that is due at `now` (R-D2), through the fence.
@@ -224,8 +216,7 @@ pub(super) fn flush_due(
             agent_id,
         };
         let mut out = Vec::new();
-        flush_assistant(&run, &st.text, &mut st.pace, now, &mut out);
-        flush_thinking(&run, &st.thinking, &mut st.pace, now, &mut out);
+        flush(&run, (&st.text, &st.thinking), &mut st.pace, now, &mut out);
         let seq = out.iter().filter_map(Deferred::run_seq).max().unwrap_or(0);
         fence.publish(hub, run_id, seq, &out);
     }
