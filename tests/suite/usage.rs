@@ -2,7 +2,7 @@
 //! (`openclaw-observed/operator-surface-2026.9.6.md` section 10): totals equal the tokens the
 //! scripted model reported, per agent, per session and per day, priced from the config.
 
-use loopgate_tests::{reply, Client, Gateway};
+use loopgate_tests::{hold, reply, Client, Gateway};
 use serde_json::{json, Value};
 
 const PRICED: &str = "[models.providers.scripted.models.\"scripted-1\"]\n\
@@ -335,4 +335,94 @@ async fn the_usage_footer_and_the_raw_trace_follow_the_reply_issue_39_b1() {
     let sent = last.to_string();
     assert!(!sent.contains("🔎") && !sent.contains("Usage: "), "{last}");
     gw.logs.assert_clean(&[]);
+}
+
+/// A writer (read and write scopes: no admin).
+async fn writer(gw: &Gateway) -> Client {
+    let mut params = loopgate_tests::client::connect_params();
+    params["scopes"] = json!(["operator.read", "operator.write"]);
+    Client::connect_with(&gw.socket(), params).await
+}
+
+/// Sends an `agent` run and waits for its `accepted` ack; the request id.
+async fn queued(c: &mut Client, id: &str, key: &str, text: &str) -> String {
+    let req = c
+        .send(
+            "agent",
+            json!({"message": text, "idempotencyKey": id, "sessionKey": key}),
+        )
+        .await;
+    let ack = c.res(&req).await;
+    assert_eq!(ack["payload"]["status"], "accepted", "{ack}");
+    req
+}
+
+/// Found by the hostile review: the raw trace showed the model's reply as written, also
+/// when the `message_sending` guards cancelled it, so what they kept from every client
+/// reached them in the trace. The trace shows what the guards left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raw_trace_shows_what_the_guards_left_r_h2() {
+    let gw = Gateway::start_with(loopgate_tests::REVIEW_HOOK).await;
+    let key = "agent:main:guarded";
+    let mut admin = gw.connect().await;
+    let mut w = writer(&gw).await;
+    let (_, fin) = admin
+        .turn(json!({"message": "/trace raw", "sessionKey": key, "idempotencyKey": "gd-t"}))
+        .await;
+    assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    gw.model.push(reply("the launch code is forbidden-1234"));
+    let (_, fin) = admin
+        .turn(json!({"message": "tell me", "sessionKey": key, "idempotencyKey": "gd-1"}))
+        .await;
+    let texts = payload_texts(&fin);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("🔎 Model Output (Assistant Role):\n~~~text\n<empty>\n~~~")),
+        "{texts:?}"
+    );
+    let chat = w.chat_event("gd-1", |p| p["state"] == "final").await;
+    for seen in [fin.to_string(), chat.to_string()] {
+        assert!(!seen.contains("forbidden-1234"), "{seen}");
+    }
+}
+
+/// Found by the hostile review: a writer's message collected with an admin's (`collect`) or
+/// steered into an admin's traced turn ended with that turn's payloads, the admin's trace
+/// included. A turn that carries a message from a sender who may not see traces has none
+/// (OpenClaw clears it for mixed senders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_carries_a_writers_message_has_no_trace_b1() {
+    for (mode, extra) in [
+        (
+            "collect",
+            "[messages.queue]\nmode = \"collect\"\ndebounce_ms = 300\n",
+        ),
+        ("steer", ""),
+    ] {
+        let gw = Gateway::start_with(extra).await;
+        let key = "agent:main:mixed";
+        let mut admin = gw.connect().await;
+        let mut w = writer(&gw).await;
+        let (_, fin) = admin
+            .turn(json!({"message": "/trace raw", "sessionKey": key, "idempotencyKey": "mx-t"}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+        gw.model.push(hold("first answer"));
+        gw.model.push(reply("second answer"));
+        let first = admin
+            .start_streaming(json!({"message": "one", "idempotencyKey": "mx-1", "sessionKey": key}))
+            .await;
+        let _second = queued(&mut admin, "mx-2", key, "admin question").await;
+        let third = queued(&mut w, "mx-3", key, "writer question").await;
+        gw.model.release();
+        assert_eq!(admin.res(&first).await["payload"]["status"], "ok");
+        let fin = w.res(&third).await;
+        assert_eq!(fin["payload"]["status"], "ok", "{mode}: {fin}");
+        let texts = payload_texts(&fin);
+        assert!(
+            !texts.iter().any(|t| t.contains("🔎")),
+            "{mode}: a writer's run got a trace: {texts:?}"
+        );
+    }
 }

@@ -90,6 +90,15 @@ pub struct Lane {
     next_seq: u64,
 }
 
+/// A turn that carries other runs' messages (collected, summarized) is traced only if every
+/// one of their senders may see its trace: the outcome is theirs too (OpenClaw clears it for
+/// mixed senders).
+fn untrace_mixed(run: &mut SubmitRun, carried: &[SubmitRun]) {
+    if carried.iter().any(|r| r.trace != run.trace) {
+        run.trace = None;
+    }
+}
+
 impl Lane {
     /// Messages waiting for a turn.
     pub fn waiting(&self) -> usize {
@@ -238,6 +247,7 @@ impl Lane {
             run_id: run.run_id.clone(),
             text: run.message.clone(),
             attachments: std::mem::take(&mut run.attachments),
+            traced: run.trace == Some(ipc::footer::TraceLevel::Raw),
         };
         match r.steer.try_send(SteerMsg::Add(s)) {
             Ok(()) => {
@@ -275,7 +285,9 @@ impl Lane {
                 return Ok(None);
             };
             first.message = line.trim_end().to_owned();
-            carried.extend(all.map(|r| r.run_id));
+            let all: Vec<SubmitRun> = all.collect();
+            untrace_mixed(&mut first, &all);
+            carried.extend(all.into_iter().map(|r| r.run_id));
             return Ok(Some(self.begin(first, carried)));
         };
         let mut run = if front.collect {
@@ -300,6 +312,7 @@ impl Lane {
                 return Ok(None);
             };
             let mut rest: Vec<SubmitRun> = batch.collect();
+            untrace_mixed(&mut first, &rest);
             if !rest.is_empty() {
                 let mut texts = vec![first.message.as_str()];
                 texts.extend(rest.iter().map(|r| r.message.as_str()));
@@ -322,6 +335,7 @@ impl Lane {
             let dropped = std::mem::take(&mut self.summarized);
             let cap = run.queue.map_or(0, |q| q.cap);
             run.message = format!("{}{}", summary_line(&dropped, cap), run.message);
+            untrace_mixed(&mut run, &dropped);
             carried.extend(dropped.into_iter().map(|r| r.run_id));
         }
         Ok(Some(self.begin(run, carried)))

@@ -74,6 +74,7 @@ fn creation(
 /// why the turn did not start.
 pub(super) async fn sessions_create(
     gw: &Arc<Gateway>,
+    session: &Session,
     first: RunAnswers<'_, m::SessionsCreate>,
     p: SessionsCreateParams,
     turn: Option<AdmissionTurn>,
@@ -91,7 +92,9 @@ pub(super) async fn sessions_create(
     let Some(message) = c.first else {
         return Ok(Last::Result(Reply::now(result)));
     };
-    let admission = first_turn(turn, c.run_id.clone(), route, message, p.timeout_ms);
+    let mut admission = first_turn(turn, c.run_id.clone(), route, message, p.timeout_ms);
+    // A session adopted with a trace level of its own traces an admin's turn.
+    admission.trace_allowed = session.has_scope(Scope::Admin);
     let started = started(&result, &c.run_id);
     let admitted = admit(gw, first, admission, |_| started).await;
     Ok(match after_admission(admitted, &c.run_id, result) {
@@ -205,7 +208,6 @@ fn first_turn(
         images_need_model: false,
         verbose: None,
         block_streaming: Some(false),
-        // A session's first turn has no trace level yet.
         trace_allowed: false,
     }
 }

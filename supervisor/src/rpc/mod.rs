@@ -292,7 +292,7 @@ async fn turn_method(
             serve::<m::ChatInject, _>(req, out, |p| chat_inject(gw, out, p)).await
         }
         Method::SessionsCreate => {
-            let create = |first, p, turn| sessions_create(gw, first, p, turn);
+            let create = |first, p, turn| sessions_create(gw, session, first, p, turn);
             let answered = Answered::default();
             serve_run::<m::SessionsCreate, _>(&req, out, &answered, turn, create).await
         }

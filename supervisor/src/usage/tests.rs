@@ -141,6 +141,33 @@ fn cost_is_tokens_times_the_models_price_per_million() {
     );
 }
 
+/// Found by the hostile review: a run's input counts its cached prompt tokens too (as the
+/// providers report prompt tokens), and they were priced twice: as input and as cache.
+/// Input is now what was neither read from nor written to the cache, as OpenClaw shows it.
+#[test]
+fn cached_prompt_tokens_are_priced_once() {
+    let mut prices = Prices::new();
+    prices.insert(
+        ("p".into(), "m".into()),
+        Price {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.3,
+            cache_write: 0.0,
+        },
+    );
+    let mut c = counts(1, 1000, 10);
+    c.cache_read = 900;
+    let t = priced(&c, "p", "m", &prices);
+    assert_eq!(t.input, 100);
+    let want = (100.0 * 3.0 + 10.0 * 15.0 + 900.0 * 0.3) / 1e6;
+    assert!(
+        (t.total_cost - want).abs() < 1e-12,
+        "{} != {want}",
+        t.total_cost
+    );
+}
+
 #[test]
 fn daily_rows_fill_the_range_and_sum_to_the_totals() {
     let row = |day, agent: &str, input| DayRow {

@@ -303,6 +303,9 @@ pub struct Turn {
     /// What follows the reply (the usage footer, the raw trace), once the outcome is
     /// recorded.
     notes: super::notes::Notes,
+    /// The final reply as the `message_sending` guards left it, when they changed it (the
+    /// raw trace shows that, never what they cancelled).
+    guarded_output: Option<String>,
     /// How much of the current response's reasoning went out as a block (reasoning `on`).
     reasoning_blocked: usize,
 }
@@ -349,6 +352,7 @@ impl Turn {
             chunker,
             blocks_sent: 0,
             notes: Default::default(),
+            guarded_output: None,
             reasoning_blocked: 0,
         }
     }
@@ -404,6 +408,12 @@ impl Turn {
     /// What follows the reply (set once the outcome is recorded).
     pub fn notes(&self) -> &super::notes::Notes {
         &self.notes
+    }
+
+    /// The `message_sending` guards changed the final reply before it was recorded: `kept`
+    /// is what they left (`None`: cancelled).
+    pub fn reply_guarded(&mut self, kept: Option<&str>) {
+        self.guarded_output = Some(kept.unwrap_or_default().to_owned());
     }
 
     /// Messages the `message` tool delivered in this run.

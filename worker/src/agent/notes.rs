@@ -17,7 +17,7 @@ pub struct NotesSpec {
 }
 
 /// What `/trace raw` shows of the request: its message and its settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RawTraceSpec {
     pub message: String,
     pub thinking: Option<String>,
@@ -27,10 +27,29 @@ pub struct RawTraceSpec {
 }
 
 /// What follows a reply: the usage footer line and the raw trace.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Notes {
     pub usage_line: Option<String>,
     pub trace: Option<String>,
+}
+
+// The user's message and the model's words stay out of logs.
+impl std::fmt::Debug for RawTraceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawTraceSpec")
+            .field("message_len", &self.message.len())
+            .field("thinking", &self.thinking)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Notes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notes")
+            .field("usage_line", &self.usage_line)
+            .field("trace_len", &self.trace.as_ref().map(String::len))
+            .finish()
+    }
 }
 
 impl Notes {
@@ -55,19 +74,27 @@ impl Notes {
         }
     }
 
-    /// What the chat `final` shows after the reply (`None`: nothing).
+    /// What the chat `final` shows after the reply (`None`: nothing): the trace, then the
+    /// usage line, as OpenClaw orders them.
     pub fn chat_text(&self) -> Option<String> {
         match (&self.usage_line, &self.trace) {
             (None, None) => None,
             (Some(u), None) => Some(u.clone()),
             (None, Some(t)) => Some(t.clone()),
-            (Some(u), Some(t)) => Some(format!("{u}\n\n{t}")),
+            (Some(u), Some(t)) => Some(format!("{t}\n{u}")),
         }
     }
 
-    /// The payloads with the notes: the usage line at the end of the last text (on a line
-    /// of its own; alone if there is none), the trace as a payload after them.
+    /// The payloads with the notes, as OpenClaw adds them: the trace as a payload after
+    /// them, then the usage line at the end of the last text (on a line of its own; alone
+    /// if there is none).
     pub fn apply(&self, payloads: &mut Vec<Payload>) {
+        if let Some(trace) = &self.trace {
+            payloads.push(Payload {
+                text: trace.clone(),
+                is_error: false,
+            });
+        }
         if let Some(line) = &self.usage_line {
             match payloads.iter_mut().rev().find(|p| !p.text.is_empty()) {
                 Some(p) => {
@@ -82,19 +109,21 @@ impl Notes {
                 }),
             }
         }
-        if let Some(trace) = &self.trace {
-            payloads.push(Payload {
-                text: trace.clone(),
-                is_error: false,
-            });
-        }
     }
+}
+
+/// The prompt tokens not read from or written to the cache: a run's `input` counts them all,
+/// as providers report prompt tokens (OpenClaw shows and prices these apart).
+fn fresh_input(u: &Usage) -> u64 {
+    u.input
+        .saturating_sub(u.cache_read)
+        .saturating_sub(u.cache_write)
 }
 
 /// What `u` costs at price `p`.
 fn cost(p: &ModelPrice, u: &Usage) -> f64 {
     let per = |tokens: u64, dollars: f64| tokens as f64 * dollars / 1_000_000.0;
-    per(u.input, p.input)
+    per(fresh_input(u), p.input)
         + per(u.output, p.output)
         + per(u.cache_read, p.cache_read)
         + per(u.cache_write, p.cache_write)
@@ -127,7 +156,7 @@ fn usage_line(f: &UsageFooter, u: &Usage, provider: &str, model: &str) -> Option
     };
     Some(format!(
         "Usage: {} in / {} out{cache}{estimate}",
-        tokens(u.input),
+        tokens(fresh_input(u)),
         tokens(u.output)
     ))
 }
@@ -206,15 +235,19 @@ fn fenced(title: &str, lines: &[String]) -> String {
     format!("🔎 {title}:\n~~~text\n{}\n~~~", lines.join("\n"))
 }
 
-/// Text as written, in a fence it cannot close (a line starting `~~~` is escaped).
+/// Text as written, in a fence it cannot close: every line break is a `\n`, and a line that
+/// could close the fence (up to three spaces, then `~~~`) gets a `\` before its tildes.
 fn raw_block(title: &str, text: &str) -> String {
     let shown = if text.trim().is_empty() {
         "<empty>".to_owned()
     } else {
-        text.split('\n')
+        text.replace("\r\n", "\n")
+            .replace('\r', "\n")
+            .split('\n')
             .map(|l| {
-                if l.starts_with("~~~") {
-                    format!("\\{l}")
+                let indent = l.len() - l.trim_start_matches(' ').len();
+                if indent <= 3 && l[indent..].starts_with("~~~") {
+                    format!("{}\\{}", &l[..indent], &l[indent..])
                 } else {
                     l.to_owned()
                 }

@@ -50,7 +50,11 @@ impl Turn {
             terminal.error = Some(record_error(e, "the run"));
             terminal.payloads.clear();
         }
-        self.notes = crate::agent::notes::Notes::of(&self.spec.notes, &terminal, &self.text);
+        self.notes = crate::agent::notes::Notes::of(
+            &self.spec.notes,
+            &terminal,
+            self.guarded_output.as_deref().unwrap_or(&self.text),
+        );
         let lifecycle = match terminal.status {
             RunStatus::Ok => Lifecycle {
                 ended_at: Some(terminal.ended_at),

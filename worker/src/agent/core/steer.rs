@@ -27,6 +27,8 @@ pub struct Steered {
     pub text: String,
     /// The message's attachments (recorded with it; images reach the model as parts).
     pub attachments: Vec<ipc::control::Attachment>,
+    /// Its sender may see the turn's trace (`/trace`): one who may not takes it away.
+    pub traced: bool,
 }
 
 /// What the lane tells a running turn.
@@ -66,6 +68,10 @@ impl Turn {
 
     pub(super) fn take_steered(&mut self, s: Steered) {
         if self.accepts_steering() {
+            // The turn's outcome is this message's too: no trace unless its sender may see it.
+            if !s.traced {
+                self.spec.notes.raw_trace = None;
+            }
             self.steered.push(s.run_id.clone());
             self.steering.push_back(s);
         }

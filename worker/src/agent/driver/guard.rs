@@ -21,6 +21,9 @@ impl Driver {
             return;
         };
         if let Some(guarded) = self.guard_text(&mut a.text).await {
+            if guarded.1.as_ref() != Some(&guarded.0) {
+                self.turn.reply_guarded(guarded.1.as_deref());
+            }
             self.guarded = Some(guarded);
         }
     }

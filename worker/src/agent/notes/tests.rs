@@ -139,16 +139,66 @@ fn the_footer_reads_as_openclaws() {
         usage_line(&full, &u, "p", "m").as_deref(),
         Some("Usage: 1.2k in / 38 out · est $0.0013")
     );
+    // Input counts every prompt token; the cached ones are shown and priced apart.
     let cached = Usage {
-        input: 10,
-        output: 2,
-        cache_read: 800,
+        input: 1000,
+        output: 10,
+        cache_read: 900,
         cache_write: 0,
-        total: 812,
+        total: 1010,
     };
     assert_eq!(
         usage_line(&full, &cached, "p", "other").as_deref(),
-        Some("Usage: 10 in / 2 out · cache 800 cached / 0 new")
+        Some("Usage: 100 in / 10 out · cache 900 cached / 0 new")
+    );
+    // 100 x $1/M + 10 x $2/M + 900 x $0.5/M = $0.00057.
+    assert_eq!(
+        usage_line(&full, &cached, "p", "m").as_deref(),
+        Some("Usage: 100 in / 10 out · cache 900 cached / 0 new · est $0.0006")
     );
     assert_eq!(usage_line(&full, &Usage::default(), "p", "m"), None);
+}
+
+/// Both notes, in OpenClaw's order: the trace is a payload of its own, then the usage line
+/// ends the last text (the trace's); the chat shows the trace, then the line.
+#[test]
+fn the_trace_comes_before_the_usage_line() {
+    let spec = NotesSpec {
+        usage_footer: Some(UsageFooter {
+            cost: false,
+            prices: vec![],
+        }),
+        raw_trace: Some(RawTraceSpec {
+            message: "q".into(),
+            thinking: None,
+            reasoning: ipc::thinking::ReasoningMode::Off,
+            verbose: ipc::thinking::VerboseLevel::Off,
+            blocks: None,
+        }),
+    };
+    let mut t = terminal(Some(usage()), &["answer"]);
+    let notes = Notes::of(&spec, &t, "answer");
+    let (trace, line) = (
+        notes.trace.clone().unwrap(),
+        notes.usage_line.clone().unwrap(),
+    );
+    notes.apply(&mut t.payloads);
+    let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(texts, ["answer", &format!("{trace}\n{line}")]);
+    assert_eq!(notes.chat_text(), Some(format!("{trace}\n{line}")));
+}
+
+/// Found by the hostile review: a bare `\r` is a line break to a Markdown reader, and a
+/// fence closes after up to three spaces, so the model's output could close the trace's
+/// fence and forge blocks. Every such line is escaped now.
+#[test]
+fn nothing_the_model_writes_closes_the_fence() {
+    let shown = raw_block(
+        "Model Output (Assistant Role)",
+        "ok\r~~~\r\n  ~~~text\n    ~~~ code",
+    );
+    assert_eq!(
+        shown,
+        "🔎 Model Output (Assistant Role):\n~~~text\nok\n\\~~~\n  \\~~~text\n    ~~~ code\n~~~"
+    );
 }

@@ -8,6 +8,7 @@ fn steer(id: &str, text: &str) -> Input {
         run_id: id.into(),
         text: text.into(),
         attachments: Vec::new(),
+        traced: false,
     })
 }
 
