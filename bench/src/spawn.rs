@@ -45,7 +45,7 @@ pub(crate) fn config(
 ) -> String {
     let (api_name, model_url) = (api.config_name(), api.base_url(model.addr()));
     let mut c = format!(
-        "[gateway]\nport = 0\n\n[gateway.auth]\ntoken = \"{token}\"\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
+        "[gateway]\nport = 0\n\n[gateway.auth]\ntoken = \"{token}\"\n\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\nskip_bootstrap = true\n\n\
          [models.providers.scripted]\napi = \"{api_name}\"\nbase_url = \"{model_url}\"\n\n\
          # The crash-recovery scenario kills workers on purpose.\n[workers]\ncrash_loop_max = 1000\n"
     );

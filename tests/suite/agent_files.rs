@@ -293,3 +293,52 @@ async fn deleting_an_agent_moves_only_its_own_files_issue_39() {
     assert!(gw.state().join("loopgate.toml").exists() && gw.state().join("gateway.token").exists());
     std::fs::remove_dir_all(&victim).unwrap();
 }
+
+/// An agent written into the config by hand starts, as on OpenClaw, with the bootstrap files
+/// in a brand-new workspace when its worker first starts: its first turn's prompt carries
+/// them (issue 39). A workspace that already exists is the operator's and stays as it is;
+/// `skip_bootstrap` leaves a new one empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_agents_new_workspace_starts_with_the_bootstrap_files_issue_39() {
+    let gw = Gateway::start_with(
+        "[agents.list.fresh]\nname = \"Fresh One\"\nskip_bootstrap = false\n\
+         [agents.list.kept]\nskip_bootstrap = false\n\
+         [agents.list.bare]\n",
+    )
+    .await;
+    // `kept` has a workspace already (empty): nothing is written into it.
+    let kept = gw.workspace("kept");
+    let mut c = gw.connect().await;
+    for (agent, key) in [("fresh", "bs-1"), ("kept", "bs-2"), ("bare", "bs-3")] {
+        gw.model.push(reply("hello"));
+        let (_, fin) = c
+            .turn(json!({"message": "hi", "idempotencyKey": key, "agentId": agent}))
+            .await;
+        assert_eq!(fin["payload"]["status"], "ok", "{fin}");
+    }
+    let requests = gw.model.requests();
+    let prompt = |i: usize| requests[i].body.to_string();
+    assert!(
+        prompt(0).contains("AGENTS.md: how this agent works") && prompt(0).contains("Fresh One"),
+        "the first turn's prompt carries the templates: {}",
+        prompt(0)
+    );
+    assert!(!prompt(1).contains("AGENTS.md: how this agent works"));
+    assert!(!prompt(2).contains("AGENTS.md: how this agent works"));
+    let fresh = gw.state().join("agents").join("fresh").join("workspace");
+    for file in [
+        "AGENTS.md",
+        "SOUL.md",
+        "IDENTITY.md",
+        "USER.md",
+        "BOOTSTRAP.md",
+    ] {
+        assert!(fresh.join(file).is_file(), "{file} in the new workspace");
+    }
+    assert_eq!(
+        std::fs::read_dir(&kept).unwrap().count(),
+        0,
+        "kept as it was"
+    );
+    gw.logs.assert_clean(&[]);
+}

@@ -297,7 +297,7 @@ impl Gateway {
     pub fn config_text(&self) -> String {
         if let Some((url, model)) = &self.provider {
             return format!(
-                "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"local/{model}\"\n\n\
+                "[gateway]\nport = 0\n\n[agents.defaults]\nmodel = \"local/{model}\"\nskip_bootstrap = true\n\n\
                  [models.providers.local]\napi = \"{}\"\nbase_url = \"{url}\"\n\
                  idle_timeout_seconds = {}\n{}\n",
                 self.api.config_name(),
@@ -306,7 +306,7 @@ impl Gateway {
             );
         }
         format!(
-            "[gateway]\nport = 0\n{}\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
+            "[gateway]\nport = 0\n{}\n[agents.defaults]\nmodel = \"scripted/scripted-1\"\nskip_bootstrap = true\n\n\
              [models.providers.scripted]\napi = \"{}\"\nbase_url = \"{}\"\n\
              idle_timeout_seconds = {}\n{}\n",
             self.gateway_keys,

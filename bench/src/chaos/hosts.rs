@@ -144,7 +144,7 @@ impl Host {
             .join(", ");
         let mut c = format!(
             "[gateway]\nbind = \"{ip}\"\nport = {GATEWAY_PORT}\n\n[gateway.auth]\ntoken = \"{token}\"\n\n\
-             [agents.defaults]\nmodel = \"scripted/scripted-1\"\n\n\
+             [agents.defaults]\nmodel = \"scripted/scripted-1\"\nskip_bootstrap = true\n\n\
              [models.providers.scripted]\napi = \"openai-completions\"\nbase_url = \"{model}\"\n\
              # The key names the host: the model sees which host made each request.\n\
              api_key_env = \"LOOPGATE_CHAOS_KEY\"\n\n\

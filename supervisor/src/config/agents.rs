@@ -67,6 +67,10 @@ pub struct RawAgentSettings {
     /// The skills this agent may be offered, by name (absent: every skill of its workspace).
     /// Only these get their `[skills.entries]` settings and keys (R-B6).
     pub skills: Option<Vec<String>>,
+    /// Leave a new workspace empty instead of writing the bootstrap files (`AGENTS.md`,
+    /// `SOUL.md`, `IDENTITY.md`, `USER.md`, `BOOTSTRAP.md`) into it when the agent's worker
+    /// first starts (OpenClaw's `skipBootstrap`; default false).
+    pub skip_bootstrap: Option<bool>,
 }
 
 /// `compaction`: when a session's older context is summarized (R-B7).
@@ -116,6 +120,9 @@ pub struct AgentConfig {
     /// `None`: no execution timer.
     pub timeout_ms: Option<u64>,
     pub workspace: PathBuf,
+    /// A workspace that does not exist yet gets the bootstrap files when the worker starts
+    /// (`skip_bootstrap` false).
+    pub seed_workspace: bool,
     pub db_path: PathBuf,
     /// The operator's internal (`HOOK.md`) hooks: `<state>/agents/<id>/hooks`.
     pub hooks_dir: PathBuf,
@@ -274,6 +281,10 @@ fn resolve_agent(
         name: own.name.clone(),
         timeout_ms: (timeout_s > 0).then(|| timeout_s.saturating_mul(1000)),
         workspace,
+        seed_workspace: !own
+            .skip_bootstrap
+            .or(defaults.skip_bootstrap)
+            .unwrap_or(false),
         max_concurrent,
         bootstrap_max_chars: own
             .bootstrap_max_chars

@@ -153,6 +153,7 @@ pub(super) struct Started {
 /// handshake, in that order; the error says which step failed.
 pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, StartError> {
     let agent_spec = agent_spec(&spec.agent, spec.journal.is_some(), spec.secrets.clone())?;
+    seed_new_workspace(&spec.agent);
     let (sock_path, listener) = listen(&spec.run_dir)?;
     let Spawned {
         mut child,
@@ -173,6 +174,33 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, StartError> {
         reader,
         writer,
     })
+}
+
+/// A workspace that does not exist yet starts with the bootstrap files, as OpenClaw seeds a
+/// brand-new one (`skip_bootstrap` leaves it empty). One that exists, even empty, is the
+/// operator's and is left as it is. A failure is logged; the worker starts anyway.
+fn seed_new_workspace(agent: &AgentConfig) {
+    let ws = &agent.workspace;
+    if !agent.seed_workspace || ws.exists() {
+        return;
+    }
+    let name = agent.name.as_deref().unwrap_or(agent.id.as_str());
+    let seeded = std::fs::create_dir_all(ws)
+        .map_err(|e| e.to_string())
+        .and_then(|()| crate::agent_templates::seed(ws, name, None).map_err(|e| e.to_string()));
+    match seeded {
+        Ok(()) => tracing::info!(
+            agent = agent.id.as_str(),
+            workspace = %ws.display(),
+            "A new workspace got the bootstrap files."
+        ),
+        Err(e) => tracing::warn!(
+            agent = agent.id.as_str(),
+            workspace = %ws.display(),
+            error = e.as_str(),
+            "Cannot write the bootstrap files into a new workspace; the agent starts without them."
+        ),
+    }
 }
 
 /// Binds a socket of its own for the worker about to start, in the private `run_dir`.
