@@ -34,6 +34,10 @@ pub enum EditError {
     /// The placeholder was sent where the file has no secret to keep.
     #[error("invalid config: {0}: {REDACTED} stands for a value the config does not have")]
     NothingToRestore(String),
+    /// The placeholder was sent in a list whose length changed, where the file has
+    /// different secrets: which one it stands for cannot be told.
+    #[error("invalid config: {0}: {REDACTED} cannot be told apart here (the list changed and holds different secrets): send the value in full")]
+    AmbiguousSecret(String),
 }
 
 /// The content hash of the file's bytes (`config.get`'s `hash`): equal bytes, equal hash,

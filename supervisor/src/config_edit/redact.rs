@@ -8,7 +8,11 @@
 //! inline table in an array, an array of tables. A comment that mentions a secret-like word
 //! or holds such a URL is shown redacted too (an old token is often left in a comment).
 //! Places are addressed by path, array elements by their index, so a placeholder is only
-//! ever restored from the same place: a secret cannot be moved where it would be shown.
+//! ever restored from the same place: a secret cannot be moved where it would be shown. In
+//! a list whose length changed (an element added or removed in a form) an index no longer
+//! names the same element: a placeholder there is restored only when the list's elements
+//! hold one secret at that place, else the write is refused (it never keeps a secret the
+//! operator meant to remove, say a compromised server's URL).
 
 use toml_edit::{Decor, DocumentMut, Item, RawString, Table, TableLike, Value};
 
@@ -34,18 +38,34 @@ pub fn redacted(doc: &DocumentMut) -> (String, serde_json::Value) {
 }
 
 /// Puts back the secrets sent as [`REDACTED`]: each takes the value `old` has at the same
-/// place.
+/// place (in a list that changed length, the one secret its elements hold there).
 pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), EditError> {
-    let mut missing = None;
+    // Where the placeholders are, then what each stands for, before anything changes.
+    let mut places = Vec::new();
+    let mut probe = doc.clone();
+    visit_table(
+        probe.as_table_mut(),
+        &mut Vec::new(),
+        &mut Visit {
+            value: &mut |path: &[String], s: &str| {
+                if s == REDACTED {
+                    places.push(path.to_vec());
+                }
+                None
+            },
+            comments: false,
+        },
+    );
+    let mut kept = std::collections::HashMap::new();
+    for path in places {
+        let value = restored(&path, doc.as_item(), old.as_item())?;
+        kept.insert(path, value);
+    }
     let mut restore = |path: &[String], s: &str| {
         if s != REDACTED {
             return None;
         }
-        let kept = string_at(old.as_item(), path);
-        if kept.is_none() && missing.is_none() {
-            missing = Some(path.join("."));
-        }
-        kept
+        kept.get(path).cloned()
     };
     visit_table(
         doc.as_table_mut(),
@@ -55,23 +75,70 @@ pub fn restore_secrets(doc: &mut DocumentMut, old: &DocumentMut) -> Result<(), E
             comments: false,
         },
     );
-    match missing {
-        Some(path) => Err(EditError::NothingToRestore(path)),
-        None => Ok(()),
+    Ok(())
+}
+
+/// What the placeholder at `path` of the new document stands for in the old one.
+fn restored(path: &[String], new: &Item, old: &Item) -> Result<String, EditError> {
+    // The outermost list on the way whose length changed: its indexes name other elements.
+    for (i, step) in path.iter().enumerate() {
+        if step.parse::<usize>().is_err() {
+            continue;
+        }
+        let list = &path[..i];
+        let (Some(before), Some(after)) = (len_at(old, list), len_at(new, list)) else {
+            continue;
+        };
+        if before == after {
+            continue;
+        }
+        let mut found: Vec<String> = (0..before)
+            .filter_map(|j| {
+                let mut at = path.to_vec();
+                at[i] = j.to_string();
+                string_at(old, &at)
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        return match found.len() {
+            0 => Err(EditError::NothingToRestore(path.join("."))),
+            1 => Ok(found.remove(0)),
+            _ => Err(EditError::AmbiguousSecret(path.join("."))),
+        };
     }
+    string_at(old, path).ok_or_else(|| EditError::NothingToRestore(path.join(".")))
+}
+
+/// The length of the list (array or array of tables) at `path` under `item`.
+fn len_at(item: &Item, path: &[String]) -> Option<usize> {
+    let mut at = Step::Item(item);
+    for p in path {
+        at = step(at, p)?;
+    }
+    match at {
+        Step::Item(Item::ArrayOfTables(a)) => Some(a.len()),
+        Step::Item(Item::Value(Value::Array(a))) | Step::Value(Value::Array(a)) => Some(a.len()),
+        _ => None,
+    }
+}
+
+/// One step down from `at` by a table key or a list index.
+fn step<'a>(at: Step<'a>, p: &str) -> Option<Step<'a>> {
+    Some(match at {
+        Step::Item(Item::Table(t)) => Step::Item(t.get(p)?),
+        Step::Item(Item::ArrayOfTables(a)) => Step::Table(a.get(p.parse().ok()?)?),
+        Step::Item(Item::Value(v)) | Step::Value(v) => Step::Value(child_value(v, p)?),
+        Step::Table(t) => Step::Item(t.get(p)?),
+        Step::Item(Item::None) => return None,
+    })
 }
 
 /// The string at `path` (table keys and array indexes) under `item`.
 fn string_at(item: &Item, path: &[String]) -> Option<String> {
     let mut at = Step::Item(item);
     for p in path {
-        at = match at {
-            Step::Item(Item::Table(t)) => Step::Item(t.get(p)?),
-            Step::Item(Item::ArrayOfTables(a)) => Step::Table(a.get(p.parse().ok()?)?),
-            Step::Item(Item::Value(v)) | Step::Value(v) => Step::Value(child_value(v, p)?),
-            Step::Table(t) => Step::Item(t.get(p)?),
-            Step::Item(Item::None) => return None,
-        };
+        at = step(at, p)?;
     }
     match at {
         Step::Item(Item::Value(Value::String(s))) | Step::Value(Value::String(s)) => {

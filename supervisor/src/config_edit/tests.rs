@@ -359,3 +359,38 @@ fn lines_left_as_shown_keep_the_files_words() {
     assert!(back.starts_with("# rotated again\n"), "{back}");
     assert!(!back.contains("tok-123"), "{back}");
 }
+
+/// Found last session and left then: secrets in a list were restored by index, so removing
+/// an element in a form paired the next one's placeholder with the removed one's secret (a
+/// compromised server's URL the operator removed stayed in the file). In a list that changed
+/// length a placeholder is restored only where the list held one secret; else the write is
+/// refused.
+#[test]
+fn a_list_that_changed_never_pairs_a_placeholder_with_another_secret() {
+    let text =
+        "[cluster]\nnode = \"n1\"\nnats = [\"nats://u:old@h1:4222\", \"nats://u:new@h2:4222\"]\n";
+    let doc = document(text).unwrap();
+    let (view, _) = redacted(&doc);
+    assert!(!view.contains("old") && !view.contains("new@"), "{view}");
+    // Same length: each placeholder is its own element's.
+    let mut same = document(&view).unwrap();
+    restore_secrets(&mut same, &doc).unwrap();
+    assert_eq!(same.to_string(), text);
+    // One removed: which one is left cannot be told.
+    let removed = format!("[cluster]\nnode = \"n1\"\nnats = [\"{REDACTED}\"]\n");
+    let mut new = document(&removed).unwrap();
+    assert_eq!(
+        restore_secrets(&mut new, &doc),
+        Err(EditError::AmbiguousSecret("cluster.nats.0".into()))
+    );
+    // A list that held one secret: it is that one, wherever it now stands.
+    let one = document("[cluster]\nnode = \"n1\"\nnats = [\"nats://u:pw@h1:4222\"]\n").unwrap();
+    let grown = format!("[cluster]\nnode = \"n1\"\nnats = [\"nats://h0:4222\", \"{REDACTED}\"]\n");
+    let mut new = document(&grown).unwrap();
+    restore_secrets(&mut new, &one).unwrap();
+    assert!(
+        new.to_string()
+            .contains(r#"nats = ["nats://h0:4222", "nats://u:pw@h1:4222"]"#),
+        "{new}"
+    );
+}
