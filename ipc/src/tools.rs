@@ -13,6 +13,7 @@ pub enum ToolId {
     Read,
     Write,
     Edit,
+    ApplyPatch,
     Ls,
     Message,
     Exec,
@@ -82,6 +83,14 @@ pub const TOOLS: &[Tool] = &[
         display: Display { emoji: "📝", label: "Edit", detail: "path" },
     },
     Tool {
+        id: ToolId::ApplyPatch,
+        name: "apply_patch",
+        description: "Patch one/many files. Input requires *** Begin Patch and *** End Patch.",
+        schema: r#"{"type":"object","required":["input"],"properties":{"input":{"type":"string","description":"Patch content using the *** Begin Patch/End Patch format."}}}"#,
+        class: ToolClass::WriteFiles,
+        display: Display { emoji: "🩹", label: "Apply Patch", detail: "" },
+    },
+    Tool {
         id: ToolId::Ls,
         name: "ls",
         description: "List a directory in the workspace.",
@@ -147,7 +156,15 @@ mod tests {
         }
         assert_eq!(
             TOOL_NAMES,
-            ["read", "write", "edit", "ls", "message", "exec"]
+            [
+                "read",
+                "write",
+                "edit",
+                "apply_patch",
+                "ls",
+                "message",
+                "exec"
+            ]
         );
         assert_eq!(find("nope"), None);
     }

@@ -1,5 +1,6 @@
 mod absent;
 mod agent_files;
+mod apply_patch;
 mod approvals;
 mod attachments;
 mod bench_smoke;

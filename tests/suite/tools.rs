@@ -116,7 +116,18 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names, ["read", "write", "edit", "ls", "message", "exec"]);
+    assert_eq!(
+        names,
+        [
+            "read",
+            "write",
+            "edit",
+            "apply_patch",
+            "ls",
+            "message",
+            "exec"
+        ]
+    );
     let second = &reqs[1].body["messages"];
     let assistant = second
         .as_array()

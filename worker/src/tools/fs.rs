@@ -117,7 +117,7 @@ pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
 
 /// Reads at most [`LOAD_MAX_BYTES`] of a resolved file, refusing anything but a regular file
 /// (a FIFO or a device would block or never end).
-fn load(p: &Path, shown: &str) -> Result<Vec<u8>, String> {
+pub(super) fn load(p: &Path, shown: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -140,7 +140,7 @@ fn load(p: &Path, shown: &str) -> Result<Vec<u8>, String> {
 /// Writes `bytes` to a resolved path as a plain, non-executable file: created `0644` (less the
 /// umask), an existing file loses its execute, setuid and setgid bits, and a symlink put in
 /// the path's place since it was resolved is not followed.
-fn store(p: &Path, bytes: &[u8], shown: &str) -> Result<(), String> {
+pub(super) fn store(p: &Path, bytes: &[u8], shown: &str) -> Result<(), String> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -164,7 +164,7 @@ fn store(p: &Path, bytes: &[u8], shown: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {shown}: {e}"))
 }
 
-async fn blocking<F>(f: F) -> ToolOutcome
+pub(super) async fn blocking<F>(f: F) -> ToolOutcome
 where
     F: FnOnce() -> ToolOutcome + Send + 'static,
 {

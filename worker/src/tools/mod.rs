@@ -1,9 +1,11 @@
 //! Built-in tools: definitions (JSON Schema), argument validation with recovery (R-E1),
 //! workspace confinement, the exec policy, and execution with capped results (R-E2).
 
+mod apply_patch;
 pub mod budget;
 pub mod exec;
 mod fs;
+mod patch;
 mod validate;
 
 use std::path::PathBuf;
@@ -244,6 +246,9 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         ToolId::Read => fs::read(&ctx.workspace, &args).await,
         ToolId::Write => fs::write(&ctx.workspace, ctx.disk.clone(), &args).await,
         ToolId::Edit => fs::edit(&ctx.workspace, ctx.disk.clone(), &args).await,
+        ToolId::ApplyPatch => {
+            apply_patch::apply_patch(&ctx.workspace, ctx.disk.clone(), &args).await
+        }
         ToolId::Ls => fs::ls(&ctx.workspace, &args).await,
         ToolId::Exec => exec::exec(ctx, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
