@@ -345,7 +345,8 @@ pub struct Lifecycle {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guarded: Vec<GuardedReply>,
     /// Since: protocol v2 (additive). On an `end`: what the chat `final` shows after the
-    /// reply (the usage footer, the raw trace, `crate::footer`); never recorded.
+    /// reply (the usage footer, the raw trace, `crate::footer`), starting with the line
+    /// breaks that part it from the reply; never recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer: Option<String>,
 }

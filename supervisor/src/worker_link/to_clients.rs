@@ -248,15 +248,16 @@ fn lifecycle(
         agent_id,
     };
     // What follows the reply (the usage footer, the raw trace) is shown, never recorded.
+    // (The footer starts with what parts it from the reply; alone, it starts the text.)
     let shown = match &l.footer {
         Some(footer) => {
             let text = st.text.run();
-            let sep = if text.is_empty() || text.ends_with('\n') {
-                ""
+            let footer = if text.is_empty() {
+                footer.trim_start_matches('\n')
             } else {
-                "\n"
+                footer
             };
-            std::borrow::Cow::Owned(format!("{text}{sep}{footer}"))
+            std::borrow::Cow::Owned(format!("{text}{footer}"))
         }
         None => std::borrow::Cow::Borrowed(st.text.run()),
     };

@@ -74,14 +74,15 @@ impl Notes {
         }
     }
 
-    /// What the chat `final` shows after the reply (`None`: nothing): the trace, then the
-    /// usage line, as OpenClaw orders them.
+    /// What the chat `final` shows after the reply, with what parts it from the reply
+    /// (`None`: nothing): the trace in a paragraph of its own (OpenClaw sends it as a payload
+    /// of its own), then the usage line on a line of its own, as OpenClaw orders them.
     pub fn chat_text(&self) -> Option<String> {
         match (&self.usage_line, &self.trace) {
             (None, None) => None,
-            (Some(u), None) => Some(u.clone()),
-            (None, Some(t)) => Some(t.clone()),
-            (Some(u), Some(t)) => Some(format!("{t}\n{u}")),
+            (Some(u), None) => Some(format!("\n{u}")),
+            (None, Some(t)) => Some(format!("\n\n{t}")),
+            (Some(u), Some(t)) => Some(format!("\n\n{t}\n{u}")),
         }
     }
 

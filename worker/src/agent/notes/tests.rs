@@ -54,7 +54,7 @@ fn the_usage_footer_ends_the_last_text() {
     // 1234 x $3/M + 38 x $15/M = $0.004272.
     let line = "Usage: 1.2k in / 38 out · est $0.0043";
     assert_eq!(notes.usage_line.as_deref(), Some(line));
-    assert_eq!(notes.chat_text().as_deref(), Some(line));
+    assert_eq!(notes.chat_text(), Some(format!("\n{line}")));
     notes.apply(&mut t.payloads);
     let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
     assert_eq!(texts, ["first", &format!("the answer\n{line}")]);
@@ -100,7 +100,7 @@ fn the_raw_trace_reads_as_openclaws() {
     notes.apply(&mut t.payloads);
     assert_eq!(t.payloads.len(), 2);
     assert_eq!(t.payloads[1].text, trace);
-    assert_eq!(notes.chat_text(), Some(trace));
+    assert_eq!(notes.chat_text(), Some(format!("\n\n{trace}")));
 }
 
 /// The footer's words: tokens alone, the estimate at the answering model's price, cache
@@ -185,7 +185,7 @@ fn the_trace_comes_before_the_usage_line() {
     notes.apply(&mut t.payloads);
     let texts: Vec<&str> = t.payloads.iter().map(|p| p.text.as_str()).collect();
     assert_eq!(texts, ["answer", &format!("{trace}\n{line}")]);
-    assert_eq!(notes.chat_text(), Some(format!("{trace}\n{line}")));
+    assert_eq!(notes.chat_text(), Some(format!("\n\n{trace}\n{line}")));
 }
 
 /// Found by the hostile review: a bare `\r` is a line break to a Markdown reader, and a
