@@ -190,9 +190,16 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk], shown: &str) -> Result<Str
     }
     let mut edits: Vec<(usize, usize, &[String])> = Vec::new();
     let mut cursor = 0;
+    let mut work = MAX_LINE_COMPARISONS;
     for c in chunks {
         if let Some(anchor) = &c.anchor {
-            match find(&lines, std::slice::from_ref(anchor), cursor, false) {
+            match find(
+                &lines,
+                std::slice::from_ref(anchor),
+                cursor,
+                false,
+                &mut work,
+            )? {
                 Some(at) => cursor = at + 1,
                 None => return Err(format!("Failed to find context '{anchor}' in {shown}")),
             }
@@ -202,7 +209,7 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk], shown: &str) -> Result<Str
             edits.push((lines.len(), 0, &c.new));
             continue;
         }
-        let Some(at) = find(&lines, &c.old, cursor, c.at_eof) else {
+        let Some(at) = find(&lines, &c.old, cursor, c.at_eof, &mut work)? else {
             return Err(format!(
                 "Failed to find expected lines in {shown}:\n{}",
                 c.old.join("\n")
@@ -220,31 +227,51 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk], shown: &str) -> Result<Str
     Ok(text)
 }
 
+/// Line comparisons one file's hunks may cost: a hunk of many lines that almost matches
+/// everywhere in a long file (hostile input) costs their product; past this the patch is
+/// refused rather than wedge the worker (a real patch needs a tiny fraction of it).
+const MAX_LINE_COMPARISONS: u64 = 50_000_000;
+
 /// Where `want` stands in `lines` from `from` on: exactly, else ignoring trailing, else
 /// surrounding whitespace; at the end of the file when `at_eof` (else the first place).
-fn find(lines: &[&str], want: &[String], from: usize, at_eof: bool) -> Option<usize> {
+/// Each line compared is taken from `work`; none left is an error.
+fn find(
+    lines: &[&str],
+    want: &[String],
+    from: usize,
+    at_eof: bool,
+    work: &mut u64,
+) -> Result<Option<usize>, String> {
     if want.len() > lines.len() {
-        return None;
+        return Ok(None);
     }
     let last = lines.len() - want.len();
-    let matches = |at: usize, same: &dyn Fn(&str, &str) -> bool| {
-        want.iter().zip(&lines[at..]).all(|(w, l)| same(w, l))
-    };
     let exact = |w: &str, l: &str| w == l;
     let trailing = |w: &str, l: &str| w.trim_end() == l.trim_end();
     let trimmed = |w: &str, l: &str| w.trim() == l.trim();
     for same in [&exact as &dyn Fn(&str, &str) -> bool, &trailing, &trimmed] {
-        if at_eof {
-            if last >= from && matches(last, same) {
-                return Some(last);
+        let starts = if at_eof {
+            (last >= from).then_some(last..=last)
+        } else {
+            Some(from..=last)
+        };
+        for at in starts.into_iter().flatten() {
+            let mut all = true;
+            for (w, l) in want.iter().zip(&lines[at..]) {
+                *work = work.checked_sub(1).ok_or_else(|| {
+                    "Patch too costly to apply: its hunks would be compared with too many lines; send smaller hunks".to_owned()
+                })?;
+                if !same(w, l) {
+                    all = false;
+                    break;
+                }
             }
-            continue;
-        }
-        if let Some(at) = (from..=last).find(|&at| matches(at, same)) {
-            return Some(at);
+            if all {
+                return Ok(Some(at));
+            }
         }
     }
-    None
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -112,3 +112,20 @@ fn hunks_apply_in_order_or_say_what_they_did_not_find() {
         "alpha\nbeta\ngamma\nSECOND\n"
     );
 }
+
+/// A hunk that almost matches everywhere in a long file (every line the same but its last)
+/// costs the product of their lengths: past a bound the patch is refused, quickly, instead
+/// of holding the worker.
+#[test]
+fn a_pathological_hunk_is_refused_not_ground_through() {
+    let file = "a\n".repeat(200_000);
+    let mut old = vec!["a".to_owned(); 2_000];
+    old.push("b".to_owned());
+    let chunks = [Chunk {
+        old,
+        new: vec!["c".to_owned()],
+        ..Chunk::default()
+    }];
+    let e = apply_chunks(&file, &chunks, "/ws/big").unwrap_err();
+    assert!(e.starts_with("Patch too costly to apply"), "{e}");
+}
