@@ -124,3 +124,46 @@ async fn a_patch_with_one_failing_file_changes_no_file_r_f1() {
     );
     gw.logs.assert_clean(&[]);
 }
+
+/// Found by the hostile review: deleting a link deleted what it pointed to; a file over
+/// the read cap was patched from its first 64 MiB (the rest lost). A deleted link is the
+/// link; a file too large to patch is refused, unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_link_is_the_link_and_a_huge_file_is_refused_r_f1() {
+    let gw = Gateway::start().await;
+    let ws = gw.workspace("main");
+    std::fs::write(ws.join("real.txt"), "keep me\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", ws.join("link")).unwrap();
+    let out = patched(
+        &gw,
+        "ap-7",
+        "*** Begin Patch\n*** Delete File: link\n*** End Patch",
+    )
+    .await;
+    assert_eq!(out, "Success. Updated the following files:\nD link");
+    assert!(ws.join("link").symlink_metadata().is_err(), "the link went");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("real.txt")).unwrap(),
+        "keep me\n"
+    );
+    let big = "x\n".repeat(9 << 20);
+    std::fs::write(ws.join("big.log"), &big).unwrap();
+    let out = patched(
+        &gw,
+        "ap-8",
+        "*** Begin Patch\n*** Update File: big.log\n@@\n+tail\n*** End of File\n*** End Patch",
+    )
+    .await;
+    assert!(out.contains("larger than 16 MiB"), "{out}");
+    assert_eq!(
+        std::fs::metadata(ws.join("big.log")).unwrap().len(),
+        big.len() as u64
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".apply_patch."))
+        .collect();
+    assert!(leftovers.is_empty(), "no staged files left");
+    gw.logs.assert_clean(&[]);
+}

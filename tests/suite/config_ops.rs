@@ -553,7 +553,7 @@ async fn config_set_takes_the_text_or_the_forms_object_issue_39() {
     assert_eq!(ops["model"], "scripted/scripted-1", "{parsed}");
     assert_eq!(
         ops["tools"]["allow"],
-        json!(["read", "write", "edit", "ls", "exec"]),
+        json!(["read", "write", "edit", "apply_patch", "ls", "exec"]),
         "{parsed}"
     );
     assert_eq!(

@@ -10,7 +10,7 @@ use serde_json::{Map, Value as Json};
 fn profile_tools(profile: &str) -> Option<Option<Vec<&'static str>>> {
     Some(match profile {
         "full" => None,
-        "coding" => Some(vec!["read", "write", "edit", "ls", "exec"]),
+        "coding" => Some(vec!["read", "write", "edit", "apply_patch", "ls", "exec"]),
         "messaging" => Some(vec!["message"]),
         "minimal" => Some(Vec::new()),
         _ => return None,
@@ -139,7 +139,7 @@ mod tests {
         let file = json!({
             "gateway": {"port": 0},
             "agents": {"defaults": {"model": "p/m"}, "list": {
-                "ops": {"name": "Ops", "tools": {"allow": ["read", "write", "edit", "ls", "exec"]}},
+                "ops": {"name": "Ops", "tools": {"allow": ["read", "write", "edit", "apply_patch", "ls", "exec"]}},
                 "qa": {"tools": {"allow": ["read"]}}
             }}
         });
@@ -193,7 +193,7 @@ mod tests {
             c,
             json!({"agents": {"list": {
                 "ops": {"name": "Ops", "model": "scripted/scripted-1",
-                        "tools": {"exec": {"security": "full"}, "allow": ["read", "write", "edit", "ls", "exec"]}},
+                        "tools": {"exec": {"security": "full"}, "allow": ["read", "write", "edit", "apply_patch", "ls", "exec"]}},
                 "main": {"skills": ["deploy"]},
                 "qa": {"tools": {"allow": null}}
             }}})

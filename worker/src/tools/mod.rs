@@ -6,6 +6,7 @@ pub mod budget;
 pub mod exec;
 mod fs;
 mod patch;
+mod patch_write;
 mod validate;
 
 use std::path::PathBuf;

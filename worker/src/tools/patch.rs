@@ -41,6 +41,8 @@ pub struct Chunk {
     pub new: Vec<String>,
     /// `*** End of File`: the lines are the file's last.
     pub at_eof: bool,
+    /// How many of its last lines came from blank patch lines (while parsing).
+    pub blank_tail: usize,
 }
 
 const BEGIN: &str = "*** Begin Patch";
@@ -156,15 +158,21 @@ fn chunks(body: &[&str], start: usize) -> Result<(Vec<Chunk>, usize), String> {
             out.push(Chunk::default());
         }
         let Some(c) = out.last_mut() else { break };
+        if !line.is_empty() {
+            c.blank_tail = 0;
+        }
         match line.chars().next() {
             Some(' ') => {
                 c.old.push(line[1..].to_owned());
                 c.new.push(line[1..].to_owned());
             }
-            // An empty line is an empty context line.
+            // An empty line is an empty context line (or spacing, if the hunk ends there).
             None => {
                 c.old.push(String::new());
                 c.new.push(String::new());
+                c.blank_tail += 1;
+                i += 1;
+                continue;
             }
             Some('-') => c.old.push(line[1..].to_owned()),
             Some('+') => c.new.push(line[1..].to_owned()),
@@ -175,6 +183,15 @@ fn chunks(body: &[&str], start: usize) -> Result<(Vec<Chunk>, usize), String> {
             }
         }
         i += 1;
+    }
+    // Blank lines at a hunk's end are the patch's spacing (before the next file or the
+    // end), not context the file must have.
+    for c in &mut out {
+        while c.blank_tail > 0 && c.old.last().is_some_and(String::is_empty) {
+            c.old.pop();
+            c.new.pop();
+            c.blank_tail -= 1;
+        }
     }
     // A `@@` with nothing under it changes nothing.
     out.retain(|c| !(c.old.is_empty() && c.new.is_empty()));
@@ -187,6 +204,11 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk], shown: &str) -> Result<Str
     let mut lines: Vec<&str> = original.split('\n').collect();
     if original.ends_with('\n') || original.is_empty() {
         lines.pop();
+    }
+    if lines.len() > MAX_LINES {
+        return Err(format!(
+            "Failed to read file to update {shown}: more than {MAX_LINES} lines to patch"
+        ));
     }
     let mut edits: Vec<(usize, usize, &[String])> = Vec::new();
     let mut cursor = 0;
@@ -218,14 +240,36 @@ pub fn apply_chunks(original: &str, chunks: &[Chunk], shown: &str) -> Result<Str
         edits.push((at, c.old.len(), &c.new));
         cursor = at + c.old.len();
     }
-    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
-    for (at, len, new) in edits.into_iter().rev() {
-        out.splice(at..at + len, new.iter().cloned());
+    // In the file's order (a hunk of only added lines goes last); two that overlap are an
+    // error, as one file's hunks never overlap in a real patch.
+    edits.sort_by_key(|(at, len, _)| (*at, *len));
+    let mut text = String::with_capacity(original.len());
+    let mut next = 0;
+    for (at, len, new) in edits {
+        if at < next {
+            return Err(format!(
+                "Failed to apply the hunks to {shown}: two of them change the same lines"
+            ));
+        }
+        for l in &lines[next..at] {
+            text.push_str(l);
+            text.push('\n');
+        }
+        for l in new {
+            text.push_str(l);
+            text.push('\n');
+        }
+        next = at + len;
     }
-    let mut text = out.join("\n");
-    text.push('\n');
+    for l in &lines[next..] {
+        text.push_str(l);
+        text.push('\n');
+    }
     Ok(text)
 }
+
+/// Most lines a patched file may have (its lines are indexed while the hunks are found).
+const MAX_LINES: usize = 1_000_000;
 
 /// Line comparisons one file's hunks may cost: a hunk of many lines that almost matches
 /// everywhere in a long file (hostile input) costs their product; past this the patch is

@@ -129,3 +129,31 @@ fn a_pathological_hunk_is_refused_not_ground_through() {
     let e = apply_chunks(&file, &chunks, "/ws/big").unwrap_err();
     assert!(e.starts_with("Patch too costly to apply"), "{e}");
 }
+
+/// Found by the hostile review: hunks were applied in the order listed, so a hunk of only
+/// added lines (it goes at the end) listed before a removal panicked the tool or put the
+/// line in the middle. They apply in the file's order now; a blank line before
+/// `*** End Patch` or between files is spacing, not a context line the file must have.
+#[test]
+fn hunks_apply_in_the_files_order_and_blank_spacing_is_no_context() {
+    let ops = parse(&patch("*** Update File: p\n@@\n+appended\n@@\n-b\n+B\n")).unwrap();
+    let FileOp::Update { chunks, .. } = &ops[0] else {
+        panic!()
+    };
+    assert_eq!(
+        apply_chunks("a\nb\nc\n", chunks, "/ws/p").unwrap(),
+        "a\nB\nc\nappended\n"
+    );
+    let ops = parse(&patch(
+        "*** Update File: p\n@@\n one\n-two\n+TWO\n\n*** Update File: q\n@@\n-x\n+y\n",
+    ))
+    .unwrap();
+    let FileOp::Update { chunks, .. } = &ops[0] else {
+        panic!()
+    };
+    assert_eq!(chunks[0].old, ["one", "two"]);
+    assert_eq!(
+        apply_chunks("one\ntwo\n", chunks, "/ws/p").unwrap(),
+        "one\nTWO\n"
+    );
+}
