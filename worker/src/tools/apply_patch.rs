@@ -317,6 +317,9 @@ fn link_itself(ws: &Path, path: &str) -> Result<PathBuf, String> {
 /// (`patch_write.rs`): all of them, or none.
 fn commit(budget: &DiskBudget, changes: &[Change]) -> Result<(), String> {
     let size = |b: Option<&[u8]>| b.map_or(0, |b| b.len() as u64);
+    // Every new file's bytes are staged before any old one goes: the floor is for them all.
+    let staged: u64 = changes.iter().map(|c| size(c.after())).sum();
+    budget.has_room(staged, "the patch's files")?;
     let mut taken = Vec::new();
     for c in changes {
         match budget.take(

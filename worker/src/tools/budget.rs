@@ -100,6 +100,27 @@ impl DiskBudget {
         })
     }
 
+    /// Whether the disk holding the workspace has room for `bytes` more (several files
+    /// written as one, staged before any is replaced) above the free-space floor; the text
+    /// is the tool's error result.
+    pub fn has_room(&self, bytes: u64, what: &str) -> Result<(), String> {
+        if self.policy.min_free_bytes == 0 || bytes == 0 {
+            return Ok(());
+        }
+        let Some(free) = free_bytes(&self.workspace) else {
+            return Ok(());
+        };
+        if free < bytes.saturating_add(self.policy.min_free_bytes) {
+            return Err(format!(
+                "cannot write {what} ({}): the disk holding the workspace has {} free and the gateway keeps {} free (disk.min_free_mb); delete files or ask the operator for room",
+                human(bytes),
+                human(free),
+                human(self.policy.min_free_bytes)
+            ));
+        }
+        Ok(())
+    }
+
     /// Why a new run may not start: the agent's transcript store (`db_bytes`, the database
     /// and its WAL) is over its cap. The free-space floor does not stop runs: it is the room
     /// the other agents' transcripts and the gateway database keep using once the file
@@ -236,6 +257,19 @@ mod tests {
         assert!(err.contains("disk.min_free_mb"), "{err}");
         let _ = b.take(&p, "f", 10, 1).unwrap();
         assert!(free_bytes(dir.path()).is_some_and(|f| f > 0));
+    }
+
+    /// Several files written as one (`apply_patch`) are held to the floor together: each
+    /// fits alone, all of them do not.
+    #[test]
+    fn files_written_as_one_are_held_to_the_floor_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = free_bytes(dir.path()).unwrap();
+        let b = budget(dir.path(), 0, free / 2);
+        assert!(b.has_room(free / 8, "one").is_ok());
+        let err = b.has_room(free, "the patch's files").unwrap_err();
+        assert!(err.contains("disk.min_free_mb"), "{err}");
+        assert!(budget(dir.path(), 0, 0).has_room(u64::MAX, "off").is_ok());
     }
 
     #[test]
