@@ -37,6 +37,24 @@ async fn current_hash(c: &mut Client) -> String {
     r["payload"]["hash"].as_str().unwrap_or_default().to_owned()
 }
 
+/// `config.patch` of `raw` over the file as it is now (its current hash as `baseHash`).
+async fn patched(c: &mut Client, raw: &str) -> Value {
+    let h = current_hash(c).await;
+    c.call("config.patch", json!({"raw": raw, "baseHash": h}))
+        .await
+}
+
+/// A run held in flight by the scripted model (released with `gw.model.release()`), on a
+/// connection of its own; that client and the request's id.
+async fn held_run(gw: &Gateway, text: &str, key: &str) -> (Client, String) {
+    gw.model.push(hold(text));
+    let mut m = gw.connect().await;
+    let run = m
+        .start_streaming(json!({"message": "long", "idempotencyKey": key}))
+        .await;
+    (m, run)
+}
+
 fn refused(r: &Value, code: &str, text: &str) {
     assert_eq!(r["ok"], false, "{r}");
     assert_eq!(r["error"]["code"], code, "{r}");
@@ -612,18 +630,8 @@ async fn a_change_that_needs_a_restart_drains_and_restarts_the_gateway_issue_39(
     let gw = start().await;
     let pid = gw.pid();
     let mut c = gw.connect().await;
-    gw.model.push(hold("finished before the restart"));
-    let mut m = gw.connect().await;
-    let run = m
-        .start_streaming(json!({"message": "long", "idempotencyKey": "rs-1"}))
-        .await;
-    let h = current_hash(&mut c).await;
-    let r = c
-        .call(
-            "config.patch",
-            json!({"raw": "{gateway: {max_connections: 2}}", "baseHash": h}),
-        )
-        .await;
+    let (mut m, run) = held_run(&gw, "finished before the restart", "rs-1").await;
+    let r = patched(&mut c, "{gateway: {max_connections: 2}}").await;
     assert_eq!(r["ok"], true, "{r}");
     let stats = &r["payload"]["sentinel"]["payload"]["stats"];
     assert_eq!(stats["requiresRestart"], true, "{r}");
@@ -675,18 +683,8 @@ async fn a_change_that_needs_a_restart_drains_and_restarts_the_gateway_issue_39(
 async fn a_stop_asked_during_a_restarts_drain_stops_the_gateway_issue_39() {
     let mut gw = start().await;
     let mut c = gw.connect().await;
-    gw.model.push(hold("finished while stopping"));
-    let mut m = gw.connect().await;
-    let run = m
-        .start_streaming(json!({"message": "long", "idempotencyKey": "rs-stop"}))
-        .await;
-    let h = current_hash(&mut c).await;
-    let r = c
-        .call(
-            "config.patch",
-            json!({"raw": "{gateway: {max_connections: 7}}", "baseHash": h}),
-        )
-        .await;
+    let (mut m, run) = held_run(&gw, "finished while stopping", "rs-stop").await;
+    let r = patched(&mut c, "{gateway: {max_connections: 7}}").await;
     assert_eq!(r["ok"], true, "{r}");
     c.wait_for(|f| f["event"] == "shutdown").await;
     let pid = nix::unistd::Pid::from_raw(gw.pid() as i32);
@@ -723,13 +721,11 @@ async fn a_restart_into_a_config_that_cannot_start_goes_back_to_the_previous_one
     let pid = gw.pid();
     let before = file(&gw);
     let mut c = gw.connect().await;
-    let h = current_hash(&mut c).await;
-    let r = c
-        .call(
-            "config.patch",
-            json!({"raw": "{cluster: {nats: ['nats://127.0.0.1:1'], node: 'n1'}}", "baseHash": h}),
-        )
-        .await;
+    let r = patched(
+        &mut c,
+        "{cluster: {nats: ['nats://127.0.0.1:1'], node: 'n1'}}",
+    )
+    .await;
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(
         r["payload"]["sentinel"]["payload"]["stats"]["requiresRestart"], true,

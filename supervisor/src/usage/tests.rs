@@ -117,8 +117,9 @@ fn days_resolve_as_openclaw_reads_them() {
     assert_eq!(offset("UTC+15"), Err(DaysError::UtcOffset));
 }
 
-#[test]
-fn cost_is_tokens_times_the_models_price_per_million() {
+/// Model `p/m` at $3 / $15 / $0.30 / $3.75 per million input, output, cache-read and
+/// cache-write tokens.
+fn prices_of_m() -> Prices {
     let mut prices = Prices::new();
     prices.insert(
         ("p".into(), "m".into()),
@@ -129,6 +130,12 @@ fn cost_is_tokens_times_the_models_price_per_million() {
             cache_write: 3.75,
         },
     );
+    prices
+}
+
+#[test]
+fn cost_is_tokens_times_the_models_price_per_million() {
+    let prices = prices_of_m();
     let t = priced(&counts(2, 1_000_000, 200_000), "p", "m", &prices);
     assert_eq!((t.input_cost, t.output_cost, t.total_cost), (3.0, 3.0, 6.0));
     assert_eq!(t.total_tokens, 1_200_000);
@@ -146,16 +153,7 @@ fn cost_is_tokens_times_the_models_price_per_million() {
 /// Input is now what was neither read from nor written to the cache, as OpenClaw shows it.
 #[test]
 fn cached_prompt_tokens_are_priced_once() {
-    let mut prices = Prices::new();
-    prices.insert(
-        ("p".into(), "m".into()),
-        Price {
-            input: 3.0,
-            output: 15.0,
-            cache_read: 0.3,
-            cache_write: 0.0,
-        },
-    );
+    let prices = prices_of_m();
     let mut c = counts(1, 1000, 10);
     c.cache_read = 900;
     let t = priced(&c, "p", "m", &prices);

@@ -26,6 +26,14 @@ fn lifecycle(run: &str, seq: u64, phase: Phase) -> WorkerToControl {
     })
 }
 
+/// The run event of [`lifecycle`].
+fn lifecycle_event(run: &str, seq: u64, phase: Phase) -> RunEvent {
+    match lifecycle(run, seq, phase) {
+        WorkerToControl::Event(ev) => ev,
+        other => panic!("not an event: {other:?}"),
+    }
+}
+
 /// A relay of agent `main` whose link events go to `tx`.
 fn relay(tx: mpsc::Sender<LinkEvent>) -> Relay {
     Relay {
@@ -500,10 +508,13 @@ fn interleaved_reasoning_and_text_stay_paced_r_d2() {
     let hub = EventHub::new();
     let mut runs = HashMap::new();
     let mut out = Vec::new();
-    let WorkerToControl::Event(start) = lifecycle("r1", 1, Phase::Start) else {
-        panic!("not an event")
-    };
-    project(&hub, "main", &mut runs, &start, &mut out);
+    project(
+        &hub,
+        "main",
+        &mut runs,
+        &lifecycle_event("r1", 1, Phase::Start),
+        &mut out,
+    );
     out.clear();
     let mut seq = 1;
     for _ in 0..500 {
@@ -532,10 +543,7 @@ fn interleaved_reasoning_and_text_stay_paced_r_d2() {
         &hub,
         "main",
         &mut runs,
-        &match lifecycle("r1", seq, Phase::Finishing) {
-            WorkerToControl::Event(ev) => ev,
-            other => panic!("not an event: {other:?}"),
-        },
+        &lifecycle_event("r1", seq, Phase::Finishing),
         &mut out,
     );
     let events: Vec<serde_json::Value> = out
