@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::budget::DiskBudget;
-use super::fs::{blocking, load, resolve};
+use super::fs::{blocking, load, resolve, PathRefused};
 use super::patch::{apply_chunks, parse, FileOp};
 use super::patch_write::{write_all, Write};
 use super::ToolOutcome;
@@ -207,12 +207,11 @@ fn on_disk(p: &Path, shown: &str, read: bool) -> Result<(Option<u64>, Option<Vec
 
 /// A path of the patch inside the workspace, refused in OpenClaw's words if it leads out.
 fn confined(ws: &Path, path: &str) -> Result<PathBuf, String> {
-    resolve(ws, path).map_err(|e| {
-        if ["escapes", "outside"].iter().any(|w| e.contains(w)) {
+    resolve(ws, path).map_err(|e| match e {
+        PathRefused::LeavesWorkspace(_) => {
             format!("Path escapes sandbox root ({}): {path}", ws.display())
-        } else {
-            e
         }
+        PathRefused::Other(m) => m,
     })
 }
 

@@ -57,25 +57,47 @@ fn below(root: &Path, path: &Path) -> VecDeque<OsString> {
         .unwrap_or_default()
 }
 
+/// Why a path is refused; its text is the tool's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathRefused {
+    /// It leads out of the workspace (`..` above it, a path elsewhere, a link pointing out).
+    LeavesWorkspace(String),
+    /// Anything else (a NUL byte, a link loop, an I/O error).
+    Other(String),
+}
+
+impl From<PathRefused> for String {
+    fn from(e: PathRefused) -> String {
+        match e {
+            PathRefused::LeavesWorkspace(m) | PathRefused::Other(m) => m,
+        }
+    }
+}
+
 /// Resolves `rel` inside `workspace`, refusing anything that escapes it. The result has no
 /// symlink in it (up to what does not exist yet), so opening it cannot leave the workspace
 /// unless the tree changes in between.
-pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(workspace).map_err(|e| format!("cannot create the workspace: {e}"))?;
+pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, PathRefused> {
+    use PathRefused::{LeavesWorkspace, Other};
+    std::fs::create_dir_all(workspace)
+        .map_err(|e| Other(format!("cannot create the workspace: {e}")))?;
     let root = std::fs::canonicalize(workspace)
-        .map_err(|e| format!("cannot resolve the workspace: {e}"))?;
+        .map_err(|e| Other(format!("cannot resolve the workspace: {e}")))?;
     let raw = Path::new(rel);
     if rel.contains('\0') {
-        return Err(format!("path {rel:?} contains a NUL byte"));
+        return Err(Other(format!("path {rel:?} contains a NUL byte")));
     }
     let joined = if raw.is_absolute() {
         raw.to_owned()
     } else {
         root.join(raw)
     };
-    let normal = normalize(&joined).ok_or_else(|| format!("path {rel:?} escapes the workspace"))?;
+    let normal = normalize(&joined)
+        .ok_or_else(|| LeavesWorkspace(format!("path {rel:?} escapes the workspace")))?;
     if !normal.starts_with(&root) {
-        return Err(format!("path {rel:?} is outside the workspace"));
+        return Err(LeavesWorkspace(format!(
+            "path {rel:?} is outside the workspace"
+        )));
     }
     let mut queue = below(&root, &normal);
     let mut cur = root.clone();
@@ -89,20 +111,20 @@ pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, String> {
                 cur.extend(queue.drain(..));
                 break;
             }
-            Err(e) => return Err(format!("cannot resolve {rel:?}: {e}")),
+            Err(e) => return Err(Other(format!("cannot resolve {rel:?}: {e}"))),
             Ok(m) if m.file_type().is_symlink() => {
                 hops += 1;
                 if hops > MAX_SYMLINK_HOPS {
-                    return Err(format!("path {rel:?}: too many levels of symlinks"));
+                    return Err(Other(format!("path {rel:?}: too many levels of symlinks")));
                 }
                 let target = std::fs::read_link(&next)
-                    .map_err(|e| format!("cannot resolve {rel:?}: {e}"))?;
+                    .map_err(|e| Other(format!("cannot resolve {rel:?}: {e}")))?;
                 // `cur` holds no symlink, so `..` in the target can be applied lexically.
                 let to = normalize(&cur.join(target)).unwrap_or_default();
                 if !to.starts_with(&root) {
-                    return Err(format!(
+                    return Err(LeavesWorkspace(format!(
                         "path {rel:?} leads outside the workspace (symlink)"
-                    ));
+                    )));
                 }
                 let mut rest = below(&root, &to);
                 rest.extend(queue.drain(..));
@@ -353,7 +375,7 @@ mod tests {
         assert!(resolve(&ws, "../outside").is_err());
         assert!(resolve(&ws, "/etc/passwd").is_err());
         std::os::unix::fs::symlink("/etc", ws.join("link")).unwrap();
-        assert!(resolve(&ws, "link/passwd").unwrap_err().contains("symlink"));
+        assert!(String::from(resolve(&ws, "link/passwd").unwrap_err()).contains("symlink"));
         let abs_inside = std::fs::canonicalize(&ws).unwrap().join("x");
         assert!(resolve(&ws, abs_inside.to_str().unwrap()).is_ok());
     }
@@ -371,10 +393,10 @@ mod tests {
         std::os::unix::fs::symlink("loop2", ws.join("loop1")).unwrap();
         std::os::unix::fs::symlink("loop1", ws.join("loop2")).unwrap();
         for bad in ["dangle", "out", "out/new", "sub/rel", "sub/rel/deeper"] {
-            let e = resolve(&ws, bad).unwrap_err();
+            let e = String::from(resolve(&ws, bad).unwrap_err());
             assert!(e.contains("outside the workspace"), "{bad}: {e}");
         }
-        assert!(resolve(&ws, "loop1").unwrap_err().contains("too many"));
+        assert!(String::from(resolve(&ws, "loop1").unwrap_err()).contains("too many"));
         // Links that stay inside resolve to their real target, dangling ones too.
         std::os::unix::fs::symlink("sub", ws.join("in")).unwrap();
         std::os::unix::fs::symlink("sub/later", ws.join("in_dangle")).unwrap();
