@@ -101,6 +101,17 @@ pub struct UsageFooter {
     pub prices: Vec<ModelPrice>,
 }
 
+/// The prompt tokens neither read from nor written to the cache: a run's `input` counts
+/// every prompt token, as providers report them; OpenClaw shows and prices these apart.
+pub fn fresh_input(input: u64, cache_read: u64, cache_write: u64) -> u64 {
+    input.saturating_sub(cache_read).saturating_sub(cache_write)
+}
+
+/// What `tokens` cost at `dollars` per million.
+pub fn per_million(tokens: u64, dollars: f64) -> f64 {
+    tokens as f64 * dollars / 1_000_000.0
+}
+
 /// Dollars as OpenClaw shows them: two decimals from a cent, four below.
 pub fn usd(v: f64) -> String {
     if v >= 0.01 {

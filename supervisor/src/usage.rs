@@ -166,13 +166,8 @@ pub fn priced(c: &Counts, provider: &str, model: &str, prices: &Prices) -> Usage
         .get(&(provider.to_owned(), model.to_owned()))
         .copied()
         .unwrap_or_default();
-    let per = |tokens: u64, dollars: f64| tokens as f64 * dollars / 1_000_000.0;
-    // A run's input counts every prompt token, as providers report them; OpenClaw shows and
-    // prices the ones not read from or written to the cache apart from those.
-    let input = c
-        .input
-        .saturating_sub(c.cache_read)
-        .saturating_sub(c.cache_write);
+    let per = ipc::footer::per_million;
+    let input = ipc::footer::fresh_input(c.input, c.cache_read, c.cache_write);
     let (input_cost, output_cost) = (per(input, price.input), per(c.output, price.output));
     let cache_read_cost = per(c.cache_read, price.cache_read);
     let cache_write_cost = per(c.cache_write, price.cache_write);

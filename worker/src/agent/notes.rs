@@ -113,17 +113,14 @@ impl Notes {
     }
 }
 
-/// The prompt tokens not read from or written to the cache: a run's `input` counts them all,
-/// as providers report prompt tokens (OpenClaw shows and prices these apart).
+/// The prompt tokens of `u` not read from or written to the cache.
 fn fresh_input(u: &Usage) -> u64 {
-    u.input
-        .saturating_sub(u.cache_read)
-        .saturating_sub(u.cache_write)
+    ipc::footer::fresh_input(u.input, u.cache_read, u.cache_write)
 }
 
 /// What `u` costs at price `p`.
 fn cost(p: &ModelPrice, u: &Usage) -> f64 {
-    let per = |tokens: u64, dollars: f64| tokens as f64 * dollars / 1_000_000.0;
+    let per = ipc::footer::per_million;
     per(fresh_input(u), p.input)
         + per(u.output, p.output)
         + per(u.cache_read, p.cache_read)
