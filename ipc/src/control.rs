@@ -169,6 +169,12 @@ pub struct AgentSpec {
     /// (`None`: every skill of its workspace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill_filter: Option<Vec<String>>,
+    /// Since: protocol v2 (additive). What `web_fetch` may reach (`tools.web_fetch`).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::web::WebFetchPolicy::is_default"
+    )]
+    pub web_fetch: crate::web::WebFetchPolicy,
 }
 
 /// Since: protocol v2 (additive). What the operator says of one skill (R-B6): whether it

@@ -29,6 +29,7 @@
 
 pub mod approval;
 pub mod blocks;
+pub mod calendar;
 pub mod control;
 pub mod diagnostics;
 pub mod disk;
@@ -43,6 +44,7 @@ pub mod text;
 pub mod thinking;
 pub mod tools;
 pub mod version;
+pub mod web;
 pub mod worker_env;
 
 pub use error::{Error, ErrorCode, RpcError};

@@ -17,6 +17,7 @@ pub enum ToolId {
     Ls,
     Message,
     Exec,
+    WebFetch,
 }
 
 /// What a tool may touch, for policies that treat tools alike.
@@ -30,6 +31,8 @@ pub enum ToolClass {
     Message,
     /// Runs a command (the exec policy and approvals apply).
     Exec,
+    /// Reads from the network (the agent's `tools.web_fetch` address policy applies).
+    Web,
 }
 
 /// How a verbose reply names a tool's call: `📖 Read: `path``.
@@ -114,6 +117,14 @@ pub const TOOLS: &[Tool] = &[
         class: ToolClass::Exec,
         display: Display { emoji: "🛠️", label: "Exec", detail: "command" },
     },
+    Tool {
+        id: ToolId::WebFetch,
+        name: "web_fetch",
+        description: "Fetch URL; extract readable markdown/text. Lightweight; no browser automation.",
+        schema: r#"{"type":"object","required":["url"],"properties":{"url":{"type":"string","description":"HTTP(S) URL."},"extractMode":{"type":"string","enum":["markdown","text"],"description":"Extraction mode (markdown or text).","default":"markdown"},"maxChars":{"type":"integer","minimum":100,"description":"Maximum characters to return (truncates when exceeded)."}}}"#,
+        class: ToolClass::Web,
+        display: Display { emoji: "🌐", label: "Web Fetch", detail: "url" },
+    },
 ];
 
 /// The tools' names, in [`TOOLS`] order.
@@ -163,7 +174,8 @@ mod tests {
                 "apply_patch",
                 "ls",
                 "message",
-                "exec"
+                "exec",
+                "web_fetch"
             ]
         );
         assert_eq!(find("nope"), None);

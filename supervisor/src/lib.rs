@@ -37,7 +37,7 @@
 pub mod agent_templates;
 pub mod auth;
 pub mod backend;
-pub mod calendar;
+pub use ipc::calendar;
 pub mod catalog;
 pub mod client;
 pub mod clustered;

@@ -56,4 +56,5 @@ mod tools;
 mod turn;
 mod usage;
 mod verbose;
+mod web_fetch;
 mod websocket;

@@ -125,7 +125,8 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
             "apply_patch",
             "ls",
             "message",
-            "exec"
+            "exec",
+            "web_fetch"
         ]
     );
     let second = &reqs[1].body["messages"];

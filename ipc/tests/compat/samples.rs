@@ -46,6 +46,7 @@ pub(crate) fn spec() -> AgentSpec {
         secrets: Default::default(),
         skills: Vec::new(),
         skill_filter: None,
+        web_fetch: Default::default(),
     }
 }
 

@@ -89,6 +89,25 @@ pub struct RawTools {
     pub exec: Option<RawExec>,
     /// Tools offered to the model (default: all built-in tools).
     pub allow: Option<Vec<String>>,
+    /// What `web_fetch` may reach and bring back.
+    pub web_fetch: Option<RawWebFetch>,
+}
+
+/// `tools.web_fetch`: OpenClaw's `tools.web.fetch` (its `ssrfPolicy` and limits).
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebFetch {
+    /// Host names fetched even when they are, or resolve to, private, loopback or
+    /// special-use addresses (exact names: `localhost` is not `127.0.0.1`).
+    pub allowed_hostnames: Option<Vec<String>>,
+    /// Fetch any address, the private network and this host included (default false).
+    pub dangerously_allow_private_network: Option<bool>,
+    /// Most bytes of a response read (default 750 000; 32 000 to 10 000 000).
+    pub max_response_bytes: Option<u64>,
+    /// Most seconds for a whole fetch, redirects included (default 30; 1 to 300).
+    pub timeout_seconds: Option<u64>,
+    /// Redirects followed (default 3; at most 10).
+    pub max_redirects: Option<u32>,
 }
 
 /// `tools.exec`: who may run shell commands.
@@ -134,6 +153,8 @@ pub struct AgentConfig {
     pub hooks: Vec<ipc::control::HookSpec>,
     /// `None`: all tools.
     pub tools_allow: Option<Vec<String>>,
+    /// `tools.web_fetch`.
+    pub web_fetch: ipc::web::WebFetchPolicy,
     pub compaction: ipc::control::CompactionSpec,
     /// `[diagnostics]` (the same for every agent).
     pub diagnostics: ipc::diagnostics::DiagnosticsPolicy,
@@ -234,6 +255,7 @@ fn resolve_agent(
     let exec = resolve_exec(at)?;
     warnings.extend(crate::confine::check_exec(key, &exec)?);
     let tools_allow = resolve_tools_allow(at)?;
+    let web_fetch = resolve_web_fetch(at)?;
     let compaction = resolve_compaction(at)?;
     let disk = super::disk::resolve_agent_disk(
         own.disk.as_ref(),
@@ -273,6 +295,7 @@ fn resolve_agent(
             .collect(),
         exec,
         tools_allow,
+        web_fetch,
         hooks: shared.hooks.to_vec(),
         skills: shared.skills.to_vec(),
         skill_filter: own.skills.clone().or_else(|| defaults.skills.clone()),
@@ -468,6 +491,73 @@ fn resolve_tools_allow(at: &Layers<'_>) -> Result<Option<Vec<String>>, Invalid> 
         }
     }
     Ok(tools_allow)
+}
+
+/// `tools.web_fetch`, each field the agent's own or the defaults', in range.
+fn resolve_web_fetch(at: &Layers<'_>) -> Result<ipc::web::WebFetchPolicy, Invalid> {
+    let of = |s: &RawAgentSettings| s.tools.as_ref().and_then(|t| t.web_fetch.clone());
+    let (own, def) = (
+        of(at.own).unwrap_or_default(),
+        of(at.defaults).unwrap_or_default(),
+    );
+    let base = ipc::web::WebFetchPolicy::default();
+    let key = |field: &str| format!("{}.tools.web_fetch.{field}", at.key);
+    let in_range = |v: u64, lo: u64, hi: u64, field: &str| {
+        if (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(Invalid::new(key(field), format!("between {lo} and {hi}")))
+        }
+    };
+    let max_response_bytes = in_range(
+        own.max_response_bytes
+            .or(def.max_response_bytes)
+            .unwrap_or(base.max_response_bytes),
+        32_000,
+        10_000_000,
+        "max_response_bytes",
+    )?;
+    let timeout_s = in_range(
+        own.timeout_seconds
+            .or(def.timeout_seconds)
+            .unwrap_or(base.timeout_ms / 1000),
+        1,
+        300,
+        "timeout_seconds",
+    )?;
+    let max_redirects = in_range(
+        u64::from(
+            own.max_redirects
+                .or(def.max_redirects)
+                .unwrap_or(base.max_redirects),
+        ),
+        0,
+        10,
+        "max_redirects",
+    )?;
+    let allowed_hostnames = own
+        .allowed_hostnames
+        .or(def.allowed_hostnames)
+        .unwrap_or_default();
+    if let Some(bad) = allowed_hostnames
+        .iter()
+        .find(|h| !ipc::web::is_host_name(h))
+    {
+        return Err(Invalid::new(
+            key("allowed_hostnames"),
+            format!("{bad:?} is not a host name or address (no scheme, port or wildcard)"),
+        ));
+    }
+    Ok(ipc::web::WebFetchPolicy {
+        allowed_hostnames,
+        allow_private_network: own
+            .dangerously_allow_private_network
+            .or(def.dangerously_allow_private_network)
+            .unwrap_or(false),
+        max_response_bytes,
+        timeout_ms: timeout_s * 1000,
+        max_redirects: u32::try_from(max_redirects).unwrap_or(base.max_redirects),
+    })
 }
 
 /// `compaction`, each field the agent's own or the defaults'.

@@ -16,6 +16,7 @@ fn group_of(class: ToolClass) -> (&'static str, &'static str, &'static str) {
         ToolClass::ReadFiles | ToolClass::WriteFiles => ("fs", "Files", "coding"),
         ToolClass::Exec => ("runtime", "Runtime", "coding"),
         ToolClass::Message => ("messaging", "Messaging", "messaging"),
+        ToolClass::Web => ("web", "Web", "coding"),
     }
 }
 

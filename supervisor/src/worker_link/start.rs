@@ -125,6 +125,7 @@ fn agent_spec(
             })
             .collect(),
         skill_filter: agent.skill_filter.clone(),
+        web_fetch: agent.web_fetch.clone(),
     })
 }
 

@@ -155,6 +155,7 @@ impl Driver {
             exec_env: ctx.exec_env.clone(),
             approved: None,
             disk: ctx.disk.clone(),
+            web: Arc::new(ctx.spec.web_fetch.clone()),
         };
         Self {
             ctx,

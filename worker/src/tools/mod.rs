@@ -8,6 +8,7 @@ mod fs;
 mod patch;
 mod patch_write;
 mod validate;
+mod web_fetch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,6 +153,8 @@ pub struct ToolCtx {
     pub approved: Option<String>,
     /// The agent's disk budget, shared by every run of the worker.
     pub disk: Arc<budget::DiskBudget>,
+    /// What `web_fetch` may reach.
+    pub web: Arc<ipc::web::WebFetchPolicy>,
 }
 
 /// The environment's names only: a skill's key may be among its values (R-B6).
@@ -252,6 +255,7 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         }
         ToolId::Ls => fs::ls(&ctx.workspace, &args).await,
         ToolId::Exec => exec::exec(ctx, &args).await,
+        ToolId::WebFetch => web_fetch::web_fetch(&ctx.web, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
         ToolId::Message => ToolOutcome::ok("Message sent."),
     }

@@ -1,5 +1,20 @@
 //! Calendar days: a day number (days since 1970-01-01, UTC) and its `YYYY-MM-DD` date, both
-//! ways (Howard Hinnant's civil-date algorithms). Pure.
+//! ways (Howard Hinnant's civil-date algorithms), and a moment as ISO 8601 UTC. Pure.
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` of milliseconds since the epoch (UTC).
+pub fn iso_millis(ms: u64) -> String {
+    let secs = ms / 1000;
+    let day = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let s = secs % 86_400;
+    format!(
+        "{}T{:02}:{:02}:{:02}.{:03}Z",
+        date(day),
+        s / 3600,
+        s % 3600 / 60,
+        s % 60,
+        ms % 1000
+    )
+}
 
 /// `YYYY-MM-DD` of a day number (proleptic Gregorian, UTC).
 pub fn date(day: i64) -> String {
@@ -47,4 +62,20 @@ pub fn parse_date(text: &str) -> Option<i64> {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     Some(era * 146_097 + doe - 719_468)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moments_and_days_both_ways() {
+        assert_eq!(iso_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_millis(1_796_613_896_363), "2026-12-07T03:24:56.363Z");
+        assert_eq!(
+            parse_date("2026-12-07").map(date).as_deref(),
+            Some("2026-12-07")
+        );
+        assert_eq!(parse_date("2026-02-29"), None);
+    }
 }
