@@ -18,6 +18,8 @@ pub enum ToolId {
     Message,
     Exec,
     WebFetch,
+    MemorySearch,
+    MemoryGet,
 }
 
 /// What a tool may touch, for policies that treat tools alike.
@@ -33,6 +35,8 @@ pub enum ToolClass {
     Exec,
     /// Reads from the network (the agent's `tools.web_fetch` address policy applies).
     Web,
+    /// Reads the agent's memory files (`MEMORY.md`, `USER.md`, `memory/**/*.md`) only.
+    Memory,
 }
 
 /// How a verbose reply names a tool's call: `📖 Read: `path``.
@@ -125,6 +129,22 @@ pub const TOOLS: &[Tool] = &[
         class: ToolClass::Web,
         display: Display { emoji: "🌐", label: "Web Fetch", detail: "url" },
     },
+    Tool {
+        id: ToolId::MemorySearch,
+        name: "memory_search",
+        description: "Mandatory recall step: search MEMORY.md, USER.md, Markdown files recursively under memory/ before answering questions about prior work, decisions, dates, people, preferences, or todos. Full-text (keyword) search; each result has path, startLine, endLine, snippet and citation. corpus=memory (default) or all searches the memory files; loopgate has no wiki and does not index sessions.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["query"],"properties":{"query":{"type":"string"},"maxResults":{"type":"integer","minimum":1},"minScore":{"type":"number"},"corpus":{"type":"string","enum":["memory","wiki","all","sessions"]}}}"#,
+        class: ToolClass::Memory,
+        display: Display { emoji: "🧠", label: "Memory Search", detail: "query" },
+    },
+    Tool {
+        id: ToolId::MemoryGet,
+        name: "memory_get",
+        description: "Safe exact excerpt read from MEMORY.md, USER.md, Markdown files recursively under memory/. Defaults to a bounded excerpt when lines are omitted and includes truncation/continuation info when more content exists. status=ok means the requested excerpt was read; status=not_found means the file does not exist; status=error means the read failed or the path is not a memory file.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["path"],"properties":{"path":{"type":"string"},"from":{"type":"integer","minimum":1},"lines":{"type":"integer","minimum":1},"corpus":{"type":"string","enum":["memory","wiki","all"]}}}"#,
+        class: ToolClass::Memory,
+        display: Display { emoji: "📓", label: "Memory Get", detail: "path" },
+    },
 ];
 
 /// The tools' names, in [`TOOLS`] order.
@@ -175,7 +195,9 @@ mod tests {
                 "ls",
                 "message",
                 "exec",
-                "web_fetch"
+                "web_fetch",
+                "memory_search",
+                "memory_get"
             ]
         );
         assert_eq!(find("nope"), None);

@@ -236,7 +236,11 @@ async fn tools_catalog_and_effective_follow_the_tool_table_issue_39() {
         .iter()
         .filter_map(|g| g["id"].as_str())
         .collect();
-    assert_eq!(groups, ["fs", "messaging", "runtime", "web"], "{r}");
+    assert_eq!(
+        groups,
+        ["fs", "messaging", "runtime", "web", "memory"],
+        "{r}"
+    );
     assert_eq!(p["groups"][0]["tools"][0]["id"], "read", "{r}");
     assert_eq!(
         p["groups"][0]["tools"][0]["defaultProfiles"],

@@ -24,6 +24,7 @@ mod frames;
 mod history;
 mod idempotency;
 mod lanes;
+mod memory_tools;
 mod metrics;
 mod operations;
 mod ordering;

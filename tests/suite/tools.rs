@@ -126,7 +126,9 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
             "ls",
             "message",
             "exec",
-            "web_fetch"
+            "web_fetch",
+            "memory_search",
+            "memory_get"
         ]
     );
     let second = &reqs[1].body["messages"];

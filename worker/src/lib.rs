@@ -110,6 +110,8 @@ pub struct Ctx {
     pub exec_env: Arc<Vec<(String, String)>>,
     /// The agent's disk budget ([`tools::budget`]).
     pub disk: Arc<tools::budget::DiskBudget>,
+    /// The memory tools' index (`memory.sqlite` beside the agent's database).
+    pub memory: Arc<tools::memory::MemoryIndex>,
     /// Everything the worker tells the supervisor, in one order ([`outbox`]).
     pub out: outbox::Outbox,
     pub hooks: hooks::Hooks,
@@ -210,6 +212,7 @@ impl Ctx {
         // The supervisor labels relayed lines with agent and pid.
         tracing::info!("Worker started.");
         let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
+        let memory = Arc::new(tools::memory::MemoryIndex::new(memory_db(&spec.db_path)));
         Ctx {
             hooks: hooks::Hooks::new(spec.hooks.clone()),
             skills: agent::skills::SkillsCache::new(agent::skills::Configured::new(
@@ -224,12 +227,18 @@ impl Ctx {
             other_llms: Default::default(),
             exec_env: Arc::new(tools::exec_environment(&opts.env)),
             disk,
+            memory,
             keys: std::sync::RwLock::new(keys),
             out,
             allowed_since: Default::default(),
             model_requests: Default::default(),
         }
     }
+}
+
+/// `memory.sqlite` beside the agent's database.
+fn memory_db(db_path: &str) -> PathBuf {
+    Path::new(db_path).with_file_name("memory.sqlite")
 }
 
 /// A clean stop leaves the whole database in its file, the WAL empty.

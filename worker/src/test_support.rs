@@ -46,6 +46,9 @@ pub fn ctx(spec: AgentSpec, reader: Option<Reader>) -> (Arc<Ctx>, Receiver) {
             spec.disk,
             &spec.workspace,
         )),
+        memory: Arc::new(crate::tools::memory::MemoryIndex::new(
+            std::path::Path::new(&spec.db_path).with_file_name("memory.sqlite"),
+        )),
         keys: Default::default(),
         out,
         allowed_since: Default::default(),

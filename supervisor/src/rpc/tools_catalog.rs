@@ -17,6 +17,7 @@ fn group_of(class: ToolClass) -> (&'static str, &'static str, &'static str) {
         ToolClass::Exec => ("runtime", "Runtime", "coding"),
         ToolClass::Message => ("messaging", "Messaging", "messaging"),
         ToolClass::Web => ("web", "Web", "coding"),
+        ToolClass::Memory => ("memory", "Memory", "coding"),
     }
 }
 

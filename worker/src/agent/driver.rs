@@ -156,6 +156,7 @@ impl Driver {
             approved: None,
             disk: ctx.disk.clone(),
             web: Arc::new(ctx.spec.web_fetch.clone()),
+            memory: ctx.memory.clone(),
         };
         Self {
             ctx,

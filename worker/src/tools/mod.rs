@@ -5,6 +5,7 @@ mod apply_patch;
 pub mod budget;
 pub mod exec;
 mod fs;
+pub mod memory;
 mod patch;
 mod patch_write;
 mod validate;
@@ -155,6 +156,8 @@ pub struct ToolCtx {
     pub disk: Arc<budget::DiskBudget>,
     /// What `web_fetch` may reach.
     pub web: Arc<ipc::web::WebFetchPolicy>,
+    /// The agent's memory index, shared by every run of the worker.
+    pub memory: Arc<memory::MemoryIndex>,
 }
 
 /// The environment's names only: a skill's key may be among its values (R-B6).
@@ -256,6 +259,8 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         ToolId::Ls => fs::ls(&ctx.workspace, &args).await,
         ToolId::Exec => exec::exec(ctx, &args).await,
         ToolId::WebFetch => web_fetch::web_fetch(&ctx.web, &args).await,
+        ToolId::MemorySearch => memory::memory_search(&ctx.memory, &ctx.workspace, &args).await,
+        ToolId::MemoryGet => memory::memory_get(&ctx.workspace, &args).await,
         // Delivery is the turn's business (it streams the text and records the receipt).
         ToolId::Message => ToolOutcome::ok("Message sent."),
     }
