@@ -17,6 +17,7 @@ pub enum ToolId {
     Ls,
     Message,
     Exec,
+    Process,
     WebFetch,
     MemorySearch,
     MemoryGet,
@@ -116,10 +117,18 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         id: ToolId::Exec,
         name: "exec",
-        description: "Run a shell command in the workspace (subject to the agent's exec policy).",
-        schema: r#"{"type":"object","additionalProperties":false,"required":["command"],"properties":{"command":{"type":"string","minLength":1},"timeoutSeconds":{"type":"integer","minimum":1,"maximum":3600}}}"#,
+        description: "Run a shell command in the workspace (subject to the agent's exec policy); background continuation supported. Completed calls return command output directly. Use process only when exec reports running with a sessionId.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["command"],"properties":{"command":{"type":"string","minLength":1},"timeoutSeconds":{"type":"integer","minimum":0,"maximum":86400,"description":"Foreground: seconds before the command is killed. Background: process lifetime in seconds (default 1800; 0 means the longest, 24 h)."},"yieldMs":{"type":"integer","minimum":0,"description":"Milliseconds before backgrounding; without it (and without background) the command runs in the foreground to its timeout."},"background":{"type":"boolean","description":"Background now; timeoutSeconds applies."},"pty":{"type":"boolean","description":"Background: give the command a writable stdin (a pipe) for process write/submit/send-keys/paste."}}}"#,
         class: ToolClass::Exec,
         display: Display { emoji: "🛠️", label: "Exec", detail: "command" },
+    },
+    Tool {
+        id: ToolId::Process,
+        name: "process",
+        description: "Control existing exec: list, poll, log, write, send-keys, submit, paste, kill. poll/log: status, output, quiet success, completion. Others: input/intervention. No polling as timer/reminder.",
+        schema: r#"{"type":"object","additionalProperties":false,"required":["action"],"properties":{"action":{"type":"string","enum":["list","poll","log","write","send-keys","submit","paste","kill","clear","remove"]},"sessionId":{"type":"string","description":"Required for every action except list."},"data":{"type":"string"},"keys":{"type":"array","items":{"type":"string"}},"hex":{"type":"array","items":{"type":"string"}},"literal":{"type":"string"},"text":{"type":"string"},"bracketed":{"type":"boolean"},"eof":{"type":"boolean"},"offset":{"type":"integer","minimum":0,"description":"Log offset"},"limit":{"type":"integer","minimum":0,"description":"Log length"},"timeout":{"type":"integer","minimum":0,"description":"For poll: wait up to this many milliseconds for new output or exit; max 30000 ms"}}}"#,
+        class: ToolClass::Exec,
+        display: Display { emoji: "⚙️", label: "Process", detail: "sessionId" },
     },
     Tool {
         id: ToolId::WebFetch,
@@ -195,6 +204,7 @@ mod tests {
                 "ls",
                 "message",
                 "exec",
+                "process",
                 "web_fetch",
                 "memory_search",
                 "memory_get"

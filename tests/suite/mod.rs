@@ -3,6 +3,7 @@ mod agent_files;
 mod apply_patch;
 mod approvals;
 mod attachments;
+mod background_exec;
 mod bench_smoke;
 mod block_streaming;
 mod catalog;

@@ -126,6 +126,7 @@ async fn tool_round_trip_events_and_transcript_r_e4() {
             "ls",
             "message",
             "exec",
+            "process",
             "web_fetch",
             "memory_search",
             "memory_get"

@@ -112,6 +112,8 @@ pub struct Ctx {
     pub disk: Arc<tools::budget::DiskBudget>,
     /// The memory tools' index (`memory.sqlite` beside the agent's database).
     pub memory: Arc<tools::memory::MemoryIndex>,
+    /// Background `exec` sessions (their ledger: `exec-sessions.json` beside the database).
+    pub background: Arc<tools::background::Registry>,
     /// Everything the worker tells the supervisor, in one order ([`outbox`]).
     pub out: outbox::Outbox,
     pub hooks: hooks::Hooks,
@@ -213,6 +215,9 @@ impl Ctx {
         tracing::info!("Worker started.");
         let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
         let memory = Arc::new(tools::memory::MemoryIndex::new(memory_db(&spec.db_path)));
+        let background = Arc::new(tools::background::Registry::new(
+            Path::new(&spec.db_path).with_file_name("exec-sessions.json"),
+        ));
         Ctx {
             hooks: hooks::Hooks::new(spec.hooks.clone()),
             skills: agent::skills::SkillsCache::new(agent::skills::Configured::new(
@@ -228,6 +233,7 @@ impl Ctx {
             exec_env: Arc::new(tools::exec_environment(&opts.env)),
             disk,
             memory,
+            background,
             keys: std::sync::RwLock::new(keys),
             out,
             allowed_since: Default::default(),

@@ -157,6 +157,8 @@ impl Driver {
             disk: ctx.disk.clone(),
             web: Arc::new(ctx.spec.web_fetch.clone()),
             memory: ctx.memory.clone(),
+            background: ctx.background.clone(),
+            session_key: run.session_key.clone(),
         };
         Self {
             ctx,

@@ -237,6 +237,28 @@ fn render(out: (Vec<u8>, u64), err: (Vec<u8>, u64)) -> String {
     text
 }
 
+/// Starts `invocation` under the reaper in the workspace, in a process group of its own,
+/// with the minimal environment; stdin is a pipe when `stdin`, else empty.
+pub(super) fn spawn(
+    ctx: &ToolCtx,
+    invocation: &Invocation,
+    stdin: bool,
+) -> std::io::Result<tokio::process::Child> {
+    tokio::process::Command::new(&ctx.reaper)
+        .arg(execpolicy::reaper::FLAG)
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .args(invocation.argv())
+        .env_clear()
+        .envs(ctx.exec_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&ctx.workspace)
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+}
+
 pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     let command = args
         .get("command")
@@ -256,24 +278,18 @@ pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {
     let timeout = args
         .get("timeoutSeconds")
         .and_then(Value::as_u64)
+        .filter(|s| *s > 0)
         .map_or(limit, |s| Duration::from_secs(s).min(limit));
     if let Err(e) = std::fs::create_dir_all(&ctx.workspace) {
         return ToolOutcome::err(format!("cannot create the workspace: {e}"));
     }
-    let mut child = match tokio::process::Command::new(&ctx.reaper)
-        .arg(execpolicy::reaper::FLAG)
-        .arg(std::process::id().to_string())
-        .arg("--")
-        .args(invocation.argv())
-        .env_clear()
-        .envs(ctx.exec_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&ctx.workspace)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-    {
+    let background = args.get("background").and_then(Value::as_bool) == Some(true);
+    let yield_ms = args.get("yieldMs").and_then(Value::as_u64);
+    if background || yield_ms.is_some() {
+        let wait = (!background).then(|| Duration::from_millis(yield_ms.unwrap_or(0)));
+        return super::background::exec::start(ctx, &command, &invocation, args, wait).await;
+    }
+    let mut child = match spawn(ctx, &invocation, false) {
         Ok(c) => c,
         Err(e) => return ToolOutcome::err(format!("cannot run the command: {e}")),
     };

@@ -2,6 +2,7 @@
 //! workspace confinement, the exec policy, and execution with capped results (R-E2).
 
 mod apply_patch;
+pub mod background;
 pub mod budget;
 pub mod exec;
 mod fs;
@@ -158,6 +159,10 @@ pub struct ToolCtx {
     pub web: Arc<ipc::web::WebFetchPolicy>,
     /// The agent's memory index, shared by every run of the worker.
     pub memory: Arc<memory::MemoryIndex>,
+    /// The worker's background `exec` sessions.
+    pub background: Arc<background::Registry>,
+    /// The chat session the run belongs to (a background session's owner).
+    pub session_key: String,
 }
 
 /// The environment's names only: a skill's key may be among its values (R-B6).
@@ -258,6 +263,7 @@ pub async fn execute(ctx: &ToolCtx, call: &ToolCall) -> ToolOutcome {
         }
         ToolId::Ls => fs::ls(&ctx.workspace, &args).await,
         ToolId::Exec => exec::exec(ctx, &args).await,
+        ToolId::Process => background::process::process(&ctx.background, &args).await,
         ToolId::WebFetch => web_fetch::web_fetch(&ctx.web, &args).await,
         ToolId::MemorySearch => memory::memory_search(&ctx.memory, &ctx.workspace, &args).await,
         ToolId::MemoryGet => memory::memory_get(&ctx.workspace, &args).await,

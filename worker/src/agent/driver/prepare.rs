@@ -128,6 +128,7 @@ pub(super) async fn prepare(
         .into_iter()
         .chain(run.extra_system_prompt.clone())
         .chain(added.append)
+        .chain(ctx.background.context())
         .collect();
     let extra = extra.join("\n\n");
     let system = prompt::system_prompt(
