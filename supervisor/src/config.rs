@@ -131,6 +131,37 @@ pub struct RawConfig {
     /// `[skills.entries.<name>]`: the operator's settings of skills (R-B6).
     #[serde(default)]
     pub skills: skills::RawSkills,
+    /// `[cron]`: the scheduler.
+    #[serde(default)]
+    pub cron: RawCron,
+}
+
+/// `[cron]`: the scheduler (OpenClaw's `cron.*` settings).
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCron {
+    /// Fire jobs (default true; false keeps them, `cron.*` still answers).
+    pub enabled: Option<bool>,
+    /// A recurring job that came due while the gateway was stopped skips to its next
+    /// occurrence instead of running once at start (OpenClaw's `cron.skipMissedJobs`;
+    /// default false). One-shots run either way.
+    pub skip_missed: Option<bool>,
+}
+
+/// `[cron]`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CronConfig {
+    pub enabled: bool,
+    pub skip_missed: bool,
+}
+
+impl Default for CronConfig {
+    fn default() -> Self {
+        CronConfig {
+            enabled: true,
+            skip_missed: false,
+        }
+    }
 }
 
 /// Overrides from the command line and environment (applied over the file).
@@ -173,6 +204,8 @@ pub struct Config {
     pub text_hash: Option<String>,
     /// Models' prices (`models.providers.<id>.models.<name>.cost`).
     pub prices: Prices,
+    /// `[cron]`.
+    pub cron: CronConfig,
 }
 
 impl fmt::Debug for Config {
@@ -279,6 +312,10 @@ impl Config {
                 .map_err(|e| err(e.into()))?,
             text_hash: None,
             prices: models::prices(&raw.models),
+            cron: CronConfig {
+                enabled: raw.cron.enabled.unwrap_or(true),
+                skip_missed: raw.cron.skip_missed.unwrap_or(false),
+            },
         })
     }
 

@@ -103,6 +103,8 @@ pub struct Gateway {
     pub parse_budget: crate::connection::budget::ParseBudget,
     /// What differs between a single gateway and a cluster member (`backend`).
     pub backend: crate::backend::Backend,
+    /// The scheduler's jobs (`cron.*`; fired by `rpc::cron`).
+    pub cron: crate::cron::jobs::Jobs,
 }
 
 impl Gateway {
@@ -137,6 +139,7 @@ impl Gateway {
             metrics: crate::metrics::Metrics::new(),
             parse_budget: crate::connection::budget::ParseBudget::global(),
             backend: Default::default(),
+            cron: Default::default(),
         }
     }
 

@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::outcome::StoredTerminal;
 
+pub mod cron;
 pub mod devices;
 mod exec_allowlist;
 mod sessions;
@@ -204,6 +205,7 @@ enum Cmd {
     ),
     SessionOverrides(oneshot::Sender<Result<Vec<StoredOverrides>, DbError>>),
     Devices(devices::DeviceCmd),
+    Cron(cron::CronCmd),
     AllowExec(String, String, u64, oneshot::Sender<Result<(), DbError>>),
     DisallowExec(String, String, oneshot::Sender<Result<bool, DbError>>),
     ExecAllowlist(oneshot::Sender<Result<Vec<(String, String)>, DbError>>),
@@ -223,6 +225,11 @@ pub struct GatewayDb {
 }
 
 impl GatewayDb {
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        self.path.as_path()
+    }
+
     /// Opens (creating and migrating) the database, ends runs a crash left non-terminal
     /// (returning how many) and starts the writer thread.
     pub fn open(path: &Path, now_ms: u64) -> Result<(GatewayDb, usize), DbError> {
@@ -340,6 +347,44 @@ impl GatewayDb {
     ) -> Result<(), DbError> {
         self.tx
             .ask(|tx| Cmd::AllowExec(agent_id, pattern, at_ms, tx))
+            .await
+    }
+
+    /// Stores `job` in place of any job with its id.
+    pub async fn cron_put(&self, job: ipc::gateway::CronJob) -> Result<(), DbError> {
+        self.tx
+            .ask(|tx| Cmd::Cron(cron::CronCmd::Put(Box::new(job), tx)))
+            .await
+    }
+
+    /// Forgets job `id` (its run history stays); whether it was there.
+    pub async fn cron_remove(&self, id: String) -> Result<bool, DbError> {
+        self.tx
+            .ask(|tx| Cmd::Cron(cron::CronCmd::Remove(id, tx)))
+            .await
+    }
+
+    /// Records a job's run; `false` if that run was recorded before.
+    pub async fn cron_record(&self, entry: ipc::gateway::CronRunEntry) -> Result<bool, DbError> {
+        self.tx
+            .ask(|tx| Cmd::Cron(cron::CronCmd::Record(Box::new(entry), tx)))
+            .await
+    }
+
+    /// Every stored job, read beside the writer.
+    pub async fn cron_jobs(&self) -> Result<Vec<ipc::gateway::CronJob>, DbError> {
+        self.read(cron::jobs).await
+    }
+
+    /// A page of a job's runs, newest first, and how many there are.
+    pub async fn cron_runs(
+        &self,
+        job_id: String,
+        run_id: Option<String>,
+        limit: u32,
+        offset: u32,
+    ) -> Result<(Vec<ipc::gateway::CronRunEntry>, u64), DbError> {
+        self.read(move |c| cron::runs(c, &job_id, run_id.as_deref(), limit, offset))
             .await
     }
 
@@ -463,6 +508,8 @@ const LADDER: &[dbwriter::Step<'static>] = &[
     // v13: a session's own usage footer mode and trace level (`/usage`, `/trace`).
     &["ALTER TABLE sessions ADD COLUMN response_usage TEXT;
              ALTER TABLE sessions ADD COLUMN trace_level TEXT;"],
+    // v14: the scheduler's jobs and their run history.
+    &[cron::SCHEMA],
 ];
 
 fn migrate(conn: &Connection) -> Result<(), DbError> {
@@ -525,6 +572,7 @@ fn apply(conn: &Connection, cmd: Cmd, sp: &dbwriter::Savepoint) -> dbwriter::Hel
         Cmd::DeleteSession(key, tx) => answer(tx, sp.run(conn, |c| sessions::delete(c, &key))),
         Cmd::SessionById(id, tx) => answer(tx, sp.run(conn, |c| sessions::by_id(c, &id))),
         Cmd::Devices(d) => devices::apply(conn, d, sp),
+        Cmd::Cron(c) => cron::apply(conn, c, sp),
         Cmd::SessionOverrides(tx) => answer(tx, sp.run(conn, sessions::overrides)),
         Cmd::AllowExec(agent, pattern, at, tx) => answer(
             tx,

@@ -51,6 +51,7 @@ pub mod confine;
 pub mod connection;
 pub mod control;
 pub mod control_ui;
+pub mod cron;
 pub mod device_conns;
 pub mod door;
 pub mod events;

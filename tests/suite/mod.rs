@@ -18,6 +18,7 @@ mod cluster_workspace;
 mod compaction;
 mod config_ops;
 mod control_ui;
+mod cron;
 mod devices;
 mod diagnostics;
 mod foundation;

@@ -1,4 +1,4 @@
-//! Methods for features loopgate does not have (cron, tasks, talk, updates, progress cards,
+//! Methods for features loopgate does not have (tasks, talk, updates, progress cards,
 //! branches, channels, nodes, heartbeats, slash-command registry, approvals): the answer a
 //! gateway with nothing of that kind configured gives, so clients that call them at startup
 //! show "none" instead of an error. Params are closed, as OpenClaw's.
@@ -12,53 +12,6 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
-
-/// `cron.list` params. Closed.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CronListParams {
-    pub session_key: Option<String>,
-    pub session_agent_id: Option<String>,
-    pub include_disabled: Option<bool>,
-    /// 1..=200.
-    pub limit: Option<u32>,
-    pub offset: Option<u32>,
-    pub query: Option<String>,
-    pub enabled: Option<Ignored>,
-    pub schedule_kind: Option<Ignored>,
-    pub last_run_status: Option<Ignored>,
-    pub trigger: Option<Ignored>,
-    pub sort_by: Option<String>,
-    pub sort_dir: Option<String>,
-    pub agent_id: Option<String>,
-    pub compact: Option<bool>,
-    pub include_delivery_previews: Option<bool>,
-}
-
-/// `cron.list`: no jobs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CronListResult {
-    pub jobs: Vec<Value>,
-    pub snapshot_revision: String,
-    pub total: u64,
-    pub offset: u32,
-    pub limit: u32,
-    pub has_more: bool,
-    pub next_offset: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery_previews: Option<Map<String, Value>>,
-}
-
-/// `cron.status`: no scheduler.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CronStatusResult {
-    pub enabled: bool,
-    pub triggers_enabled: bool,
-    pub jobs: u64,
-    pub next_wake_at_ms: Option<u64>,
-}
 
 /// `tasks.list` params. Closed.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

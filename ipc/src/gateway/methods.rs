@@ -166,6 +166,15 @@ gateway_methods! {
     SystemPresence = "system-presence", Read, AnyParams => Vec<PresenceEntry>;
     CronList = "cron.list", Read, CronListParams => CronListResult;
     CronStatus = "cron.status", Read, NoParams => CronStatusResult;
+    CronGet = "cron.get", Read, CronIdParams => CronJob;
+    /// Admin, as OpenClaw's.
+    CronAdd = "cron.add", Admin, CronAddParams => CronJob;
+    CronUpdate = "cron.update", Admin, CronUpdateParams => CronJob;
+    CronRemove = "cron.remove", Admin, CronIdParams => CronRemoveResult;
+    CronRun = "cron.run", Admin, CronRunParams => CronRunResult;
+    CronRuns = "cron.runs", Read, CronRunsParams => CronRunsResult;
+    /// A system event for an agent's main session, now.
+    Wake = "wake", Write, WakeParams => Done;
     TasksList = "tasks.list", Read, TasksListParams => TasksListResult;
     TalkCatalog = "talk.catalog", Read, TalkCatalogParams => TalkCatalogResult;
     UpdateStatus = "update.status", Admin, UpdateStatusParams => UpdateStatusResult;

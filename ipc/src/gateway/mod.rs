@@ -15,6 +15,7 @@ mod attachments;
 mod catalog;
 mod commands;
 mod config;
+mod cron;
 mod devices;
 mod diagnostics;
 mod frames;
@@ -41,6 +42,7 @@ pub use attachments::*;
 pub use catalog::*;
 pub use commands::*;
 pub use config::*;
+pub use cron::*;
 pub use devices::*;
 pub use diagnostics::*;
 pub use frames::*;
@@ -93,6 +95,8 @@ pub mod events {
     pub const CHAT: &str = "chat";
     pub const TICK: &str = "tick";
     pub const SHUTDOWN: &str = "shutdown";
+    /// A scheduler job added, started, finished, scheduled, updated or removed.
+    pub const CRON: &str = "cron";
     /// Session index changes, to connections that called `sessions.subscribe`.
     pub const SESSIONS_CHANGED: &str = "sessions.changed";
     /// The live connections, after one connects or leaves.

@@ -5,49 +5,7 @@
 use std::future::ready;
 
 use super::*;
-use ipc::gateway::{
-    ChannelsStatusResult, CronListParams, CronListResult, CronStatusResult, Never, NodeListResult,
-    SessionRefParams,
-};
-
-/// `cron.list`'s page size when none is asked (OpenClaw's).
-const CRON_DEFAULT_LIMIT: u32 = 50;
-
-/// `sha256:` of the empty job list: the revision of a catalog that never changes.
-fn empty_revision() -> String {
-    format!("sha256:{}", crate::secrets::sha256_hex(b"[]"))
-}
-
-/// `cron.list`: no jobs, in a page of the asked size.
-pub(super) fn cron_list(p: CronListParams) -> Answer<CronListResult> {
-    let limit = p.limit.unwrap_or(CRON_DEFAULT_LIMIT);
-    if !(1..=200).contains(&limit) {
-        return Err(ErrorShape::invalid(
-            "invalid cron.list params: limit must be 1..200",
-        ));
-    }
-    let previews = !(p.compact == Some(true) || p.include_delivery_previews == Some(false));
-    Ok(CronListResult {
-        jobs: Vec::new(),
-        snapshot_revision: empty_revision(),
-        total: 0,
-        offset: p.offset.unwrap_or(0),
-        limit,
-        has_more: false,
-        next_offset: None,
-        delivery_previews: previews.then(serde_json::Map::new),
-    })
-}
-
-/// `cron.status`: no scheduler.
-pub(super) fn cron_status() -> Answer<CronStatusResult> {
-    Ok(CronStatusResult {
-        enabled: false,
-        triggers_enabled: false,
-        jobs: 0,
-        next_wake_at_ms: None,
-    })
-}
+use ipc::gateway::{ChannelsStatusResult, Never, NodeListResult, SessionRefParams};
 
 /// `progressCard.get` and `sessions.branches.list`: nothing, for a session key that routes
 /// to a configured agent.
@@ -98,8 +56,6 @@ pub(super) async fn answer(
     out: &Out,
 ) {
     match method {
-        Method::CronList => serve::<m::CronList, _>(req, out, |p| ready(cron_list(p))).await,
-        Method::CronStatus => serve::<m::CronStatus, _>(req, out, |_| ready(cron_status())).await,
         Method::TasksList => {
             serve::<m::TasksList, _>(req, out, |_| ready(Ok(Default::default()))).await
         }
@@ -154,34 +110,9 @@ pub(super) async fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ipc::gateway::CronListParams;
-
-    #[test]
-    fn cron_list_pages_nothing_within_openclaws_bounds() {
-        let r = cron_list(CronListParams::default()).unwrap();
-        assert_eq!((r.total, r.limit, r.offset), (0, 50, 0));
-        assert!(r.snapshot_revision.starts_with("sha256:4f53cda1"));
-        assert!(r.delivery_previews.is_some());
-        let compact = cron_list(CronListParams {
-            compact: Some(true),
-            offset: Some(7),
-            ..Default::default()
-        })
-        .unwrap();
-        assert_eq!((compact.offset, compact.delivery_previews), (7, None));
-        for limit in [0, 201] {
-            let e = cron_list(CronListParams {
-                limit: Some(limit),
-                ..Default::default()
-            })
-            .unwrap_err();
-            assert_eq!(e.message, "invalid cron.list params: limit must be 1..200");
-        }
-    }
 
     #[test]
     fn what_loopgate_lacks_answers_as_openclaw_with_none_configured() {
-        assert!(!cron_status().unwrap().enabled);
         assert_eq!(
             companion_state().unwrap_err().message,
             "Side chat is unavailable."

@@ -203,6 +203,75 @@ pub(super) async fn admit<M: MethodSpec>(
     }
 }
 
+/// How a run the gateway starts itself went.
+pub enum SelfStart {
+    Started(Started),
+    /// Its key was recorded before for another request (the job changed since it fired).
+    KeyUsed,
+    /// It cannot run now; the text says why.
+    Refused(String),
+}
+
+/// A run the gateway starts itself (a scheduled job's): planned as a client's run on the
+/// same route would be, recorded under `run_id` before it is handed over, with no client
+/// to acknowledge. The same `run_id` again starts nothing: its record answers.
+pub async fn admit_self(
+    gw: &Arc<Gateway>,
+    route: Route,
+    run_id: String,
+    message: String,
+    timeout_ms: Option<u64>,
+    model: Option<String>,
+    thinking: Option<String>,
+) -> SelfStart {
+    let mut a = Admission {
+        turn: None,
+        run_id,
+        route,
+        message,
+        extra_system_prompt: None,
+        timeout_ms,
+        provider: None,
+        model,
+        thinking,
+        queue_mode: None,
+        verbose: None,
+        block_streaming: None,
+        attachments: Vec::new(),
+        images_need_model: false,
+        trace_allowed: false,
+    };
+    let plan = match plan(&gw.config(), &gw.sessions, &mut a) {
+        Ok(plan) => plan,
+        Err(refused) => return SelfStart::Refused(refused.message),
+    };
+    if let Some(refused) = gateway_refusal(gw, &a.route.agent_id) {
+        return SelfStart::Refused(refused.message);
+    }
+    if gw.backend.elsewhere().is_some() {
+        return SelfStart::Refused("scheduled runs are not fired in cluster mode yet".into());
+    }
+    let accepted_at = now_ms();
+    let run = RunStart {
+        agent_id: a.route.agent_id.clone(),
+        request_hash: a.request_hash(),
+        run: submit_run(&mut a, plan, accepted_at),
+    };
+    match local::start(
+        &gw.db,
+        &gw.control,
+        run,
+        local::Entry::Admitted,
+        async |_| {},
+    )
+    .await
+    {
+        Ok(started) => SelfStart::Started(started),
+        Err(StartRefused::Conflict { .. }) => SelfStart::KeyUsed,
+        Err(refused) => SelfStart::Refused(refused.to_string()),
+    }
+}
+
 /// The answer to a run that could not start: the queues full and the actor busy or gone
 /// are retryable (`UNAVAILABLE`), a key reused for another request is not.
 fn start_refusal(refused: StartRefused) -> ErrorShape {

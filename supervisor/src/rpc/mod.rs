@@ -51,6 +51,7 @@ mod command_run;
 pub(crate) mod commands;
 mod compact;
 mod create;
+pub mod cron;
 mod devices;
 pub(crate) mod diagnostics;
 mod directives;
@@ -81,7 +82,7 @@ use resolve::*;
 use sessions::*;
 use turns::*;
 
-pub use admission::{is_ordered, route, AdmissionTurn, Route};
+pub use admission::{admit_self, is_ordered, route, AdmissionTurn, Route, SelfStart};
 pub use request::Request;
 
 /// `FORBIDDEN missing scope: <needed>`, with OpenClaw's details.
@@ -137,6 +138,8 @@ enum Group {
     Session,
     /// [`approval_method`].
     Approval,
+    /// The scheduler: [`cron::method`].
+    Cron,
     /// Features loopgate does not have: [`absent::answer`].
     Absent,
 }
@@ -209,7 +212,14 @@ fn group(method: Method) -> Group {
         | Method::DeviceTokenRevoke => Group::Approval,
         Method::CronList
         | Method::CronStatus
-        | Method::TasksList
+        | Method::CronGet
+        | Method::CronAdd
+        | Method::CronUpdate
+        | Method::CronRemove
+        | Method::CronRun
+        | Method::CronRuns
+        | Method::Wake => Group::Cron,
+        Method::TasksList
         | Method::TalkCatalog
         | Method::UpdateStatus
         | Method::ProgressCardGet
@@ -246,6 +256,7 @@ pub async fn handle(
         Group::Operator => operator::method(gw, method, req, out).await,
         Group::Session => session_method(gw, session, method, req, out).await,
         Group::Approval => approval_method(gw, session, method, req, out).await,
+        Group::Cron => cron::method(gw, method, req, out).await,
         Group::Absent => absent::answer(&gw.config(), method, req, out).await,
     }
 }

@@ -61,7 +61,7 @@ fn ordered_methods_are_served_by_the_turn_group() {
     assert_eq!(group(Method::SessionsCompact), Group::Session);
     assert_eq!(group(Method::DeviceTokenRevoke), Group::Approval);
     assert_eq!(group(Method::CommandsList), Group::Gateway);
-    assert_eq!(group(Method::CronList), Group::Absent);
+    assert_eq!(group(Method::CronList), Group::Cron);
 }
 
 /// A config from TOML text, for the tests of this module's handlers.

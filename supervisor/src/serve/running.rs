@@ -174,6 +174,7 @@ impl Serving {
             ws_local,
         } = bind_listeners(state_dir, &config).await?;
         let addr_file = state_dir.join("gateway.addr");
+        crate::rpc::cron::start(&gw).await;
         let unix_task = tokio::spawn(listen_unix::serve(unix, gw.clone()));
         let ws = WsListener::start(
             &gw,
