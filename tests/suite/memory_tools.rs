@@ -103,6 +103,8 @@ async fn memory_get_reads_memory_files_only_r_f1() {
     .unwrap();
     std::fs::write(ws.join("memory/2026-12-01.md"), "# 2026-12-01\n\nnotes\n").unwrap();
     std::fs::write(ws.join("AGENTS.md"), "not memory\n").unwrap();
+    std::os::unix::fs::symlink("../AGENTS.md", ws.join("memory/link.md")).unwrap();
+    nix::unistd::mkfifo(&ws.join("memory/fifo.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     let out = called(
         &gw,
         "mem-2",
@@ -116,6 +118,9 @@ async fn memory_get_reads_memory_files_only_r_f1() {
             ("g3", "memory_get", json!({"path": "memory/none.md"})),
             ("g4", "memory_get", json!({"path": "AGENTS.md"})),
             ("g5", "memory_get", json!({"path": "memory/../AGENTS.md"})),
+            ("g6", "memory_get", json!({"path": "memory/link.md"})),
+            ("g7", "memory_get", json!({"path": "memory/fifo.md"})),
+            ("g8", "memory_search", json!({"query": "memory"})),
         ],
     )
     .await;
@@ -131,11 +136,29 @@ async fn memory_get_reads_memory_files_only_r_f1() {
         out[2],
         json!({"status": "not_found", "text": "", "path": "memory/none.md"})
     );
-    for (i, p) in [(3, "AGENTS.md"), (4, "memory/../AGENTS.md")] {
+    for (i, p) in [
+        (3, "AGENTS.md"),
+        (4, "memory/../AGENTS.md"),
+        (5, "memory/link.md"),
+    ] {
         assert_eq!(
             out[i],
             json!({"status": "error", "text": "", "path": p, "code": "MEMORY_PATH_NOT_ALLOWED", "error": "path is not an allowed Markdown memory file"})
         );
     }
+    // A FIFO is refused at once (it would block the read for good), and a search walks
+    // past it and the link.
+    assert_eq!(out[6]["status"], "error", "{}", out[6]);
+    assert_eq!(out[6]["code"], "MEMORY_READ_FAILED");
+    let paths: Vec<&str> = out[7]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["path"].as_str())
+        .collect();
+    assert!(
+        !paths.contains(&"memory/link.md") && !paths.contains(&"memory/fifo.md"),
+        "{paths:?}"
+    );
     gw.logs.assert_clean(&[]);
 }

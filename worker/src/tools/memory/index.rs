@@ -151,8 +151,10 @@ fn refresh(conn: &mut Connection, workspace: &Path) -> Result<(), IndexError> {
     };
     let now = now_ns();
     for f in &files {
+        // Racily clean: modified so close before it was indexed that a change in the same
+        // clock tick would not show. A time in the future is not racy: a write sets a new one.
         let fresh = known.get(&f.rel).is_some_and(|&(mtime, size, indexed)| {
-            mtime == f.mtime_ns && size == f.size && indexed - mtime > RACY_NS
+            mtime == f.mtime_ns && size == f.size && (mtime > indexed || indexed - mtime > RACY_NS)
         });
         if !fresh {
             index_file(&tx, f, now)?;
@@ -168,10 +170,22 @@ fn refresh(conn: &mut Connection, workspace: &Path) -> Result<(), IndexError> {
 
 fn index_file(tx: &rusqlite::Transaction<'_>, f: &FileStamp, now: i64) -> Result<(), IndexError> {
     use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let mut bytes = Vec::new();
-    // A file that vanished or turned unreadable since the walk is indexed empty.
-    if let Ok(file) = std::fs::File::open(&f.abs) {
-        let _ = file.take(MAX_FILE_BYTES).read_to_end(&mut bytes);
+    // Only the very file the walk saw, never through a link put in its place or a FIFO
+    // (which would block the index for good); one that changed since is indexed empty and
+    // read again by the next search.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&f.abs);
+    if let Ok(file) = opened {
+        let same = file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.dev() == f.dev && m.ino() == f.ino);
+        if same {
+            let _ = file.take(MAX_FILE_BYTES).read_to_end(&mut bytes);
+        }
     }
     let text = String::from_utf8_lossy(&bytes);
     tx.execute("DELETE FROM memory_chunks WHERE path = ?1", [&f.rel])?;

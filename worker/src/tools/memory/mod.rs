@@ -201,13 +201,28 @@ pub async fn memory_get(workspace: &Path, args: &Value) -> ToolOutcome {
         .map_or(DEFAULT_GET_LINES, |n| {
             usize::try_from(n).unwrap_or(usize::MAX).max(1)
         });
+    let refused = || {
+        Got::failed(
+            path,
+            "MEMORY_PATH_NOT_ALLOWED",
+            "path is not an allowed Markdown memory file".into(),
+        )
+    };
     let abs = match super::fs::resolve(workspace, rel) {
         Ok(abs) => abs,
         Err(e) => return Got::failed(path, "MEMORY_PATH_NOT_ALLOWED", String::from(e)),
     };
-    let bytes = match read_capped(&abs).await {
-        Ok(Some(b)) => b,
-        Ok(None) => return ToolOutcome::ok(json(&Got::status("not_found", path))),
+    // Through links, the path must still name a memory file of the workspace.
+    let root = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    let resolved = abs.strip_prefix(&root).ok().and_then(|r| r.to_str());
+    if !resolved.is_some_and(paths::is_memory_path) {
+        return refused();
+    }
+    let bytes = match tokio::task::spawn_blocking(move || read_capped(&abs)).await {
+        Ok(Ok(Some(b))) => b,
+        Ok(Ok(None)) => return ToolOutcome::ok(json(&Got::status("not_found", path))),
+        Ok(Err(e)) if e.raw_os_error() == Some(nix::libc::ELOOP) => return refused(),
+        Ok(Err(e)) => return Got::failed(path, "MEMORY_READ_FAILED", e.to_string()),
         Err(e) => return Got::failed(path, "MEMORY_READ_FAILED", e.to_string()),
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -241,20 +256,24 @@ pub async fn memory_get(workspace: &Path, args: &Value) -> ToolOutcome {
     }))
 }
 
-/// The file's first [`index::MAX_FILE_BYTES`] (`None`: it does not exist).
-async fn read_capped(abs: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use tokio::io::AsyncReadExt;
-    let file = match tokio::fs::File::open(abs).await {
+/// The file's first [`index::MAX_FILE_BYTES`] (`None`: it does not exist), never through a
+/// link put in its place since it was resolved, never blocking on a FIFO.
+fn read_capped(abs: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(abs)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    if !file.metadata().await?.is_file() {
-        return Ok(None);
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
     }
     let mut bytes = Vec::new();
-    file.take(index::MAX_FILE_BYTES)
-        .read_to_end(&mut bytes)
-        .await?;
+    file.take(index::MAX_FILE_BYTES).read_to_end(&mut bytes)?;
     Ok(Some(bytes))
 }

@@ -5,6 +5,10 @@ use std::path::{Component, Path, PathBuf};
 
 /// Most files walked (a workspace with more is indexed in part).
 const MAX_FILES: usize = 10_000;
+/// Most directory entries looked at in one walk, memory files or not.
+const MAX_ENTRIES: usize = 100_000;
+/// Most bytes of memory files taken in one walk (files past it are left out).
+pub const MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
 /// Deepest folder under `memory/` walked.
 const MAX_DEPTH: usize = 16;
 
@@ -16,6 +20,9 @@ pub struct FileStamp {
     pub abs: PathBuf,
     pub mtime_ns: i64,
     pub size: i64,
+    /// Which file it is: what is read must be the file the walk saw (no swap for a link).
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Whether `rel` names a memory file: `MEMORY.md`, `USER.md` or `memory/**/*.md`, plain
@@ -44,12 +51,30 @@ fn stamp(rel: String, abs: PathBuf, meta: &std::fs::Metadata) -> FileStamp {
             .saturating_mul(1_000_000_000)
             .saturating_add(meta.mtime_nsec()),
         size: i64::try_from(meta.len()).unwrap_or(i64::MAX),
+        dev: meta.dev(),
+        ino: meta.ino(),
     }
 }
 
-/// The memory files of `workspace`, regular files only.
+/// The memory files of `workspace`, regular files only, each file once however many names
+/// (hard links) it has, within [`MAX_FILES`], [`MAX_ENTRIES`] and [`MAX_TOTAL_BYTES`].
 pub fn memory_files(workspace: &Path) -> Vec<FileStamp> {
+    let mut out = walk(workspace);
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    out.retain(|f| {
+        let keep = seen.insert((f.dev, f.ino)) && total + f.size.unsigned_abs() <= MAX_TOTAL_BYTES;
+        if keep {
+            total += f.size.unsigned_abs();
+        }
+        keep
+    });
+    out
+}
+
+fn walk(workspace: &Path) -> Vec<FileStamp> {
     let mut out = Vec::new();
+    let mut entries_seen = 0usize;
     for name in ["MEMORY.md", "USER.md"] {
         let abs = workspace.join(name);
         if let Ok(meta) = std::fs::symlink_metadata(&abs) {
@@ -70,7 +95,8 @@ pub fn memory_files(workspace: &Path) -> Vec<FileStamp> {
             continue;
         };
         for entry in entries.flatten() {
-            if out.len() >= MAX_FILES {
+            entries_seen += 1;
+            if out.len() >= MAX_FILES || entries_seen > MAX_ENTRIES {
                 return out;
             }
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -130,8 +156,14 @@ mod tests {
         std::fs::write(ws.join("USER.md"), "u").unwrap();
         std::os::unix::fs::symlink("/etc", ws.join("memory/etc")).unwrap();
         std::os::unix::fs::symlink(ws.join("USER.md"), ws.join("memory/link.md")).unwrap();
+        std::fs::hard_link(ws.join("memory/sub/a.md"), ws.join("memory/sub/b.md")).unwrap();
         let mut rels: Vec<String> = memory_files(ws).into_iter().map(|f| f.rel).collect();
         rels.sort();
-        assert_eq!(rels, ["USER.md", "memory/sub/a.md"]);
+        assert_eq!(rels.len(), 2, "{rels:?}");
+        assert_eq!(rels[0], "USER.md");
+        assert!(
+            rels[1] == "memory/sub/a.md" || rels[1] == "memory/sub/b.md",
+            "one name of a hard-linked file"
+        );
     }
 }
