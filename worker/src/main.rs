@@ -29,6 +29,14 @@ fn main() -> ExitCode {
         let code = execpolicy::reaper::main(&raw[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // `web_fetch` converts HTML in a child of this binary (see `isolate`).
+    if raw
+        .get(1)
+        .is_some_and(|a| a == worker::tools::web_fetch_isolate::FLAG)
+    {
+        let code = worker::tools::web_fetch_isolate::child_main(&raw[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     // Before anything else: a non-dumpable process's `/proc/<pid>/environ` and memory are
     // closed to other processes of the same uid, such as the commands `exec` runs (issue 23
     // item 4). The provider keys arrive over the link only after this (issue 37 item 2): no

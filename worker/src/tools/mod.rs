@@ -12,6 +12,8 @@ mod patch_write;
 mod validate;
 mod web_fetch;
 
+pub use web_fetch::isolate as web_fetch_isolate;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,9 +120,15 @@ fn strip_images(text: String) -> String {
     while let Some(pos) = rest.find("data:image/") {
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
+        // The payload is base64: anything else ends it (a `\\` of JSON escaping, a `<` of
+        // a marker), so no text after it is taken with it.
         let end = tail
-            .find(|c: char| c.is_whitespace() || c == '"' || c == ')')
-            .unwrap_or(tail.len());
+            .char_indices()
+            .skip("data:image/".len())
+            .find(|&(_, c)| {
+                !(c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | ';' | ',' | '-' | '.'))
+            })
+            .map_or(tail.len(), |(i, _)| i);
         out.push_str("[image omitted]");
         rest = &tail[end..];
     }
@@ -293,6 +301,10 @@ mod tests {
         assert_eq!(
             cap("see data:image/png;base64,AAAA end".into()),
             "see [image omitted] end"
+        );
+        assert_eq!(
+            cap("x data:image/\\n<<<END".into()),
+            "x [image omitted]\\n<<<END"
         );
     }
 }

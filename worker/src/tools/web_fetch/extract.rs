@@ -2,8 +2,8 @@
 //! styles, navigation and forms left out) or to plain text, JSON pretty-printed, other text
 //! as it came. Pure. A hostile page can nest elements as deep as its size allows, which
 //! costs the parser time in the square of the depth and the converter stack in its depth:
-//! tags nested deeper than [`MAX_DEPTH`] are dropped (their text kept) before parsing, and
-//! the HTML work runs on a thread of its own.
+//! tags nested deeper than [`MAX_DEPTH`] are dropped (their text kept) before parsing; what
+//! that misses, the converter's own process limits catch (`isolate`).
 
 use serde::Serialize;
 
@@ -33,8 +33,10 @@ const SKIPPED: &[&str] = &[
 /// Deepest element nesting kept; deeper tags are dropped, their text kept.
 const MAX_DEPTH: usize = 256;
 
-/// Stack of the thread that reduces HTML (`htmd`'s walk recurses once per level).
-const HTML_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// Elements whose end tag may be left out (the parser closes them itself): not nesting.
+const SELF_CLOSING_PARENTS: &[&str] = &[
+    "p", "li", "dt", "dd", "tr", "td", "th", "tbody", "thead", "tfoot", "option", "optgroup",
+];
 
 /// Elements that never hold others.
 const VOID: &[&str] = &[
@@ -46,9 +48,10 @@ const VOID: &[&str] = &[
 pub async fn extract(body: String, content_type: &str, mode: Mode) -> Extracted {
     let ct = content_type.to_ascii_lowercase();
     if ct.contains("html") || (ct.is_empty() && looks_like_html(&body)) {
-        return html_on_own_thread(body, mode).await;
+        return super::isolate::convert(body, mode).await;
     }
-    if ct.contains("json") {
+    // Pretty-printed only when shallow: indentation costs each line its depth.
+    if ct.contains("json") && json_depth(&body) <= MAX_PRETTY_DEPTH {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) {
             if let Ok(text) = serde_json::to_string_pretty(&v) {
                 return Extracted {
@@ -66,6 +69,30 @@ pub async fn extract(body: String, content_type: &str, mode: Mode) -> Extracted 
     }
 }
 
+/// Deepest JSON nesting pretty-printed.
+const MAX_PRETTY_DEPTH: usize = 16;
+
+/// How deep brackets nest in `body` (strings skipped).
+fn json_depth(body: &str) -> usize {
+    let (mut depth, mut max, mut in_str, mut escaped) = (0usize, 0usize, false, false);
+    for b in body.bytes() {
+        match (in_str, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_str = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_str = true,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 fn looks_like_html(body: &str) -> bool {
     let head: String = body
         .chars()
@@ -75,23 +102,45 @@ fn looks_like_html(body: &str) -> bool {
     head.contains("<html") || head.contains("<!doctype html")
 }
 
-async fn html_on_own_thread(body: String, mode: Mode) -> Extracted {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("web-extract".into())
-        .stack_size(HTML_STACK_BYTES)
-        .spawn(move || {
-            let _ = tx.send(html(&body, mode));
-        });
-    let fallback = || Extracted {
-        text: String::new(),
-        title: None,
-        extractor: "htmd",
-    };
-    match spawned {
-        Ok(_) => rx.await.unwrap_or_else(|_| fallback()),
-        Err(_) => fallback(),
+/// The text of an HTML page with its tags, comments, scripts and styles taken out and a
+/// few entities decoded: one linear pass, for a page the converter could not take.
+pub fn strip_tags(html: &str) -> String {
+    let mut out = String::with_capacity(html.len() / 2);
+    let lower = html.to_ascii_lowercase();
+    let mut at = 0;
+    while at < html.len() {
+        let Some(lt) = html[at..].find('<').map(|i| at + i) else {
+            out.push_str(&html[at..]);
+            break;
+        };
+        out.push_str(&html[at..lt]);
+        let rest = &lower[lt..];
+        let skip_to = |end: &str| rest.find(end).map_or(html.len(), |e| lt + e + end.len());
+        at = if rest.starts_with("<!--") {
+            skip_to("-->")
+        } else if rest.starts_with("<script") {
+            skip_to("</script>")
+        } else if rest.starts_with("<style") {
+            skip_to("</style>")
+        } else {
+            out.push(' ');
+            skip_to(">")
+        };
     }
+    let decoded = out
+        .replace("&nbsp;", " ")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    tidy(
+        &decoded
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 /// An HTML page as markdown or text, and its title.
@@ -115,12 +164,21 @@ pub fn html(body: &str, mode: Mode) -> Extracted {
 /// and self-closed ones aside) dropped. One pass; comments and declarations kept as they are.
 pub fn shallow(html: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::new();
-    let (mut copied, mut depth, mut at) = (0usize, 0usize, 0usize);
+    let (mut copied, mut at) = (0usize, 0usize);
+    let mut open: Vec<String> = Vec::new();
     let mut dropped_any = false;
     while let Some(lt) = html[at..].find('<').map(|i| at + i) {
         let rest = &html[lt..];
         if rest.starts_with("<!--") {
-            at = rest.find("-->").map_or(html.len(), |e| lt + e + 3);
+            // A comment ends at `-->`, or at `--!>` as the parser ends it too.
+            let end = [
+                rest.find("-->").map(|e| e + 3),
+                rest.find("--!>").map(|e| e + 4),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            at = end.map_or(html.len(), |e| lt + e);
             continue;
         }
         let Some(gt) = rest.find('>').map(|e| lt + e) else {
@@ -134,15 +192,26 @@ pub fn shallow(html: &str) -> std::borrow::Cow<'_, str> {
             .take_while(|c| c.is_ascii_alphanumeric())
             .collect::<String>()
             .to_ascii_lowercase();
-        let opens =
-            !closing && !name.is_empty() && !tag.ends_with('/') && !VOID.contains(&name.as_str());
-        let deep = if closing && !name.is_empty() {
-            let deep = depth > MAX_DEPTH;
-            depth = depth.saturating_sub(1);
-            deep
-        } else if opens {
-            depth += 1;
-            depth > MAX_DEPTH
+        // As the parser nests: `<div/>` opens a `div`; an end tag closes up to the element it
+        // names, and one that names no open element is ignored.
+        let counted = !name.is_empty()
+            && !VOID.contains(&name.as_str())
+            && !SELF_CLOSING_PARENTS.contains(&name.as_str());
+        let deep = if closing && counted {
+            // Only the innermost elements are looked through: an end tag that names none
+            // of them is taken as stray (the scan stays linear on a hostile page).
+            let near = open.iter().rev().take(1024).position(|n| *n == name);
+            match near.map(|back| open.len() - 1 - back) {
+                Some(i) => {
+                    let deep = open.len() > MAX_DEPTH;
+                    open.truncate(i);
+                    deep
+                }
+                None => open.len() > MAX_DEPTH,
+            }
+        } else if !closing && counted {
+            open.push(name);
+            open.len() > MAX_DEPTH
         } else {
             false
         };
@@ -167,10 +236,59 @@ fn title(body: &str) -> Option<String> {
     let open = lower.find("<title")?;
     let start = open + lower[open..].find('>')? + 1;
     let end = start + lower[start..].find("</title")?;
-    let raw = body.get(start..end)?;
-    let decoded = htmd::convert(&format!("<p>{raw}</p>")).unwrap_or_default();
-    let t = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A title is text, never markup: only its entities are decoded.
+    let raw = body.get(start..end.min(start + 4096))?;
+    let t: String = decode_entities(raw)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(MAX_TITLE)
+        .collect();
     (!t.is_empty()).then_some(t)
+}
+
+/// Longest title kept.
+const MAX_TITLE: usize = 300;
+
+/// `text` with the common named entities and numeric ones decoded.
+fn decode_entities(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let tail = &rest[amp..];
+        let semi = tail.find(';').filter(|s| *s <= 10);
+        let decoded = semi.and_then(|s| {
+            let name = &tail[1..s];
+            let c = match name {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" | "#39" => Some('\''),
+                "nbsp" => Some(' '),
+                n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16)
+                    .ok()
+                    .and_then(char::from_u32),
+                n if n.starts_with('#') => n[1..].parse().ok().and_then(char::from_u32),
+                _ => None,
+            };
+            c.map(|c| (c, s + 1))
+        });
+        match decoded {
+            Some((c, len)) => {
+                out.push(c);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Runs of more than one blank line made one.
@@ -246,6 +364,12 @@ mod tests {
     fn html_becomes_markdown_without_scripts_styles_or_navigation() {
         let e = html(PAGE, Mode::Markdown);
         assert_eq!(e.title.as_deref(), Some("Loopback & Test Page"));
+        assert_eq!(
+            decode_entities("a &lt;b&gt; &#65;&#x42; &bogus; &"),
+            "a <b> AB &bogus; &"
+        );
+        let nested = format!("<title>{}t</title>", "<div>".repeat(50_000));
+        assert_eq!(title(&nested).map(|t| t.chars().count()), Some(MAX_TITLE));
         assert_eq!(e.extractor, "htmd");
         assert!(
             e.text
@@ -288,10 +412,10 @@ mod tests {
             "<div>".repeat(150_000),
             "</div>".repeat(150_000)
         );
-        let d = extract(deep, "text/html", Mode::Markdown).await;
+        let d = html(&deep, Mode::Markdown);
         assert_eq!(d.text, "deep");
         let unclosed = format!("<p>{}</p>", "<b>x<i>y".repeat(100_000));
-        let u = extract(unclosed, "text/html", Mode::Text).await;
+        let u = html(&unclosed, Mode::Text);
         assert_eq!(u.text.matches('y').count(), 100_000);
     }
 

@@ -65,6 +65,8 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] == 0x2001 && s[1] == 0x0db8)      // documentation
         || (s[0] == 0x2001 && s[1] < 0x0200)       // Teredo, benchmarking, ORCHID
         || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]) // discard
+        || (s[0] & 0xfff0) == 0x3ff0               // documentation (3fff::/20)
+        || s[0] == 0x5f00                          // segment routing (5f00::/16)
         || s[0] == 0) // IPv4-compatible and the rest of ::/16
 }
 
@@ -80,6 +82,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     match s {
         [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(from(hi, lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(from(hi, lo)),
+        // Local-use NAT64 (RFC 8215): the address sits in the last 32 bits.
+        [0x64, 0xff9b, 1, _, _, _, hi, lo] => Some(from(hi, lo)),
         [0x2002, hi, lo, ..] => Some(from(hi, lo)),
         _ => None,
     }
@@ -178,6 +182,8 @@ mod tests {
             "http://[::ffff:127.0.0.1]/",
             "http://[::ffff:7f00:1]/",
             "http://[64:ff9b::a00:1]/",
+            "http://[64:ff9b:1::7f00:1]/",
+            "http://[3fff::1]/",
             "http://[2002:c0a8:101::]/",
             "http://[fd00::1]/",
             "http://[fe80::1]/",

@@ -6,6 +6,7 @@
 
 mod extract;
 mod guard;
+pub mod isolate;
 mod untrusted;
 
 use std::sync::Arc;
@@ -79,6 +80,8 @@ enum FetchError {
     Status { code: u16, page: String },
     #[error("Unsupported content type: {0}")]
     Binary(String),
+    #[error("The page does not fit a tool result; try extractMode text or a smaller maxChars")]
+    TooLarge,
 }
 
 /// A response that is not a redirect, and where it came from.
@@ -120,10 +123,10 @@ pub async fn web_fetch(policy: &Arc<WebFetchPolicy>, args: &Value) -> ToolOutcom
         Err(e) => return failed(&e),
     };
     let body = String::from_utf8_lossy(&landed.body).into_owned();
-    let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let extracted = extract::extract(body, &landed.content_type, mode).await;
+    let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !landed.status.is_success() {
-        let page: String = extracted.text.chars().take(ERROR_PAGE_CHARS).collect();
+        let page = clip(&untrusted::sanitize(&extracted.text), ERROR_PAGE_CHARS);
         return failed(&FetchError::Status {
             code: landed.status.as_u16(),
             page,
@@ -133,7 +136,14 @@ pub async fn web_fetch(policy: &Arc<WebFetchPolicy>, args: &Value) -> ToolOutcom
     let title = extracted
         .title
         .as_deref()
-        .map(|t| untrusted::wrap(t, Source::WebFetch, false));
+        .map(|t| untrusted::wrap(&clip(t, MAX_FIELD), Source::WebFetch, false));
+    // What the server or a redirect chose, kept short and without parameters (a header is
+    // the page's text too).
+    let media_type = clip(
+        &untrusted::sanitize(landed.content_type.split(';').next().unwrap_or("").trim()),
+        MAX_FIELD,
+    );
+    let (asked, final_url) = (clip(asked, MAX_URL), clip(landed.url.as_str(), MAX_URL));
     // The text as asked, then less until the whole result fits what a tool may return.
     let mut budget = max_chars;
     loop {
@@ -141,9 +151,9 @@ pub async fn web_fetch(policy: &Arc<WebFetchPolicy>, args: &Value) -> ToolOutcom
         let cut = landed.truncated || budget < raw_length;
         let text = untrusted::wrap(&kept, Source::WebFetch, true);
         let result = Fetched {
-            url: asked,
-            final_url: landed.url.as_str(),
-            content_type: &landed.content_type,
+            url: &asked,
+            final_url: &final_url,
+            content_type: &media_type,
             status: landed.status.as_u16(),
             title: title.clone(),
             extract_mode: mode,
@@ -161,12 +171,31 @@ pub async fn web_fetch(policy: &Arc<WebFetchPolicy>, args: &Value) -> ToolOutcom
             text,
         };
         let json = serde_json::to_string_pretty(&result).unwrap_or_default();
-        let over = json.chars().count().saturating_sub(MAX_RESULT_CHARS);
-        if over == 0 || budget == 0 {
+        let size = json.chars().count();
+        if size <= MAX_RESULT_CHARS {
             return ToolOutcome::ok(json);
         }
-        // Escapes make the JSON longer than the text: shrink by more than the excess.
-        budget = budget.min(raw_length).saturating_sub(over + over / 2 + 64);
+        if budget == 0 {
+            return failed(&FetchError::TooLarge);
+        }
+        // Escapes make the JSON longer than the text: shrink in proportion, and some.
+        let kept_now = budget.min(raw_length);
+        budget = (kept_now * MAX_RESULT_CHARS / size)
+            .saturating_sub(64)
+            .min(kept_now - 1);
+    }
+}
+
+/// Longest title or content type given back.
+const MAX_FIELD: usize = 300;
+/// Longest URL given back.
+const MAX_URL: usize = 2048;
+
+/// `text`, at most `max` characters (`…` marks a cut).
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 
@@ -210,9 +239,9 @@ async fn fetch(policy: &Arc<WebFetchPolicy>, mut url: Url) -> Result<Landed, Fet
                     return Err(FetchError::Redirects(policy.max_redirects));
                 }
                 hops += 1;
-                url = url
-                    .join(to)
-                    .map_err(|e| Refused::Malformed(format!("redirect to {to:?}: {e}")))?;
+                url = url.join(to).map_err(|e| {
+                    Refused::Malformed(format!("redirect to {:?}: {e}", clip(to, 200)))
+                })?;
             }
             _ => break response,
         }
@@ -224,7 +253,7 @@ async fn fetch(policy: &Arc<WebFetchPolicy>, mut url: Url) -> Result<Landed, Fet
         .unwrap_or("")
         .to_owned();
     if is_binary(&content_type) {
-        return Err(FetchError::Binary(content_type));
+        return Err(FetchError::Binary(clip(&content_type, MAX_FIELD)));
     }
     let cap = usize::try_from(policy.max_response_bytes).unwrap_or(usize::MAX);
     let mut body = Vec::new();
