@@ -195,6 +195,46 @@ async fn process_kill_leaves_no_process_of_the_command_r_f1() {
     gw.logs.assert_clean(&[]);
 }
 
+/// A command that stops its own reaper (so the reaper cannot run its kill round) and
+/// leaves the process group is still killed, and `kill` answers only once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_stops_its_reaper_is_still_killed_r_f1() {
+    let gw = Gateway::start_with(FULL).await;
+    let b = format!("327{}", std::process::id());
+    let out = called(
+        &gw,
+        "s-1",
+        &[(
+            "s1",
+            "exec",
+            json!({"command": format!("setsid sleep {b} </dev/null >/dev/null 2>&1 & kill -STOP $PPID; sleep 1000"), "background": true}),
+        )],
+    )
+    .await;
+    let (id, _) = session_of(&out[0]);
+    let mut escaped = Vec::new();
+    for _ in 0..500 {
+        escaped = pids_running(&["sleep", &b]);
+        if !escaped.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(escaped.len(), 1, "the escapee started");
+    let out = called(
+        &gw,
+        "s-2",
+        &[("s2", "process", json!({"action": "kill", "sessionId": id}))],
+    )
+    .await;
+    assert_eq!(out[0], format!("Termination requested for session {id}."));
+    assert!(
+        !alive(escaped[0]),
+        "the escaped process outlived process kill"
+    );
+    gw.logs.assert_clean(&[]);
+}
+
 /// A worker that dies with a session running takes the command with it, and the next
 /// worker reports the session as stopped, to the model in the turn's context and to
 /// `process`: never a silent orphan.

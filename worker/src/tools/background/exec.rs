@@ -40,11 +40,11 @@ pub async fn start(
     args: &Value,
     wait: Option<Duration>,
 ) -> ToolOutcome {
-    if !ctx.background.has_room() {
+    let Some(place) = ctx.background.reserve() else {
         return ToolOutcome::err(format!(
             "Too many background sessions ({MAX_RUNNING} running); kill or wait for one first."
         ));
-    }
+    };
     // The call's lifetime, within the operator's per-command limit when one is set.
     let asked = match args.get("timeoutSeconds").and_then(Value::as_u64) {
         Some(0) => MAX_LIFETIME,
@@ -60,13 +60,16 @@ pub async fn start(
         Ok(c) => c,
         Err(e) => return ToolOutcome::err(format!("cannot run the command: {e}")),
     };
-    let session = ctx.background.start(Spawned {
-        child,
-        command: command.to_owned(),
-        cwd: ctx.workspace.display().to_string(),
-        owner: ctx.session_key.clone(),
-        lifetime,
-    });
+    let session = ctx.background.start(
+        place,
+        Spawned {
+            child,
+            command: command.to_owned(),
+            cwd: ctx.workspace.display().to_string(),
+            owner: ctx.session_key.clone(),
+            lifetime,
+        },
+    );
     let Some(wait) = wait else {
         return ToolOutcome::ok(still_running(&session));
     };

@@ -13,6 +13,7 @@ pub mod exec;
 mod ledger;
 pub mod process;
 mod slug;
+mod sweep;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,13 @@ pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(30 * 60);
 pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// How long the reaper gets to stop a command before its group is SIGKILLed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long output is still read once the reaper has ended (a process that escaped it may
+/// hold the pipes open for good).
+const READ_GRACE: Duration = Duration::from_secs(2);
+/// Most bytes one `process` call writes to a command's stdin.
+pub const MAX_WRITE: usize = 64 * 1024;
+/// How long a write to a command's stdin may wait for the command to read.
+const WRITE_WAIT: Duration = Duration::from_secs(5);
 
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,8 +173,13 @@ impl Session {
         let polled = out.polled;
         let (bytes, lost) = out.since(polled);
         let mut n = bytes.len().min(max);
-        while n < bytes.len() && n > 0 && (bytes[n] & 0xC0) == 0x80 {
+        // Back to a character's start, at most 3 bytes: binary output still moves on.
+        let floor = n.saturating_sub(3);
+        while n < bytes.len() && n > floor && (bytes[n] & 0xC0) == 0x80 {
             n -= 1;
+        }
+        if n == floor && n < bytes.len() && (bytes[n] & 0xC0) == 0x80 {
+            n = bytes.len().min(max);
         }
         let text = String::from_utf8_lossy(&bytes[..n]).into_owned();
         out.polled = polled + lost + n as u64;
@@ -216,9 +229,18 @@ impl Session {
                 self.id
             ));
         };
-        if let Err(e) = pipe.write_all(bytes).await.and(pipe.flush().await) {
-            *stdin = None;
-            return Err(format!("Cannot write to session {}: {e}", self.id));
+        let written = async { pipe.write_all(bytes).await.and(pipe.flush().await) };
+        match tokio::time::timeout(WRITE_WAIT, written).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                *stdin = None;
+                return Err(format!("Cannot write to session {}: {e}", self.id));
+            }
+            Err(_) => return Err(format!(
+                "Session {} did not read its input within {} s; some of it may have been written",
+                self.id,
+                WRITE_WAIT.as_secs()
+            )),
         }
         if eof {
             *stdin = None;
@@ -227,18 +249,21 @@ impl Session {
     }
 
     /// Stops the command and everything it started, and waits until it is gone: SIGTERM
-    /// to the reaper, then, past the grace, SIGKILL to the whole group.
-    pub async fn stop(&self) {
+    /// to the reaper (which kills what is below it), then, past the grace, every process
+    /// below the reaper and its group SIGKILLed ([`sweep`]). Whether it ended.
+    pub async fn stop(&self) -> bool {
         if self.end().is_some() {
-            return;
+            return true;
         }
         self.stop_asked
             .store(true, std::sync::atomic::Ordering::SeqCst);
         signal(self.pid, nix::sys::signal::Signal::SIGTERM);
-        if !self.wait_for_end(STOP_GRACE).await {
-            hookcmd::GroupKill(Some(self.pid)).kill();
-            self.wait_for_end(STOP_GRACE).await;
+        if self.wait_for_end(STOP_GRACE).await {
+            return true;
         }
+        let pid = self.pid;
+        let _ = tokio::task::spawn_blocking(move || sweep::kill_below(pid)).await;
+        self.wait_for_end(STOP_GRACE + READ_GRACE).await
     }
 
     fn finish(&self, end: End) {
@@ -275,7 +300,20 @@ pub struct Spawned {
 /// One worker's background sessions.
 pub struct Registry {
     sessions: Mutex<Vec<Arc<Session>>>,
+    /// Places reserved by starts under way.
+    pending: std::sync::atomic::AtomicUsize,
     ledger: PathBuf,
+}
+
+/// A reserved place ([`Registry::reserve`]), given back when dropped.
+pub struct Reserved(Arc<Registry>);
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        self.0
+            .pending
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Registry {
@@ -311,6 +349,7 @@ impl Registry {
             .collect();
         let r = Registry {
             sessions: Mutex::new(sessions),
+            pending: Default::default(),
             ledger,
         };
         r.save();
@@ -336,14 +375,24 @@ impl Registry {
         self.save();
     }
 
-    /// Whether another session may start now.
-    pub fn has_room(&self) -> bool {
-        self.all().iter().filter(|s| s.end().is_none()).count() < MAX_RUNNING
+    /// A place for a session about to start, if one is free: held until the session is
+    /// registered (or the start fails), so starts that overlap cannot pass the bound.
+    pub fn reserve(self: &Arc<Registry>) -> Option<Reserved> {
+        let all = self.all();
+        let running = all.iter().filter(|s| s.end().is_none()).count();
+        let pending = self.pending.load(std::sync::atomic::Ordering::SeqCst);
+        if running + pending >= MAX_RUNNING {
+            return None;
+        }
+        self.pending
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        drop(all);
+        Some(Reserved(self.clone()))
     }
 
-    /// Registers a started command and has a task keep its output until it ends (or its
-    /// lifetime does).
-    pub fn start(self: &Arc<Registry>, mut spawned: Spawned) -> Arc<Session> {
+    /// Registers a started command (in the place `_place` reserved) and has a task keep its
+    /// output until it ends (or its lifetime does).
+    pub fn start(self: &Arc<Registry>, _place: Reserved, mut spawned: Spawned) -> Arc<Session> {
         let pid = spawned.child.id().unwrap_or(0);
         let stdin = spawned.child.stdin.take();
         let session = {
@@ -436,9 +485,24 @@ impl Registry {
 /// it ended.
 async fn watch(s: &Arc<Session>, mut child: Child, lifetime: Duration) {
     let (out, err) = (child.stdout.take(), child.stderr.take());
+    let readers = tokio::spawn({
+        let s = s.clone();
+        async move {
+            tokio::join!(pump(out, &s), pump(err, &s));
+        }
+    });
+    // The reaper's end is the command's: output still in the pipes is read for a moment
+    // after, but a process that escaped and holds them cannot keep the session running.
     let reading = async {
-        tokio::join!(pump(out, s), pump(err, s));
-        child.wait().await
+        let status = child.wait().await;
+        let mut readers = readers;
+        if tokio::time::timeout(READ_GRACE, &mut readers)
+            .await
+            .is_err()
+        {
+            readers.abort();
+        }
+        status
     };
     tokio::pin!(reading);
     let mut timed_out = false;
@@ -450,7 +514,8 @@ async fn watch(s: &Arc<Session>, mut child: Child, lifetime: Duration) {
             match tokio::time::timeout(STOP_GRACE, &mut reading).await {
                 Ok(status) => status,
                 Err(_) => {
-                    hookcmd::GroupKill(Some(s.pid)).kill();
+                    let pid = s.pid;
+                    let _ = tokio::task::spawn_blocking(move || sweep::kill_below(pid)).await;
                     reading.await
                 }
             }

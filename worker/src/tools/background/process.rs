@@ -104,6 +104,13 @@ pub async fn process(registry: &Arc<Registry>, args: &Value) -> ToolOutcome {
                 return ToolOutcome::err(format!("No active session found for {id}"));
             }
             let bytes = match input(action, args) {
+                Ok(b) if b.len() > super::MAX_WRITE => {
+                    return ToolOutcome::err(format!(
+                        "At most {} bytes go to a session in one call ({} given)",
+                        super::MAX_WRITE,
+                        b.len()
+                    ))
+                }
                 Ok(b) => b,
                 Err(e) => return ToolOutcome::err(e),
             };
@@ -121,7 +128,11 @@ pub async fn process(registry: &Arc<Registry>, args: &Value) -> ToolOutcome {
             if s.end().is_some() {
                 return ToolOutcome::err(format!("No active session found for {id}"));
             }
-            s.stop().await;
+            if !s.stop().await {
+                return ToolOutcome::err(format!(
+                    "Termination requested for session {id}, but it has not ended yet."
+                ));
+            }
             ToolOutcome::ok(format!("Termination requested for session {id}."))
         }
         "clear" => {
@@ -134,7 +145,13 @@ pub async fn process(registry: &Arc<Registry>, args: &Value) -> ToolOutcome {
             ToolOutcome::ok(format!("Cleared session {id}."))
         }
         "remove" => {
-            s.stop().await;
+            // A session is forgotten only once its end is recorded: it still counts until
+            // then.
+            if !s.stop().await {
+                return ToolOutcome::err(format!(
+                    "Session {id} could not be stopped yet; it is kept (try kill, then remove)."
+                ));
+            }
             registry.forget(id);
             ToolOutcome::ok(format!("Removed session {id}."))
         }
