@@ -8,13 +8,14 @@
 //!   (a writer would die of SIGPIPE or block).
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::time::Duration;
 
 use ipc::control::ExecPolicy;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
+use super::spawn::spawn;
+pub use super::spawn::Invocation;
 use super::{ToolCtx, ToolOutcome, DEFAULT_EXEC_TIMEOUT};
 
 /// Most output bytes kept from each of stdout and stderr.
@@ -23,24 +24,6 @@ const EXEC_MAX_OUTPUT: usize = 50 * 1024;
 const REAP_GRACE: Duration = Duration::from_secs(5);
 /// `PATH` when the worker has none with absolute entries.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// How an allowed command runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Invocation {
-    /// `sh -c <command>` (`full`).
-    Shell(String),
-    /// Program and arguments, no shell (`allowlist`).
-    Argv(Vec<String>),
-}
-
-impl Invocation {
-    fn argv(&self) -> Vec<String> {
-        match self {
-            Self::Shell(c) => vec!["sh".into(), "-c".into(), c.clone()],
-            Self::Argv(a) => a.clone(),
-        }
-    }
-}
 
 /// Whether `command` may run under `policy`, and how; `Err` says why not. `approved`: the
 /// command an operator approved for this call (`ask`).
@@ -235,28 +218,6 @@ fn render(out: (Vec<u8>, u64), err: (Vec<u8>, u64)) -> String {
         }
     }
     text
-}
-
-/// Starts `invocation` under the reaper in the workspace, in a process group of its own,
-/// with the minimal environment; stdin is a pipe when `stdin`, else empty.
-pub(super) fn spawn(
-    ctx: &ToolCtx,
-    invocation: &Invocation,
-    stdin: bool,
-) -> std::io::Result<tokio::process::Child> {
-    tokio::process::Command::new(&ctx.reaper)
-        .arg(execpolicy::reaper::FLAG)
-        .arg(std::process::id().to_string())
-        .arg("--")
-        .args(invocation.argv())
-        .env_clear()
-        .envs(ctx.exec_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&ctx.workspace)
-        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
 }
 
 pub async fn exec(ctx: &ToolCtx, args: &Value) -> ToolOutcome {

@@ -9,6 +9,7 @@ mod fs;
 pub mod memory;
 mod patch;
 mod patch_write;
+mod spawn;
 mod validate;
 mod web_fetch;
 

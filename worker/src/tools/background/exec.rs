@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Session, Spawned, DEFAULT_LIFETIME, MAX_LIFETIME, MAX_RUNNING};
-use crate::tools::exec::{spawn, Invocation};
+use crate::tools::spawn::{spawn, Invocation};
 use crate::tools::{ToolCtx, ToolOutcome};
 
 /// Stops the session if the run is aborted while it waits on it (the call never told the

@@ -236,11 +236,13 @@ impl Session {
                 *stdin = None;
                 return Err(format!("Cannot write to session {}: {e}", self.id));
             }
-            Err(_) => return Err(format!(
+            Err(_) => {
+                return Err(format!(
                 "Session {} did not read its input within {} s; some of it may have been written",
                 self.id,
                 WRITE_WAIT.as_secs()
-            )),
+            ))
+            }
         }
         if eof {
             *stdin = None;

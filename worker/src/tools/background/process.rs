@@ -64,66 +64,9 @@ pub async fn process(registry: &Arc<Registry>, args: &Value) -> ToolOutcome {
         return not_found(id);
     };
     match action {
-        "poll" => {
-            let wait = args
-                .get("timeout")
-                .and_then(Value::as_u64)
-                .map_or(Duration::ZERO, |ms| {
-                    Duration::from_millis(ms).min(MAX_POLL_WAIT)
-                });
-            s.wait_for_news(wait).await;
-            let (new, lost) = s.take_new(POLL_BYTES);
-            let mut text = String::new();
-            if lost > 0 {
-                text.push_str(&format!("[{lost} bytes of output were not kept]\n"));
-            }
-            let new = new.trim_end();
-            text.push_str(if new.is_empty() && lost == 0 {
-                "(no new output)"
-            } else {
-                new
-            });
-            text.push_str("\n\n");
-            text.push_str(&ending(&s));
-            ToolOutcome::ok(text)
-        }
-        "log" => {
-            let (log, cut) = s.log();
-            let offset = arg_usize(args, "offset").unwrap_or(0);
-            let lines: Vec<&str> = log.trim_end().lines().skip(offset).collect();
-            let limit = arg_usize(args, "limit").unwrap_or(lines.len());
-            let mut text = String::new();
-            if cut && offset == 0 {
-                text.push_str("[older output was not kept]\n");
-            }
-            text.push_str(&lines[..limit.min(lines.len())].join("\n"));
-            ToolOutcome::ok(text)
-        }
-        "write" | "submit" | "paste" | "send-keys" => {
-            if s.end().is_some() {
-                return ToolOutcome::err(format!("No active session found for {id}"));
-            }
-            let bytes = match input(action, args) {
-                Ok(b) if b.len() > super::MAX_WRITE => {
-                    return ToolOutcome::err(format!(
-                        "At most {} bytes go to a session in one call ({} given)",
-                        super::MAX_WRITE,
-                        b.len()
-                    ))
-                }
-                Ok(b) => b,
-                Err(e) => return ToolOutcome::err(e),
-            };
-            let eof = args.get("eof").and_then(Value::as_bool).unwrap_or(false);
-            match s.write(&bytes, eof).await {
-                Ok(()) => ToolOutcome::ok(format!(
-                    "Wrote {} bytes to session {id}{}.",
-                    bytes.len(),
-                    if eof { " and closed its input" } else { "" }
-                )),
-                Err(e) => ToolOutcome::err(e),
-            }
-        }
+        "poll" => poll(&s, args).await,
+        "log" => log(&s, args),
+        "write" | "submit" | "paste" | "send-keys" => write(&s, action, args).await,
         "kill" => {
             if s.end().is_some() {
                 return ToolOutcome::err(format!("No active session found for {id}"));
@@ -156,6 +99,74 @@ pub async fn process(registry: &Arc<Registry>, args: &Value) -> ToolOutcome {
             ToolOutcome::ok(format!("Removed session {id}."))
         }
         other => ToolOutcome::err(format!("Unknown action {other:?}")),
+    }
+}
+
+/// `poll`: what came since the last poll (waiting up to `timeout` ms for some), then how
+/// the session stands.
+async fn poll(s: &Session, args: &Value) -> ToolOutcome {
+    let wait = args
+        .get("timeout")
+        .and_then(Value::as_u64)
+        .map_or(Duration::ZERO, |ms| {
+            Duration::from_millis(ms).min(MAX_POLL_WAIT)
+        });
+    s.wait_for_news(wait).await;
+    let (new, lost) = s.take_new(POLL_BYTES);
+    let mut text = String::new();
+    if lost > 0 {
+        text.push_str(&format!("[{lost} bytes of output were not kept]\n"));
+    }
+    let new = new.trim_end();
+    text.push_str(if new.is_empty() && lost == 0 {
+        "(no new output)"
+    } else {
+        new
+    });
+    text.push_str("\n\n");
+    text.push_str(&ending(s));
+    ToolOutcome::ok(text)
+}
+
+/// `log`: the kept output, by lines (`offset`, `limit`).
+fn log(s: &Session, args: &Value) -> ToolOutcome {
+    let (log, cut) = s.log();
+    let offset = arg_usize(args, "offset").unwrap_or(0);
+    let lines: Vec<&str> = log.trim_end().lines().skip(offset).collect();
+    let limit = arg_usize(args, "limit").unwrap_or(lines.len());
+    let mut text = String::new();
+    if cut && offset == 0 {
+        text.push_str("[older output was not kept]\n");
+    }
+    text.push_str(&lines[..limit.min(lines.len())].join("\n"));
+    ToolOutcome::ok(text)
+}
+
+/// `write`, `submit`, `paste`, `send-keys`: bytes to the command's stdin.
+async fn write(s: &Session, action: &str, args: &Value) -> ToolOutcome {
+    let id = &s.id;
+    if s.end().is_some() {
+        return ToolOutcome::err(format!("No active session found for {id}"));
+    }
+    let bytes = match input(action, args) {
+        Ok(b) if b.len() > super::MAX_WRITE => {
+            return ToolOutcome::err(format!(
+                "At most {} bytes go to a session in one call ({} given)",
+                super::MAX_WRITE,
+                b.len()
+            ))
+        }
+        Ok(b) => b,
+        Err(e) => return ToolOutcome::err(e),
+    };
+    let eof = args.get("eof").and_then(Value::as_bool).unwrap_or(false);
+    match s.write(&bytes, eof).await {
+        Ok(()) => ToolOutcome::ok(format!(
+            "Wrote {} bytes to session {id}{}.",
+            bytes.len(),
+            if eof { " and closed its input" } else { "" }
+        )),
+        Err(e) => ToolOutcome::err(e),
     }
 }
 

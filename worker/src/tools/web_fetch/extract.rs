@@ -44,29 +44,30 @@ const VOID: &[&str] = &[
     "wbr",
 ];
 
-/// `body` of `content_type` as `mode` asks.
-pub async fn extract(body: String, content_type: &str, mode: Mode) -> Extracted {
+/// `body` of `content_type` as text, unless it is HTML: then `Err(body)`, for the
+/// converter (`isolate`).
+pub fn plain(body: String, content_type: &str) -> Result<Extracted, String> {
     let ct = content_type.to_ascii_lowercase();
     if ct.contains("html") || (ct.is_empty() && looks_like_html(&body)) {
-        return super::isolate::convert(body, mode).await;
+        return Err(body);
     }
     // Pretty-printed only when shallow: indentation costs each line its depth.
     if ct.contains("json") && json_depth(&body) <= MAX_PRETTY_DEPTH {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) {
             if let Ok(text) = serde_json::to_string_pretty(&v) {
-                return Extracted {
+                return Ok(Extracted {
                     text,
                     title: None,
                     extractor: "json",
-                };
+                });
             }
         }
     }
-    Extracted {
+    Ok(Extracted {
         text: body,
         title: None,
         extractor: "raw",
-    }
+    })
 }
 
 /// Deepest JSON nesting pretty-printed.
@@ -398,11 +399,12 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn bodies_by_type_and_a_page_nested_as_deep_as_its_size_allows() {
-        let j = extract("{\"a\":1}".into(), "application/json", Mode::Markdown).await;
+    #[test]
+    fn bodies_by_type_and_a_page_nested_as_deep_as_its_size_allows() {
+        let j = plain("{\"a\":1}".into(), "application/json").unwrap();
         assert_eq!((j.text.as_str(), j.extractor), ("{\n  \"a\": 1\n}", "json"));
-        let r = extract("plain <b>as is</b>".into(), "text/plain", Mode::Markdown).await;
+        let r = plain("plain <b>as is</b>".into(), "text/plain").unwrap();
+        assert!(plain("<p>x</p>".into(), "text/html; charset=utf-8").is_err());
         assert_eq!(
             (r.text.as_str(), r.extractor),
             ("plain <b>as is</b>", "raw")

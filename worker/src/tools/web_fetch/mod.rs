@@ -123,7 +123,10 @@ pub async fn web_fetch(policy: &Arc<WebFetchPolicy>, args: &Value) -> ToolOutcom
         Err(e) => return failed(&e),
     };
     let body = String::from_utf8_lossy(&landed.body).into_owned();
-    let extracted = extract::extract(body, &landed.content_type, mode).await;
+    let extracted = match extract::plain(body, &landed.content_type) {
+        Ok(text) => text,
+        Err(html) => isolate::convert(html, mode).await,
+    };
     let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     if !landed.status.is_success() {
         let page = clip(&untrusted::sanitize(&extracted.text), ERROR_PAGE_CHARS);
