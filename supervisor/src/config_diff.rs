@@ -127,6 +127,18 @@ fn process(old: &Config, new: &Config, out: &mut Vec<String>) {
     if old.gateway_hooks != new.gateway_hooks {
         out.push("hooks: gateway_start / gateway_stop hooks changed".into());
     }
+    if old.cron.enabled != new.cron.enabled {
+        out.push(format!(
+            "cron.enabled {} -> {}: applies after a restart",
+            old.cron.enabled, new.cron.enabled
+        ));
+    }
+    if old.cron.skip_missed != new.cron.skip_missed {
+        out.push(format!(
+            "cron.skip_missed {} -> {}: applies at the next start",
+            old.cron.skip_missed, new.cron.skip_missed
+        ));
+    }
     if old.cluster != new.cluster {
         out.push("cluster: changed; applies after a restart (this gateway keeps its place in the cluster until then)".into());
     }

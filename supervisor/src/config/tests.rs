@@ -304,6 +304,47 @@ fn the_cluster_section_is_opt_in_and_checked() {
     .iter()
     .fold(example.to_owned(), |t, k| t.replace(&format!("# {k}"), k));
     assert_eq!(load(&on).unwrap().cluster.unwrap().replicas, 3);
+    // Its scheduler and web_fetch sections, switched on, load.
+    let start = example.find("# [cron]").unwrap();
+    let end = example.find("# Stuck-session").unwrap();
+    let block: String = example[start..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.starts_with('[') || l.contains(" = "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let on = format!("{}\n{block}\n", &example[..start]);
+    let c = load(&on).unwrap();
+    assert_eq!((c.cron.enabled, c.cron.skip_missed), (true, false));
+    let wf = &c.agents[0].web_fetch;
+    assert_eq!(
+        (
+            wf.allowed_hostnames.clone(),
+            wf.timeout_ms,
+            wf.max_redirects
+        ),
+        (vec!["intranet.example".to_owned()], 30_000, 3)
+    );
+    for (text, key) in [
+        (
+            "[agents.defaults.tools.web_fetch]\nmax_redirects = 11\n",
+            "agents.defaults.tools.web_fetch.max_redirects",
+        ),
+        (
+            "[agents.defaults.tools.web_fetch]\ntimeout_seconds = 0\n",
+            "agents.defaults.tools.web_fetch.timeout_seconds",
+        ),
+        (
+            "[agents.defaults.tools.web_fetch]\nmax_response_bytes = 10\n",
+            "agents.defaults.tools.web_fetch.max_response_bytes",
+        ),
+        (
+            "[agents.defaults.tools.web_fetch]\nallowed_hostnames = [\"http://x\"]\n",
+            "agents.defaults.tools.web_fetch.allowed_hostnames",
+        ),
+    ] {
+        assert_eq!(load(text).unwrap_err().key(), Some(key), "{text}");
+    }
     let e = load("[cluster]\nnats = [\"nats://x:1\"]\nnode = \"h1\"\nleader = true\n").unwrap_err();
     assert!(e.problem.to_string().contains("leader"), "{e}");
 }

@@ -88,10 +88,11 @@ pub(super) async fn write(
     // A new listener address is taken as the write is applied (the reload moves the
     // listener; one that cannot be bound refuses the write, the old bytes put back).
     let running = gw.config();
-    // What the running gateway cannot take live: the disk reserve and cluster settings (a
-    // listener change is applied live).
+    // What the running gateway cannot take live: the disk reserve, cluster settings and
+    // whether the scheduler runs (a listener change is applied live).
     let requires_restart = candidate.disk_reserve_bytes != running.disk_reserve_bytes
         || candidate.cluster != running.cluster
+        || candidate.cron.enabled != running.cron.enabled
         || candidate.gateway.max_connections != running.gateway.max_connections;
     let new_hash = commit(gw, source, ws, &before, &new_text).await?;
     tracing::info!(
