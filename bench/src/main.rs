@@ -11,6 +11,7 @@
 mod chaos;
 mod client;
 mod clusterbench;
+mod cronbench;
 mod floor;
 mod procs;
 mod scale;
@@ -114,6 +115,8 @@ enum Scenario {
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
     },
+    /// N scheduled jobs: idle CPU with them loaded, and the fire lag of one-shots among them.
+    Cron(cronbench::Plan),
     /// Physical floors on this machine: WebSocket echo, SQLite WAL commit, unix MessagePack.
     Floor {
         #[arg(long, default_value_t = 5000)]
@@ -279,6 +282,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             concurrency,
         } => model_ceiling(requests, concurrency).await?,
         Scenario::Floor { iterations } => floor::run(iterations).await?,
+        Scenario::Cron(plan) => cronbench::run(&loopgate_bin(&args), args.api, &plan).await?,
         Scenario::Density {
             agents,
             concurrency,
