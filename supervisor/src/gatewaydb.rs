@@ -379,12 +379,12 @@ impl GatewayDb {
     /// A page of a job's runs, newest first, and how many there are.
     pub async fn cron_runs(
         &self,
-        job_id: String,
+        job_id: Option<String>,
         run_id: Option<String>,
         limit: u32,
         offset: u32,
     ) -> Result<(Vec<ipc::gateway::CronRunEntry>, u64), DbError> {
-        self.read(move |c| cron::runs(c, &job_id, run_id.as_deref(), limit, offset))
+        self.read(move |c| cron::runs(c, job_id.as_deref(), run_id.as_deref(), limit, offset))
             .await
     }
 

@@ -290,3 +290,65 @@ async fn a_job_whose_agent_is_gone_is_disabled_not_a_crash_r_f1() {
         .await;
     assert_eq!(fin["payload"]["status"], "ok");
 }
+
+/// A job changed while its run is in flight keeps the change: the run's end records its
+/// state into the job as it is then (review of 139c0bd: a rescheduled one-shot was deleted
+/// when the old run ended). The Control UI's compact rows and its all-jobs run list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_changed_during_its_run_keeps_the_change_r_f1() {
+    let gw = Gateway::start().await;
+    let mut c = gw.connect().await;
+    gw.model.push(hold("held"));
+    let at = now_ms() + 1000;
+    let job = add(
+        &mut c,
+        json!({"name": "moved", "schedule": {"kind": "at", "at": iso(at)}, "sessionTarget": "isolated",
+               "payload": {"kind": "agentTurn", "message": "moved-ping"}}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_owned();
+    cron_event(&mut c, &id, "started").await;
+    let later = now_ms() + 3_600_000;
+    let r = c
+        .call(
+            "cron.update",
+            json!({"id": id, "patch": {"schedule": {"kind": "at", "at": iso(later)}}}),
+        )
+        .await;
+    assert_eq!(
+        r["payload"]["state"]["nextRunAtMs"].as_u64(),
+        Some(later),
+        "{r}"
+    );
+    gw.model.release();
+    let f = cron_event(&mut c, &id, "finished").await;
+    assert_eq!(f["status"], "ok", "{f}");
+    let got = c.call("cron.get", json!({"id": id})).await;
+    assert_eq!(got["payload"]["enabled"], true, "{got}");
+    assert_eq!(
+        got["payload"]["state"]["nextRunAtMs"].as_u64(),
+        Some(later),
+        "{got}"
+    );
+    assert_eq!(got["payload"]["state"]["lastRunStatus"], "ok", "{got}");
+    // The Control UI's Automations page: compact rows with every field, and all runs.
+    let l = c
+        .call("cron.list", json!({"compact": true, "enabled": "all"}))
+        .await;
+    let row = &l["payload"]["jobs"][0];
+    assert_eq!(row["nextRunAtMs"].as_u64(), Some(later), "{l}");
+    assert_eq!(
+        (row["scheduleKind"].as_str(), row["lastRunStatus"].as_str()),
+        (Some("at"), Some("ok")),
+        "{l}"
+    );
+    assert!(row.get("lastRunError").is_some_and(Value::is_null), "{l}");
+    let all = c
+        .call(
+            "cron.runs",
+            json!({"scope": "all", "limit": 50, "offset": 0, "sortDir": "desc"}),
+        )
+        .await;
+    assert_eq!(all["payload"]["total"], 1, "{all}");
+    gw.logs.assert_clean(&[]);
+}

@@ -224,6 +224,11 @@ pub struct CronRemoveResult {
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CronRunsParams {
+    /// `all`: every job's runs (the Control UI's run list); else the job's.
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    pub sort_dir: Option<String>,
     #[serde(default)]
     pub id: Option<String>,
     #[serde(default)]
@@ -319,7 +324,8 @@ pub struct CronListParams {
     pub limit: Option<u32>,
     pub offset: Option<u32>,
     pub query: Option<String>,
-    pub enabled: Option<Ignored>,
+    /// `enabled`, `disabled` or `all` (with `includeDisabled`, the Control UI's filter).
+    pub enabled: Option<Value>,
     pub schedule_kind: Option<Ignored>,
     pub last_run_status: Option<Ignored>,
     pub trigger: Option<Ignored>,
@@ -334,7 +340,7 @@ pub struct CronListParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CronListResult {
-    pub jobs: Vec<CronJob>,
+    pub jobs: Vec<CronListEntry>,
     pub snapshot_revision: String,
     pub total: u64,
     pub offset: u32,
@@ -343,6 +349,35 @@ pub struct CronListResult {
     pub next_offset: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_previews: Option<Map<String, Value>>,
+}
+
+/// A job as `cron.list` gives it: whole, or in its compact row (`compact:true`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CronListEntry {
+    Full(Box<CronJob>),
+    Compact(Box<CronCompactJob>),
+}
+
+/// `cron.list {compact:true}`'s row, each field present (null when unknown), as the
+/// Control UI checks it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CronCompactJob {
+    pub id: String,
+    pub name: String,
+    pub enabled: bool,
+    pub next_run_at: Option<String>,
+    pub next_run_at_ms: Option<u64>,
+    pub schedule_kind: String,
+    pub schedule: CronSchedule,
+    pub last_run_at: Option<String>,
+    pub last_run_at_ms: Option<u64>,
+    pub last_run_status: Option<String>,
+    pub last_run_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_at_ms: Option<u64>,
+    pub effective_agent_id: String,
 }
 
 /// `cron.status`.

@@ -27,6 +27,8 @@ pub enum JobError {
     Text(&'static str),
     #[error("wakeMode must be now or next-heartbeat")]
     WakeMode,
+    #[error("{0} is too long")]
+    Field(&'static str),
 }
 
 /// The agent a session key (`agent:<id>:…`) belongs to.
@@ -46,13 +48,63 @@ fn target(t: &str, agent: &str, caller: Option<&str>) -> Result<String, JobError
         },
         _ => t
             .strip_prefix("session:")
-            .filter(|k| !k.is_empty() && k.len() <= 512)
             .ok_or_else(|| JobError::Target(t.to_owned()))?,
     };
-    if agent_of_key(key).is_some_and(|a| a != agent) {
-        return Err(JobError::OtherAgent(t.to_owned()));
+    // As every method routes a key: a bare one is the agent's (`agent:<id>:<key>`), a full
+    // one must be this agent's and well formed, nothing unprintable.
+    let bad = || JobError::Target(t.to_owned());
+    if key.is_empty()
+        || key.len() > 512
+        || key.chars().any(ipc::text::is_unshowable)
+        || key.chars().any(char::is_control)
+    {
+        return Err(bad());
     }
-    Ok(format!("session:{key}"))
+    let full = if key.len() >= 6 && key[..6].eq_ignore_ascii_case("agent:") {
+        if !key.starts_with("agent:") {
+            return Err(bad());
+        }
+        match agent_of_key(key) {
+            Some(a) if a != agent => return Err(JobError::OtherAgent(t.to_owned())),
+            _ => {}
+        }
+        let rest = key[6..].split_once(':').map(|(_, r)| r).unwrap_or("");
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        key.to_owned()
+    } else {
+        format!("agent:{agent}:{key}")
+    };
+    Ok(format!("session:{full}"))
+}
+
+/// Longest description, model or thinking name kept.
+const MAX_FIELD: usize = 2_000;
+/// Largest `delivery` (its JSON) kept.
+const MAX_DELIVERY: usize = 4_096;
+
+fn check_fields(
+    description: Option<&str>,
+    payload: &CronPayload,
+    delivery: Option<&CronDelivery>,
+) -> Result<(), JobError> {
+    let long = |s: Option<&String>| s.is_some_and(|s| s.len() > MAX_FIELD);
+    if description.is_some_and(|d| d.len() > MAX_FIELD) {
+        return Err(JobError::Field("description"));
+    }
+    if let CronPayload::AgentTurn {
+        model, thinking, ..
+    } = payload
+    {
+        if long(model.as_ref()) || long(thinking.as_ref()) {
+            return Err(JobError::Field("payload.model and payload.thinking"));
+        }
+    }
+    if delivery.is_some_and(|d| serde_json::to_vec(d).map_or(true, |v| v.len() > MAX_DELIVERY)) {
+        return Err(JobError::Field("delivery"));
+    }
+    Ok(())
 }
 
 fn check_payload(p: &CronPayload) -> Result<(), JobError> {
@@ -91,6 +143,7 @@ pub fn new_job(p: CronAddParams, id: String, agent: &str, now: u64) -> Result<Cr
         return Err(JobError::WakeMode);
     }
     check_payload(&p.payload)?;
+    check_fields(p.description.as_deref(), &p.payload, p.delivery.as_ref())?;
     let session_target = target(&p.session_target, agent, p.session_key.as_deref())?;
     let schedule_spec = anchored(p.schedule, now);
     let parsed = schedule::parse(&schedule_spec, now)?;
@@ -134,6 +187,11 @@ pub fn patched(mut job: CronJob, patch: CronPatch, now: u64) -> Result<CronJob, 
         }
         job.name = name;
     }
+    check_fields(
+        patch.description.as_deref(),
+        patch.payload.as_ref().unwrap_or(&job.payload),
+        patch.delivery.as_ref(),
+    )?;
     if let Some(d) = patch.description {
         job.description = Some(d);
     }
@@ -289,6 +347,28 @@ mod tests {
             with("sessionTarget", json!("session:agent:ops:x")),
             Err(JobError::OtherAgent(_))
         ));
+        for bad in [
+            "session:AGENT:ops:x",
+            "session:agent:main",
+            "session:agent:main:",
+            "session:x\u{1b}[2J",
+            "session:",
+        ] {
+            assert!(
+                matches!(with("sessionTarget", json!(bad)), Err(JobError::Target(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            with("sessionTarget", json!("session:tl"))
+                .unwrap()
+                .session_target,
+            "session:agent:main:tl"
+        );
+        assert_eq!(
+            with("description", json!("x".repeat(3000))).unwrap_err(),
+            JobError::Field("description")
+        );
         assert_eq!(
             with("payload", json!({"kind": "agentTurn", "message": ""})).unwrap_err(),
             JobError::Text("message")

@@ -18,6 +18,11 @@ struct Inner {
 #[derive(Default)]
 pub struct Jobs {
     inner: Mutex<Inner>,
+    /// Held across a change of a job and its store (the methods' and the firing's), so a
+    /// firing that records a run's state never writes back a job removed or changed since.
+    pub write: tokio::sync::Mutex<()>,
+    /// Bumped by every change: `cron.list`'s revision.
+    revision: std::sync::atomic::AtomicU64,
     /// Told when a job is added, changed or removed, or a run ends (the next due time may
     /// have moved).
     pub changed: Notify,
@@ -56,13 +61,36 @@ impl Jobs {
     /// Adds or replaces `job`.
     pub fn put(&self, job: CronJob) {
         self.inner().jobs.insert(job.id.clone(), job);
-        self.changed.notify_one();
+        self.bump();
     }
 
     pub fn remove(&self, id: &str) -> Option<CronJob> {
         let gone = self.inner().jobs.remove(id);
-        self.changed.notify_one();
+        self.bump();
         gone
+    }
+
+    /// Changes job `id` as it is now (`None`: it is gone); the changed job.
+    pub fn update(&self, id: &str, f: impl FnOnce(&mut CronJob)) -> Option<CronJob> {
+        let changed = {
+            let mut i = self.inner();
+            let job = i.jobs.get_mut(id)?;
+            f(job);
+            job.clone()
+        };
+        self.bump();
+        Some(changed)
+    }
+
+    /// How many changes the jobs have seen.
+    pub fn revision(&self) -> u64 {
+        self.revision.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn bump(&self) {
+        self.revision
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.changed.notify_one();
     }
 
     /// When the next enabled job without a run in flight is due.

@@ -2,8 +2,8 @@
 //! anchor, `cron` a 5- or 6-field expression in a time zone) and its next occurrence after a
 //! moment. Pure; time zones from the tz database (`jiff`, bundled so a host without one
 //! still schedules). A cron expression's local times are kept across daylight saving
-//! changes: a time that does not exist that day runs at the first one after the gap, a time
-//! that happens twice runs once (the first).
+//! changes: a time that does not exist that day runs shifted by the gap (02:30 at 03:30),
+//! a time that happens twice runs once (the first).
 
 use ipc::gateway::CronSchedule;
 use jiff::civil::DateTime;
@@ -12,6 +12,10 @@ use jiff::Timestamp;
 
 /// Shortest `every` period (OpenClaw's tool asks for no less either).
 pub const MIN_EVERY_MS: u64 = 1_000;
+/// Longest `every` period (ten years).
+pub const MAX_EVERY_MS: u64 = 10 * 365 * 86_400_000;
+/// The last moment a schedule may name (the end of the year 9999).
+pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 /// Furthest a search for the next cron occurrence looks (an expression such as
 /// `0 0 30 2 *` never matches).
 const SEARCH_STEPS: usize = 200_000;
@@ -35,7 +39,7 @@ pub enum ScheduleError {
         ago: String,
         now: String,
     },
-    #[error("schedule.everyMs must be at least {MIN_EVERY_MS}")]
+    #[error("schedule.everyMs must be {MIN_EVERY_MS} to {MAX_EVERY_MS}")]
     Every,
     #[error("schedule.expr {expr:?}: {why}")]
     Expr { expr: String, why: String },
@@ -81,8 +85,11 @@ pub fn parse(s: &CronSchedule, now: u64) -> Result<Schedule, ScheduleError> {
             every_ms,
             anchor_ms,
         } => {
-            if *every_ms < MIN_EVERY_MS {
+            if *every_ms < MIN_EVERY_MS || *every_ms > MAX_EVERY_MS {
                 return Err(ScheduleError::Every);
+            }
+            if anchor_ms.is_some_and(|a| a > MAX_TIME_MS) {
+                return Err(ScheduleError::At("anchorMs is past the year 9999".into()));
             }
             Ok(Schedule::Every {
                 every_ms: *every_ms,
@@ -112,10 +119,19 @@ impl Schedule {
     pub fn first(&self, now: u64) -> Option<u64> {
         match self {
             Schedule::At(ms) => Some(*ms),
+            // The first `anchor + k·every` after now (k ≥ 1): a new job's first period, or
+            // the next slot of one enabled again (never an occurrence already past).
             Schedule::Every {
                 every_ms,
                 anchor_ms,
-            } => Some(anchor_ms.saturating_add(*every_ms)),
+            } => {
+                let first = anchor_ms.saturating_add(*every_ms);
+                if first > now {
+                    return Some(first);
+                }
+                let k = (now - anchor_ms) / every_ms + 1;
+                Some(anchor_ms.saturating_add(k.saturating_mul(*every_ms)))
+            }
             Schedule::Cron(..) => self.next_after(now),
         }
     }
@@ -161,7 +177,7 @@ pub struct CronExpr {
 const MONTHS: [&str; 12] = [
     "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
 ];
-const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+const DAYS: [&str; 8] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
 /// One field's allowed values in `lo..=hi` as bits; `names` (from `lo`) may stand for
 /// numbers; `7` is Sunday in the weekday field.
@@ -171,7 +187,6 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<(u64, bool), St
             return Ok(lo + i as u32);
         }
         let n: u32 = v.parse().map_err(|_| format!("{v:?} is not a number"))?;
-        let n = if names.len() == 7 && n == 7 { 0 } else { n };
         if n < lo || n > hi {
             return Err(format!("{n} is out of range {lo}-{hi}"));
         }
@@ -185,8 +200,8 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<(u64, bool), St
                 let s: u32 = s
                     .parse()
                     .map_err(|_| format!("step {s:?} is not a number"))?;
-                if s == 0 {
-                    return Err("a step of 0".into());
+                if s == 0 || s > hi {
+                    return Err(format!("a step of {s} in a field of {lo}-{hi}"));
                 }
                 (r, s)
             }
@@ -203,13 +218,19 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<(u64, bool), St
                 }
             },
         };
+        // `fri-sun`: Sunday at the end of a weekday range is its 7.
+        let to = if names.len() == 8 && to == 0 && from > 0 {
+            7
+        } else {
+            to
+        };
         if from > to {
             return Err(format!("range {range:?} runs backwards"));
         }
         let mut v = from;
         while v <= to {
             bits |= 1 << v;
-            v += step;
+            v = v.saturating_add(step);
         }
     }
     Ok((bits, star))
@@ -241,7 +262,9 @@ impl CronExpr {
             hours: narrow(hours)?,
             days: narrow(days)?,
             months: u16::try_from(months).map_err(|_| "out of range".to_owned())?,
-            weekdays: u8::try_from(weekdays & 0x7f).map_err(|_| "out of range".to_owned())?,
+            // Sunday is 0 and 7: a range may end at 7 (`1-7`, `fri-sun`); 7 is then 0.
+            weekdays: u8::try_from((weekdays & 0x7f) | ((weekdays >> 7) & 1))
+                .map_err(|_| "out of range".to_owned())?,
             either_day: !dom_star && !dow_star,
             has_seconds: f.len() == 6,
         })
@@ -370,6 +393,21 @@ mod tests {
             now
         )
         .is_err());
+        let every = |every_ms, anchor_ms| {
+            parse(
+                &CronSchedule::Every {
+                    every_ms,
+                    anchor_ms,
+                },
+                now,
+            )
+        };
+        assert!(every(u64::MAX, None).is_err());
+        // An old anchor (a job enabled again) gives the next slot after now, never a past one.
+        assert_eq!(
+            every(1000, Some(now - 10_500)).unwrap().first(now),
+            Some(now + 500)
+        );
     }
 
     #[test]
@@ -406,6 +444,23 @@ mod tests {
             either.next_after(ms("2026-02-01T00:00:00Z")),
             Some(ms("2026-02-06T00:00:00Z"))
         );
+        // Ranges that end on Sunday as 7.
+        for expr in ["0 0 * * 1-7", "0 0 * * 0-7", "0 0 * * *"] {
+            assert_eq!(
+                cron(expr, "UTC").next_after(ms("2026-05-09T12:00:00Z")),
+                Some(ms("2026-05-10T00:00:00Z")),
+                "{expr}"
+            );
+        }
+        let weekend = cron("0 0 * * fri-sun", "UTC");
+        assert_eq!(
+            weekend.next_after(ms("2026-05-10T12:00:00Z")),
+            Some(ms("2026-05-15T00:00:00Z"))
+        );
+        assert_eq!(
+            weekend.next_after(ms("2026-05-09T12:00:00Z")),
+            Some(ms("2026-05-10T00:00:00Z"))
+        );
         let sunday = cron("0 12 * jan 7", "UTC");
         assert_eq!(
             sunday.next_after(ms("2026-05-01T00:00:00Z")),
@@ -417,6 +472,8 @@ mod tests {
     fn bad_expressions_and_zones_are_refused() {
         let now = ms("2026-01-01T00:00:00Z");
         for (expr, tz) in [
+            ("0 0 */4294967295 * *", "UTC"),
+            ("0 1/4294967295 * * *", "UTC"),
             ("* * *", "UTC"),
             ("61 * * * *", "UTC"),
             ("*/0 * * * *", "UTC"),

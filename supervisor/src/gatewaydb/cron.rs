@@ -99,21 +99,22 @@ pub(super) fn jobs(conn: &Connection) -> Result<Vec<CronJob>, DbError> {
     Ok(out)
 }
 
-/// A page of a job's runs, newest first (`run_id`: only that run), and how many there are.
+/// A page of a job's runs (`None`: every job's), newest first (`run_id`: only that run),
+/// and how many there are.
 pub(super) fn runs(
     conn: &Connection,
-    job_id: &str,
+    job_id: Option<&str>,
     run_id: Option<&str>,
     limit: u32,
     offset: u32,
 ) -> Result<(Vec<CronRunEntry>, u64), DbError> {
     let total: i64 = conn
         .prepare_cached(
-            "SELECT count(*) FROM cron_runs WHERE job_id = ?1 AND (?2 IS NULL OR run_id = ?2)",
+            "SELECT count(*) FROM cron_runs WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR run_id = ?2)",
         )?
         .query_row(params![job_id, run_id], |r| r.get(0))?;
     let mut stmt = conn.prepare_cached(
-        "SELECT entry_json FROM cron_runs WHERE job_id = ?1 AND (?2 IS NULL OR run_id = ?2)
+        "SELECT entry_json FROM cron_runs WHERE (?1 IS NULL OR job_id = ?1) AND (?2 IS NULL OR run_id = ?2)
          ORDER BY ts DESC, seq DESC LIMIT ?3 OFFSET ?4",
     )?;
     let rows = stmt.query_map(params![job_id, run_id, limit, offset], |r| {

@@ -208,8 +208,10 @@ pub enum SelfStart {
     Started(Started),
     /// Its key was recorded before for another request (the job changed since it fired).
     KeyUsed,
-    /// It cannot run now; the text says why.
+    /// It cannot run as asked (no model, a bad setting); the text says why.
     Refused(String),
+    /// It cannot run now (draining, the agent's breaker open, the queues full): later.
+    Unavailable(String),
 }
 
 /// A run the gateway starts itself (a scheduled job's): planned as a client's run on the
@@ -246,7 +248,7 @@ pub async fn admit_self(
         Err(refused) => return SelfStart::Refused(refused.message),
     };
     if let Some(refused) = gateway_refusal(gw, &a.route.agent_id) {
-        return SelfStart::Refused(refused.message);
+        return SelfStart::Unavailable(refused.message);
     }
     if gw.backend.elsewhere().is_some() {
         return SelfStart::Refused("scheduled runs are not fired in cluster mode yet".into());
@@ -268,7 +270,7 @@ pub async fn admit_self(
     {
         Ok(started) => SelfStart::Started(started),
         Err(StartRefused::Conflict { .. }) => SelfStart::KeyUsed,
-        Err(refused) => SelfStart::Refused(refused.to_string()),
+        Err(refused) => SelfStart::Unavailable(refused.to_string()),
     }
 }
 

@@ -52,15 +52,6 @@ pub fn event(job: &CronJob, action: &str) -> CronEvent {
     }
 }
 
-/// Stores `job` and keeps it in memory; a store that fails is logged (the memory copy
-/// still fires, and the run's key keeps it from running twice).
-pub async fn keep(gw: &Gateway, job: &CronJob) {
-    if let Err(e) = gw.db.cron_put(job.clone()).await {
-        tracing::warn!(job = %job.id, error = %e, "Cannot store a cron job.");
-    }
-    gw.cron.put(job.clone());
-}
-
 /// Loads the jobs before the gateway serves: settles runs a previous gateway left in
 /// flight, and skips missed recurring occurrences when `skip_missed` says so (otherwise
 /// what came due while the gateway was stopped is due now, and fires once per job).
@@ -69,28 +60,32 @@ pub async fn load(gw: &Arc<Gateway>) -> Result<(), crate::gatewaydb::DbError> {
     let now = now_ms();
     let skip_missed = gw.config().cron.skip_missed;
     let mut loaded = Vec::with_capacity(jobs.len());
+    let mut settling = Vec::new();
     for mut j in jobs {
         if let Some(run_id) = j.state.running_run_id.clone() {
-            // A run the previous gateway started: its outcome, recorded (it ended `error`
-            // if that gateway died with it).
-            let due = j.state.running_at_ms.unwrap_or(now);
-            let (gw, job) = (gw.clone(), j.clone());
-            tokio::spawn(async move { settle_stored(&gw, job, run_id, due).await });
-            j.state.running_run_id = None;
-            j.state.running_at_ms = None;
+            // A run the previous gateway started: settled as any run (it ended `error` if
+            // that gateway died with it), the job's state and a one-shot's end included.
+            settling.push((j.clone(), run_id));
         }
         let missed = j.state.next_run_at_ms.is_some_and(|at| at < now);
-        if missed && skip_missed && j.enabled {
+        if missed && skip_missed && j.enabled && j.state.running_run_id.is_none() {
             if let Some(s) = job::schedule_of(&j, now).filter(|s| !s.is_one_shot()) {
                 j.state.next_run_at_ms = s.next_after(now);
                 j.next_run_at_ms = j.state.next_run_at_ms;
-                keep(gw, &j).await;
+                if let Err(e) = gw.db.cron_put(j.clone()).await {
+                    tracing::warn!(job = %j.id, error = %e, "Cannot store a cron job.");
+                }
                 tell(gw, event(&j, "scheduled"));
             }
         }
         loaded.push(j);
     }
     gw.cron.load(loaded);
+    for (j, run_id) in settling {
+        gw.cron.try_start(&j.id);
+        let gw = gw.clone();
+        tokio::spawn(async move { settle_stored(&gw, j, run_id).await });
+    }
     Ok(())
 }
 
@@ -120,7 +115,7 @@ pub async fn scheduler(gw: Arc<Gateway>) {
 }
 
 /// Runs `job` once (it is marked running already) and records how it went.
-pub async fn fire(gw: &Arc<Gateway>, mut job: CronJob, why: Fire) {
+pub async fn fire(gw: &Arc<Gateway>, job: CronJob, why: Fire) {
     let started_at = now_ms();
     let (due, run_id) = match why {
         Fire::Due => {
@@ -145,7 +140,6 @@ pub async fn fire(gw: &Arc<Gateway>, mut job: CronJob, why: Fire) {
     };
     let entry = if gw.config().agent(&job.agent_id).is_none() {
         // Its agent is gone: the job stops here, told, never a crash on every tick.
-        job.enabled = false;
         failed_entry(
             &job,
             &run_id,
@@ -170,27 +164,66 @@ pub async fn fire(gw: &Arc<Gateway>, mut job: CronJob, why: Fire) {
             thinking,
         )
         .await;
-        // The occurrence is taken: the next one is stored only now (see the module doc).
-        if why == Fire::Due {
-            let next =
-                job::schedule_of(&job, started_at).and_then(|s| s.after_run(due, started_at));
-            job.state.next_run_at_ms = next;
-            job.next_run_at_ms = next;
+        if let SelfStart::Unavailable(why_not) = &started {
+            // Not run, not consumed: it stays due, looked at again a little later.
+            tracing::warn!(job = %job.id, reason = %why_not, "A due cron job cannot start now; it is tried again in 30 s.");
+            defer(gw, &job).await;
+            return;
         }
-        job.state.running_at_ms = Some(started_at);
-        job.state.running_run_id = Some(run_id.clone());
-        keep(gw, &job).await;
+        // The occurrence is taken: the next one is stored only now (see the module doc),
+        // into the job as it is now (changed or removed meanwhile: theirs wins).
+        let next = job::schedule_of(&job, started_at).and_then(|s| s.after_run(due, started_at));
+        let written = gw.cron.write.lock().await;
+        let current = gw.cron.update(&job.id, |j| {
+            if why == Fire::Due && j.updated_at_ms == job.updated_at_ms {
+                j.state.next_run_at_ms = next;
+                j.next_run_at_ms = next;
+            }
+            j.state.running_at_ms = Some(started_at);
+            j.state.running_run_id = Some(run_id.clone());
+        });
+        if let Some(current) = &current {
+            store(gw, current).await;
+        }
+        drop(written);
         tell(
             gw,
             CronEvent {
                 run_at_ms: Some(started_at),
                 run_id: Some(run_id.clone()),
-                ..event(&job, "started")
+                ..event(current.as_ref().unwrap_or(&job), "started")
             },
         );
         outcome(gw, &job, &run_id, &session_key, started_at, started).await
     };
-    finish(gw, job, entry, why).await;
+    let agent_gone = gw.config().agent(&job.agent_id).is_none();
+    finish(gw, &job, entry, why, agent_gone).await;
+}
+
+/// A due job that could not start now: due again in 30 s (a new occurrence: the refused one
+/// never ran).
+async fn defer(gw: &Gateway, fired: &CronJob) {
+    let at = now_ms() + 30_000;
+    let written = gw.cron.write.lock().await;
+    let current = gw.cron.update(&fired.id, |j| {
+        if j.updated_at_ms == fired.updated_at_ms {
+            j.state.next_run_at_ms = Some(at);
+            j.next_run_at_ms = Some(at);
+        }
+    });
+    if let Some(current) = &current {
+        store(gw, current).await;
+    }
+    drop(written);
+    gw.cron.done(&fired.id);
+}
+
+/// Stores `job` (a store that fails is logged: the memory copy still fires, and the run's
+/// key keeps it from running twice).
+async fn store(gw: &Gateway, job: &CronJob) {
+    if let Err(e) = gw.db.cron_put(job.clone()).await {
+        tracing::warn!(job = %job.id, error = %e, "Cannot store a cron job.");
+    }
 }
 
 /// A history entry of a run that did not run.
@@ -269,7 +302,9 @@ async fn outcome(
         SelfStart::Started(Started::InFlight { .. }) | SelfStart::KeyUsed => {
             return stored_outcome(gw, job, run_id, session_key, at).await;
         }
-        SelfStart::Refused(why) => return failed_entry(job, run_id, at, why),
+        SelfStart::Refused(why) | SelfStart::Unavailable(why) => {
+            return failed_entry(job, run_id, at, why)
+        }
     };
     match done {
         Some(o) => entry_of(job, run_id, session_key, at, &o.stored()),
@@ -303,59 +338,73 @@ async fn stored_outcome(
     }
 }
 
-/// A run a previous gateway left in flight: its outcome recorded once.
-async fn settle_stored(gw: &Arc<Gateway>, job: CronJob, run_id: String, at: u64) {
-    let (session_key, _) = job::run_of(&job, at);
+/// A run a previous gateway left in flight (`cron:<job>:<occurrence>` or
+/// `manual:<job>:<ms>:1`): its outcome recorded once, the job's state updated as after any
+/// run (a one-shot's end included).
+async fn settle_stored(gw: &Arc<Gateway>, job: CronJob, run_id: String) {
+    let at = job.state.running_at_ms.unwrap_or_else(now_ms);
+    let occurrence = |prefix: &str| {
+        run_id
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|ms| ms.parse::<u64>().ok())
+    };
+    let why = match occurrence(&format!("manual:{}:", job.id)) {
+        Some(ms) => Fire::Manual(ms),
+        None => Fire::Due,
+    };
+    let due = match why {
+        Fire::Manual(ms) => ms,
+        Fire::Due => occurrence(&format!("cron:{}:", job.id)).unwrap_or(at),
+    };
+    let (session_key, _) = job::run_of(&job, due);
     let entry = stored_outcome(gw, &job, &run_id, &session_key, at).await;
-    if let Err(e) = gw.db.cron_record(entry).await {
-        tracing::warn!(job = %job.id, error = %e, "Cannot record a cron run.");
-    }
+    finish(gw, &job, entry, why, false).await;
 }
 
-/// Records the run, updates the job's state (a one-shot that ran is removed or disabled)
-/// and tells operators: `finished`, then `scheduled` or `removed`.
-async fn finish(gw: &Gateway, fired: CronJob, mut entry: CronRunEntry, why: Fire) {
+/// Records the run, updates the job's state as it is now (a one-shot whose schedule did not
+/// change meanwhile is removed, or disabled when its run failed; `disable`: its agent is
+/// gone) and tells operators: `finished`, then `scheduled` or `removed`.
+async fn finish(gw: &Gateway, fired: &CronJob, mut entry: CronRunEntry, why: Fire, disable: bool) {
     let id = fired.id.clone();
-    // The job as it is now: it may have been changed or removed while it ran.
-    let Some(mut job) = gw.cron.get(&id).map(|mut j| {
-        j.state.next_run_at_ms = fired
-            .state
-            .next_run_at_ms
-            .filter(|_| why == Fire::Due)
-            .or(j.state.next_run_at_ms);
-        j.next_run_at_ms = j.state.next_run_at_ms;
-        j.enabled = j.enabled && fired.enabled;
-        j
-    }) else {
-        let _ = gw.db.cron_record(entry).await;
-        gw.cron.done(&id);
-        return;
-    };
-    entry.next_run_at_ms = job.state.next_run_at_ms;
-    job.state.running_at_ms = None;
-    job.state.running_run_id = None;
-    job.state.last_run_at_ms = Some(entry.run_at_ms);
-    job.state.last_run_status = Some(entry.status.clone());
-    job.state.last_error = entry.error.clone();
-    job.state.last_duration_ms = entry.duration_ms;
-    job.state.last_delivery_status = Some(entry.delivery_status.clone());
+    let written = gw.cron.write.lock().await;
+    let mut remove = false;
+    let current = gw.cron.update(&id, |j| {
+        j.state.running_at_ms = None;
+        j.state.running_run_id = None;
+        j.state.last_run_at_ms = Some(entry.run_at_ms);
+        j.state.last_run_status = Some(entry.status.clone());
+        j.state.last_error = entry.error.clone();
+        j.state.last_duration_ms = entry.duration_ms;
+        j.state.last_delivery_status = Some(entry.delivery_status.clone());
+        if disable {
+            j.enabled = false;
+        }
+        let unchanged = j.updated_at_ms == fired.updated_at_ms;
+        let one_shot = job::schedule_of(j, entry.run_at_ms).is_some_and(|s| s.is_one_shot());
+        if why == Fire::Due && unchanged && one_shot {
+            remove = entry.status == "ok" && j.delete_after_run == Some(true);
+            j.enabled = false;
+        }
+    });
+    entry.next_run_at_ms = current.as_ref().and_then(|j| j.state.next_run_at_ms);
     if let Err(e) = gw.db.cron_record(entry.clone()).await {
         tracing::warn!(job = %id, error = %e, "Cannot record a cron run.");
     }
-    let one_shot = job::schedule_of(&job, now_ms()).is_some_and(|s| s.is_one_shot());
-    let remove =
-        why == Fire::Due && one_shot && entry.status == "ok" && job.delete_after_run == Some(true);
-    if why == Fire::Due && one_shot && !remove {
-        job.enabled = false;
-    }
     // Stored before it is told: a client that reads the job on `finished` sees its end.
-    if remove {
-        let _ = gw.db.cron_remove(id.clone()).await;
-        gw.cron.remove(&id);
-    } else {
-        keep(gw, &job).await;
+    match &current {
+        Some(_) if remove => {
+            let _ = gw.db.cron_remove(id.clone()).await;
+            gw.cron.remove(&id);
+        }
+        Some(job) => store(gw, job).await,
+        None => {}
     }
+    drop(written);
     gw.cron.done(&id);
+    let Some(job) = current else {
+        return;
+    };
     tell(
         gw,
         CronEvent {

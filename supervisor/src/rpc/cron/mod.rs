@@ -6,9 +6,9 @@ pub mod fire;
 use std::sync::Arc;
 
 use ipc::gateway::{
-    m, CronAddParams, CronIdParams, CronJob, CronListParams, CronListResult, CronRemoveResult,
-    CronRunParams, CronRunResult, CronRunsParams, CronRunsResult, CronStatusResult,
-    CronUpdateParams, Done, ErrorShape, Method, WakeParams,
+    m, CronAddParams, CronCompactJob, CronIdParams, CronJob, CronListEntry, CronListParams,
+    CronListResult, CronRemoveResult, CronRunParams, CronRunResult, CronRunsParams, CronRunsResult,
+    CronStatusResult, CronUpdateParams, Done, ErrorShape, Method, WakeParams,
 };
 use serde_json::json;
 
@@ -75,11 +75,19 @@ fn list(gw: &Gateway, p: CronListParams) -> Answer<CronListResult> {
     let offset = p.offset.unwrap_or(0);
     let query = p.query.as_deref().map(str::to_lowercase);
     let agent = p.agent_id.as_deref().or(p.session_agent_id.as_deref());
+    // `enabled`: the Control UI's filter (`enabled`, `disabled`, `all`), else
+    // `includeDisabled` (OpenClaw's default leaves disabled jobs out).
+    let wanted = |j: &CronJob| match p.enabled.as_ref().and_then(|e| e.as_str()) {
+        Some("disabled") => !j.enabled,
+        Some("all") => true,
+        Some("enabled") => j.enabled,
+        _ => j.enabled || p.include_disabled == Some(true),
+    };
     let mut jobs: Vec<CronJob> = gw
         .cron
         .list()
         .into_iter()
-        .filter(|j| j.enabled || p.include_disabled == Some(true))
+        .filter(|j| wanted(j))
         .filter(|j| agent.is_none_or(|a| j.agent_id == a))
         .filter(|j| {
             query
@@ -88,18 +96,26 @@ fn list(gw: &Gateway, p: CronListParams) -> Answer<CronListResult> {
         })
         .collect();
     jobs.sort_by_key(|j| (j.state.next_run_at_ms.unwrap_or(u64::MAX), j.created_at_ms));
-    let revision = serde_json::to_vec(&jobs).unwrap_or_default();
+    let revision = format!("{}:{}", gw.cron.revision(), jobs.len());
     let total = jobs.len() as u64;
-    let page: Vec<CronJob> = jobs
+    let compact = p.compact == Some(true);
+    let page: Vec<CronListEntry> = jobs
         .into_iter()
         .skip(offset as usize)
         .take(limit as usize)
+        .map(|j| {
+            if compact {
+                CronListEntry::Compact(Box::new(compact_row(j)))
+            } else {
+                CronListEntry::Full(Box::new(j))
+            }
+        })
         .collect();
     let next = u64::from(offset) + page.len() as u64;
     let previews = !(p.compact == Some(true) || p.include_delivery_previews == Some(false));
     Ok(CronListResult {
         jobs: page,
-        snapshot_revision: format!("sha256:{}", crate::secrets::sha256_hex(&revision)),
+        snapshot_revision: format!("sha256:{}", crate::secrets::sha256_hex(revision.as_bytes())),
         total,
         offset,
         limit,
@@ -107,6 +123,31 @@ fn list(gw: &Gateway, p: CronListParams) -> Answer<CronListResult> {
         next_offset: (next < total).then(|| u32::try_from(next).unwrap_or(u32::MAX)),
         delivery_previews: previews.then(serde_json::Map::new),
     })
+}
+
+/// A job as `cron.list {compact:true}` gives it.
+fn compact_row(j: CronJob) -> CronCompactJob {
+    let iso = |ms: Option<u64>| ms.map(crate::cron::schedule::iso);
+    let kind = match &j.schedule {
+        ipc::gateway::CronSchedule::At { .. } => "at",
+        ipc::gateway::CronSchedule::Every { .. } => "every",
+        ipc::gateway::CronSchedule::Cron { .. } => "cron",
+    };
+    CronCompactJob {
+        next_run_at: iso(j.state.next_run_at_ms),
+        next_run_at_ms: j.state.next_run_at_ms,
+        schedule_kind: kind.into(),
+        last_run_at: iso(j.state.last_run_at_ms),
+        last_run_at_ms: j.state.last_run_at_ms,
+        last_run_status: j.state.last_run_status,
+        last_run_error: j.state.last_error,
+        running_at_ms: j.state.running_at_ms,
+        effective_agent_id: j.agent_id,
+        schedule: j.schedule,
+        id: j.id,
+        name: j.name,
+        enabled: j.enabled,
+    }
 }
 
 fn get(gw: &Gateway, p: &CronIdParams) -> Answer<CronJob> {
@@ -126,6 +167,7 @@ async fn add(gw: &Arc<Gateway>, p: CronAddParams) -> Answer<CronJob> {
     let id = uuid::Uuid::new_v4().to_string();
     let job =
         job::new_job(p, id, &agent, now_ms()).map_err(|e| ErrorShape::invalid(e.to_string()))?;
+    let _written = gw.cron.write.lock().await;
     gw.db
         .cron_put(job.clone())
         .await
@@ -136,6 +178,7 @@ async fn add(gw: &Arc<Gateway>, p: CronAddParams) -> Answer<CronJob> {
 }
 
 async fn update(gw: &Arc<Gateway>, p: CronUpdateParams) -> Answer<CronJob> {
+    let _written = gw.cron.write.lock().await;
     let current = job_of(gw, p.id.as_deref().or(p.job_id.as_deref()))?;
     let job =
         job::patched(current, p.patch, now_ms()).map_err(|e| ErrorShape::invalid(e.to_string()))?;
@@ -149,6 +192,7 @@ async fn update(gw: &Arc<Gateway>, p: CronUpdateParams) -> Answer<CronJob> {
 }
 
 async fn remove(gw: &Arc<Gateway>, p: CronIdParams) -> Answer<CronRemoveResult> {
+    let _written = gw.cron.write.lock().await;
     let job = job_of(gw, p.id())?;
     gw.db
         .cron_remove(job.id.clone())
@@ -203,9 +247,11 @@ async fn run(gw: &Arc<Gateway>, p: CronRunParams) -> Answer<CronRunResult> {
 }
 
 async fn runs(gw: &Arc<Gateway>, p: CronRunsParams) -> Answer<CronRunsResult> {
-    let id =
-        p.id.or(p.job_id)
-            .ok_or_else(|| ErrorShape::invalid("id is required"))?;
+    let id = match (p.id.or(p.job_id), p.scope.as_deref()) {
+        (Some(id), _) => Some(id),
+        (None, Some("all")) => None,
+        (None, _) => return Err(ErrorShape::invalid("id is required (or scope: \"all\")")),
+    };
     let limit = p.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 200);
     let offset = p.offset.unwrap_or(0);
     let (entries, total) = gw
@@ -230,8 +276,8 @@ async fn wake(gw: &Arc<Gateway>, p: WakeParams) -> Answer<Done> {
     if gw.config().agent(&agent).is_none() {
         return Err(ErrorShape::invalid(format!("unknown agent id {agent:?}")));
     }
-    if p.text.trim().is_empty() {
-        return Err(ErrorShape::invalid("text must not be empty"));
+    if p.text.trim().is_empty() || p.text.len() > 100_000 {
+        return Err(ErrorShape::invalid("text must be 1-100000 characters"));
     }
     let now = now_ms();
     let message = format!(
@@ -247,7 +293,8 @@ async fn wake(gw: &Arc<Gateway>, p: WakeParams) -> Answer<Done> {
     match super::admit_self(gw, route, run_id, message, None, None, None).await {
         super::SelfStart::Started(_) => Ok(Done { ok: true }),
         super::SelfStart::KeyUsed => Ok(Done { ok: true }),
-        super::SelfStart::Refused(why) => Err(ErrorShape::unavailable(why, Some(1000))),
+        super::SelfStart::Refused(why) => Err(ErrorShape::invalid(why)),
+        super::SelfStart::Unavailable(why) => Err(ErrorShape::unavailable(why, Some(1000))),
     }
 }
 
