@@ -146,6 +146,9 @@ pub struct RawCron {
     /// occurrence instead of running once at start (OpenClaw's `cron.skipMissedJobs`;
     /// default false). One-shots run either way.
     pub skip_missed: Option<bool>,
+    /// How long an isolated run's session is kept after its last update (OpenClaw's
+    /// `cron.sessionRetention`; default 86 400 = 24 h; 0 keeps them).
+    pub session_retention_seconds: Option<u64>,
 }
 
 /// `[cron]`, resolved.
@@ -153,6 +156,7 @@ pub struct RawCron {
 pub struct CronConfig {
     pub enabled: bool,
     pub skip_missed: bool,
+    pub session_retention_seconds: u64,
 }
 
 impl Default for CronConfig {
@@ -160,6 +164,7 @@ impl Default for CronConfig {
         CronConfig {
             enabled: true,
             skip_missed: false,
+            session_retention_seconds: 86_400,
         }
     }
 }
@@ -315,6 +320,7 @@ impl Config {
             cron: CronConfig {
                 enabled: raw.cron.enabled.unwrap_or(true),
                 skip_missed: raw.cron.skip_missed.unwrap_or(false),
+                session_retention_seconds: raw.cron.session_retention_seconds.unwrap_or(86_400),
             },
         })
     }

@@ -139,6 +139,12 @@ fn process(old: &Config, new: &Config, out: &mut Vec<String>) {
             old.cron.skip_missed, new.cron.skip_missed
         ));
     }
+    if old.cron.session_retention_seconds != new.cron.session_retention_seconds {
+        out.push(format!(
+            "cron.session_retention_seconds {} -> {}",
+            old.cron.session_retention_seconds, new.cron.session_retention_seconds
+        ));
+    }
     if old.cluster != new.cluster {
         out.push("cluster: changed; applies after a restart (this gateway keeps its place in the cluster until then)".into());
     }

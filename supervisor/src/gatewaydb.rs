@@ -371,6 +371,16 @@ impl GatewayDb {
             .await
     }
 
+    /// Isolated cron runs' sessions last updated before `before` (ms): `(key, agent id)`.
+    pub async fn cron_run_sessions(
+        &self,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, DbError> {
+        self.read(move |c| cron::expired_run_sessions(c, before, limit))
+            .await
+    }
+
     /// Every stored job, read beside the writer.
     pub async fn cron_jobs(&self) -> Result<Vec<ipc::gateway::CronJob>, DbError> {
         self.read(cron::jobs).await

@@ -352,3 +352,48 @@ async fn a_job_changed_during_its_run_keeps_the_change_r_f1() {
     assert_eq!(all["payload"]["total"], 1, "{all}");
     gw.logs.assert_clean(&[]);
 }
+
+/// Isolated runs' sessions go once older than `[cron] session_retention_seconds` (OpenClaw's
+/// `cron.sessionRetention`): a job every second would otherwise leave 86 400 a day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn isolated_run_sessions_expire_r_f1() {
+    let gw = Gateway::start_with("[cron]\nsession_retention_seconds = 2\n").await;
+    let mut c = gw.connect().await;
+    let job = add(
+        &mut c,
+        json!({"name": "chatty", "schedule": {"kind": "every", "everyMs": 1000}, "sessionTarget": "isolated",
+               "payload": {"kind": "agentTurn", "message": "chatty-ping"}}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_owned();
+    cron_event(&mut c, &id, "finished").await;
+    cron_event(&mut c, &id, "scheduled").await;
+    cron_event(&mut c, &id, "finished").await;
+    c.call("cron.remove", json!({"id": id})).await;
+    let run_sessions = |r: &Value| {
+        r["payload"]["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| {
+                s["key"]
+                    .as_str()
+                    .is_some_and(|k| k.contains(":cron:") && k.contains(":run:"))
+            })
+            .count()
+    };
+    let listed = c.call("sessions.list", json!({})).await;
+    assert!(run_sessions(&listed) >= 2, "{listed}");
+    // Readiness: the pruner's rounds, a second apart, take them all.
+    let mut left = usize::MAX;
+    for _ in 0..200 {
+        left = run_sessions(&c.call("sessions.list", json!({})).await);
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "expired run sessions are gone");
+    assert_eq!(runs(&mut c, &id).await.len(), 2, "the run history stays");
+    gw.logs.assert_clean(&[]);
+}

@@ -82,6 +82,24 @@ fn record(conn: &Connection, e: &CronRunEntry) -> Result<bool, DbError> {
     Ok(n > 0)
 }
 
+/// Isolated cron runs' sessions last updated before `before` (ms), oldest first: `(key,
+/// agent id)`.
+pub(super) fn expired_run_sessions(
+    conn: &Connection,
+    before: u64,
+    limit: u32,
+) -> Result<Vec<(String, String)>, DbError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT session_key, agent_id FROM sessions
+         WHERE session_key GLOB 'agent:*:cron:*:run:*' AND updated_at < ?1
+         ORDER BY updated_at LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![before as i64, limit], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(DbError::from)
+}
+
 /// Every job (a row that no longer parses is skipped, and logged).
 pub(super) fn jobs(conn: &Connection) -> Result<Vec<CronJob>, DbError> {
     let mut stmt = conn.prepare_cached("SELECT id, job_json FROM cron_jobs ORDER BY id")?;

@@ -595,7 +595,11 @@ async fn ask<O: Op>(
 
 /// A session operation at the agent's worker: this gateway's, or (cluster mode) the
 /// owner's.
-async fn at_worker<O: Op>(gw: &Gateway, agent_id: String, op: O) -> Result<O::Reply, AskError> {
+pub(super) async fn at_worker<O: Op>(
+    gw: &Gateway,
+    agent_id: String,
+    op: O,
+) -> Result<O::Reply, AskError> {
     gw.backend.ask(&gw.control, agent_id, op).await
 }
 

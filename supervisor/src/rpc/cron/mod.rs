@@ -2,6 +2,7 @@
 //! OpenClaw 2026.9.6's shapes; the firing is [`fire`].
 
 pub mod fire;
+mod prune;
 
 use std::sync::Arc;
 
@@ -306,6 +307,8 @@ pub async fn start(gw: &Arc<Gateway>) {
         tracing::error!(error = %e, "Cannot read the cron jobs; the scheduler does not run.");
         return;
     }
+    // Run sessions expire whether or not jobs fire here.
+    tokio::spawn(prune::prune_loop(gw.clone()));
     if !gw.config().cron.enabled {
         tracing::info!("The scheduler is off ([cron] enabled = false).");
         return;
