@@ -371,6 +371,13 @@ impl GatewayDb {
             .await
     }
 
+    /// Forgets the run history of removed jobs older than `before` (ms); how many entries.
+    pub async fn cron_prune_removed(&self, before: u64) -> Result<usize, DbError> {
+        self.tx
+            .ask(|tx| Cmd::Cron(cron::CronCmd::PruneRemoved(before, tx)))
+            .await
+    }
+
     /// Isolated cron runs' sessions last updated before `before` (ms): `(key, agent id)`.
     pub async fn cron_run_sessions(
         &self,

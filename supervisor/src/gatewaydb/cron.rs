@@ -34,6 +34,8 @@ pub enum CronCmd {
     Remove(String, oneshot::Sender<Result<bool, DbError>>),
     /// Records a run's entry; `false` if its run id was recorded before.
     Record(Box<CronRunEntry>, oneshot::Sender<Result<bool, DbError>>),
+    /// Forgets the history of removed jobs older than the moment (ms); how many entries.
+    PruneRemoved(u64, oneshot::Sender<Result<usize, DbError>>),
 }
 
 pub(super) fn apply(conn: &Connection, cmd: CronCmd, sp: &dbwriter::Savepoint) -> dbwriter::Held {
@@ -42,7 +44,17 @@ pub(super) fn apply(conn: &Connection, cmd: CronCmd, sp: &dbwriter::Savepoint) -
         CronCmd::Put(job, tx) => answer(tx, sp.run(conn, |c| put(c, &job))),
         CronCmd::Remove(id, tx) => answer(tx, sp.run(conn, |c| remove(c, &id))),
         CronCmd::Record(entry, tx) => answer(tx, sp.run(conn, |c| record(c, &entry))),
+        CronCmd::PruneRemoved(before, tx) => answer(tx, sp.run(conn, |c| prune_removed(c, before))),
     }
+}
+
+pub(super) fn prune_removed(conn: &Connection, before: u64) -> Result<usize, DbError> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM cron_runs WHERE ts < ?1 AND job_id NOT IN (SELECT id FROM cron_jobs)",
+        )?
+        .execute(params![before as i64])?;
+    Ok(n)
 }
 
 fn put(conn: &Connection, job: &CronJob) -> Result<(), DbError> {
@@ -67,7 +79,7 @@ fn remove(conn: &Connection, id: &str) -> Result<bool, DbError> {
     Ok(n > 0)
 }
 
-fn record(conn: &Connection, e: &CronRunEntry) -> Result<bool, DbError> {
+pub(super) fn record(conn: &Connection, e: &CronRunEntry) -> Result<bool, DbError> {
     let json = serde_json::to_string(e).map_err(|e| DbError::Commit(e.to_string()))?;
     let n = conn
         .prepare_cached(

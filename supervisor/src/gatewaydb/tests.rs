@@ -464,3 +464,49 @@ async fn absurd_token_counts_are_bounded_and_later_outcomes_still_record() {
         Some(StoredRun::Terminal { .. })
     ));
 }
+
+/// A job's runs are recorded once per run id and listed newest first; a removed job's
+/// history stays until it is old, then goes; an existing job's stays whatever its age.
+#[test]
+fn cron_history_is_once_per_run_and_outlives_its_job_for_a_while() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = migrated(&dir);
+    let entry = |job: &str, run: &str, ts: u64| ipc::gateway::CronRunEntry {
+        ts,
+        job_id: job.into(),
+        action: "finished".into(),
+        status: "ok".into(),
+        summary: None,
+        error: None,
+        run_at_ms: ts,
+        duration_ms: None,
+        next_run_at_ms: None,
+        delivered: false,
+        delivery_status: "not-requested".into(),
+        session_key: None,
+        run_id: Some(run.into()),
+        job_name: None,
+    };
+    assert!(cron::record(&conn, &entry("kept", "cron:kept:1", 1)).unwrap());
+    assert!(
+        !cron::record(&conn, &entry("kept", "cron:kept:1", 1)).unwrap(),
+        "once per run id"
+    );
+    assert!(cron::record(&conn, &entry("kept", "cron:kept:2", 2)).unwrap());
+    assert!(cron::record(&conn, &entry("gone", "cron:gone:1", 1)).unwrap());
+    assert!(cron::record(&conn, &entry("gone", "cron:gone:9", 9)).unwrap());
+    let (page, total) = cron::runs(&conn, Some("kept"), None, 10, 0).unwrap();
+    assert_eq!((page[0].ts, total), (2, 2));
+    conn.execute(
+        "INSERT INTO cron_jobs(id, agent_id, job_json, updated_at) VALUES ('kept', 'main', '{}', 0)",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        cron::prune_removed(&conn, 5).unwrap(),
+        1,
+        "the removed job's old entry"
+    );
+    let (_, all) = cron::runs(&conn, None, None, 10, 0).unwrap();
+    assert_eq!(all, 3);
+}
