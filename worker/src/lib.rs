@@ -110,6 +110,8 @@ pub struct Ctx {
     pub exec_env: Arc<Vec<(String, String)>>,
     /// The agent's disk budget ([`tools::budget`]).
     pub disk: Arc<tools::budget::DiskBudget>,
+    /// What `web_fetch` may reach (the spec's, shared by every run).
+    pub web: Arc<ipc::web::WebFetchPolicy>,
     /// The memory tools' index (`memory.sqlite` beside the agent's database).
     pub memory: Arc<tools::memory::MemoryIndex>,
     /// Background `exec` sessions (their ledger: `exec-sessions.json` beside the database).
@@ -215,6 +217,7 @@ impl Ctx {
         tracing::info!("Worker started.");
         let disk = Arc::new(tools::budget::DiskBudget::new(spec.disk, &spec.workspace));
         let memory = Arc::new(tools::memory::MemoryIndex::new(memory_db(&spec.db_path)));
+        let web = Arc::new(spec.web_fetch.clone());
         let background = Arc::new(tools::background::Registry::new(
             Path::new(&spec.db_path).with_file_name("exec-sessions.json"),
         ));
@@ -232,6 +235,7 @@ impl Ctx {
             other_llms: Default::default(),
             exec_env: Arc::new(tools::exec_environment(&opts.env)),
             disk,
+            web,
             memory,
             background,
             keys: std::sync::RwLock::new(keys),

@@ -49,6 +49,7 @@ pub fn ctx(spec: AgentSpec, reader: Option<Reader>) -> (Arc<Ctx>, Receiver) {
         memory: Arc::new(crate::tools::memory::MemoryIndex::new(
             std::path::Path::new(&spec.db_path).with_file_name("memory.sqlite"),
         )),
+        web: Arc::new(spec.web_fetch.clone()),
         background: Arc::new(crate::tools::background::Registry::new(
             std::path::Path::new(&spec.db_path).with_file_name("exec-sessions.json"),
         )),

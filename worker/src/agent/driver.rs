@@ -155,7 +155,7 @@ impl Driver {
             exec_env: ctx.exec_env.clone(),
             approved: None,
             disk: ctx.disk.clone(),
-            web: Arc::new(ctx.spec.web_fetch.clone()),
+            web: ctx.web.clone(),
             memory: ctx.memory.clone(),
             background: ctx.background.clone(),
             session_key: run.session_key.clone(),
