@@ -137,21 +137,30 @@ pub fn resolve(workspace: &Path, rel: &str) -> Result<PathBuf, PathRefused> {
     Ok(cur)
 }
 
+/// Opens a resolved path for reading as a regular file only: never through a link put in its
+/// place since it was resolved (`ELOOP`), never blocking on a FIFO or a device (refused as
+/// `InvalidInput`, "not a regular file"). The file tools, the memory tools and their index
+/// read through it.
+pub(super) fn open_plain(p: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(p)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((f, meta))
+}
+
 /// Reads at most [`LOAD_MAX_BYTES`] of a resolved file, refusing anything but a regular file
 /// (a FIFO or a device would block or never end).
 pub(super) fn load(p: &Path, shown: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(p)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("cannot read {shown}: not a regular file"));
-    }
+    let (f, _) = open_plain(p).map_err(|e| format!("cannot read {shown}: {e}"))?;
     let mut buf = Vec::new();
     f.take(LOAD_MAX_BYTES)
         .read_to_end(&mut buf)

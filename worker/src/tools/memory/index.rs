@@ -170,20 +170,13 @@ fn refresh(conn: &mut Connection, workspace: &Path) -> Result<(), IndexError> {
 
 fn index_file(tx: &rusqlite::Transaction<'_>, f: &FileStamp, now: i64) -> Result<(), IndexError> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
     let mut bytes = Vec::new();
     // Only the very file the walk saw, never through a link put in its place or a FIFO
     // (which would block the index for good); one that changed since is indexed empty and
     // read again by the next search.
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(&f.abs);
-    if let Ok(file) = opened {
-        let same = file
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.dev() == f.dev && m.ino() == f.ino);
-        if same {
+    if let Ok((file, meta)) = crate::tools::fs::open_plain(&f.abs) {
+        if meta.dev() == f.dev && meta.ino() == f.ino {
             let _ = file.take(MAX_FILE_BYTES).read_to_end(&mut bytes);
         }
     }

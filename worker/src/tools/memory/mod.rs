@@ -260,19 +260,11 @@ pub async fn memory_get(workspace: &Path, args: &Value) -> ToolOutcome {
 /// link put in its place since it was resolved, never blocking on a FIFO.
 fn read_capped(abs: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(abs)
-    {
-        Ok(f) => f,
+    let file = match super::fs::open_plain(abs) {
+        Ok((f, _)) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
     let mut bytes = Vec::new();
     file.take(index::MAX_FILE_BYTES).read_to_end(&mut bytes)?;
     Ok(Some(bytes))
