@@ -55,6 +55,7 @@ mod sessions;
 mod shapes;
 mod skills;
 mod slash_commands;
+mod tool_hooks;
 mod tools;
 mod turn;
 mod usage;

@@ -224,7 +224,7 @@ async fn exec_cannot_read_the_gateways_environment_r_e2() {
     for d in ["agents", "agents/main"] {
         chown_other(&gw.state().join(d));
     }
-    super::tools::internal_hook(
+    super::tool_hooks::internal_hook(
         &hooks,
         "envdump",
         "\"agent:bootstrap\"",
