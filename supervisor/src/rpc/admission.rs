@@ -48,6 +48,33 @@ pub(super) struct Admission {
 }
 
 impl Admission {
+    /// `message` on `route` with nothing else asked: no settings of its own, no attachments,
+    /// not ordered, not an admin's.
+    pub(super) fn bare(
+        run_id: String,
+        route: Route,
+        message: String,
+        timeout_ms: Option<u64>,
+    ) -> Admission {
+        Admission {
+            turn: None,
+            run_id,
+            route,
+            message,
+            extra_system_prompt: None,
+            timeout_ms,
+            provider: None,
+            model: None,
+            thinking: None,
+            queue_mode: None,
+            verbose: None,
+            block_streaming: None,
+            attachments: Vec::new(),
+            images_need_model: false,
+            trace_allowed: false,
+        }
+    }
+
     /// What identifies the request besides its route.
     fn request_hash(&self) -> String {
         request_hash(
@@ -227,21 +254,9 @@ pub async fn admit_self(
     thinking: Option<String>,
 ) -> SelfStart {
     let mut a = Admission {
-        turn: None,
-        run_id,
-        route,
-        message,
-        extra_system_prompt: None,
-        timeout_ms,
-        provider: None,
         model,
         thinking,
-        queue_mode: None,
-        verbose: None,
-        block_streaming: None,
-        attachments: Vec::new(),
-        images_need_model: false,
-        trace_allowed: false,
+        ..Admission::bare(run_id, route, message, timeout_ms)
     };
     let plan = match plan(&gw.config(), &gw.sessions, &mut a) {
         Ok(plan) => plan,

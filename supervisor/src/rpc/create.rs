@@ -195,20 +195,8 @@ fn first_turn(
 ) -> Admission {
     Admission {
         turn,
-        run_id,
-        route,
-        message,
-        extra_system_prompt: None,
-        timeout_ms,
-        provider: None,
-        model: None,
-        thinking: None,
-        queue_mode: None,
-        attachments: Vec::new(),
-        images_need_model: false,
-        verbose: None,
         block_streaming: Some(false),
-        trace_allowed: false,
+        ..Admission::bare(run_id, route, message, timeout_ms)
     }
 }
 
